@@ -1,0 +1,29 @@
+# Tollgate image: one image runs the gateway (`serve`, the default) and the reference upstream (`petstore`).
+# Build: docker build -t tollgate .    Run: docker run -p 8080:8080 tollgate serve --config /app/config/gateway.yaml
+
+# ---- build stage: full dependencies, compile TypeScript to dist/
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+# Manifests first, so the dependency layer is cached until package*.json change.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+RUN npm run build
+
+# ---- runtime stage: production dependencies, compiled code and config only
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY config ./config
+# Files stay root-owned (read-only to the process); the process runs as the image's unprivileged user.
+USER node
+EXPOSE 8080
+# Slim images have no curl: probe /healthz with Node's built-in fetch. PORT overrides the listening port.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["node", "dist/cli.js"]
+CMD ["serve"]

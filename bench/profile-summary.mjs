@@ -1,0 +1,161 @@
+#!/usr/bin/env node
+// Summarizes a V8 .cpuprofile (node --cpu-prof): top functions by self time, self time by package or source file,
+// and top functions by inclusive time (each sample counted once per function, so recursion is not double counted).
+//
+//   node bench/profile-summary.mjs FILE.cpuprofile [--top N]
+//
+// Also imported by bench/run.mjs (--profile).
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const SPECIAL = new Set(['(idle)', '(program)', '(garbage collector)', '(root)']);
+
+/** Where a function lives: a package, a node: module, a project file, or a V8 pseudo-frame. */
+function locate(url, root) {
+  if (!url) return { where: '', group: '(native/V8)' };
+  let u = url;
+  if (u.startsWith('file://')) {
+    try {
+      u = fileURLToPath(u);
+    } catch {}
+  }
+  if (u.startsWith('node:')) return { where: u, group: u };
+  const nm = u.lastIndexOf('/node_modules/');
+  if (nm >= 0) {
+    const rest = u.slice(nm + '/node_modules/'.length).split('/');
+    const pkg = rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
+    return { where: `${pkg}/${rest.slice(rest[0].startsWith('@') ? 2 : 1).join('/')}`, group: pkg };
+  }
+  const rel = root && u.startsWith(root + '/') ? u.slice(root.length + 1) : u;
+  return { where: rel, group: rel.startsWith('dist/') ? `tollgate ${rel.slice(5)}` : rel };
+}
+
+export function summarizeProfile(profile, { top = 25, root } = {}) {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+
+  // Weight of each sample: the time until the next sample (the last one gets the mean interval).
+  const { samples = [], timeDeltas = [] } = profile;
+  const selfUs = new Map();
+  const meanDelta = samples.length > 1 ? (profile.endTime - profile.startTime) / samples.length : 0;
+  for (let i = 0; i < samples.length; i++) {
+    const w = i + 1 < timeDeltas.length ? Math.max(0, timeDeltas[i + 1]) : meanDelta;
+    selfUs.set(samples[i], (selfUs.get(samples[i]) ?? 0) + w);
+  }
+
+  // Native frames (no script: writev, string encoding, JSON...) are charged to the package of their nearest
+  // JavaScript caller, so "self time by package" says who asked for the work.
+  const groupOfNode = new Map();
+  const groupOf = (id) => {
+    if (groupOfNode.has(id)) return groupOfNode.get(id);
+    const n = nodes.get(id);
+    const name = n.callFrame.functionName;
+    let g;
+    if (SPECIAL.has(name)) g = name;
+    else if (n.callFrame.url) g = locate(n.callFrame.url, root).group;
+    else g = parent.has(id) ? groupOf(parent.get(id)) : '(native/V8)';
+    if (g === '(root)') g = '(native/V8)';
+    groupOfNode.set(id, g);
+    return g;
+  };
+  const keyOf = new Map();
+  const info = new Map();
+  for (const n of profile.nodes) {
+    const cf = n.callFrame;
+    const name = cf.functionName || '(anonymous)';
+    const special = SPECIAL.has(name);
+    const { where } = special ? { where: '' } : locate(cf.url, root);
+    const native = !special && !cf.url;
+    const group = groupOf(n.id);
+    const key = special ? name : native ? `${name} (native) ${group}` : `${name} ${where}:${cf.lineNumber + 1}`;
+    keyOf.set(n.id, key);
+    if (!info.has(key)) info.set(key, { name, where: native ? `native, from ${group}` : where ? `${where}:${cf.lineNumber + 1}` : '', group, project: !special && !!where && where.startsWith('dist/') });
+  }
+
+  let totalUs = 0;
+  let idleUs = 0;
+  const selfByKey = new Map();
+  const selfByGroup = new Map();
+  const inclByKey = new Map();
+  const inclByGroup = new Map();
+  for (const [id, us] of selfUs) {
+    totalUs += us;
+    const key = keyOf.get(id);
+    if (key === '(idle)') {
+      idleUs += us;
+      continue;
+    }
+    selfByKey.set(key, (selfByKey.get(key) ?? 0) + us);
+    const g = info.get(key).group;
+    selfByGroup.set(g, (selfByGroup.get(g) ?? 0) + us);
+    const seen = new Set();
+    const seenGroups = new Set();
+    for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
+      const k = keyOf.get(cur);
+      if (SPECIAL.has(k)) continue;
+      if (!seen.has(k)) {
+        seen.add(k);
+        inclByKey.set(k, (inclByKey.get(k) ?? 0) + us);
+      }
+      const cg = groupOf(cur);
+      if (!seenGroups.has(cg)) {
+        seenGroups.add(cg);
+        inclByGroup.set(cg, (inclByGroup.get(cg) ?? 0) + us);
+      }
+    }
+  }
+  const busyUs = totalUs - idleUs;
+  const rank = (m, filter = () => true) =>
+    [...m.entries()]
+      .filter(([k]) => filter(info.get(k)))
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([k, us]) => ({ ...(info.get(k) ?? { name: k, where: '', group: k }), ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 }));
+  return {
+    sampledMs: totalUs / 1000,
+    idleMs: idleUs / 1000,
+    busyMs: busyUs / 1000,
+    samples: samples.length,
+    selfByFunction: rank(selfByKey),
+    selfByGroup: [...selfByGroup.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
+    inclusiveByFunction: rank(inclByKey),
+    // Time with a package anywhere on the stack (each sample once per package): what a package costs with all
+    // it calls, e.g. pino-http's logging including JSON and the write.
+    inclusiveByGroup: [...inclByGroup.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
+    // Tollgate's own functions (dist/), callees included: the request stages.
+    inclusiveProject: rank(inclByKey, (i) => i?.project),
+  };
+}
+
+export function formatSummary(s, { top = 25 } = {}) {
+  const pct = (x) => `${x.toFixed(1).padStart(5)}%`;
+  const ms = (x) => `${x.toFixed(0).padStart(7)} ms`;
+  const lines = [];
+  lines.push(`  ${s.samples} samples over ${(s.sampledMs / 1000).toFixed(1)} s: busy ${(s.busyMs / 1000).toFixed(1)} s, idle ${(s.idleMs / 1000).toFixed(1)} s (percentages are of busy time)`);
+  lines.push('  self time by function:');
+  for (const f of s.selfByFunction.slice(0, top)) lines.push(`    ${pct(f.pct)} ${ms(f.ms)}  ${f.name}  ${f.where}`);
+  lines.push('  self time by package / file:');
+  for (const g of s.selfByGroup.slice(0, top)) lines.push(`    ${pct(g.pct)} ${ms(g.ms)}  ${g.group}`);
+  lines.push('  inclusive time by package / file (callees included, each sample once per package; nested like the list below):');
+  for (const g of s.inclusiveByGroup.slice(0, top)) lines.push(`    ${pct(g.pct)} ${ms(g.ms)}  ${g.group}`);
+  lines.push("  inclusive time of Tollgate's own functions (dist/, callees included; a middleware that calls next() synchronously");
+  lines.push('  also holds the stages after it up to the first await, so read these as nested, not additive):');
+  for (const f of s.inclusiveProject.slice(0, top)) lines.push(`    ${pct(f.pct)} ${ms(f.ms)}  ${f.name}  ${f.where}`);
+  return lines.join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const args = process.argv.slice(2);
+  const topIdx = args.indexOf('--top');
+  const file = args.find((a, i) => !a.startsWith('--') && i !== topIdx + 1);
+  const top = topIdx >= 0 ? Number(args[topIdx + 1]) || 25 : 25;
+  if (!file) {
+    process.stderr.write('usage: node bench/profile-summary.mjs FILE.cpuprofile [--top N]\n');
+    process.exit(2);
+  }
+  const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+  const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), { top, root });
+  process.stdout.write(`${file}\n${formatSummary(summary, { top })}\n`);
+}

@@ -1,0 +1,195 @@
+// Builds the gateway's Express app from config and dependencies. No I/O at import and no listen():
+// tests drive the returned app in-process, and only src/gateway-server.ts binds a port.
+import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
+import helmet from 'helmet';
+import { randomUUID } from 'node:crypto';
+import { pinoHttp } from 'pino-http';
+import { systemClock, type Clock } from './clock.js';
+import { HttpError, sendError } from './errors.js';
+import { H, isSaneRequestId } from './headers.js';
+import type { Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { healthz, metricsHandler, readyz, type ReadinessCheck } from './ops.js';
+import { createProxy, declaredBodyLimit, prepareUpstreamHeaders } from './pipeline/proxy.js';
+import { routePolicy } from './pipeline/route-policy.js';
+import type { Runtime } from './runtime.js';
+
+export interface GatewayDeps {
+  runtime: Runtime;
+  logger: Logger;
+  clock?: Clock;
+  metrics?: Metrics;
+  /** What /readyz checks (Redis, the upstream). */
+  readiness?: readonly ReadinessCheck[];
+  /** Request-path stages that run before route policy and the proxy: authentication, then limits. */
+  stages?: readonly RequestHandler[];
+}
+
+export interface Gateway {
+  app: express.Express;
+  metrics: Metrics;
+  /** Releases what the app holds (the upstream connection pool). */
+  close(): void;
+}
+
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
+export function buildGateway(deps: GatewayDeps): Gateway {
+  const { runtime, logger } = deps;
+  const clock = deps.clock ?? systemClock;
+  const metrics = deps.metrics ?? new Metrics();
+  // Sections that only change on restart are read once here; reloadable ones are read per request from runtime.
+  const { server, upstream } = runtime.config;
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', false);
+  app.set('trust proxy', server.trustProxy);
+
+  // Express's router captures an absolute-form target's scheme and host when it starts and re-applies them around
+  // every mounted handler (turning the proxied path into "/http://host"), so the target is reduced before it runs.
+  const handle = (app as unknown as { handle: (req: Request, res: Response, next?: NextFunction) => void }).handle.bind(app);
+  (app as unknown as { handle: typeof handle }).handle = (req, res, next) => {
+    normalizeRequestTarget(req);
+    handle(req, res, next);
+  };
+  app.use(
+    pinoHttp({
+      logger,
+      genReqId: (req, res) => {
+        const given = req.headers[H.requestId];
+        const id = isSaneRequestId(given) ? given : randomUUID();
+        res.setHeader(H.requestId, id);
+        return id;
+      },
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+      // Slim serializers: no headers at all, so no credential can reach a log line by this path.
+      serializers: {
+        req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: redactKeys(req.url), remoteAddress: req.remoteAddress }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+      // The consumer id joins the access-log line here rather than through customProps, which would build a child
+      // logger per request.
+      customSuccessObject: (_req, res, val: Record<string, unknown>) => withConsumer(res as Response, val),
+      // A 5xx the gateway answered on purpose (502, 503, 504) is not an exception: log its status, not a made-up
+      // stack trace; a real error keeps its message only.
+      customErrorObject: (_req, res, err, val: Record<string, unknown>) => {
+        const { err: _drop, ...rest } = val;
+        return withConsumer(res as Response, err.message.startsWith('failed with status code') ? rest : { ...rest, err: { message: err.message } });
+      },
+    }),
+  );
+  app.use(
+    helmet({
+      // A JSON API serves no documents: nothing may load from or frame its answers.
+      contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+      crossOriginResourcePolicy: { policy: 'same-origin' },
+    }),
+  );
+  app.use(recordMetrics(metrics));
+
+  app.get('/healthz', healthz);
+  app.get('/readyz', readyz(deps.readiness ?? []));
+  app.get('/metrics', metricsHandler(metrics));
+
+  const proxy = createProxy({ upstream, maxBodyBytes: server.maxBodyBytes, logger, metrics });
+  const v1: RequestHandler[] = [
+    refuseDotSegments,
+    ...(deps.stages ?? []),
+    routePolicy(runtime, clock),
+    declaredBodyLimit(server.maxBodyBytes),
+    prepareUpstreamHeaders(upstream),
+    proxy.handler,
+  ];
+  app.use('/v1', ...v1);
+
+  app.use((_req: Request, res: Response) => sendError(res, 'not_found'));
+  app.use(errorHandler(logger));
+
+  return { app, metrics, close: () => proxy.agent.destroy() };
+}
+
+/**
+ * An absolute-form request target (`GET http://other.host/v1/x HTTP/1.1`) is reduced to its path and query,
+ * so routing and the proxy only ever see a path: the configured upstream is the only host contacted.
+ */
+function normalizeRequestTarget(req: Request): void {
+  let url = req.url;
+  // A fragment is never part of a request target (RFC 9112 §3.2) but Node's parser lets one through. Routing ignores
+  // it while the route policy and the upstream would see it (`/v1/pets/1#x` escaping a 410): it is dropped here.
+  const hash = url.indexOf('#');
+  if (hash >= 0) {
+    url = url.slice(0, hash) || '/';
+    req.url = url;
+    req.originalUrl = url;
+  }
+  if (url.charCodeAt(0) !== 47 /* "/" */ && /^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
+    try {
+      const u = new URL(url);
+      req.url = (u.pathname || '/') + u.search;
+    } catch {
+      req.url = '/';
+    }
+    req.originalUrl = req.url;
+  }
+}
+
+/**
+ * A /v1 path with a "." or ".." segment (also percent-encoded, behind an encoded slash or a backslash, or with a
+ * ";param" as Tomcat reads `..;`) is refused with 400 before anything else: the path goes upstream unchanged, and an
+ * upstream that normalizes it would serve what the /v1 prefix and the route policy never saw (`/v1/../admin`).
+ */
+const DOT_SEGMENT = /(?:^|\/)\.\.?(?:[/;]|$)/;
+function refuseDotSegments(req: Request, res: Response, next: NextFunction): void {
+  const path = req.originalUrl.split('?', 1)[0] ?? '';
+  const folded = path.replace(/%2e/gi, '.').replace(/%2f|%5c|\\/gi, '/');
+  if (DOT_SEGMENT.test(folded)) return sendError(res, 'invalid_request', 'The request path must not contain "." or ".." segments.');
+  next();
+}
+
+function withConsumer(res: Response, val: Record<string, unknown>): Record<string, unknown> {
+  const consumer = res.locals?.consumer as { id: string } | undefined;
+  if (consumer) val.consumer = consumer.id;
+  return val;
+}
+
+/** A key pasted into a URL (a query parameter, say) is not an accepted credential, but it must not reach the logs either. */
+const KEY_IN_TEXT = /tg_[0-9A-Za-z]{20,}/g;
+function redactKeys(text: string): string {
+  return text.includes('tg_') ? text.replace(KEY_IN_TEXT, 'tg_[redacted]') : text;
+}
+
+function recordMetrics(metrics: Metrics): RequestHandler {
+  return function recordMetricsStage(req, res, next) {
+    const start = process.hrtime.bigint();
+    res.once('finish', () => {
+      const path = req.originalUrl.split('?', 1)[0] ?? '';
+      const route =
+        (res.locals.route as string | undefined) ??
+        (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');
+      const method = KNOWN_METHODS.has(req.method) ? req.method : 'OTHER';
+      metrics.requests.inc({ route, method, status: String(res.statusCode) });
+      metrics.requestDuration.observe({ route }, Number(process.hrtime.bigint() - start) / 1e9);
+    });
+    next();
+  };
+}
+
+function errorHandler(logger: Logger): ErrorRequestHandler {
+  return function gatewayErrorHandler(err, req, res, _next) {
+    // The proxy's own error listener has usually answered already; never answer twice.
+    if (res.headersSent) {
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    if (err instanceof HttpError) return sendError(res, err.code, err.message);
+    const status = typeof err?.status === 'number' ? err.status : typeof err?.statusCode === 'number' ? err.statusCode : 500;
+    if (status === 413) return sendError(res, 'payload_too_large');
+    if (status === 400) return sendError(res, 'invalid_request');
+    if (status > 400 && status < 500) return sendError(res, 'not_found');
+    logger.error({ reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'unhandled error');
+    sendError(res, 'internal_error');
+  };
+}

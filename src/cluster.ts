@@ -1,0 +1,58 @@
+// server.workers > 1: a node:cluster primary that forks gateway workers sharing one port. Workers are separate
+// gateway instances (they share limits through Redis exactly as separate hosts do); the primary only supervises:
+// it forwards SIGHUP, drains all workers on SIGTERM/SIGINT, and replaces a worker that dies.
+import cluster, { type Worker } from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import type { Config } from './config/schema.js';
+import type { Logger } from './logger.js';
+
+export function workerCount(setting: Config['server']['workers']): number {
+  return setting === 'auto' ? availableParallelism() : setting;
+}
+
+export function runPrimary(config: Config, count: number, logger: Logger, validateReload: () => boolean): void {
+  let stopping = false;
+  const workers = new Set<Worker>();
+  const fork = () => {
+    const w = cluster.fork();
+    workers.add(w);
+    w.on('exit', (code, signal) => {
+      workers.delete(w);
+      if (stopping) return;
+      logger.error({ workerPid: w.process.pid, code, signal }, 'gateway worker died; starting a new one');
+      // A worker that dies at once (bad port, ...) must not become a fork storm.
+      setTimeout(fork, 1000).unref();
+    });
+  };
+  for (let i = 0; i < count; i++) fork();
+  logger.info({ workers: count, port: config.server.port }, 'tollgate primary started workers');
+
+  process.on('SIGHUP', () => {
+    // Validated once here so a bad file is reported once; each worker then re-reads and applies it.
+    if (!validateReload()) return;
+    for (const w of workers) w.process.kill('SIGHUP');
+  });
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal, workers: workers.size }, 'draining workers');
+    for (const w of workers) w.process.kill('SIGTERM');
+    const deadline = setTimeout(() => {
+      for (const w of workers) w.process.kill('SIGKILL');
+      process.exit(0);
+    }, config.server.drainTimeoutMs + 2000);
+    deadline.unref();
+    const check = setInterval(() => {
+      if (workers.size === 0) {
+        clearInterval(check);
+        logger.info('stopped');
+        logger.flush?.();
+        process.exit(0);
+      }
+    }, 50);
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+export const isPrimary = (): boolean => cluster.isPrimary;

@@ -1,0 +1,81 @@
+// The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
+import { loadConfigFile, validateConfig } from '../config/load.js';
+import { handleSignals, startGateway } from '../gateway-server.js';
+import { createLogger } from '../logger.js';
+import { startPetstore } from '../petstore/server.js';
+import { redactRedisUrl } from '../storage/redis.js';
+import { systemClock } from '../clock.js';
+import { Metrics } from '../metrics.js';
+import { buildParts } from '../wiring.js';
+import { isPrimary, runPrimary, workerCount } from '../cluster.js';
+import { Runtime } from '../runtime.js';
+import { CliError } from './cli-error.js';
+
+export async function runServe(configPath: string): Promise<void> {
+  const result = loadConfigFile(configPath, process.env);
+  if (!result.ok) {
+    throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
+  }
+  const config = result.config;
+  const logger = createLogger(config.log.level);
+  const workers = workerCount(config.server.workers);
+  if (workers > 1 && isPrimary()) {
+    runPrimary(config, workers, logger, () => {
+      const next = loadConfigFile(configPath, process.env);
+      if (!next.ok) logger.error({ path: configPath, errors: next.errors }, 'config reload rejected; the old config stays in force');
+      return next.ok;
+    });
+    return;
+  }
+  const metrics = new Metrics({ defaultMetrics: true });
+  const runtime = new Runtime(config);
+  const parts = await buildParts(runtime, logger, metrics, systemClock);
+  const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
+  handleSignals(gw, logger);
+  logger.info({ url: gw.url, upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory' }, 'tollgate gateway listening');
+}
+
+export async function runPetstore(opts: { port: number; host: string }): Promise<void> {
+  const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info');
+  const ps = await startPetstore({ host: opts.host, port: opts.port, redisUrl: process.env.REDIS_URL || undefined, logger });
+  logger.info({ url: ps.url }, 'petstore listening');
+  const stop = () => {
+    ps.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+export async function runDev(opts: { port: number }): Promise<void> {
+  const logger = createLogger('warn');
+  const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
+  const parsed = validateConfig({ server: { port: opts.port }, upstream: { url: petstore.url }, log: { level: 'warn' } });
+  if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
+  const metrics = new Metrics({ defaultMetrics: true });
+  const runtime = new Runtime(parsed.config);
+  const parts = await buildParts(runtime, logger, metrics, systemClock);
+  const demo: string[] = [];
+  for (const plan of Object.keys(parsed.config.plans)) {
+    const { key } = await parts.keys.create({ plan, name: `demo-${plan}` });
+    demo.push(`    ${plan.padEnd(11)} ${key}`);
+  }
+  const gw = await startGateway({ config: parsed.config, runtime, logger, metrics, parts });
+  handleSignals(gw, logger);
+  const firstKey = demo[0]?.trim().split(/\s+/)[1] ?? '';
+  process.stdout.write(
+    [
+      '',
+      `  Tollgate dev: gateway ${gw.url}  ->  petstore ${petstore.url} (in-memory store)`,
+      '',
+      '  Demo keys (one per plan, in memory, gone when this process stops):',
+      ...demo,
+      '',
+      '  Try it:',
+      `    curl -si ${gw.url}/v1/categories -H 'Authorization: Bearer ${firstKey}'`,
+      `    curl -s -X POST ${gw.url}/v1/categories -H 'Authorization: Bearer ${firstKey}' -H 'Content-Type: application/json' -d '{"name":"Dog"}'`,
+      '',
+      '  Press Ctrl-C to stop.',
+      '',
+    ].join('\n'),
+  );
+}

@@ -1,0 +1,125 @@
+// Reads the YAML file, applies environment overrides, validates against the schema and freezes the result.
+// Every problem is reported at once, each as "path: what was expected, what was found".
+import { readFileSync } from 'node:fs';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { configSchema, type Config } from './schema.js';
+
+export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
+
+export type LoadResult = { ok: true; config: Config; path: string } | { ok: false; errors: string[]; path: string };
+
+/** --config, else TOLLGATE_CONFIG, else config/gateway.yaml. */
+export function resolveConfigPath(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return flag ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH;
+}
+
+/** Environment variable -> config path it overrides, and how its text becomes a value. */
+const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: [string, string]; parse: (v: string) => unknown }> = [
+  { env: 'PORT', path: ['server', 'port'], parse: numberIfNumeric },
+  { env: 'HOST', path: ['server', 'host'], parse: (v) => v },
+  { env: 'UPSTREAM_URL', path: ['upstream', 'url'], parse: (v) => v },
+  { env: 'REDIS_URL', path: ['redis', 'url'], parse: (v) => v },
+  { env: 'LOG_LEVEL', path: ['log', 'level'], parse: (v) => v },
+];
+
+function numberIfNumeric(v: string): unknown {
+  return /^\d+$/.test(v.trim()) ? Number(v) : v;
+}
+
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const reason = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (err as Error).message;
+    return { ok: false, errors: [`${path}: ${reason}`], path };
+  }
+  const result = parseConfigText(text, env);
+  return { ...result, path };
+}
+
+export function parseConfigText(text: string, env: NodeJS.ProcessEnv = {}): { ok: true; config: Config } | { ok: false; errors: string[] } {
+  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    return { ok: false, errors: doc.errors.map((e) => `YAML: ${(e.message.split('\n')[0] ?? '').replace(/:$/, '')}`) };
+  }
+  const raw: unknown = doc.toJS() ?? {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    return { ok: false, errors: ['(root): expected a mapping of sections (server, upstream, ...), got ' + describe(raw)] };
+  }
+  const overridden = new Map<string, string>();
+  return validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
+}
+
+/** `overridden` maps a field path to the environment variable that set it, so errors can name it. */
+export function validateConfig(raw: unknown, overridden: ReadonlyMap<string, string> = new Map()): { ok: true; config: Config } | { ok: false; errors: string[] } {
+  const parsed = configSchema.safeParse(raw, { reportInput: true });
+  if (!parsed.success) {
+    return {
+      ok: false,
+      // One issue can name several fields (unknown keys): each becomes its own error line.
+      errors: parsed.error.issues.flatMap((issue) => {
+        const from = overridden.get(formatPath(issue.path));
+        return formatIssue(issue).map((line) => line + (from ? ` (from ${from})` : ''));
+      }),
+    };
+  }
+  return { ok: true, config: deepFreeze(parsed.data) };
+}
+
+function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv, overridden: Map<string, string>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...raw };
+  for (const o of ENV_OVERRIDES) {
+    const value = env[o.env];
+    if (value === undefined || value === '') continue;
+    const [section, field] = o.path;
+    const current = out[section];
+    const base = typeof current === 'object' && current !== null && !Array.isArray(current) ? current : {};
+    out[section] = { ...base, [field]: o.parse(value) };
+    overridden.set(`${section}.${field}`, o.env);
+  }
+  return out;
+}
+
+export function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out === '' ? String(seg) : `.${String(seg)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+function formatIssue(issue: z.core.$ZodIssue): string[] {
+  const where = formatPath(issue.path);
+  switch (issue.code) {
+    case 'invalid_type':
+      return [`${where}: expected ${issue.expected}, got ${describe(issue.input)}`];
+    case 'unrecognized_keys':
+      return issue.keys.map((k) => `${formatPath([...issue.path, k])}: unknown field`);
+    case 'invalid_value':
+      return [`${where}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe(issue.input)}`];
+    case 'invalid_key':
+      // A record key (a plan name) that fails its own rule: show that rule, not zod's generic "Invalid key in record".
+      return [`${where}: ${issue.issues.map((i) => i.message).join('; ')}, got ${describe(issue.input)}`];
+    default:
+      return [`${where}: ${issue.message.replace(/^Invalid input: /, '')}, got ${describe(issue.input)}`];
+  }
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  return JSON.stringify(value);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

@@ -1,0 +1,193 @@
+// The configuration schema: every field, its default and its meaning, declared once.
+// Types are derived from it; unknown keys are errors; cross-field rules are named functions below.
+import { match } from 'path-to-regexp';
+import { z } from 'zod';
+
+const positiveInt = () => z.number().int().positive();
+const isoInstant = () =>
+  z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
+
+const server = z.strictObject({
+  /** Address to listen on. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** TCP port to listen on (0 picks a free one). */
+  port: z.number().int().min(0).max(65535).default(8080),
+  /** Express "trust proxy": false, true, a hop count, or addresses/subnets whose X-Forwarded-For to believe. */
+  trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string().min(1), z.array(z.string().min(1))]).default(false),
+  /** Request bodies larger than this get 413 before (or while) reaching the upstream. */
+  maxBodyBytes: z.number().int().min(0).default(1_048_576),
+  /** Gateway processes sharing the port (node:cluster): a number, or "auto" for one per core. */
+  workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1),
+  /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before the process exits anyway. */
+  drainTimeoutMs: z.number().int().min(0).default(10_000),
+  /** A client must send its full request headers within this time (slowloris guard). */
+  headersTimeoutMs: z.number().int().positive().default(10_000),
+  /** A client must send its full request (headers and body) within this time. */
+  requestTimeoutMs: z.number().int().positive().default(30_000),
+  /** Idle keep-alive connections from clients are closed after this time. */
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+});
+
+const upstream = z.strictObject({
+  /** Base URL of the service behind the gateway. Only this origin is ever contacted. */
+  url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081'),
+  /** No response headers from the upstream within this time: 504. */
+  timeoutMs: positiveInt().default(10_000),
+  /** Strip Authorization before forwarding, so the upstream never sees the API key. */
+  hideCredentials: z.boolean().default(true),
+  /** Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up. */
+  healthPath: z.string().startsWith('/').default('/healthz'),
+  /** Most keep-alive sockets held open to the upstream. */
+  maxSockets: positiveInt().default(256),
+});
+
+const redis = z.strictObject({
+  /** redis:// URL. Leave the whole section out for the in-memory store (a single instance only). */
+  url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL'),
+  /** Prepended to every Redis key Tollgate writes. */
+  prefix: z.string().default('tollgate:'),
+  /** Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503. */
+  failMode: z.enum(['open', 'closed']).default('open'),
+  /** No request waits longer than this on Redis in total. */
+  commandTimeoutMs: positiveInt().default(100),
+});
+
+const log = z.strictObject({
+  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+const plan = z.strictObject({
+  perMinute: positiveInt(),
+  perDay: positiveInt(),
+});
+
+const DEFAULT_PLANS = {
+  free: { perMinute: 60, perDay: 1_000 },
+  pro: { perMinute: 300, perDay: 10_000 },
+  business: { perMinute: 1_000, perDay: 100_000 },
+  enterprise: { perMinute: 10_000, perDay: 10_000_000 },
+};
+
+const anonymous = z.strictObject({
+  /** Requests per minute per client IP for requests without a valid key. */
+  perMinute: positiveInt().default(30),
+});
+
+const ban = z.strictObject({
+  /** This many 429s for one key within windowSeconds bans it. */
+  threshold: positiveInt().default(10),
+  windowSeconds: positiveInt().default(60),
+  /** Ban lengths: 1st ban, 2nd, 3rd and later. */
+  durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]),
+  /** The escalation level is forgotten this long after the last ban ended. */
+  resetAfterSeconds: positiveInt().default(86_400),
+});
+
+const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', '*'] as const;
+
+const route = z.strictObject({
+  /** HTTP method, or "*" for any. */
+  method: z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS)).default('*'),
+  /** Express-style path under /v1, e.g. /v1/pets/:petId. */
+  path: z
+    .string()
+    .regex(/^\/v1(\/|$)/, 'expected a path under /v1/, such as /v1/pets/:petId')
+    .superRefine(validRoutePattern),
+  /** When the route became deprecated (Deprecation header, RFC 9745). */
+  deprecation: isoInstant().optional(),
+  /** When the route stops being served (Sunset header, RFC 8594). */
+  sunset: isoInstant().optional(),
+  /** Migration documentation, sent as Link: <url>; rel="deprecation". */
+  link: z.url().optional(),
+  /** After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying. */
+  afterSunset: z.enum(['gone', 'pass']).default('pass'),
+});
+
+const staticKey = z.strictObject({
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -'),
+  plan: z.string().min(1),
+  /** SHA-256 of the plaintext key, 64 lowercase hex digits. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the key)'),
+  name: z.string().optional(),
+  perMinute: positiveInt().optional(),
+  perDay: positiveInt().optional(),
+  expiresAt: isoInstant().optional(),
+});
+
+export const configSchema = z
+  .strictObject({
+    server: server.prefault({}),
+    upstream: upstream.prefault({}),
+    redis: redis.optional(),
+    log: log.prefault({}),
+    plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS),
+    anonymous: anonymous.prefault({}),
+    ban: ban.prefault({}),
+    routes: z.array(route).default([]),
+    keys: z.array(staticKey).default([]),
+  })
+  .superRefine(sunsetNotBeforeDeprecation)
+  .superRefine(afterSunsetNeedsSunset)
+  .superRefine(staticKeysUseKnownPlans)
+  .superRefine(staticKeyIdsUnique)
+  .superRefine(workersNeedRedis);
+
+// Refinements only add issues, so any context will do for their signatures.
+type Ctx = z.RefinementCtx<unknown>;
+
+function validRoutePattern(path: string, ctx: Ctx): void {
+  try {
+    match(path);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not a valid route pattern (${(err as Error).message.split(';')[0]})`, input: path });
+  }
+}
+
+function workersNeedRedis(cfg: { server: { workers: number | 'auto' }; redis?: unknown }, ctx: Ctx): void {
+  if (cfg.server.workers !== 1 && !cfg.redis) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['server', 'workers'],
+      message: 'more than one worker needs a redis section: workers share keys and limits only through Redis',
+      input: cfg.server.workers,
+    });
+  }
+}
+
+function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    if (r.deprecation && r.sunset && Date.parse(r.sunset) < Date.parse(r.deprecation)) {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'sunset'], message: 'sunset must not be earlier than deprecation (RFC 8594)', input: r.sunset });
+    }
+  });
+}
+
+function afterSunsetNeedsSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    if (r.afterSunset === 'gone' && !r.sunset) {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'afterSunset'], message: 'afterSunset: gone needs a sunset date', input: r.afterSunset });
+    }
+  });
+}
+
+function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
+  cfg.keys.forEach((k, i) => {
+    if (!Object.hasOwn(cfg.plans, k.plan)) {
+      ctx.addIssue({ code: 'custom', path: ['keys', i, 'plan'], message: `unknown plan; expected one of ${Object.keys(cfg.plans).join(', ')}`, input: k.plan });
+    }
+  });
+}
+
+function staticKeyIdsUnique(cfg: { keys: StaticKeyConfig[] }, ctx: Ctx): void {
+  const seen = new Set<string>();
+  cfg.keys.forEach((k, i) => {
+    if (seen.has(k.id)) ctx.addIssue({ code: 'custom', path: ['keys', i, 'id'], message: 'duplicate key id', input: k.id });
+    seen.add(k.id);
+  });
+}
+
+export type Config = z.output<typeof configSchema>;
+export type RouteConfig = z.output<typeof route>;
+export type StaticKeyConfig = z.output<typeof staticKey>;
+export type PlanConfig = z.output<typeof plan>;
+export type RedisConfig = z.output<typeof redis>;

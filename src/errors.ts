@@ -1,0 +1,54 @@
+// The error catalogue: every error code Tollgate (gateway or petstore) can answer, with its status.
+// One module so the README table, the tests and the wire format cannot drift apart.
+import type { Response } from 'express';
+
+export const ERRORS = {
+  invalid_request: { status: 400, message: 'The request body is missing required fields or has invalid values.' },
+  invalid_json: { status: 400, message: 'The request body is not valid JSON.' },
+  missing_api_key: { status: 401, message: 'An API key is required: send "Authorization: Bearer <key>".' },
+  invalid_api_key: { status: 401, message: 'The API key is not valid.' },
+  not_found: { status: 404, message: 'No such route or resource.' },
+  gone: { status: 410, message: 'This route has passed its sunset date and is no longer served.' },
+  payload_too_large: { status: 413, message: 'The request body is larger than this gateway accepts.' },
+  unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  rate_limit_exceeded: { status: 429, message: 'Rate limit exceeded. Retry after the time in Retry-After.' },
+  api_key_banned: { status: 429, message: 'This API key is temporarily banned for exceeding its rate limit repeatedly.' },
+  internal_error: { status: 500, message: 'An unexpected error occurred.' },
+  bad_gateway: { status: 502, message: 'The upstream service could not be reached.' },
+  service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' },
+  gateway_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  status: number;
+}
+
+export function errorBody(code: ErrorCode, message?: string): ErrorBody {
+  const entry = ERRORS[code];
+  return { code, message: message ?? entry.message, status: entry.status };
+}
+
+/** Thrown inside handlers; the error middleware turns it into the JSON error body. */
+export class HttpError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  constructor(code: ErrorCode, message?: string) {
+    super(message ?? ERRORS[code].message);
+    this.code = code;
+    this.status = ERRORS[code].status;
+  }
+}
+
+/** Writes an error answer. Safe to call late: if headers already went out, the connection is cut instead. */
+export function sendError(res: Response, code: ErrorCode, message?: string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const body = errorBody(code, message);
+  res.status(body.status).type('application/json').send(JSON.stringify(body));
+}

@@ -1,0 +1,139 @@
+// Runs the gateway: builds its dependencies from config, listens, reloads on SIGHUP, drains on SIGTERM/SIGINT.
+// The only gateway file that binds a port or installs signal handlers.
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { buildGateway, type GatewayDeps } from './app.js';
+import { loadConfigFile } from './config/load.js';
+import type { Config } from './config/schema.js';
+import type { Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { httpUpstreamCheck, type ReadinessCheck } from './ops.js';
+import { Runtime } from './runtime.js';
+
+export interface RunningGateway {
+  server: Server;
+  url: string;
+  port: number;
+  runtime: Runtime;
+  metrics: Metrics;
+  /** Re-reads the config file; a bad file is rejected and the old config stays. */
+  reload(): boolean;
+  /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then releases everything. */
+  shutdown(): Promise<void>;
+}
+
+export interface StartOptions {
+  config: Config;
+  /** The config holder the parts were built on; made from `config` when not given. */
+  runtime?: Runtime;
+  logger: Logger;
+  /** The file SIGHUP re-reads; without it, reload() is refused. */
+  configPath?: string;
+  env?: NodeJS.ProcessEnv;
+  metrics?: Metrics;
+  /** Request-path stages (auth, limits) and readiness checks, and cleanup for what they hold. */
+  parts?: { stages?: GatewayDeps['stages']; readiness?: ReadinessCheck[]; close?: () => Promise<void> };
+}
+
+export async function startGateway(opts: StartOptions): Promise<RunningGateway> {
+  const { config, logger } = opts;
+  const runtime = opts.runtime ?? new Runtime(config);
+  const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
+  const extension = opts.parts ?? {};
+  const readiness = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 1000), ...(extension.readiness ?? [])];
+  const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages });
+
+  const server = createServer(
+    {
+      headersTimeout: config.server.headersTimeoutMs,
+      requestTimeout: config.server.requestTimeoutMs,
+      keepAliveTimeout: config.server.keepAliveTimeoutMs,
+      // Node enforces headersTimeout/requestTimeout only when it sweeps its connections, by default every 30 s: a
+      // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
+    },
+    gateway.app,
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.server.port, config.server.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  // Responses not yet sent, so a drain can tell them to close their connection once answered (below).
+  const unanswered = new Set<ServerResponse>();
+  server.on('request', (_req, res: ServerResponse) => {
+    unanswered.add(res);
+    res.once('close', () => unanswered.delete(res));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  const url = `http://${host}:${port}`;
+
+  runtime.onChange((next) => logger.level = next.config.log.level);
+
+  const reload = (): boolean => {
+    if (!opts.configPath) return false;
+    const result = loadConfigFile(opts.configPath, opts.env ?? process.env);
+    if (!result.ok) {
+      metrics.configReloads.inc({ result: 'rejected' });
+      logger.error({ path: opts.configPath, errors: result.errors }, 'config reload rejected; the old config stays in force');
+      return false;
+    }
+    const restartOnly = runtime.apply(result.config);
+    metrics.configReloads.inc({ result: 'applied' });
+    logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
+    return true;
+  };
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => {
+    stopping ??= (async () => {
+      logger.info({ drainTimeoutMs: config.server.drainTimeoutMs }, 'draining: no new connections, finishing in-flight requests');
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      server.closeIdleConnections();
+      // Keep-alive connections that finish a request while draining are closed rather than kept: requests already in
+      // flight and any that arrive on an open connection are answered with Connection: close, so no client sends
+      // another request on a connection about to go (it would meet a reset).
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
+      server.on('request', (_req, res) => res.setHeader('connection', 'close'));
+      const idleSweep = setInterval(() => server.closeIdleConnections(), 100);
+      const deadline = new Promise<void>((r) => setTimeout(r, config.server.drainTimeoutMs).unref());
+      await Promise.race([closed, deadline]);
+      clearInterval(idleSweep);
+      server.closeAllConnections();
+      // Responses' own close events (and their access-log lines) run after the server's: let them, so "stopped"
+      // is the last word.
+      await new Promise((r) => setImmediate(r));
+      gateway.close();
+      await extension.close?.();
+      logger.info('stopped');
+    })();
+    return stopping;
+  };
+
+  return { server, url, port, runtime, metrics, reload, shutdown };
+}
+
+/** Wires process signals to a running gateway: SIGHUP reloads, SIGTERM/SIGINT drain and exit 0. */
+export function handleSignals(gw: RunningGateway, logger: Logger): void {
+  process.on('SIGHUP', () => {
+    gw.reload();
+  });
+  const stop = (signal: string) => {
+    logger.info({ signal }, 'shutting down');
+    gw.shutdown().then(
+      () => {
+        logger.flush?.();
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err: String(err) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

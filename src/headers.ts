@@ -1,0 +1,97 @@
+// Names and formats of every header Tollgate writes itself, in one place, tested against the RFC examples.
+
+export const H = {
+  requestId: 'x-request-id',
+  consumerId: 'x-consumer-id',
+  consumerPlan: 'x-consumer-plan',
+  deprecation: 'deprecation',
+  sunset: 'sunset',
+  link: 'link',
+  retryAfter: 'retry-after',
+  rateLimitLimit: 'x-ratelimit-limit',
+  rateLimitRemaining: 'x-ratelimit-remaining',
+  rateLimitReset: 'x-ratelimit-reset',
+  rateLimitPolicy: 'ratelimit-policy',
+  rateLimit: 'ratelimit',
+} as const;
+
+/** RFC 9745: `Deprecation: @<unix-seconds>` (a Structured Fields date). */
+export function formatDeprecation(epochMs: number): string {
+  return `@${Math.floor(epochMs / 1000)}`;
+}
+
+/** RFC 8594: `Sunset: <IMF-fixdate>`, e.g. `Tue, 01 Jun 2027 00:00:00 GMT`. */
+export function formatSunset(epochMs: number): string {
+  return new Date(epochMs).toUTCString();
+}
+
+/** RFC 8288 link with a relation type, e.g. `<https://example.com/m>; rel="deprecation"`. */
+export function formatLink(url: string, rel: string): string {
+  return `<${url}>; rel="${rel}"`;
+}
+
+/** RFC 9110 Retry-After as delay-seconds: a whole number, never a fraction, at least 1. */
+export function formatRetryAfter(ms: number): string {
+  return String(Math.max(1, Math.ceil(ms / 1000)));
+}
+
+/**
+ * A caller's X-Request-Id is kept only when it is short and made of safe characters
+ * (so it cannot inject log lines or headers); otherwise a fresh one is made.
+ */
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+export function isSaneRequestId(value: unknown): value is string {
+  return typeof value === 'string' && SANE_REQUEST_ID.test(value);
+}
+
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1): a proxy removes every header named in Connection,
+ * Connection itself, and these. Expect is removed too: the gateway already answered any 100-continue.
+ */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
+
+export function stripHopByHop(headers: Record<string, unknown>): void {
+  const connection = headers.connection;
+  const listed = Array.isArray(connection) ? connection.join(',') : typeof connection === 'string' ? connection : '';
+  if (listed) {
+    for (const token of listed.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name) delete headers[name];
+    }
+  }
+  for (const name of HOP_BY_HOP) delete headers[name];
+}
+
+/** One rate-limit window as reported to the client. */
+export interface RateWindow {
+  name: 'minute' | 'day';
+  limit: number;
+  remaining: number;
+  /** Milliseconds until the window resets. */
+  resetMs: number;
+  windowSeconds: number;
+}
+
+/** IETF httpapi RateLimit-Policy, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. Depends only on the limits, so callers cache it. */
+export function formatRateLimitPolicy(windows: readonly Pick<RateWindow, 'name' | 'limit' | 'windowSeconds'>[]): string {
+  return windows.map((w) => `"${w.name}";q=${w.limit};w=${w.windowSeconds}`).join(', ');
+}
+
+/**
+ * Writes X-RateLimit-Limit/Remaining/Reset for the binding window (fewest points left; the first listed,
+ * the minute, on a tie) and the draft's RateLimit for every window (`t` = seconds until it frees, a delta).
+ */
+export function setRateLimitHeaders(
+  res: { setHeader(name: string, value: string): unknown },
+  windows: readonly RateWindow[],
+  policy: string,
+  nowMs: number,
+): void {
+  let binding = windows[0]!;
+  for (const w of windows) if (w.remaining < binding.remaining) binding = w;
+  res.setHeader(H.rateLimitLimit, String(binding.limit));
+  res.setHeader(H.rateLimitRemaining, String(Math.max(0, binding.remaining)));
+  res.setHeader(H.rateLimitReset, String(Math.ceil((nowMs + binding.resetMs) / 1000)));
+  res.setHeader(H.rateLimitPolicy, policy);
+  res.setHeader(H.rateLimit, windows.map((w) => `"${w.name}";r=${Math.max(0, w.remaining)};t=${Math.max(0, Math.ceil(w.resetMs / 1000))}`).join(', '));
+}

@@ -1,0 +1,60 @@
+// In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
+import type { KeyStore, StoredKey } from './types.js';
+import { KeyStoreError } from './types.js';
+
+export class MemoryKeyStore implements KeyStore {
+  private readonly byId = new Map<string, StoredKey>();
+  private readonly idByHash = new Map<string, { id: string; untilMs?: number }>();
+  private readonly listeners = new Set<(id: string) => void>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  async findByHash(hash: string): Promise<StoredKey | undefined> {
+    const link = this.idByHash.get(hash);
+    if (!link) return undefined;
+    if (link.untilMs !== undefined && this.now() >= link.untilMs) {
+      this.idByHash.delete(hash);
+      return undefined;
+    }
+    return this.copy(this.byId.get(link.id));
+  }
+
+  async get(id: string): Promise<StoredKey | undefined> {
+    return this.copy(this.byId.get(id));
+  }
+
+  async list(): Promise<StoredKey[]> {
+    return [...this.byId.values()].map((k) => ({ ...k }));
+  }
+
+  async create(key: StoredKey): Promise<void> {
+    if (this.byId.has(key.id)) throw new KeyStoreError(`key id ${key.id} already exists`);
+    if (this.idByHash.has(key.hash)) throw new KeyStoreError('key hash already exists');
+    this.byId.set(key.id, { ...key });
+    this.idByHash.set(key.hash, { id: key.id });
+  }
+
+  async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
+    this.byId.set(key.id, { ...key });
+    for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
+    if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });
+    if (opts.expireHash) this.idByHash.set(opts.expireHash.hash, { id: key.id, untilMs: opts.expireHash.atMs });
+  }
+
+  async publishChange(id: string): Promise<void> {
+    for (const fn of this.listeners) fn(id);
+  }
+
+  async subscribe(onChange: (id: string) => void): Promise<() => Promise<void>> {
+    this.listeners.add(onChange);
+    return async () => void this.listeners.delete(onChange);
+  }
+
+  async close(): Promise<void> {
+    this.listeners.clear();
+  }
+
+  private copy(k: StoredKey | undefined): StoredKey | undefined {
+    return k ? { ...k } : undefined;
+  }
+}

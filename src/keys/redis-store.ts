@@ -1,0 +1,95 @@
+// Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
+// pub/sub channel that tells every instance to drop a changed key from its cache.
+import type { Redis } from 'ioredis';
+import type { Breaker } from '../storage/breaker.js';
+import type { Keyspace } from '../storage/keyspace.js';
+import type { KeyStore, StoredKey } from './types.js';
+import { KeyStoreError } from './types.js';
+
+export class RedisKeyStore implements KeyStore {
+  private subscriber: Redis | undefined;
+
+  /** `breaker`, on the gateway's request path, makes lookups fail at once while Redis is known to be down. */
+  constructor(
+    private readonly redis: Redis,
+    private readonly ks: Keyspace,
+    private readonly breaker?: Breaker,
+  ) {}
+
+  async findByHash(hash: string): Promise<StoredKey | undefined> {
+    const lookup = async () => {
+      const id = await this.redis.get(this.ks.keyByHash(hash));
+      return id ? this.get(id) : undefined;
+    };
+    return this.breaker ? this.breaker.run(lookup) : lookup();
+  }
+
+  async get(id: string): Promise<StoredKey | undefined> {
+    const json = await this.redis.get(this.ks.keyRecord(id));
+    return json ? (JSON.parse(json) as StoredKey) : undefined;
+  }
+
+  async list(): Promise<StoredKey[]> {
+    const ids = (await this.redis.smembers(this.ks.keyIds())).sort();
+    if (ids.length === 0) return [];
+    // One GET per key (not MGET): records live in different hash slots on a cluster.
+    const pipe = this.redis.pipeline();
+    for (const id of ids) pipe.get(this.ks.keyRecord(id));
+    const replies = (await pipe.exec()) ?? [];
+    return replies.flatMap(([err, json]) => (err || typeof json !== 'string' ? [] : [JSON.parse(json) as StoredKey]));
+  }
+
+  async create(key: StoredKey): Promise<void> {
+    // Record first, then the hash link: a request can only find a key whose record is already complete.
+    const created = await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'NX');
+    if (created !== 'OK') throw new KeyStoreError(`key id ${key.id} already exists`);
+    const linked = await this.redis.set(this.ks.keyByHash(key.hash), key.id, 'NX');
+    if (linked !== 'OK') {
+      await this.redis.del(this.ks.keyRecord(key.id));
+      throw new KeyStoreError('key hash already exists');
+    }
+    await this.redis.sadd(this.ks.keyIds(), key.id);
+  }
+
+  async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
+    // The record is written first: it alone decides validity (status, current and grace hash), so an
+    // index entry that outlives it for a moment opens nothing.
+    await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
+    const pipe = this.redis.pipeline();
+    if (opts.linkHash) pipe.set(this.ks.keyByHash(opts.linkHash), key.id);
+    for (const h of opts.unlinkHashes ?? []) pipe.del(this.ks.keyByHash(h));
+    if (opts.expireHash) pipe.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs);
+    await pipe.exec();
+  }
+
+  async publishChange(id: string): Promise<void> {
+    await this.redis.publish(this.ks.keyEvents(), id);
+  }
+
+  async subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>> {
+    // maxRetriesPerRequest: null keeps the SUBSCRIBE queued until a connection exists: with the request-path
+    // client's 0 it was dropped at the first failed connect when Redis was down at start-up, and never resent.
+    const sub = this.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null });
+    sub.on('error', () => {});
+    this.subscriber = sub;
+    let connectedOnce = false;
+    // After any reconnect, messages sent while we were away are lost: the cache must start over.
+    sub.on('ready', () => {
+      if (connectedOnce) onReset();
+      connectedOnce = true;
+    });
+    sub.on('message', (channel: string, message: string) => {
+      if (channel === this.ks.keyEvents()) onChange(message);
+    });
+    // Not awaited: Redis may be down at start-up; ioredis subscribes once connected (and again after every
+    // reconnect), and the cache TTL bounds staleness meanwhile.
+    sub.subscribe(this.ks.keyEvents()).catch(() => {});
+    return async () => {
+      sub.disconnect();
+    };
+  }
+
+  async close(): Promise<void> {
+    this.subscriber?.disconnect();
+  }
+}

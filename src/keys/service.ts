@@ -1,0 +1,248 @@
+// Key verification and administration above the KeyStore interface: the validity rules (status, expiry,
+// grace), the in-process cache that keeps steady traffic off Redis, and change propagation between instances.
+import { LRUCache } from 'lru-cache';
+import type { Clock } from '../clock.js';
+import { withDeadline } from '../deadline.js';
+import type { StaticKeyConfig } from '../config/schema.js';
+import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey } from './format.js';
+import type { KeyRecord, KeyStore, StoredKey } from './types.js';
+
+/** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
+export type VerifyResult = (
+  /** keyHash: set for keys from the store (not static ones), so the limit check can re-validate them. */
+  | { ok: true; key: KeyRecord; keyHash?: string }
+  | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
+  /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
+  | { ok: false; reason: 'unavailable' }
+) & { storeMs?: number };
+
+export interface KeyCacheOptions {
+  /** Known keys are re-read from the store after this long (bounds staleness if pub/sub is down). */
+  ttlMs: number;
+  /** Unknown hashes are remembered this long, so a flood of bad keys is not a flood of store reads. */
+  negativeTtlMs: number;
+  /** While the store fails, a cached key stays usable for at most this long after it was read. */
+  maxStaleMs: number;
+  maxEntries: number;
+  /** No verification waits longer than this on the store. */
+  lookupTimeoutMs: number;
+}
+
+export const DEFAULT_KEY_CACHE: KeyCacheOptions = {
+  ttlMs: 60_000,
+  negativeTtlMs: 2_000,
+  maxStaleMs: 3_600_000,
+  maxEntries: 100_000,
+  lookupTimeoutMs: 100,
+};
+
+interface CacheEntry {
+  key: StoredKey | null;
+  readAt: number;
+}
+
+export class KeyService {
+  private readonly cache: LRUCache<string, CacheEntry>;
+  private readonly inflight = new Map<string, Promise<StoredKey | null>>();
+  /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
+  private generation = 0;
+  private unsubscribe: (() => Promise<void>) | undefined;
+  private readonly changeListeners: Array<(id: string | undefined) => void> = [];
+  readonly opts: KeyCacheOptions;
+
+  /**
+   * `store` holds issued keys (Redis in production); `staticKeys`, the config's `keys:` list, is consulted
+   * first and never changes while the process runs.
+   */
+  constructor(
+    readonly store: KeyStore,
+    private readonly clock: Clock,
+    opts: Partial<KeyCacheOptions> = {},
+    private readonly staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
+  ) {
+    this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
+    this.cache = new LRUCache({ max: this.opts.maxEntries });
+  }
+
+  /** Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache. */
+  async start(): Promise<void> {
+    this.unsubscribe = await this.store.subscribe(
+      (id) => this.forget(id),
+      () => {
+        this.generation++;
+        this.cache.clear();
+        // Changes may have been missed while the subscriber was away: everything derived from keys starts over.
+        for (const fn of this.changeListeners) fn(undefined);
+      },
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.unsubscribe?.();
+    await this.store.close();
+  }
+
+  /** Cached entries, for metrics and tests. */
+  get cacheSize(): number {
+    return this.cache.size;
+  }
+
+  async verify(token: string): Promise<VerifyResult> {
+    if (!isWellFormedKey(token)) return { ok: false, reason: 'malformed' };
+    const hash = hashKey(token);
+    const now = this.clock.now();
+    const fixed = this.staticKeys.get(hash);
+    if (fixed) return this.judge(fixed, hash, now);
+    const cached = this.cache.get(hash);
+    let stored: StoredKey | null;
+    if (cached && now - cached.readAt < (cached.key ? this.opts.ttlMs : this.opts.negativeTtlMs)) {
+      stored = cached.key;
+    } else {
+      const started = this.clock.now();
+      try {
+        stored = await this.lookup(hash);
+        return { ...this.judge(stored, hash, now), storeMs: this.clock.now() - started };
+      } catch {
+        // The store failed: a key read recently enough keeps working; anything else cannot be verified.
+        if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) stored = cached.key;
+        else return { ok: false, reason: 'unavailable' };
+      }
+    }
+    return this.judge(stored, hash, now);
+  }
+
+  /** Validity rules, applied to cached and fresh records alike. */
+  private judge(stored: StoredKey | null, hash: string, now: number): VerifyResult {
+    if (!stored) return { ok: false, reason: 'unknown' };
+    const current = hashesEqual(stored.hash, hash);
+    const inGrace = !current && stored.prevHash !== undefined && hashesEqual(stored.prevHash, hash) && now < (stored.prevHashUntil ?? 0);
+    if (!current && !inGrace) return { ok: false, reason: 'unknown' };
+    if (stored.status === 'revoked') return { ok: false, reason: 'revoked' };
+    if (stored.expiresAt && now >= Date.parse(stored.expiresAt)) return { ok: false, reason: 'expired' };
+    return this.staticKeys.has(hash) ? { ok: true, key: toRecord(stored) } : { ok: true, key: toRecord(stored), keyHash: hash };
+  }
+
+  /** One store read per hash at a time, however many requests carry it. */
+  private lookup(hash: string): Promise<StoredKey | null> {
+    let p = this.inflight.get(hash);
+    if (!p) {
+      const generation = this.generation;
+      p = withDeadline(this.store.findByHash(hash), this.opts.lookupTimeoutMs, 'key lookup')
+        .then((k) => {
+          // A change announced while this read was in flight may postdate what it read: answer, but do not cache.
+          if (generation === this.generation) this.cache.set(hash, { key: k ?? null, readAt: this.clock.now() });
+          return k ?? null;
+        })
+        .finally(() => this.inflight.delete(hash));
+      this.inflight.set(hash, p);
+    }
+    return p;
+  }
+
+  /**
+   * Called with a key id whenever any instance changes that key (revoke, rotate, unban), and with undefined
+   * when changes may have been missed (the subscriber reconnected).
+   */
+  onChange(fn: (id: string | undefined) => void): void {
+    this.changeListeners.push(fn);
+  }
+
+  /** Drops a key from this instance's cache (the limit check found its record no longer accepts it). */
+  invalidate(id: string): void {
+    this.forget(id);
+  }
+
+  private forget(id: string): void {
+    this.generation++;
+    for (const fn of this.changeListeners) fn(id);
+    for (const [hash, entry] of this.cache.entries()) {
+      if (entry.key?.id === id) this.cache.delete(hash);
+    }
+  }
+
+  // ---- administration (the `tollgate keys` commands and `tollgate dev`) ----
+
+  async create(input: { plan: string; name?: string; perMinute?: number; perDay?: number; expiresAt?: string }): Promise<{ key: string; record: KeyRecord }> {
+    const plaintext = generateKey();
+    const stored: StoredKey = {
+      id: generateKeyId(),
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      plan: input.plan,
+      ...(input.perMinute !== undefined ? { perMinute: input.perMinute } : {}),
+      ...(input.perDay !== undefined ? { perDay: input.perDay } : {}),
+      createdAt: new Date(this.clock.now()).toISOString(),
+      ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
+      status: 'active',
+      hash: hashKey(plaintext),
+    };
+    await this.store.create(stored);
+    return { key: plaintext, record: toRecord(stored) };
+  }
+
+  async get(id: string): Promise<KeyRecord | undefined> {
+    const k = await this.store.get(id);
+    return k ? toRecord(k) : undefined;
+  }
+
+  async list(): Promise<KeyRecord[]> {
+    return (await this.store.list()).map(toRecord);
+  }
+
+  /** Returns false for an unknown id. */
+  async revoke(id: string): Promise<boolean> {
+    const k = await this.store.get(id);
+    if (!k) return false;
+    const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
+    delete next.prevHash;
+    delete next.prevHashUntil;
+    await this.store.update(next, { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] });
+    await this.store.publishChange(id);
+    return true;
+  }
+
+  /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
+  async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord } | undefined> {
+    const k = await this.store.get(id);
+    if (!k) return undefined;
+    if (k.status === 'revoked') throw new Error(`key ${id} is revoked; create a new key instead`);
+    const plaintext = generateKey();
+    const now = this.clock.now();
+    const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
+    const unlink = k.prevHash ? [k.prevHash] : [];
+    if (graceSeconds > 0) {
+      next.prevHash = k.hash;
+      next.prevHashUntil = now + graceSeconds * 1000;
+    } else {
+      delete next.prevHash;
+      delete next.prevHashUntil;
+      unlink.push(k.hash);
+    }
+    await this.store.update(next, {
+      linkHash: next.hash,
+      unlinkHashes: unlink,
+      ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
+    });
+    await this.store.publishChange(id);
+    return { key: plaintext, record: toRecord(next) };
+  }
+}
+
+/** The config's `keys:` list, indexed by hash. */
+export function staticKeyMap(keys: readonly StaticKeyConfig[], createdAt: string): Map<string, StoredKey> {
+  return new Map(
+    keys.map((k) => {
+      const stored: StoredKey = { id: k.id, plan: k.plan, createdAt, status: 'active', hash: k.sha256 };
+      if (k.name !== undefined) stored.name = k.name;
+      if (k.perMinute !== undefined) stored.perMinute = k.perMinute;
+      if (k.perDay !== undefined) stored.perDay = k.perDay;
+      if (k.expiresAt !== undefined) stored.expiresAt = k.expiresAt;
+      return [k.sha256, stored];
+    }),
+  );
+}
+
+/** The public view of a key: never the hash. */
+export function toRecord(k: StoredKey): KeyRecord {
+  const { hash: _h, prevHash: _p, prevHashUntil: _u, ...rest } = k;
+  return rest;
+}

@@ -1,0 +1,44 @@
+// The key record and the KeyStore interface: one interface, a memory and a Redis implementation (I/O only).
+// Validity rules (status, expiry, grace) live once above it, in service.ts.
+
+export interface KeyRecord {
+  id: string;
+  name?: string;
+  plan: string;
+  /** Per-key overrides of the plan's limits. */
+  perMinute?: number;
+  perDay?: number;
+  /** ISO-8601. */
+  createdAt: string;
+  expiresAt?: string;
+  status: 'active' | 'revoked';
+  revokedAt?: string;
+  rotatedAt?: string;
+}
+
+/** What the store keeps: the record plus the hashes that open it. Never the plaintext. */
+export interface StoredKey extends KeyRecord {
+  /** SHA-256 hex of the current plaintext key. */
+  hash: string;
+  /** After a rotation with grace: the old key's hash and when it stops working (epoch ms). */
+  prevHash?: string;
+  prevHashUntil?: number;
+}
+
+export interface KeyStore {
+  /** The key a hash opens (current or grace hash), or undefined. */
+  findByHash(hash: string): Promise<StoredKey | undefined>;
+  get(id: string): Promise<StoredKey | undefined>;
+  list(): Promise<StoredKey[]>;
+  /** Fails if the id or hash already exists. */
+  create(key: StoredKey): Promise<void>;
+  /** Replaces a record (same id). `retireHash` is an old hash to unlink now, `retireHashAfterMs` one to unlink later. */
+  update(key: StoredKey, opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number } }): Promise<void>;
+  /** Tells every gateway instance that a key changed. */
+  publishChange(id: string): Promise<void>;
+  /** Calls onChange(id) when any instance changes a key, and onReset() when changes may have been missed. */
+  subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export class KeyStoreError extends Error {}

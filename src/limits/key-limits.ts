@@ -1,0 +1,163 @@
+// Stages 2-3 of the request path: ban check and plan limits for an authenticated key, with the ban ladder.
+// The decision itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local
+// ban cache, headers, logs and metrics around it.
+import type { NextFunction, Request, Response } from 'express';
+import type { Clock } from '../clock.js';
+import { withDeadline } from '../deadline.js';
+import { sendError } from '../errors.js';
+import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders, type RateWindow } from '../headers.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { requireConsumer, type Consumer } from '../pipeline/authenticate.js';
+import type { Runtime } from '../runtime.js';
+import type { Breaker } from '../storage/breaker.js';
+import type { MemoryLimiterStore } from './memory-store.js';
+import { DAY_MS, MINUTE_MS, type Decision, type KeyLimits, type LimiterStore } from './types.js';
+
+export interface KeyLimiterDeps {
+  runtime: Runtime;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  /** The shared store (Redis); absent for a Redis-less gateway, which uses `memory` alone. */
+  shared?: { store: LimiterStore; breaker: Breaker; failMode: 'open' | 'closed'; commandTimeoutMs: number };
+  /** Per-instance limits: the only store without Redis, the fallback with failMode: open. */
+  memory: MemoryLimiterStore;
+  /** The store said the key is no longer valid: forget any cached copy of it. */
+  onInvalidKey?: (id: string) => void;
+}
+
+/** A ban this instance has seen, so later requests are refused without a store call until it ends. */
+interface KnownBan {
+  until: number;
+  level: number;
+  decision: Decision;
+  at: number;
+}
+
+const WINDOW_LABEL = { limited_minute: 'minute', limited_day: 'day', limited_both: 'both', banned: 'ban', banned_now: 'ban', admitted: 'none', invalid_key: 'none' } as const;
+
+export class KeyLimiter {
+  private readonly knownBans = new Map<string, KnownBan>();
+  /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
+  private forgets = 0;
+  private readonly policies = new Map<string, string>();
+
+  constructor(private readonly deps: KeyLimiterDeps) {}
+
+  /** Drops what this instance remembers about a key (after `keys unban` anywhere in the fleet); undefined: every key. */
+  forget(id: string | undefined): void {
+    this.forgets++;
+    if (id === undefined) {
+      this.knownBans.clear();
+      return;
+    }
+    this.knownBans.delete(id);
+    this.deps.memory.unban(id);
+  }
+
+  limitsFor(consumer: Consumer): KeyLimits | undefined {
+    const plan = this.deps.runtime.config.plans[consumer.plan];
+    const perMinute = consumer.perMinute ?? plan?.perMinute;
+    const perDay = consumer.perDay ?? plan?.perDay;
+    return perMinute !== undefined && perDay !== undefined ? { perMinute, perDay } : undefined;
+  }
+
+  stage() {
+    return (req: Request, res: Response, next: NextFunction): void => {
+      this.handle(req, res, next).catch(next);
+    };
+  }
+
+  private async handle(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const { clock, logger, metrics, runtime } = this.deps;
+    const consumer = res.locals.consumer as Consumer;
+    const limits = this.limitsFor(consumer);
+    if (!limits) {
+      logger.error({ reqId: req.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
+      return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
+    }
+    const now = clock.now();
+
+    const known = this.knownBans.get(consumer.id);
+    if (known && known.until > now) {
+      const elapsed = now - known.at;
+      const aged: Decision = {
+        ...known.decision,
+        outcome: 'banned',
+        minute: { ...known.decision.minute, resetMs: Math.max(0, known.decision.minute.resetMs - elapsed) },
+        day: { ...known.decision.day, resetMs: Math.max(0, known.decision.day.resetMs - elapsed) },
+        retryMs: known.until - now,
+      };
+      return this.answer(req, res, next, consumer, limits, aged, now);
+    }
+    if (known) this.knownBans.delete(consumer.id);
+
+    let decision: Decision;
+    const forgets = this.forgets;
+    const shared = this.deps.shared;
+    if (!shared) {
+      decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+    } else {
+      try {
+        // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
+        const budget = shared.commandTimeoutMs - ((res.locals.redisSpentMs as number | undefined) ?? 0);
+        if (budget <= 0) throw new Error('redis budget spent on the key lookup');
+        decision = await shared.breaker.run(() => withDeadline(shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash), budget, 'limit check'));
+      } catch {
+        metrics.redisErrors.inc({ op: 'limit_check' });
+        if (shared.failMode === 'closed') {
+          return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
+        }
+        // failMode open: this instance alone meters the key until Redis answers again.
+        decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+      }
+    }
+    if (decision.outcome === 'invalid_key') {
+      // Revoked or rotated past its grace since this instance cached it: drop it everywhere locally, answer 401.
+      this.deps.onInvalidKey?.(consumer.id);
+      res.locals.consumer = undefined;
+      res.locals.authFailure = 'invalid_api_key';
+      return requireConsumer(req, res, next);
+    }
+    if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
+      this.knownBans.set(consumer.id, { until: now + decision.retryMs, level: decision.banLevel, decision, at: now });
+    }
+    if (decision.outcome === 'banned_now') {
+      metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
+      logger.warn({ reqId: req.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) }, 'api key banned');
+    }
+    this.answer(req, res, next, consumer, limits, decision, now);
+  }
+
+  private answer(_req: Request, res: Response, next: NextFunction, consumer: Consumer, limits: KeyLimits, d: Decision, now: number): void {
+    const windows: RateWindow[] = [
+      { name: 'minute', limit: limits.perMinute, remaining: limits.perMinute - d.minute.used, resetMs: d.minute.resetMs, windowSeconds: MINUTE_MS / 1000 },
+      { name: 'day', limit: limits.perDay, remaining: limits.perDay - d.day.used, resetMs: d.day.resetMs, windowSeconds: DAY_MS / 1000 },
+    ];
+    setRateLimitHeaders(res, windows, this.policy(limits), now);
+    const admitted = d.outcome === 'admitted';
+    this.deps.metrics.limitDecisions.inc({ plan: consumer.plan, decision: admitted ? 'admitted' : 'refused', window: WINDOW_LABEL[d.outcome] });
+    if (admitted) return next();
+    res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
+    if (d.outcome === 'banned' || d.outcome === 'banned_now') {
+      return sendError(res, 'api_key_banned', `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`);
+    }
+    sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day'} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
+  }
+
+  /** The policy header depends only on the limits: built once per distinct pair. */
+  private policy(limits: KeyLimits): string {
+    const k = `${limits.perMinute}/${limits.perDay}`;
+    let p = this.policies.get(k);
+    if (!p) {
+      p = formatRateLimitPolicy([
+        { name: 'minute', limit: limits.perMinute, windowSeconds: 60 },
+        { name: 'day', limit: limits.perDay, windowSeconds: 86_400 },
+      ]);
+      if (this.policies.size > 10_000) this.policies.clear();
+      this.policies.set(k, p);
+    }
+    return p;
+  }
+}

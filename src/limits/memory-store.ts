@@ -1,0 +1,82 @@
+// Limits in process memory: the store for a Redis-less gateway (`tollgate dev`, static keys), and the
+// per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
+import { LRUCache } from 'lru-cache';
+import type { Clock } from '../clock.js';
+import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowState } from './types.js';
+
+interface Counter {
+  used: number;
+  endsAt: number;
+}
+
+interface BanState {
+  until: number;
+  level: number;
+  lastEnd: number;
+}
+
+export class MemoryLimiterStore implements LimiterStore {
+  // Bounded so a flood of ids cannot grow memory without limit; entries also lapse with their window.
+  private readonly counters = new LRUCache<string, Counter>({ max: 500_000 });
+  private readonly bans = new Map<string, BanState>();
+
+  constructor(private readonly clock: Clock) {}
+
+  async check(id: string, limits: KeyLimits, ban: BanPolicy): Promise<Decision> {
+    const now = this.clock.now();
+    const minuteKey = `${id}:m`;
+    const dayKey = `${id}:d`;
+    const strikeKey = `${id}:s`;
+    const m = this.window(minuteKey, MINUTE_MS, now);
+    const d = this.window(dayKey, DAY_MS, now);
+
+    const b = this.bans.get(id);
+    let level = b?.level ?? 0;
+    if (b && b.lastEnd > 0 && now >= b.lastEnd + ban.resetAfterSeconds * 1000) {
+      level = 0;
+      this.bans.delete(id);
+    }
+    if (b && b.until > now) return { outcome: 'banned', minute: m, day: d, retryMs: b.until - now, banLevel: level };
+
+    const minuteFull = m.used >= limits.perMinute;
+    const dayFull = d.used >= limits.perDay;
+    if (minuteFull || dayFull) {
+      const [outcome, retryMs]: [Outcome, number] =
+        minuteFull && dayFull ? ['limited_both', Math.max(m.resetMs, d.resetMs)] : minuteFull ? ['limited_minute', m.resetMs] : ['limited_day', d.resetMs];
+      const strikes = this.increment(strikeKey, ban.windowSeconds * 1000, now);
+      if (strikes >= ban.threshold) {
+        level += 1;
+        const dur = (ban.durationsSeconds[Math.min(level, ban.durationsSeconds.length) - 1] ?? 60) * 1000;
+        this.bans.set(id, { until: now + dur, level, lastEnd: now + dur });
+        this.counters.delete(strikeKey);
+        return { outcome: 'banned_now', minute: m, day: d, retryMs: dur, banLevel: level };
+      }
+      return { outcome, minute: m, day: d, retryMs, banLevel: level };
+    }
+    this.increment(minuteKey, MINUTE_MS, now);
+    this.increment(dayKey, DAY_MS, now);
+    return { outcome: 'admitted', minute: this.window(minuteKey, MINUTE_MS, now), day: this.window(dayKey, DAY_MS, now), retryMs: 0, banLevel: level };
+  }
+
+  /** `keys unban` for a Redis-less gateway. */
+  unban(id: string): void {
+    this.bans.delete(id);
+    this.counters.delete(`${id}:s`);
+  }
+
+  private window(key: string, len: number, now: number): WindowState {
+    const c = this.counters.get(key);
+    if (!c || c.endsAt <= now) return { used: 0, resetMs: len };
+    return { used: c.used, resetMs: c.endsAt - now };
+  }
+
+  private increment(key: string, len: number, now: number): number {
+    const c = this.counters.get(key);
+    if (!c || c.endsAt <= now) {
+      this.counters.set(key, { used: 1, endsAt: now + len });
+      return 1;
+    }
+    c.used += 1;
+    return c.used;
+  }
+}

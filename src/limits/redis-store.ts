@@ -1,0 +1,120 @@
+// Limits on the shared Redis: the whole decision (key still valid, ban, both windows, strikes, starting a ban) is one Lua script,
+// so it is atomic across every gateway instance and costs one round trip. Every key it touches carries the
+// hash tag {<key id>}, so on Redis Cluster it runs in a single slot.
+//
+// Why not rate-limiter-flexible here (it meters the anonymous limit instead): its RateLimiterUnion consumes every
+// window with no rollback, so a request refused by the minute window would still spend day quota, and separate
+// consume() calls plus a ban check would be three round trips.
+import type { Redis } from 'ioredis';
+import type { Keyspace } from '../storage/keyspace.js';
+import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome } from './types.js';
+
+// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
+// ARGV: perMinute, perDay, threshold, strikeWindowMs, resetAfterMs, minuteMs, dayMs, keyHash ('' = skip), durationsMs...
+// Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
+const CHECK_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
+local threshold, strikeWindow, resetAfter = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local minuteMs, dayMs = tonumber(ARGV[6]), tonumber(ARGV[7])
+
+-- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
+if ARGV[8] ~= '' then
+  local raw = redis.call('GET', KEYS[5])
+  if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
+  local rec = cjson.decode(raw)
+  local current = rec.hash == ARGV[8]
+  local grace = rec.prevHash == ARGV[8] and now < (tonumber(rec.prevHashUntil) or 0)
+  if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
+end
+
+local function window(key, len)
+  local used = tonumber(redis.call('GET', key) or '0')
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then used = 0; ttl = len end
+  return used, ttl
+end
+
+local m, mttl = window(KEYS[1], minuteMs)
+local d, dttl = window(KEYS[2], dayMs)
+
+local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
+local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
+if lastEnd > 0 and now >= lastEnd + resetAfter then level = 0 end
+if banUntil > now then
+  return {'banned', m, mttl, d, dttl, banUntil - now, level}
+end
+
+local minuteFull, dayFull = m >= perMinute, d >= perDay
+if minuteFull or dayFull then
+  local outcome, retry
+  if minuteFull and dayFull then outcome = 'limited_both'; retry = math.max(mttl, dttl)
+  elseif minuteFull then outcome = 'limited_minute'; retry = mttl
+  else outcome = 'limited_day'; retry = dttl end
+  local strikes = redis.call('INCR', KEYS[4])
+  if strikes == 1 then redis.call('PEXPIRE', KEYS[4], strikeWindow) end
+  if strikes >= threshold then
+    level = level + 1
+    local idx = math.min(level, #ARGV - 8)
+    local dur = tonumber(ARGV[8 + idx])
+    redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
+    redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
+    redis.call('DEL', KEYS[4])
+    return {'banned_now', m, mttl, d, dttl, dur, level}
+  end
+  return {outcome, m, mttl, d, dttl, retry, level}
+end
+
+-- Admitted: only now does the request use up quota, in both windows; a window starts with its first request.
+m = redis.call('INCR', KEYS[1])
+if m == 1 then redis.call('PEXPIRE', KEYS[1], minuteMs); mttl = minuteMs end
+d = redis.call('INCR', KEYS[2])
+if d == 1 then redis.call('PEXPIRE', KEYS[2], dayMs); dttl = dayMs end
+return {'admitted', m, mttl, d, dttl, 0, level}
+`;
+
+type ScriptReply = [Outcome, number, number, number, number, number, number];
+
+/** The client with the script defined on it as a command. */
+type WithCheck = Redis & { tollgateCheck(...args: Array<string | number>): Promise<ScriptReply> };
+
+export class RedisLimiterStore implements LimiterStore {
+  private readonly redis: WithCheck;
+
+  constructor(
+    redis: Redis,
+    private readonly ks: Keyspace,
+  ) {
+    // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
+    if (!('tollgateCheck' in redis)) redis.defineCommand('tollgateCheck', { numberOfKeys: 5, lua: CHECK_SCRIPT });
+    this.redis = redis as WithCheck;
+  }
+
+  async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = ''): Promise<Decision> {
+    const reply = await this.redis.tollgateCheck(
+      this.ks.minuteWindow(id),
+      this.ks.dayWindow(id),
+      this.ks.ban(id),
+      this.ks.strikes(id),
+      this.ks.keyRecord(id),
+      limits.perMinute,
+      limits.perDay,
+      ban.threshold,
+      ban.windowSeconds * 1000,
+      ban.resetAfterSeconds * 1000,
+      MINUTE_MS,
+      DAY_MS,
+      keyHash,
+      ...ban.durationsSeconds.map((s) => s * 1000),
+    );
+    const [outcome, m, mttl, d, dttl, retryMs, banLevel] = reply;
+    return {
+      outcome,
+      minute: { used: Number(m), resetMs: Number(mttl) },
+      day: { used: Number(d), resetMs: Number(dttl) },
+      retryMs: Number(retryMs),
+      banLevel: Number(banLevel),
+    };
+  }
+}

@@ -1,0 +1,56 @@
+// The limiter store interface: one atomic check per request (ban, minute window, day window, ban strikes).
+// Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test covers both.
+
+export interface KeyLimits {
+  perMinute: number;
+  perDay: number;
+}
+
+export interface BanPolicy {
+  threshold: number;
+  windowSeconds: number;
+  durationsSeconds: readonly number[];
+  resetAfterSeconds: number;
+}
+
+/** A window as seen right after the check. */
+export interface WindowState {
+  /** Requests admitted in the current window. */
+  used: number;
+  /** Milliseconds until the window resets (a full window when it has not started). */
+  resetMs: number;
+}
+
+export type Outcome =
+  | 'admitted'
+  | 'limited_minute'
+  | 'limited_day'
+  /** Refused by both windows: Retry-After is the later reset. */
+  | 'limited_both'
+  /** Already banned: the request was not counted anywhere. */
+  | 'banned'
+  /** This refusal reached the threshold and started a ban. */
+  | 'banned_now'
+  /** The key record in the store no longer accepts this key (revoked, or rotated past its grace): answer 401. */
+  | 'invalid_key';
+
+export interface Decision {
+  outcome: Outcome;
+  minute: WindowState;
+  day: WindowState;
+  /** For refusals: milliseconds until a request would be admitted again (ban end, or window reset). */
+  retryMs: number;
+  /** Escalation level of the current or just-started ban (0 when none). */
+  banLevel: number;
+}
+
+export const MINUTE_MS = 60_000;
+export const DAY_MS = 86_400_000;
+
+export interface LimiterStore {
+  /**
+   * `keyHash`, when given, is re-checked against the key's record in the same atomic call, so a revoke or a
+   * rotation takes effect on the next request on every instance, whatever the key cache holds.
+   */
+  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string): Promise<Decision>;
+}

@@ -1,0 +1,88 @@
+// Prometheus metrics, on a registry of the app's own (not prom-client's global), so several apps can live in one process.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'tollgate_http_requests_total',
+    help: 'Requests answered by the gateway, by route pattern, method and status.',
+    labelNames: ['route', 'method', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly requestDuration = new Histogram({
+    name: 'tollgate_http_request_duration_seconds',
+    help: 'Time from request arrival to the end of the response, by route pattern.',
+    labelNames: ['route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly upstreamDuration = new Histogram({
+    name: 'tollgate_upstream_duration_seconds',
+    help: 'Time from sending the request upstream to its response headers, by upstream status (or error).',
+    labelNames: ['status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly upstreamErrors = new Counter({
+    name: 'tollgate_upstream_errors_total',
+    help: 'Upstream failures answered by the gateway, by kind (refused, reset, timeout).',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly configReloads = new Counter({
+    name: 'tollgate_config_reloads_total',
+    help: 'SIGHUP configuration reloads, by result (applied, rejected).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly limitDecisions = new Counter({
+    name: 'tollgate_ratelimit_decisions_total',
+    help: 'Rate-limit decisions for keyed requests, by plan, decision (admitted, refused) and window (minute, day, both, ban).',
+    labelNames: ['plan', 'decision', 'window'] as const,
+    registers: [this.registry],
+  });
+
+  readonly anonymousDecisions = new Counter({
+    name: 'tollgate_anonymous_decisions_total',
+    help: 'Per-IP limit decisions for requests without a valid key (admitted to the 401, or refused with 429).',
+    labelNames: ['decision'] as const,
+    registers: [this.registry],
+  });
+
+  readonly bans = new Counter({
+    name: 'tollgate_bans_total',
+    help: 'Bans started, by plan and escalation level.',
+    labelNames: ['plan', 'level'] as const,
+    registers: [this.registry],
+  });
+
+  readonly degraded = new Gauge({
+    name: 'tollgate_redis_degraded',
+    help: '1 while Redis is unreachable and limits run on per-instance memory (failMode open) or answer 503 (closed).',
+    registers: [this.registry],
+  });
+
+  readonly degradedTransitions = new Counter({
+    name: 'tollgate_redis_degraded_transitions_total',
+    help: 'Switches into (to="degraded") and out of (to="normal") degraded mode.',
+    labelNames: ['to'] as const,
+    registers: [this.registry],
+  });
+
+  readonly redisErrors = new Counter({
+    name: 'tollgate_redis_errors_total',
+    help: 'Redis calls on the request path that failed or timed out, by operation.',
+    labelNames: ['op'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' });
+  }
+}

@@ -1,0 +1,69 @@
+// Stage 1 of the request path: bearer API key authentication (RFC 6750).
+// `authenticate` only finds out who is calling; `requireConsumer` answers 401 to whoever is not a valid key,
+// so the anonymous per-IP limit can sit between the two.
+import type { NextFunction, Request, Response } from 'express';
+import { sendError, type ErrorCode } from '../errors.js';
+import type { KeyService } from '../keys/service.js';
+import type { Logger } from '../logger.js';
+
+export interface Consumer {
+  id: string;
+  plan: string;
+  perMinute?: number;
+  perDay?: number;
+  /** SHA-256 of the key presented, for keys from the key store (not static ones): the limit check re-validates it. */
+  keyHash?: string;
+}
+
+/** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^Bearer(?: |$)/i;
+
+export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
+
+export function parseBearer(header: string | undefined): BearerParse {
+  // No Authorization, or another scheme (Basic, ...): no bearer credentials were offered.
+  if (!header || !BEARER_SCHEME.test(header)) return { kind: 'missing' };
+  const m = BEARER.exec(header);
+  return m?.[1] ? { kind: 'token', token: m[1] } : { kind: 'malformed' };
+}
+
+export function authenticate(keys: KeyService, logger: Logger) {
+  return async function authenticateStage(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const parsed = parseBearer(req.headers.authorization);
+    if (parsed.kind === 'missing') {
+      res.locals.authFailure = 'missing_api_key' satisfies ErrorCode;
+      return next();
+    }
+    if (parsed.kind === 'malformed') {
+      res.locals.authFailure = 'invalid_api_key' satisfies ErrorCode;
+      return next();
+    }
+    const result = await keys.verify(parsed.token);
+    // Time spent reading the key store (a cache miss) comes out of the request's Redis budget for the limit check.
+    if (result.storeMs !== undefined) res.locals.redisSpentMs = result.storeMs;
+    if (result.ok) {
+      const k = result.key;
+      const consumer: Consumer = { id: k.id, plan: k.plan };
+      if (k.perMinute !== undefined) consumer.perMinute = k.perMinute;
+      if (k.perDay !== undefined) consumer.perDay = k.perDay;
+      if (result.keyHash !== undefined) consumer.keyHash = result.keyHash;
+      res.locals.consumer = consumer;
+      return next();
+    }
+    if (result.reason === 'unavailable') {
+      // The key may be fine: the store did not answer. Not a 401, which would tell the client its key is wrong.
+      logger.warn({ reqId: req.id }, 'api key could not be verified: key store unavailable');
+      return sendError(res, 'service_unavailable', 'The API key could not be verified right now. Retry shortly.');
+    }
+    res.locals.authFailure = 'invalid_api_key' satisfies ErrorCode;
+    next();
+  };
+}
+
+export function requireConsumer(req: Request, res: Response, next: NextFunction): void {
+  if (res.locals.consumer) return next();
+  const code = (res.locals.authFailure as ErrorCode | undefined) ?? 'missing_api_key';
+  res.setHeader('www-authenticate', code === 'missing_api_key' ? 'Bearer realm="tollgate"' : 'Bearer realm="tollgate", error="invalid_token"');
+  sendError(res, code);
+}

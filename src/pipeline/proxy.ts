@@ -1,0 +1,271 @@
+// Stage 5 of the request path: forward to the one configured upstream with http-proxy-middleware (httpxy),
+// streaming bodies both ways and mending what the library leaves to its caller (see NOTES.md).
+import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import type { Socket } from 'node:net';
+import type { NextFunction, Request, Response } from 'express';
+import { createProxyMiddleware } from 'http-proxy-middleware';
+import type { Config } from '../config/schema.js';
+import { sendError } from '../errors.js';
+import { H, stripHopByHop } from '../headers.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+
+/** Per-request proxy state, kept on res.locals so the library's callbacks can reach it. */
+interface ProxyState {
+  timedOut: boolean;
+  tooLarge: boolean;
+  startedAt: bigint;
+  /** Date.now() by which the upstream must have sent response headers (timeoutMs from the first attempt). */
+  deadlineAt: number;
+  /** The current attempt went out on a pooled keep-alive socket. */
+  reusedSocket: boolean;
+  /** Response headers arrived from the upstream. */
+  responded: boolean;
+  /** Attempts that failed on a stale pooled socket and were sent again (see retryable()). */
+  retries: number;
+  /** Sends the request upstream again. */
+  retry: () => void;
+}
+
+/**
+ * How many times one request may be re-sent after stale pooled sockets. A socket the upstream closed for idleness is
+ * the freshest in the (LIFO) pool, so the next one picked may be stale too; past this, the pool is not the problem.
+ */
+const MAX_STALE_RETRIES = 3;
+
+/** RFC 9110 §9.2.2: methods a client may repeat automatically. */
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+
+type Upstream = Config['upstream'];
+
+export interface ProxyOptions {
+  upstream: Upstream;
+  maxBodyBytes: number;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+export function createUpstreamAgent(upstream: Upstream): HttpAgent {
+  const opts = {
+    keepAlive: true,
+    maxSockets: upstream.maxSockets,
+    maxFreeSockets: Math.min(upstream.maxSockets, 64),
+    // Free sockets are dropped before a typical upstream's own 5 s keep-alive timeout closes them under us.
+    timeout: 4_000,
+    scheduling: 'lifo' as const,
+  };
+  return new URL(upstream.url).protocol === 'https:' ? new HttpsAgent(opts) : new HttpAgent(opts);
+}
+
+/**
+ * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
+ * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on.
+ * Runs before the proxy because httpxy copies req.headers into the upstream request as they stand.
+ */
+export function prepareUpstreamHeaders(upstream: Upstream) {
+  return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
+    // Express strips the /v1 mount point from req.url; the upstream gets the path unchanged.
+    req.url = req.originalUrl;
+    const h = req.headers as Record<string, string | string[] | undefined>;
+    // The body keeps its framing on the upstream hop. Without a length or chunked, Node sends a GET/DELETE/OPTIONS
+    // body raw and the upstream parses it as a next request: smuggled past authentication, with any X-Consumer-Id.
+    // So Content-Length survives a client's `Connection: content-length`, and a chunked body (Node's parser lets
+    // Transfer-Encoding through only when it ends in chunked) is re-chunked although Transfer-Encoding is hop-by-hop.
+    const contentLength = h['content-length'];
+    const chunkedBody = h['transfer-encoding'] !== undefined;
+    stripHopByHop(h);
+    if (contentLength !== undefined) h['content-length'] = contentLength;
+    else if (chunkedBody) h['transfer-encoding'] = 'chunked';
+    delete h.expect;
+    if (upstream.hideCredentials) delete h.authorization;
+    delete h[H.consumerId];
+    delete h[H.consumerPlan];
+
+    // Append to the client's X-Forwarded-For only when the peer is a proxy we trust; otherwise the peer is the client.
+    const peer = req.socket.remoteAddress ?? '';
+    const trust = req.app.get('trust proxy fn') as (addr: string, i: number) => boolean;
+    const prior = h['x-forwarded-for'];
+    const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
+    const own: Record<string, string> = {
+      'x-forwarded-for': priorText && trust(peer, 0) ? `${priorText}, ${peer}` : peer,
+      'x-forwarded-proto': req.protocol,
+      'x-forwarded-host': req.host ?? '',
+      [H.requestId]: res.getHeader(H.requestId) as string,
+    };
+    const consumer = res.locals.consumer as { id: string; plan: string } | undefined;
+    if (consumer) {
+      own[H.consumerId] = consumer.id;
+      own[H.consumerPlan] = consumer.plan;
+    }
+    // httpxy sends the headers in this object's order. The gateway's own go first (after Host and the framing): an
+    // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
+    // consumer's identity or X-Forwarded-For.
+    const first: Record<string, string | string[] | undefined> = {};
+    for (const name of ['host', 'content-length', 'transfer-encoding']) if (h[name] !== undefined) first[name] = h[name];
+    const rest = Object.entries(h).filter(([name]) => !(name in first) && !(name in own));
+    for (const name of Object.keys(h)) delete h[name];
+    for (const [name, value] of [...Object.entries(first), ...Object.entries(own), ...rest]) h[name] = value;
+    next();
+  };
+}
+
+/** 413 before the upstream is called when Content-Length already says the body is too large. */
+export function declaredBodyLimit(maxBodyBytes: number) {
+  return function declaredBodyLimitStage(req: Request, res: Response, next: NextFunction): void {
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > maxBodyBytes) {
+      // The body is not read; close the connection after answering rather than drain an oversized upload.
+      res.setHeader('connection', 'close');
+      return sendError(res, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
+    }
+    next();
+  };
+}
+
+export function createProxy(opts: ProxyOptions) {
+  const { upstream, maxBodyBytes, logger, metrics } = opts;
+  const agent = createUpstreamAgent(upstream);
+
+  const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse): void => {
+    const state = stateOf(res);
+    state.reusedSocket = proxyReq.reusedSocket;
+    // NOTES.md: httpxy reports its own proxyTimeout as a plain ECONNRESET, so the deadline is kept here. A retried
+    // attempt gets what is left of the first one's time: the client never waits longer than timeoutMs for headers.
+    const timer = setTimeout(
+      () => {
+        state.timedOut = true;
+        proxyReq.destroy();
+      },
+      Math.max(0, state.deadlineAt - Date.now()),
+    );
+    proxyReq.once('response', () => {
+      state.responded = true;
+      clearTimeout(timer);
+    });
+    proxyReq.once('close', () => clearTimeout(timer));
+
+    // A chunked body has no declared length: count it as it streams and abort past the limit.
+    // Attached in the same tick httpxy pipes req into proxyReq, so no chunk is missed.
+    if (req.headers['content-length'] === undefined) {
+      let seen = 0;
+      const onData = (chunk: Buffer) => {
+        seen += chunk.length;
+        if (seen > maxBodyBytes) {
+          req.off('data', onData);
+          state.tooLarge = true;
+          req.unpipe(proxyReq);
+          proxyReq.destroy();
+        }
+      };
+      req.on('data', onData);
+    }
+  };
+
+  const onProxyRes = (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void => {
+    const state = stateOf(res);
+    metrics.upstreamDuration.observe({ status: String(proxyRes.statusCode) }, elapsedSeconds(state.startedAt));
+    const h = proxyRes.headers as Record<string, unknown>;
+    stripHopByHop(h);
+    delete h['x-powered-by'];
+    // Headers the gateway already set win over the upstream's, except Link, whose values add up.
+    for (const name of res.getHeaderNames()) {
+      if (name === 'link' && h.link !== undefined) {
+        h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
+        continue;
+      }
+      delete h[name];
+    }
+    // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close"
+    // (and the drain's): state what this client connection really does.
+    const own = res.getHeader('connection');
+    h.connection = own !== undefined ? String(own) : res.shouldKeepAlive ? 'keep-alive' : 'close';
+  };
+
+  const onError = (err: Error, req: IncomingMessage, res: ServerResponse | Socket): void => {
+    if (!('setHeader' in res)) {
+      res.destroy();
+      return;
+    }
+    const state = stateOf(res);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (retryable(state, code, req, res)) {
+      // A pooled keep-alive socket the upstream had already closed (its idle timeout raced this request): the
+      // upstream never answered on it, so an idempotent request without a body is sent again on another socket.
+      state.retries++;
+      logger.debug({ reqId: (req as Request).id, errCode: code, retry: state.retries }, 'upstream reset a reused connection before answering; retrying');
+      state.retry();
+      return;
+    }
+    const kind = state.tooLarge ? 'too_large' : state.timedOut ? 'timeout' : code === 'ECONNREFUSED' ? 'refused' : 'reset';
+    metrics.upstreamErrors.inc({ kind });
+    if (kind !== 'too_large') metrics.upstreamDuration.observe({ status: kind }, elapsedSeconds(state.startedAt));
+    logger.warn({ reqId: (req as Request).id, kind, errCode: code }, 'upstream request failed');
+    const expressRes = res as Response;
+    if (state.tooLarge) {
+      expressRes.setHeader('connection', 'close');
+      sendError(expressRes, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
+    } else if (state.timedOut) sendError(expressRes, 'gateway_timeout', `The upstream did not answer within ${upstream.timeoutMs} ms.`);
+    else sendError(expressRes, 'bad_gateway');
+  };
+
+  const proxy = createProxyMiddleware<Request, Response>({
+    target: upstream.url,
+    changeOrigin: true,
+    xfwd: false,
+    agent,
+    // Giving on.error keeps hpm's default error plugin (text/plain, 504 for everything) out (NOTES.md).
+    on: {
+      proxyReq: onProxyReq as never,
+      proxyRes: onProxyRes as never,
+      error: onError as never,
+    },
+  });
+
+  function proxyStage(req: Request, res: Response, next: NextFunction): void {
+    const state: ProxyState = {
+      timedOut: false,
+      tooLarge: false,
+      startedAt: process.hrtime.bigint(),
+      deadlineAt: Date.now() + upstream.timeoutMs,
+      reusedSocket: false,
+      responded: false,
+      retries: 0,
+      retry: () => {
+        state.reusedSocket = false;
+        // Each attempt adds its own few listeners (httpxy's close/error handlers) to the request and response.
+        req.setMaxListeners(req.getMaxListeners() + 4);
+        res.setMaxListeners(res.getMaxListeners() + 4);
+        proxy(req, res, next).catch(next);
+      },
+    };
+    res.locals.proxy = state;
+    proxy(req, res, next).catch(next);
+  }
+
+  return { handler: proxyStage, agent };
+}
+
+/**
+ * Whether a failed attempt may be repeated: only when it went out on a reused keep-alive socket and was reset (or
+ * hit a closed pipe) before any response byte, for an idempotent request without a body (nothing of it was
+ * consumed), while the client is still there and time is left, at most MAX_STALE_RETRIES times. An attempt on a new
+ * connection is never repeated. Node's advice for stale pooled sockets (http.ClientRequest#reusedSocket); Go's
+ * http.Transport retries the same way, and nginx's proxy_next_upstream does for idempotent requests.
+ */
+function retryable(state: ProxyState, code: string | undefined, req: IncomingMessage, res: ServerResponse): boolean {
+  if (state.retries >= MAX_STALE_RETRIES || !state.reusedSocket || state.responded || state.timedOut || state.tooLarge) return false;
+  if (code !== 'ECONNRESET' && code !== 'EPIPE') return false;
+  if (!IDEMPOTENT.has(req.method ?? '')) return false;
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')) return false;
+  return !res.headersSent && !res.writableEnded && !res.destroyed && Date.now() < state.deadlineAt;
+}
+
+function stateOf(res: ServerResponse): ProxyState {
+  return (res as Response).locals.proxy as ProxyState;
+}
+
+function elapsedSeconds(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e9;
+}

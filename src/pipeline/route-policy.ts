@@ -1,0 +1,62 @@
+// Stage 4 of the request path: deprecation and sunset policy of configured routes (RFC 9745, RFC 8594).
+// Route patterns are compiled once per config load; per request only the compiled matchers run.
+import type { NextFunction, Request, Response } from 'express';
+import { match, type MatchFunction } from 'path-to-regexp';
+import type { Clock } from '../clock.js';
+import type { RouteConfig } from '../config/schema.js';
+import { sendError } from '../errors.js';
+import { H, formatDeprecation, formatLink, formatSunset } from '../headers.js';
+import type { Runtime } from '../runtime.js';
+
+export interface CompiledRoute {
+  readonly method: string;
+  readonly pattern: string;
+  readonly matches: MatchFunction<Record<string, string | string[]>>;
+  readonly sunsetMs: number | undefined;
+  readonly gone: boolean;
+  /** Response headers this route adds, formatted once. */
+  readonly headers: ReadonlyArray<readonly [string, string]>;
+}
+
+export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
+  return routes.map((r) => {
+    const headers: Array<[string, string]> = [];
+    const links: string[] = [];
+    if (r.deprecation) headers.push([H.deprecation, formatDeprecation(Date.parse(r.deprecation))]);
+    if (r.sunset) headers.push([H.sunset, formatSunset(Date.parse(r.sunset))]);
+    if (r.link && r.deprecation) links.push(formatLink(r.link, 'deprecation'));
+    if (r.link && r.sunset && !r.deprecation) links.push(formatLink(r.link, 'sunset'));
+    if (links.length > 0) headers.push([H.link, links.join(', ')]);
+    return {
+      method: r.method,
+      pattern: r.path,
+      matches: match(r.path, { decode: false, end: true }),
+      sunsetMs: r.sunset ? Date.parse(r.sunset) : undefined,
+      gone: r.afterSunset === 'gone',
+      headers,
+    };
+  });
+}
+
+export function findRoute(routes: readonly CompiledRoute[], method: string, path: string): CompiledRoute | undefined {
+  for (const r of routes) {
+    if (r.method !== '*' && r.method !== method && !(r.method === 'GET' && method === 'HEAD')) continue;
+    if (r.matches(path)) return r;
+  }
+  return undefined;
+}
+
+export function routePolicy(runtime: Runtime, clock: Clock) {
+  return function routePolicyStage(req: Request, res: Response, next: NextFunction): void {
+    // Inside the /v1 mount req.path is relative to it ("/pets/1"); patterns are full paths ("/v1/pets/:petId").
+    const path = req.originalUrl.split('?', 1)[0] ?? '/';
+    const route = findRoute(runtime.current.routes, req.method, path);
+    res.locals.route = route?.pattern;
+    if (!route) return next();
+    for (const [name, value] of route.headers) res.setHeader(name, value);
+    if (route.gone && route.sunsetMs !== undefined && clock.now() >= route.sunsetMs) {
+      return sendError(res, 'gone', `${req.method} ${route.pattern} was retired at ${new Date(route.sunsetMs).toISOString()}.`);
+    }
+    next();
+  };
+}

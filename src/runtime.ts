@@ -1,0 +1,57 @@
+// The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
+// so a reload applies to the next request without dropping any connection.
+import type { Config } from './config/schema.js';
+import { compileRoutes, type CompiledRoute } from './pipeline/route-policy.js';
+
+export interface RuntimeConfig {
+  readonly config: Config;
+  readonly routes: readonly CompiledRoute[];
+}
+
+/** Fields a reload cannot change in a running process (sockets, pools and clients are built from them). */
+const RESTART_ONLY: ReadonlyArray<[keyof Config, string]> = [
+  ['server', 'server.*'],
+  ['upstream', 'upstream.*'],
+  ['redis', 'redis.*'],
+  ['keys', 'keys'],
+];
+
+export class Runtime {
+  private state: RuntimeConfig;
+  private readonly listeners: Array<(next: RuntimeConfig, prev: RuntimeConfig) => void> = [];
+
+  constructor(config: Config) {
+    this.state = { config, routes: compileRoutes(config.routes) };
+  }
+
+  get current(): RuntimeConfig {
+    return this.state;
+  }
+
+  get config(): Config {
+    return this.state.config;
+  }
+
+  onChange(fn: (next: RuntimeConfig, prev: RuntimeConfig) => void): void {
+    this.listeners.push(fn);
+  }
+
+  /**
+   * Applies a new, already validated config. Returns the restart-only sections that differ
+   * (they keep their old values until a restart) so the caller can log them.
+   */
+  apply(next: Config): string[] {
+    const ignored = RESTART_ONLY.filter(([k]) => JSON.stringify(next[k]) !== JSON.stringify(this.state.config[k])).map(([, label]) => label);
+    const merged: Config = Object.freeze({
+      ...next,
+      server: this.state.config.server,
+      upstream: this.state.config.upstream,
+      redis: this.state.config.redis,
+      keys: this.state.config.keys,
+    });
+    const prev = this.state;
+    this.state = { config: merged, routes: compileRoutes(merged.routes) };
+    for (const fn of this.listeners) fn(this.state, prev);
+    return ignored;
+  }
+}

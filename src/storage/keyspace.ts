@@ -1,0 +1,44 @@
+// Every Redis key and channel Tollgate uses, named in one place.
+// All state one request's limit check touches (the key's record, windows, strikes and ban) carries the
+// hash tag {<key id>}, so on Redis Cluster each script and transaction stays in a single slot.
+
+export class Keyspace {
+  constructor(readonly prefix: string) {}
+
+  /** Hash: the key's record (metadata, current hash, grace hash). */
+  keyRecord(id: string): string {
+    return `${this.prefix}key:{${id}}`;
+  }
+  /** String: SHA-256 hex of a plaintext key -> key id. */
+  keyByHash(sha256: string): string {
+    return `${this.prefix}keyhash:${sha256}`;
+  }
+  /** Set of every key id (for `keys list`). */
+  keyIds(): string {
+    return `${this.prefix}keys`;
+  }
+  /** Pub/sub channel: a key id whose record changed, so every instance drops its cached copy. */
+  keyEvents(): string {
+    return `${this.prefix}keys:events`;
+  }
+  /** Counter: requests admitted in the key's current minute window (expires with the window). */
+  minuteWindow(id: string): string {
+    return `${this.prefix}rl:{${id}}:minute`;
+  }
+  /** Counter: requests admitted in the key's current day window. */
+  dayWindow(id: string): string {
+    return `${this.prefix}rl:{${id}}:day`;
+  }
+  /** Key prefix of the anonymous per-IP limiter (rate-limiter-flexible appends the IP). */
+  anonymousPrefix(): string {
+    return `${this.prefix}anon`;
+  }
+  /** Hash: ban state of a key (until, level, lastEnd). */
+  ban(id: string): string {
+    return `${this.prefix}ban:{${id}}`;
+  }
+  /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
+  strikes(id: string): string {
+    return `${this.prefix}strikes:{${id}}`;
+  }
+}

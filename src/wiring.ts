@@ -1,0 +1,105 @@
+// The composition root: picks the backends the config names (Redis or memory) once at start-up and builds
+// the request-path stages on them. Everything the gateway holds open is released by close().
+import type { RequestHandler } from 'express';
+import type { Redis } from 'ioredis';
+import type { Clock } from './clock.js';
+import { MemoryKeyStore } from './keys/memory-store.js';
+import { RedisKeyStore } from './keys/redis-store.js';
+import { KeyService, staticKeyMap } from './keys/service.js';
+import type { KeyStore } from './keys/types.js';
+import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
+import type { ReadinessCheck } from './ops.js';
+import { authenticate, requireConsumer } from './pipeline/authenticate.js';
+import { Keyspace } from './storage/keyspace.js';
+import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
+import { Breaker } from './storage/breaker.js';
+import { AnonymousLimiter } from './limits/anonymous.js';
+import { KeyLimiter } from './limits/key-limits.js';
+import { MemoryLimiterStore } from './limits/memory-store.js';
+import { RedisLimiterStore } from './limits/redis-store.js';
+import type { Runtime } from './runtime.js';
+
+export interface GatewayParts {
+  stages: RequestHandler[];
+  readiness: ReadinessCheck[];
+  keys: KeyService;
+  redis: Redis | undefined;
+  close(): Promise<void>;
+}
+
+/** How long the Redis breaker stays open before one request probes Redis again. */
+const BREAKER_COOLDOWN_MS = 1000;
+
+export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metrics, clock: Clock): Promise<GatewayParts> {
+  const config = runtime.config;
+  const redisCfg = config.redis;
+  let redis: Redis | undefined;
+  let keyStore: KeyStore;
+  let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
+  const readiness: ReadinessCheck[] = [];
+  if (redisCfg) {
+    const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
+    redis = client;
+    const keyspace = new Keyspace(redisCfg.prefix);
+    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, () => client.status === 'ready');
+    const where = redactRedisUrl(redisCfg.url);
+    breaker.onChange((state, reason) => {
+      metrics.degraded.set(state === 'open' ? 1 : 0);
+      metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });
+      if (state === 'open') logger.warn({ redis: where, failMode: redisCfg.failMode, reason }, `redis unreachable: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`);
+      else logger.info({ redis: where }, 'redis answering again: degraded mode over');
+    });
+    client.on('ready', () => {
+      logger.info({ redis: where }, 'redis connected');
+      // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
+      // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
+      breaker.close();
+    });
+    client.on('close', () => breaker.trip('connection closed'));
+    // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
+    // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
+    await waitForReady(client, Math.max(1000, redisCfg.commandTimeoutMs * 10)).catch(() =>
+      logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
+    );
+    keyStore = new RedisKeyStore(client, keyspace, breaker);
+    shared = { client, keyspace, breaker };
+    readiness.push({ name: 'redis', check: async () => void (await client.ping()) });
+  } else {
+    keyStore = new MemoryKeyStore(() => clock.now());
+  }
+
+  const keys = new KeyService(
+    keyStore,
+    clock,
+    { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
+    staticKeyMap(config.keys, new Date(clock.now()).toISOString()),
+  );
+  await keys.start();
+
+  const memoryLimits = new MemoryLimiterStore(clock);
+  const keyLimiter = new KeyLimiter({
+    runtime,
+    clock,
+    logger,
+    metrics,
+    memory: memoryLimits,
+    onInvalidKey: (id) => keys.invalidate(id),
+    ...(shared && redisCfg ? { shared: { store: new RedisLimiterStore(shared.client, shared.keyspace), breaker: shared.breaker, failMode: redisCfg.failMode, commandTimeoutMs: redisCfg.commandTimeoutMs } } : {}),
+  });
+  keys.onChange((id) => keyLimiter.forget(id));
+  const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });
+
+  return {
+    // CONTRACT §3: authenticate; requests without a valid key meet the per-IP limit, then 401; keyed ones meet
+    // the ban check and plan limits.
+    stages: [authenticate(keys, logger), anonymous.stage(), requireConsumer, keyLimiter.stage()],
+    readiness,
+    keys,
+    redis,
+    async close() {
+      await keys.close();
+      if (redis) await redis.quit().catch(() => redis?.disconnect());
+    },
+  };
+}

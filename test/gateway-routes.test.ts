@@ -1,0 +1,257 @@
+// Route policy (CONTRACT §3 step 4): Deprecation (RFC 9745), Sunset (RFC 8594) and Link headers on matching routes,
+// 410 gone after the sunset without calling the upstream, and live route swaps through Runtime.apply.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import request from 'supertest';
+import { ManualClock } from '../src/clock.js';
+import { TestUpstream, echo } from './helpers/upstream.js';
+import { RawConnection, leaksIn, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+
+const PETS = {
+  method: 'GET',
+  path: '/v1/pets/:petId',
+  deprecation: '2026-06-01T00:00:00Z',
+  sunset: '2027-06-01T00:00:00Z',
+  link: 'https://example.com/docs/migrate-pets',
+  afterSunset: 'gone',
+};
+const ORDERS = {
+  method: 'POST',
+  path: '/v1/store/orders',
+  deprecation: '2026-01-01T00:00:00Z',
+  sunset: '2026-06-01T00:00:00Z',
+  link: 'https://example.com/docs/orders-v2',
+  afterSunset: 'pass',
+};
+const LEGACY = { method: '*', path: '/v1/legacy/*rest', deprecation: '2026-01-01T00:00:00Z' };
+const SUNSET_ONLY = { method: 'GET', path: '/v1/reports', sunset: '2027-01-01T00:00:00Z', link: 'https://example.com/reports' };
+
+const PETS_HEADERS = {
+  deprecation: '@1780272000',
+  sunset: 'Tue, 01 Jun 2027 00:00:00 GMT',
+  link: '<https://example.com/docs/migrate-pets>; rel="deprecation"',
+};
+
+const BEFORE_SUNSET = Date.UTC(2026, 6, 1); // 2026-07-01: pets deprecated, not yet sunset; orders past sunset
+const PETS_SUNSET = Date.parse(PETS.sunset);
+
+let up: TestUpstream;
+let gw: TestGateway;
+const clock = new ManualClock(BEFORE_SUNSET);
+
+function config(routes: unknown[], upstreamUrl = up.url) {
+  return testConfig({ upstream: { url: upstreamUrl }, routes });
+}
+
+beforeAll(async () => {
+  up = await TestUpstream.start();
+  gw = await startTestGateway(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]), { clock });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await up?.close();
+});
+
+beforeEach(() => {
+  up.seen.length = 0;
+  up.behaviour = echo;
+  clock.set(BEFORE_SUNSET);
+  gw.runtime.apply(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]));
+});
+
+function expectNoPolicyHeaders(headers: Record<string, unknown>): void {
+  expect(headers.deprecation).toBeUndefined();
+  expect(headers.sunset).toBeUndefined();
+  expect(headers.link).toBeUndefined();
+}
+
+describe('deprecated routes', () => {
+  it('adds Deprecation @<secs>, Sunset IMF-fixdate and Link rel="deprecation" to a matching route', async () => {
+    const res = await request(gw.url).get('/v1/pets/42');
+    expect(res.status).toBe(200);
+    expect(res.headers).toMatchObject(PETS_HEADERS);
+    expect(up.seen.map((s) => s.url)).toEqual(['/v1/pets/42']);
+    // The policy headers are for the client, not the upstream.
+    expect(up.seen[0]!.headers.deprecation).toBeUndefined();
+  });
+
+  it('matches with a query string, a trailing slash, percent-encoded ids and any letter case', async () => {
+    for (const path of ['/v1/pets/42?expand=owner', '/v1/pets/42/', '/v1/pets/%34%32', '/v1/pets/fluffy-the-cat', '/V1/Pets/42']) {
+      const res = await request(gw.url).get(path);
+      expect(res.status, path).toBe(200);
+      expect(res.headers, path).toMatchObject(PETS_HEADERS);
+    }
+  });
+
+  it('HEAD matches a GET route', async () => {
+    const res = await request(gw.url).head('/v1/pets/42');
+    expect(res.status).toBe(200);
+    expect(res.headers).toMatchObject(PETS_HEADERS);
+    expect(up.seen[0]!.method).toBe('HEAD');
+  });
+
+  it('is method-aware: other methods on the same path get no policy headers', async () => {
+    for (const method of ['post', 'put', 'patch', 'delete'] as const) {
+      const res = await request(gw.url)[method]('/v1/pets/42').send({});
+      expect(res.status, method).toBe(200);
+      expectNoPolicyHeaders(res.headers);
+    }
+  });
+
+  it('leaves other paths alone, including longer and shorter ones', async () => {
+    for (const path of ['/v1/categories', '/v1/pets', '/v1/pets/42/photos', '/v1/store/orders', '/v1/petsx/42']) {
+      const res = await request(gw.url).get(path);
+      expect(res.status, path).toBe(200);
+      expectNoPolicyHeaders(res.headers);
+    }
+  });
+
+  it('a "*" route matches every method, and a route without link or sunset sends only Deprecation', async () => {
+    for (const method of ['get', 'post', 'delete'] as const) {
+      const res = await request(gw.url)[method]('/v1/legacy/a/b');
+      expect(res.status).toBe(200);
+      expect(res.headers.deprecation).toBe('@1767225600');
+      expect(res.headers.sunset).toBeUndefined();
+      expect(res.headers.link).toBeUndefined();
+    }
+  });
+
+  it('a route with a sunset but no deprecation links its documentation as rel="sunset"', async () => {
+    const res = await request(gw.url).get('/v1/reports');
+    expect(res.headers.sunset).toBe('Fri, 01 Jan 2027 00:00:00 GMT');
+    expect(res.headers.deprecation).toBeUndefined();
+    expect(res.headers.link).toBe('<https://example.com/reports>; rel="sunset"');
+  });
+
+  it("keeps the upstream's own Link values next to the gateway's, and the gateway's Deprecation over the upstream's", async () => {
+    up.behaviour = (_req, res) => {
+      res.setHeader('link', '</v1/pets/43>; rel="next"');
+      res.setHeader('deprecation', '@1');
+      res.end('{}');
+    };
+    const res = await request(gw.url).get('/v1/pets/42');
+    expect(res.headers.link).toBe('<https://example.com/docs/migrate-pets>; rel="deprecation", </v1/pets/43>; rel="next"');
+    expect(res.headers.deprecation).toBe('@1780272000');
+  });
+
+  it('adds the headers to upstream error answers too', async () => {
+    up.behaviour = (_req, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"not_found","message":"no such pet","status":404}');
+    };
+    const res = await request(gw.url).get('/v1/pets/999');
+    expect(res.status).toBe(404);
+    expect(res.body.message).toBe('no such pet');
+    expect(res.headers).toMatchObject(PETS_HEADERS);
+  });
+});
+
+describe('after the sunset', () => {
+  it('afterSunset gone: 410 gone, with the policy headers, and the upstream is not called', async () => {
+    clock.set(PETS_SUNSET);
+    const res = await request(gw.url).get('/v1/pets/42');
+    expect(res.status).toBe(410);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(res.body).toEqual({ code: 'gone', message: expect.any(String), status: 410 });
+    expect(res.headers).toMatchObject(PETS_HEADERS);
+    expect(res.headers['x-content-type-options']).toBe('nosniff');
+    expect(leaksIn(res.text)).toEqual([]);
+    expect(up.seen).toEqual([]);
+  });
+
+  it('is still served one millisecond before the sunset', async () => {
+    clock.set(PETS_SUNSET - 1);
+    expect((await request(gw.url).get('/v1/pets/42')).status).toBe(200);
+    clock.advance(1);
+    expect((await request(gw.url).get('/v1/pets/42')).status).toBe(410);
+    expect(up.seen).toHaveLength(1);
+  });
+
+  it('gone cannot be dodged by case, trailing slash, HEAD or an absolute-form target', async () => {
+    clock.set(PETS_SUNSET + 1000);
+    for (const path of ['/V1/PETS/42', '/v1/pets/42/', '/v1/pets/42?x=1']) {
+      expect((await request(gw.url).get(path)).status, path).toBe(410);
+    }
+    expect((await request(gw.url).head('/v1/pets/42')).status).toBe(410);
+    const conn = await RawConnection.open(gw.port);
+    try {
+      conn.write('GET http://other.invalid/v1/pets/42 HTTP/1.1\r\nHost: other.invalid\r\nConnection: close\r\n\r\n');
+      expect((await conn.read()).status).toBe(410);
+    } finally {
+      conn.destroy();
+    }
+    expect(up.seen).toEqual([]);
+  });
+
+  it('gone applies only to the matching method', async () => {
+    clock.set(PETS_SUNSET + 1000);
+    expect((await request(gw.url).post('/v1/pets/42').send({})).status).toBe(200);
+  });
+
+  it('afterSunset pass: keeps proxying, with the headers', async () => {
+    const res = await request(gw.url).post('/v1/store/orders').send({ petId: 1 });
+    expect(res.status).toBe(200);
+    expect(res.headers.deprecation).toBe('@1767225600');
+    expect(res.headers.sunset).toBe('Mon, 01 Jun 2026 00:00:00 GMT');
+    expect(res.headers.link).toBe('<https://example.com/docs/orders-v2>; rel="deprecation"');
+    expect(up.seen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /v1/store/orders']);
+  });
+
+  it('labels metrics with the route pattern', async () => {
+    clock.set(PETS_SUNSET);
+    await request(gw.url).get('/v1/pets/7');
+    const metrics = (await request(gw.url).get('/metrics')).text;
+    expect(metrics).toMatch(/^tollgate_http_requests_total\{route="\/v1\/pets\/:petId",method="GET",status="410"\} [1-9]/m);
+  });
+});
+
+describe('Runtime.apply', () => {
+  it('swaps routes for the next request, on the same open connection', async () => {
+    const conn = await RawConnection.open(gw.port);
+    try {
+      conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\n\r\n');
+      expect((await conn.read()).headers.deprecation).toBe('@1780272000');
+
+      const ignored = gw.runtime.apply(config([{ method: 'GET', path: '/v1/categories', deprecation: '2026-02-01T00:00:00Z' }]));
+      expect(ignored).toEqual([]);
+
+      conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\n\r\n');
+      const pets = await conn.read();
+      expect(pets.status).toBe(200);
+      expect(pets.headers.deprecation).toBeUndefined();
+      conn.write('GET /v1/categories HTTP/1.1\r\nHost: x\r\n\r\n');
+      expect((await conn.read()).headers.deprecation).toBe('@1769904000');
+      expect(conn.ended).toBe(false);
+    } finally {
+      conn.destroy();
+    }
+  });
+
+  it('a new sunset with gone takes effect at once', async () => {
+    gw.runtime.apply(config([{ ...PETS, sunset: '2026-06-30T00:00:00Z' }]));
+    const res = await request(gw.url).get('/v1/pets/42');
+    expect(res.status).toBe(410);
+    expect(res.headers.sunset).toBe('Tue, 30 Jun 2026 00:00:00 GMT');
+  });
+
+  it('reports restart-only sections and keeps them as they were', async () => {
+    const other = await TestUpstream.start();
+    try {
+      const changed = config([], other.url);
+      const ignored = gw.runtime.apply(testConfig({ ...changed, server: { maxBodyBytes: 10 }, routes: [] }));
+      expect(ignored.sort()).toEqual(['server.*', 'upstream.*']);
+      expect(gw.runtime.config.upstream.url).toBe(up.url);
+      expect((await request(gw.url).get('/v1/categories')).status).toBe(200);
+      expect(up.seen).toHaveLength(1);
+      expect(other.seen).toHaveLength(0);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('tells its listeners', () => {
+    const seen: string[] = [];
+    gw.runtime.onChange((next, prev) => seen.push(`${prev.routes.length}->${next.routes.length}`));
+    gw.runtime.apply(config([PETS]));
+    expect(seen).toEqual(['4->1']);
+  });
+});

@@ -1,0 +1,126 @@
+// Header formats Tollgate writes itself, against the RFC examples (NOTES.md "Standards").
+import { describe, expect, it } from 'vitest';
+import { H, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';
+
+const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+
+describe('formatDeprecation (RFC 9745)', () => {
+  it('is @ and the Unix seconds of the instant, as in the RFC example', () => {
+    expect(formatDeprecation(Date.parse('2023-06-30T23:59:59Z'))).toBe('@1688169599');
+    expect(formatDeprecation(1_688_169_599_000)).toBe('@1688169599');
+  });
+
+  it('drops milliseconds rather than rounding up', () => {
+    expect(formatDeprecation(1_688_169_599_999)).toBe('@1688169599');
+    expect(formatDeprecation(Date.parse('2026-06-01T00:00:00Z'))).toBe('@1780272000');
+    expect(formatDeprecation(0)).toBe('@0');
+  });
+});
+
+describe('formatSunset (RFC 8594)', () => {
+  it('is an IMF-fixdate', () => {
+    expect(formatSunset(Date.parse('2027-06-01T00:00:00Z'))).toBe('Tue, 01 Jun 2027 00:00:00 GMT');
+    expect(formatSunset(Date.parse('2026-01-01T00:00:00Z'))).toBe('Thu, 01 Jan 2026 00:00:00 GMT');
+    // RFC 9110's own example.
+    expect(formatSunset(Date.UTC(1994, 10, 6, 8, 49, 37))).toBe('Sun, 06 Nov 1994 08:49:37 GMT');
+  });
+
+  it('is always in GMT with two-digit day and time fields', () => {
+    for (const iso of ['2027-06-01T02:00:00+02:00', '2030-12-31T23:59:59.999Z', '2026-03-09T07:05:03Z']) {
+      expect(formatSunset(Date.parse(iso))).toMatch(IMF_FIXDATE);
+    }
+    expect(formatSunset(Date.parse('2027-06-01T02:00:00+02:00'))).toBe('Tue, 01 Jun 2027 00:00:00 GMT');
+  });
+});
+
+describe('formatLink (RFC 8288)', () => {
+  it('is <url>; rel="relation"', () => {
+    expect(formatLink('https://example.com/docs/migrate-pets', 'deprecation')).toBe('<https://example.com/docs/migrate-pets>; rel="deprecation"');
+    expect(formatLink('https://example.com/s', 'sunset')).toBe('<https://example.com/s>; rel="sunset"');
+  });
+});
+
+describe('formatRetryAfter (RFC 9110 delay-seconds)', () => {
+  it('is whole seconds, rounded up, at least 1', () => {
+    const cases: Array<[number, string]> = [
+      [0, '1'],
+      [-5000, '1'],
+      [1, '1'],
+      [999, '1'],
+      [1000, '1'],
+      [1001, '2'],
+      [59_500, '60'],
+      [60_000, '60'],
+      [3_600_000, '3600'],
+    ];
+    for (const [ms, want] of cases) expect(formatRetryAfter(ms), `${ms} ms`).toBe(want);
+  });
+
+  it('never has a fraction', () => {
+    for (let ms = -10; ms < 5000; ms += 37) expect(formatRetryAfter(ms)).toMatch(/^[1-9]\d*$/);
+  });
+});
+
+describe('isSaneRequestId', () => {
+  it('accepts short ids of safe characters', () => {
+    for (const id of ['abc', '0f8fad5b-d9cb-469f-a165-70867728950e', 'req.2026/06:01@edge+1=', 'a'.repeat(128), 'A_b-C']) {
+      expect(isSaneRequestId(id), id).toBe(true);
+    }
+  });
+
+  it('refuses empty, long, and anything that could break a log line or a header', () => {
+    for (const id of ['', 'a'.repeat(129), 'has space', 'line\nbreak', 'cr\rlf', 'tab\t', 'quote"', "apos'", 'semi;colon', 'comma,', '<script>', 'ünïcode', 'back\\slash']) {
+      expect(isSaneRequestId(id), JSON.stringify(id)).toBe(false);
+    }
+    for (const v of [undefined, null, 42, ['abc'], { id: 'abc' }]) expect(isSaneRequestId(v)).toBe(false);
+  });
+});
+
+describe('stripHopByHop (RFC 9110 §7.6.1)', () => {
+  it('removes the standard hop-by-hop headers and keeps end-to-end ones', () => {
+    const h: Record<string, unknown> = {
+      connection: 'keep-alive',
+      'keep-alive': 'timeout=5',
+      te: 'trailers',
+      'transfer-encoding': 'chunked',
+      upgrade: 'websocket',
+      'proxy-connection': 'keep-alive',
+      'proxy-authorization': 'Basic dXNlcjpwYXNz',
+      trailer: 'x-checksum',
+      host: 'example.com',
+      'content-type': 'application/json',
+      'content-length': '12',
+      authorization: 'Bearer k',
+      'x-request-id': 'r1',
+    };
+    stripHopByHop(h);
+    expect(h).toEqual({ host: 'example.com', 'content-type': 'application/json', 'content-length': '12', authorization: 'Bearer k', 'x-request-id': 'r1' });
+  });
+
+  it('removes every header the Connection header lists, case-insensitively and with odd spacing', () => {
+    const h: Record<string, unknown> = { connection: 'X-Foo ,  x-bar,,Close', 'x-foo': '1', 'x-bar': '2', 'x-baz': '3', close: 'odd but listed' };
+    stripHopByHop(h);
+    expect(h).toEqual({ 'x-baz': '3' });
+  });
+
+  it('handles a Connection header that arrived more than once', () => {
+    const h: Record<string, unknown> = { connection: ['x-one', 'x-two, keep-alive'], 'x-one': 'a', 'x-two': 'b', 'x-three': 'c' };
+    stripHopByHop(h);
+    expect(h).toEqual({ 'x-three': 'c' });
+  });
+
+  it('is harmless without a Connection header', () => {
+    const h: Record<string, unknown> = { 'x-keep': 'yes' };
+    stripHopByHop(h);
+    expect(h).toEqual({ 'x-keep': 'yes' });
+  });
+});
+
+describe('header names', () => {
+  it('are lower-case, as Node stores them', () => {
+    for (const name of Object.values(H)) expect(name).toBe(name.toLowerCase());
+    expect(H.requestId).toBe('x-request-id');
+    expect(H.deprecation).toBe('deprecation');
+    expect(H.sunset).toBe('sunset');
+  });
+});

@@ -1,0 +1,66 @@
+// KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
+// or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
+import type { KeyStore, StoredKey } from '../../src/keys/types.js';
+
+export type StoreMethod = 'findByHash' | 'get' | 'list' | 'create' | 'update' | 'publishChange' | 'subscribe' | 'close';
+
+export class SpyKeyStore implements KeyStore {
+  readonly calls: Record<StoreMethod, number> = { findByHash: 0, get: 0, list: 0, create: 0, update: 0, publishChange: 0, subscribe: 0, close: 0 };
+  /** 'ok' delegates; 'fail' rejects at once; 'hang' never settles (a SIGSTOPped Redis). Counted either way. */
+  mode: 'ok' | 'fail' | 'hang' = 'ok';
+  /** When false, publishChange and subscribe do nothing: pub/sub is down. */
+  pubsub = true;
+  /** When set, findByHash reads the inner store at once but answers only once this settles (a slow reply). */
+  findGate: Promise<void> | undefined;
+
+  constructor(readonly inner: KeyStore) {}
+
+  /** Total calls to the read methods a verification may make. */
+  get reads(): number {
+    return this.calls.findByHash + this.calls.get + this.calls.list;
+  }
+
+  reset(): void {
+    for (const k of Object.keys(this.calls) as StoreMethod[]) this.calls[k] = 0;
+  }
+
+  private run<T>(method: StoreMethod, fn: () => Promise<T>): Promise<T> {
+    this.calls[method]++;
+    if (this.mode === 'fail') return Promise.reject(new Error('key store down (test)'));
+    if (this.mode === 'hang') return new Promise<T>(() => {});
+    return fn();
+  }
+
+  findByHash(hash: string): Promise<StoredKey | undefined> {
+    const gate = this.findGate;
+    return this.run('findByHash', async () => {
+      const found = await this.inner.findByHash(hash);
+      if (gate) await gate;
+      return found;
+    });
+  }
+  get(id: string): Promise<StoredKey | undefined> {
+    return this.run('get', () => this.inner.get(id));
+  }
+  list(): Promise<StoredKey[]> {
+    return this.run('list', () => this.inner.list());
+  }
+  create(key: StoredKey): Promise<void> {
+    return this.run('create', () => this.inner.create(key));
+  }
+  update(key: StoredKey, opts?: Parameters<KeyStore['update']>[1]): Promise<void> {
+    return this.run('update', () => this.inner.update(key, opts));
+  }
+  publishChange(id: string): Promise<void> {
+    this.calls.publishChange++;
+    return this.pubsub ? this.inner.publishChange(id) : Promise.resolve();
+  }
+  subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>> {
+    this.calls.subscribe++;
+    return this.pubsub ? this.inner.subscribe(onChange, onReset) : Promise.resolve(async () => {});
+  }
+  close(): Promise<void> {
+    this.calls.close++;
+    return this.inner.close();
+  }
+}

@@ -1,0 +1,174 @@
+// Helpers for the plans, limits and bans tests: an in-process gateway built the way `tollgate serve` builds it
+// (Runtime + buildParts + buildGateway on a loopback port), a logger whose lines the test can read, Prometheus
+// text parsing, and Redis command counting (INFO and MONITOR) for round-trip assertions.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { buildGateway, type Gateway } from '../../src/app.js';
+import { systemClock, type Clock } from '../../src/clock.js';
+import type { Config } from '../../src/config/schema.js';
+import { createLogger, type Logger } from '../../src/logger.js';
+import { Metrics } from '../../src/metrics.js';
+import { httpUpstreamCheck } from '../../src/ops.js';
+import { Runtime } from '../../src/runtime.js';
+import { buildParts, type GatewayParts } from '../../src/wiring.js';
+import { silentLogger } from './gateway.js';
+
+export interface LimitsGateway {
+  url: string;
+  port: number;
+  server: Server;
+  gateway: Gateway;
+  parts: GatewayParts;
+  runtime: Runtime;
+  metrics: Metrics;
+  /** Issues a key in the gateway's key store (memory or Redis); returns its id and plaintext. */
+  createKey(input: { plan?: string; perMinute?: number; perDay?: number }): Promise<{ id: string; key: string }>;
+  close(): Promise<void>;
+}
+
+/** A gateway in process, wired exactly like `tollgate serve` (src/commands/run.ts) but on a port of its own. */
+export async function startLimitsGateway(config: Config, opts: { logger?: Logger; clock?: Clock; metrics?: Metrics } = {}): Promise<LimitsGateway> {
+  const logger = opts.logger ?? silentLogger;
+  const clock = opts.clock ?? systemClock;
+  const metrics = opts.metrics ?? new Metrics();
+  const runtime = new Runtime(config);
+  const parts = await buildParts(runtime, logger, metrics, clock);
+  const gateway = buildGateway({
+    runtime,
+    logger,
+    clock,
+    metrics,
+    readiness: [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 500), ...parts.readiness],
+    stages: parts.stages,
+  });
+  const server = createServer(gateway.app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    server,
+    gateway,
+    parts,
+    runtime,
+    metrics,
+    async createKey(input) {
+      const { key, record } = await parts.keys.create({ plan: input.plan ?? 'free', ...(input.perMinute ? { perMinute: input.perMinute } : {}), ...(input.perDay ? { perDay: input.perDay } : {}) });
+      return { id: record.id, key };
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      gateway.close();
+      await parts.close();
+    },
+  };
+}
+
+/** A pino logger (src/logger.ts) writing into memory, for assertions on log lines. */
+export function captureLogger(level: 'info' | 'debug' | 'warn' = 'info'): { logger: Logger; lines: Array<Record<string, unknown>>; messages(): string[] } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = createLogger(level, {
+    write(chunk: string) {
+      for (const line of chunk.split('\n')) {
+        if (!line.trim()) continue;
+        try {
+          lines.push(JSON.parse(line) as Record<string, unknown>);
+        } catch {
+          lines.push({ msg: line });
+        }
+      }
+    },
+  });
+  return { logger, lines, messages: () => lines.map((l) => String(l.msg ?? '')) };
+}
+
+/**
+ * The value of one sample in Prometheus text, or undefined when absent. `labels` must all match
+ * (other labels on the sample are allowed).
+ */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = new Map<string, string>();
+    for (const pair of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) have.set(pair[1]!, pair[2]!);
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(m[4]);
+  }
+  return undefined;
+}
+
+/** Redis INFO stats: total_commands_processed. Note it counts the commands a Lua script runs, and the INFO itself. */
+export async function totalCommands(client: Redis): Promise<number> {
+  const info = await client.info('stats');
+  const m = /total_commands_processed:(\d+)/.exec(info);
+  if (!m) throw new Error('no total_commands_processed in INFO stats');
+  return Number(m[1]);
+}
+
+/** Redis INFO commandstats as command -> calls (includes commands run inside scripts). */
+export async function commandCalls(client: Redis): Promise<Map<string, number>> {
+  const info = await client.info('commandstats');
+  const out = new Map<string, number>();
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out.set(m[1]!, Number(m[2]));
+  return out;
+}
+
+export interface MonitoredCommand {
+  args: string[];
+  /** "lua" for commands a script ran, else the client's address. */
+  source: string;
+}
+
+/**
+ * Records every command Redis runs (MONITOR) on a dedicated connection. `stop()` waits (bounded) for the stream
+ * to catch up with a marker command so the recording is complete, then closes the connection.
+ */
+export async function monitorRedis(admin: Redis): Promise<{ commands: MonitoredCommand[]; stop(): Promise<MonitoredCommand[]> }> {
+  const monitor = await admin.monitor();
+  const commands: MonitoredCommand[] = [];
+  let markerSeen = false;
+  const marker = `limits-test-marker-${Math.random().toString(36).slice(2)}`;
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (args[0]?.toLowerCase() === 'echo' && args[1] === marker) {
+      markerSeen = true;
+      return;
+    }
+    if (!markerSeen) commands.push({ args, source });
+  });
+  return {
+    commands,
+    async stop() {
+      await admin.echo(marker);
+      const deadline = Date.now() + 2000;
+      while (!markerSeen && Date.now() < deadline) await sleep(10);
+      monitor.disconnect();
+      if (!markerSeen) throw new Error('MONITOR did not catch up within 2 s');
+      return commands;
+    },
+  };
+}
+
+/** Waits (bounded) until `cond` holds; throws with `what` otherwise. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 3000, stepMs = 20): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await cond()) return;
+    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
+    await sleep(stepMs);
+  }
+}
+
+/** Addresses ("ip:port") of the Redis connections whose CLIENT SETNAME is `name` (e.g. "tollgate-gateway"). */
+export async function clientAddresses(admin: Redis, name: string): Promise<Set<string>> {
+  const list = (await admin.client('LIST')) as string;
+  const out = new Set<string>();
+  for (const line of list.split('\n')) {
+    const fields = new Map(line.trim().split(' ').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const));
+    if (fields.get('name') === name && fields.get('addr')) out.add(fields.get('addr')!);
+  }
+  return out;
+}

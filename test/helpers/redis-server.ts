@@ -1,0 +1,96 @@
+// Starts a private redis-server on a free loopback port for one test file, so tests can kill,
+// hang (SIGSTOP) and restart it without touching the shared Redis on 6379.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export class TestRedis {
+  private proc: ChildProcess | undefined;
+  private readonly dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
+  constructor(readonly port: number) {}
+
+  static async start(): Promise<TestRedis> {
+    const r = new TestRedis(await freePort());
+    await r.startProcess();
+    return r;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}/0`;
+  }
+
+  async startProcess(): Promise<void> {
+    this.proc = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning'],
+      { stdio: 'ignore' },
+    );
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      c.on('error', () => {});
+      try {
+        await c.connect();
+        await c.ping();
+        c.disconnect();
+        return;
+      } catch {
+        c.disconnect();
+        if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not start`);
+        await sleep(50);
+      }
+    }
+  }
+
+  /** A fresh client for assertions; the caller disconnects it. */
+  client(): Redis {
+    const c = new Redis(this.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    c.on('error', () => {});
+    return c;
+  }
+
+  async flush(): Promise<void> {
+    const c = this.client();
+    await c.flushall();
+    c.disconnect();
+  }
+
+  async kill(): Promise<void> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill('SIGKILL');
+    await exited;
+  }
+
+  pause(): void {
+    this.proc?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.proc?.kill('SIGCONT');
+  }
+
+  async stop(): Promise<void> {
+    this.resume();
+    await this.kill();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

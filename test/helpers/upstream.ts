@@ -1,0 +1,64 @@
+// A real upstream HTTP server on loopback whose behaviour each test chooses: echo, slow, reset, refuse.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface SeenRequest {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  rawHeaders: string[];
+  body: Buffer;
+}
+
+export type Behaviour = (req: IncomingMessage, res: ServerResponse, body: Buffer) => void;
+
+/** Answers 200 with a JSON echo of what it received. */
+export const echo: Behaviour = (req, res, body) => {
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ method: req.method, url: req.url, headers: req.headers, bodyLength: body.length }));
+};
+
+export class TestUpstream {
+  readonly seen: SeenRequest[] = [];
+  behaviour: Behaviour = echo;
+  private readonly sockets = new Set<Socket>();
+  private constructor(private readonly server: Server) {}
+
+  static async start(): Promise<TestUpstream> {
+    const server = createServer();
+    const up = new TestUpstream(server);
+    server.on('connection', (s) => {
+      up.sockets.add(s);
+      s.on('close', () => up.sockets.delete(s));
+    });
+    server.on('request', (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('error', () => {});
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        up.seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body });
+        up.behaviour(req, res, body);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return up;
+  }
+
+  get port(): number {
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  get openSockets(): number {
+    return this.sockets.size;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+}

@@ -1,0 +1,472 @@
+// The limiter store (CONTRACT §3 steps 2-3, §7): ONE behaviour suite run over both MemoryLimiterStore (time moved
+// by a ManualClock) and RedisLimiterStore (a private redis-server; time "moved" by shifting every TTL and ban
+// timestamp of the id back, which is what the passing of time does to that state), plus Redis-only checks:
+// real-time ban expiry on Redis TIME, atomicity under concurrency, and the Cluster hash tag of every key touched.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { ManualClock } from '../src/clock.js';
+import { MemoryLimiterStore } from '../src/limits/memory-store.js';
+import { RedisLimiterStore } from '../src/limits/redis-store.js';
+import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { createRedisClient } from '../src/storage/redis.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { clientAddresses, monitorRedis } from './helpers/limits.js';
+
+const PREFIX = 'lt:';
+const SECOND = 1000;
+
+/** No bans in the window tests: a threshold that is never reached. */
+const NO_BANS: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 86_400 };
+const LADDER: BanPolicy = { threshold: 3, windowSeconds: 3600, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 7200 };
+
+interface Harness {
+  name: string;
+  store: () => LimiterStore;
+  /** Moves time forward by ms as far as `id`'s limiter state is concerned. */
+  advance(id: string, ms: number): Promise<void>;
+  /** How far a reported duration may fall short of the exact figure (Redis time runs on while the test does). */
+  slackMs: number;
+}
+
+let redis: TestRedis;
+let client: Redis;
+let admin: Redis;
+const clock = new ManualClock();
+const memory = new MemoryLimiterStore(clock);
+let redisStore: RedisLimiterStore;
+const keyspace = new Keyspace(PREFIX);
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  client = createRedisClient({ url: redis.url, commandTimeoutMs: 2000, failFast: false, name: 'limits-store-test' });
+  admin = redis.client();
+  redisStore = new RedisLimiterStore(client, keyspace);
+});
+
+afterAll(async () => {
+  client?.disconnect();
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+/** Every Redis key of one id (SCAN, not KEYS). */
+function keysOf(id: string): Promise<string[]> {
+  return scanKeys(`${PREFIX}*{${id}}*`);
+}
+
+async function scanKeys(pattern: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  for (let i = 0; i < 1000; i++) {
+    const [next, batch] = await admin.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    out.push(...batch);
+    cursor = next;
+    if (cursor === '0') return out;
+  }
+  throw new Error('SCAN did not finish');
+}
+
+/**
+ * Redis "time travel" for one id: every TTL shrinks by ms (keys whose TTL runs out are deleted, as expiry would),
+ * and the ban hash's absolute instants (until, lastEnd) move ms into the past. The script reads nothing else
+ * time-dependent, so the next check sees exactly what it would see ms later.
+ */
+async function shiftRedis(id: string, ms: number): Promise<void> {
+  for (const key of await keysOf(id)) {
+    if ((await admin.type(key)) === 'hash') {
+      const [until, lastEnd] = await admin.hmget(key, 'until', 'lastEnd');
+      if (until !== null) await admin.hset(key, 'until', Number(until) - ms);
+      if (lastEnd !== null) await admin.hset(key, 'lastEnd', Number(lastEnd) - ms);
+    }
+    const ttl = await admin.pttl(key);
+    if (ttl < 0) continue;
+    if (ttl - ms <= 0) await admin.del(key);
+    else await admin.pexpire(key, ttl - ms);
+  }
+}
+
+const harnesses: Harness[] = [
+  { name: 'MemoryLimiterStore (ManualClock)', store: () => memory, advance: async (_id, ms) => clock.advance(ms), slackMs: 0 },
+  { name: 'RedisLimiterStore (TestRedis)', store: () => redisStore, advance: shiftRedis, slackMs: 1500 },
+];
+
+let seq = 0;
+const newId = (label: string) => `${label}-${process.pid}-${++seq}`;
+
+describe.each(harnesses)('$name', (h) => {
+  const check = (id: string, limits: KeyLimits, ban: BanPolicy = NO_BANS): Promise<Decision> => h.store().check(id, limits, ban);
+  /** actual is the exact figure, or (Redis) at most slackMs less. */
+  const expectAbout = (actual: number, exact: number) => {
+    expect(actual).toBeLessThanOrEqual(exact);
+    expect(actual).toBeGreaterThanOrEqual(exact - h.slackMs);
+  };
+
+  it('admits exactly perMinute requests, then refuses with limited_minute until the window resets', async () => {
+    const id = newId('minute');
+    const limits = { perMinute: 5, perDay: 1000 };
+    for (let i = 1; i <= 5; i++) {
+      const d = await check(id, limits);
+      expect(d.outcome).toBe('admitted');
+      expect(d.minute.used).toBe(i);
+      expect(d.day.used).toBe(i);
+      expect(d.retryMs).toBe(0);
+      expect(d.banLevel).toBe(0);
+      expectAbout(d.minute.resetMs, MINUTE_MS);
+      expectAbout(d.day.resetMs, DAY_MS);
+    }
+    for (let i = 0; i < 3; i++) {
+      const d = await check(id, limits);
+      expect(d.outcome).toBe('limited_minute');
+      expect(d.minute.used).toBe(5);
+      expect(d.retryMs).toBe(d.minute.resetMs);
+      expectAbout(d.retryMs, MINUTE_MS);
+    }
+    await h.advance(id, MINUTE_MS - 10 * SECOND);
+    const late = await check(id, limits);
+    expect(late.outcome).toBe('limited_minute');
+    expectAbout(late.retryMs, 10 * SECOND);
+    await h.advance(id, 10 * SECOND);
+    const fresh = await check(id, limits);
+    expect(fresh.outcome).toBe('admitted');
+    expect(fresh.minute.used).toBe(1);
+    expect(fresh.day.used).toBe(6);
+  });
+
+  it('starts a window with its first request (fixed windows, not clock-aligned)', async () => {
+    const id = newId('start');
+    const limits = { perMinute: 2, perDay: 1000 };
+    expect((await check(id, limits)).outcome).toBe('admitted');
+    await h.advance(id, 40 * SECOND);
+    const second = await check(id, limits);
+    expect(second.outcome).toBe('admitted');
+    expectAbout(second.minute.resetMs, 20 * SECOND);
+    const refused = await check(id, limits);
+    expect(refused.outcome).toBe('limited_minute');
+    expectAbout(refused.retryMs, 20 * SECOND);
+    // The next window starts with the next admitted request, a full minute from then.
+    await h.advance(id, 25 * SECOND);
+    const next = await check(id, limits);
+    expect(next.outcome).toBe('admitted');
+    expectAbout(next.minute.resetMs, MINUTE_MS);
+    expectAbout(next.day.resetMs, DAY_MS - 65 * SECOND);
+  });
+
+  it('binds on the day window when perDay < perMinute (limited_day), across minute windows, until the day resets', async () => {
+    const id = newId('day');
+    const limits = { perMinute: 10, perDay: 3 };
+    for (let i = 1; i <= 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
+    const refused = await check(id, limits);
+    expect(refused.outcome).toBe('limited_day');
+    expect(refused.day.used).toBe(3);
+    expect(refused.minute.used).toBe(3);
+    expect(refused.retryMs).toBe(refused.day.resetMs);
+    expectAbout(refused.retryMs, DAY_MS);
+    // A new minute window does not help: the day is spent.
+    await h.advance(id, 61 * SECOND);
+    const later = await check(id, limits);
+    expect(later.outcome).toBe('limited_day');
+    expect(later.minute.used).toBe(0);
+    expectAbout(later.retryMs, DAY_MS - 61 * SECOND);
+    await h.advance(id, DAY_MS - 61 * SECOND);
+    const nextDay = await check(id, limits);
+    expect(nextDay.outcome).toBe('admitted');
+    expect(nextDay.day.used).toBe(1);
+  });
+
+  it('counts only admitted requests: minute refusals never increase day.used, day refusals never increase minute.used', async () => {
+    const id = newId('refused');
+    const limits = { perMinute: 2, perDay: 4 };
+    expect((await check(id, limits)).day.used).toBe(1);
+    expect((await check(id, limits)).day.used).toBe(2);
+    for (let i = 0; i < 10; i++) {
+      const d = await check(id, limits);
+      expect(d.outcome).toBe('limited_minute');
+      expect(d.day.used).toBe(2);
+      expect(d.minute.used).toBe(2);
+    }
+    await h.advance(id, MINUTE_MS);
+    const d3 = await check(id, limits);
+    expect(d3.outcome).toBe('admitted');
+    expect(d3.day.used).toBe(3);
+    expect(d3.minute.used).toBe(1);
+    expect((await check(id, limits)).day.used).toBe(4);
+    await h.advance(id, MINUTE_MS);
+    for (let i = 0; i < 5; i++) {
+      const d = await check(id, limits);
+      expect(d.outcome).toBe('limited_day');
+      expect(d.minute.used).toBe(0);
+      expect(d.day.used).toBe(4);
+    }
+  });
+
+  it('limited_both reports the later reset: the day when it ends last', async () => {
+    const id = newId('both-day');
+    const limits = { perMinute: 3, perDay: 6 };
+    for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
+    await h.advance(id, MINUTE_MS);
+    for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
+    const d = await check(id, limits);
+    expect(d.outcome).toBe('limited_both');
+    expectAbout(d.retryMs, DAY_MS - MINUTE_MS);
+    expect(d.retryMs).toBe(Math.max(d.minute.resetMs, d.day.resetMs));
+    expect(d.retryMs).toBe(d.day.resetMs);
+  });
+
+  it('limited_both reports the later reset: the minute when the day window is about to end', async () => {
+    const id = newId('both-minute');
+    const limits = { perMinute: 3, perDay: 6 };
+    for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
+    await h.advance(id, DAY_MS - 30 * SECOND);
+    for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
+    const d = await check(id, limits);
+    expect(d.outcome).toBe('limited_both');
+    expectAbout(d.day.resetMs, 30 * SECOND);
+    expectAbout(d.retryMs, MINUTE_MS);
+    expect(d.retryMs).toBe(d.minute.resetMs);
+  });
+
+  it('reads limits per call: a lowered limit applies at once to the current window', async () => {
+    const id = newId('relimit');
+    for (let i = 0; i < 3; i++) expect((await check(id, { perMinute: 10, perDay: 100 })).outcome).toBe('admitted');
+    expect((await check(id, { perMinute: 3, perDay: 100 })).outcome).toBe('limited_minute');
+    expect((await check(id, { perMinute: 4, perDay: 100 })).outcome).toBe('admitted');
+  });
+
+  it('keeps ids apart', async () => {
+    const a = newId('iso-a');
+    const b = newId('iso-b');
+    expect((await check(a, { perMinute: 1, perDay: 10 })).outcome).toBe('admitted');
+    expect((await check(a, { perMinute: 1, perDay: 10 })).outcome).toBe('limited_minute');
+    const other = await check(b, { perMinute: 1, perDay: 10 });
+    expect(other.outcome).toBe('admitted');
+    expect(other.minute.used).toBe(1);
+  });
+
+  it('bans on the refusal that reaches the threshold (banned_now, retryMs = durations[0]); during the ban answers are "banned" and count nowhere', async () => {
+    const id = newId('ban');
+    const limits = { perMinute: 1, perDay: 1000 };
+    expect((await check(id, limits, LADDER)).outcome).toBe('admitted');
+    for (let i = 0; i < 2; i++) {
+      const d = await check(id, limits, LADDER);
+      expect(d.outcome).toBe('limited_minute');
+      expect(d.banLevel).toBe(0);
+    }
+    const banned = await check(id, limits, LADDER);
+    expect(banned.outcome).toBe('banned_now');
+    expect(banned.retryMs).toBe(60 * SECOND);
+    expect(banned.banLevel).toBe(1);
+
+    // While banned: not counted toward strikes, nor in either window.
+    for (let i = 0; i < 8; i++) {
+      const d = await check(id, limits, LADDER);
+      expect(d.outcome).toBe('banned');
+      expect(d.banLevel).toBe(1);
+      expectAbout(d.retryMs, 60 * SECOND);
+      expect(d.minute.used).toBe(1);
+      expect(d.day.used).toBe(1);
+    }
+    await h.advance(id, 30 * SECOND);
+    const half = await check(id, limits, LADDER);
+    expect(half.outcome).toBe('banned');
+    expectAbout(half.retryMs, 30 * SECOND);
+
+    // Ban over (and the minute window with it). The strike count started again at zero and the 8+1 answers given
+    // during the ban did not count: it takes threshold fresh refusals to ban again.
+    await h.advance(id, 30 * SECOND);
+    const after = await check(id, limits, LADDER);
+    expect(after.outcome).toBe('admitted');
+    expect(after.day.used).toBe(2);
+    expect(after.banLevel).toBe(1);
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+    const second = await check(id, limits, LADDER);
+    expect(second.outcome).toBe('banned_now');
+    expect(second.banLevel).toBe(2);
+    expect(second.retryMs).toBe(600 * SECOND);
+  });
+
+  it('escalates: ban N uses durations[N-1], every later ban the last entry', async () => {
+    const id = newId('ladder');
+    const limits = { perMinute: 1, perDay: 1_000_000 };
+    const expected = [60, 600, 3600, 3600, 3600];
+    for (let n = 1; n <= expected.length; n++) {
+      expect((await check(id, limits, LADDER)).outcome).toBe('admitted');
+      expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+      expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+      const d = await check(id, limits, LADDER);
+      expect(d.outcome).toBe('banned_now');
+      expect(d.banLevel).toBe(n);
+      expect(d.retryMs).toBe(expected[n - 1]! * SECOND);
+      expect((await check(id, limits, LADDER)).outcome).toBe('banned');
+      await h.advance(id, d.retryMs);
+    }
+  });
+
+  it('counts strikes within windowSeconds only', async () => {
+    const id = newId('strike-window');
+    const ban: BanPolicy = { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 3600 };
+    const limits = { perMinute: 1, perDay: 1000 };
+    expect((await check(id, limits, ban)).outcome).toBe('admitted');
+    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    await h.advance(id, 61 * SECOND);
+    expect((await check(id, limits, ban)).outcome).toBe('admitted');
+    // The two old strikes have lapsed: two more refusals are not yet a ban, the third one is.
+    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, ban)).outcome).toBe('banned_now');
+  });
+
+  it('forgets the escalation level resetAfterSeconds after the last ban ended, and not before', async () => {
+    const id = newId('reset');
+    const limits = { perMinute: 1, perDay: 1_000_000 };
+    const banOnce = async () => {
+      for (let i = 0; i < 50; i++) {
+        const d = await check(id, limits, LADDER);
+        if (d.outcome === 'banned_now') return d;
+        expect(['admitted', 'limited_minute']).toContain(d.outcome);
+      }
+      throw new Error('no ban within 50 requests');
+    };
+    const first = await banOnce();
+    expect(first.banLevel).toBe(1);
+    // Ban 1 ends after 60 s; one second short of resetAfter later, the level still holds.
+    await h.advance(id, 60 * SECOND + LADDER.resetAfterSeconds * SECOND - SECOND);
+    const second = await banOnce();
+    expect(second.banLevel).toBe(2);
+    expect(second.retryMs).toBe(600 * SECOND);
+    // Ban 2 ends after 600 s; resetAfter after that, the ladder starts again at the first rung.
+    await h.advance(id, 600 * SECOND + LADDER.resetAfterSeconds * SECOND);
+    const third = await banOnce();
+    expect(third.banLevel).toBe(1);
+    expect(third.retryMs).toBe(60 * SECOND);
+  });
+});
+
+describe('RedisLimiterStore only', () => {
+  it('re-validates the key against its record in the same call: revoked, rotated past grace or missing -> invalid_key', async () => {
+    const limits = { perMinute: 100, perDay: 1000 };
+    const ban: BanPolicy = { threshold: 100, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
+    const id = newId('valid');
+    const hash = 'a'.repeat(64);
+    const old = 'b'.repeat(64);
+    const put = (rec: Record<string, unknown>) => admin.set(keyspace.keyRecord(id), JSON.stringify({ id, plan: 'free', createdAt: '2026-01-01T00:00:00.000Z', ...rec }));
+
+    expect((await redisStore.check(id, limits, ban, hash)).outcome, 'no record').toBe('invalid_key');
+    await put({ status: 'active', hash });
+    expect((await redisStore.check(id, limits, ban, hash)).outcome).toBe('admitted');
+    expect((await redisStore.check(id, limits, ban, old)).outcome, 'a hash the record does not hold').toBe('invalid_key');
+    await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() + 60_000 });
+    expect((await redisStore.check(id, limits, ban, old)).outcome, 'old hash within grace').toBe('admitted');
+    await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() - 1 });
+    expect((await redisStore.check(id, limits, ban, old)).outcome, 'old hash past grace').toBe('invalid_key');
+    await put({ status: 'revoked', hash });
+    const revoked = await redisStore.check(id, limits, ban, hash);
+    expect(revoked.outcome).toBe('invalid_key');
+    // A refused key uses no quota: only the two admitted checks were counted.
+    expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBe(2);
+  });
+
+  it('ends bans and forgets levels on Redis time (real waits, second-scale durations)', async () => {
+    const id = newId('realtime');
+    const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [1], resetAfterSeconds: 1 };
+    const limits = { perMinute: 1, perDay: 1000 };
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('admitted');
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    const first = await redisStore.check(id, limits, ban);
+    expect(first).toMatchObject({ outcome: 'banned_now', banLevel: 1, retryMs: 1000 });
+    const during = await redisStore.check(id, limits, ban);
+    expect(during.outcome).toBe('banned');
+    expect(during.retryMs).toBeGreaterThan(0);
+    expect(during.retryMs).toBeLessThanOrEqual(1000);
+    await sleep(during.retryMs + 50);
+    // The ban is over; the minute window is not.
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    const second = await redisStore.check(id, limits, ban);
+    expect(second).toMatchObject({ outcome: 'banned_now', banLevel: 2, retryMs: 1000 });
+    // The ban hash lives exactly until lastEnd + resetAfter.
+    const pttl = await admin.pttl(keyspace.ban(id));
+    expect(pttl).toBeGreaterThan(1000);
+    expect(pttl).toBeLessThanOrEqual(2000);
+    await sleep(2000 + 100);
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    const third = await redisStore.check(id, limits, ban);
+    expect(third).toMatchObject({ outcome: 'banned_now', banLevel: 1 });
+  });
+
+  it('is atomic: 200 concurrent checks from two connections admit exactly perMinute', async () => {
+    const other = createRedisClient({ url: redis.url, commandTimeoutMs: 5000, failFast: false, name: 'limits-store-test-2' });
+    try {
+      const otherStore = new RedisLimiterStore(other, keyspace);
+      const id = newId('atomic');
+      const limits = { perMinute: 50, perDay: 120 };
+      const ban: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
+      const all = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? otherStore : redisStore).check(id, limits, ban)));
+      expect(all.filter((d) => d.outcome === 'admitted')).toHaveLength(50);
+      expect(all.filter((d) => d.outcome === 'limited_minute')).toHaveLength(150);
+      // Every admitted request saw a distinct count.
+      expect(new Set(all.filter((d) => d.outcome === 'admitted').map((d) => d.minute.used)).size).toBe(50);
+      expect(await admin.get(keyspace.dayWindow(id))).toBe('50');
+    } finally {
+      other.disconnect();
+    }
+  });
+
+  it('every key the script touches for one id shares the hash tag {id} (SCAN and MONITOR)', async () => {
+    const id = newId('tag');
+    const limits = { perMinute: 1, perDay: 1000 };
+    const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
+    const storeAddrs = await clientAddresses(admin, 'limits-store-test');
+    expect(storeAddrs.size).toBeGreaterThan(0);
+    const mon = await monitorRedis(admin);
+    const seen = new Set<string>();
+    const scanNow = async () => {
+      for (const k of await keysOf(id)) seen.add(k);
+    };
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('admitted');
+    await scanNow();
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    await scanNow();
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned_now');
+    await scanNow();
+    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned');
+    const commands = await mon.stop();
+
+    // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
+    expect([...seen].sort()).toEqual(
+      [keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id)].sort(),
+    );
+    const everything = await scanKeys(`${PREFIX}*`);
+    for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
+
+    // MONITOR: each EVALSHA/EVAL names 5 keys (the 5th, the key record, is read only when a key hash is passed),
+    // all tagged {id}; every key a script command touched is one of them.
+    const scriptCalls = commands.filter((c) => storeAddrs.has(c.source) && /^eval/i.test(c.args[0] ?? ''));
+    expect(scriptCalls.length).toBeGreaterThanOrEqual(4);
+    for (const c of scriptCalls) {
+      expect(c.args[2]).toBe('5');
+      const keys = c.args.slice(3, 8);
+      expect(keys[4]).toBe(keyspace.keyRecord(id));
+      for (const k of keys) expect(hashTag(k)).toBe(id);
+    }
+    const inScript = commands.filter((c) => c.source === 'lua');
+    expect(inScript.length).toBeGreaterThan(0);
+    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id)]);
+    for (const c of inScript) {
+      const cmd = (c.args[0] ?? '').toUpperCase();
+      if (cmd === 'TIME') continue;
+      expect(named.has(c.args[1] ?? ''), `${c.args.join(' ')}`).toBe(true);
+    }
+  });
+});
+
+/** The Redis Cluster hash tag of a key: the text between the first "{" and the next "}", if non-empty. */
+function hashTag(key: string): string | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  if (close <= open + 1) return undefined;
+  return key.slice(open + 1, close);
+}
