@@ -4,13 +4,19 @@
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import type { Config } from './config/schema.js';
-import type { Logger } from './logger.js';
+import { closeLogs, type Logger } from './logger.js';
 
 export function workerCount(setting: Config['server']['workers']): number {
   return setting === 'auto' ? availableParallelism() : setting;
 }
 
 export function runPrimary(config: Config, count: number, logger: Logger, validateReload: () => boolean): void {
+  // Workers accept from the shared listening socket themselves (SCHED_NONE) instead of the primary accepting and
+  // handing each connection over IPC (Node's default round robin). With round robin a connection in flight to a
+  // worker that dies is never closed or redistributed (the primary waits for a reply that never comes), so its
+  // client hangs; with SCHED_NONE a dead worker loses only connections it had accepted (they are reset) and the
+  // kernel's backlog is served by the others. It also saves an IPC hop per connection.
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
   let stopping = false;
   const workers = new Set<Worker>();
   const fork = () => {
@@ -46,8 +52,7 @@ export function runPrimary(config: Config, count: number, logger: Logger, valida
       if (workers.size === 0) {
         clearInterval(check);
         logger.info('stopped');
-        logger.flush?.();
-        process.exit(0);
+        void closeLogs(logger).then(() => process.exit(0));
       }
     }, 50);
   };

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { buildGateway, type GatewayDeps } from './app.js';
 import { loadConfigFile } from './config/load.js';
 import type { Config } from './config/schema.js';
-import type { Logger } from './logger.js';
+import { closeLogs, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { httpUpstreamCheck, type ReadinessCheck } from './ops.js';
 import { Runtime } from './runtime.js';
@@ -103,8 +103,10 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       await Promise.race([closed, deadline]);
       clearInterval(idleSweep);
       server.closeAllConnections();
-      // Responses' own close events (and their access-log lines) run after the server's: let them, so "stopped"
-      // is the last word.
+      // Responses' own close events (and their access-log lines) come after the server's, once the sockets
+      // destroyed above are closed by libuv: wait for them (bounded), so "stopped" is the last word.
+      const settleBy = Date.now() + 1000;
+      while (unanswered.size > 0 && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setImmediate(r));
       gateway.close();
       await extension.close?.();
@@ -124,10 +126,7 @@ export function handleSignals(gw: RunningGateway, logger: Logger): void {
   const stop = (signal: string) => {
     logger.info({ signal }, 'shutting down');
     gw.shutdown().then(
-      () => {
-        logger.flush?.();
-        process.exit(0);
-      },
+      () => void closeLogs(logger).then(() => process.exit(0)),
       (err: unknown) => {
         logger.error({ err: String(err) }, 'shutdown failed');
         process.exit(1);

@@ -35,6 +35,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   const config = runtime.config;
   const redisCfg = config.redis;
   let redis: Redis | undefined;
+  let closing = false;
   let keyStore: KeyStore;
   let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
   const readiness: ReadinessCheck[] = [];
@@ -56,7 +57,8 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
       // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
       breaker.close();
     });
-    client.on('close', () => breaker.trip('connection closed'));
+    // Our own quit at shutdown is not an outage: no degraded-mode switch for it.
+    client.on('close', () => closing || breaker.trip('connection closed'));
     // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
     // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
     await waitForReady(client, Math.max(1000, redisCfg.commandTimeoutMs * 10)).catch(() =>
@@ -98,6 +100,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     keys,
     redis,
     async close() {
+      closing = true;
       await keys.close();
       if (redis) await redis.quit().catch(() => redis?.disconnect());
     },

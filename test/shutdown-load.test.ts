@@ -169,7 +169,7 @@ describe('SIGTERM under load, one process (drainTimeoutMs 3000)', () => {
     }
     const msgs = g.proc.logs.map((l) => l.msg);
     expect(msgs).toContain('draining: no new connections, finishing in-flight requests');
-    expect(msgs.at(-1)).toBe('stopped');
+    expect(msgs.at(-1), JSON.stringify(g.proc.logs.slice(-4))).toBe('stopped');
     expect(g.proc.stderr).toBe('');
   });
 
@@ -204,7 +204,7 @@ describe('SIGTERM under load, one process (drainTimeoutMs 3000)', () => {
         expect(r.error, `${r.status ?? ''} ${r.body ?? ''}`).toBe('ECONNRESET');
         expect(r.startedAt + r.ms - sigAt).toBeLessThan(DRAIN_MS + 1500);
       }
-      expect(g.proc.logs.map((l) => l.msg).at(-1)).toBe('stopped');
+      expect(g.proc.logs.map((l) => l.msg).at(-1), JSON.stringify(g.proc.logs.slice(-4))).toBe('stopped');
       expect(g.proc.stderr).toBe('');
     } finally {
       await load.stop();

@@ -1,0 +1,60 @@
+// The log stream at exit: lines logged just before process.exit come out complete and in order, even while the
+// asynchronous destination still has a write in flight to a pipe that is full.
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO_ROOT, cleanEnv } from './helpers/cli-process.js';
+
+const LOGGER = join(REPO_ROOT, 'dist', 'logger.js');
+
+function runChild(script: string): Promise<{ code: number | null; lines: string[] }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'inherit'] });
+    const chunks: Buffer[] = [];
+    // Read slowly at first, so the pipe fills and the logger has writes in flight when the child exits.
+    child.stdout.pause();
+    setTimeout(() => child.stdout.resume(), 300);
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, lines: Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean) });
+    });
+  });
+}
+
+describe('closeLogs', () => {
+  it('writes every buffered line, in order, before the process exits', async () => {
+    const N = 20_000;
+    const script = `
+      import { createLogger, closeLogs } from ${JSON.stringify(LOGGER)};
+      // The CLI touches process.stdout, which makes a piped fd 1 non-blocking: writes then meet EAGAIN when the
+      // pipe is full, the case where an exit-time synchronous flush used to cut and interleave lines.
+      void process.stdout.columns;
+      const logger = createLogger('info');
+      // Bursts with a turn of the event loop between them, so writes are in flight while lines keep coming.
+      let i = 0;
+      for (let burst = 0; burst < ${N / 500}; burst++) {
+        for (let k = 0; k < 500; k++) logger.info({ i: i++, pad: 'x'.repeat(60) }, 'line');
+        await new Promise((r) => setImmediate(r));
+      }
+      logger.info('stopped');
+      await closeLogs(logger, 10_000);
+      process.exit(0);
+    `;
+    const { code, lines } = await runChild(script);
+    expect(code).toBe(0);
+    const parsed = lines.map((l) => {
+      try {
+        return JSON.parse(l) as { i?: number; msg: string };
+      } catch {
+        return { msg: `not JSON: ${l.slice(0, 80)}` };
+      }
+    });
+    expect(parsed).toHaveLength(N + 1);
+    expect(parsed.at(-1)!.msg).toBe('stopped');
+    const outOfOrder = parsed.slice(0, N).findIndex((l, i) => l.i !== i);
+    expect(outOfOrder).toBe(-1);
+  });
+});
