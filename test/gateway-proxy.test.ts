@@ -329,6 +329,24 @@ describe('passing the response back', () => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
   });
 
+  it('sends the security headers of a JSON API and none of the HTML-only ones, on proxied and error answers', async () => {
+    up.behaviour = echo;
+    for (const path of ['/v1/x', '/nowhere']) {
+      const res = await request(gw.url).get(path);
+      expect(res.headers).toMatchObject({
+        'content-security-policy': "default-src 'none';frame-ancestors 'none'",
+        'x-content-type-options': 'nosniff',
+        'x-frame-options': 'DENY',
+        'strict-transport-security': expect.stringMatching(/^max-age=\d+/),
+        'referrer-policy': 'no-referrer',
+        'cross-origin-resource-policy': 'same-origin',
+      });
+      for (const html of ['cross-origin-opener-policy', 'origin-agent-cluster', 'x-dns-prefetch-control', 'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']) {
+        expect(res.headers[html], `${path}: ${html}`).toBeUndefined();
+      }
+    }
+  });
+
   it("honours the client's Connection: close even when the upstream keeps its own connection alive", async () => {
     const conn = await RawConnection.open(gw.port);
     try {
