@@ -48,7 +48,7 @@ export function isSaneRequestId(value: unknown): value is string {
  * Hop-by-hop headers (RFC 9110 §7.6.1): a proxy removes every header named in Connection,
  * Connection itself, and these. Expect is removed too: the gateway already answered any 100-continue.
  */
-const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
+export const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
 
 export function stripHopByHop(headers: Record<string, unknown>): void {
   const connection = headers.connection;

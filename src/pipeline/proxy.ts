@@ -7,7 +7,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { H, stripHopByHop } from '../headers.js';
+import { H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 
@@ -74,40 +74,56 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     // Transfer-Encoding through only when it ends in chunked) is re-chunked although Transfer-Encoding is hop-by-hop.
     const contentLength = h['content-length'];
     const chunkedBody = h['transfer-encoding'] !== undefined;
-    stripHopByHop(h);
-    if (contentLength !== undefined) h['content-length'] = contentLength;
-    else if (chunkedBody) h['transfer-encoding'] = 'chunked';
-    delete h.expect;
-    if (upstream.hideCredentials) delete h.authorization;
-    delete h[H.consumerId];
-    delete h[H.consumerPlan];
+    // Header names the client's Connection header lists are hop-by-hop too (RFC 9110 §7.6.1).
+    const dropped = connectionListed(h.connection);
 
     // Append to the client's X-Forwarded-For only when the peer is a proxy we trust; otherwise the peer is the client.
     const peer = req.socket.remoteAddress ?? '';
     const trust = req.app.get('trust proxy fn') as (addr: string, i: number) => boolean;
     const prior = h['x-forwarded-for'];
     const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
-    const own: Record<string, string> = {
-      'x-forwarded-for': priorText && trust(peer, 0) ? `${priorText}, ${peer}` : peer,
-      'x-forwarded-proto': req.protocol,
-      'x-forwarded-host': req.host ?? '',
-      [H.requestId]: res.getHeader(H.requestId) as string,
-    };
     const consumer = res.locals.consumer as { id: string; plan: string } | undefined;
-    if (consumer) {
-      own[H.consumerId] = consumer.id;
-      own[H.consumerPlan] = consumer.plan;
-    }
-    // httpxy sends the headers in this object's order. The gateway's own go first (after Host and the framing): an
+
+    // One new header object, in the order httpxy sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
-    // consumer's identity or X-Forwarded-For.
-    const first: Record<string, string | string[] | undefined> = {};
-    for (const name of ['host', 'content-length', 'transfer-encoding']) if (h[name] !== undefined) first[name] = h[name];
-    const rest = Object.entries(h).filter(([name]) => !(name in first) && !(name in own));
-    for (const name of Object.keys(h)) delete h[name];
-    for (const [name, value] of [...Object.entries(first), ...Object.entries(own), ...rest]) h[name] = value;
+    // consumer's identity or X-Forwarded-For), then the client's, less hop-by-hop ones, Expect, the consumer
+    // headers (only the gateway sets those) and, with hideCredentials, the key.
+    const out: Record<string, string | string[]> = {};
+    if (h.host !== undefined) out.host = h.host;
+    if (contentLength !== undefined) out['content-length'] = contentLength;
+    else if (chunkedBody) out['transfer-encoding'] = 'chunked';
+    out['x-forwarded-for'] = priorText && trust(peer, 0) ? `${priorText}, ${peer}` : peer;
+    out['x-forwarded-proto'] = req.protocol;
+    out['x-forwarded-host'] = req.host ?? '';
+    out[H.requestId] = res.getHeader(H.requestId) as string;
+    if (consumer) {
+      out[H.consumerId] = consumer.id;
+      out[H.consumerPlan] = consumer.plan;
+    }
+    for (const name in h) {
+      const value = h[name];
+      if (value === undefined || name in out || NOT_FORWARDED.has(name) || dropped?.has(name)) continue;
+      if (name === 'authorization' && upstream.hideCredentials) continue;
+      out[name] = value;
+    }
+    req.headers = out;
     next();
   };
+}
+
+/** Request headers never copied from the client: hop-by-hop ones, Expect (answered here), and what the gateway sets. */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect', H.consumerId, H.consumerPlan]);
+
+/** The header names a Connection header lists, lower-cased; undefined when it lists none. */
+function connectionListed(connection: string | string[] | undefined): Set<string> | undefined {
+  if (connection === undefined) return undefined;
+  const listed = Array.isArray(connection) ? connection.join(',') : connection;
+  let names: Set<string> | undefined;
+  for (const token of listed.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name) (names ??= new Set()).add(name);
+  }
+  return names;
 }
 
 /** 413 before the upstream is called when Content-Length already says the body is too large. */
