@@ -100,10 +100,6 @@ export function buildGateway(deps: GatewayDeps): Gateway {
   );
   app.use(recordMetrics(metrics));
 
-  app.get('/healthz', healthz);
-  app.get('/readyz', readyz(deps.readiness ?? []));
-  app.get('/metrics', metricsHandler(metrics));
-
   const proxy = createProxy({ upstream, maxBodyBytes: server.maxBodyBytes, logger, metrics });
   const v1: RequestHandler[] = [
     refuseDotSegments,
@@ -114,6 +110,11 @@ export function buildGateway(deps: GatewayDeps): Gateway {
     proxy.handler,
   ];
   app.use('/v1', inSequence(v1));
+
+  // After /v1, so proxied traffic does not walk past the ops routes (no path of theirs starts with /v1).
+  app.get('/healthz', healthz);
+  app.get('/readyz', readyz(deps.readiness ?? []));
+  app.get('/metrics', metricsHandler(metrics));
 
   app.use((_req: Request, res: Response) => sendError(res, 'not_found'));
   app.use(errorHandler(logger));
