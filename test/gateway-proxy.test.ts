@@ -225,6 +225,8 @@ describe('forwarding the request', () => {
       'Connection: x-foo, close',
       'X-Foo: secret',
       'X-Kept: yes',
+      // Names that are also Object.prototype properties are headers like any other.
+      'Constructor: kept-too',
       'Keep-Alive: timeout=5',
       'TE: trailers',
       'Proxy-Authorization: Basic dXNlcjpwYXNz',
@@ -234,6 +236,7 @@ describe('forwarding the request', () => {
     expect(res.status).toBe(200);
     const h = up.seen[0]!.headers;
     expect(h['x-kept']).toBe('yes');
+    expect(Object.hasOwn(h, 'constructor') ? h.constructor : undefined).toBe('kept-too');
     for (const name of ['x-foo', 'keep-alive', 'te', 'proxy-authorization', 'proxy-connection', 'trailer']) expect(h[name], name).toBeUndefined();
     expect(h.connection ?? '').not.toMatch(/x-foo/i);
   });

@@ -102,7 +102,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     }
     for (const name in h) {
       const value = h[name];
-      if (value === undefined || name in out || NOT_FORWARDED.has(name) || dropped?.has(name)) continue;
+      if (value === undefined || Object.hasOwn(out, name) || NOT_FORWARDED.has(name) || dropped?.has(name)) continue;
       if (name === 'authorization' && upstream.hideCredentials) continue;
       out[name] = value;
     }
