@@ -1,9 +1,10 @@
 // Runs the gateway: builds its dependencies from config, listens, reloads on SIGHUP, drains on SIGTERM/SIGINT.
 // The only gateway file that binds a port or installs signal handlers.
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildGateway, type GatewayDeps } from './app.js';
 import { loadConfigFile } from './config/load.js';
+import { createGatewayServer } from './http-server.js';
 import type { Config } from './config/schema.js';
 import { closeLogs, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
@@ -43,7 +44,8 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   const readiness = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 1000), ...(extension.readiness ?? [])];
   const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages });
 
-  const server = createServer(
+  const server = createGatewayServer(
+    gateway.app,
     {
       headersTimeout: config.server.headersTimeoutMs,
       requestTimeout: config.server.requestTimeoutMs,
@@ -52,7 +54,6 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
     },
-    gateway.app,
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

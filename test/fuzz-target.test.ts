@@ -4,7 +4,7 @@
 // untouched), `//host` paths, `*`, CONNECT.
 // Expected: a /v1 path is proxied byte for byte to the TestUpstream (Host: the upstream's own), a dot-segment path
 // gets 400 invalid_request, anything outside /v1 404 not_found, Node's own 400/431 for what its parser refuses;
-// CONNECT (there is no forward proxy) has its connection closed without an answer.
+// CONNECT (there is no forward proxy) gets 404 not_found and its connection closed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   assertStillServing,
@@ -243,7 +243,7 @@ describe(`fuzz: request targets (FUZZ_SEED=${SEED})`, () => {
     const canary = `127.0.0.1:${f.canary.port}`;
     const k = f.key;
     const req = (line: string, id: string) => `${line}\r\nHost: ${canary}\r\nAuthorization: Bearer ${k}\r\nX-Request-Id: ${id}\r\n\r\n`;
-    const table: Array<[string, number | 'closed', string | undefined]> = [
+    const table: Array<[string, number | 'connect', string | undefined]> = [
       [`GET http://${canary}/v1/x HTTP/1.1`, 200, '/v1/x'],
       [`GET https://${canary}/v1/x?q=1 HTTP/1.1`, 200, '/v1/x?q=1'],
       [`GET http://other.host/v1/x HTTP/1.1`, 200, '/v1/x'],
@@ -259,20 +259,24 @@ describe(`fuzz: request targets (FUZZ_SEED=${SEED})`, () => {
       [`GET /v1/retired/1#x HTTP/1.1`, 410, undefined], // a fragment does not slip past the route policy
       [`GET /v1/x#/../../healthz HTTP/1.1`, 200, '/v1/x'],
       [`OPTIONS * HTTP/1.1`, 404, undefined],
-      [`CONNECT ${canary} HTTP/1.1`, 'closed', undefined],
-      [`CONNECT evil.example:443 HTTP/1.1`, 'closed', undefined],
-      [`CONNECT /v1/x HTTP/1.1`, 'closed', undefined],
+      [`CONNECT ${canary} HTTP/1.1`, 'connect', undefined],
+      [`CONNECT evil.example:443 HTTP/1.1`, 'connect', undefined],
+      [`CONNECT /v1/x HTTP/1.1`, 'connect', undefined],
     ];
     for (const [i, [line, status, upstreamUrl]] of table.entries()) {
       const id = caseId('target-fixed', i);
       const before = f.upstream.seen.length;
-      const ex = await exchange(f.port, req(line, id), { responses: 1, timeoutMs: 3000 });
+      // CONNECT: read until the gateway closes (a second answer would be a fault), the others until the one answer.
+      const ex = await exchange(f.port, req(line, id), { responses: status === 'connect' ? 2 : 1, timeoutMs: 3000 });
       const seen = f.upstream.seen.slice(before).filter((s) => s.headers['x-request-id'] === id);
-      if (status === 'closed') {
-        // No forward proxy: Node closes a CONNECT nobody listens for, at once, without an answer.
-        expect(ex.responses, line).toEqual([]);
+      if (status === 'connect') {
+        // No forward proxy: one 404 not_found (JSON, with the request's id), then the gateway closes at once.
+        expect(oneAnswer(ex, statuses(404)), line).toEqual([]);
+        expect(errorCode(ex.responses[0]), line).toBe('not_found');
+        expect(ex.responses[0]!.headers['x-request-id'], line).toBe(id);
         expect(ex.closedByPeer, line).toBe(true);
         expect(ex.elapsedMs, line).toBeLessThan(1000);
+        expect(seen, line).toEqual([]);
       } else {
         expect(oneAnswer(ex, statuses(status)), line).toEqual([]);
         expect(seen.map((s) => s.url), line).toEqual(upstreamUrl ? [upstreamUrl] : []);

@@ -256,6 +256,22 @@ describe('forwarding the request', () => {
       conn.destroy();
     }
   });
+
+  it('Expect: 100-continue with a body over the limit: 413 at once, no 100 first, body never asked for, connection closed', async () => {
+    const conn = await RawConnection.open(gw.port);
+    try {
+      conn.write(['PUT /v1/expect-big HTTP/1.1', 'Host: x', 'Content-Type: text/plain', `Content-Length: ${MAX_BODY + 1}`, 'Expect: 100-continue'].join('\r\n') + '\r\n\r\n');
+      const res = await conn.read();
+      expect(res.status).toBe(413);
+      expect(JSON.parse(res.body)).toMatchObject({ code: 'payload_too_large', status: 413 });
+      expect(res.headers.connection).toBe('close');
+      expect(await conn.closedWithin(2000)).toBe(true);
+      expect(up.seen).toEqual([]);
+    } finally {
+      conn.destroy();
+    }
+  });
+
 });
 
 describe('passing the response back', () => {

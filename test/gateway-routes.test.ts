@@ -182,6 +182,23 @@ describe('after the sunset', () => {
     expect(up.seen).toEqual([]);
   });
 
+  it('a request that waits on Expect: 100-continue gets its 410 at once, without being asked for its body', async () => {
+    clock.set(PETS_SUNSET + 1000);
+    const conn = await RawConnection.open(gw.port);
+    try {
+      conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n');
+      const res = await conn.read();
+      expect(res.status).toBe(410);
+      expect(JSON.parse(res.body)).toMatchObject({ code: 'gone', status: 410 });
+      // The client may or may not send the body now: the gateway closes rather than guess.
+      expect(res.headers.connection).toBe('close');
+      expect(await conn.closedWithin(2000)).toBe(true);
+    } finally {
+      conn.destroy();
+    }
+    expect(up.seen).toEqual([]);
+  });
+
   it('gone applies only to the matching method', async () => {
     clock.set(PETS_SUNSET + 1000);
     expect((await request(gw.url).post('/v1/pets/42').send({})).status).toBe(200);

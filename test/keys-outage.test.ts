@@ -3,11 +3,12 @@
 // Redis at all, the gateway (in-process and as a real `tollgate serve` process) never crashes, and it recovers
 // by itself when Redis returns.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { buildGateway } from '../src/app.js';
+import { createGatewayServer } from '../src/http-server.js';
 import { ManualClock, systemClock, type Clock } from '../src/clock.js';
 import type { Config } from '../src/config/schema.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
@@ -69,7 +70,7 @@ async function startGateway(config: Config, clock: Clock = systemClock): Promise
   const runtime = new Runtime(config);
   const parts = await buildParts(runtime, silentLogger, new Metrics(), clock);
   const gw = buildGateway({ runtime, logger: silentLogger, clock, stages: parts.stages, readiness: parts.readiness });
-  const server: Server = createServer(gw.app);
+  const server: Server = createGatewayServer(gw.app);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const g: InProcessGateway = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

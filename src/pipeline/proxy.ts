@@ -8,6 +8,7 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
 import { H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
+import { continueIfExpected } from '../http-server.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 
@@ -256,6 +257,8 @@ export function createProxy(opts: ProxyOptions) {
       },
     };
     res.locals.proxy = state;
+    // Every check passed: now a client waiting on `Expect: 100-continue` may send its body.
+    continueIfExpected(res);
     proxy(req, res, next).catch(next);
   }
 

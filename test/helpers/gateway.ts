@@ -1,6 +1,7 @@
 // Builds an in-process gateway on a loopback port from a partial config, and speaks raw HTTP/1.1 to it
 // (absolute-form targets, hop-by-hop headers and exact response headers are beyond supertest's reach).
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createGatewayServer } from '../../src/http-server.js';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
@@ -31,7 +32,7 @@ export interface TestGateway {
 export async function startTestGateway(config: Config, deps: Partial<Omit<GatewayDeps, 'runtime'>> = {}): Promise<TestGateway> {
   const runtime = new Runtime(config);
   const gateway = buildGateway({ logger: silentLogger, ...deps, runtime });
-  const server = createServer(gateway.app);
+  const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {

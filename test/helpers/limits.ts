@@ -1,7 +1,8 @@
 // Helpers for the plans, limits and bans tests: an in-process gateway built the way `tollgate serve` builds it
 // (Runtime + buildParts + buildGateway on a loopback port), a logger whose lines the test can read, Prometheus
 // text parsing, and Redis command counting (INFO and MONITOR) for round-trip assertions.
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createGatewayServer } from '../../src/http-server.js';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -43,7 +44,7 @@ export async function startLimitsGateway(config: Config, opts: { logger?: Logger
     readiness: [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 500), ...parts.readiness],
     stages: parts.stages,
   });
-  const server = createServer(gateway.app);
+  const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
