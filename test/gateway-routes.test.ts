@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ManualClock } from '../src/clock.js';
+import { policyPath } from '../src/pipeline/route-policy.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, leaksIn, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 
@@ -145,6 +146,18 @@ describe('deprecated routes', () => {
   });
 });
 
+describe('policyPath', () => {
+  it('merges repeated slashes and decodes escaped unreserved characters, nothing else', () => {
+    expect(policyPath('/v1//pets///1')).toBe('/v1/pets/1');
+    expect(policyPath('/v1/p%65ts/%31')).toBe('/v1/pets/1');
+    expect(policyPath('/v1/a%2Db%5Fc%2ed%7Ee')).toBe('/v1/a-b_c.d~e');
+    // Reserved and other characters keep their escapes: they mean something else decoded.
+    expect(policyPath('/v1/a%2Fb%3Fc%25d%20e')).toBe('/v1/a%2Fb%3Fc%25d%20e');
+    expect(policyPath('/v1/bad%zz/%4')).toBe('/v1/bad%zz/%4');
+    expect(policyPath('/v1/pets/1')).toBe('/v1/pets/1');
+  });
+});
+
 describe('after the sunset', () => {
   it('afterSunset gone: 410 gone, with the policy headers, and the upstream is not called', async () => {
     clock.set(PETS_SUNSET);
@@ -166,9 +179,10 @@ describe('after the sunset', () => {
     expect(up.seen).toHaveLength(1);
   });
 
-  it('gone cannot be dodged by case, trailing slash, HEAD or an absolute-form target', async () => {
+  it('gone cannot be dodged by case, trailing slash, repeated slashes, escaped letters, HEAD or an absolute-form target', async () => {
     clock.set(PETS_SUNSET + 1000);
-    for (const path of ['/V1/PETS/42', '/v1/pets/42/', '/v1/pets/42?x=1']) {
+    // Also spelled the ways an upstream that merges slashes or decodes unreserved escapes would read as the route.
+    for (const path of ['/V1/PETS/42', '/v1/pets/42/', '/v1/pets/42?x=1', '/v1//pets/42', '/v1/pets//42', '/v1/p%65ts/42', '/v1/%70ets/%34%32', '/v1/P%45TS/42']) {
       expect((await request(gw.url).get(path)).status, path).toBe(410);
     }
     expect((await request(gw.url).head('/v1/pets/42')).status).toBe(410);

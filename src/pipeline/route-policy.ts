@@ -46,11 +46,28 @@ export function findRoute(routes: readonly CompiledRoute[], method: string, path
   return undefined;
 }
 
+/**
+ * The path as route patterns are matched against it. The path goes upstream byte for byte, and an upstream may read
+ * `/v1//pets/1` or `/v1/p%65ts/1` as `/v1/pets/1`: so the policy sees what such an upstream would see, or a retired
+ * route could be reached by spelling it differently. Repeated slashes are merged and percent-encoded unreserved
+ * characters (RFC 3986 §2.3, equivalent to their decoded form by §6.2.2.2) are decoded; other escapes stay as they
+ * are. Dot segments never get here (refused with 400 before authentication).
+ */
+export function policyPath(path: string): string {
+  let p = path.includes('//') ? path.replace(/\/{2,}/g, '/') : path;
+  if (p.includes('%')) p = p.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
+    const c = String.fromCharCode(parseInt(hex, 16));
+    return /[A-Za-z0-9\-._~]/.test(c) ? c : escape;
+  });
+  return p;
+}
+
 export function routePolicy(runtime: Runtime, clock: Clock) {
   return function routePolicyStage(req: Request, res: Response, next: NextFunction): void {
     // Inside the /v1 mount req.path is relative to it ("/pets/1"); patterns are full paths ("/v1/pets/:petId").
-    const path = req.originalUrl.split('?', 1)[0] ?? '/';
-    const route = findRoute(runtime.current.routes, req.method, path);
+    const url = req.originalUrl;
+    const query = url.indexOf('?');
+    const route = findRoute(runtime.current.routes, req.method, policyPath(query >= 0 ? url.slice(0, query) : url));
     res.locals.route = route?.pattern;
     if (!route) return next();
     for (const [name, value] of route.headers) res.setHeader(name, value);
