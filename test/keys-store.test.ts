@@ -160,6 +160,17 @@ describe.each(backends)('$name', (backend) => {
     expect((await b.list()).map((k) => k.status)).toEqual(['revoked']);
   });
 
+  it('update of an id that does not exist fails and links, unlinks and writes nothing', async () => {
+    const { key } = newKey();
+    const other = newKey().key;
+    await a.create(other);
+    const ghost: StoredKey = { ...key, hash: hashKey(generateKey()) };
+    await expect(a.update(ghost, { linkHash: ghost.hash, unlinkHashes: [other.hash] })).rejects.toThrow(/no key/);
+    expect(await b.get(key.id)).toBeUndefined();
+    expect(await b.findByHash(ghost.hash)).toBeUndefined();
+    expect(await b.findByHash(other.hash)).toEqual(other);
+  });
+
   it('expireHash keeps an old hash linked until the given instant, then drops it', async () => {
     const { key } = newKey();
     await a.create(key);

@@ -54,7 +54,9 @@ export class RedisKeyStore implements KeyStore {
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
     // The record is written first: it alone decides validity (status, current and grace hash), so an
     // index entry that outlives it for a moment opens nothing.
-    await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
+    const written = await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
+    // XX: never creates a record; a missing one means the id is unknown, and no index entry may point at it.
+    if (written !== 'OK') throw new KeyStoreError(`no key with id ${key.id}`);
     const pipe = this.redis.pipeline();
     if (opts.linkHash) pipe.set(this.ks.keyByHash(opts.linkHash), key.id);
     for (const h of opts.unlinkHashes ?? []) pipe.del(this.ks.keyByHash(h));

@@ -32,7 +32,10 @@ export interface KeyStore {
   list(): Promise<StoredKey[]>;
   /** Fails if the id or hash already exists. */
   create(key: StoredKey): Promise<void>;
-  /** Replaces a record (same id). `retireHash` is an old hash to unlink now, `retireHashAfterMs` one to unlink later. */
+  /**
+   * Replaces an existing record (a KeyStoreError if the id is unknown, and then nothing else changes), then adjusts
+   * the hash index: `linkHash` now finds the key, `unlinkHashes` no longer do, `expireHash` stops at `atMs`.
+   */
   update(key: StoredKey, opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number } }): Promise<void>;
   /** Tells every gateway instance that a key changed. */
   publishChange(id: string): Promise<void>;
