@@ -290,6 +290,9 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
       expect(wait).toBeGreaterThanOrEqual(58);
       expect(wait).toBeLessThanOrEqual(60);
       expect(again.headers['x-ratelimit-limit']).toBe('1');
+      // The windows as they stand: the one admitted request used the minute's only point; the ban spent nothing.
+      expect(again.headers['x-ratelimit-remaining']).toBe('0');
+      expect(again.headers.ratelimit).toMatch(/^"minute";r=0;t=\d+, "day";r=999;t=\d+$/);
     }
     expect(seenFor(id)).toBe(1);
 
