@@ -161,6 +161,14 @@ describe('forwarding the request', () => {
     expect(h['x-forwarded-host']).toBe(`127.0.0.1:${gw.port}`);
   });
 
+  it("keeps X-Forwarded-Host and the upstream's Host when the client lists Host in Connection", async () => {
+    const res = await rawRequest(gw.port, ['GET /v1/whoami HTTP/1.1', 'Host: api.example', 'Connection: host']);
+    expect(res.status).toBe(200);
+    const h = up.seen[0]!.headers;
+    expect(h['x-forwarded-host']).toBe('api.example');
+    expect(h.host).toBe(`127.0.0.1:${up.port}`);
+  });
+
   it('appends the peer to the client X-Forwarded-For when trustProxy is true', async () => {
     await request(trusting.url).get('/v1/whoami').set('X-Forwarded-For', '6.6.6.6, 10.0.0.1').set('X-Forwarded-Proto', 'https');
     const h = up.seen[0]!.headers;
