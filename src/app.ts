@@ -11,7 +11,7 @@ import type { Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { healthz, metricsHandler, readyz, type ReadinessCheck } from './ops.js';
 import { createProxy, declaredBodyLimit, prepareUpstreamHeaders } from './pipeline/proxy.js';
-import { routePolicy } from './pipeline/route-policy.js';
+import { pathOf, routePolicy } from './pipeline/route-policy.js';
 import type { Runtime } from './runtime.js';
 
 export interface GatewayDeps {
@@ -155,9 +155,7 @@ function normalizeRequestTarget(req: Request): void {
 const DOT_SEGMENT = /(?:^|\/)\.\.?(?:[/;]|$)/;
 const MAY_HIDE_DOT_SEGMENT = /[.%\\]/;
 function refuseDotSegments(req: Request, res: Response, next: NextFunction): void {
-  const url = req.originalUrl;
-  const query = url.indexOf('?');
-  const path = query >= 0 ? url.slice(0, query) : url;
+  const path = pathOf(req.originalUrl);
   // Most paths hold no ".", "%" or backslash at all: nothing to fold or test.
   if (!MAY_HIDE_DOT_SEGMENT.test(path)) return next();
   const folded = path.replace(/%2e/gi, '.').replace(/%2f|%5c|\\/gi, '/');
@@ -203,7 +201,7 @@ function recordMetrics(metrics: Metrics): RequestHandler {
   return function recordMetricsStage(req, res, next) {
     const start = process.hrtime.bigint();
     res.once('finish', () => {
-      const path = req.originalUrl.split('?', 1)[0] ?? '';
+      const path = pathOf(req.originalUrl);
       const route =
         (res.locals.route as string | undefined) ??
         (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');

@@ -50,15 +50,19 @@ export function isSaneRequestId(value: unknown): value is string {
  */
 export const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
 
-export function stripHopByHop(headers: Record<string, unknown>): void {
-  const connection = headers.connection;
+/** The header names a Connection header lists (RFC 9110 §7.6.1), lower-cased; undefined when it lists none. */
+export function connectionTokens(connection: unknown): Set<string> | undefined {
   const listed = Array.isArray(connection) ? connection.join(',') : typeof connection === 'string' ? connection : '';
-  if (listed) {
-    for (const token of listed.split(',')) {
-      const name = token.trim().toLowerCase();
-      if (name) delete headers[name];
-    }
+  let names: Set<string> | undefined;
+  for (const token of listed.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name) (names ??= new Set()).add(name);
   }
+  return names;
+}
+
+export function stripHopByHop(headers: Record<string, unknown>): void {
+  for (const name of connectionTokens(headers.connection) ?? []) delete headers[name];
   for (const name of HOP_BY_HOP) delete headers[name];
 }
 

@@ -7,7 +7,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
+import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
 import { continueIfExpected } from '../http-server.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -76,7 +76,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const contentLength = h['content-length'];
     const chunkedBody = h['transfer-encoding'] !== undefined;
     // Header names the client's Connection header lists are hop-by-hop too (RFC 9110 §7.6.1).
-    const dropped = connectionListed(h.connection);
+    const dropped = connectionTokens(h.connection);
 
     // Append to the client's X-Forwarded-For only when the peer is a proxy we trust; otherwise the peer is the client.
     const peer = req.socket.remoteAddress ?? '';
@@ -114,18 +114,6 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
 
 /** Request headers never copied from the client: hop-by-hop ones, Expect (answered here), and what the gateway sets. */
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect', H.consumerId, H.consumerPlan]);
-
-/** The header names a Connection header lists, lower-cased; undefined when it lists none. */
-function connectionListed(connection: string | string[] | undefined): Set<string> | undefined {
-  if (connection === undefined) return undefined;
-  const listed = Array.isArray(connection) ? connection.join(',') : connection;
-  let names: Set<string> | undefined;
-  for (const token of listed.split(',')) {
-    const name = token.trim().toLowerCase();
-    if (name) (names ??= new Set()).add(name);
-  }
-  return names;
-}
 
 /** 413 before the upstream is called when Content-Length already says the body is too large. */
 export function declaredBodyLimit(maxBodyBytes: number) {

@@ -46,6 +46,12 @@ export function findRoute(routes: readonly CompiledRoute[], method: string, path
   return undefined;
 }
 
+/** A request target's path: everything before the query. */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query >= 0 ? url.slice(0, query) : url;
+}
+
 /**
  * The path as route patterns are matched against it. The path goes upstream byte for byte, and an upstream may read
  * `/v1//pets/1` or `/v1/p%65ts/1` as `/v1/pets/1`: so the policy sees what such an upstream would see, or a retired
@@ -65,9 +71,7 @@ export function policyPath(path: string): string {
 export function routePolicy(runtime: Runtime, clock: Clock) {
   return function routePolicyStage(req: Request, res: Response, next: NextFunction): void {
     // Inside the /v1 mount req.path is relative to it ("/pets/1"); patterns are full paths ("/v1/pets/:petId").
-    const url = req.originalUrl;
-    const query = url.indexOf('?');
-    const route = findRoute(runtime.current.routes, req.method, policyPath(query >= 0 ? url.slice(0, query) : url));
+    const route = findRoute(runtime.current.routes, req.method, policyPath(pathOf(req.originalUrl)));
     res.locals.route = route?.pattern;
     if (!route) return next();
     for (const [name, value] of route.headers) res.setHeader(name, value);
