@@ -3,7 +3,6 @@
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import helmet from 'helmet';
 import { randomUUID } from 'node:crypto';
-import { pinoHttp } from 'pino-http';
 import { systemClock, type Clock } from './clock.js';
 import { HttpError, sendError } from './errors.js';
 import { H, isSaneRequestId } from './headers.js';
@@ -13,6 +12,13 @@ import { healthz, metricsHandler, readyz, type ReadinessCheck } from './ops.js';
 import { createProxy, declaredBodyLimit, prepareUpstreamHeaders } from './pipeline/proxy.js';
 import { pathOf, routePolicy } from './pipeline/route-policy.js';
 import type { Runtime } from './runtime.js';
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** The request id (X-Request-Id), set first thing on every request. */
+    id: string;
+  }
+}
 
 export interface GatewayDeps {
   runtime: Runtime;
@@ -34,6 +40,8 @@ export interface Gateway {
 
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+/** A request target under /v1: the segment itself, then a slash, a query or the end. */
+const UNDER_V1 = /^\/v1(?:[/?]|$)/i;
 
 export function buildGateway(deps: GatewayDeps): Gateway {
   const { runtime, logger } = deps;
@@ -55,61 +63,42 @@ export function buildGateway(deps: GatewayDeps): Gateway {
     normalizeRequestTarget(req);
     handle(req, res, next);
   };
-  app.use(
-    pinoHttp({
-      logger,
-      genReqId: (req, res) => {
-        const given = req.headers[H.requestId];
-        const id = isSaneRequestId(given) ? given : randomUUID();
-        res.setHeader(H.requestId, id);
-        return id;
-      },
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-      // Slim serializers: no headers at all, so no credential can reach a log line by this path.
-      serializers: {
-        req: (req: { id: unknown; method: string; url: string; remoteAddress?: string }) => ({ id: req.id, method: req.method, url: redactKeys(req.url), remoteAddress: req.remoteAddress }),
-        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
-      },
-      // The consumer id joins the access-log line here rather than through customProps, which would build a child
-      // logger per request.
-      customSuccessObject: (_req, res, val: Record<string, unknown>) => withConsumer(res as Response, val),
-      // A 5xx the gateway answered on purpose (502, 503, 504) is not an exception: log its status, not a made-up
-      // stack trace; a real error keeps its message only.
-      customErrorObject: (_req, res, err, val: Record<string, unknown>) => {
-        const { err: _drop, ...rest } = val;
-        return withConsumer(res as Response, err.message.startsWith('failed with status code') ? rest : { ...rest, err: { message: err.message } });
-      },
-    }),
-  );
-  app.use(
-    helmet({
-      // A JSON API serves no documents: nothing may load from or frame its answers (OWASP REST Security Cheat Sheet:
-      // CSP frame-ancestors 'none', X-Frame-Options DENY, nosniff, HSTS).
-      contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
-      crossOriginResourcePolicy: { policy: 'same-origin' },
-      xFrameOptions: { action: 'deny' },
-      // Headers that only mean something for HTML pages in a browser are left out: every response carries only
-      // what protects an API client, and no bytes for the rest.
-      crossOriginOpenerPolicy: false,
-      originAgentCluster: false,
-      xDnsPrefetchControl: false,
-      xDownloadOptions: false,
-      xPermittedCrossDomainPolicies: false,
-      xXssProtection: false,
-    }),
-  );
-  app.use(recordMetrics(metrics));
-
   const proxy = createProxy({ upstream, maxBodyBytes: server.maxBodyBytes, logger, metrics });
-  const v1: RequestHandler[] = [
+  const v1 = inSequence([
     refuseDotSegments,
     ...(deps.stages ?? []),
     routePolicy(runtime, clock),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),
     proxy.handler,
-  ];
-  app.use('/v1', inSequence(v1));
+  ]);
+  // The whole gateway path is one router layer: every request's id, access-log line and metrics, the security
+  // headers, then for /v1 the request path. /v1 is matched here as Express would mount it (case-insensitive, a whole
+  // segment) but without the mount's rewriting of req.url around the stages: they and the upstream see the full path.
+  app.use(
+    inSequence([
+      observeRequests(logger, metrics),
+      helmet({
+        // A JSON API serves no documents: nothing may load from or frame its answers (OWASP REST Security Cheat Sheet:
+        // CSP frame-ancestors 'none', X-Frame-Options DENY, nosniff, HSTS).
+        contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+        crossOriginResourcePolicy: { policy: 'same-origin' },
+        xFrameOptions: { action: 'deny' },
+        // Headers that only mean something for HTML pages in a browser are left out: every response carries only
+        // what protects an API client, and no bytes for the rest.
+        crossOriginOpenerPolicy: false,
+        originAgentCluster: false,
+        xDnsPrefetchControl: false,
+        xDownloadOptions: false,
+        xPermittedCrossDomainPolicies: false,
+        xXssProtection: false,
+      }),
+      function v1Path(req, res, next) {
+        if (UNDER_V1.test(req.url)) v1(req, res, next);
+        else next();
+      },
+    ]),
+  );
 
   // After /v1, so proxied traffic does not walk past the ops routes (no path of theirs starts with /v1).
   app.get('/healthz', healthz);
@@ -185,29 +174,51 @@ export function inSequence(stages: readonly RequestHandler[]): RequestHandler {
   };
 }
 
-function withConsumer(res: Response, val: Record<string, unknown>): Record<string, unknown> {
-  const consumer = res.locals?.consumer as { id: string } | undefined;
-  if (consumer) val.consumer = consumer.id;
-  return val;
-}
-
 /** A key pasted into a URL (a query parameter, say) is not an accepted credential, but it must not reach the logs either. */
 const KEY_IN_TEXT = /tg_[0-9A-Za-z]{20,}/g;
 function redactKeys(text: string): string {
   return text.includes('tg_') ? text.replace(KEY_IN_TEXT, 'tg_[redacted]') : text;
 }
 
-function recordMetrics(metrics: Metrics): RequestHandler {
-  return function recordMetricsStage(req, res, next) {
-    const start = process.hrtime.bigint();
-    res.once('finish', () => {
-      const path = pathOf(req.originalUrl);
-      const route =
-        (res.locals.route as string | undefined) ??
-        (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');
-      const method = KNOWN_METHODS.has(req.method) ? req.method : 'OTHER';
-      metrics.requests.inc({ route, method, status: String(res.statusCode) });
-      metrics.requestDuration.observe({ route }, Number(process.hrtime.bigint() - start) / 1e9);
+/**
+ * Gives each request its id (the caller's X-Request-Id when sane, else a new UUID; echoed in the response), and
+ * once the response is over writes its access-log line and its metrics. One `close` listener per request, and the
+ * root logger itself: no child logger per request (what pino-http does, and most of what it cost; bench/README.md).
+ */
+function observeRequests(logger: Logger, metrics: Metrics): RequestHandler {
+  return function observeRequestsStage(req, res, next) {
+    const start = performance.now();
+    const given = req.headers[H.requestId];
+    const id = isSaneRequestId(given) ? given : randomUUID();
+    req.id = id;
+    res.setHeader(H.requestId, id);
+    // `close` comes after `finish` for a response sent in full, and alone for one cut short (the client left).
+    res.once('close', () => {
+      const ms = performance.now() - start;
+      const finished = res.writableFinished;
+      const status = res.statusCode;
+      if (finished) {
+        const path = pathOf(req.originalUrl);
+        const route =
+          (res.locals.route as string | undefined) ??
+          (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');
+        metrics.requests.inc({ route, method: KNOWN_METHODS.has(req.method) ? req.method : 'OTHER', status: String(status) });
+        metrics.requestDuration.observe({ route }, ms / 1000);
+      }
+      const failed = status >= 500;
+      const level = failed ? 'error' : 'info';
+      if (!logger.isLevelEnabled(level)) return;
+      const consumer = res.locals.consumer as { id: string } | undefined;
+      logger[level](
+        {
+          req: { id, method: req.method, url: redactKeys(req.originalUrl), remoteAddress: req.socket.remoteAddress },
+          res: { statusCode: status },
+          responseTime: Math.round(ms),
+          ...(consumer ? { consumer: consumer.id } : {}),
+          ...(finished ? {} : { aborted: true }),
+        },
+        failed ? 'request errored' : 'request completed',
+      );
     });
     next();
   };

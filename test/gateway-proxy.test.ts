@@ -678,6 +678,39 @@ describe('request logs', () => {
     }
   });
 
+  it('a request its client abandons is logged once, marked aborted, and not counted as answered in the metrics', async () => {
+    const { captureLogger } = await import('./helpers/limits.js');
+    const cap = captureLogger('info');
+    const logged = await startTestGateway(testConfig({ upstream: { url: up.url } }), { logger: cap.logger });
+    let upstreamGotIt = false;
+    up.behaviour = (_req, res) => {
+      upstreamGotIt = true;
+      const t = setTimeout(() => res.end('late'), 2000);
+      res.on('close', () => clearTimeout(t));
+    };
+    try {
+      const port = new URL(logged.url).port;
+      const client = httpRequest({ host: '127.0.0.1', port, path: '/v1/abandoned', headers: { 'x-request-id': 'log-abandoned' } });
+      client.on('error', () => {});
+      client.end();
+      await until(() => upstreamGotIt);
+      client.destroy();
+      const line = () => cap.lines.filter((l) => (l.req as { id?: string } | undefined)?.id === 'log-abandoned');
+      await until(() => line().length > 0);
+      await sleep(50);
+      expect(line()).toHaveLength(1);
+      expect(line()[0]).toMatchObject({ level: 30, aborted: true, req: { method: 'GET', url: '/v1/abandoned' }, msg: 'request completed' });
+      expect(typeof line()[0]!.responseTime).toBe('number');
+      // An answered request is counted; the abandoned one is not (it has no status the client saw).
+      up.behaviour = echo;
+      expect((await request(logged.url).get('/v1/answered')).status).toBe(200);
+      const metrics = (await request(logged.url).get('/metrics')).text;
+      expect(metrics).toMatch(/tollgate_http_requests_total\{route="\/v1\/\*",method="GET",status="200"\} 1\n/);
+    } finally {
+      await logged.close();
+    }
+  });
+
   it('a 5xx the gateway answers on purpose is logged at error level with its status and no stack trace', async () => {
     const { captureLogger } = await import('./helpers/limits.js');
     const cap = captureLogger('info');

@@ -70,7 +70,7 @@ export function policyPath(path: string): string {
 
 export function routePolicy(runtime: Runtime, clock: Clock) {
   return function routePolicyStage(req: Request, res: Response, next: NextFunction): void {
-    // Inside the /v1 mount req.path is relative to it ("/pets/1"); patterns are full paths ("/v1/pets/:petId").
+    // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.
     const route = findRoute(runtime.current.routes, req.method, policyPath(pathOf(req.originalUrl)));
     res.locals.route = route?.pattern;
     if (!route) return next();
