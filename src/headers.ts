@@ -51,19 +51,30 @@ export function isSaneRequestId(value: unknown): value is string {
 export const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
 
 /** The header names a Connection header lists (RFC 9110 §7.6.1), lower-cased; undefined when it lists none. */
-export function connectionTokens(connection: unknown): Set<string> | undefined {
+export function connectionTokens(connection: unknown): ReadonlySet<string> | undefined {
+  // Nearly every message says just "keep-alive" or "close": nothing to split or allocate.
+  if (connection === undefined || connection === 'keep-alive') return undefined;
+  if (connection === 'close') return JUST_CLOSE;
   const listed = Array.isArray(connection) ? connection.join(',') : typeof connection === 'string' ? connection : '';
   let names: Set<string> | undefined;
   for (const token of listed.split(',')) {
     const name = token.trim().toLowerCase();
-    if (name) (names ??= new Set()).add(name);
+    if (name && !HOP_BY_HOP_SET.has(name)) (names ??= new Set()).add(name);
   }
   return names;
 }
 
+const HOP_BY_HOP_SET = new Set(HOP_BY_HOP);
+const JUST_CLOSE: ReadonlySet<string> = new Set(['close']);
+
+/** Whether a header (its lower-case name) is hop-by-hop: always (HOP_BY_HOP) or because Connection lists it. */
+export function isHopByHop(name: string, listed: ReadonlySet<string> | undefined): boolean {
+  return HOP_BY_HOP_SET.has(name) || (listed !== undefined && listed.has(name));
+}
+
 export function stripHopByHop(headers: Record<string, unknown>): void {
-  for (const name of connectionTokens(headers.connection) ?? []) delete headers[name];
-  for (const name of HOP_BY_HOP) delete headers[name];
+  const listed = connectionTokens(headers.connection);
+  for (const name in headers) if (isHopByHop(name, listed)) delete headers[name];
 }
 
 /** One rate-limit window as reported to the client. */

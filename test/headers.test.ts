@@ -1,6 +1,6 @@
 // Header formats Tollgate writes itself, against the RFC examples (NOTES.md "Standards").
 import { describe, expect, it } from 'vitest';
-import { H, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';
+import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 
@@ -113,6 +113,18 @@ describe('stripHopByHop (RFC 9110 §7.6.1)', () => {
     const h: Record<string, unknown> = { 'x-keep': 'yes' };
     stripHopByHop(h);
     expect(h).toEqual({ 'x-keep': 'yes' });
+  });
+});
+
+describe('connectionTokens', () => {
+  it('lists the extra header names Connection names, lower-cased, and none for the usual values', () => {
+    for (const none of [undefined, 'keep-alive', 'Keep-Alive', ' keep-alive , te ', '', ['keep-alive']]) expect(connectionTokens(none)).toBeUndefined();
+    // "close" is a connection option, but a header of that name would be listed too (RFC 9110 §7.6.1): same answer
+    // however it is spelled.
+    for (const close of ['close', 'CLOSE', ' close ', 'keep-alive, close']) expect(connectionTokens(close)).toEqual(new Set(['close']));
+    expect(connectionTokens('keep-alive, X-Foo')).toEqual(new Set(['x-foo']));
+    expect(connectionTokens(['Upgrade, x-a', 'X-B'])).toEqual(new Set(['x-a', 'x-b']));
+    expect(connectionTokens('close, content-length')).toEqual(new Set(['close', 'content-length']));
   });
 });
 

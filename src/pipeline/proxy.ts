@@ -7,7 +7,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
+import { connectionTokens, H, HOP_BY_HOP, isHopByHop } from '../headers.js';
 import { continueIfExpected } from '../http-server.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -66,7 +66,7 @@ export function createUpstreamAgent(upstream: Upstream): HttpAgent {
  */
 export function prepareUpstreamHeaders(upstream: Upstream) {
   return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
-    // Express strips the /v1 mount point from req.url; the upstream gets the path unchanged.
+    // The upstream gets the path as the client sent it (req.url is already that: /v1 is not an Express mount).
     req.url = req.originalUrl;
     const h = req.headers as Record<string, string | string[] | undefined>;
     // The body keeps its framing on the upstream hop. Without a length or chunked, Node sends a GET/DELETE/OPTIONS
@@ -170,16 +170,16 @@ export function createProxy(opts: ProxyOptions) {
   const onProxyRes = (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void => {
     const state = stateOf(res);
     metrics.upstreamDuration.observe({ status: String(proxyRes.statusCode) }, elapsedSeconds(state.startedAt));
+    // One pass over the upstream's few headers: hop-by-hop ones and X-Powered-By go; a header the gateway already
+    // set wins over the upstream's, except Link, whose values add up.
     const h = proxyRes.headers as Record<string, unknown>;
-    stripHopByHop(h);
-    delete h['x-powered-by'];
-    // Headers the gateway already set win over the upstream's, except Link, whose values add up.
-    for (const name of res.getHeaderNames()) {
-      if (name === 'link' && h.link !== undefined) {
-        h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
-        continue;
+    const listed = connectionTokens(h.connection);
+    for (const name in h) {
+      if (isHopByHop(name, listed) || name === 'x-powered-by') delete h[name];
+      else if (res.hasHeader(name)) {
+        if (name === 'link') h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
+        else delete h[name];
       }
-      delete h[name];
     }
     // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close"
     // (and the drain's): state what this client connection really does.
