@@ -17,11 +17,30 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       level,
       base: { pid: process.pid },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTime,
     },
-    // Asynchronous writes: a slow stdout consumer must not stall the request path.
-    destination ?? pino.destination({ dest: 1, sync: false }),
+    // Asynchronous writes: a slow stdout consumer must not stall the request path. While a write is in flight, lines
+    // queue in chunks of up to maxWrite bytes, and each new line re-measures (so re-copies) the chunk it joins: 4 KB
+    // chunks instead of the default 16 KB cut that copying, about 5 KB per logged request under load, by three
+    // quarters, and still write a busy second's lines in a few hundred writes.
+    destination ?? pino.destination({ dest: 1, sync: false, maxWrite: 4096 }),
   );
+}
+
+/**
+ * pino's isoTime (`,"time":"2026-11-22T09:00:00.000Z"`), with the date and time up to the second formatted once per
+ * second rather than once per line: every request writes a line, and `toISOString()` was most of the line's cost.
+ */
+let isoSecond = -1;
+let isoHead = '';
+export function isoTime(now = Date.now()): string {
+  const second = Math.floor(now / 1000);
+  if (second !== isoSecond) {
+    isoSecond = second;
+    isoHead = new Date(second * 1000).toISOString().slice(0, 19);
+  }
+  const ms = now - second * 1000;
+  return `,"time":"${isoHead}.${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
 }
 
 /**

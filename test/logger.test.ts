@@ -58,3 +58,13 @@ describe('closeLogs', () => {
     expect(outOfOrder).toBe(-1);
   });
 });
+
+describe('isoTime', () => {
+  it('writes the same timestamp as toISOString, across seconds, milliseconds and days', async () => {
+    const { isoTime } = await import('../src/logger.js');
+    const base = Date.UTC(2026, 10, 22, 23, 59, 58, 0);
+    // Each millisecond of three seconds (and the change of day between them), then some out of order.
+    const times = [...Array.from({ length: 3000 }, (_, i) => base + i), base + 5, base + 2999, base - 86_400_000 + 7, base + 1_000_000_123];
+    for (const t of times) expect(isoTime(t)).toBe(`,"time":"${new Date(t).toISOString()}"`);
+  });
+});
