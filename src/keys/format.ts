@@ -1,6 +1,6 @@
 // The API key format: "tg_" + 43 base62 characters of crypto randomness (256 bits) + a 6-character base62 CRC32.
 // The checksum lets the gateway refuse a mistyped or made-up key without a key-store lookup.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 export const KEY_PREFIX = 'tg_';
@@ -36,7 +36,8 @@ export function isWellFormedKey(token: string): boolean {
 }
 
 export function hashKey(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  // crypto.hash: the one-shot form, without a Hash object per call (this runs on every keyed request).
+  return hash('sha256', token, 'hex');
 }
 
 /** Compares two SHA-256 hex digests in constant time. */

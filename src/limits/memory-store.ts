@@ -16,8 +16,12 @@ interface BanState {
 }
 
 export class MemoryLimiterStore implements LimiterStore {
-  // Bounded so a flood of ids cannot grow memory without limit; entries also lapse with their window.
-  private readonly counters = new LRUCache<string, Counter>({ max: 500_000 });
+  // Bounded so a flood of ids cannot grow memory without limit; entries also lapse with their window. Made on first
+  // use: an LRU this size preallocates about 10 MB, and with Redis this store only serves while Redis is down.
+  private countersCache: LRUCache<string, Counter> | undefined;
+  private get counters(): LRUCache<string, Counter> {
+    return (this.countersCache ??= new LRUCache<string, Counter>({ max: 500_000 }));
+  }
   private readonly bans = new Map<string, BanState>();
 
   constructor(private readonly clock: Clock) {}
@@ -61,7 +65,7 @@ export class MemoryLimiterStore implements LimiterStore {
   /** `keys unban` for a Redis-less gateway. */
   unban(id: string): void {
     this.bans.delete(id);
-    this.counters.delete(`${id}:s`);
+    this.countersCache?.delete(`${id}:s`);
   }
 
   private window(key: string, len: number, now: number): WindowState {

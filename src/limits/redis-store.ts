@@ -10,22 +10,24 @@ import type { Keyspace } from '../storage/keyspace.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome } from './types.js';
 
 // KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
-// ARGV: perMinute, perDay, threshold, strikeWindowMs, resetAfterMs, minuteMs, dayMs, keyHash ('' = skip), durationsMs...
+// ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
+// dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip).
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
 const CHECK_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local perMinute, perDay = tonumber(ARGV[1]), tonumber(ARGV[2])
-local threshold, strikeWindow, resetAfter = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local minuteMs, dayMs = tonumber(ARGV[6]), tonumber(ARGV[7])
+local p = {}
+for v in string.gmatch(ARGV[1], '%S+') do p[#p + 1] = tonumber(v) end
+local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+local keyHash = ARGV[2]
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
-if ARGV[8] ~= '' then
+if keyHash ~= '' then
   local raw = redis.call('GET', KEYS[5])
   if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
   local rec = cjson.decode(raw)
-  local current = rec.hash == ARGV[8]
-  local grace = rec.prevHash == ARGV[8] and now < (tonumber(rec.prevHashUntil) or 0)
+  local current = rec.hash == keyHash
+  local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
   if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
 end
 
@@ -56,8 +58,7 @@ if minuteFull or dayFull then
   if strikes == 1 then redis.call('PEXPIRE', KEYS[4], strikeWindow) end
   if strikes >= threshold then
     level = level + 1
-    local idx = math.min(level, #ARGV - 8)
-    local dur = tonumber(ARGV[8 + idx])
+    local dur = p[7 + math.min(level, #p - 7)]
     redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
     redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
     redis.call('DEL', KEYS[4])
@@ -81,6 +82,7 @@ type WithCheck = Redis & { tollgateCheck(...args: Array<string | number>): Promi
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
+  private readonly policies = new WeakMap<BanPolicy, Map<string, string>>();
 
   constructor(
     redis: Redis,
@@ -98,15 +100,8 @@ export class RedisLimiterStore implements LimiterStore {
       this.ks.ban(id),
       this.ks.strikes(id),
       this.ks.keyRecord(id),
-      limits.perMinute,
-      limits.perDay,
-      ban.threshold,
-      ban.windowSeconds * 1000,
-      ban.resetAfterSeconds * 1000,
-      MINUTE_MS,
-      DAY_MS,
+      this.policyArg(limits, ban),
       keyHash,
-      ...ban.durationsSeconds.map((s) => s * 1000),
     );
     const [outcome, m, mttl, d, dttl, retryMs, banLevel] = reply;
     return {
@@ -116,5 +111,20 @@ export class RedisLimiterStore implements LimiterStore {
       retryMs: Number(retryMs),
       banLevel: Number(banLevel),
     };
+  }
+
+  /** The script's policy argument, kept per ban ladder (the config's, replaced whole on reload) and limits pair. */
+  private policyArg(limits: KeyLimits, ban: BanPolicy): string {
+    let byLimits = this.policies.get(ban);
+    if (!byLimits) this.policies.set(ban, (byLimits = new Map()));
+    const k = `${limits.perMinute}/${limits.perDay}`;
+    let arg = byLimits.get(k);
+    if (arg === undefined) {
+      arg = [limits.perMinute, limits.perDay, ban.threshold, ban.windowSeconds * 1000, ban.resetAfterSeconds * 1000, MINUTE_MS, DAY_MS, ...ban.durationsSeconds.map((s) => s * 1000)].join(' ');
+      // Per-key limits can make many pairs: bounded.
+      if (byLimits.size >= 10_000) byLimits.clear();
+      byLimits.set(k, arg);
+    }
+    return arg;
   }
 }
