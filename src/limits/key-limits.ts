@@ -19,7 +19,11 @@ export interface KeyLimiterDeps {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
-  /** The shared store (Redis); absent for a Redis-less gateway, which uses `memory` alone. */
+  /**
+   * The shared store (Redis); absent for a Redis-less gateway, which uses `memory` alone. Its calls must fail by
+   * themselves after commandTimeoutMs (the Redis client's commandTimeout does): a request with its whole Redis
+   * budget left is not given a second timer.
+   */
   shared?: { store: LimiterStore; breaker: Breaker; failMode: 'open' | 'closed'; commandTimeoutMs: number };
   /** Per-instance limits: the only store without Redis, the fallback with failMode: open. */
   memory: MemoryLimiterStore;
@@ -103,7 +107,10 @@ export class KeyLimiter {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ((res.locals.redisSpentMs as number | undefined) ?? 0);
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        decision = await shared.breaker.run(() => withDeadline(shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash), budget, 'limit check'));
+        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash);
+        // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
+        // deadline; a second timer of our own is needed only for what a key lookup left.
+        decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check);
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
         if (shared.failMode === 'closed') {
