@@ -3,6 +3,8 @@
 // and top functions by inclusive time (each sample counted once per function, so recursion is not double counted).
 //
 //   node bench/profile-summary.mjs FILE.cpuprofile [--top N]
+//   node bench/profile-summary.mjs --compare A.cpuprofile A_REQUESTS B.cpuprofile B_REQUESTS [--top N]
+//     (B against A, per request: what B adds, by package and by function)
 //
 // Also imported by bench/run.mjs (--profile).
 import { readFileSync } from 'node:fs';
@@ -129,6 +131,46 @@ export function summarizeProfile(profile, { top = 25, root } = {}) {
   };
 }
 
+/**
+ * Two profiles of processes that served the same kind of requests (the baseline and Tollgate), compared per request:
+ * busy CPU, and self time by package and by function, each as a's, b's and b minus a, in µs per request. Under the
+ * profiler everything is slower than in the bench's table; the differences are what to read.
+ */
+export function compareProfiles(a, aRequests, b, bRequests, { root, top = 1e9 } = {}) {
+  const sa = summarizeProfile(a, { top, root });
+  const sb = summarizeProfile(b, { top, root });
+  const perReq = (ms, n) => (n > 0 ? (ms * 1000) / n : NaN);
+  const diff = (la, lb, key) => {
+    const m = new Map();
+    for (const x of la) m.set(x[key] + '\0' + (x.where ?? ''), { name: x[key], where: x.where, a: perReq(x.ms, aRequests), b: 0 });
+    for (const x of lb) {
+      const k = x[key] + '\0' + (x.where ?? '');
+      const e = m.get(k) ?? { name: x[key], where: x.where, a: 0, b: 0 };
+      e.b = perReq(x.ms, bRequests);
+      m.set(k, e);
+    }
+    return [...m.values()].map((e) => ({ ...e, diff: e.b - e.a })).sort((x, y) => y.diff - x.diff);
+  };
+  return {
+    requests: { a: aRequests, b: bRequests },
+    busyUsPerRequest: { a: perReq(sa.busyMs, aRequests), b: perReq(sb.busyMs, bRequests) },
+    byGroup: diff(sa.selfByGroup, sb.selfByGroup, 'group'),
+    byFunction: diff(sa.selfByFunction, sb.selfByFunction, 'name'),
+  };
+}
+
+export function formatComparison(c, { top = 25, a = 'a', b = 'b' } = {}) {
+  const us = (x) => (Number.isFinite(x) ? x.toFixed(1) : '-').padStart(7);
+  const lines = [];
+  lines.push(`CPU per request under the profiler, ${b} against ${a} (${c.requests.b} and ${c.requests.a} requests served in the profiled lifetimes):`);
+  lines.push(`  busy: ${a} ${c.busyUsPerRequest.a.toFixed(0)} µs, ${b} ${c.busyUsPerRequest.b.toFixed(0)} µs, ${b}/${a} ${(c.busyUsPerRequest.b / c.busyUsPerRequest.a).toFixed(2)}`);
+  lines.push(`  self time by package, largest additions first (µs/request: ${a}, ${b}, difference):`);
+  for (const g of c.byGroup.slice(0, top)) lines.push(`    ${us(g.a)} ${us(g.b)} ${us(g.diff)}  ${g.name}`);
+  lines.push('  self time by function, largest additions first:');
+  for (const f of c.byFunction.slice(0, top)) lines.push(`    ${us(f.a)} ${us(f.b)} ${us(f.diff)}  ${f.name}  ${f.where ?? ''}`);
+  return lines.join('\n');
+}
+
 export function formatSummary(s, { top = 25 } = {}) {
   const pct = (x) => `${x.toFixed(1).padStart(5)}%`;
   const ms = (x) => `${x.toFixed(0).padStart(7)} ms`;
@@ -148,6 +190,20 @@ export function formatSummary(s, { top = 25 } = {}) {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const args = process.argv.slice(2);
+  const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+  if (args[0] === '--compare') {
+    // node bench/profile-summary.mjs --compare A.cpuprofile A_REQUESTS B.cpuprofile B_REQUESTS [--top N]
+    const [, fa, na, fb, nb] = args;
+    const topAt = args.indexOf('--top');
+    if (!fa || !fb || !(Number(na) > 0) || !(Number(nb) > 0)) {
+      process.stderr.write('usage: node bench/profile-summary.mjs --compare A.cpuprofile A_REQUESTS B.cpuprofile B_REQUESTS [--top N]\n');
+      process.exit(2);
+    }
+    const read = (f) => JSON.parse(readFileSync(f, 'utf8'));
+    const c = compareProfiles(read(fa), Number(na), read(fb), Number(nb), { root });
+    process.stdout.write(`A: ${fa}\nB: ${fb}\n` + formatComparison(c, { top: topAt >= 0 ? Number(args[topAt + 1]) || 25 : 25, a: 'A', b: 'B' }) + '\n');
+    process.exit(0);
+  }
   const topIdx = args.indexOf('--top');
   const file = args.find((a, i) => !a.startsWith('--') && i !== topIdx + 1);
   const top = topIdx >= 0 ? Number(args[topIdx + 1]) || 25 : 25;
@@ -155,7 +211,6 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     process.stderr.write('usage: node bench/profile-summary.mjs FILE.cpuprofile [--top N]\n');
     process.exit(2);
   }
-  const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
   const summary = summarizeProfile(JSON.parse(readFileSync(file, 'utf8')), { top, root });
   process.stdout.write(`${file}\n${formatSummary(summary, { top })}\n`);
 }

@@ -11,7 +11,7 @@ import { Procs, freePort, sleep, waitFor, descendants, memoryOf, cpuSecondsOf, s
 import { startRedis, redisSnapshot, redisDelta } from './lib/redis.mjs';
 import { runLoad, wrkAvailable, onSpawn } from './lib/load.mjs';
 import { loadFormat, cliCreateKey, bulkCreateKeys } from './lib/keys.mjs';
-import { summarizeProfile, formatSummary } from './profile-summary.mjs';
+import { summarizeProfile, formatSummary, compareProfiles, formatComparison } from './profile-summary.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '..');
@@ -29,7 +29,8 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --stored-keys N       keys stored in Redis for c (default 1000000)
   --workers N           sets server.workers in Tollgate's config (omitted unless given)
   --compare-workers     extra scenario w: scenario a's load on Tollgate with 1 and with 2 workers
-  --profile             run Tollgate under node --cpu-prof (profiles in bench/results/), summarize hot spots
+  --profile             run Tollgate and the baseline under node --cpu-prof (profiles in bench/results/):
+                        Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function
   --loader NAME         autocannon or wrk (default: wrk when \`command -v wrk\` finds it, else autocannon)
   --wrk-threads N       wrk threads (default 1)
   --strict              exit 1 when a budget check fails
@@ -217,6 +218,8 @@ class Prober {
   }
 }
 
+const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-interval', '500'];
+
 // ---------------------------------------------------------------------------------------------------------------
 // Tollgate
 
@@ -250,7 +253,7 @@ class Tollgate {
     this.writeConfig();
     const fd = openSync(this.logFile, 'a');
     const nodeFlags = [
-      ...(this.profileDir ? ['--cpu-prof', '--cpu-prof-dir', this.profileDir, '--cpu-prof-interval', '500'] : []),
+      ...(this.profileDir ? cpuProfFlags(this.profileDir) : []),
       '--import', PROBE_URL,
     ];
     const child = this.procs.spawn(this.name, process.execPath, [...nodeFlags, join(REPO, 'dist/cli.js'), 'serve', '--config', this.configPath], {
@@ -593,17 +596,18 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), []);
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const baselineProbeDir = join(tmp, 'probe-baseline');
+  const profileDir = opts.profile ? join(opts.outDir, `profile-${stamp}`) : undefined;
+  // --profile profiles the baseline too, so Tollgate's costs can be read as differences per request.
+  if (profileDir) for (const d of ['baseline', 'tollgate']) mkdirSync(join(profileDir, d), { recursive: true });
   const baselineProc = await procs.forkHelper('baseline', join(HERE, 'baseline-proxy.mjs'), [upstreamUrl], {
-    execArgv: ['--import', PROBE_URL],
+    execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
     env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir }),
   });
   const baseline = { name: 'baseline', url: `http://127.0.0.1:${baselineProc.port}`, pid: baselineProc.pid, prober: new Prober('baseline', baselineProbeDir, () => [baselineProc.pid]) };
   log(`upstream ${upstreamUrl}, baseline ${baseline.url}`);
 
-  const profileDir = opts.profile ? join(opts.outDir, `profile-${stamp}`) : undefined;
-  if (profileDir) mkdirSync(profileDir, { recursive: true });
   const mainName = opts.workers !== undefined ? `tollgate(w${opts.workers})` : 'tollgate';
-  const tg = new Tollgate({ procs, tmp, name: 'tollgate', workers: opts.workers, port: await freePort(), upstreamUrl, redisUrl: redis.url, profileDir });
+  const tg = new Tollgate({ procs, tmp, name: 'tollgate', workers: opts.workers, port: await freePort(), upstreamUrl, redisUrl: redis.url, profileDir: profileDir && join(profileDir, 'tollgate') });
   tg.writeConfig();
   const instances = [tg];
   ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...instances.filter((t) => t.pid).map((t) => t.pid)];
@@ -717,18 +721,25 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     await w2.stop();
   }
 
+  // Every request each profiled process served in its lifetime (what its profile covers), warm-ups included.
+  const served = profileDir ? { baseline: (await baseline.prober.read()).requests, tollgate: (await tg.prober.read()).requests } : undefined;
   await tg.stop();
   const rows = summarize(runs);
   const checks = budget(rows);
 
   let profile;
+  let profileDiff;
   if (profileDir) {
-    const files = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
-    profile = [];
-    for (const f of files) {
-      const summary = summarizeProfile(JSON.parse(readFileSync(join(profileDir, f), 'utf8')), { top: 25, root: REPO });
-      profile.push({ file: relative(REPO, join(profileDir, f)), summary });
-    }
+    // A profile is written when its process exits.
+    await procs.stop(baselineProc.child);
+    const load = (who) =>
+      readdirSync(join(profileDir, who))
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => ({ file: relative(REPO, join(profileDir, who, f)), profile: JSON.parse(readFileSync(join(profileDir, who, f), 'utf8')) }));
+    const [base] = load('baseline');
+    const mine = load('tollgate');
+    profile = mine.map((p) => ({ file: p.file, summary: summarizeProfile(p.profile, { top: 25, root: REPO }) }));
+    if (base && mine.length === 1) profileDiff = compareProfiles(base.profile, served.baseline, mine[0].profile, served.tollgate, { root: REPO });
   }
 
   const finishedAt = new Date();
@@ -742,6 +753,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     budget: checks,
     runs,
     ...(profile ? { profile } : {}),
+    ...(profileDiff ? { profileDiff } : {}),
   };
   const out = join(opts.outDir, `${stamp}.json`);
   writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
@@ -766,6 +778,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       print(`CPU profile ${p.file}:`);
       print(formatSummary(p.summary, { top: 25 }));
     }
+  }
+  if (profileDiff) {
+    print();
+    print(formatComparison(profileDiff, { top: 25, a: 'baseline', b: 'Tollgate' }));
   }
   print();
   print(`results: ${relative(process.cwd(), out)}`);
