@@ -395,6 +395,8 @@ describe('passing the response back', () => {
         const res = await conn.read();
         expect(res.status).toBe(200);
         expect(res.headers.connection).toBe('keep-alive');
+        // The server's idle timeout, as Node states it on its own answers (not the upstream's own hint).
+        expect(res.headers['keep-alive']).toBe(`timeout=${Math.floor(gw.server.keepAliveTimeout / 1000)}`);
       }
       expect(up.seen.map((s) => s.url)).toEqual(['/v1/ka/0', '/v1/ka/1', '/v1/ka/2']);
     } finally {

@@ -182,9 +182,16 @@ export function createProxy(opts: ProxyOptions) {
       }
     }
     // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close"
-    // (and the drain's): state what this client connection really does.
+    // (and the drain's): state what this client connection really does. A connection kept open also gets the
+    // Keep-Alive hint Node gives its own answers, so clients stop reusing it before the server's idle timeout.
     const own = res.getHeader('connection');
-    h.connection = own !== undefined ? String(own) : res.shouldKeepAlive ? 'keep-alive' : 'close';
+    if (own !== undefined) h.connection = String(own);
+    else if (!res.shouldKeepAlive) h.connection = 'close';
+    else {
+      h.connection = 'keep-alive';
+      const idleMs = (res.socket as (Socket & { server?: { keepAliveTimeout?: number } }) | null)?.server?.keepAliveTimeout;
+      if (idleMs && idleMs >= 1000) h['keep-alive'] = `timeout=${Math.floor(idleMs / 1000)}`;
+    }
   };
 
   const onError = (err: Error, req: IncomingMessage, res: ServerResponse | Socket): void => {
