@@ -3,13 +3,22 @@ import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 
 
 export type { Logger };
 
-export const REDACT_PATHS = [
-  'req.headers.authorization',
-  'req.headers["proxy-authorization"]',
-  'req.headers.cookie',
-  'headers.authorization',
-  'authorization',
-];
+// Top-level keys that may hold a key. (A path under `req` would make pino clone and re-parse the access log's `req`
+// object on every line, about 2.5 KB of garbage and 3 µs per request, for headers that object never has: the `req`
+// serializer below covers headers logged under `req` instead.)
+export const REDACT_PATHS = ['headers.authorization', 'authorization'];
+
+/** Request headers that carry credentials: replaced wherever a `req` with headers is logged. */
+const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie'];
+
+/** The `req` serializer: an object with headers is logged with its credential headers redacted; anything else as is. */
+export function redactRequestHeaders(req: unknown): unknown {
+  const headers = (req as { headers?: unknown } | null | undefined)?.headers;
+  if (headers === null || typeof headers !== 'object') return req;
+  const safe: Record<string, unknown> = { ...(headers as Record<string, unknown>) };
+  for (const name of SECRET_HEADERS) if (safe[name] !== undefined) safe[name] = '[redacted]';
+  return { ...(req as object), headers: safe };
+}
 
 export function createLogger(level: LevelWithSilent, destination?: DestinationStream): Logger {
   return pino(
@@ -17,6 +26,7 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       level,
       base: { pid: process.pid },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      serializers: { req: redactRequestHeaders },
       timestamp: isoTime,
     },
     // Asynchronous writes: a slow stdout consumer must not stall the request path. While a write is in flight, lines

@@ -68,3 +68,29 @@ describe('isoTime', () => {
     for (const t of times) expect(isoTime(t)).toBe(`,"time":"${new Date(t).toISOString()}"`);
   });
 });
+
+describe('redaction', () => {
+  it('credential headers are redacted wherever they are logged; the access log shape passes unchanged', async () => {
+    const { Writable } = await import('node:stream');
+    const { createLogger } = await import('../src/logger.js');
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
+        cb();
+      },
+    });
+    const logger = createLogger('info', sink);
+    const key = 'tg_SECRETSECRETSECRETSECRETSECRET0000';
+    logger.info({ req: { method: 'GET', headers: { authorization: `Bearer ${key}`, 'proxy-authorization': key, cookie: key, accept: 'application/json' } } }, 'raw request');
+    logger.info({ headers: { authorization: key, accept: 'x' } }, 'headers');
+    logger.info({ authorization: key }, 'top level');
+    logger.info({ req: { id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' }, res: { statusCode: 200 } }, 'request completed');
+    await new Promise((r) => setImmediate(r));
+    expect(JSON.stringify(lines)).not.toContain(key);
+    expect(lines[0]!.req).toEqual({ method: 'GET', headers: { authorization: '[redacted]', 'proxy-authorization': '[redacted]', cookie: '[redacted]', accept: 'application/json' } });
+    expect(lines[1]!.headers).toEqual({ authorization: '[redacted]', accept: 'x' });
+    expect(lines[2]!.authorization).toBe('[redacted]');
+    expect(lines[3]!.req).toEqual({ id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' });
+  });
+});
