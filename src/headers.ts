@@ -67,14 +67,10 @@ export function connectionTokens(connection: unknown): ReadonlySet<string> | und
 const HOP_BY_HOP_SET = new Set(HOP_BY_HOP);
 const JUST_CLOSE: ReadonlySet<string> = new Set(['close']);
 
-/** Whether a header (its lower-case name) is hop-by-hop: always (HOP_BY_HOP) or because Connection lists it. */
-export function isHopByHop(name: string, listed: ReadonlySet<string> | undefined): boolean {
-  return HOP_BY_HOP_SET.has(name) || (listed !== undefined && listed.has(name));
-}
-
+/** Removes the hop-by-hop headers: the standard ones (HOP_BY_HOP) and those Connection lists. */
 export function stripHopByHop(headers: Record<string, unknown>): void {
   const listed = connectionTokens(headers.connection);
-  for (const name in headers) if (isHopByHop(name, listed)) delete headers[name];
+  for (const name in headers) if (HOP_BY_HOP_SET.has(name) || listed?.has(name)) delete headers[name];
 }
 
 /** One rate-limit window as reported to the client. */

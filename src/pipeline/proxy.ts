@@ -7,7 +7,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { connectionTokens, H, HOP_BY_HOP, isHopByHop } from '../headers.js';
+import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
 import { continueIfExpected } from '../http-server.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -170,12 +170,12 @@ export function createProxy(opts: ProxyOptions) {
   const onProxyRes = (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void => {
     const state = stateOf(res);
     metrics.upstreamDuration.observe({ status: String(proxyRes.statusCode) }, elapsedSeconds(state.startedAt));
-    // One pass over the upstream's few headers: hop-by-hop ones and X-Powered-By go; a header the gateway already
-    // set wins over the upstream's, except Link, whose values add up.
+    // Hop-by-hop headers and X-Powered-By go; a header the gateway already set wins over the upstream's, except
+    // Link, whose values add up. (A pass over the upstream's few headers, not over the gateway's many.)
     const h = proxyRes.headers as Record<string, unknown>;
-    const listed = connectionTokens(h.connection);
+    stripHopByHop(h);
     for (const name in h) {
-      if (isHopByHop(name, listed) || name === 'x-powered-by') delete h[name];
+      if (name === 'x-powered-by') delete h[name];
       else if (res.hasHeader(name)) {
         if (name === 'link') h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
         else delete h[name];
