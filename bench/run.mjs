@@ -28,6 +28,8 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --keys N              distinct keys rotated in b and c (default 10000)
   --stored-keys N       keys stored in Redis for c (default 1000000)
   --workers N           sets server.workers in Tollgate's config (omitted unless given)
+  --node-flag FLAG      a Node/V8 option for Tollgate's process, e.g. --node-flag=--max-semi-space-size=32
+                        (repeatable; an experiment: Tollgate ships without any)
   --compare-workers     extra scenario w: scenario a's load on Tollgate with 1 and with 2 workers
   --profile             run Tollgate and the baseline under node --cpu-prof (profiles in bench/results/):
                         Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function
@@ -56,6 +58,7 @@ function parseOptions(argv) {
         keys: { type: 'string' },
         'stored-keys': { type: 'string' },
         workers: { type: 'string' },
+        'node-flag': { type: 'string', multiple: true },
         'compare-workers': { type: 'boolean', default: false },
         profile: { type: 'boolean', default: false },
         loader: { type: 'string' },
@@ -96,6 +99,7 @@ function parseOptions(argv) {
     keyCount: Math.floor(int('keys', values.keys, 10_000, 2)),
     storedKeys: Math.floor(int('stored-keys', values['stored-keys'], quick ? 100_000 : 1_000_000, 2)),
     workers: values.workers === undefined ? undefined : Math.floor(int('workers', values.workers, 1)),
+    nodeFlags: nodeFlags(values['node-flag'] ?? []),
     compareWorkers: values['compare-workers'],
     profile: values.profile,
     loader,
@@ -105,6 +109,12 @@ function parseOptions(argv) {
   };
   if (opts.storedKeys < opts.keyCount) usage('--stored-keys must be at least --keys');
   return opts;
+}
+
+/** --node-flag values: V8/Node options for Tollgate's process (and, through the cluster's execArgv, its workers). */
+function nodeFlags(flags) {
+  for (const f of flags) if (!/^--[a-z0-9-]+(=[^\s]+)?$/.test(f)) usage(`--node-flag: expected one option like --max-semi-space-size=32, got "${f}"`);
+  return flags;
 }
 
 function usage(msg) {
@@ -224,8 +234,8 @@ const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-
 // Tollgate
 
 class Tollgate {
-  constructor({ procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir }) {
-    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir });
+  constructor({ procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir, nodeFlags = [] }) {
+    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir, nodeFlags });
     this.url = `http://127.0.0.1:${port}`;
     this.configPath = join(tmp, `${name}.yaml`);
     this.logFile = join(tmp, `${name}.log`);
@@ -253,6 +263,7 @@ class Tollgate {
     this.writeConfig();
     const fd = openSync(this.logFile, 'a');
     const nodeFlags = [
+      ...this.nodeFlags,
       ...(this.profileDir ? cpuProfFlags(this.profileDir) : []),
       '--import', PROBE_URL,
     ];
@@ -607,7 +618,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   log(`upstream ${upstreamUrl}, baseline ${baseline.url}`);
 
   const mainName = opts.workers !== undefined ? `tollgate(w${opts.workers})` : 'tollgate';
-  const tg = new Tollgate({ procs, tmp, name: 'tollgate', workers: opts.workers, port: await freePort(), upstreamUrl, redisUrl: redis.url, profileDir: profileDir && join(profileDir, 'tollgate') });
+  const tg = new Tollgate({ procs, tmp, name: 'tollgate', workers: opts.workers, port: await freePort(), upstreamUrl, redisUrl: redis.url, profileDir: profileDir && join(profileDir, 'tollgate'), nodeFlags: opts.nodeFlags });
   tg.writeConfig();
   const instances = [tg];
   ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...instances.filter((t) => t.pid).map((t) => t.pid)];
@@ -705,8 +716,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   if (opts.compareWorkers) {
     log(`scenario ${SCENARIOS.w.title}`);
-    const w1 = new Tollgate({ procs, tmp, name: 'tollgate-w1', workers: 1, port: await freePort(), upstreamUrl, redisUrl: redis.url });
-    const w2 = new Tollgate({ procs, tmp, name: 'tollgate-w2', workers: 2, port: await freePort(), upstreamUrl, redisUrl: redis.url });
+    const w1 = new Tollgate({ procs, tmp, name: 'tollgate-w1', workers: 1, port: await freePort(), upstreamUrl, redisUrl: redis.url, nodeFlags: opts.nodeFlags });
+    const w2 = new Tollgate({ procs, tmp, name: 'tollgate-w2', workers: 2, port: await freePort(), upstreamUrl, redisUrl: redis.url, nodeFlags: opts.nodeFlags });
     try {
       for (const t of [w1, w2]) {
         instances.push(t);
@@ -760,7 +771,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   const print = (s = '') => process.stdout.write(s + '\n');
   print();
-  print(`Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}`);
+  print(`Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}${opts.nodeFlags.length ? `; Tollgate run with ${opts.nodeFlags.join(' ')}` : ''}`);
   const others = median(runs.map((r) => r.otherCores));
   print(`Other processes on this machine used a median ${fmt(others, 2)} of ${cpus().length} cores during the runs${others > 0.25 ? ': expect noise, prefer the ratios and CPU us/req, and more rounds' : ''}.`);
   print();
