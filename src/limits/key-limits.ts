@@ -45,7 +45,12 @@ export class KeyLimiter {
   private readonly knownBans = new Map<string, KnownBan>();
   /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
   private forgets = 0;
-  private readonly policies = new Map<string, string>();
+  /**
+   * One KeyLimits object per distinct pair (a plan's, or a key's own override), so what depends only on the limits
+   * (the RateLimit-Policy header here, the limit script's policy argument in the Redis store) is cached by identity.
+   */
+  private readonly limitsByPair = new Map<string, KeyLimits>();
+  private readonly policies = new WeakMap<KeyLimits, string>();
 
   constructor(private readonly deps: KeyLimiterDeps) {}
 
@@ -64,7 +69,16 @@ export class KeyLimiter {
     const plan = this.deps.runtime.config.plans[consumer.plan];
     const perMinute = consumer.perMinute ?? plan?.perMinute;
     const perDay = consumer.perDay ?? plan?.perDay;
-    return perMinute !== undefined && perDay !== undefined ? { perMinute, perDay } : undefined;
+    if (perMinute === undefined || perDay === undefined) return undefined;
+    const k = `${perMinute}/${perDay}`;
+    let limits = this.limitsByPair.get(k);
+    if (!limits) {
+      // Per-key limits can make many pairs: bounded.
+      if (this.limitsByPair.size >= 10_000) this.limitsByPair.clear();
+      limits = Object.freeze({ perMinute, perDay });
+      this.limitsByPair.set(k, limits);
+    }
+    return limits;
   }
 
   stage() {
@@ -153,17 +167,15 @@ export class KeyLimiter {
     sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day'} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
   }
 
-  /** The policy header depends only on the limits: built once per distinct pair. */
+  /** The policy header depends only on the limits: built once per KeyLimits (see limitsByPair). */
   private policy(limits: KeyLimits): string {
-    const k = `${limits.perMinute}/${limits.perDay}`;
-    let p = this.policies.get(k);
+    let p = this.policies.get(limits);
     if (!p) {
       p = formatRateLimitPolicy([
         { name: 'minute', limit: limits.perMinute, windowSeconds: 60 },
         { name: 'day', limit: limits.perDay, windowSeconds: 86_400 },
       ]);
-      if (this.policies.size > 10_000) this.policies.clear();
-      this.policies.set(k, p);
+      this.policies.set(limits, p);
     }
     return p;
   }

@@ -82,7 +82,7 @@ type WithCheck = Redis & { tollgateCheck(...args: Array<string | number>): Promi
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
-  private readonly policies = new WeakMap<BanPolicy, Map<string, string>>();
+  private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, string>>();
 
   constructor(
     redis: Redis,
@@ -113,17 +113,17 @@ export class RedisLimiterStore implements LimiterStore {
     };
   }
 
-  /** The script's policy argument, kept per ban ladder (the config's, replaced whole on reload) and limits pair. */
+  /**
+   * The script's policy argument, kept per ban ladder (the config's, replaced whole on reload) and KeyLimits object
+   * (the key limiter hands out one per distinct pair).
+   */
   private policyArg(limits: KeyLimits, ban: BanPolicy): string {
     let byLimits = this.policies.get(ban);
-    if (!byLimits) this.policies.set(ban, (byLimits = new Map()));
-    const k = `${limits.perMinute}/${limits.perDay}`;
-    let arg = byLimits.get(k);
+    if (!byLimits) this.policies.set(ban, (byLimits = new WeakMap()));
+    let arg = byLimits.get(limits);
     if (arg === undefined) {
       arg = [limits.perMinute, limits.perDay, ban.threshold, ban.windowSeconds * 1000, ban.resetAfterSeconds * 1000, MINUTE_MS, DAY_MS, ...ban.durationsSeconds.map((s) => s * 1000)].join(' ');
-      // Per-key limits can make many pairs: bounded.
-      if (byLimits.size >= 10_000) byLimits.clear();
-      byLimits.set(k, arg);
+      byLimits.set(limits, arg);
     }
     return arg;
   }
