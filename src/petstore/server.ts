@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from '../logger.js';
 import { createRedisClient, redactRedisUrl } from '../storage/redis.js';
 import { buildPetstoreApp } from './app.js';
+import { expressPrototypes } from '../http-server.js';
 import { MemoryCategoryStore, RedisCategoryStore, type CategoryStore } from './store.js';
 
 export interface PetstoreOptions {
@@ -35,7 +36,8 @@ export async function startPetstore(opts: PetstoreOptions): Promise<RunningPetst
     opts.logger.info('petstore: using in-memory category store');
   }
 
-  const server = createServer(buildPetstoreApp({ store, logger: opts.logger }));
+  const app = buildPetstoreApp({ store, logger: opts.logger });
+  const server = createServer(expressPrototypes(app), app);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
