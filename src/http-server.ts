@@ -25,7 +25,8 @@ interface ExpressLike {
  * old space, against 0.2 KB with objects born with the app's prototypes (and 0 without Express); CPU per request
  * fell by a third. (Changing an object's prototype gives it a new hidden class; why that keeps so much alive is V8's
  * business, the effect is what was measured: bench/README.md.) Express's own call then changes nothing, and what the
- * app sees is unchanged: the same prototypes, set earlier.
+ * app sees is unchanged: the same prototypes, set earlier. This is the fix proposed to Express itself in
+ * expressjs/express#5998, done from the outside.
  */
 export function expressPrototypes(app: ExpressLike): Pick<ServerOptions, 'IncomingMessage' | 'ServerResponse'> {
   // Node's IncomingMessage and ServerResponse are plain constructor functions (Node 20, 22), so a constructor with
