@@ -15,41 +15,41 @@ interface ExpressLike {
   response: object;
 }
 
-/**
- * Server options that make Node create each request and response with the app's own prototypes, `app.request` and
- * `app.response`, instead of IncomingMessage's and ServerResponse's.
- *
- * Express gives every request and response those prototypes with `Object.setPrototypeOf` when it starts handling
- * them, and on V8 that is far from free. Measured with `node --trace-gc-nvp` on a bare Express 5 +
- * http-proxy-middleware proxy at one connection: 7.8 KB of every request outlived two scavenges and was promoted to
- * old space, against 0.2 KB with objects born with the app's prototypes (and 0 without Express); CPU per request
- * fell by a third. (Changing an object's prototype gives it a new hidden class; why that keeps so much alive is V8's
- * business, the effect is what was measured: bench/README.md.) Express's own call then changes nothing, and what the
- * app sees is unchanged: the same prototypes, set earlier. This is the fix proposed to Express itself in
- * expressjs/express#5998, done from the outside.
- */
-export function expressPrototypes(app: ExpressLike): Pick<ServerOptions, 'IncomingMessage' | 'ServerResponse'> {
-  // Node's IncomingMessage and ServerResponse are plain constructor functions (Node 20, 22), so a constructor with
-  // the app's prototype runs them on `this`, as Node's own subclasses do. (Reflect.construct with a new.target would
-  // also work for classes, but measured 30 µs per request slower: V8 does not optimize those constructions.) Should
-  // they become classes, Node's own are used and Express sets the prototypes as before.
-  if (isClass(IncomingMessage) || isClass(ServerResponse)) return {};
-  function GatewayIncomingMessage(this: IncomingMessage, ...args: ConstructorParameters<typeof IncomingMessage>): void {
-    (IncomingMessage as unknown as (...a: unknown[]) => void).apply(this, args);
-  }
-  GatewayIncomingMessage.prototype = app.request;
-  function GatewayServerResponse(this: ServerResponse, ...args: ConstructorParameters<typeof ServerResponse>): void {
-    (ServerResponse as unknown as (...a: unknown[]) => void).apply(this, args);
-  }
-  GatewayServerResponse.prototype = app.response;
-  return {
-    IncomingMessage: GatewayIncomingMessage as unknown as typeof IncomingMessage,
-    ServerResponse: GatewayServerResponse as unknown as typeof ServerResponse,
-  };
-}
+type PrototypeOptions = Required<Pick<ServerOptions, 'IncomingMessage' | 'ServerResponse'>>;
+const bound = new WeakMap<ExpressLike, PrototypeOptions>();
 
-function isClass(fn: unknown): boolean {
-  return typeof fn === 'function' && /^class\b/.test(Function.prototype.toString.call(fn));
+/**
+ * Server options that make Node create each request and response already carrying the app's prototypes, so that
+ * Express never has to change an object's prototype.
+ *
+ * Express gives every request and response the app's prototypes (`app.request`, `app.response`) with
+ * `Object.setPrototypeOf` when it starts handling them, and on V8 that is far from free. Measured with
+ * `node --trace-gc-nvp` on a bare Express 5 + http-proxy-middleware proxy at one connection: 7.8 KB of every request
+ * outlived two scavenges and was promoted to old space, against 0.2 KB without the prototype change (and 0 without
+ * Express); CPU per request fell by 41% at one connection and by half at 50 (bench/README.md). Changing an object's prototype gives it a
+ * new hidden class; why that keeps so much alive is V8's business, the effect is what was measured. The fix is the
+ * one proposed to Express itself in expressjs/express#5998, done from the outside:
+ *
+ * - Node builds requests and responses from subclasses of its own IncomingMessage and ServerResponse (the
+ *   `IncomingMessage` / `ServerResponse` server options), and V8 lays their objects out as it does Node's own;
+ * - the subclasses' prototypes inherit from the app's prototypes, and become the app's `request` / `response`, so
+ *   Express's `Object.setPrototypeOf(req, app.request)` sets the prototype the object already has: a no-op.
+ *
+ * Requests see exactly what they saw before (the app's methods and `req.app`, one level further up the chain).
+ * Calling it again for the same app returns the same classes.
+ */
+export function expressPrototypes(app: ExpressLike): PrototypeOptions {
+  const known = bound.get(app);
+  if (known) return known;
+  class GatewayIncomingMessage extends IncomingMessage {}
+  class GatewayServerResponse extends ServerResponse {}
+  Object.setPrototypeOf(GatewayIncomingMessage.prototype, app.request);
+  Object.setPrototypeOf(GatewayServerResponse.prototype, app.response);
+  app.request = GatewayIncomingMessage.prototype;
+  app.response = GatewayServerResponse.prototype;
+  const options = { IncomingMessage: GatewayIncomingMessage, ServerResponse: GatewayServerResponse as PrototypeOptions['ServerResponse'] };
+  bound.set(app, options);
+  return options;
 }
 
 /**

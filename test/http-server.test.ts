@@ -1,5 +1,5 @@
-// The gateway's HTTP server creates requests and responses with the Express app's own prototypes (expressPrototypes),
-// so Express's per-request Object.setPrototypeOf changes nothing. These tests check that Node really builds them so,
+// The gateway's HTTP server has Node create requests and responses that already carry the Express app's prototypes
+// (expressPrototypes), so Express's per-request Object.setPrototypeOf changes nothing. These tests check that Node really builds them so,
 // and that everything Express and Node do with them still works: Express helpers, a 100-continue answer, keep-alive.
 import { afterEach, describe, expect, it } from 'vitest';
 import express from 'express';
@@ -22,7 +22,7 @@ async function listen(s: Server): Promise<string> {
 }
 
 describe('expressPrototypes', () => {
-  it('gives Node constructors whose objects are born with the app request and response prototypes', async () => {
+  it('has Node build requests and responses that already carry the app\'s prototypes', async () => {
     const app = express();
     const seen: Array<{ req: boolean; res: boolean }> = [];
     app.get('/x', (req, res) => {
@@ -80,11 +80,15 @@ describe('expressPrototypes', () => {
     }
   });
 
-  it('returns constructors whose prototype property is the app request and response objects', () => {
+  it('makes subclasses of Node\'s classes the app\'s prototypes, inheriting what the app had, once per app', () => {
     const app = express();
+    const before = { request: app.request, response: app.response };
     const opts = expressPrototypes(app);
-    expect(Object.keys(opts).sort()).toEqual(['IncomingMessage', 'ServerResponse']);
-    expect(opts.IncomingMessage?.prototype).toBe(app.request);
-    expect(opts.ServerResponse?.prototype).toBe(app.response);
+    expect(Object.getPrototypeOf(opts.IncomingMessage.prototype)).toBe(before.request);
+    expect(Object.getPrototypeOf(opts.ServerResponse.prototype)).toBe(before.response);
+    expect(app.request).toBe(opts.IncomingMessage.prototype);
+    expect(app.response).toBe(opts.ServerResponse.prototype);
+    expect((app.request as { app?: unknown }).app).toBe(app);
+    expect(expressPrototypes(app)).toBe(opts);
   });
 });
