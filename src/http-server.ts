@@ -1,6 +1,7 @@
 // The gateway's HTTP server: Node's, with two request shapes handled the way a gateway should rather than the way
 // Node does by default.
 import { createServer, IncomingMessage, ServerResponse, type RequestListener, type Server, type ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { errorBody } from './errors.js';
@@ -26,9 +27,9 @@ const bound = new WeakMap<ExpressLike, PrototypeOptions>();
  * `Object.setPrototypeOf` when it starts handling them, and on V8 that is far from free. Measured with
  * `node --trace-gc-nvp` on a bare Express 5 + http-proxy-middleware proxy at one connection: 7.8 KB of every request
  * outlived two scavenges and was promoted to old space, against 0.2 KB without the prototype change (and 0 without
- * Express); CPU per request fell by 41% at one connection and by half at 50 (bench/README.md). Changing an object's prototype gives it a
- * new hidden class; why that keeps so much alive is V8's business, the effect is what was measured. The fix is the
- * one proposed to Express itself in expressjs/express#5998, done from the outside:
+ * Express); CPU per request fell by 41% at one connection and by half at 50 (bench/README.md). Changing an object's
+ * prototype gives it a new hidden class; why that keeps so much alive is V8's business, the effect is what was
+ * measured. The fix is the one proposed to Express itself in expressjs/express#5998, done from the outside:
  *
  * - Node builds requests and responses from subclasses of its own IncomingMessage and ServerResponse (the
  *   `IncomingMessage` / `ServerResponse` server options), and V8 lays their objects out as it does Node's own;
@@ -36,13 +37,25 @@ const bound = new WeakMap<ExpressLike, PrototypeOptions>();
  *   Express's `Object.setPrototypeOf(req, app.request)` sets the prototype the object already has: a no-op.
  *
  * Requests see exactly what they saw before (the app's methods and `req.app`, one level further up the chain).
- * Calling it again for the same app returns the same classes.
+ * Calling it again for the same app returns the same classes. The response class also closes connections once its
+ * server is draining (`closeConnectionsAfterResponses`).
  */
 export function expressPrototypes(app: ExpressLike): PrototypeOptions {
   const known = bound.get(app);
   if (known) return known;
   class GatewayIncomingMessage extends IncomingMessage {}
-  class GatewayServerResponse extends ServerResponse {}
+  class GatewayServerResponse extends ServerResponse {
+    // Every response's headers pass through here (write() and end() without it call it too): a draining server's
+    // answers, in flight or new, close their connection, without a list of responses kept per request.
+    override writeHead(statusCode: number, ...rest: unknown[]): this {
+      if ((this.socket as (Socket & { server?: Record<symbol, unknown> }) | null)?.server?.[DRAINING]) {
+        this.shouldKeepAlive = false;
+        if (this.hasHeader('connection')) this.setHeader('connection', 'close');
+        this.removeHeader('keep-alive');
+      }
+      return (super.writeHead as (this: ServerResponse, code: number, ...more: unknown[]) => this).call(this, statusCode, ...rest);
+    }
+  }
   Object.setPrototypeOf(GatewayIncomingMessage.prototype, app.request);
   Object.setPrototypeOf(GatewayServerResponse.prototype, app.response);
   app.request = GatewayIncomingMessage.prototype;
@@ -50,6 +63,17 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
   const options = { IncomingMessage: GatewayIncomingMessage, ServerResponse: GatewayServerResponse as PrototypeOptions['ServerResponse'] };
   bound.set(app, options);
   return options;
+}
+
+const DRAINING = Symbol('tollgate.draining');
+
+/**
+ * From now on, every response the server sends (those in flight as well as new ones) says `Connection: close` and
+ * closes its connection when done, so no client sends another request on a connection about to go. For servers
+ * made by createGatewayServer (their responses check the mark as their headers are written).
+ */
+export function closeConnectionsAfterResponses(server: Server): void {
+  (server as unknown as Record<symbol, unknown>)[DRAINING] = true;
 }
 
 /**

@@ -4,8 +4,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import express from 'express';
 import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { createGatewayServer, expressPrototypes } from '../src/http-server.js';
+import { connect, type AddressInfo } from 'node:net';
+import { closeConnectionsAfterResponses, createGatewayServer, expressPrototypes } from '../src/http-server.js';
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -92,3 +92,62 @@ describe('expressPrototypes', () => {
     expect(expressPrototypes(app)).toBe(opts);
   });
 });
+
+describe('closeConnectionsAfterResponses', () => {
+  /** One raw keep-alive connection: sends `requests`, resolves with everything received once the server closes it. */
+  function rawExchange(url: string, requests: string[], afterFirstSent: () => void): Promise<string> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(requests[0]);
+        afterFirstSent();
+        for (const r of requests.slice(1)) setTimeout(() => socket.writable && socket.write(r), 20);
+      });
+      let got = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (got += d));
+      socket.on('close', () => resolve(got));
+      socket.on('error', reject);
+      setTimeout(() => reject(new Error(`the server kept the connection open; received: ${got}`)), 3000).unref();
+    });
+  }
+
+  it('makes an answer in flight, and one whose app said keep-alive, close their connection', async () => {
+    const app = express();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    app.get('/slow', async (_req, res) => {
+      await held;
+      res.set({ connection: 'keep-alive', 'keep-alive': 'timeout=5' }).json({ slow: true });
+    });
+    app.get('/fast', (_req, res) => res.json({ fast: true }));
+    const s = createGatewayServer(app);
+    const url = await listen(s);
+
+    // Before the mark, a keep-alive connection stays open between requests.
+    const before = await fetch(`${url}/fast`);
+    expect(before.headers.get('connection')).toBe('keep-alive');
+    await before.text();
+
+    const received = rawExchange(url, ['GET /slow HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /fast HTTP/1.1\r\nHost: x\r\n\r\n'], () => {
+      setTimeout(() => {
+        closeConnectionsAfterResponses(s);
+        release();
+      }, 20);
+    });
+    const text = await received;
+    // The in-flight answer came, said close, dropped the Keep-Alive hint, and the connection was closed after it:
+    // the second request on it was never answered.
+    expect(text).toMatch(/^HTTP\/1\.1 200 OK/);
+    expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    expect(text).not.toMatch(/\r\nkeep-alive:/i);
+    expect(text).toContain('{"slow":true}');
+    expect(text).not.toContain('"fast"');
+
+    // A new request after the mark is answered, with Connection: close too.
+    const after = await fetch(`${url}/fast`);
+    expect(after.headers.get('connection')).toBe('close');
+    expect(await after.json()).toEqual({ fast: true });
+  });
+});
+
