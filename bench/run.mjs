@@ -31,6 +31,9 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --node-flag FLAG      a Node/V8 option for Tollgate's process, e.g. --node-flag=--max-semi-space-size=32
                         (repeatable; an experiment: Tollgate ships without any)
   --compare-workers     extra scenario w: scenario a's load on Tollgate with 1 and with 2 workers
+  --baseline-prototypes run the baseline with Tollgate's fix for Express's per-request Object.setPrototypeOf
+                        (src/http-server.ts expressPrototypes): what Tollgate's features cost over a tuned Express,
+                        not the budget's baseline (bench/README.md)
   --profile             run Tollgate and the baseline under node --cpu-prof (profiles in bench/results/):
                         Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function
   --loader NAME         autocannon or wrk (default: wrk when \`command -v wrk\` finds it, else autocannon)
@@ -60,6 +63,7 @@ function parseOptions(argv) {
         workers: { type: 'string' },
         'node-flag': { type: 'string', multiple: true },
         'compare-workers': { type: 'boolean', default: false },
+        'baseline-prototypes': { type: 'boolean', default: false },
         profile: { type: 'boolean', default: false },
         loader: { type: 'string' },
         'wrk-threads': { type: 'string' },
@@ -101,6 +105,7 @@ function parseOptions(argv) {
     workers: values.workers === undefined ? undefined : Math.floor(int('workers', values.workers, 1)),
     nodeFlags: nodeFlags(values['node-flag'] ?? []),
     compareWorkers: values['compare-workers'],
+    baselinePrototypes: values['baseline-prototypes'],
     profile: values.profile,
     loader,
     wrkThreads: Math.floor(int('wrk-threads', values['wrk-threads'], 1)),
@@ -612,7 +617,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   if (profileDir) for (const d of ['baseline', 'tollgate']) mkdirSync(join(profileDir, d), { recursive: true });
   const baselineProc = await procs.forkHelper('baseline', join(HERE, 'baseline-proxy.mjs'), [upstreamUrl], {
     execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
-    env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir }),
+    env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir, ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/http-server.js') } : {}) }),
   });
   const baseline = { name: 'baseline', url: `http://127.0.0.1:${baselineProc.port}`, pid: baselineProc.pid, prober: new Prober('baseline', baselineProbeDir, () => [baselineProc.pid]) };
   log(`upstream ${upstreamUrl}, baseline ${baseline.url}`);
@@ -771,7 +776,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   const print = (s = '') => process.stdout.write(s + '\n');
   print();
-  print(`Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}${opts.nodeFlags.length ? `; Tollgate run with ${opts.nodeFlags.join(' ')}` : ''}`);
+  print(`Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}${opts.nodeFlags.length ? `; Tollgate run with ${opts.nodeFlags.join(' ')}` : ''}${opts.baselinePrototypes ? '; BASELINE WITH TOLLGATE\'S PROTOTYPE FIX (--baseline-prototypes): not the budget\'s baseline' : ''}`);
   const others = median(runs.map((r) => r.otherCores));
   print(`Other processes on this machine used a median ${fmt(others, 2)} of ${cpus().length} cores during the runs${others > 0.25 ? ': expect noise, prefer the ratios and CPU us/req, and more rounds' : ''}.`);
   print();
