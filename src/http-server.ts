@@ -1,6 +1,7 @@
-// The gateway's HTTP server: Node's, with two request shapes handled the way a gateway should rather than the way
-// Node does by default.
-import { createServer, IncomingMessage, ServerResponse, type RequestListener, type Server, type ServerOptions } from 'node:http';
+// The gateway's HTTP server: Node's, with requests and responses built the way Express wants them (so its
+// per-request prototype change is a no-op), responses that close their connections once the server drains, and two
+// request shapes handled the way a gateway should rather than the way Node does by default.
+import { createServer, IncomingMessage, ServerResponse, type OutgoingHttpHeader, type RequestListener, type Server, type ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
@@ -49,6 +50,14 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
     // answers, in flight or new, close their connection, without a list of responses kept per request.
     override writeHead(statusCode: number, ...rest: unknown[]): this {
       if ((this.socket as (Socket & { server?: Record<symbol, unknown> }) | null)?.server?.[DRAINING]) {
+        // Headers given to writeHead itself would be written after (and win over) what is set here: set them first.
+        const last = rest[rest.length - 1];
+        if (last !== null && typeof last === 'object' && !Array.isArray(last)) {
+          rest.pop();
+          for (const [name, value] of Object.entries(last as Record<string, OutgoingHttpHeader | undefined>)) {
+            if (value !== undefined) this.setHeader(name, value);
+          }
+        }
         this.shouldKeepAlive = false;
         if (this.hasHeader('connection')) this.setHeader('connection', 'close');
         this.removeHeader('keep-alive');

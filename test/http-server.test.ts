@@ -121,6 +121,10 @@ describe('closeConnectionsAfterResponses', () => {
       res.set({ connection: 'keep-alive', 'keep-alive': 'timeout=5' }).json({ slow: true });
     });
     app.get('/fast', (_req, res) => res.json({ fast: true }));
+    app.get('/own', (_req, res) => {
+      res.writeHead(200, { connection: 'keep-alive', 'keep-alive': 'timeout=5', 'content-type': 'text/plain', 'x-own': 'yes' });
+      res.end('own');
+    });
     const s = createGatewayServer(app);
     const url = await listen(s);
 
@@ -144,10 +148,15 @@ describe('closeConnectionsAfterResponses', () => {
     expect(text).toContain('{"slow":true}');
     expect(text).not.toContain('"fast"');
 
-    // A new request after the mark is answered, with Connection: close too.
+    // A new request after the mark is answered, with Connection: close too, also when the app hands writeHead a
+    // keep-alive of its own.
     const after = await fetch(`${url}/fast`);
     expect(after.headers.get('connection')).toBe('close');
     expect(await after.json()).toEqual({ fast: true });
+    const own = await fetch(`${url}/own`);
+    expect(own.headers.get('connection')).toBe('close');
+    expect(own.headers.get('x-own')).toBe('yes');
+    expect(await own.text()).toBe('own');
   });
 });
 
