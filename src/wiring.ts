@@ -40,7 +40,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
   const readiness: ReadinessCheck[] = [];
   if (redisCfg) {
-    const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, autoPipelining: redisCfg.autoPipelining, name: 'tollgate-gateway' });
+    const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
     redis = client;
     const keyspace = new Keyspace(redisCfg.prefix);
     const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, () => client.status === 'ready');

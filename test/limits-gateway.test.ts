@@ -365,30 +365,6 @@ describe('trustProxy false', () => {
   });
 });
 
-describe('redis.autoPipelining', () => {
-  for (const autoPipelining of [false, true]) {
-    it(`${autoPipelining ? 'on' : 'off (the default)'}: the gateway's client is set so, and a key's limit holds exactly under concurrent requests`, async () => {
-      const own = await TestRedis.start();
-      const redisCfg = { url: own.url, prefix: 'gwtest:', commandTimeoutMs: 500, ...(autoPipelining ? { autoPipelining } : {}) };
-      const gw = await startLimitsGateway(testConfig({ ...rawConfig('redis', {}, own.url), redis: redisCfg }));
-      try {
-        expect(gw.runtime.config.redis?.autoPipelining).toBe(autoPipelining);
-        expect(gw.parts.redis?.options.enableAutoPipelining).toBe(autoPipelining);
-        const { key } = await gw.createKey({ plan: 'free', perMinute: 7 });
-        const answers = await Promise.all(
-          Array.from({ length: 20 }, () => request(gw.url).get('/v1/categories').set('authorization', `Bearer ${key}`)),
-        );
-        const statuses = answers.map((r) => r.status).sort();
-        expect(statuses.filter((s) => s === 200)).toHaveLength(7);
-        expect(statuses.filter((s) => s === 429)).toHaveLength(13);
-      } finally {
-        await gw.close();
-        await own.stop();
-      }
-    });
-  }
-});
-
 describe('Redis round trips (a private Redis used by this gateway alone)', () => {
   let own: TestRedis;
   let admin: Redis;

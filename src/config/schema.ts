@@ -50,8 +50,6 @@ const redis = z.strictObject({
   failMode: z.enum(['open', 'closed']).default('open'),
   /** No request waits longer than this on Redis in total. */
   commandTimeoutMs: positiveInt().default(100),
-  /** Batch the commands issued in one event-loop tick into one write (ioredis auto-pipelining). */
-  autoPipelining: z.boolean().default(false),
 });
 
 const log = z.strictObject({

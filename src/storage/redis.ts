@@ -12,13 +12,6 @@ export interface RedisClientOptions {
    * queueing for the reconnect; one-shot CLI clients prefer to wait for the first connection.
    */
   failFast: boolean;
-  /**
-   * ioredis auto-pipelining: commands issued in one tick go out in one write. Off by default for the gateway: each
-   * request sends one command, and the pipeline map ioredis adds to and deletes from every tick kept about 1.2 KB of
-   * every request alive into old space, for no CPU saved on loopback (bench/README.md). Clients that send bursts of
-   * commands (the CLI, the pet store) keep it on.
-   */
-  autoPipelining?: boolean;
 }
 
 export function createRedisClient(opts: RedisClientOptions): Redis {
@@ -28,7 +21,7 @@ export function createRedisClient(opts: RedisClientOptions): Redis {
     commandTimeout: opts.commandTimeoutMs,
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
     enableOfflineQueue: !opts.failFast,
-    enableAutoPipelining: opts.autoPipelining ?? true,
+    enableAutoPipelining: true,
     maxRetriesPerRequest: opts.failFast ? 0 : 1,
     // Reconnect quickly and keep trying: an outage should end the moment Redis is back.
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
