@@ -11,6 +11,32 @@ import { H, isSaneRequestId } from './headers.js';
 const AWAITING_CONTINUE = Symbol('tollgate.awaitingContinue');
 type MaybeAwaiting = ServerResponse & { [AWAITING_CONTINUE]?: boolean };
 
+const DRAINING = Symbol('tollgate.draining');
+
+/**
+ * From now on, every response the server sends (those in flight as well as new ones) says `Connection: close` and
+ * closes its connection when done, so no client sends another request on a connection about to go. For servers
+ * made by createGatewayServer (their responses check the mark as their headers are written).
+ */
+export function closeConnectionsAfterResponses(server: Server): void {
+  (server as unknown as Record<symbol, unknown>)[DRAINING] = true;
+}
+
+/** A draining server's response, about to write its headers (`writeHeadArgs`: what came after the status code). */
+function closeAfterThis(res: ServerResponse, writeHeadArgs: unknown[]): void {
+  // Headers given to writeHead itself would be written after (and win over) what is set here: set them first.
+  const last = writeHeadArgs[writeHeadArgs.length - 1];
+  if (last !== null && typeof last === 'object' && !Array.isArray(last)) {
+    writeHeadArgs.pop();
+    for (const [name, value] of Object.entries(last as Record<string, OutgoingHttpHeader | undefined>)) {
+      if (value !== undefined) res.setHeader(name, value);
+    }
+  }
+  res.shouldKeepAlive = false;
+  if (res.hasHeader('connection')) res.setHeader('connection', 'close');
+  res.removeHeader('keep-alive');
+}
+
 /** What an Express app carries besides being a request listener: the prototypes it gives every req and res. */
 interface ExpressLike {
   request: object;
@@ -49,19 +75,7 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
     // Every response's headers pass through here (write() and end() without it call it too): a draining server's
     // answers, in flight or new, close their connection, without a list of responses kept per request.
     override writeHead(statusCode: number, ...rest: unknown[]): this {
-      if ((this.socket as (Socket & { server?: Record<symbol, unknown> }) | null)?.server?.[DRAINING]) {
-        // Headers given to writeHead itself would be written after (and win over) what is set here: set them first.
-        const last = rest[rest.length - 1];
-        if (last !== null && typeof last === 'object' && !Array.isArray(last)) {
-          rest.pop();
-          for (const [name, value] of Object.entries(last as Record<string, OutgoingHttpHeader | undefined>)) {
-            if (value !== undefined) this.setHeader(name, value);
-          }
-        }
-        this.shouldKeepAlive = false;
-        if (this.hasHeader('connection')) this.setHeader('connection', 'close');
-        this.removeHeader('keep-alive');
-      }
+      if ((this.socket as (Socket & { server?: Record<symbol, unknown> }) | null)?.server?.[DRAINING]) closeAfterThis(this, rest);
       return (super.writeHead as (this: ServerResponse, code: number, ...more: unknown[]) => this).call(this, statusCode, ...rest);
     }
   }
@@ -72,17 +86,6 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
   const options = { IncomingMessage: GatewayIncomingMessage, ServerResponse: GatewayServerResponse as PrototypeOptions['ServerResponse'] };
   bound.set(app, options);
   return options;
-}
-
-const DRAINING = Symbol('tollgate.draining');
-
-/**
- * From now on, every response the server sends (those in flight as well as new ones) says `Connection: close` and
- * closes its connection when done, so no client sends another request on a connection about to go. For servers
- * made by createGatewayServer (their responses check the mark as their headers are written).
- */
-export function closeConnectionsAfterResponses(server: Server): void {
-  (server as unknown as Record<symbol, unknown>)[DRAINING] = true;
 }
 
 /**

@@ -1,9 +1,10 @@
 // The gateway's HTTP server has Node create requests and responses that already carry the Express app's prototypes
-// (expressPrototypes), so Express's per-request Object.setPrototypeOf changes nothing. These tests check that Node really builds them so,
-// and that everything Express and Node do with them still works: Express helpers, a 100-continue answer, keep-alive.
+// (expressPrototypes), so Express's per-request Object.setPrototypeOf changes nothing. These tests check that Node
+// really builds them so, and that everything Express and Node do with them still works: Express helpers, a
+// 100-continue answer, keep-alive; and that a draining server's answers close their connections.
 import { afterEach, describe, expect, it } from 'vitest';
 import express from 'express';
-import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Agent, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { closeConnectionsAfterResponses, createGatewayServer, expressPrototypes } from '../src/http-server.js';
 
@@ -57,7 +58,7 @@ describe('expressPrototypes', () => {
     s.on('checkContinue', (_req: IncomingMessage, res: ServerResponse) => res.writeContinue());
     const url = await listen(s);
 
-    const agent = new (await import('node:http')).Agent({ keepAlive: true, maxSockets: 1 });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const post = (expectContinue: boolean) =>
       new Promise<{ status: number; body: string; reused: boolean }>((resolve, reject) => {
         const headers: Record<string, string> = { 'content-type': 'text/plain', 'content-length': '5' };
@@ -94,14 +95,14 @@ describe('expressPrototypes', () => {
 });
 
 describe('closeConnectionsAfterResponses', () => {
-  /** One raw keep-alive connection: sends `requests`, resolves with everything received once the server closes it. */
-  function rawExchange(url: string, requests: string[], afterFirstSent: () => void): Promise<string> {
+  /** One raw keep-alive connection: sends `first`, then `later` ones; resolves with all received once it is closed. */
+  function rawExchange(url: string, [first, ...later]: [string, ...string[]], afterFirstSent: () => void): Promise<string> {
     const { hostname, port } = new URL(url);
     return new Promise((resolve, reject) => {
       const socket = connect(Number(port), hostname, () => {
-        socket.write(requests[0]);
+        socket.write(first);
         afterFirstSent();
-        for (const r of requests.slice(1)) setTimeout(() => socket.writable && socket.write(r), 20);
+        for (const r of later) setTimeout(() => socket.writable && socket.write(r), 20);
       });
       let got = '';
       socket.setEncoding('utf8');

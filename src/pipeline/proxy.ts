@@ -181,9 +181,10 @@ export function createProxy(opts: ProxyOptions) {
         else delete h[name];
       }
     }
-    // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close"
-    // (and the drain's): state what this client connection really does. A connection kept open also gets the
-    // Keep-Alive hint Node gives its own answers, so clients stop reusing it before the server's idle timeout.
+    // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close":
+    // state what this client connection really does. A connection kept open also gets the Keep-Alive hint Node gives
+    // its own answers, so clients stop reusing it before the server's idle timeout. (A draining server turns both
+    // into Connection: close as the headers are written: closeConnectionsAfterResponses in http-server.ts.)
     const own = res.getHeader('connection');
     if (own !== undefined) h.connection = String(own);
     else if (!res.shouldKeepAlive) h.connection = 'close';
