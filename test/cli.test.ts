@@ -44,12 +44,13 @@ function writeConfig(text: string, name = `gateway-${++fileCounter}.yaml`): stri
   return path;
 }
 
-function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number } = {}): string {
+function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number; heapGrowthPercent?: number } = {}): string {
   return [
     'server:',
     '  host: 127.0.0.1',
     `  port: ${opts.port ?? 0}`,
     `  drainTimeoutMs: ${opts.drainTimeoutMs ?? 3000}`,
+    ...(opts.heapGrowthPercent === undefined ? [] : [`  heapGrowthPercent: ${opts.heapGrowthPercent}`]),
     'upstream:',
     `  url: ${up.url}`,
     `  timeoutMs: ${opts.upstreamTimeoutMs ?? 5000}`,
@@ -71,12 +72,12 @@ const PETS_ROUTE = [
   '    link: https://example.com/docs/migrate-pets',
 ].join('\n');
 
-async function startServe(args: string[], env = cleanEnv()): Promise<{ proc: CliProcess; url: string; port: number }> {
+async function startServe(args: string[], env = cleanEnv()): Promise<{ proc: CliProcess; url: string; port: number; line: Record<string, unknown> }> {
   const proc = CliProcess.start(['serve', ...args], env);
   const line = await proc.waitForLog('tollgate gateway listening');
   const url = String(line.url);
   expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-  return { proc, url, port: Number(new URL(url).port) };
+  return { proc, url, port: Number(new URL(url).port), line };
 }
 
 function httpGetJson(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders; body: string }> {
@@ -175,8 +176,10 @@ describe('serve', () => {
   it('listens on the port PORT names (0: any free one), reading the file TOLLGATE_CONFIG names, and proxies to the upstream', async () => {
     // The file asks for port 1, which the environment overrides.
     const path = writeConfig(gatewayYaml({ port: 1 }));
-    const { proc, url } = await startServe([], cleanEnv({ TOLLGATE_CONFIG: path, PORT: '0' }));
+    const { proc, url, line } = await startServe([], cleanEnv({ TOLLGATE_CONFIG: path, PORT: '0' }));
     try {
+      // The default heap growth is applied, and said at start-up.
+      expect(line.heapGrowthPercent).toBe(35);
       const res = await httpGetJson(`${url}/v1/categories?limit=2`, { authorization: AUTH });
       expect(res.status).toBe(200);
       expect(up.seen.map((s) => s.url)).toEqual(['/v1/categories?limit=2']);
@@ -195,6 +198,16 @@ describe('serve', () => {
       expect(metrics.body).toMatch(/^tollgate_http_requests_total\{[^}]*\} [1-9]/m);
       // Process metrics are on too, under the tollgate_ prefix.
       expect(metrics.body).toMatch(/^tollgate_process_cpu_user_seconds_total /m);
+    } finally {
+      proc.signal('SIGTERM');
+      expect((await proc.waitForExit(5000)).code).toBe(0);
+    }
+  });
+
+  it('server.heapGrowthPercent: 0 leaves the heap growth to V8, and says so', async () => {
+    const { proc, line } = await startServe(['--config', writeConfig(gatewayYaml({ heapGrowthPercent: 0 }))]);
+    try {
+      expect(line.heapGrowthPercent).toBe('v8');
     } finally {
       proc.signal('SIGTERM');
       expect((await proc.waitForExit(5000)).code).toBe(0);

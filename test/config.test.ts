@@ -43,6 +43,7 @@ describe('defaults', () => {
         trustProxy: false,
         maxBodyBytes: 1_048_576,
         workers: 1,
+        heapGrowthPercent: 35,
         drainTimeoutMs: 10_000,
         headersTimeoutMs: 10_000,
         requestTimeoutMs: 30_000,

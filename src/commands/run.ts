@@ -9,6 +9,7 @@ import { Metrics } from '../metrics.js';
 import { buildParts } from '../wiring.js';
 import { isPrimary, runPrimary, workerCount } from '../cluster.js';
 import { Runtime } from '../runtime.js';
+import { applyHeapGrowth } from '../heap.js';
 import { CliError } from './cli-error.js';
 
 export async function runServe(configPath: string): Promise<void> {
@@ -27,12 +28,16 @@ export async function runServe(configPath: string): Promise<void> {
     });
     return;
   }
+  const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
   const runtime = new Runtime(config);
   const parts = await buildParts(runtime, logger, metrics, systemClock);
   const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
   handleSignals(gw, logger);
-  logger.info({ url: gw.url, upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory' }, 'tollgate gateway listening');
+  logger.info(
+    { url: gw.url, upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory', heapGrowthPercent: heapGrowthPercent ?? 'v8' },
+    'tollgate gateway listening',
+  );
 }
 
 export async function runPetstore(opts: { port: number; host: string }): Promise<void> {
@@ -51,6 +56,7 @@ export async function runDev(opts: { port: number }): Promise<void> {
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
   const parsed = validateConfig({ server: { port: opts.port }, upstream: { url: petstore.url }, log: { level: 'warn' } });
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
+  applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
   const runtime = new Runtime(parsed.config);
   const parts = await buildParts(runtime, logger, metrics, systemClock);

@@ -18,6 +18,12 @@ const server = z.strictObject({
   maxBodyBytes: z.number().int().min(0).default(1_048_576),
   /** Gateway processes sharing the port (node:cluster): a number, or "auto" for one per core. */
   workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1),
+  /**
+   * How far V8's old generation may grow past the live heap before a full collection, in percent (0: V8's own
+   * dynamic choice, which reaches 300 on 64-bit hosts). Bounds the gateway's resident memory; applied at start-up
+   * (src/heap.ts).
+   */
+  heapGrowthPercent: z.number().int().min(0).max(1000).default(35),
   /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before the process exits anyway. */
   drainTimeoutMs: z.number().int().min(0).default(10_000),
   /** A client must send its full request headers within this time (slowloris guard). */
