@@ -29,12 +29,29 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       serializers: { req: redactRequestHeaders },
       timestamp: isoTime,
     },
-    // Asynchronous writes: a slow stdout consumer must not stall the request path. While a write is in flight, lines
-    // queue in chunks of up to maxWrite bytes, and each new line re-measures (so re-copies) the chunk it joins: 4 KB
-    // chunks instead of the default 16 KB cut that copying, about 5 KB per logged request under load, by three
-    // quarters, and still write a busy second's lines in a few hundred writes.
-    destination ?? pino.destination({ dest: 1, sync: false, maxWrite: 4096 }),
+    destination ?? logDestination(1),
   );
+}
+
+/** Largest single write of queued log lines. */
+export const LOG_MAX_WRITE = 256 * 1024;
+
+/**
+ * The log stream on `fd`: pino's sonic-boom, asynchronous, so a slow consumer of stdout does not stall the request
+ * path. Lines are queued as Buffers (sonic-boom's buffer mode, which keeps each chunk's byte length as it goes) and
+ * everything queued while a write was in flight goes out in the next one, up to LOG_MAX_WRITE bytes.
+ *
+ * Its default text mode writes one chunk of at most maxWrite bytes per write, and re-measures (so re-copies) that
+ * chunk on every line it joins. Each write is a round trip through libuv's thread pool that completes only when the
+ * event loop comes round, so under load the log drained a few KB per turn of the loop while a turn's requests logged
+ * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/README.md, "RSS").
+ */
+export function logDestination(fd: number): DestinationStream {
+  const stream = pino.destination({ dest: fd, sync: false, contentMode: 'buffer', maxWrite: LOG_MAX_WRITE });
+  // pino writes strings; buffer mode takes Buffers. sonic-boom sets write per instance, according to the mode.
+  const writeBuffer = stream.write as unknown as (chunk: Buffer) => boolean;
+  stream.write = (line: string): boolean => writeBuffer.call(stream, Buffer.from(line));
+  return stream;
 }
 
 /**
