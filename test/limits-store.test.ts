@@ -2,7 +2,8 @@
 // by a ManualClock) and RedisLimiterStore (a private redis-server; time "moved" by shifting every TTL and ban
 // timestamp of the id back, which is what the passing of time does to that state), plus Redis-only checks:
 // real-time ban expiry on Redis TIME, atomicity under concurrency, and the Cluster hash tag of every key touched.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { ManualClock } from '../src/clock.js';
@@ -10,7 +11,7 @@ import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { createRedisClient } from '../src/storage/redis.js';
+import { createRedisClient, waitForReady } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { clientAddresses, monitorRedis } from './helpers/limits.js';
 
@@ -367,6 +368,35 @@ describe('RedisLimiterStore only', () => {
     expect(revoked.outcome).toBe('invalid_key');
     // A refused key uses no quota: only the two admitted checks were counted.
     expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBe(2);
+  });
+
+  it('writes a lone check to the socket at once; checks that overlap share one auto-pipelined write', async () => {
+    await waitForReady(client, 5000);
+    const id = newId('write');
+    const limits = { perMinute: 1000, perDay: 1000 };
+    const socket = (client as unknown as { stream: Socket }).stream;
+    const write = vi.spyOn(socket, 'write');
+    try {
+      // Alone: the command is on the socket before check() returns (auto-pipelining would write it from setImmediate).
+      const lone = redisStore.check(id, limits, NO_BANS);
+      expect(write).toHaveBeenCalledTimes(1);
+      expect(await lone).toMatchObject({ outcome: 'admitted', minute: { used: 1 } });
+
+      // 20 at once: the first is written at once, the 19 that overlap it in one write.
+      write.mockClear();
+      const burst = await Promise.all(Array.from({ length: 20 }, () => redisStore.check(id, limits, NO_BANS)));
+      expect(write).toHaveBeenCalledTimes(2);
+      expect(burst.map((d) => d.minute.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
+
+      // Redis lost its script cache (a restart): both ways of sending fall back to EVAL and answer.
+      await admin.script('FLUSH');
+      expect((await redisStore.check(id, limits, NO_BANS)).minute.used).toBe(22);
+      await admin.script('FLUSH');
+      const again = await Promise.all(Array.from({ length: 5 }, () => redisStore.check(id, limits, NO_BANS)));
+      expect(again.map((d) => d.minute.used).sort((a, b) => a - b)).toEqual([23, 24, 25, 26, 27]);
+    } finally {
+      write.mockRestore();
+    }
   });
 
   it('ends bans and forgets levels on Redis time (real waits, second-scale durations)', async () => {

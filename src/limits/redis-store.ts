@@ -77,8 +77,14 @@ return {'admitted', m, mttl, d, dttl, 0, level}
 
 type ScriptReply = [Outcome, number, number, number, number, number, number];
 
-/** The client with the script defined on it as a command. */
-type WithCheck = Redis & { tollgateCheck(...args: Array<string | number>): Promise<ScriptReply> };
+/**
+ * The script is defined on the client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
+ * and one it sends at once (it is in the client's autoPipeliningIgnoredCommands).
+ */
+const PIPELINED = 'tollgateCheck';
+const AT_ONCE = 'tollgateCheckNow';
+type CheckCommand = (...args: Array<string | number>) => Promise<ScriptReply>;
+type WithCheck = Redis & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
@@ -89,20 +95,40 @@ export class RedisLimiterStore implements LimiterStore {
     private readonly ks: Keyspace,
   ) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
-    if (!('tollgateCheck' in redis)) redis.defineCommand('tollgateCheck', { numberOfKeys: 5, lua: CHECK_SCRIPT });
+    if (!(PIPELINED in redis)) {
+      redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+      redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+      // A new array: ioredis's default one is shared by every client.
+      redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
+    }
     this.redis = redis as WithCheck;
   }
 
+  /** Checks sent and not yet answered. */
+  private awaiting = 0;
+
   async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = ''): Promise<Decision> {
-    const reply = await this.redis.tollgateCheck(
-      this.ks.minuteWindow(id),
-      this.ks.dayWindow(id),
-      this.ks.ban(id),
-      this.ks.strikes(id),
-      this.ks.keyRecord(id),
-      this.policyArg(limits, ban),
-      keyHash,
-    );
+    // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
+    // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
+    // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
+    // 0.9 ms (bench/README.md). Checks that overlap (concurrent requests) still share one write per turn.
+    const send = this.awaiting === 0 ? this.redis[AT_ONCE] : this.redis[PIPELINED];
+    this.awaiting++;
+    let reply: ScriptReply;
+    try {
+      reply = await send.call(
+        this.redis,
+        this.ks.minuteWindow(id),
+        this.ks.dayWindow(id),
+        this.ks.ban(id),
+        this.ks.strikes(id),
+        this.ks.keyRecord(id),
+        this.policyArg(limits, ban),
+        keyHash,
+      );
+    } finally {
+      this.awaiting--;
+    }
     const [outcome, m, mttl, d, dttl, retryMs, banLevel] = reply;
     return {
       outcome,
