@@ -44,7 +44,8 @@ export const LOG_MAX_WRITE = 256 * 1024;
  * Its default text mode writes one chunk of at most maxWrite bytes per write, and re-measures (so re-copies) that
  * chunk on every line it joins. Each write is a round trip through libuv's thread pool that completes only when the
  * event loop comes round, so under load the log drained a few KB per turn of the loop while a turn's requests logged
- * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/README.md, "This round: RSS").
+ * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/README.md, "RSS: the log backlog and
+ * V8's heap growth").
  */
 export function logDestination(fd: number): DestinationStream {
   const stream = pino.destination({ dest: fd, sync: false, contentMode: 'buffer', maxWrite: LOG_MAX_WRITE });
