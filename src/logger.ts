@@ -36,6 +36,9 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
 /** Largest single write of queued log lines. */
 export const LOG_MAX_WRITE = 256 * 1024;
 
+/** The default bound of the log queue (log.maxBufferBytes). */
+export const DEFAULT_LOG_BUFFER_BYTES = 16 * 1024 * 1024;
+
 /**
  * The log stream on `fd`: pino's sonic-boom, asynchronous, so a slow consumer of stdout does not stall the request
  * path. Lines are queued as Buffers (sonic-boom's buffer mode, which keeps each chunk's byte length as it goes) and
@@ -47,12 +50,60 @@ export const LOG_MAX_WRITE = 256 * 1024;
  * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/README.md, "RSS: the log backlog and
  * V8's heap growth").
  */
-export function logDestination(fd: number): DestinationStream {
-  const stream = pino.destination({ dest: fd, sync: false, contentMode: 'buffer', maxWrite: LOG_MAX_WRITE });
+export function logDestination(fd: number, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): DestinationStream {
+  // maxLength: a line that would take the queue past maxBufferBytes is dropped (a 'drop' event; see reportLogDrops),
+  // so a stdout nobody reads (a stalled log collector, a full pipe) costs a bounded amount of memory, not the process.
+  const stream = pino.destination({
+    dest: fd,
+    sync: false,
+    contentMode: 'buffer',
+    maxWrite: LOG_MAX_WRITE,
+    maxLength: maxBufferBytes,
+  });
   // pino writes strings; buffer mode takes Buffers. sonic-boom sets write per instance, according to the mode.
   const writeBuffer = stream.write as unknown as (chunk: Buffer) => boolean;
   stream.write = (line: string): boolean => writeBuffer.call(stream, Buffer.from(line));
   return stream;
+}
+
+/**
+ * Counts the lines the logger's stream drops (its queue was full: see logDestination), calling onDrop for each, and
+ * once the stream takes lines again logs a warning with how many were lost since the last one. Tried every
+ * intervalMs while lines are being lost; a notice that is itself dropped is not counted and is tried again.
+ */
+export function reportLogDrops(logger: Logger, onDrop: () => void = () => {}, intervalMs = 1000): void {
+  const stream = streamOf(logger);
+  if (typeof stream?.on !== 'function') return;
+  let dropped = 0;
+  let reported = 0;
+  let noticing = false;
+  let noticeDropped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const notice = (): void => {
+    const lost = dropped - reported;
+    noticing = true;
+    noticeDropped = false;
+    // The stream drops synchronously, inside this call, when it is still full.
+    logger.warn({ droppedLines: lost }, 'log output fell behind: lines were dropped');
+    noticing = false;
+    if (noticeDropped) return;
+    reported += lost;
+    clearInterval(timer);
+    timer = undefined;
+  };
+  stream.on('drop', () => {
+    if (noticing) {
+      noticeDropped = true;
+      return;
+    }
+    dropped++;
+    onDrop();
+    if (!timer) timer = setInterval(notice, intervalMs).unref();
+  });
+}
+
+function streamOf(logger: Logger): { on?: (event: string, fn: () => void) => void } | undefined {
+  return (logger as unknown as Record<symbol, { on?: (event: string, fn: () => void) => void } | undefined>)[pino.symbols.streamSym];
 }
 
 /**

@@ -82,6 +82,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly logLinesDropped = new Counter({
+    name: 'tollgate_log_lines_dropped_total',
+    help: 'Log lines dropped because stdout was not taking them and log.maxBufferBytes were already queued.',
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' });
   }

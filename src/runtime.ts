@@ -42,12 +42,16 @@ export class Runtime {
    */
   apply(next: Config): string[] {
     const ignored = RESTART_ONLY.filter(([k]) => JSON.stringify(next[k]) !== JSON.stringify(this.state.config[k])).map(([, label]) => label);
+    // The log level is reloaded; the log queue's bound belongs to the stream built at start-up.
+    const maxBufferBytes = this.state.config.log.maxBufferBytes;
+    if (next.log.maxBufferBytes !== maxBufferBytes) ignored.push('log.maxBufferBytes');
     const merged: Config = Object.freeze({
       ...next,
       server: this.state.config.server,
       upstream: this.state.config.upstream,
       redis: this.state.config.redis,
       keys: this.state.config.keys,
+      log: { ...next.log, maxBufferBytes },
     });
     const prev = this.state;
     this.state = { config: merged, routes: compileRoutes(merged.routes) };

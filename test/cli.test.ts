@@ -1,14 +1,16 @@
 // The built CLI as users run it (CONTRACT §1, §2, §3 "SIGTERM"): `node dist/cli.js` in a child process.
 // Needs dist/ (npm test builds first). Uses loopback only: a TestUpstream, and a private TestRedis for the petstore.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { get as httpGet, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { CliProcess, assertBuilt, cleanEnv, tryConnect, runCli, type LogLine } from './helpers/cli.js';
+import { CLI, CliProcess, REPO, assertBuilt, cleanEnv, tryConnect, runCli, type LogLine } from './helpers/cli.js';
 import { RawConnection } from './helpers/gateway.js';
-import { TestRedis } from './helpers/redis-server.js';
+import { TestRedis, freePort } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 
 const BAD_FIXTURE = 'test/fixtures/config/wrong-types.yaml';
@@ -44,7 +46,7 @@ function writeConfig(text: string, name = `gateway-${++fileCounter}.yaml`): stri
   return path;
 }
 
-function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number; heapGrowthPercent?: number } = {}): string {
+function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number; heapGrowthPercent?: number; logMaxBufferBytes?: number } = {}): string {
   return [
     'server:',
     '  host: 127.0.0.1',
@@ -56,6 +58,7 @@ function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: nu
     `  timeoutMs: ${opts.upstreamTimeoutMs ?? 5000}`,
     'log:',
     '  level: info',
+    ...(opts.logMaxBufferBytes === undefined ? [] : [`  maxBufferBytes: ${opts.logMaxBufferBytes}`]),
     opts.routes ?? 'routes: []',
     'keys:',
     `  - { id: cli-test, plan: enterprise, sha256: "${hashKey(KEY)}" }`,
@@ -214,6 +217,44 @@ describe('serve', () => {
     }
   });
 
+  it('log.maxBufferBytes: while nobody reads its stdout, the gateway keeps answering, drops log lines and counts them', async () => {
+    const port = await freePort();
+    const path = writeConfig(gatewayYaml({ port, logMaxBufferBytes: 1_048_576 }));
+    const child = spawn(process.execPath, [CLI, 'serve', '--config', path], { cwd: REPO, env: cleanEnv(), stdio: ['ignore', 'pipe', 'inherit'] });
+    // The log's reader stalls: the pipe (64 KB) fills, then the gateway's queue up to its 1 MiB bound.
+    child.stdout.pause();
+    const base = `http://127.0.0.1:${port}`;
+    const dropped = async () => Number(/^tollgate_log_lines_dropped_total (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1] ?? NaN);
+    try {
+      const deadline = Date.now() + 10_000;
+      while ((await fetch(`${base}/healthz`).then((r) => r.status, () => 0)) !== 200) {
+        if (Date.now() > deadline) throw new Error('the gateway did not start');
+        await sleep(50);
+      }
+      expect(await dropped()).toBe(0);
+      // 5,000 requests: an access-log line each, about 1.7 MB in all.
+      const statuses = new Map<number, number>();
+      let sent = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (sent < 5_000) {
+            sent++;
+            const res = await fetch(`${base}/v1/pets/1`, { headers: { authorization: AUTH } });
+            await res.arrayBuffer();
+            statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          }
+        }),
+      );
+      expect([...statuses]).toEqual([[200, 5_000]]);
+      expect(await dropped()).toBeGreaterThan(0);
+    } finally {
+      child.stdout.resume();
+      child.kill('SIGTERM');
+      const code = await new Promise((resolve) => child.once('close', resolve));
+      expect(code).toBe(0);
+    }
+  });
+
   it('SIGHUP applies a new file without dropping an open connection, and a bad file keeps the old config', async () => {
     const path = writeConfig(gatewayYaml());
     const { proc, port } = await startServe(['--config', path]);
@@ -253,11 +294,11 @@ describe('serve', () => {
       expect(proc.running).toBe(true);
 
       // Restart-only fields are reported, not applied.
-      writeFileSync(path, gatewayYaml({ routes: PETS_ROUTE, upstreamTimeoutMs: 1234 }));
+      writeFileSync(path, gatewayYaml({ routes: PETS_ROUTE, upstreamTimeoutMs: 1234, logMaxBufferBytes: 2_097_152 }));
       mark = proc.logs.length;
       proc.signal('SIGHUP');
       const reloaded = await proc.waitForLog('config reloaded', { after: mark });
-      expect(reloaded.needsRestart).toEqual(['upstream.*']);
+      expect(reloaded.needsRestart).toEqual(['upstream.*', 'log.maxBufferBytes']);
     } finally {
       conn.destroy();
       proc.signal('SIGTERM');

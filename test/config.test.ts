@@ -50,7 +50,7 @@ describe('defaults', () => {
         keepAliveTimeoutMs: 5_000,
       },
       upstream: { url: 'http://127.0.0.1:8081', timeoutMs: 10_000, hideCredentials: true, healthPath: '/healthz', maxSockets: 256 },
-      log: { level: 'info' },
+      log: { level: 'info', maxBufferBytes: 16_777_216 },
       plans: {
         free: { perMinute: 60, perDay: 1_000 },
         pro: { perMinute: 300, perDay: 10_000 },

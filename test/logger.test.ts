@@ -3,6 +3,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { LOG_MAX_WRITE } from '../src/logger.js';
 import { REPO_ROOT, cleanEnv } from './helpers/cli-process.js';
 
 const LOGGER = join(REPO_ROOT, 'dist', 'logger.js');
@@ -124,5 +125,63 @@ describe('logDestination', () => {
       writes.mockRestore();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the log queue bound (log.maxBufferBytes)', () => {
+  it('drops and counts lines while stdout takes nothing, then says how many were lost; what was kept is whole and in order', async () => {
+    const BOUND = 1024 * 1024;
+    const N = 20_000; // about 5 MB of lines, five times the bound
+    const script = `
+      import { createLogger, closeLogs, logDestination, reportLogDrops } from ${JSON.stringify(LOGGER)};
+      void process.stdout.columns; // fd 1 non-blocking, as in the CLI: a full pipe answers EAGAIN
+      const logger = createLogger('info', logDestination(1, ${BOUND}));
+      let counted = 0;
+      reportLogDrops(logger, () => counted++, 50);
+      let i = 0;
+      for (let burst = 0; burst < ${N / 500}; burst++) {
+        for (let k = 0; k < 500; k++) logger.info({ i: i++, pad: 'x'.repeat(200) }, 'line');
+        await new Promise((r) => setImmediate(r));
+      }
+      process.stderr.write(JSON.stringify({ counted }) + '\\n');
+      // The parent starts reading now; the notice goes out once the queue has room.
+      await new Promise((r) => setTimeout(r, 1500));
+      logger.info('stopped');
+      await closeLogs(logger, 10_000);
+      process.exit(0);
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    let report = '';
+    // Nobody reads stdout until the child has logged everything: the pipe (64 KB) fills and the queue with it.
+    child.stdout.pause();
+    child.stdout.on('data', (c: Buffer) => chunks.push(c));
+    child.stderr.on('data', (c: Buffer) => {
+      report += c.toString('utf8');
+      if (report.includes('\n')) child.stdout.resume();
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', resolve);
+    });
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    const counted = (JSON.parse(report.split('\n')[0]!) as { counted: number }).counted;
+    const lines = Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i?: number; msg: string; droppedLines?: number });
+
+    const kept = lines.filter((l) => l.msg === 'line');
+    expect(counted).toBeGreaterThan(0);
+    expect(kept.length + counted).toBe(N);
+    // Bounded: what got through is at most the bound, the pipe and one write in flight, not the 5 MB logged.
+    const keptBytes = kept.reduce((n, l) => n + Buffer.byteLength(JSON.stringify(l)) + 1, 0);
+    expect(keptBytes).toBeLessThan(BOUND + 64 * 1024 + LOG_MAX_WRITE + 16 * 1024);
+    // In order, each line whole (JSON.parse above would have thrown on a cut one).
+    expect(kept.every((l, k) => k === 0 || l.i! > kept[k - 1]!.i!)).toBe(true);
+    // The loss is reported once stdout takes lines again, with the exact count.
+    const notices = lines.filter((l) => l.msg === 'log output fell behind: lines were dropped');
+    expect(notices.length).toBeGreaterThan(0);
+    expect(notices.reduce((n, l) => n + l.droppedLines!, 0)).toBe(counted);
+    expect(lines.at(-1)!.msg).toBe('stopped');
   });
 });

@@ -1,7 +1,7 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
 import { loadConfigFile, validateConfig } from '../config/load.js';
 import { handleSignals, startGateway } from '../gateway-server.js';
-import { createLogger } from '../logger.js';
+import { createLogger, logDestination, reportLogDrops } from '../logger.js';
 import { startPetstore } from '../petstore/server.js';
 import { redactRedisUrl } from '../storage/redis.js';
 import { systemClock } from '../clock.js';
@@ -18,9 +18,10 @@ export async function runServe(configPath: string): Promise<void> {
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
   }
   const config = result.config;
-  const logger = createLogger(config.log.level);
+  const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes));
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
+    reportLogDrops(logger);
     runPrimary(config, workers, logger, () => {
       const next = loadConfigFile(configPath, process.env);
       if (!next.ok) logger.error({ path: configPath, errors: next.errors }, 'config reload rejected; the old config stays in force');
@@ -30,6 +31,7 @@ export async function runServe(configPath: string): Promise<void> {
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
+  reportLogDrops(logger, () => metrics.logLinesDropped.inc());
   const runtime = new Runtime(config);
   const parts = await buildParts(runtime, logger, metrics, systemClock);
   const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
@@ -42,6 +44,7 @@ export async function runServe(configPath: string): Promise<void> {
 
 export async function runPetstore(opts: { port: number; host: string }): Promise<void> {
   const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info');
+  reportLogDrops(logger);
   const ps = await startPetstore({ host: opts.host, port: opts.port, redisUrl: process.env.REDIS_URL || undefined, logger });
   logger.info({ url: ps.url }, 'petstore listening');
   const stop = () => {
@@ -58,6 +61,7 @@ export async function runDev(opts: { port: number }): Promise<void> {
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
   applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
+  reportLogDrops(logger, () => metrics.logLinesDropped.inc());
   const runtime = new Runtime(parsed.config);
   const parts = await buildParts(runtime, logger, metrics, systemClock);
   const demo: string[] = [];

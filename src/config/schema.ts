@@ -60,6 +60,8 @@ const redis = z.strictObject({
 
 const log = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up). */
+  maxBufferBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(16_777_216),
 });
 
 const plan = z.strictObject({
