@@ -87,6 +87,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     metrics,
     memory: memoryLimits,
     onInvalidKey: (id) => keys.invalidate(id),
+    onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
     ...(shared && redisCfg ? { shared: { store: new RedisLimiterStore(shared.client, shared.keyspace), breaker: shared.breaker, failMode: redisCfg.failMode, commandTimeoutMs: redisCfg.commandTimeoutMs } } : {}),
   });
   keys.onChange((id) => keyLimiter.forget(id));

@@ -1,5 +1,6 @@
 // One behaviour suite run over both KeyStore implementations (memory, and Redis on a private redis-server):
 // create, get, list, findByHash, update with link/unlink/expire, and the change feed (publish + subscribe).
+import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -104,7 +105,7 @@ describe.each(backends)('$name', (backend) => {
     await a.create(key);
     expect(await a.get(key.id)).toEqual(key);
     expect(await b.get(key.id)).toEqual(key);
-    expect(await b.findByHash(key.hash)).toEqual(key);
+    expect((await b.findByHash(key.hash))?.key).toEqual(key);
     expect(await a.findByHash(hashKey(generateKey()))).toBeUndefined();
     expect(await a.get('key_missing')).toBeUndefined();
   });
@@ -116,7 +117,7 @@ describe.each(backends)('$name', (backend) => {
     got.status = 'revoked';
     got.plan = 'enterprise';
     const found = (await a.findByHash(key.hash))!;
-    found.hash = 'x';
+    found.key.hash = 'x';
     const listed = await a.list();
     listed[0]!.plan = 'enterprise';
     expect(await a.get(key.id)).toEqual(key);
@@ -131,7 +132,7 @@ describe.each(backends)('$name', (backend) => {
     const sameHash = newKey({ hash: key.hash }).key;
     await expect(b.create(sameHash)).rejects.toBeInstanceOf(KeyStoreError);
     expect(await a.get(sameHash.id)).toBeUndefined();
-    expect((await a.findByHash(key.hash))?.id).toBe(key.id);
+    expect((await a.findByHash(key.hash))?.key.id).toBe(key.id);
     expect((await a.list()).map((k) => k.id)).toEqual([key.id]);
   });
 
@@ -151,12 +152,12 @@ describe.each(backends)('$name', (backend) => {
     const next: StoredKey = { ...key, hash: newHash, rotatedAt: new Date().toISOString() };
     await a.update(next, { linkHash: newHash, unlinkHashes: [key.hash] });
     expect(await b.get(key.id)).toEqual(next);
-    expect(await b.findByHash(newHash)).toEqual(next);
+    expect((await b.findByHash(newHash))?.key).toEqual(next);
     expect(await b.findByHash(key.hash)).toBeUndefined();
     // A plain update (no index change) keeps the link.
     const revoked: StoredKey = { ...next, status: 'revoked', revokedAt: new Date().toISOString() };
     await a.update(revoked);
-    expect(await b.findByHash(newHash)).toEqual(revoked);
+    expect((await b.findByHash(newHash))?.key).toEqual(revoked);
     expect((await b.list()).map((k) => k.status)).toEqual(['revoked']);
   });
 
@@ -168,7 +169,7 @@ describe.each(backends)('$name', (backend) => {
     await expect(a.update(ghost, { linkHash: ghost.hash, unlinkHashes: [other.hash] })).rejects.toThrow(/no key/);
     expect(await b.get(key.id)).toBeUndefined();
     expect(await b.findByHash(ghost.hash)).toBeUndefined();
-    expect(await b.findByHash(other.hash)).toEqual(other);
+    expect((await b.findByHash(other.hash))?.key).toEqual(other);
   });
 
   it('expireHash keeps an old hash linked until the given instant, then drops it', async () => {
@@ -178,11 +179,11 @@ describe.each(backends)('$name', (backend) => {
     const atMs = Date.now() + 400;
     const next: StoredKey = { ...key, hash: newHash, prevHash: key.hash, prevHashUntil: atMs };
     await a.update(next, { linkHash: newHash, expireHash: { hash: key.hash, atMs } });
-    expect((await b.findByHash(key.hash))?.id).toBe(key.id);
-    expect((await b.findByHash(newHash))?.id).toBe(key.id);
+    expect((await b.findByHash(key.hash))?.key.id).toBe(key.id);
+    expect((await b.findByHash(newHash))?.key.id).toBe(key.id);
     await sleep(atMs - Date.now() + 100);
     expect(await b.findByHash(key.hash)).toBeUndefined();
-    expect((await b.findByHash(newHash))?.id).toBe(key.id);
+    expect((await b.findByHash(newHash))?.key.id).toBe(key.id);
     expect(await b.get(key.id)).toEqual(next);
   });
 
@@ -319,6 +320,31 @@ describe('RedisKeyStore layout', () => {
     } finally {
       r.disconnect();
     }
+  });
+
+  it("findByHash names the record's revision: the SHA-1 of its bytes as stored, new with every write; the memory store names none", async () => {
+    const ks = new Keyspace(PREFIX);
+    const store = new RedisKeyStore(redisClient(), ks);
+    // Multi-byte text: the revision is over the stored bytes, as the limit script's redis.sha1hex() sees them.
+    const { key } = newKey({ name: 'Zoë 🐾 — café' });
+    await store.create(key);
+    const r = redis.client();
+    try {
+      const raw = (await r.getBuffer(ks.keyRecord(key.id)))!;
+      const found = (await store.findByHash(key.hash))!;
+      expect(found.key).toEqual(key);
+      expect(found.revision).toBe(createHash('sha1').update(raw).digest('hex'));
+      expect(found.revision).toBe(await r.eval('return redis.sha1hex(redis.call("GET", KEYS[1]))', 1, ks.keyRecord(key.id)));
+      await store.update({ ...key, plan: 'pro' });
+      const after = (await store.findByHash(key.hash))!;
+      expect(after.key.plan).toBe('pro');
+      expect(after.revision).not.toBe(found.revision);
+    } finally {
+      r.disconnect();
+    }
+    const mem = new MemoryKeyStore();
+    await mem.create(key);
+    expect(await mem.findByHash(key.hash)).toEqual({ key });
   });
 
   it('tells subscribers to start over (onReset) after the connection to Redis comes back', async () => {

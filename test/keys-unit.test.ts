@@ -330,6 +330,48 @@ describe('KeyService (memory store, manual clock)', () => {
     expect((await service.verify(key)).ok).toBe(false);
   });
 
+  it('a limit check that confirms the cached record restarts its ttl; one that saw it change drops it; an older revision touches nothing', async () => {
+    const ttlMs = 1_000;
+    const clock = new ManualClock();
+    // The memory store names no revision; this one names one per record content, as the Redis store does.
+    class RevisionedStore extends MemoryKeyStore {
+      override async findByHash(hash: string) {
+        const found = await super.findByHash(hash);
+        return found && { ...found, revision: hashKey(JSON.stringify(found.key)) };
+      }
+    }
+    const store = new RevisionedStore(() => clock.now());
+    const spy = new SpyKeyStore(store);
+    const service = new KeyService(spy, clock, { ttlMs });
+    const { key } = await new KeyService(store, clock).create({ plan: 'free' });
+    const hash = hashKey(key);
+
+    const first = await service.verify(key);
+    if (!first.ok) throw new Error('key not valid');
+    expect(first.revision).toMatch(/^[0-9a-f]{64}$/);
+    expect(spy.calls.findByHash).toBe(1);
+    // Confirmed every 0.6 ttl: three ttls go by with no further read.
+    for (let i = 0; i < 5; i++) {
+      clock.advance(ttlMs * 0.6);
+      service.recordChecked(hash, first.revision!, true);
+      expect((await service.verify(key)).ok).toBe(true);
+    }
+    expect(spy.calls.findByHash).toBe(1);
+    // Unconfirmed for a whole ttl: read again.
+    clock.advance(ttlMs);
+    expect((await service.verify(key)).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(2);
+
+    // A check that compared another revision (a read this entry has replaced) changes nothing, either way.
+    service.recordChecked(hash, 'older', false);
+    expect((await service.verify(key)).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(2);
+    // The record changed since this entry was read: the next request reads it again.
+    service.recordChecked(hash, first.revision!, false);
+    expect((await service.verify(key)).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(3);
+  });
+
   it('store failing: a cached key keeps working (stale, up to maxStaleMs); anything uncached is unavailable, not invalid', async () => {
     const { clock, spy, service, admin } = memoryService({ cache: { ttlMs: 1_000, maxStaleMs: 60_000 } });
     const { key } = await admin.create({ plan: 'free' });

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import express from 'express';
 import type { Redis } from 'ioredis';
-import { systemClock } from '../src/clock.js';
+import { ManualClock, systemClock } from '../src/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { Decision, LimiterStore } from '../src/limits/types.js';
@@ -419,6 +419,51 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
     expect(res.headers['www-authenticate']).toBe('Bearer realm="tollgate", error="invalid_token"');
     // ...and it is gone from the cache: the next request asks the key store again and is refused there.
     expectErrorBody(await get(key), 401, 'invalid_api_key');
+  });
+
+  it('a key in steady use is never re-read: each limit check confirms the cached record, so past the cache ttl a request is still one EVALSHA', async () => {
+    const clock = new ManualClock(Date.now());
+    const own2 = await startLimitsGateway(testConfig(rawConfig('redis', {}, own.url)), { clock });
+    try {
+      const { key } = await own2.createKey({ plan: 'free' });
+      const send = () => request(own2.url).get('/v1/categories').set('authorization', `Bearer ${key}`);
+      expect((await send()).status).toBe(200);
+      const ttl = own2.parts.keys.opts.ttlMs;
+      const gatewayAddrs = await clientAddresses(admin, 'tollgate-gateway');
+
+      let mon = await monitorRedis(admin);
+      // Four requests 0.6 ttl apart: 2.4 ttls after the key was read, and no read since.
+      for (let i = 0; i < 4; i++) {
+        clock.advance(ttl * 0.6);
+        expect((await send()).status).toBe(200);
+      }
+      let names = (await mon.stop()).filter((c) => gatewayAddrs.has(c.source)).map((c) => c.args[0]!.toLowerCase());
+      expect(names).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha']);
+
+      // A whole ttl with no request to confirm it: the key is read again (hash -> id, then the record).
+      clock.advance(ttl + 1);
+      mon = await monitorRedis(admin);
+      expect((await send()).status).toBe(200);
+      names = (await mon.stop()).filter((c) => gatewayAddrs.has(c.source)).map((c) => c.args[0]!.toLowerCase());
+      expect(names).toEqual(['get', 'get', 'evalsha']);
+    } finally {
+      await own2.close();
+    }
+  });
+
+  it('a key record edited in place, still valid, is read again right after the check that saw the change', async () => {
+    const { id, key } = await gw.createKey({ plan: 'free' });
+    expect((await get(key)).headers['x-ratelimit-limit']).toBe('60');
+    const recordKey = await findRecordKey(admin, id);
+    const record = JSON.parse((await admin.get(recordKey)) ?? '{}') as { plan: string };
+    record.plan = 'pro';
+    await admin.set(recordKey, JSON.stringify(record));
+    // This request is decided on the cached copy; its check finds the record changed and drops that copy...
+    expect((await get(key)).headers['x-ratelimit-limit']).toBe('60');
+    // ...so the next one reads the record again and meters the key on its new plan.
+    const next = await get(key);
+    expect(next.status).toBe(200);
+    expect(next.headers['x-ratelimit-limit']).toBe('300');
   });
 
   it('local ban cache: once banned, further requests make no Redis call (total_commands_processed stays flat)', async () => {

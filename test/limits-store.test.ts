@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { ManualClock } from '../src/clock.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
+import { recordRevision } from '../src/keys/redis-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
 import { Keyspace } from '../src/storage/keyspace.js';
@@ -368,6 +369,38 @@ describe('RedisLimiterStore only', () => {
     expect(revoked.outcome).toBe('invalid_key');
     // A refused key uses no quota: only the two admitted checks were counted.
     expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBe(2);
+  });
+
+  it("says whether the key record is still the revision the caller cached: 'current', 'changed', or nothing when not asked", async () => {
+    const limits = { perMinute: 100, perDay: 1000 };
+    const id = newId('revision');
+    const hash = 'c'.repeat(64);
+    const recordKey = keyspace.keyRecord(id);
+    await admin.set(recordKey, JSON.stringify({ id, plan: 'free', name: 'Zoë 🐾', createdAt: '2026-01-01T00:00:00.000Z', status: 'active', hash }));
+    // The revision as the key store names it (src/keys/redis-store.ts), over the bytes Redis holds.
+    const revision = recordRevision((await admin.getBuffer(recordKey))!);
+
+    const first = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    expect(first.outcome).toBe('admitted');
+    expect(first.keyRecord).toBe('current');
+    expect((await redisStore.check(id, limits, NO_BANS, hash)).keyRecord, 'no revision given').toBeUndefined();
+    expect((await (memory as LimiterStore).check(id, limits, NO_BANS, hash, revision)).keyRecord, 'the memory store compares nothing').toBeUndefined();
+    // A refusal still reports it: a key over its limit stays confirmed too.
+    const tight = { perMinute: 2, perDay: 1000 };
+    const refused = await redisStore.check(id, tight, NO_BANS, hash, revision);
+    expect(refused.outcome).toBe('limited_minute');
+    expect(refused.keyRecord).toBe('current');
+
+    // Edited in place, still valid (a plan change): 'changed', and the request is still decided.
+    await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', name: 'Zoë 🐾', createdAt: '2026-01-01T00:00:00.000Z', status: 'active', hash }));
+    const changed = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    expect(changed.outcome).toBe('admitted');
+    expect(changed.keyRecord).toBe('changed');
+    // No longer valid: invalid_key, which says nothing about the record.
+    await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', createdAt: '2026-01-01T00:00:00.000Z', status: 'revoked', hash }));
+    const revoked = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    expect(revoked.outcome).toBe('invalid_key');
+    expect(revoked.keyRecord).toBeUndefined();
   });
 
   it('writes a lone check to the socket at once; checks that overlap share one auto-pipelined write', async () => {

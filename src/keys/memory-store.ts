@@ -1,5 +1,5 @@
 // In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
-import type { KeyStore, StoredKey } from './types.js';
+import type { FoundKey, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
 
 export class MemoryKeyStore implements KeyStore {
@@ -9,14 +9,15 @@ export class MemoryKeyStore implements KeyStore {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  async findByHash(hash: string): Promise<StoredKey | undefined> {
+  async findByHash(hash: string): Promise<FoundKey | undefined> {
     const link = this.idByHash.get(hash);
     if (!link) return undefined;
     if (link.untilMs !== undefined && this.now() >= link.untilMs) {
       this.idByHash.delete(hash);
       return undefined;
     }
-    return this.copy(this.byId.get(link.id));
+    const key = this.copy(this.byId.get(link.id));
+    return key && { key };
   }
 
   async get(id: string): Promise<StoredKey | undefined> {

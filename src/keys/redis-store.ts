@@ -1,10 +1,20 @@
 // Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
 // pub/sub channel that tells every instance to drop a changed key from its cache.
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { KeyStore, StoredKey } from './types.js';
+import type { FoundKey, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
+
+/**
+ * A record's revision: the SHA-1 hex of its bytes as Redis holds them, which is what the limit script's
+ * redis.sha1hex() computes over the record it reads (src/limits/redis-store.ts). Hashing the bytes, not the parsed
+ * JSON, makes the two agree whatever the record holds.
+ */
+export function recordRevision(raw: Buffer): string {
+  return createHash('sha1').update(raw).digest('hex');
+}
 
 export class RedisKeyStore implements KeyStore {
   private subscriber: Redis | undefined;
@@ -16,10 +26,12 @@ export class RedisKeyStore implements KeyStore {
     private readonly breaker?: Breaker,
   ) {}
 
-  async findByHash(hash: string): Promise<StoredKey | undefined> {
-    const lookup = async () => {
+  async findByHash(hash: string): Promise<FoundKey | undefined> {
+    const lookup = async (): Promise<FoundKey | undefined> => {
       const id = await this.redis.get(this.ks.keyByHash(hash));
-      return id ? this.get(id) : undefined;
+      if (!id) return undefined;
+      const raw = await this.redis.getBuffer(this.ks.keyRecord(id));
+      return raw ? { key: JSON.parse(raw.toString('utf8')) as StoredKey, revision: recordRevision(raw) } : undefined;
     };
     return this.breaker ? this.breaker.run(lookup) : lookup();
   }

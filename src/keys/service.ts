@@ -5,23 +5,30 @@ import type { Clock } from '../clock.js';
 import { withDeadline } from '../deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey } from './format.js';
-import type { KeyRecord, KeyStore, StoredKey } from './types.js';
+import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
 export type VerifyResult = (
-  /** keyHash: set for keys from the store (not static ones), so the limit check can re-validate them. */
-  | { ok: true; key: KeyRecord; keyHash?: string }
+  /**
+   * keyHash: set for keys from the store (not static ones), so the limit check can re-validate them; revision:
+   * the cached record's, when the store names one, so the limit check can confirm the copy (recordChecked).
+   */
+  | { ok: true; key: KeyRecord; keyHash?: string; revision?: string }
   | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
   /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
   | { ok: false; reason: 'unavailable' }
 ) & { storeMs?: number };
 
 export interface KeyCacheOptions {
-  /** Known keys are re-read from the store after this long (bounds staleness if pub/sub is down). */
+  /**
+   * Known keys are re-read from the store after this long without a confirmation (bounds staleness if pub/sub is
+   * down). A limit check that finds the stored record unchanged confirms it (recordChecked), so a key in steady
+   * use is not re-read.
+   */
   ttlMs: number;
   /** Unknown hashes are remembered this long, so a flood of bad keys is not a flood of store reads. */
   negativeTtlMs: number;
-  /** While the store fails, a cached key stays usable for at most this long after it was read. */
+  /** While the store fails, a cached key stays usable for at most this long after it was read or confirmed. */
   maxStaleMs: number;
   maxEntries: number;
   /** No verification waits longer than this on the store. */
@@ -38,12 +45,14 @@ export const DEFAULT_KEY_CACHE: KeyCacheOptions = {
 
 interface CacheEntry {
   key: StoredKey | null;
+  revision: string | undefined;
+  /** When the record was read, or last confirmed unchanged by a limit check. */
   readAt: number;
 }
 
 export class KeyService {
   private readonly cache: LRUCache<string, CacheEntry>;
-  private readonly inflight = new Map<string, Promise<StoredKey | null>>();
+  private readonly inflight = new Map<string, Promise<FoundKey | undefined>>();
   /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
   private generation = 0;
   private unsubscribe: (() => Promise<void>) | undefined;
@@ -95,43 +104,61 @@ export class KeyService {
     if (fixed) return this.judge(fixed, hash, now);
     const cached = this.cache.get(hash);
     let stored: StoredKey | null;
+    let revision: string | undefined;
     if (cached && now - cached.readAt < (cached.key ? this.opts.ttlMs : this.opts.negativeTtlMs)) {
       stored = cached.key;
+      revision = cached.revision;
     } else {
       const started = this.clock.now();
       try {
-        stored = await this.lookup(hash);
-        return { ...this.judge(stored, hash, now), storeMs: this.clock.now() - started };
+        const found = await this.lookup(hash);
+        return { ...this.judge(found?.key ?? null, hash, now, found?.revision), storeMs: this.clock.now() - started };
       } catch {
         // The store failed: a key read recently enough keeps working; anything else cannot be verified.
-        if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) stored = cached.key;
-        else return { ok: false, reason: 'unavailable' };
+        if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) {
+          stored = cached.key;
+          revision = cached.revision;
+        } else return { ok: false, reason: 'unavailable' };
       }
     }
-    return this.judge(stored, hash, now);
+    return this.judge(stored, hash, now, revision);
+  }
+
+  /**
+   * What the limit check found of the record that `revision` names: `current`, the stored record is still exactly
+   * that one, as good as a fresh read, so the cached copy's ttl starts again; not current, it changed since it was
+   * read (a plan or expiry edited in place), so the next request reads it again. Either way only the entry that
+   * holds that very revision is touched: a newer read that raced this check stays as it is.
+   */
+  recordChecked(hash: string, revision: string, current: boolean): void {
+    const entry = this.cache.peek(hash);
+    if (entry?.revision !== revision) return;
+    if (current) entry.readAt = this.clock.now();
+    else this.cache.delete(hash);
   }
 
   /** Validity rules, applied to cached and fresh records alike. */
-  private judge(stored: StoredKey | null, hash: string, now: number): VerifyResult {
+  private judge(stored: StoredKey | null, hash: string, now: number, revision?: string): VerifyResult {
     if (!stored) return { ok: false, reason: 'unknown' };
     const current = hashesEqual(stored.hash, hash);
     const inGrace = !current && stored.prevHash !== undefined && hashesEqual(stored.prevHash, hash) && now < (stored.prevHashUntil ?? 0);
     if (!current && !inGrace) return { ok: false, reason: 'unknown' };
     if (stored.status === 'revoked') return { ok: false, reason: 'revoked' };
     if (stored.expiresAt && now >= Date.parse(stored.expiresAt)) return { ok: false, reason: 'expired' };
-    return this.staticKeys.has(hash) ? { ok: true, key: toRecord(stored) } : { ok: true, key: toRecord(stored), keyHash: hash };
+    if (this.staticKeys.has(hash)) return { ok: true, key: toRecord(stored) };
+    return revision === undefined ? { ok: true, key: toRecord(stored), keyHash: hash } : { ok: true, key: toRecord(stored), keyHash: hash, revision };
   }
 
   /** One store read per hash at a time, however many requests carry it. */
-  private lookup(hash: string): Promise<StoredKey | null> {
+  private lookup(hash: string): Promise<FoundKey | undefined> {
     let p = this.inflight.get(hash);
     if (!p) {
       const generation = this.generation;
       p = withDeadline(this.store.findByHash(hash), this.opts.lookupTimeoutMs, 'key lookup')
-        .then((k) => {
+        .then((found) => {
           // A change announced while this read was in flight may postdate what it read: answer, but do not cache.
-          if (generation === this.generation) this.cache.set(hash, { key: k ?? null, readAt: this.clock.now() });
-          return k ?? null;
+          if (generation === this.generation) this.cache.set(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now() });
+          return found;
         })
         .finally(() => this.inflight.delete(hash));
       this.inflight.set(hash, p);

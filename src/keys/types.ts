@@ -25,9 +25,20 @@ export interface StoredKey extends KeyRecord {
   prevHashUntil?: number;
 }
 
+/** What a lookup by hash finds. */
+export interface FoundKey {
+  key: StoredKey;
+  /**
+   * Names the record exactly as read (Redis: the SHA-1 hex of its stored bytes). The limit check reads the same
+   * record on every request and compares, so a cached copy it confirms needs no re-read. Absent from stores whose
+   * limit check cannot confirm it (memory).
+   */
+  revision?: string;
+}
+
 export interface KeyStore {
   /** The key a hash opens (current or grace hash), or undefined. */
-  findByHash(hash: string): Promise<StoredKey | undefined>;
+  findByHash(hash: string): Promise<FoundKey | undefined>;
   get(id: string): Promise<StoredKey | undefined>;
   list(): Promise<StoredKey[]>;
   /** Fails if the id or hash already exists. */

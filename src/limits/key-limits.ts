@@ -29,6 +29,8 @@ export interface KeyLimiterDeps {
   memory: MemoryLimiterStore;
   /** The store said the key is no longer valid: forget any cached copy of it. */
   onInvalidKey?: (id: string) => void;
+  /** The store compared the consumer's cached key record with the stored one (Decision.keyRecord). */
+  onKeyRecordChecked?: (keyHash: string, revision: string, current: boolean) => void;
 }
 
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
@@ -121,7 +123,7 @@ export class KeyLimiter {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ((res.locals.redisSpentMs as number | undefined) ?? 0);
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash);
+        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision);
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check);
@@ -140,6 +142,9 @@ export class KeyLimiter {
       res.locals.consumer = undefined;
       res.locals.authFailure = 'invalid_api_key';
       return requireConsumer(req, res, next);
+    }
+    if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
+      this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
       this.knownBans.set(consumer.id, { until: now + decision.retryMs, level: decision.banLevel, decision, at: now });

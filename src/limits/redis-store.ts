@@ -11,7 +11,10 @@ import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type 
 
 // KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
-// dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip).
+// dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
+// of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts).
+// Reply: outcome, minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
+// that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
 const CHECK_SCRIPT = `
 local t = redis.call('TIME')
@@ -20,15 +23,17 @@ local p = {}
 for v in string.gmatch(ARGV[1], '%S+') do p[#p + 1] = tonumber(v) end
 local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
 local keyHash = ARGV[2]
+local same = -1
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
 if keyHash ~= '' then
   local raw = redis.call('GET', KEYS[5])
-  if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
+  if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
   local rec = cjson.decode(raw)
   local current = rec.hash == keyHash
   local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
-  if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0} end
+  if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
+  if ARGV[3] ~= '' then same = (redis.sha1hex(raw) == ARGV[3]) and 1 or 0 end
 end
 
 local function window(key, len)
@@ -45,7 +50,7 @@ local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
 local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
 if lastEnd > 0 and now >= lastEnd + resetAfter then level = 0 end
 if banUntil > now then
-  return {'banned', m, mttl, d, dttl, banUntil - now, level}
+  return {'banned', m, mttl, d, dttl, banUntil - now, level, same}
 end
 
 local minuteFull, dayFull = m >= perMinute, d >= perDay
@@ -62,9 +67,9 @@ if minuteFull or dayFull then
     redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
     redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
     redis.call('DEL', KEYS[4])
-    return {'banned_now', m, mttl, d, dttl, dur, level}
+    return {'banned_now', m, mttl, d, dttl, dur, level, same}
   end
-  return {outcome, m, mttl, d, dttl, retry, level}
+  return {outcome, m, mttl, d, dttl, retry, level, same}
 end
 
 -- Admitted: only now does the request use up quota, in both windows; a window starts with its first request.
@@ -72,10 +77,10 @@ m = redis.call('INCR', KEYS[1])
 if m == 1 then redis.call('PEXPIRE', KEYS[1], minuteMs); mttl = minuteMs end
 d = redis.call('INCR', KEYS[2])
 if d == 1 then redis.call('PEXPIRE', KEYS[2], dayMs); dttl = dayMs end
-return {'admitted', m, mttl, d, dttl, 0, level}
+return {'admitted', m, mttl, d, dttl, 0, level, same}
 `;
 
-type ScriptReply = [Outcome, number, number, number, number, number, number];
+type ScriptReply = [Outcome, number, number, number, number, number, number, number];
 
 /**
  * The script is defined on the client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
@@ -107,7 +112,7 @@ export class RedisLimiterStore implements LimiterStore {
   /** Checks sent and not yet answered. */
   private awaiting = 0;
 
-  async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = ''): Promise<Decision> {
+  async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = '', keyRevision = ''): Promise<Decision> {
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
@@ -126,18 +131,21 @@ export class RedisLimiterStore implements LimiterStore {
         this.ks.keyRecord(id),
         this.policyArg(limits, ban),
         keyHash,
+        keyRevision,
       );
     } finally {
       this.awaiting--;
     }
-    const [outcome, m, mttl, d, dttl, retryMs, banLevel] = reply;
-    return {
+    const [outcome, m, mttl, d, dttl, retryMs, banLevel, same] = reply;
+    const decision: Decision = {
       outcome,
       minute: { used: Number(m), resetMs: Number(mttl) },
       day: { used: Number(d), resetMs: Number(dttl) },
       retryMs: Number(retryMs),
       banLevel: Number(banLevel),
     };
+    if (same !== -1) decision.keyRecord = same === 1 ? 'current' : 'changed';
+    return decision;
   }
 
   /**

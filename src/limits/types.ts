@@ -42,6 +42,11 @@ export interface Decision {
   retryMs: number;
   /** Escalation level of the current or just-started ban (0 when none). */
   banLevel: number;
+  /**
+   * Only when the check was given a record revision and the key is still valid: whether the stored record is still
+   * exactly that revision ('current') or has changed since the caller read it ('changed').
+   */
+  keyRecord?: 'current' | 'changed';
 }
 
 export const MINUTE_MS = 60_000;
@@ -50,7 +55,8 @@ export const DAY_MS = 86_400_000;
 export interface LimiterStore {
   /**
    * `keyHash`, when given, is re-checked against the key's record in the same atomic call, so a revoke or a
-   * rotation takes effect on the next request on every instance, whatever the key cache holds.
+   * rotation takes effect on the next request on every instance, whatever the key cache holds. `keyRevision`,
+   * when given with it, is compared with the record too (Decision.keyRecord), so the cache knows its copy is current.
    */
-  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string): Promise<Decision>;
+  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string): Promise<Decision>;
 }

@@ -13,6 +13,8 @@ export interface Consumer {
   perDay?: number;
   /** SHA-256 of the key presented, for keys from the key store (not static ones): the limit check re-validates it. */
   keyHash?: string;
+  /** The cached key record's revision, when the store names one: the limit check confirms the copy is current. */
+  keyRevision?: string;
 }
 
 /** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
@@ -48,6 +50,7 @@ export function authenticate(keys: KeyService, logger: Logger) {
       if (k.perMinute !== undefined) consumer.perMinute = k.perMinute;
       if (k.perDay !== undefined) consumer.perDay = k.perDay;
       if (result.keyHash !== undefined) consumer.keyHash = result.keyHash;
+      if (result.revision !== undefined) consumer.keyRevision = result.revision;
       res.locals.consumer = consumer;
       return next();
     }

@@ -1,6 +1,6 @@
 // KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
-import type { KeyStore, StoredKey } from '../../src/keys/types.js';
+import type { FoundKey, KeyStore, StoredKey } from '../../src/keys/types.js';
 
 export type StoreMethod = 'findByHash' | 'get' | 'list' | 'create' | 'update' | 'publishChange' | 'subscribe' | 'close';
 
@@ -31,7 +31,7 @@ export class SpyKeyStore implements KeyStore {
     return fn();
   }
 
-  findByHash(hash: string): Promise<StoredKey | undefined> {
+  findByHash(hash: string): Promise<FoundKey | undefined> {
     const gate = this.findGate;
     return this.run('findByHash', async () => {
       const found = await this.inner.findByHash(hash);
