@@ -457,6 +457,8 @@ function summarize(runs) {
     if (rs[0].redis) {
       row.rtPerReq = median(rs.map((r) => r.redis.roundTripsPerReq));
       row.rtPerAdmitted = median(rs.map((r) => r.redis.roundTripsPerAdmitted));
+      // The budget line judges every round: a median would pass a round in which every key was read again.
+      row.rtPerAdmittedMax = Math.max(...rs.map((r) => r.redis.roundTripsPerAdmitted));
       row.cmdsPerReq = median(rs.map((r) => r.redis.commandsPerReq));
       row.readsPerReq = median(rs.map((r) => r.redis.readEventsPerReq));
       row.redisCpuUsPerReq = median(rs.map((r) => r.redis.redisCpuUsPerReq));
@@ -547,10 +549,11 @@ function budget(rows) {
   }
   {
     const admittedRows = rows.filter((r) => r.target === T && 'abcd'.includes(r.scenario));
-    const worst = admittedRows.reduce((w, r) => (w === undefined || r.rtPerAdmitted > w.rtPerAdmitted ? r : w), undefined);
-    // 1% slack: the key cache's periodic refresh (2 GETs per key every 10 s) is part of the cost and is allowed.
+    const worst = admittedRows.reduce((w, r) => (w === undefined || r.rtPerAdmittedMax > w.rtPerAdmittedMax ? r : w), undefined);
+    // 1% slack for counting at the edges of a run (commands of requests still in flight when it ends). A key that
+    // no limit check confirmed for 60 s is read again (2 GETs); keys in steady use never are.
     const degraded = admittedRows.filter((r) => r.redisTrouble).map((r) => r.scenario);
-    add('<= 1 Redis round trip per admitted request', worst ? worst.rtPerAdmitted <= 1.01 : undefined, (admittedRows.length ? admittedRows.map((r) => `${r.scenario}: ${fmt(r.rtPerAdmitted, 3)}`).join(', ') : 'not run') + (degraded.length ? ` [${degraded.join(', ')} ran partly degraded (limits in memory): fewer round trips than normal]` : ''));
+    add('<= 1 Redis round trip per admitted request, in every round', worst ? worst.rtPerAdmittedMax <= 1.01 : undefined, (admittedRows.length ? admittedRows.map((r) => `${r.scenario}: ${fmt(r.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)})`).join(', ') : 'not run') + (degraded.length ? ` [${degraded.join(', ')} ran partly degraded (limits in memory): fewer round trips than normal]` : ''));
   }
   {
     const e = get('e', T);
