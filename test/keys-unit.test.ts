@@ -330,8 +330,9 @@ describe('KeyService (memory store, manual clock)', () => {
     expect((await service.verify(key)).ok).toBe(false);
   });
 
-  it('a limit check that confirms the cached record restarts its ttl; one that saw it change drops it; an older revision touches nothing', async () => {
+  it('asks for a confirmation once the copy is confirmAfterMs old; a confirmation restarts its ttl, a change drops it, an older revision touches nothing', async () => {
     const ttlMs = 1_000;
+    const confirmAfterMs = 500;
     const clock = new ManualClock();
     // The memory store names no revision; this one names one per record content, as the Redis store does.
     class RevisionedStore extends MemoryKeyStore {
@@ -342,33 +343,45 @@ describe('KeyService (memory store, manual clock)', () => {
     }
     const store = new RevisionedStore(() => clock.now());
     const spy = new SpyKeyStore(store);
-    const service = new KeyService(spy, clock, { ttlMs });
+    const service = new KeyService(spy, clock, { ttlMs, confirmAfterMs });
     const { key } = await new KeyService(store, clock).create({ plan: 'free' });
     const hash = hashKey(key);
+    const verify = async () => {
+      const r = await service.verify(key);
+      if (!r.ok) throw new Error(`key refused: ${r.reason}`);
+      return r;
+    };
 
-    const first = await service.verify(key);
-    if (!first.ok) throw new Error('key not valid');
-    expect(first.revision).toMatch(/^[0-9a-f]{64}$/);
+    // Just read, and younger than confirmAfterMs: no revision, so the limit check compares nothing.
+    expect((await verify()).revision).toBeUndefined();
+    clock.advance(confirmAfterMs - 1);
+    expect((await verify()).revision).toBeUndefined();
+    clock.advance(1);
+    const revision = (await verify()).revision;
+    expect(revision).toMatch(/^[0-9a-f]{64}$/);
     expect(spy.calls.findByHash).toBe(1);
     // Confirmed every 0.6 ttl: three ttls go by with no further read.
     for (let i = 0; i < 5; i++) {
+      service.recordChecked(hash, revision!, true);
+      expect((await verify()).revision, 'just confirmed').toBeUndefined();
       clock.advance(ttlMs * 0.6);
-      service.recordChecked(hash, first.revision!, true);
-      expect((await service.verify(key)).ok).toBe(true);
+      expect((await verify()).revision).toBe(revision);
     }
     expect(spy.calls.findByHash).toBe(1);
     // Unconfirmed for a whole ttl: read again.
     clock.advance(ttlMs);
-    expect((await service.verify(key)).ok).toBe(true);
+    await verify();
     expect(spy.calls.findByHash).toBe(2);
 
     // A check that compared another revision (a read this entry has replaced) changes nothing, either way.
+    clock.advance(confirmAfterMs);
     service.recordChecked(hash, 'older', false);
-    expect((await service.verify(key)).ok).toBe(true);
+    service.recordChecked(hash, 'older', true);
+    expect((await verify()).revision).toBe(revision);
     expect(spy.calls.findByHash).toBe(2);
     // The record changed since this entry was read: the next request reads it again.
-    service.recordChecked(hash, first.revision!, false);
-    expect((await service.verify(key)).ok).toBe(true);
+    service.recordChecked(hash, revision!, false);
+    await verify();
     expect(spy.calls.findByHash).toBe(3);
   });
 

@@ -18,7 +18,7 @@ import type { Config } from '../src/config/schema.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { clientAddresses, commandCalls, metricValue, monitorRedis, startLimitsGateway, totalCommands, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { clientAddresses, commandCalls, metricValue, monitorRedis, startLimitsGateway, totalCommands, waitFor, type LimitsGateway, type MonitoredCommand } from './helpers/limits.js';
 
 const FREE_POLICY = '"minute";q=60;w=60, "day";q=1000;w=86400';
 const ANON_PER_MINUTE = 5;
@@ -421,49 +421,69 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
     expectErrorBody(await get(key), 401, 'invalid_api_key');
   });
 
-  it('a key in steady use is never re-read: each limit check confirms the cached record, so past the cache ttl a request is still one EVALSHA', async () => {
+  /** A gateway on this describe's Redis with a clock the test moves (Redis keeps its own time for the windows). */
+  async function manualClockGateway(): Promise<{ clock: ManualClock; gw: LimitsGateway }> {
     const clock = new ManualClock(Date.now());
-    const own2 = await startLimitsGateway(testConfig(rawConfig('redis', {}, own.url)), { clock });
+    return { clock, gw: await startLimitsGateway(testConfig(rawConfig('redis', {}, own.url)), { clock }) };
+  }
+
+  it('a key in steady use is never re-read: once its copy is half a ttl old, the limit check confirms it, still one EVALSHA per request', async () => {
+    const { clock, gw: g } = await manualClockGateway();
     try {
-      const { key } = await own2.createKey({ plan: 'free' });
-      const send = () => request(own2.url).get('/v1/categories').set('authorization', `Bearer ${key}`);
+      const { key } = await g.createKey({ plan: 'free' });
+      const send = () => request(g.url).get('/v1/categories').set('authorization', `Bearer ${key}`);
       expect((await send()).status).toBe(200);
-      const ttl = own2.parts.keys.opts.ttlMs;
+      const { ttlMs, confirmAfterMs } = g.parts.keys.opts;
+      expect(confirmAfterMs).toBe(ttlMs / 2);
       const gatewayAddrs = await clientAddresses(admin, 'tollgate-gateway');
+      const fromGateway = (cs: MonitoredCommand[]) => cs.filter((c) => gatewayAddrs.has(c.source));
 
       let mon = await monitorRedis(admin);
-      // Four requests 0.6 ttl apart: 2.4 ttls after the key was read, and no read since.
+      // A young copy: the check is sent without a revision (the script's last argument is empty)...
+      clock.advance(ttlMs * 0.3);
+      expect((await send()).status).toBe(200);
+      // ...then four requests 0.6 ttl apart, each due: 2.7 ttls after the key was read, and no read since.
       for (let i = 0; i < 4; i++) {
-        clock.advance(ttl * 0.6);
+        clock.advance(ttlMs * 0.6);
         expect((await send()).status).toBe(200);
       }
-      let names = (await mon.stop()).filter((c) => gatewayAddrs.has(c.source)).map((c) => c.args[0]!.toLowerCase());
-      expect(names).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha']);
+      let commands = fromGateway(await mon.stop());
+      expect(commands.map((c) => c.args[0]!.toLowerCase())).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
+      expect(commands.map((c) => c.args.at(-1)!.length)).toEqual([0, 40, 40, 40, 40]);
 
       // A whole ttl with no request to confirm it: the key is read again (hash -> id, then the record).
-      clock.advance(ttl + 1);
+      clock.advance(ttlMs + 1);
       mon = await monitorRedis(admin);
       expect((await send()).status).toBe(200);
-      names = (await mon.stop()).filter((c) => gatewayAddrs.has(c.source)).map((c) => c.args[0]!.toLowerCase());
-      expect(names).toEqual(['get', 'get', 'evalsha']);
+      commands = fromGateway(await mon.stop());
+      expect(commands.map((c) => c.args[0]!.toLowerCase())).toEqual(['get', 'get', 'evalsha']);
     } finally {
-      await own2.close();
+      await g.close();
     }
   });
 
-  it('a key record edited in place, still valid, is read again right after the check that saw the change', async () => {
-    const { id, key } = await gw.createKey({ plan: 'free' });
-    expect((await get(key)).headers['x-ratelimit-limit']).toBe('60');
-    const recordKey = await findRecordKey(admin, id);
-    const record = JSON.parse((await admin.get(recordKey)) ?? '{}') as { plan: string };
-    record.plan = 'pro';
-    await admin.set(recordKey, JSON.stringify(record));
-    // This request is decided on the cached copy; its check finds the record changed and drops that copy...
-    expect((await get(key)).headers['x-ratelimit-limit']).toBe('60');
-    // ...so the next one reads the record again and meters the key on its new plan.
-    const next = await get(key);
-    expect(next.status).toBe(200);
-    expect(next.headers['x-ratelimit-limit']).toBe('300');
+  it('a key record edited in place, still valid, is read again after the first check that compares it', async () => {
+    const { clock, gw: g } = await manualClockGateway();
+    try {
+      const { id, key } = await g.createKey({ plan: 'free' });
+      const send = () => request(g.url).get('/v1/categories').set('authorization', `Bearer ${key}`);
+      expect((await send()).headers['x-ratelimit-limit']).toBe('60');
+      const recordKey = await findRecordKey(admin, id);
+      const record = JSON.parse((await admin.get(recordKey)) ?? '{}') as { plan: string };
+      record.plan = 'pro';
+      await admin.set(recordKey, JSON.stringify(record));
+      // The copy is young: requests are metered on it, and nothing is compared.
+      expect((await send()).headers['x-ratelimit-limit']).toBe('60');
+      // Due for confirmation: this check finds the record changed and drops the copy (still decided on it)...
+      clock.advance(g.parts.keys.opts.confirmAfterMs);
+      expect((await send()).headers['x-ratelimit-limit']).toBe('60');
+      // ...so the next request reads the record again and meters the key on its new plan.
+      const next = await send();
+      expect(next.status).toBe(200);
+      expect(next.headers['x-ratelimit-limit']).toBe('300');
+    } finally {
+      await g.close();
+    }
   });
 
   it('local ban cache: once banned, further requests make no Redis call (total_commands_processed stays flat)', async () => {
