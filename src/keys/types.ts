@@ -30,8 +30,8 @@ export interface FoundKey {
   key: StoredKey;
   /**
    * Names the record exactly as read (Redis: the SHA-1 hex of its stored bytes). The limit check reads the same
-   * record on every request and compares, so a cached copy it confirms needs no re-read. Absent from stores whose
-   * limit check cannot confirm it (memory).
+   * record on every request and, when the cache asks, compares it with this, so a copy it confirms needs no
+   * re-read. Absent from stores whose limit check cannot confirm it (memory).
    */
   revision?: string;
 }
