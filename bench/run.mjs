@@ -789,7 +789,9 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   print('CPU us/req: the target process(es) only. non-2xx: as the load generator saw them; "gw" = counted by the gateway\'s metrics where that differs.');
   for (const r of rows.filter((x) => x.redisTrouble)) print(`WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see README).`);
   print();
-  print('Budget:');
+  // A smoke run (--quick: one round of 2 s after 0.5 s of warm-up) shows the bench works; its verdicts are noise.
+  const tooShort = opts.rounds < 3 || opts.durationS < 5;
+  print(tooShort ? `Budget (${opts.rounds} round(s) of ${opts.durationS} s: too short to judge, the verdicts below are not conclusive; \`npm run bench\` gives them):` : 'Budget:');
   for (const c of checks) print(`  ${c.result.padEnd(4)}  ${c.name}: ${c.detail}`);
   if (profile) {
     for (const p of profile) {
