@@ -152,7 +152,9 @@ export class KeyService {
     if (stored.status === 'revoked') return { ok: false, reason: 'revoked' };
     if (stored.expiresAt && now >= Date.parse(stored.expiresAt)) return { ok: false, reason: 'expired' };
     if (this.staticKeys.has(hash)) return { ok: true, key: toRecord(stored) };
-    return revision === undefined ? { ok: true, key: toRecord(stored), keyHash: hash } : { ok: true, key: toRecord(stored), keyHash: hash, revision };
+    const fromStore: VerifyResult & { ok: true } = { ok: true, key: toRecord(stored), keyHash: hash };
+    if (revision !== undefined) fromStore.revision = revision;
+    return fromStore;
   }
 
   /** One store read per hash at a time, however many requests carry it. */
