@@ -3,7 +3,7 @@
 import type { Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildGateway, type GatewayDeps } from './app.js';
-import { loadConfigFile } from './config/load.js';
+import { excerpt, loadConfigFile } from './config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
 import type { Config } from './config/schema.js';
 import { closeLogs, type Logger } from './logger.js';
@@ -80,16 +80,23 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
 
   const reload = (): boolean => {
     if (!opts.configPath) return false;
-    const result = loadConfigFile(opts.configPath, opts.env ?? process.env);
-    if (!result.ok) {
+    const next = readReloadedConfig(opts.configPath, opts.env ?? process.env, logger);
+    if (!next) {
       metrics.configReloads.inc({ result: 'rejected' });
-      logger.error({ path: opts.configPath, errors: result.errors }, 'config reload rejected; the old config stays in force');
       return false;
     }
-    const restartOnly = runtime.apply(result.config);
-    metrics.configReloads.inc({ result: 'applied' });
-    logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
-    return true;
+    try {
+      const restartOnly = runtime.apply(next);
+      metrics.configReloads.inc({ result: 'applied' });
+      logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
+      return true;
+    } catch (err) {
+      // A config that validated but could not be applied (a listener threw): the old state is kept as far as the
+      // listeners that ran allow, and the process carries on.
+      metrics.configReloads.inc({ result: 'rejected' });
+      logger.error({ path: opts.configPath, err: { message: excerpt(String((err as Error)?.message ?? err), 200) } }, 'config reload rejected: applying it failed');
+      return false;
+    }
   };
 
   let stopping: Promise<void> | undefined;
@@ -120,6 +127,41 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   };
 
   return { server, url, port, runtime, metrics, reload, shutdown };
+}
+
+/**
+ * Reads and validates the config file for a reload: the new config, or undefined after logging why it was rejected
+ * (the errors name fields and quote at most a short, redacted excerpt, never the file's content). Never throws: a
+ * reload is triggered by a signal, and an exception there would end the process.
+ */
+export function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger): Config | undefined {
+  let result: ReturnType<typeof loadConfigFile>;
+  try {
+    result = loadConfigFile(path, env);
+  } catch (err) {
+    result = { ok: false, path, errors: [excerpt(String((err as Error)?.message ?? err), 200)] };
+  }
+  if (result.ok) return result.config;
+  logger.error({ path, errors: result.errors }, 'config reload rejected; the old config stays in force');
+  return undefined;
+}
+
+/**
+ * The last word of a process that hit a bug: an uncaught exception or unhandled rejection is logged (fatal, with its
+ * message and stack) and the log flushed before exiting 1, so the cause is on record. A supervisor (node:cluster's
+ * primary, systemd, Kubernetes) starts a new process; carrying on after such an error could serve from broken state.
+ */
+export function exitOnFatalError(logger: Logger): void {
+  let exiting = false;
+  const fatal = (kind: string) => (err: unknown) => {
+    if (exiting) return;
+    exiting = true;
+    const e = err instanceof Error ? err : new Error(String(err));
+    logger.fatal({ err: { type: e.name, message: e.message, stack: e.stack } }, `${kind}: exiting`);
+    void closeLogs(logger).then(() => process.exit(1));
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled promise rejection'));
 }
 
 /** Wires process signals to a running gateway: SIGHUP reloads, SIGTERM/SIGINT drain and exit 0. */

@@ -1,6 +1,6 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
 import { loadConfigFile, validateConfig } from '../config/load.js';
-import { handleSignals, startGateway } from '../gateway-server.js';
+import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../gateway-server.js';
 import { createLogger, logDestination, reportLogDrops } from '../logger.js';
 import { startPetstore } from '../petstore/server.js';
 import { redactRedisUrl } from '../storage/redis.js';
@@ -19,14 +19,11 @@ export async function runServe(configPath: string): Promise<void> {
   }
   const config = result.config;
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes));
+  exitOnFatalError(logger);
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
-    runPrimary(config, workers, logger, () => {
-      const next = loadConfigFile(configPath, process.env);
-      if (!next.ok) logger.error({ path: configPath, errors: next.errors }, 'config reload rejected; the old config stays in force');
-      return next.ok;
-    });
+    runPrimary(config, workers, logger, () => readReloadedConfig(configPath, process.env, logger) !== undefined);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -44,6 +41,7 @@ export async function runServe(configPath: string): Promise<void> {
 
 export async function runPetstore(opts: { port: number; host: string }): Promise<void> {
   const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info');
+  exitOnFatalError(logger);
   reportLogDrops(logger);
   const ps = await startPetstore({ host: opts.host, port: opts.port, redisUrl: process.env.REDIS_URL || undefined, logger });
   logger.info({ url: ps.url }, 'petstore listening');
@@ -56,6 +54,7 @@ export async function runPetstore(opts: { port: number; host: string }): Promise
 
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn');
+  exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
   const parsed = validateConfig({ server: { port: opts.port }, upstream: { url: petstore.url }, log: { level: 'warn' } });
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));

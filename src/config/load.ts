@@ -40,11 +40,16 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
 }
 
 export function parseConfigText(text: string, env: NodeJS.ProcessEnv = {}): { ok: true; config: Config } | { ok: false; errors: string[] } {
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
-  if (doc.errors.length > 0) {
-    return { ok: false, errors: doc.errors.map((e) => `YAML: ${(e.message.split('\n')[0] ?? '').replace(/:$/, '')}`) };
+  let raw: unknown;
+  try {
+    const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+    if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map((e) => yamlError(e.message)) };
+    raw = doc.toJS() ?? {};
+  } catch (err) {
+    // The YAML library throws (rather than reports) on some inputs, e.g. an alias bomb ("Excessive alias count"); a
+    // reload must reject such a file like any other, never let the exception take the process down.
+    return { ok: false, errors: [yamlError(err instanceof Error ? err.message : String(err))] };
   }
-  const raw: unknown = doc.toJS() ?? {};
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     return { ok: false, errors: ['(root): expected a mapping of sections (server, upstream, ...), got ' + describe(raw)] };
   }
@@ -108,12 +113,30 @@ function formatIssue(issue: z.core.$ZodIssue): string[] {
   }
 }
 
+/** The first line of a YAML parser message (later lines quote the file), short. */
+function yamlError(message: string): string {
+  return `YAML: ${excerpt((message.split('\n')[0] ?? '').replace(/:$/, ''), 160)}`;
+}
+
+/** Longest value quoted in an error: enough to recognise a typo, too short to carry a document. */
+const MAX_QUOTED = 60;
+
 function describe(value: unknown): string {
   if (value === undefined) return 'nothing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
-  return JSON.stringify(value);
+  return JSON.stringify(typeof value === 'string' ? excerpt(value, MAX_QUOTED) : value);
+}
+
+/**
+ * What an error may quote of a value: errors go to the log on a rejected reload, and a misplaced or mangled value can
+ * be a secret (a Redis URL with its password, an API key). Credentials in URLs and key-shaped text are replaced, and
+ * the rest is cut to `max` characters.
+ */
+export function excerpt(text: string, max: number): string {
+  const redacted = text.replace(/(\/\/[^/@\s:]*:)[^@\s]*@/g, '$1***@').replace(/tg_[0-9A-Za-z]{8,}/g, 'tg_[redacted]');
+  return redacted.length > max ? `${redacted.slice(0, max)}…` : redacted;
 }
 
 function deepFreeze<T>(value: T): T {
