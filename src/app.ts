@@ -29,6 +29,11 @@ export interface GatewayDeps {
   readiness?: readonly ReadinessCheck[];
   /** Request-path stages that run before route policy and the proxy: authentication, then limits. */
   stages?: readonly RequestHandler[];
+  /**
+   * Whether /readyz and /metrics are served on the gateway port (the default), or only on the separate ops listener
+   * (`ops` in the config: src/ops.ts buildOpsApp). /healthz stays either way: load balancers probe the port they send to.
+   */
+  opsOnGatewayPort?: boolean;
 }
 
 export interface Gateway {
@@ -102,8 +107,10 @@ export function buildGateway(deps: GatewayDeps): Gateway {
 
   // After /v1, so proxied traffic does not walk past the ops routes (no path of theirs starts with /v1).
   app.get('/healthz', healthz);
-  app.get('/readyz', readyz(deps.readiness ?? []));
-  app.get('/metrics', metricsHandler(metrics));
+  if (deps.opsOnGatewayPort ?? true) {
+    app.get('/readyz', readyz(deps.readiness ?? []));
+    app.get('/metrics', metricsHandler(metrics));
+  }
 
   app.use((_req: Request, res: Response) => sendError(res, 'not_found'));
   app.use(errorHandler(logger));

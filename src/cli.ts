@@ -71,12 +71,16 @@ function parsePort(v: string): number {
 const LONG_RUNNING = new Set(['serve', 'petstore', 'dev']);
 
 async function main(): Promise<void> {
+  let failed = false;
   try {
     await program.parseAsync(process.argv);
   } catch (err) {
+    failed = true;
     report(err);
   }
-  if (!LONG_RUNNING.has(process.argv[2] ?? '')) {
+  // A long-running command that failed to start exits too: whatever it had opened (a Redis client retrying, a
+  // listener) must not keep a process alive that serves nothing.
+  if (failed || !LONG_RUNNING.has(process.argv[2] ?? '')) {
     // Do not wait for client timers (ioredis reconnect and disconnect timers) to run down.
     process.stdout.write('', () => process.exit(process.exitCode ?? 0));
   }

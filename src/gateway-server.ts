@@ -1,20 +1,22 @@
 // Runs the gateway: builds its dependencies from config, listens, reloads on SIGHUP, drains on SIGTERM/SIGINT.
 // The only gateway file that binds a port or installs signal handlers.
-import type { Server, ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildGateway, type GatewayDeps } from './app.js';
 import { excerpt, loadConfigFile } from './config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
-import type { Config } from './config/schema.js';
+import type { Config, OpsConfig } from './config/schema.js';
 import { closeLogs, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { httpUpstreamCheck, type ReadinessCheck } from './ops.js';
+import { buildOpsApp, httpUpstreamCheck, type ReadinessCheck } from './ops.js';
 import { Runtime } from './runtime.js';
 
 export interface RunningGateway {
   server: Server;
   url: string;
   port: number;
+  /** The ops listener's URL (/readyz, /metrics), when `ops` is configured. */
+  opsUrl?: string;
   runtime: Runtime;
   metrics: Metrics;
   /** Re-reads the config file; a bad file is rejected and the old config stays. */
@@ -42,7 +44,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
   const extension = opts.parts ?? {};
   const readiness = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 1000), ...(extension.readiness ?? [])];
-  const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages });
+  const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages, opsOnGatewayPort: !config.ops });
 
   const server = createGatewayServer(
     gateway.app,
@@ -73,8 +75,15 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     res.once('close', answered);
   });
   const port = (server.address() as AddressInfo).port;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  const url = `http://${host}:${port}`;
+  const url = httpUrl(config.server.host, port);
+  const ops = config.ops
+    ? await listenOps(config.ops, buildOpsApp(metrics, readiness)).catch((err: unknown) => {
+        // The gateway's own port is already bound: release it, or the failed start would keep the process alive.
+        server.close();
+        gateway.close();
+        throw err;
+      })
+    : undefined;
 
   runtime.onChange((next) => logger.level = next.config.log.level);
 
@@ -120,13 +129,37 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       while (unanswered > 0 && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setImmediate(r));
       gateway.close();
+      if (ops) {
+        ops.server.closeAllConnections();
+        await new Promise<void>((r) => ops.server.close(() => r()));
+      }
       await extension.close?.();
       logger.info('stopped');
     })();
     return stopping;
   };
 
-  return { server, url, port, runtime, metrics, reload, shutdown };
+  return { server, url, port, ...(ops ? { opsUrl: ops.url } : {}), runtime, metrics, reload, shutdown };
+}
+
+function httpUrl(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/** The ops listener: a plain node:http server (no drain: scrapes and probes are short and retried). */
+async function listenOps(ops: OpsConfig, app: ReturnType<typeof buildOpsApp>): Promise<{ server: Server; url: string }> {
+  const server = createServer(app);
+  // A scrape or probe that stalls must not hold a socket for long.
+  server.headersTimeout = 5_000;
+  server.requestTimeout = 10_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(ops.port, ops.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return { server, url: httpUrl(ops.host, (server.address() as AddressInfo).port) };
 }
 
 /**

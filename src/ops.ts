@@ -1,6 +1,7 @@
 // The operations endpoints outside /v1: liveness, readiness (naming what is down) and Prometheus metrics.
-import type { Request, Response } from 'express';
+import express, { type Request, type Response } from 'express';
 import { withDeadline } from './deadline.js';
+import { sendError } from './errors.js';
 import type { Metrics } from './metrics.js';
 
 export interface ReadinessCheck {
@@ -58,4 +59,21 @@ export function httpUpstreamCheck(url: string, path: string, timeoutMs: number):
       await res.body?.cancel();
     },
   };
+}
+
+/**
+ * The ops listener's app (`ops` in the config): /healthz, /readyz and /metrics on a port of their own, usually
+ * loopback or a private interface, so the public gateway port does not expose what Redis and the upstream are doing
+ * or the traffic figures. Anything else: 404 not_found.
+ */
+export function buildOpsApp(metrics: Metrics, readiness: readonly ReadinessCheck[]): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', false);
+  app.get('/healthz', healthz);
+  app.get('/readyz', readyz(readiness));
+  app.get('/metrics', metricsHandler(metrics));
+  app.use((_req: Request, res: Response) => sendError(res, 'not_found'));
+  return app;
 }

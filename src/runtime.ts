@@ -13,6 +13,7 @@ const RESTART_ONLY: ReadonlyArray<[keyof Config, string]> = [
   ['server', 'server.*'],
   ['upstream', 'upstream.*'],
   ['redis', 'redis.*'],
+  ['ops', 'ops.*'],
   ['keys', 'keys'],
 ];
 
@@ -50,6 +51,7 @@ export class Runtime {
       server: this.state.config.server,
       upstream: this.state.config.upstream,
       redis: this.state.config.redis,
+      ops: this.state.config.ops,
       keys: this.state.config.keys,
       log: { ...next.log, maxBufferBytes },
     });

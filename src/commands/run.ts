@@ -34,7 +34,7 @@ export async function runServe(configPath: string): Promise<void> {
   const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
   handleSignals(gw, logger);
   logger.info(
-    { url: gw.url, upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory', heapGrowthPercent: heapGrowthPercent ?? 'v8' },
+    { url: gw.url, ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}), upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory', heapGrowthPercent: heapGrowthPercent ?? 'v8' },
     'tollgate gateway listening',
   );
 }

@@ -58,6 +58,13 @@ const redis = z.strictObject({
   commandTimeoutMs: positiveInt().default(100),
 });
 
+const ops = z.strictObject({
+  /** Address of the operations listener. Loopback by default: metrics and readiness are for the platform, not clients. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** Port of the operations listener (0 picks a free one); must differ from server.port. */
+  port: z.number().int().min(0).max(65535),
+});
+
 const log = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up). */
@@ -127,6 +134,8 @@ export const configSchema = z
     server: server.prefault({}),
     upstream: upstream.prefault({}),
     redis: redis.optional(),
+    /** A separate listener for /readyz and /metrics; leave out to serve them on the gateway port. */
+    ops: ops.optional(),
     log: log.prefault({}),
     plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS),
     anonymous: anonymous.prefault({}),
@@ -138,7 +147,8 @@ export const configSchema = z
   .superRefine(afterSunsetNeedsSunset)
   .superRefine(staticKeysUseKnownPlans)
   .superRefine(staticKeyIdsUnique)
-  .superRefine(workersNeedRedis);
+  .superRefine(workersNeedRedis)
+  .superRefine(opsPortDiffers);
 
 // Refinements only add issues, so any context will do for their signatures.
 type Ctx = z.RefinementCtx<unknown>;
@@ -159,6 +169,12 @@ function workersNeedRedis(cfg: { server: { workers: number | 'auto' }; redis?: u
       message: 'more than one worker needs a redis section: workers share keys and limits only through Redis',
       input: cfg.server.workers,
     });
+  }
+}
+
+function opsPortDiffers(cfg: { server: { port: number; host: string }; ops?: { port: number; host: string } }, ctx: Ctx): void {
+  if (cfg.ops && cfg.ops.port !== 0 && cfg.ops.port === cfg.server.port) {
+    ctx.addIssue({ code: 'custom', path: ['ops', 'port'], message: 'the ops listener needs a port of its own, not server.port', input: cfg.ops.port });
   }
 }
 
@@ -199,3 +215,4 @@ export type RouteConfig = z.output<typeof route>;
 export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;
 export type RedisConfig = z.output<typeof redis>;
+export type OpsConfig = z.output<typeof ops>;
