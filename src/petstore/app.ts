@@ -1,4 +1,4 @@
-// The reference petstore upstream (spec/pet-store-interface.md) as an Express app: categories,
+// The reference petstore upstream (its interface: docs/petstore.openapi.yaml) as an Express app: categories,
 // a deprecated demo pets route and store orders. No I/O at import; the caller listens.
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
