@@ -65,7 +65,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     });
   });
   // Responses not yet closed, so a drain can wait for their last events (below). A count, not a set of them: a Set
-  // with one entry added and deleted per request kept 4 KB of every request alive into old space (bench/README.md).
+  // with one entry added and deleted per request kept 4 KB of every request alive into old space (bench/history/2026-11.md).
   let unanswered = 0;
   const answered = (): void => {
     unanswered--;

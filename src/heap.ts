@@ -1,6 +1,6 @@
 // How far V8 lets the old generation grow past what is live before its next full collection (server.heapGrowthPercent).
 // Left to itself on a 64-bit host, V8 grows it up to four times the live size; a gateway's heap is mostly short-lived
-// request garbage, so that headroom is resident memory spent on nothing (bench/README.md, "RSS: the log backlog and
+// request garbage, so that headroom is resident memory spent on nothing (bench/history/2026-11.md, "RSS: the log backlog and
 // V8's heap growth").
 import v8 from 'node:v8';
 

@@ -54,7 +54,7 @@ const bound = new WeakMap<ExpressLike, PrototypeOptions>();
  * `Object.setPrototypeOf` when it starts handling them, and on V8 that is far from free. Measured with
  * `node --trace-gc-nvp` on a bare Express 5 + http-proxy-middleware proxy at one connection: 7.8 KB of every request
  * outlived two scavenges and was promoted to old space, against 0.2 KB without the prototype change (and 0 without
- * Express); CPU per request fell by 41% at one connection and by half at 50 (bench/README.md). Changing an object's
+ * Express); CPU per request fell by 41% at one connection and by half at 50 (bench/history/2026-11.md). Changing an object's
  * prototype gives it a new hidden class; why that keeps so much alive is V8's business, the effect is what was
  * measured. The fix is the one proposed to Express itself in expressjs/express#5998, done from the outside:
  *
