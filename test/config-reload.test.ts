@@ -105,7 +105,7 @@ describe('SIGHUP with a file the parser throws on', () => {
   it.each([1, 2])('with %i worker(s): rejected and logged without the file content; the gateway keeps serving', async (workers) => {
     const path = join(dir, `gateway-${workers}.yaml`);
     writeFileSync(path, yaml({ workers }));
-    const proc = CliProcess.start(['serve', '--config', path], cleanEnv());
+    const proc = CliProcess.start(['serve', '--config', path]);
     try {
       const listening = await proc.waitForLog('tollgate gateway listening');
       const url = String(listening.url);

@@ -11,8 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { CliProcess, assertBuilt, cleanEnv, runCli } from './helpers/cli.js';
-import { tempDir } from './helpers/cli-process.js';
+import { CliProcess, assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { FaultUpstream, closeEach, keepAliveNoHint, ok, resetMidBody, slow } from './helpers/fault-upstream.js';
 import { metricValue, waitFor } from './helpers/limits.js';
 import { contractViolations, startLoad, tally, timedRequest, type LoadResult } from './helpers/load.js';
@@ -54,7 +53,7 @@ function gatewayConfig(upstreamUrl: string, level = 'info'): Record<string, unkn
 }
 
 async function startGateway(file: string): Promise<{ proc: CliProcess; url: string }> {
-  const proc = CliProcess.start(['serve', '--config', file], cleanEnv());
+  const proc = CliProcess.start(['serve', '--config', file]);
   const line = await proc.waitForLog('tollgate gateway listening');
   return { proc, url: String(line.url) };
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hashKey, isWellFormedKey } from '../src/keys/format.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { CliProcess, cliOk, runCli, startServe, tempDir, type CliResult } from './helpers/cli-process.js';
+import { CliProcess, cliOk, runCli, startServe, tempDir, type CliResult } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -395,7 +395,7 @@ describe('the key lifecycle across two gateway processes', () => {
     // Logs of both gateway processes: neither a key nor its hash.
     const logs = gateways.map((g) => g.proc.stdout + g.proc.stderr).join('\n');
     expect(logs).toContain('tollgate gateway listening');
-    const requestLines = gateways.flatMap((g) => g.proc.logLines()).filter((l) => l.req !== undefined);
+    const requestLines = gateways.flatMap((g) => g.proc.logs).filter((l) => l.req !== undefined);
     expect(requestLines.length).toBeGreaterThan(20);
     expectNoSecrets(logs, 'gateway logs');
     expect(logs).not.toMatch(/tg_[0-9A-Za-z]{49}/);
@@ -412,7 +412,7 @@ describe('the key lifecycle across two gateway processes', () => {
 describe('tollgate dev', () => {
   it('prints one demo key per plan and a curl line; the printed keys work against it', async () => {
     const port = await freePort();
-    const proc = CliProcess.spawn(['dev', '--port', String(port)]);
+    const proc = CliProcess.start(['dev', '--port', String(port)]);
     try {
       await proc.waitForStdout(/Press Ctrl-C to stop/);
       const demo = [...proc.stdout.matchAll(/^ {4}([a-z0-9_-]+)\s+(tg_[0-9A-Za-z]+)$/gm)].map((m) => ({ plan: m[1]!, key: m[2]! }));

@@ -19,7 +19,7 @@ import { Runtime } from '../src/runtime.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { createRedisClient } from '../src/storage/redis.js';
 import { buildParts, type GatewayParts } from '../src/wiring.js';
-import { startServe, tempDir } from './helpers/cli-process.js';
+import { startServe, tempDir } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -369,13 +369,13 @@ describe('a real `tollgate serve` process', () => {
         await sleep(100);
       }
       expect(n).toBeGreaterThan(3);
-      expect(proc.alive).toBe(true);
+      expect(proc.running).toBe(true);
       expect((await get(url, undefined, '/healthz')).status).toBe(200);
 
       await redis.startProcess();
       const recovered = await pollUntil(() => get(url, b.key), (r) => r.status === 200, 5000);
       expect(recovered.status).toBe(200);
-      expect(proc.alive).toBe(true);
+      expect(proc.running).toBe(true);
     } finally {
       const exit = await proc.stop();
       dir.remove();

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
-import { CliProcess, assertBuilt, cleanEnv, runCli } from './helpers/cli.js';
+import { CliProcess, assertBuilt, runCli } from './helpers/cli.js';
 import { RawConnection } from './helpers/gateway.js';
 
 let redis: TestRedis;
@@ -41,7 +41,7 @@ function writeConfig(reloadPerMinute: number): void {
 }
 
 async function startGateway(): Promise<{ proc: CliProcess; url: string; port: number; agent: Agent }> {
-  const proc = CliProcess.start(['serve', '--config', configFile], cleanEnv());
+  const proc = CliProcess.start(['serve', '--config', configFile]);
   const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 10_000 });
   const url = String(line.url);
   return { proc, url, port: Number(new URL(url).port), agent: new Agent({ keepAlive: true, maxSockets: 64 }) };

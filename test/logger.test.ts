@@ -4,9 +4,9 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOG_MAX_WRITE } from '../src/logger.js';
-import { REPO_ROOT, cleanEnv } from './helpers/cli-process.js';
+import { REPO, cleanEnv } from './helpers/cli.js';
 
-const LOGGER = join(REPO_ROOT, 'dist', 'logger.js');
+const LOGGER = join(REPO, 'dist', 'logger.js');
 
 function runChild(script: string): Promise<{ code: number | null; lines: string[] }> {
   return new Promise((resolve, reject) => {

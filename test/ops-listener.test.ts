@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfigText } from '../src/config/load.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { CliProcess, assertBuilt, cleanEnv } from './helpers/cli.js';
+import { CliProcess, assertBuilt } from './helpers/cli.js';
 import { freePort } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 
@@ -46,7 +46,7 @@ describe('the ops listener', () => {
         '',
       ].join('\n'),
     );
-    const proc = CliProcess.start(['serve', '--config', path], cleanEnv());
+    const proc = CliProcess.start(['serve', '--config', path]);
     try {
       const line = await proc.waitForLog('tollgate gateway listening');
       const gateway = String(line.url);
@@ -88,7 +88,7 @@ describe('the ops listener', () => {
     const path = join(dir, 'taken.yaml');
     // An address this machine does not have (TEST-NET-3): binding fails at once.
     writeFileSync(path, `server: { host: 127.0.0.1, port: 0 }\nupstream: { url: "${up.url}" }\nops: { host: 203.0.113.1, port: 9 }\n`);
-    const proc = CliProcess.start(['serve', '--config', path], cleanEnv());
+    const proc = CliProcess.start(['serve', '--config', path]);
     const exit = await proc.waitForExit(10_000);
     expect(exit.code).toBe(1);
     expect(proc.stderr).toMatch(/^error: .*EADDRNOTAVAIL/m);

@@ -9,8 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { CliProcess, assertBuilt, cleanEnv, runCli } from './helpers/cli.js';
-import { tempDir } from './helpers/cli-process.js';
+import { CliProcess, assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { leaksIn } from './helpers/gateway.js';
 import { metricValue, waitFor } from './helpers/limits.js';
 import { timedRequest, type LoadResult } from './helpers/load.js';
@@ -56,7 +55,7 @@ function config(upstreamUrl: string, level: string): Record<string, unknown> {
 }
 
 async function start(file: string): Promise<{ proc: CliProcess; url: string }> {
-  const proc = CliProcess.start(['serve', '--config', file], cleanEnv());
+  const proc = CliProcess.start(['serve', '--config', file]);
   const line = await proc.waitForLog('tollgate gateway listening');
   return { proc, url: String(line.url) };
 }

@@ -7,8 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { CliProcess, assertBuilt, cleanEnv, tryConnect, type LogLine } from './helpers/cli.js';
-import { tempDir } from './helpers/cli-process.js';
+import { CliProcess, assertBuilt, tryConnect, type LogLine, tempDir } from './helpers/cli.js';
 import { FaultUpstream, slow } from './helpers/fault-upstream.js';
 import { waitFor } from './helpers/limits.js';
 import { startLoad, tally, timedRequest, type Load, type LoadResult } from './helpers/load.js';
@@ -49,7 +48,7 @@ function writeConfig(opts: { port: number; drainTimeoutMs: number; workers?: num
 
 /** Starts serve and waits until `listeners` processes (1, or each worker) logged that they listen. */
 async function startServe(file: string, listeners = 1): Promise<{ proc: CliProcess; url: string; port: number }> {
-  const proc = CliProcess.start(['serve', '--config', file], cleanEnv());
+  const proc = CliProcess.start(['serve', '--config', file]);
   const first = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 15_000 });
   await waitFor(() => listening(proc).length >= listeners || !proc.running, `${listeners} listening processes`, 15_000, 20);
   expect(listening(proc)).toHaveLength(listeners);

@@ -1,16 +1,27 @@
-// Runs the built CLI (dist/cli.js) as a child process: one-shot commands with their exit code and output,
-// and long-running ones (serve, petstore) whose JSON log lines tests wait on. Every wait is bounded.
+// Runs the built CLI (dist/cli.js) as child processes, as users run it: one-shot commands with their exit code and
+// output, and long-running ones (serve, dev, petstore) whose stdout, stderr and JSON log lines are captured for their
+// whole life. Every wait is bounded. Child environments never inherit the variables that could point a command at
+// the shared Redis or another config.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-// One definition of the child environment for every CLI test helper.
-import { cleanEnv } from './cli-process.js';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-export { cleanEnv };
+import { stringify } from 'yaml';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+
+// NODE_OPTIONS too: a runner's --inspect or loader flags must not leak into the CLI under test.
+const INHERITED_OVERRIDES = ['REDIS_URL', 'TOLLGATE_CONFIG', 'PORT', 'HOST', 'UPSTREAM_URL', 'LOG_LEVEL', 'NODE_OPTIONS'];
+
+/** process.env without the variables the CLI reads, plus `extra`. */
+export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of INHERITED_OVERRIDES) delete env[name];
+  return { ...env, ...extra };
+}
 
 export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" before these tests (npm test does).`);
@@ -21,23 +32,39 @@ export interface CliResult {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** Wall time from spawn to exit. */
+  ms: number;
+  /** Date.now() when the process exited. */
+  exitedAt: number;
 }
 
-/** Runs a command to completion (killed after timeoutMs). */
+/** Runs one command to completion (killed after timeoutMs); `env` adds variables to the clean environment. */
 export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: opts.env ?? cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: cleanEnv(opts.env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 10_000);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 15_000);
+    child.once('error', (err) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
+      reject(err);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      const exitedAt = Date.now();
+      resolve({ code, signal, stdout, stderr, ms: exitedAt - started, exitedAt });
     });
   });
+}
+
+/** Runs a command that must succeed; throws with its output otherwise. */
+export async function cliOk(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  const r = await runCli(args, opts);
+  if (r.code !== 0) throw new Error(`tollgate ${args.join(' ')} exited ${r.code ?? r.signal}:\n${r.stderr}${r.stdout}`);
+  return r;
 }
 
 export interface LogLine {
@@ -46,10 +73,11 @@ export interface LogLine {
   [k: string]: unknown;
 }
 
-/** A long-running CLI process and its structured output. */
+/** A long-running CLI process and everything it printed so far. */
 export class CliProcess {
   stdout = '';
   stderr = '';
+  /** Its stdout's JSON lines, parsed (other lines are skipped). */
   readonly logs: LogLine[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   exitCode: number | null | undefined;
@@ -66,6 +94,7 @@ export class CliProcess {
       const lines = this.partial.split('\n');
       this.partial = lines.pop() ?? '';
       for (const line of lines) {
+        if (!line.startsWith('{')) continue;
         try {
           this.logs.push(JSON.parse(line) as LogLine);
         } catch {
@@ -88,8 +117,9 @@ export class CliProcess {
     });
   }
 
-  static start(args: string[], env: NodeJS.ProcessEnv = cleanEnv()): CliProcess {
-    return new CliProcess(spawn(process.execPath, [CLI, ...args], { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+  /** Starts `tollgate <args>`; `env` adds variables to the clean environment. */
+  static start(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
+    return new CliProcess(spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
   /** Kills (SIGKILL) every process started here that is still running; for afterAll. */
@@ -110,15 +140,15 @@ export class CliProcess {
     return this.exitCode === undefined;
   }
 
-  /** Waits for a log line whose msg contains `msg` (after `after` lines), failing if the process exits or time runs out. */
-  async waitForLog(msg: string, opts: { timeoutMs?: number; after?: number } = {}): Promise<LogLine> {
-    const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
+  /** Resolves when `found` returns something, re-checked on every output or exit; fails on exit or timeout. */
+  private async until<T>(found: () => T | undefined, what: string, timeoutMs: number): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const found = this.logs.slice(opts.after ?? 0).find((l) => typeof l.msg === 'string' && l.msg.includes(msg));
-      if (found) return found;
-      if (!this.running) throw new Error(`process exited (${this.exitCode}) before logging "${msg}"\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
+      const result = found();
+      if (result !== undefined) return result;
+      if (!this.running) throw new Error(`process exited (${this.exitCode}) before ${what}\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no "${msg}" log line in time\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
+      if (left <= 0) throw new Error(`no ${what} within ${timeoutMs} ms\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(t);
@@ -129,6 +159,16 @@ export class CliProcess {
         this.waiters.add(done);
       });
     }
+  }
+
+  /** Waits for a log line whose msg contains `msg` (after `after` lines). */
+  waitForLog(msg: string, opts: { timeoutMs?: number; after?: number } = {}): Promise<LogLine> {
+    return this.until(() => this.logs.slice(opts.after ?? 0).find((l) => typeof l.msg === 'string' && l.msg.includes(msg)), `a "${msg}" log line`, opts.timeoutMs ?? 10_000);
+  }
+
+  /** Waits for the first match of `pattern` in stdout. */
+  waitForStdout(pattern: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
+    return this.until(() => pattern.exec(this.stdout) ?? undefined, `${pattern} on stdout`, timeoutMs);
   }
 
   signal(sig: NodeJS.Signals): void {
@@ -147,6 +187,30 @@ export class CliProcess {
       clearTimeout(timer);
     }
   }
+
+  /** SIGTERM, then SIGKILL if it has not exited within timeoutMs. */
+  async stop(timeoutMs = 5_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.running) this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), timeoutMs);
+    try {
+      return await this.exited;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Starts `tollgate serve --config FILE` and waits for its "tollgate gateway listening" log line. */
+export async function startServe(configFile: string, timeoutMs = 10_000): Promise<{ proc: CliProcess; url: string; port: number }> {
+  const proc = CliProcess.start(['serve', '--config', configFile]);
+  try {
+    const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs });
+    if (typeof line.url !== 'string') throw new Error(`listening line without url: ${JSON.stringify(line)}`);
+    return { proc, url: line.url, port: Number(new URL(line.url).port) };
+  } catch (err) {
+    await proc.stop();
+    throw err;
+  }
 }
 
 /** Resolves 'refused' or 'connected' for one connection attempt. */
@@ -159,4 +223,20 @@ export function tryConnect(port: number): Promise<'refused' | 'connected'> {
     });
     s.once('error', () => resolve('refused'));
   });
+}
+
+/** A temporary directory for config files; remove() deletes it. */
+export function tempDir(): { dir: string; write(name: string, config: unknown): string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-cli-test-'));
+  return {
+    dir,
+    write(name, config) {
+      const file = join(dir, name);
+      writeFileSync(file, typeof config === 'string' ? config : stringify(config));
+      return file;
+    },
+    remove() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
