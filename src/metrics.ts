@@ -75,6 +75,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly evictionUnsafe = new Gauge({
+    name: 'tollgate_redis_eviction_unsafe',
+    help: "1 when Redis's maxmemory-policy may evict keys (anything but noeviction: key records, bans or rate windows can vanish); 0 with noeviction, or while the policy cannot be read (see the log).",
+    registers: [this.registry],
+  });
+
   readonly redisErrors = new Counter({
     name: 'tollgate_redis_errors_total',
     help: 'Redis calls on the request path that failed or timed out, by operation.',

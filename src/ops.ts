@@ -7,8 +7,18 @@ import type { Metrics } from './metrics.js';
 export interface ReadinessCheck {
   /** What is checked, as named in the /readyz answer: "redis", "upstream". */
   name: string;
-  /** Resolves when the dependency answers; rejects (or times out) when it does not. */
+  /**
+   * Resolves when the dependency answers; rejects (or times out) when it does not. A NotReadyError rejection names
+   * the problem in the 503 body; any other error only marks the dependency down (its message may hold addresses).
+   */
   check(): Promise<void>;
+}
+
+/** A dependency answers but is unfit to serve; `reason` is shown in the /readyz body, so it never holds an address or secret. */
+export class NotReadyError extends Error {
+  constructor(readonly reason: string) {
+    super(reason);
+  }
 }
 
 export function healthz(_req: Request, res: Response): void {
@@ -21,23 +31,26 @@ export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
       checks.map(async (c) => {
         try {
           await withDeadline(c.check(), timeoutMs, c.name);
-          return [c.name, 'up'] as const;
-        } catch {
-          return [c.name, 'down'] as const;
+          return { name: c.name, state: 'up' as const };
+        } catch (err) {
+          return { name: c.name, state: 'down' as const, reason: err instanceof NotReadyError ? err.reason : undefined };
         }
       }),
     );
-    const down = results.filter(([, s]) => s === 'down').map(([n]) => n);
-    const checksBody = Object.fromEntries(results);
+    const down = results.filter((r) => r.state === 'down');
+    const checksBody = Object.fromEntries(results.map((r) => [r.name, r.state]));
     if (down.length === 0) {
       res.status(200).json({ status: 'ready', checks: checksBody });
       return;
     }
+    const reasons = down.filter((r) => r.reason !== undefined).map((r) => [r.name, r.reason!] as const);
+    const why = reasons.length === 0 ? '' : ` (${reasons.map(([n, r]) => (down.length === 1 ? r : `${n}: ${r}`)).join('; ')})`;
     res.status(503).json({
       code: 'service_unavailable',
-      message: `Not ready: ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} down.`,
+      message: `Not ready: ${down.map((r) => r.name).join(', ')} ${down.length === 1 ? 'is' : 'are'} down${why}.`,
       status: 503,
       checks: checksBody,
+      ...(reasons.length > 0 ? { reasons: Object.fromEntries(reasons) } : {}),
     });
   };
 }

@@ -14,6 +14,7 @@ import { authenticate, requireConsumer } from './pipeline/authenticate.js';
 import { Keyspace } from './storage/keyspace.js';
 import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
+import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { MemoryLimiterStore } from './limits/memory-store.js';
@@ -31,13 +32,19 @@ export interface GatewayParts {
 /** How long the Redis breaker stays open before one request probes Redis again. */
 const BREAKER_COOLDOWN_MS = 1000;
 
-export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metrics, clock: Clock): Promise<GatewayParts> {
+export interface BuildPartsOptions {
+  /** Period of the maxmemory-policy re-check (default one minute; tests shorten it). */
+  memoryPolicyCheckMs?: number;
+}
+
+export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metrics, clock: Clock, opts: BuildPartsOptions = {}): Promise<GatewayParts> {
   const config = runtime.config;
   const redisCfg = config.redis;
   let redis: Redis | undefined;
   let closing = false;
   let keyStore: KeyStore;
   let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
+  let memoryPolicy: MemoryPolicyWatcher | undefined;
   const readiness: ReadinessCheck[] = [];
   if (redisCfg) {
     const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
@@ -48,11 +55,17 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     breaker.onChange((state, reason) => {
       metrics.degraded.set(state === 'open' ? 1 : 0);
       metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });
-      if (state === 'open') logger.warn({ redis: where, failMode: redisCfg.failMode, reason }, `redis unreachable: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`);
+      // A full Redis (OOM) or a replica answers at once but refuses the limit script's writes: not "unreachable".
+      const why = (reason !== undefined && writeRefusal(reason)) || 'redis unreachable';
+      if (state === 'open') logger.warn({ redis: where, failMode: redisCfg.failMode, reason }, `${why}: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`);
       else logger.info({ redis: where }, 'redis answering again: degraded mode over');
     });
+    const policy = new MemoryPolicyWatcher({ client, allowEviction: redisCfg.allowEviction, logger, metrics, where, ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}) });
+    memoryPolicy = policy;
     client.on('ready', () => {
       logger.info({ redis: where }, 'redis connected');
+      // A reconnect may have reached another server (a failover): read its policy too.
+      void policy.check();
       // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
       // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
       breaker.close();
@@ -61,12 +74,15 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     client.on('close', () => closing || breaker.trip('connection closed'));
     // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
     // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
-    await waitForReady(client, Math.max(1000, redisCfg.commandTimeoutMs * 10)).catch(() =>
-      logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
+    await waitForReady(client, Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
+      // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start.
+      () => policy.check(),
+      () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
     );
+    policy.start();
     keyStore = new RedisKeyStore(client, keyspace, breaker);
     shared = { client, keyspace, breaker };
-    readiness.push({ name: 'redis', check: async () => void (await client.ping()) });
+    readiness.push(redisReadiness(client, keyspace, policy));
   } else {
     keyStore = new MemoryKeyStore(() => clock.now());
   }
@@ -102,6 +118,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     redis,
     async close() {
       closing = true;
+      memoryPolicy?.stop();
       await keys.close();
       if (redis) await redis.quit().catch(() => redis?.disconnect());
     },

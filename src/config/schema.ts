@@ -56,6 +56,12 @@ const redis = z.strictObject({
   failMode: z.enum(['open', 'closed']).default('open'),
   /** No request waits longer than this on Redis in total. */
   commandTimeoutMs: positiveInt().default(100),
+  /**
+   * Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records
+   * (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz
+   * answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.
+   */
+  allowEviction: z.boolean().default(false),
 });
 
 const ops = z.strictObject({

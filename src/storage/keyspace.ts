@@ -37,6 +37,10 @@ export class Keyspace {
   ban(id: string): string {
     return `${this.prefix}ban:{${id}}`;
   }
+  /** String /readyz writes (expiring after 5 s) to learn whether Redis still takes writes. */
+  readinessProbe(): string {
+    return `${this.prefix}readyz:probe`;
+  }
   /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
   strikes(id: string): string {
     return `${this.prefix}strikes:{${id}}`;

@@ -30,12 +30,15 @@ export interface LimitsGateway {
 }
 
 /** A gateway in process, wired exactly like `tollgate serve` (src/commands/run.ts) but on a port of its own. */
-export async function startLimitsGateway(config: Config, opts: { logger?: Logger; clock?: Clock; metrics?: Metrics } = {}): Promise<LimitsGateway> {
+export async function startLimitsGateway(
+  config: Config,
+  opts: { logger?: Logger; clock?: Clock; metrics?: Metrics; memoryPolicyCheckMs?: number } = {},
+): Promise<LimitsGateway> {
   const logger = opts.logger ?? silentLogger;
   const clock = opts.clock ?? systemClock;
   const metrics = opts.metrics ?? new Metrics();
   const runtime = new Runtime(config);
-  const parts = await buildParts(runtime, logger, metrics, clock);
+  const parts = await buildParts(runtime, logger, metrics, clock, opts.memoryPolicyCheckMs ? { memoryPolicyCheckMs: opts.memoryPolicyCheckMs } : {});
   const gateway = buildGateway({
     runtime,
     logger,
