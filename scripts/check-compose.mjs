@@ -57,7 +57,8 @@ function main() {
     if (!Number.isInteger(replicas) || replicas < 0) fail(`${at}.deploy.replicas: expected a whole number, found ${JSON.stringify(replicas)}`);
     if (replicas > 1 && svc.container_name) fail(`${at}: container_name cannot be set with deploy.replicas ${replicas} (names must be unique)`);
     checkPorts(at, name, svc, replicas, publishedBy);
-    const mounts = checkVolumes(at, svc);
+    const mounts = checkVolumes(at, svc, compose.volumes);
+    checkRedisKeepsData(at, svc);
     for (const file of configReferences(at, svc, mounts)) configFiles.add(file);
     for (const { source, target } of mounts) {
       if (target.startsWith('/etc/nginx/')) checkNginxUpstreams(`${at}.volumes (${target})`, source, names);
@@ -155,7 +156,7 @@ function checkPorts(at, name, svc, replicas, publishedBy) {
 }
 
 /** Bind mounts of host files/directories: each host source must exist. Returns them as {source, target}. */
-function checkVolumes(at, svc) {
+function checkVolumes(at, svc, declared) {
   const mounts = [];
   if (svc.volumes === undefined) return mounts;
   if (!Array.isArray(svc.volumes)) {
@@ -170,8 +171,11 @@ function checkVolumes(at, svc) {
       ({ source, target } = v);
     } else {
       [source, target] = String(v).split(':');
-      // A source not starting with . / or ~ is a named volume, not a host path.
-      if (!/^[./~]/.test(source ?? '')) continue;
+      // A source not starting with . / or ~ is a named volume, not a host path: Compose needs it declared.
+      if (!/^[./~]/.test(source ?? '')) {
+        if (source && !(isMapping(declared) && Object.hasOwn(declared, source))) fail(`${at}.volumes: named volume "${source}" is not declared under the top-level volumes`);
+        continue;
+      }
     }
     if (!source || !target) {
       fail(`${at}.volumes: cannot read ${JSON.stringify(v)}`);
@@ -182,6 +186,27 @@ function checkVolumes(at, svc) {
     else mounts.push({ source: hostPath, target });
   }
   return mounts;
+}
+
+/**
+ * A Redis service holds Tollgate's API keys, bans and quotas: state that `docker compose down && up` or a restart must
+ * not lose, and that eviction must not delete. So its data directory is a volume, it writes an append-only file,
+ * and its memory policy is noeviction.
+ */
+function checkRedisKeepsData(at, svc) {
+  const command = Array.isArray(svc.command) ? svc.command.map(String) : typeof svc.command === 'string' ? svc.command.split(/\s+/) : [];
+  const isRedis = command[0] === 'redis-server' || (command.length === 0 && /(^|\/)redis(:|$)/.test(String(svc.image ?? '')));
+  if (!isRedis) return;
+  const option = (name) => {
+    const i = command.indexOf(`--${name}`);
+    return i >= 0 ? command[i + 1] : undefined;
+  };
+  if (option('appendonly') !== 'yes') fail(`${at}.command: Redis must run with --appendonly yes, or a restart loses every key created since the last snapshot`);
+  if (option('maxmemory-policy') !== 'noeviction') fail(`${at}.command: Redis must run with --maxmemory-policy noeviction, or eviction deletes API keys, bans and windows`);
+  const volumes = Array.isArray(svc.volumes) ? svc.volumes : [];
+  const dataDir = option('dir') ?? '/data';
+  const mountsData = volumes.some((v) => (isMapping(v) ? v.target : String(v).split(':')[1]) === dataDir);
+  if (!mountsData) fail(`${at}.volumes: Redis keeps its data in ${dataDir}, which must be a volume, or \`docker compose down\` deletes every key`);
 }
 
 /** Gateway config files the service names (`--config` or TOLLGATE_CONFIG), mapped back to the repository. */
