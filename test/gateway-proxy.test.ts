@@ -742,6 +742,33 @@ describe('request logs', () => {
     }
   });
 
+  it('a key sent as X-Request-Id is not taken as the id: a UUID replaces it in the response, upstream and logs, and the key is in no log line', async () => {
+    const { captureLogger } = await import('./helpers/limits.js');
+    const { generateKey } = await import('../src/keys/format.js');
+    const cap = captureLogger('info');
+    const logged = await startTestGateway(testConfig({ upstream: { url: up.url } }), { logger: cap.logger });
+    try {
+      const key = generateKey();
+      for (const given of [key, `trace-${key}`]) {
+        up.seen.length = 0;
+        const res = await request(logged.url).get('/v1/categories').set('x-request-id', given);
+        expect(res.status).toBe(200);
+        const id = res.headers['x-request-id'];
+        expect(id).toMatch(UUID);
+        expect(up.seen[0]!.headers['x-request-id']).toBe(id);
+        expect(JSON.stringify(up.seen[0]!.rawHeaders)).not.toContain(key);
+        expect(cap.lines.some((l) => (l.req as { id?: string } | undefined)?.id === id)).toBe(true);
+      }
+      const bad = await request(logged.url).get('/nowhere').set('x-request-id', key);
+      expect(bad.status).toBe(404);
+      expect(bad.headers['x-request-id']).toMatch(UUID);
+      expect(cap.lines.length).toBeGreaterThanOrEqual(3);
+      expect(JSON.stringify(cap.lines)).not.toContain(key);
+    } finally {
+      await logged.close();
+    }
+  });
+
   it('a request its client abandons is logged once, marked aborted, and not counted as answered in the metrics', async () => {
     const { captureLogger } = await import('./helpers/limits.js');
     const cap = captureLogger('info');
