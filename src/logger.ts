@@ -1,5 +1,6 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
+import { redactKeyShapes } from './keys/format.js';
 
 export type { Logger };
 
@@ -28,6 +29,9 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       serializers: { req: redactRequestHeaders },
       timestamp: isoTime,
+      // Text shaped like a key is redacted from the whole serialized line, whatever field it came in (a URL, an error
+      // message, a header value): one `includes('tg_')` per line when there is none.
+      hooks: { streamWrite: redactKeyShapes },
     },
     destination ?? logDestination(1),
   );

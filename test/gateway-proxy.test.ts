@@ -2,6 +2,7 @@
 // "Outside /v1", §5): what reaches the upstream, what comes back, and every failure the gateway answers itself.
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { RequestHandler } from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { httpUpstreamCheck } from '../src/ops.js';
@@ -72,7 +73,7 @@ async function until(cond: () => boolean, timeoutMs = 2000): Promise<void> {
 
 describe('forwarding the request', () => {
   it('sends path and query unchanged, /v1 prefix and percent-encoding included', async () => {
-    const target = '/v1/categories/a%2Fb%20c/%7Euser?x=1&y=%C3%A9&x=2&empty=&plus=a+b';
+    const target = '/v1/categories/a%3Fb%20c/%7Euser?x=1&y=%C3%A9&x=2&empty=&plus=a+b&path=a%2Fb;c';
     const res = await request(gw.url).get(target);
     expect(res.status).toBe(200);
     expect(up.seen).toHaveLength(1);
@@ -215,6 +216,67 @@ describe('forwarding the request', () => {
     await request(gw.url).get('/v1/me').set('X-Consumer-Id', 'admin').set('X-Consumer-Plan', 'enterprise');
     expect(up.seen[0]!.headers['x-consumer-id']).toBeUndefined();
     expect(up.seen[0]!.headers['x-consumer-plan']).toBeUndefined();
+  });
+
+  it('drops client headers an upstream folding "_" into "-" reads as the gateway\'s own (X_Consumer_Id, X_Forwarded_For, ...); others with "_" pass', async () => {
+    // CGI/WSGI, PHP-FPM and nginx with underscores_in_headers read X_Consumer_Id as X-Consumer-Id: forwarded, it
+    // would join the gateway's own value (`key_real,key_VICTIM`). A trusting gateway, so a real X-Forwarded-For is
+    // still appended to.
+    const asConsumer: RequestHandler = (_req, res, next) => {
+      res.locals.consumer = { id: 'key_real', plan: 'pro' };
+      next();
+    };
+    const g = await startTestGateway(testConfig({ upstream: { url: up.url }, server: { trustProxy: true } }), { stages: [asConsumer] });
+    try {
+      const spoofs = [
+        'X_Consumer_Id: key_VICTIM',
+        'x_consumer-id: key_VICTIM',
+        'X-Consumer_Id: key_VICTIM',
+        'X_Consumer_Plan: enterprise',
+        'X_CONSUMER_SCOPES: admin',
+        'X-Consumer-Groups: admin',
+        'X_Forwarded_For: 6.6.6.6',
+        'X_Forwarded_Host: evil.example',
+        'X-Forwarded_Proto: spoofed',
+        'X-Forwarded-Port: 6666',
+        'X_Forwarded_Prefix: /evil',
+        'X_Request_Id: spoofed-id',
+        'X_Real_IP: 6.6.6.6',
+        'X-Real-IP: 6.6.6.6',
+        'Forwarded: for=6.6.6.6;host=evil.example',
+      ];
+      const res = await rawRequest(g.port, [
+        'GET /v1/me HTTP/1.1',
+        'Host: api.example',
+        'X-Forwarded-For: 10.1.1.1',
+        'X-Request-Id: trace-1',
+        ...spoofs,
+        'X_Custom_Thing: kept',
+        'X-Other_Header: kept too',
+        'Connection: close',
+      ]);
+      expect(res.status).toBe(200);
+      const seen = up.seen[0]!;
+      // The gateway's own, once each and with its values.
+      expect(seen.headers).toMatchObject({
+        'x-consumer-id': 'key_real',
+        'x-consumer-plan': 'pro',
+        'x-forwarded-for': '10.1.1.1, 127.0.0.1',
+        'x-forwarded-host': 'api.example',
+        'x-forwarded-proto': 'http',
+        'x-request-id': 'trace-1',
+      });
+      const names = seen.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase().replaceAll('_', '-'));
+      const owned = names.filter((n) => n.startsWith('x-consumer-') || n.startsWith('x-forwarded-') || n === 'x-request-id' || n === 'x-real-ip' || n === 'forwarded');
+      expect(owned.sort()).toEqual(['x-consumer-id', 'x-consumer-plan', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-request-id']);
+      const raw = JSON.stringify(seen.rawHeaders);
+      for (const spoof of ['key_VICTIM', 'enterprise', 'admin', '6.6.6.6', 'evil.example', 'spoofed', '6666']) expect(raw).not.toContain(spoof);
+      // Unrelated headers with underscores go through as sent.
+      expect(seen.headers.x_custom_thing).toBe('kept');
+      expect(seen.headers['x-other_header']).toBe('kept too');
+    } finally {
+      await g.close();
+    }
   });
 
   it('strips Authorization when hideCredentials is true and keeps it when false', async () => {
@@ -674,6 +736,33 @@ describe('request logs', () => {
       expect(line).toBeDefined();
       expect(line!.req).toMatchObject({ method: 'GET', url: '/v1/categories?api_key=tg_[redacted]&x=1' });
       expect(line!.res).toEqual({ statusCode: 200 });
+      expect(JSON.stringify(cap.lines)).not.toContain(key);
+    } finally {
+      await logged.close();
+    }
+  });
+
+  it('a key sent as X-Request-Id is not taken as the id: a UUID replaces it in the response, upstream and logs, and the key is in no log line', async () => {
+    const { captureLogger } = await import('./helpers/limits.js');
+    const { generateKey } = await import('../src/keys/format.js');
+    const cap = captureLogger('info');
+    const logged = await startTestGateway(testConfig({ upstream: { url: up.url } }), { logger: cap.logger });
+    try {
+      const key = generateKey();
+      for (const given of [key, `trace-${key}`]) {
+        up.seen.length = 0;
+        const res = await request(logged.url).get('/v1/categories').set('x-request-id', given);
+        expect(res.status).toBe(200);
+        const id = res.headers['x-request-id'];
+        expect(id).toMatch(UUID);
+        expect(up.seen[0]!.headers['x-request-id']).toBe(id);
+        expect(JSON.stringify(up.seen[0]!.rawHeaders)).not.toContain(key);
+        expect(cap.lines.some((l) => (l.req as { id?: string } | undefined)?.id === id)).toBe(true);
+      }
+      const bad = await request(logged.url).get('/nowhere').set('x-request-id', key);
+      expect(bad.status).toBe(404);
+      expect(bad.headers['x-request-id']).toMatch(UUID);
+      expect(cap.lines.length).toBeGreaterThanOrEqual(3);
       expect(JSON.stringify(cap.lines)).not.toContain(key);
     } finally {
       await logged.close();

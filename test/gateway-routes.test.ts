@@ -1,11 +1,13 @@
 // Route policy (CONTRACT §3 step 4): Deprecation (RFC 9745), Sunset (RFC 8594) and Link headers on matching routes,
 // 410 gone after the sunset without calling the upstream, and live route swaps through Runtime.apply.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ManualClock } from '../src/clock.js';
 import { policyPath } from '../src/pipeline/route-policy.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
-import { RawConnection, leaksIn, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 
 const PETS = {
   method: 'GET',
@@ -284,5 +286,122 @@ describe('Runtime.apply', () => {
     gw.runtime.onChange((next, prev) => seen.push(`${prev.routes.length}->${next.routes.length}`));
     gw.runtime.apply(config([PETS]));
     expect(seen).toEqual(['4->1']);
+  });
+});
+
+describe('a retired route spelled with encoded slashes, backslashes or ";" parameters', () => {
+  // Two real upstreams that read a path their own way before routing, as deployed servers do: one decodes it (a WSGI
+  // server hands Flask or Django PATH_INFO percent-decoded, so `%2F` is a slash; a server on Windows takes `\` and
+  // `%5C` for one too), the other drops `;params` from each segment (Tomcat, Spring). Each serves GET /v1/pets/:id.
+  type Reading = (path: string) => string;
+  const decoding: Reading = (path) => {
+    let decoded = path;
+    try {
+      decoded = decodeURIComponent(path);
+    } catch {
+      // an invalid escape: routed as sent
+    }
+    return decoded.replace(/\\/g, '/');
+  };
+  const matrixStripping: Reading = (path) => path.split('/').map((seg) => seg.split(';', 1)[0]).join('/');
+  const READINGS: Array<[string, Reading]> = [
+    ['decoding (WSGI)', decoding],
+    ['stripping ;params (Tomcat)', matrixStripping],
+  ];
+  const RETIRED = { method: 'GET', path: '/v1/pets/:petId', sunset: '2020-01-01T00:00:00Z', afterSunset: 'gone' };
+  // Each spelling, the reading under which an upstream serves it as GET /v1/pets/1, and the gateway's answer.
+  const SPELLINGS: Array<[string, Reading, string]> = [
+    ['/v1/pets/1', decoding, '410 gone'],
+    ['/v1/pets%2F1', decoding, '400 invalid_request'],
+    ['/v1/pets%2f1', decoding, '400 invalid_request'],
+    ['/v1/pets%5C1', decoding, '400 invalid_request'],
+    ['/v1/pets%5c1', decoding, '400 invalid_request'],
+    ['/v1/pets\\1', decoding, '400 invalid_request'],
+    ['/v1/pets;x/1', matrixStripping, '400 invalid_request'],
+    ['/v1/pets/1;x', matrixStripping, '400 invalid_request'],
+    ['/v1/pets;x=%2F/1', matrixStripping, '400 invalid_request'],
+    // Not under /v1 as the gateway mounts it (the segment is "v1;x"): never proxied.
+    ['/v1;x/pets/1', matrixStripping, '404 not_found'],
+  ];
+
+  interface ReadingUpstream {
+    port: number;
+    /** Every request target received, and those the pets handler served. */
+    seen: string[];
+    petsServed: string[];
+    close(): Promise<void>;
+  }
+
+  async function startReadingUpstream(reading: Reading): Promise<ReadingUpstream> {
+    const seen: string[] = [];
+    const petsServed: string[] = [];
+    const server = createServer((req, res) => {
+      const url = req.url ?? '/';
+      seen.push(url);
+      const path = reading(url.split('?', 1)[0]!);
+      if (req.method === 'GET' && /^\/v1\/pets\/[^/]+\/?$/i.test(path)) {
+        petsServed.push(url);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"pet":1}');
+      } else {
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"not_found","message":"no route","status":404}');
+      }
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    return {
+      port: (server.address() as AddressInfo).port,
+      seen,
+      petsServed,
+      async close() {
+        server.closeAllConnections();
+        await new Promise<void>((r) => server.close(() => r()));
+      },
+    };
+  }
+
+  const get = (port: number, target: string) => rawRequest(port, [`GET ${target} HTTP/1.1`, 'Host: api.test', 'Connection: close']);
+
+  it('each spelling reaches the pets handler of the upstream that reads it so (the spellings are real)', async () => {
+    for (const [name, reading] of READINGS) {
+      const upstream = await startReadingUpstream(reading);
+      try {
+        const mine = SPELLINGS.filter(([, r]) => r === reading).map(([target]) => target);
+        for (const target of mine) expect((await get(upstream.port, target)).status, `${name}: ${target}`).toBe(200);
+        expect(upstream.petsServed).toEqual(mine);
+      } finally {
+        await upstream.close();
+      }
+    }
+  });
+
+  it('after its sunset no spelling reaches the upstream: 400 invalid_request (before authentication) for an encoded slash or backslash, a backslash or ";", else 410 gone', async () => {
+    for (const [name, reading] of READINGS) {
+      const upstream = await startReadingUpstream(reading);
+      let authenticated: string[] = [];
+      const gateway = await startTestGateway(testConfig({ upstream: { url: `http://127.0.0.1:${upstream.port}` }, routes: [RETIRED] }), {
+        stages: [
+          (req, _res, next) => {
+            authenticated.push(req.originalUrl);
+            next();
+          },
+        ],
+      });
+      try {
+        for (const [target, , want] of SPELLINGS) {
+          authenticated = [];
+          const res = await get(gateway.port, target);
+          const label = `${name}: ${target}`;
+          expect(`${res.status} ${(JSON.parse(res.body) as { code?: string }).code}`, label).toBe(want);
+          if (res.status === 400) expect(authenticated, `${label}: refused before authentication`).toEqual([]);
+        }
+        expect(upstream.seen, name).toEqual([]);
+        expect(upstream.petsServed, name).toEqual([]);
+        // Other paths still go through to the upstream, with their escapes.
+        expect((await get(gateway.port, '/v1/owners/a%20b?q=1;2')).status).toBe(404);
+        expect(upstream.seen, name).toEqual(['/v1/owners/a%20b?q=1;2']);
+      } finally {
+        await gateway.close();
+        await upstream.close();
+      }
+    }
   });
 });

@@ -1,5 +1,6 @@
 // Header formats Tollgate writes itself, against the RFC examples (NOTES.md "Standards").
 import { describe, expect, it } from 'vitest';
+import { generateKey } from '../src/keys/format.js';
 import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -73,6 +74,12 @@ describe('isSaneRequestId', () => {
       expect(isSaneRequestId(id), JSON.stringify(id)).toBe(false);
     }
     for (const v of [undefined, null, 42, ['abc'], { id: 'abc' }]) expect(isSaneRequestId(v)).toBe(false);
+  });
+
+  it('refuses an id that holds something shaped like a key (tg_ and 20+ base62 characters), and keeps ids that only mention tg_', () => {
+    const key = generateKey();
+    for (const id of [key, `trace-${key}`, `${key.slice(0, 23)}`, `x/${key.slice(0, 30)}/y`]) expect(isSaneRequestId(id), id).toBe(false);
+    for (const id of ['tg_', 'tg_short', `tg_${'a'.repeat(19)}`, 'TG_0123456789012345678901234', 'my-tg_trace']) expect(isSaneRequestId(id), id).toBe(true);
   });
 });
 

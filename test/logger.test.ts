@@ -94,6 +94,20 @@ describe('redaction', () => {
     expect(lines[2]!.authorization).toBe('[redacted]');
     expect(lines[3]!.req).toEqual({ id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' });
   });
+
+  it('text shaped like a key is redacted in every field of every line, nested or not, and in the message', async () => {
+    const { captureLogger } = await import('./helpers/limits.js');
+    const { generateKey } = await import('../src/keys/format.js');
+    const cap = captureLogger('info');
+    const key = generateKey();
+    cap.logger.warn({ err: { message: 'bad ' + key, nested: [{ deeper: `x${key}y` }] } }, 'failed');
+    cap.logger.info({ [key]: 'as a name', other: 'tg_short stays' }, `a message with ${key} in it`);
+    cap.logger.child({ id: key }).error('from a child');
+    expect(JSON.stringify(cap.lines)).not.toContain(key);
+    expect(cap.lines[0]!.err).toMatchObject({ message: 'bad tg_[redacted]', nested: [{ deeper: 'xtg_[redacted]' }] });
+    expect(cap.lines[1]).toMatchObject({ 'tg_[redacted]': 'as a name', other: 'tg_short stays', msg: 'a message with tg_[redacted] in it' });
+    expect(cap.lines[2]).toMatchObject({ id: 'tg_[redacted]', msg: 'from a child' });
+  });
 });
 
 describe('logDestination', () => {

@@ -120,6 +120,8 @@ describe('traffic', () => {
     expect((await send(A, '/v1/things', { key: STATIC_KEY })).status).toBe(200);
     expect((await send(A, '/v1/things', { headers: { authorization: `bearer ${k}` } })).status).toBe(200);
     expect((await send(A, '/v1/things', { headers: { authorization: `BEARER    ${k}  ` } })).status).toBe(200);
+    // A key sent as the request id is not taken as one: it would be echoed, forwarded and logged.
+    expect((await send(A, '/v1/things', { key: k, headers: { 'x-request-id': k } })).status).toBe(200);
     // Refused spellings, each from its own client IP so none hits the anonymous limit.
     const refused: Array<[Record<string, string | string[]>, number, string]> = [
       [{ authorization: `Bearer ${k} extra` }, 401, 'invalid_api_key'],

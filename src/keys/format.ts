@@ -35,6 +35,22 @@ export function isWellFormedKey(token: string): boolean {
   return token.slice(KEY_PREFIX.length + BODY_LENGTH) === checksum(body);
 }
 
+/**
+ * Text shaped like a key, or like the start of one (a key cut short is still most of a secret): "tg_" and 20 or more
+ * base62 characters, anywhere. Logs never carry it and a request id may not be one.
+ */
+const KEY_IN_TEXT = /tg_[0-9A-Za-z]{20,}/;
+const KEYS_IN_TEXT = new RegExp(KEY_IN_TEXT.source, 'g');
+
+export function holdsKeyShape(text: string): boolean {
+  return text.includes(KEY_PREFIX) && KEY_IN_TEXT.test(text);
+}
+
+/** The text with everything shaped like a key replaced by `tg_[redacted]`; the same string when there is none. */
+export function redactKeyShapes(text: string): string {
+  return text.includes(KEY_PREFIX) ? text.replace(KEYS_IN_TEXT, `${KEY_PREFIX}[redacted]`) : text;
+}
+
 export function hashKey(token: string): string {
   // crypto.hash: the one-shot form, without a Hash object per call (this runs on every keyed request).
   return hash('sha256', token, 'hex');

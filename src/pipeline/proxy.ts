@@ -87,8 +87,8 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
 
     // One new header object, in the order httpxy sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
-    // consumer's identity or X-Forwarded-For), then the client's, less hop-by-hop ones, Expect, the consumer
-    // headers (only the gateway sets those) and, with hideCredentials, the key.
+    // consumer's identity or X-Forwarded-For), then the client's, less hop-by-hop ones, Expect, any spelling of the
+    // headers the gateway owns (claimsGatewayHeader) and, with hideCredentials, the key.
     const out: Record<string, string | string[]> = {};
     if (h.host !== undefined) out.host = h.host;
     if (contentLength !== undefined) out['content-length'] = contentLength;
@@ -103,7 +103,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     }
     for (const name in h) {
       const value = h[name];
-      if (value === undefined || Object.hasOwn(out, name) || NOT_FORWARDED.has(name) || dropped?.has(name)) continue;
+      if (value === undefined || Object.hasOwn(out, name) || NOT_FORWARDED.has(name) || dropped?.has(name) || claimsGatewayHeader(name)) continue;
       if (name === 'authorization' && upstream.hideCredentials) continue;
       out[name] = value;
     }
@@ -112,8 +112,21 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
   };
 }
 
-/** Request headers never copied from the client: hop-by-hop ones, Expect (answered here), and what the gateway sets. */
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect', H.consumerId, H.consumerPlan]);
+/** Request headers never copied from the client: hop-by-hop ones and Expect (answered here). */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect']);
+
+/**
+ * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its consumer
+ * headers (X-Consumer-*), forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id. Those come
+ * only from the gateway. An underscore counts as a dash: CGI/WSGI, PHP-FPM and nginx with underscores_in_headers
+ * fold `X_Consumer_Id` into X-Consumer-Id, which would join the gateway's own value (`key_real,key_VICTIM`).
+ */
+function claimsGatewayHeader(name: string): boolean {
+  // Every owned name but Forwarded starts with "x": most headers are passed on after one character check.
+  if (name.charCodeAt(0) !== 120 /* x */) return name === 'forwarded';
+  const folded = name.includes('_') ? name.replaceAll('_', '-') : name;
+  return folded.startsWith('x-consumer-') || folded.startsWith('x-forwarded-') || folded === H.requestId || folded === 'x-real-ip';
+}
 
 /** 413 before the upstream is called when Content-Length already says the body is too large. */
 export function declaredBodyLimit(maxBodyBytes: number) {
