@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
+import { redactKeyShapes } from '../keys/format.js';
 import { configSchema, type Config } from './schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
@@ -135,7 +136,7 @@ function describe(value: unknown): string {
  * the rest is cut to `max` characters.
  */
 export function excerpt(text: string, max: number): string {
-  const redacted = text.replace(/(\/\/[^/@\s:]*:)[^@\s]*@/g, '$1***@').replace(/tg_[0-9A-Za-z]{8,}/g, 'tg_[redacted]');
+  const redacted = redactKeyShapes(text.replace(/(\/\/[^/@\s:]*:)[^@\s]*@/g, '$1***@'));
   return redacted.length > max ? `${redacted.slice(0, max)}…` : redacted;
 }
 
