@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The tollgate command: serve, petstore, dev, keys and config check (CONTRACT §1).
+// The tollgate command: serve, petstore, dev, keys and config check (README, "Running it for real").
 // Exit codes: 0 success, 1 a clear error on stderr, 2 usage.
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile, resolveConfigPath } from './config/load.js';

@@ -1,4 +1,4 @@
-// The built CLI as users run it (CONTRACT §1, §2, §3 "SIGTERM"): `node dist/cli.js` in a child process.
+// The built CLI as users run it (README: "Running it for real", "Configuration reference", "The request path"): `node dist/cli.js` in a child process.
 // Needs dist/ (npm test builds first). Uses loopback only: a TestUpstream, and a private TestRedis for the petstore.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +18,7 @@ const badFixtureErrors = [...readFileSync(new URL('./fixtures/config/wrong-types
 
 let dir: string;
 let up: TestUpstream;
-/** A static key in every serve config: /v1 requires one (authentication is CONTRACT §3 step 1). */
+/** A static key in every serve config: /v1 requires one (authentication is the request path's first stage). */
 const KEY = generateKey();
 const AUTH = `Bearer ${KEY}`;
 

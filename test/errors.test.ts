@@ -1,4 +1,4 @@
-// The error catalogue (CONTRACT §5): one JSON shape, and README.md's error table lists every code with its status.
+// The error catalogue (README: "Error codes"): one JSON shape, and README.md's error table lists every code with its status.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Header formats Tollgate writes itself, against the RFC examples (NOTES.md "Standards").
+// Header formats Tollgate writes itself, against the RFC examples (RFC 9745, RFC 8594, RFC 9110, RFC 6750 and the IETF httpapi RateLimit draft).
 import { describe, expect, it } from 'vitest';
 import { generateKey } from '../src/keys/format.js';
 import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';

@@ -1,5 +1,6 @@
 // Stage 5 of the request path: forward to the one configured upstream with http-proxy-middleware (httpxy),
-// streaming bodies both ways and mending what the library leaves to its caller (see NOTES.md).
+// streaming bodies both ways and mending what the library leaves to its caller (hop-by-hop headers,
+// timeouts reported as resets, text/plain errors: README, "Dependencies").
 import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { Socket } from 'node:net';
@@ -148,7 +149,7 @@ export function createProxy(opts: ProxyOptions) {
   const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse): void => {
     const state = stateOf(res);
     state.reusedSocket = proxyReq.reusedSocket;
-    // NOTES.md: httpxy reports its own proxyTimeout as a plain ECONNRESET, so the deadline is kept here. A retried
+    // httpxy reports its own proxyTimeout as a plain ECONNRESET (indistinguishable from a real reset), so the deadline is kept here. A retried
     // attempt gets what is left of the first one's time: the client never waits longer than timeoutMs for headers.
     const timer = setTimeout(
       () => {
@@ -240,7 +241,7 @@ export function createProxy(opts: ProxyOptions) {
     changeOrigin: true,
     xfwd: false,
     agent,
-    // Giving on.error keeps hpm's default error plugin (text/plain, 504 for everything) out (NOTES.md).
+    // Giving on.error keeps hpm's default error plugin (text/plain, 504 for everything) out.
     on: {
       proxyReq: onProxyReq as never,
       proxyRes: onProxyRes as never,

@@ -197,7 +197,7 @@ export async function rawRequest(port: number, lines: string[], body = '', opts:
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-/** No error body may leak a stack trace or an internal address (CONTRACT §5). */
+/** No error body may leak a stack trace or an internal address (README, "Error codes"). */
 export function leaksIn(text: string): string[] {
   const problems: string[] = [];
   if (/\bat .*\.(ts|js|mjs|cjs):\d+/.test(text) || /\n\s+at /.test(text)) problems.push('stack trace');

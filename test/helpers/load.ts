@@ -143,7 +143,7 @@ export function startLoad(opts: LoadOptions): Load {
   return load;
 }
 
-/** What a status must carry as its error code (CONTRACT §5). */
+/** What a status must carry as its error code (README, "Error codes"). */
 const CODES: Record<number, string[]> = {
   400: ['invalid_request', 'invalid_json'],
   401: ['missing_api_key', 'invalid_api_key'],
