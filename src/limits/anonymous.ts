@@ -1,5 +1,6 @@
-// The anonymous limit: requests without a valid key are metered per client IP (anonymous.perMinute), so key
-// guessing is throttled. rate-limiter-flexible does this on Redis, with its insurance limiter in memory.
+// The anonymous limit: requests without a valid key are metered per client address (anonymous.perMinute), so key
+// guessing is throttled. rate-limiter-flexible does this on Redis, with its insurance limiter in memory. The
+// address is anonymousClientKey's (validated, IPv6 by /64), so made-up X-Forwarded-For values cannot make buckets.
 import type { NextFunction, Request, Response } from 'express';
 import type { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -10,6 +11,7 @@ import type { Metrics } from '../metrics.js';
 import type { Runtime } from '../runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
+import { anonymousClientKey } from './client-address.js';
 
 interface Limiters {
   perMinute: number;
@@ -60,16 +62,17 @@ export class AnonymousLimiter {
     const l = this.limiters;
     // While the breaker is open, go straight to memory rather than wait on Redis.
     const limiter = l.shared && this.deps.redis?.breaker.state === 'closed' ? l.shared : l.memory;
+    const client = anonymousClientKey(req);
     let result: RateLimiterRes;
     let admitted: boolean;
     try {
-      result = await limiter.consume(req.ip ?? req.socket.remoteAddress ?? 'unknown');
+      result = await limiter.consume(client);
       admitted = true;
     } catch (rej) {
       // Over the limit is a RateLimiterRes; anything else is a store failure the insurance could not absorb.
       if (!(rej instanceof RateLimiterRes)) {
         this.deps.metrics.redisErrors.inc({ op: 'anonymous_limit' });
-        result = await l.memory.consume(req.ip ?? 'unknown').catch((r: unknown) => r as RateLimiterRes);
+        result = await l.memory.consume(client).catch((r: unknown) => r as RateLimiterRes);
         admitted = result.remainingPoints >= 0 && result.consumedPoints <= l.perMinute;
       } else {
         result = rej;
