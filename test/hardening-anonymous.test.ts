@@ -1,15 +1,17 @@
 // The anonymous limit under abuse: the client address it meters (validated, the peer's when X-Forwarded-For
-// holds no IP, IPv6 by /64) so junk headers can neither dodge the limit nor fill Redis. Unit tests for the
-// address function, then a real gateway on a private redis-server in front of a loopback upstream.
+// holds no IP, IPv6 by /64) so junk headers can neither dodge the limit nor fill Redis, and a client already
+// refused by it costs no key lookup however many well-formed made-up keys it sends. Unit tests for the address
+// function, then a real gateway on a private redis-server in front of a loopback upstream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { randomBytes } from 'node:crypto';
+import { generateKey } from '../src/keys/format.js';
 import { anonymousClientKey } from '../src/limits/client-address.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { testConfig } from './helpers/gateway.js';
-import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { clientAddresses, commandCalls, monitorRedis, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 
 const key = (ip: string | undefined, peer: string | undefined = '192.0.2.200') => anonymousClientKey({ ip, socket: { remoteAddress: peer } });
 
@@ -151,5 +153,41 @@ describe('anonymous limit through the gateway (trustProxy: true, a private Redis
     expect(statuses).toEqual([...Array(PER_MINUTE).fill(401), ...Array(sameNet.length - PER_MINUTE).fill(429)]);
     expect((await send(gw, '2001:db8:1:3::1')).status).toBe(401);
     expect((await anonymousKeys(prefix)).sort()).toEqual([`${prefix}anon:2001:db8:1:2::/64`, `${prefix}anon:2001:db8:1:3::/64`]);
+  });
+
+  it('a client over its anonymous limit costs no Redis command for well-formed made-up keys (all 429); a key it used before still gets 200', async () => {
+    const { gw } = await gateway();
+    const ip = '198.51.100.99';
+    const known = await gw.createKey({ plan: 'free' });
+    expect((await send(gw, ip, known.key)).status).toBe(200);
+    const notYetSeen = await gw.createKey({ plan: 'free' });
+    for (let i = 0; i < PER_MINUTE; i++) expect((await send(gw, ip)).status).toBe(401);
+    expect((await send(gw, ip)).status).toBe(429);
+
+    const gatewayAddrs = await clientAddresses(admin, 'tollgate-gateway');
+    expect(gatewayAddrs.size).toBeGreaterThan(0);
+    const N = 200;
+    const before = await commandCalls(admin);
+    const mon = await monitorRedis(admin);
+    const statuses = new Map<number, number>();
+    for (let i = 0; i < N; i++) {
+      const res = await send(gw, ip, generateKey());
+      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      if (res.status === 429) expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    }
+    const commands = await mon.stop();
+    const after = await commandCalls(admin);
+    expect(Object.fromEntries(statuses)).toEqual({ 429: N });
+    const fromGateway = commands.filter((c) => gatewayAddrs.has(c.source) || c.source === 'lua');
+    expect(fromGateway.map((c) => c.args[0]), 'Redis commands the gateway sent for the made-up keys').toEqual([]);
+    expect((after.get('get') ?? 0) - (before.get('get') ?? 0)).toBe(0);
+
+    // A key this instance verified before keeps working from the refused address, from its cache.
+    const ok = await send(gw, ip, known.key);
+    expect(ok.status).toBe(200);
+    // A valid key this instance has not seen yet is not looked up either until the address's window resets.
+    expect((await send(gw, ip, notYetSeen.key)).status).toBe(429);
+    // Another address is not affected: the lookup happens and the key works.
+    expect((await send(gw, '198.51.100.100', notYetSeen.key)).status).toBe(200);
   });
 });
