@@ -112,7 +112,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   return {
     // CONTRACT §3: authenticate; requests without a valid key meet the per-IP limit, then 401; keyed ones meet
     // the ban check and plan limits.
-    stages: [authenticate(keys, logger), anonymous.stage(), requireConsumer, keyLimiter.stage()],
+    stages: [authenticate(keys, logger, anonymous), anonymous.stage(), requireConsumer, keyLimiter.stage()],
     readiness,
     keys,
     redis,

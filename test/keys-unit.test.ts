@@ -231,6 +231,29 @@ describe('KeyService (memory store, manual clock)', () => {
     expect(spy.calls.findByHash).toBe(28);
   });
 
+  it('a lookup gate is asked only when a store read is needed; declined, nothing is read and the key is not_looked_up', async () => {
+    const { clock, spy, service, admin } = memoryService();
+    const { key } = await admin.create({ plan: 'free' });
+    const asked: string[] = [];
+    const decline = (who: string) => (asked.push(who), false);
+    // Unknown to this instance: the gate declines, no store read, no negative entry.
+    expect(await service.verify(key, decline, 'first')).toEqual({ ok: false, reason: 'not_looked_up' });
+    expect(await service.verify(generateKey(), decline, 'guess')).toEqual({ ok: false, reason: 'not_looked_up' });
+    expect(spy.calls.findByHash).toBe(0);
+    expect(asked).toEqual(['first', 'guess']);
+    // Admitted: the read happens and the key is cached; from then on the gate is not asked.
+    expect((await service.verify(key, () => true, 'x')).ok).toBe(true);
+    expect((await service.verify(key, decline, 'cached')).ok).toBe(true);
+    // A known key whose copy is due to be read again is read, not declined: it was valid here before.
+    clock.advance(DEFAULT_KEY_CACHE.ttlMs);
+    expect((await service.verify(key, decline, 'stale')).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(2);
+    expect(asked).toEqual(['first', 'guess']);
+    // Malformed keys never get as far as the gate.
+    expect(await service.verify('tg_nope', decline, 'malformed')).toMatchObject({ ok: false, reason: 'malformed' });
+    expect(asked).toEqual(['first', 'guess']);
+  });
+
   it('honours expiry', async () => {
     const { clock, service, admin } = memoryService();
     const { key } = await admin.create({ plan: 'free', expiresAt: new Date(clock.now() + 5_000).toISOString() });

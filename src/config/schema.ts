@@ -12,7 +12,10 @@ const server = z.strictObject({
   host: z.string().min(1).default('127.0.0.1'),
   /** TCP port to listen on (0 picks a free one). */
   port: z.number().int().min(0).max(65535).default(8080),
-  /** Express "trust proxy": false, true, a hop count, or addresses/subnets whose X-Forwarded-For to believe. */
+  /**
+   * Express "trust proxy": false, true, a hop count, or addresses/subnets whose X-Forwarded-For to believe. The
+   * anonymous limit takes the address it yields only when that is an IP address, else the peer's (limits/client-address.ts).
+   */
   trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string().min(1), z.array(z.string().min(1))]).default(false),
   /** Request bodies larger than this get 413 before (or while) reaching the upstream. */
   maxBodyBytes: z.number().int().min(0).default(1_048_576),

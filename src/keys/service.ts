@@ -18,7 +18,15 @@ export type VerifyResult = (
   | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
   /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
   | { ok: false; reason: 'unavailable' }
+  /** A store read was needed and the caller's gate declined it: nothing is known about the key. */
+  | { ok: false; reason: 'not_looked_up' }
 ) & { storeMs?: number };
+
+/**
+ * Asked by verify() only when answering would take a key-store read (nothing usable cached): false declines the
+ * read. `ctx` is the caller's, passed through, so the caller needs no closure per call.
+ */
+export type LookupGate<C> = (ctx: C) => boolean;
 
 export interface KeyCacheOptions {
   /**
@@ -104,7 +112,8 @@ export class KeyService {
     return this.cache.size;
   }
 
-  async verify(token: string): Promise<VerifyResult> {
+  /** `gate`: see LookupGate; it is never asked for static keys, cached ones, or a known key whose copy is stale. */
+  async verify<C>(token: string, gate?: LookupGate<C>, ctx?: C): Promise<VerifyResult> {
     if (!isWellFormedKey(token)) return { ok: false, reason: 'malformed' };
     const hash = hashKey(token);
     const now = this.clock.now();
@@ -117,6 +126,9 @@ export class KeyService {
       stored = cached.key;
       if (now - cached.readAt >= this.opts.confirmAfterMs) revision = cached.revision;
     } else {
+      // A key this instance has read before is never declined: it was valid, and a gate that throttles guessing
+      // should not cost its owner a request. What is declined is a token nothing here has vouched for.
+      if (gate && !cached?.key && !gate(ctx as C)) return { ok: false, reason: 'not_looked_up' };
       const started = this.clock.now();
       try {
         // Just read: nothing to confirm yet.

@@ -1,6 +1,7 @@
 // Stage 1 of the request path: bearer API key authentication (RFC 6750).
 // `authenticate` only finds out who is calling; `requireConsumer` answers 401 to whoever is not a valid key,
-// so the anonymous per-IP limit can sit between the two.
+// so the anonymous per-IP limit can sit between the two. A client the anonymous limit is already refusing gets no
+// key-store read for a key this instance does not know: it could only have been answered 429 anyway.
 import type { NextFunction, Request, Response } from 'express';
 import { sendError, type ErrorCode } from '../errors.js';
 import type { KeyService } from '../keys/service.js';
@@ -30,7 +31,23 @@ export function parseBearer(header: string | undefined): BearerParse {
   return m?.[1] ? { kind: 'token', token: m[1] } : { kind: 'malformed' };
 }
 
-export function authenticate(keys: KeyService, logger: Logger) {
+/** The anonymous limit's memory of whom it refuses (AnonymousLimiter): when the refusal ends, or 0. */
+export interface RefusedClients {
+  refusedUntil(req: Request): number;
+}
+
+export function authenticate(keys: KeyService, logger: Logger, refused?: RefusedClients) {
+  // Asked only on a key-cache miss (the store read a guessed key would cost), never for a cached key: made once
+  // here, so a request allocates nothing for it. Why a refusal is skipped is told to the anonymous stage, which
+  // answers 429 from that without asking Redis again.
+  const lookupGate = refused
+    ? (res: Response): boolean => {
+        const until = refused.refusedUntil(res.req);
+        if (until === 0) return true;
+        res.locals.anonymousRefusedUntil = until;
+        return false;
+      }
+    : undefined;
   return async function authenticateStage(req: Request, res: Response, next: NextFunction): Promise<void> {
     const parsed = parseBearer(req.headers.authorization);
     if (parsed.kind === 'missing') {
@@ -41,7 +58,7 @@ export function authenticate(keys: KeyService, logger: Logger) {
       res.locals.authFailure = 'invalid_api_key' satisfies ErrorCode;
       return next();
     }
-    const result = await keys.verify(parsed.token);
+    const result = await keys.verify(parsed.token, lookupGate, res);
     // Time spent reading the key store (a cache miss) comes out of the request's Redis budget for the limit check.
     if (result.storeMs !== undefined) res.locals.redisSpentMs = result.storeMs;
     if (result.ok) {
