@@ -135,7 +135,7 @@ export class KeyLimiter {
         const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
-        decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check);
+        decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
         if (decision.outcome !== 'invalid_key') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, clock.now());
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
