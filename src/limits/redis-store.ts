@@ -39,15 +39,14 @@ if keyHash ~= '' then
 end
 
 -- A credit goes into the window as it stands; a window that lapsed meanwhile starts with it, for what was left of the
--- gateway's memory window.
-local function credit(key, n, ttl)
-  if n > 0 and redis.call('INCRBY', key, n) == n then redis.call('PEXPIRE', key, ttl) end
-end
+-- gateway's memory window. (Nearly every call has none: nothing of this runs then.)
 if ARGV[4] ~= '' then
   local c = {}
   for v in string.gmatch(ARGV[4], '%S+') do c[#c + 1] = tonumber(v) end
-  credit(KEYS[1], c[1], c[2])
-  credit(KEYS[2], c[3], c[4])
+  for i = 0, 1 do
+    local n, ttl = c[1 + 2 * i], c[2 + 2 * i]
+    if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
+  end
 end
 
 local function window(key, len)
