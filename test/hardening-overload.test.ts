@@ -230,6 +230,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
   });
 
   it('a Redis that really does not answer (SIGSTOP) still opens the breaker (cause redis)', async () => {
+    await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 0, 'not degraded to begin with');
     const { key } = await gw.createKey({});
     expect(await get(key)).toBe(200);
     redis.pause();
