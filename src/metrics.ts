@@ -88,6 +88,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly redisTimeouts = new Counter({
+    name: 'tollgate_redis_timeouts_total',
+    help: 'Redis calls on the request path that timed out, by cause: redis (Redis did not answer in time; the breaker opens) or overload (this process\'s event loop was too late to read the answer; the breaker stays closed).',
+    labelNames: ['cause'] as const,
+    registers: [this.registry],
+  });
+
   readonly logLinesDropped = new Counter({
     name: 'tollgate_log_lines_dropped_total',
     help: 'Log lines dropped because stdout was not taking them and log.maxBufferBytes were already queued.',

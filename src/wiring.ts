@@ -37,6 +37,31 @@ export interface BuildPartsOptions {
   memoryPolicyCheckMs?: number;
 }
 
+/** Overload is logged at most this often (a flood of late timeouts is one condition, not one line each). */
+const OVERLOAD_LOG_EVERY_MS = 1000;
+
+/**
+ * Counts every request-path Redis timeout by cause, and warns about overload: it trips nothing (degraded mode is
+ * for Redis trouble), so this line and tollgate_redis_timeouts_total{cause="overload"} are how it shows.
+ */
+function reportTimeouts(breaker: Breaker, metrics: Metrics, logger: Logger, clock: Clock): void {
+  let loggedAt = -Infinity;
+  let since = 0;
+  breaker.onTimeout((cause, lateMs, budgetMs) => {
+    metrics.redisTimeouts.inc({ cause });
+    if (cause !== 'overload') return;
+    since++;
+    const now = clock.now();
+    if (now - loggedAt < OVERLOAD_LOG_EVERY_MS) return;
+    logger.warn(
+      { lateMs: Math.round(lateMs), budgetMs, overloadTimeouts: since },
+      'event loop overloaded: redis answered, but too late for this process to read it in time (not a redis failure)',
+    );
+    loggedAt = now;
+    since = 0;
+  });
+}
+
 export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metrics, clock: Clock, opts: BuildPartsOptions = {}): Promise<GatewayParts> {
   const config = runtime.config;
   const redisCfg = config.redis;
@@ -50,8 +75,13 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
     redis = client;
     const keyspace = new Keyspace(redisCfg.prefix);
-    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, () => client.status === 'ready');
+    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, () => client.status === 'ready', {
+      budgetMs: redisCfg.commandTimeoutMs,
+      // The socket is replaced on every reconnect; before the first connection there is none.
+      bytesRead: () => (client.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0,
+    });
     const where = redactRedisUrl(redisCfg.url);
+    reportTimeouts(breaker, metrics, logger, clock);
     breaker.onChange((state, reason) => {
       metrics.degraded.set(state === 'open' ? 1 : 0);
       metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });

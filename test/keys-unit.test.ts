@@ -408,6 +408,82 @@ describe('KeyService (memory store, manual clock)', () => {
     expect(spy.calls.findByHash).toBe(3);
   });
 
+  it('a subscriber reconnect keeps the cache: known keys are still served without a store read, each due for confirmation by its next limit check; unknown hashes are read again', async () => {
+    const clock = new ManualClock();
+    let reconnected: (() => void) | undefined;
+    // Names a revision per record content, as the Redis store does.
+    class RevisionedStore extends MemoryKeyStore {
+      override async findByHash(hash: string) {
+        const found = await super.findByHash(hash);
+        return found && { ...found, revision: hashKey(JSON.stringify(found.key)) };
+      }
+    }
+    // Lets the test fire the subscriber's reset (a reconnect).
+    class ReconnectingSpy extends SpyKeyStore {
+      override subscribe(onChange: (id: string) => void, onReset: () => void) {
+        reconnected = onReset;
+        return super.subscribe(onChange, onReset);
+      }
+    }
+    const store = new RevisionedStore(() => clock.now());
+    const spy = new ReconnectingSpy(store);
+    const service = new KeyService(spy, clock, { ttlMs: 60_000, confirmAfterMs: 30_000 });
+    const heard: Array<string | undefined> = [];
+    service.onChange((id) => heard.push(id));
+    await service.start();
+    const admin = new KeyService(store, clock);
+    const { key } = await admin.create({ plan: 'free' });
+    const unknown = generateKey();
+    const verify = async (k = key) => {
+      const r = await service.verify(k);
+      if (!r.ok) throw new Error(`key refused: ${r.reason}`);
+      return r;
+    };
+
+    expect((await verify()).revision).toBeUndefined();
+    expect(await service.verify(unknown)).toEqual({ ok: false, reason: 'unknown', storeMs: 0 });
+    expect(spy.calls.findByHash).toBe(2);
+
+    clock.advance(1000);
+    reconnected!();
+    // Listeners still hear that changes may have been missed (the limiter drops its known bans)...
+    expect(heard).toEqual([undefined]);
+    // ...but the cache is kept: the known key is served from it, with its revision for the limit check to confirm.
+    expect(service.cacheSize).toBe(2);
+    const due = await verify();
+    expect(due.revision).toMatch(/^[0-9a-f]{64}$/);
+    expect((await verify()).revision, 'due until a check confirms it').toBe(due.revision);
+    expect(spy.calls.findByHash).toBe(2);
+    // An unknown hash has nothing a limit check could confirm: it is read again.
+    expect((await service.verify(unknown)).ok).toBe(false);
+    expect(spy.calls.findByHash).toBe(3);
+    expect((await service.verify(unknown)).ok).toBe(false);
+    expect(spy.calls.findByHash).toBe(3);
+
+    // Confirmed by a limit check: no longer due.
+    service.recordChecked(hashKey(key), due.revision!, true);
+    expect((await verify()).revision).toBeUndefined();
+
+    // Another reconnect while the store is down: the known key keeps working, still due.
+    reconnected!();
+    spy.mode = 'fail';
+    expect((await verify()).revision).toBe(due.revision);
+    spy.mode = 'ok';
+
+    // A read in flight across a reconnect is cached, but due: it may predate a missed change.
+    const other = await admin.create({ plan: 'free' });
+    let release!: () => void;
+    spy.findGate = new Promise<void>((r) => (release = r));
+    const pending = verify(other.key);
+    reconnected!();
+    release();
+    spy.findGate = undefined;
+    expect((await pending).revision).toBeUndefined();
+    const reads = spy.calls.findByHash;
+    expect((await verify(other.key)).revision).toMatch(/^[0-9a-f]{64}$/);
+    expect(spy.calls.findByHash).toBe(reads);
+  });
+
   it('store failing: a cached key keeps working (stale, up to maxStaleMs); anything uncached is unavailable, not invalid', async () => {
     const { clock, spy, service, admin } = memoryService({ cache: { ttlMs: 1_000, maxStaleMs: 60_000 } });
     const { key } = await admin.create({ plan: 'free' });

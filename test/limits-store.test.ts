@@ -347,7 +347,59 @@ describe.each(harnesses)('$name', (h) => {
   });
 });
 
+describe('MemoryLimiterStore only', () => {
+  it('raiseTo: the memory windows continue from the counts and end times the shared store last reported', async () => {
+    const c = new ManualClock();
+    const store = new MemoryLimiterStore(c);
+    const limits = { perMinute: 10, perDay: 100 };
+    const now = c.now();
+    // Redis last said: 8 of the minute, ending in 20 s; 50 of the day, ending in an hour.
+    store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
+    const first = await store.check('seeded', limits, NO_BANS);
+    expect(first).toMatchObject({ outcome: 'admitted', minute: { used: 9, resetMs: 20 * SECOND }, day: { used: 51, resetMs: 3600 * SECOND } });
+    expect((await store.check('seeded', limits, NO_BANS)).outcome).toBe('admitted');
+    expect((await store.check('seeded', limits, NO_BANS))).toMatchObject({ outcome: 'limited_minute', retryMs: 20 * SECOND });
+
+    // Raised again with the same (older) report: the larger memory count stands.
+    store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
+    expect((await store.check('seeded', limits, NO_BANS)).minute.used).toBe(10);
+    // A larger report wins, end time included (the fleet's window).
+    store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, now);
+    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'limited_minute', minute: { used: 10, resetMs: 30 * SECOND }, day: { used: 70 } });
+
+    // The reported minute has ended: it no longer counts, and the memory window it had set ends with it.
+    c.advance(30 * SECOND);
+    store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, c.now());
+    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'admitted', minute: { used: 1, resetMs: MINUTE_MS }, day: { used: 71 } });
+    // A report of nothing changes nothing.
+    store.raiseTo('fresh', { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0 }, c.now());
+    expect(await store.check('fresh', limits, NO_BANS)).toMatchObject({ outcome: 'admitted', minute: { used: 1, resetMs: MINUTE_MS }, day: { used: 1, resetMs: DAY_MS } });
+  });
+});
+
 describe('RedisLimiterStore only', () => {
+  it('counts a credit (requests admitted from memory meanwhile) in both windows before deciding; a lapsed window starts with it', async () => {
+    const limits = { perMinute: 10, perDay: 100 };
+    const id = newId('credit');
+    expect((await redisStore.check(id, limits, NO_BANS)).minute.used).toBe(1);
+    // 4 admitted from memory: counted, then this request on top.
+    const credited = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 4, minuteMs: 30 * SECOND, day: 4, dayMs: 3600 * SECOND });
+    expect(credited).toMatchObject({ outcome: 'admitted', minute: { used: 6 }, day: { used: 6 } });
+    // The window the credit went into keeps its own end (the first request's minute).
+    expect(credited.minute.resetMs).toBeGreaterThan(MINUTE_MS - 1500);
+    // A credit that fills the window: this request is refused, and the credit is counted all the same.
+    const full = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 4, minuteMs: 30 * SECOND, day: 4, dayMs: 3600 * SECOND });
+    expect(full).toMatchObject({ outcome: 'limited_minute', minute: { used: 10 }, day: { used: 10 } });
+
+    // Redis lost the windows (a restart, or they lapsed): a credit starts them, for what was left of the memory ones.
+    await admin.del(keyspace.minuteWindow(id), keyspace.dayWindow(id));
+    const restarted = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 3, minuteMs: 20 * SECOND, day: 0, dayMs: 0 });
+    expect(restarted).toMatchObject({ outcome: 'admitted', minute: { used: 4 }, day: { used: 1 } });
+    expect(restarted.minute.resetMs).toBeLessThanOrEqual(20 * SECOND);
+    expect(restarted.minute.resetMs).toBeGreaterThan(20 * SECOND - 1500);
+    expect(restarted.day.resetMs).toBeGreaterThan(DAY_MS - 1500);
+  });
+
   it('re-validates the key against its record in the same call: revoked, rotated past grace or missing -> invalid_key', async () => {
     const limits = { perMinute: 100, perDay: 1000 };
     const ban: BanPolicy = { threshold: 100, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };

@@ -27,13 +27,16 @@ export class RedisKeyStore implements KeyStore {
   ) {}
 
   async findByHash(hash: string): Promise<FoundKey | undefined> {
-    const lookup = async (): Promise<FoundKey | undefined> => {
-      const id = await this.redis.get(this.ks.keyByHash(hash));
-      if (!id) return undefined;
-      const raw = await this.redis.getBuffer(this.ks.keyRecord(id));
-      return raw ? { key: JSON.parse(raw.toString('utf8')) as StoredKey, revision: recordRevision(raw) } : undefined;
-    };
-    return this.breaker ? this.breaker.run(lookup) : lookup();
+    // Each command through the breaker on its own, so a timeout is timed against its own commandTimeout (the
+    // breaker tells a late-reading process from a silent Redis by how late the timeout fired).
+    const id = await this.guarded(() => this.redis.get(this.ks.keyByHash(hash)));
+    if (!id) return undefined;
+    const raw = await this.guarded(() => this.redis.getBuffer(this.ks.keyRecord(id)));
+    return raw ? { key: JSON.parse(raw.toString('utf8')) as StoredKey, revision: recordRevision(raw) } : undefined;
+  }
+
+  private guarded<T>(call: () => Promise<T>): Promise<T> {
+    return this.breaker ? this.breaker.run(call) : call();
   }
 
   async get(id: string): Promise<StoredKey | undefined> {

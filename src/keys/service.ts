@@ -11,8 +11,9 @@ import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
 export type VerifyResult = (
   /**
    * keyHash: set for keys from the store (not static ones), so the limit check can re-validate them; revision:
-   * the cached record's, when the store names one and the copy is due for confirmation (confirmAfterMs), so the
-   * limit check compares it with the stored record (recordChecked).
+   * the cached record's, when the store names one and the copy is due for confirmation (confirmAfterMs, or read
+   * before the change feed's subscriber reconnected), so the limit check compares it with the stored record
+   * (recordChecked).
    */
   | { ok: true; key: KeyRecord; keyHash?: string; revision?: string }
   | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
@@ -64,6 +65,8 @@ interface CacheEntry {
   revision: string | undefined;
   /** When the record was read, or last confirmed unchanged by a limit check. */
   readAt: number;
+  /** KeyService.resets when the record was read or confirmed: an older value means changes may have been missed. */
+  resets: number;
 }
 
 export class KeyService {
@@ -71,6 +74,11 @@ export class KeyService {
   private readonly inflight = new Map<string, Promise<FoundKey | undefined>>();
   /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
   private generation = 0;
+  /**
+   * Bumped when the change feed may have missed messages (its subscriber reconnected). Entries read before are kept
+   * and served, but due for confirmation: marking them all costs one increment, not a scan.
+   */
+  private resets = 0;
   private unsubscribe: (() => Promise<void>) | undefined;
   private readonly changeListeners: Array<(id: string | undefined) => void> = [];
   readonly opts: KeyCacheOptions;
@@ -93,13 +101,21 @@ export class KeyService {
   async start(): Promise<void> {
     this.unsubscribe = await this.store.subscribe(
       (id) => this.forget(id),
-      () => {
-        this.generation++;
-        this.cache.clear();
-        // Changes may have been missed while the subscriber was away: everything derived from keys starts over.
-        for (const fn of this.changeListeners) fn(undefined);
-      },
+      () => this.changesMayBeMissed(),
     );
+  }
+
+  /**
+   * The subscriber reconnected: messages sent meanwhile are lost. Forgetting every cached key here made each
+   * reconnect a burst of store reads, which fail (503 for valid keys) when the reconnect comes from a flapping
+   * connection. Instead each entry read before now is confirmed by its next request's limit check (its revision
+   * goes along; the check answers in the same round trip and re-validates the key's hash and status anyway), and an
+   * entry that check cannot confirm (no revision: an unknown hash) is read again. What is derived from keys (the
+   * limiter's known bans) still starts over.
+   */
+  private changesMayBeMissed(): void {
+    this.resets++;
+    for (const fn of this.changeListeners) fn(undefined);
   }
 
   async close(): Promise<void> {
@@ -122,9 +138,14 @@ export class KeyService {
     const cached = this.cache.get(hash);
     let stored: StoredKey | null;
     let revision: string | undefined;
-    if (cached && now - cached.readAt < (cached.key ? this.opts.ttlMs : this.opts.negativeTtlMs)) {
+    if (
+      cached &&
+      now - cached.readAt < (cached.key ? this.opts.ttlMs : this.opts.negativeTtlMs) &&
+      (cached.resets === this.resets || cached.revision !== undefined)
+    ) {
       stored = cached.key;
-      if (now - cached.readAt >= this.opts.confirmAfterMs) revision = cached.revision;
+      // Due for confirmation: old enough, or read before changes may have been missed.
+      if (now - cached.readAt >= this.opts.confirmAfterMs || cached.resets !== this.resets) revision = cached.revision;
     } else {
       // A key this instance has read before is never declined: it was valid, and a gate that throttles guessing
       // should not cost its owner a request. What is declined is a token nothing here has vouched for.
@@ -151,8 +172,10 @@ export class KeyService {
   recordChecked(hash: string, revision: string, current: boolean): void {
     const entry = this.cache.peek(hash);
     if (entry?.revision !== revision) return;
-    if (current) entry.readAt = this.clock.now();
-    else this.cache.delete(hash);
+    if (current) {
+      entry.readAt = this.clock.now();
+      entry.resets = this.resets;
+    } else this.cache.delete(hash);
   }
 
   /** Validity rules, applied to cached and fresh records alike. */
@@ -174,10 +197,12 @@ export class KeyService {
     let p = this.inflight.get(hash);
     if (!p) {
       const generation = this.generation;
+      // A reset while this read is in flight: what it read may predate a missed change, so it is cached as due.
+      const resets = this.resets;
       p = withDeadline(this.store.findByHash(hash), this.opts.lookupTimeoutMs, 'key lookup')
         .then((found) => {
           // A change announced while this read was in flight may postdate what it read: answer, but do not cache.
-          if (generation === this.generation) this.cache.set(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now() });
+          if (generation === this.generation) this.cache.set(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now(), resets });
           return found;
         })
         .finally(() => this.inflight.delete(hash));

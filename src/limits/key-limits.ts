@@ -11,6 +11,7 @@ import type { Metrics } from '../metrics.js';
 import { requireConsumer, type Consumer } from '../pipeline/authenticate.js';
 import type { Runtime } from '../runtime.js';
 import type { Breaker } from '../storage/breaker.js';
+import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
 import { DAY_MS, MINUTE_MS, type Decision, type KeyLimits, type LimiterStore } from './types.js';
 
@@ -53,6 +54,8 @@ export class KeyLimiter {
    */
   private readonly limitsByPair = new Map<string, KeyLimits>();
   private readonly policies = new WeakMap<KeyLimits, string>();
+  /** Per key: the windows Redis last reported, and what memory admitted since (see handle). */
+  private readonly lastCounts = new LastCounts();
 
   constructor(private readonly deps: KeyLimiterDeps) {}
 
@@ -119,21 +122,33 @@ export class KeyLimiter {
     if (!shared) {
       decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
     } else {
+      // Requests this instance admitted from memory while Redis was out of reach are credited to Redis in this same
+      // check (one round trip still). Why a credit rather than deciding on the larger of Redis's count and this
+      // instance's own: the credit puts them in the fleet's windows, so no instance admits them again, the decision
+      // (and its strikes and bans) stays the script's alone, and a Redis that came back empty learns them too.
+      let rec = this.lastCounts.get(consumer.id);
+      const credit = rec && (rec.owedMinute > 0 || rec.owedDay > 0) ? this.lastCounts.takeCredit(rec, now) : undefined;
       try {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ((res.locals.redisSpentMs as number | undefined) ?? 0);
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision);
+        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
-        decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check);
+        decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
+        if (decision.outcome !== 'invalid_key') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, clock.now());
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
+        rec ??= this.lastCounts.ensure(consumer.id);
+        if (credit) this.lastCounts.restore(rec, credit);
         if (shared.failMode === 'closed') {
           return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
         }
-        // failMode open: this instance alone meters the key until Redis answers again.
+        // failMode open: this instance alone meters the key until Redis answers again, continuing the windows Redis
+        // last reported for it (a Redis connection that flaps would otherwise open a fresh memory window each time).
+        this.deps.memory.raiseTo(consumer.id, rec, now);
         decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+        if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now);
       }
     }
     if (decision.outcome === 'invalid_key') {

@@ -9,6 +9,14 @@ interface Counter {
   endsAt: number;
 }
 
+/** A key's two windows as the shared store last reported them: requests counted, and when each window ends. */
+export interface SeenWindows {
+  minuteUsed: number;
+  minuteEndsAt: number;
+  dayUsed: number;
+  dayEndsAt: number;
+}
+
 interface BanState {
   until: number;
   level: number;
@@ -62,6 +70,17 @@ export class MemoryLimiterStore implements LimiterStore {
     return { outcome: 'admitted', minute: this.window(minuteKey, MINUTE_MS, now), day: this.window(dayKey, DAY_MS, now), retryMs: 0, banLevel: level };
   }
 
+  /**
+   * Makes this key's memory windows start from at least what the shared store last reported (`used` requests in a
+   * window ending at `endsAt`), so falling back to memory continues a window instead of opening a fresh one. Of a
+   * live memory window and the reported one, the one with the larger count stands, end time included: the reported
+   * window is the fleet's, and an equal or larger count there already holds what this instance admitted from memory.
+   */
+  raiseTo(id: string, seen: SeenWindows, now: number): void {
+    this.raise(`${id}:m`, seen.minuteUsed, seen.minuteEndsAt, now);
+    this.raise(`${id}:d`, seen.dayUsed, seen.dayEndsAt, now);
+  }
+
   /** `keys unban` for a Redis-less gateway. */
   unban(id: string): void {
     this.bans.delete(id);
@@ -72,6 +91,16 @@ export class MemoryLimiterStore implements LimiterStore {
     const c = this.counters.get(key);
     if (!c || c.endsAt <= now) return { used: 0, resetMs: len };
     return { used: c.used, resetMs: c.endsAt - now };
+  }
+
+  private raise(key: string, used: number, endsAt: number, now: number): void {
+    if (used <= 0 || endsAt <= now) return;
+    const c = this.counters.get(key);
+    if (!c || c.endsAt <= now) this.counters.set(key, { used, endsAt });
+    else if (used >= c.used) {
+      c.used = used;
+      c.endsAt = endsAt;
+    }
   }
 
   private increment(key: string, len: number, now: number): number {

@@ -7,12 +7,14 @@
 // consume() calls plus a ban check would be three round trips.
 import type { Redis } from 'ioredis';
 import type { Keyspace } from '../storage/keyspace.js';
-import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome } from './types.js';
+import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowCredit } from './types.js';
 
 // KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
 // dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
-// of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts).
+// of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts),
+// 4 a credit ('' = none): "minute minuteMs day dayMs", requests the gateway admitted from its memory windows while
+// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max).
 // Reply: outcome, minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
@@ -34,6 +36,17 @@ if keyHash ~= '' then
   local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
   if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
   if ARGV[3] ~= '' then same = (redis.sha1hex(raw) == ARGV[3]) and 1 or 0 end
+end
+
+-- A credit goes into the window as it stands; a window that lapsed meanwhile starts with it, for what was left of the
+-- gateway's memory window. (Nearly every call has none: nothing of this runs then.)
+if ARGV[4] ~= '' then
+  local c = {}
+  for v in string.gmatch(ARGV[4], '%S+') do c[#c + 1] = tonumber(v) end
+  for i = 0, 1 do
+    local n, ttl = c[1 + 2 * i], c[2 + 2 * i]
+    if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
+  end
 end
 
 local function window(key, len)
@@ -112,7 +125,7 @@ export class RedisLimiterStore implements LimiterStore {
   /** Checks sent and not yet answered. */
   private awaiting = 0;
 
-  async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = '', keyRevision = ''): Promise<Decision> {
+  async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = '', keyRevision = '', credit?: WindowCredit): Promise<Decision> {
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
@@ -132,6 +145,7 @@ export class RedisLimiterStore implements LimiterStore {
         this.policyArg(limits, ban),
         keyHash,
         keyRevision,
+        credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '',
       );
     } finally {
       this.awaiting--;

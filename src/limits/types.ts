@@ -49,6 +49,18 @@ export interface Decision {
   keyRecord?: 'current' | 'changed';
 }
 
+/**
+ * Requests an instance admitted from its memory windows while Redis was out of reach, handed to the next Redis check
+ * of the key so the shared windows count them too; `minuteMs`/`dayMs`: how long the memory window they were counted
+ * in still runs (the length a Redis window that has lapsed meanwhile is started with).
+ */
+export interface WindowCredit {
+  minute: number;
+  minuteMs: number;
+  day: number;
+  dayMs: number;
+}
+
 export const MINUTE_MS = 60_000;
 export const DAY_MS = 86_400_000;
 
@@ -57,6 +69,7 @@ export interface LimiterStore {
    * `keyHash`, when given, is re-checked against the key's record in the same atomic call, so a revoke or a
    * rotation takes effect on the next request on every instance, whatever the key cache holds. `keyRevision`,
    * when given with it, is compared with the record too (Decision.keyRecord), so the cache knows its copy is current.
+   * `credit`, when given, is added to the windows before the decision (the shared store; memory ignores it).
    */
-  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string): Promise<Decision>;
+  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
 }

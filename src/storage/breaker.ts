@@ -1,6 +1,9 @@
 // A circuit breaker in front of Redis: after a failure, calls fail at once for `cooldownMs` instead of each
 // waiting out commandTimeoutMs on a dead or hung server; then one probe call decides whether it closes again.
+// A timeout that this process caused (its event loop too late to read an answer) is overload, not a Redis failure:
+// it is reported, but does not open the breaker.
 import type { Clock } from '../clock.js';
+import { DeadlineError } from '../deadline.js';
 
 export class BreakerOpenError extends Error {
   constructor() {
@@ -10,18 +13,42 @@ export class BreakerOpenError extends Error {
 
 export type BreakerState = 'closed' | 'open';
 
+/** Why a call timed out: Redis did not answer in time, or this process was too late to read its answer. */
+export type TimeoutCause = 'redis' | 'overload';
+
+/** ioredis's commandTimeout rejection (lib/Command.ts): it has no error class of its own. */
+const IOREDIS_TIMEOUT = 'Command timed out';
+
+export interface BreakerOptions {
+  /** The time a call is given unless run() says otherwise: redis.commandTimeoutMs. Without it, no call is judged. */
+  budgetMs?: number;
+  /** Monotonic milliseconds, to time calls (performance.now). */
+  monotonic?: () => number;
+  /** A count that grows whenever the Redis connection reads bytes (its socket's bytesRead). */
+  bytesRead?: () => number;
+}
+
 export class Breaker {
   private openedAt = 0;
   private open = false;
   private probing = false;
   private readonly listeners: Array<(state: BreakerState, reason?: string) => void> = [];
+  private readonly timeoutListeners: Array<(cause: TimeoutCause, lateMs: number, budgetMs: number) => void> = [];
+  private readonly budgetMs: number | undefined;
+  private readonly monotonic: () => number;
+  private readonly bytesRead: (() => number) | undefined;
 
   constructor(
     private readonly clock: Clock,
     private readonly cooldownMs: number,
     /** Tells whether the client could even try (ioredis status "ready"); a disconnected client keeps it open. */
     private readonly available: () => boolean = () => true,
-  ) {}
+    opts: BreakerOptions = {},
+  ) {
+    this.budgetMs = opts.budgetMs;
+    this.monotonic = opts.monotonic ?? (() => performance.now());
+    this.bytesRead = opts.bytesRead;
+  }
 
   get state(): BreakerState {
     return this.open ? 'open' : 'closed';
@@ -31,7 +58,13 @@ export class Breaker {
     this.listeners.push(fn);
   }
 
-  async run<T>(fn: () => Promise<T>): Promise<T> {
+  /** Every timed-out call, with its cause and how late (ms past its budget) it failed. */
+  onTimeout(fn: (cause: TimeoutCause, lateMs: number, budgetMs: number) => void): void {
+    this.timeoutListeners.push(fn);
+  }
+
+  /** `budgetMs`: the time `fn` was given, when less than the default (what a key lookup left of a request's). */
+  async run<T>(fn: () => Promise<T>, budgetMs = this.budgetMs): Promise<T> {
     if (!this.available()) {
       this.trip('redis not connected');
       throw new BreakerOpenError();
@@ -41,16 +74,45 @@ export class Breaker {
       if (this.probing || this.clock.now() - this.openedAt < this.cooldownMs) throw new BreakerOpenError();
       this.probing = true;
     }
+    const started = budgetMs === undefined ? 0 : this.monotonic();
     try {
       const result = await fn();
       this.close();
       return result;
     } catch (err) {
+      if (budgetMs !== undefined && isTimeout(err)) {
+        const lateMs = this.monotonic() - started - budgetMs;
+        const cause = (await this.overloaded(lateMs, budgetMs)) ? 'overload' : 'redis';
+        for (const l of this.timeoutListeners) l(cause, lateMs, budgetMs);
+        if (cause === 'overload') throw err;
+      }
       this.trip((err as Error).message);
       throw err;
     } finally {
       this.probing = false;
     }
+  }
+
+  /**
+   * Whether a timed-out call failed because this process was behind rather than Redis. Timers fire in the timers
+   * phase, before the poll phase reads sockets, so under event-loop lag a timeout can fire with the answer already
+   * in the socket. Signs of that:
+   * - the timer fired more than half the budget late, which only a stalled event loop explains;
+   * - the timer was off by more than a tenth of the budget (late; or early, which happens when the command was sent
+   *   late in a long loop turn, since Node arms timers on the time the turn started) and, letting the poll phase
+   *   run once (one setImmediate), the connection reads bytes: answers were waiting while the timer fired, so
+   *   Redis was answering. A timer on time in a healthy process says Redis itself was slow, even if answers to
+   *   other commands are still trickling in.
+   * A hung Redis sends nothing, and its timeouts fire on time in a healthy process. (The timed-out command itself
+   * cannot be saved: ioredis has already rejected it, and drops its answer.) A Redis that hangs while this process
+   * is also overloaded opens the breaker once the process catches up.
+   */
+  private async overloaded(lateMs: number, budgetMs: number): Promise<boolean> {
+    if (lateMs > budgetMs / 2) return true;
+    if (!this.bytesRead || Math.abs(lateMs) <= Math.max(2, budgetMs / 10)) return false;
+    const before = this.bytesRead();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return this.bytesRead() > before;
   }
 
   /** Marks Redis as failed (also used when a connection drops). */
@@ -68,4 +130,8 @@ export class Breaker {
       for (const fn of this.listeners) fn('closed');
     }
   }
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof DeadlineError || (err instanceof Error && err.message === IOREDIS_TIMEOUT);
 }

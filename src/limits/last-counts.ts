@@ -1,0 +1,78 @@
+// What the key limiter remembers of each key's windows for the moments Redis is out of reach: the counts and end times
+// the last Redis decision reported (a fall-back to memory continues from them), and the requests admitted from memory
+// since (owed to Redis, credited by the key's next Redis check). One small record per key, mutated in place, so a key
+// in steady use costs no allocation per request; bounded in the number of keys.
+import type { SeenWindows } from './memory-store.js';
+import type { Decision, WindowCredit } from './types.js';
+
+export interface KeyWindows extends SeenWindows {
+  /** Requests admitted from the memory minute window and not yet counted in Redis; that window's end. */
+  owedMinute: number;
+  owedMinuteEndsAt: number;
+  /** The same for the day window. */
+  owedDay: number;
+  owedDayEndsAt: number;
+}
+
+export class LastCounts {
+  private readonly byId = new Map<string, KeyWindows>();
+
+  constructor(private readonly maxKeys = 100_000) {}
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  get(id: string): KeyWindows | undefined {
+    return this.byId.get(id);
+  }
+
+  /** `id`'s record, made on first use. When full, the oldest record goes: its key's next Redis answer makes a new one. */
+  ensure(id: string): KeyWindows {
+    let rec = this.byId.get(id);
+    if (!rec) {
+      if (this.byId.size >= this.maxKeys) this.byId.delete(this.byId.keys().next().value!);
+      rec = { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0, owedMinute: 0, owedMinuteEndsAt: 0, owedDay: 0, owedDayEndsAt: 0 };
+      this.byId.set(id, rec);
+    }
+    return rec;
+  }
+
+  /** Redis decided: its windows (as they stand after the decision) are the ones a fall-back continues. */
+  seen(rec: KeyWindows, d: Decision, now: number): void {
+    rec.minuteUsed = d.minute.used;
+    rec.minuteEndsAt = now + d.minute.resetMs;
+    rec.dayUsed = d.day.used;
+    rec.dayEndsAt = now + d.day.resetMs;
+  }
+
+  /** Memory admitted a request while Redis was out of reach: Redis is owed it, in the memory windows `d` reports. */
+  owe(rec: KeyWindows, d: Decision, now: number): void {
+    rec.owedMinute = rec.owedMinuteEndsAt > now ? rec.owedMinute + 1 : 1;
+    rec.owedMinuteEndsAt = now + d.minute.resetMs;
+    rec.owedDay = rec.owedDayEndsAt > now ? rec.owedDay + 1 : 1;
+    rec.owedDayEndsAt = now + d.day.resetMs;
+  }
+
+  /**
+   * What is owed in windows still running, handed to the next Redis check and no longer owed; undefined when nothing
+   * is (nearly always: a cheap test on the request path).
+   */
+  takeCredit(rec: KeyWindows, now: number): WindowCredit | undefined {
+    const minute = rec.owedMinuteEndsAt > now ? rec.owedMinute : 0;
+    const day = rec.owedDayEndsAt > now ? rec.owedDay : 0;
+    rec.owedMinute = 0;
+    rec.owedDay = 0;
+    if (minute === 0 && day === 0) return undefined;
+    return { minute, minuteMs: minute > 0 ? rec.owedMinuteEndsAt - now : 0, day, dayMs: day > 0 ? rec.owedDayEndsAt - now : 0 };
+  }
+
+  /**
+   * The check that carried `credit` failed. It may still have run (a timeout), but the credit stays owed: counting a
+   * request twice errs toward refusing, dropping it toward admitting past the limit.
+   */
+  restore(rec: KeyWindows, credit: WindowCredit): void {
+    rec.owedMinute += credit.minute;
+    rec.owedDay += credit.day;
+  }
+}

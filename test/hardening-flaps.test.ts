@@ -1,0 +1,162 @@
+// Redis connection flaps: every client connection killed every 150 ms (CLIENT KILL TYPE normal) while one key sends
+// steady traffic through one in-process gateway on a private redis-server (the key-change subscriber, a pubsub
+// client, is killed with it). Each kill drops the gateway into degraded
+// mode for a moment; the memory windows must continue from the counts Redis last reported (and what the memory
+// admitted must reach Redis afterwards), so the instance never admits past the key's limit, and the key cache must
+// survive the reconnects, so a valid key never gets 503.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import express from 'express';
+import request from 'supertest';
+import { systemClock } from '../src/clock.js';
+import { KeyLimiter } from '../src/limits/key-limits.js';
+import { MemoryLimiterStore } from '../src/limits/memory-store.js';
+import { RedisLimiterStore } from '../src/limits/redis-store.js';
+import type { LimiterStore } from '../src/limits/types.js';
+import { Metrics } from '../src/metrics.js';
+import { Runtime } from '../src/runtime.js';
+import { Breaker } from '../src/storage/breaker.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+
+const PER_MINUTE = 60;
+const KILL_EVERY_MS = 150;
+const FLAP_FOR_MS = 8000;
+const REQUESTS = 150;
+const keyspace = new Keyspace('flaps:');
+
+let redis: TestRedis;
+let up: TestUpstream;
+let admin: Redis;
+let gw: LimitsGateway;
+
+beforeAll(async () => {
+  [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
+  admin = redis.client();
+  gw = await startLimitsGateway(
+    testConfig({
+      upstream: { url: up.url, timeoutMs: 2000 },
+      redis: { url: redis.url, prefix: keyspace.prefix, failMode: 'open', commandTimeoutMs: 100 },
+      plans: { free: { perMinute: 1000, perDay: 100_000 } },
+      anonymous: { perMinute: 100_000 },
+      // Bans stay out of the way: every refusal here is a plain 429.
+      ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
+    }),
+    { metrics: new Metrics() },
+  );
+});
+
+afterAll(async () => {
+  await gw?.close();
+  admin?.disconnect();
+  await up?.close();
+  await redis?.stop();
+});
+
+async function get(key: string): Promise<number> {
+  const res = await fetch(`${gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+async function degraded(): Promise<number | undefined> {
+  return metricValue(await gw.metrics.registry.metrics(), 'tollgate_redis_degraded');
+}
+
+describe('KeyLimiter on a shared store that fails every other call (the real script on Redis)', () => {
+  it('admits exactly perMinute in all: memory continues from the last Redis counts, and the next Redis check is credited with what memory admitted', async () => {
+    const client = redis.client();
+    try {
+      const store = new RedisLimiterStore(client, keyspace);
+      let calls = 0;
+      // Fails before anything reaches Redis, so every count in Redis is exact and can be compared.
+      const flapping: LimiterStore = { check: (...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)) };
+      const config = testConfig({ upstream: { url: up.url }, ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 } });
+      const limiter = new KeyLimiter({
+        runtime: new Runtime(config),
+        clock: systemClock,
+        logger: silentLogger,
+        metrics: new Metrics(),
+        memory: new MemoryLimiterStore(systemClock),
+        // No cool-down: the call after a failure goes to the store again.
+        shared: { store: flapping, breaker: new Breaker(systemClock, 0), failMode: 'open', commandTimeoutMs: 1000 },
+      });
+      const app = express();
+      app.use((_req, res, next) => {
+        res.locals.consumer = { id: 'key_flapping', plan: 'free', perMinute: 20 };
+        next();
+      });
+      app.use(limiter.stage());
+      app.use((_req, res) => void res.status(200).json({ ok: true }));
+
+      const statuses: number[] = [];
+      for (let i = 0; i < 50; i++) statuses.push((await request(app).get('/')).status);
+      expect(calls).toBeGreaterThanOrEqual(50);
+      // Half the decisions were made in memory, yet the key got its 20 and not one more.
+      expect(statuses.filter((st) => st === 200)).toHaveLength(20);
+      expect(statuses.slice(0, 20)).toEqual(Array(20).fill(200));
+      // Redis holds all 20: its own admissions plus the credits for memory's.
+      expect(await admin.get(keyspace.minuteWindow('key_flapping'))).toBe('20');
+      expect(await admin.get(keyspace.dayWindow('key_flapping'))).toBe('20');
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('Redis connections killed every 150 ms', () => {
+  it('one instance admits at most the key\'s perMinute (60) across the flaps, and a valid key never gets 503', async () => {
+    const { id, key } = await gw.createKey({ perMinute: PER_MINUTE, perDay: 100_000 });
+    // The first request reads the key into the cache while Redis is steady.
+    const statuses = [await get(key)];
+    expect(statuses[0]).toBe(200);
+
+    // CLIENT KILL TYPE normal spares the connection that sends it (SKIPME defaults to yes), so one admin connection
+    // can kill every other one, the gateway's request-path client included, again and again.
+    expect(Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'))).toBeGreaterThanOrEqual(1);
+    let kills = 0;
+    let subscriberKills = 0;
+    let stop = false;
+    const flapping = (async () => {
+      const until = Date.now() + FLAP_FOR_MS;
+      while (!stop && Date.now() < until && kills < 100) {
+        kills += Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'normal'));
+        // The key-change subscriber counts as a pubsub client, not a normal one: kill it too, so it reconnects.
+        subscriberKills += Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+        await sleep(KILL_EVERY_MS);
+      }
+    })();
+    try {
+      const started = Date.now();
+      for (let i = 1; i < REQUESTS && Date.now() - started < FLAP_FOR_MS + 2000; i++) {
+        statuses.push(await get(key));
+        // A steady pace over the flapping period.
+        const due = started + (i * FLAP_FOR_MS) / REQUESTS;
+        if (due > Date.now()) await sleep(due - Date.now());
+      }
+    } finally {
+      stop = true;
+      await flapping;
+    }
+
+    const count = (s: number) => statuses.filter((x) => x === s).length;
+    const summary = { admitted: count(200), refused: count(429), unavailable: count(503), other: statuses.filter((s) => s !== 200 && s !== 429 && s !== 503), kills, subscriberKills };
+    // The flaps really happened: the gateway's connection was killed many times and it went degraded.
+    expect(kills, JSON.stringify(summary)).toBeGreaterThanOrEqual(20);
+    expect(subscriberKills, JSON.stringify(summary)).toBeGreaterThanOrEqual(5);
+    expect(metricValue(await gw.metrics.registry.metrics(), 'tollgate_redis_degraded_transitions_total', { to: 'degraded' })).toBeGreaterThanOrEqual(5);
+    expect(summary.other, JSON.stringify(summary)).toEqual([]);
+    expect(summary.unavailable, JSON.stringify(summary)).toBe(0);
+    expect(summary.admitted, JSON.stringify(summary)).toBeLessThanOrEqual(PER_MINUTE);
+    // ... and it did not err the other way: the minute's quota was used.
+    expect(summary.admitted, JSON.stringify(summary)).toBeGreaterThanOrEqual(PER_MINUTE - 5);
+
+    // Once Redis stays up, what memory admitted meanwhile has reached the Redis window: it holds every 200.
+    await waitFor(async () => (await degraded()) === 0 && (await get(key)) === 429, 'a Redis answer after the flaps', 5000, 50);
+    expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBeGreaterThanOrEqual(summary.admitted);
+  });
+});

@@ -1,0 +1,255 @@
+// CPU overload told apart from a Redis failure. A Redis call that times out because this process's event loop was
+// too late to read the answer (a long synchronous turn, a flood of connections) must not open the breaker, raise
+// the degraded gauge or log "redis unreachable": it is counted as overload instead. A Redis that really does not
+// answer (SIGSTOP) still trips the breaker. Unit tests of the Breaker's classification (injected clocks), and an
+// in-process gateway on a private, healthy redis-server whose event loop the test blocks while commands are in flight.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import type { Command } from 'ioredis';
+import { ManualClock } from '../src/clock.js';
+import { DeadlineError, withDeadline } from '../src/deadline.js';
+import { Metrics } from '../src/metrics.js';
+import { Breaker, type TimeoutCause } from '../src/storage/breaker.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+import { testConfig } from './helpers/gateway.js';
+import { captureLogger, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+
+const COMMAND_TIMEOUT_MS = 100;
+
+/** Blocks the event loop, as a long synchronous turn under overload does. */
+function busyWait(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+describe('Breaker: a timeout is Redis trouble only if this process was on time', () => {
+  const timedOut = () => new Error('Command timed out');
+
+  function harness() {
+    const clock = new ManualClock();
+    let mono = 0;
+    let bytes = 0;
+    const breaker = new Breaker(clock, 1000, () => true, { budgetMs: COMMAND_TIMEOUT_MS, monotonic: () => mono, bytesRead: () => bytes });
+    const timeouts: Array<[TimeoutCause, number]> = [];
+    breaker.onTimeout((cause, lateMs) => timeouts.push([cause, lateMs]));
+    const states: string[] = [];
+    breaker.onChange((s) => states.push(s));
+    /** A call that fails after `tookMs`, and while it waits, `arrive` bytes land for the poll phase right after. */
+    const failAfter = (tookMs: number, err: Error = timedOut(), arrive = 0) =>
+      breaker.run(async () => {
+        mono += tookMs;
+        if (arrive) setImmediate(() => (bytes += arrive));
+        throw err;
+      });
+    return { clock, breaker, timeouts, states, failAfter, budget: (ms: number) => (fn: () => Promise<unknown>) => breaker.run(fn, ms) };
+  }
+
+  it('a timeout that fired on time with nothing waiting in the socket opens the breaker (cause redis)', async () => {
+    const h = harness();
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS + 3)).rejects.toThrow('Command timed out');
+    expect(h.breaker.state).toBe('open');
+    expect(h.states).toEqual(['open']);
+    expect(h.timeouts).toEqual([['redis', 3]]);
+  });
+
+  it('a timeout that fired more than half the budget late is overload: the breaker stays closed', async () => {
+    const h = harness();
+    await expect(h.failAfter(4 * COMMAND_TIMEOUT_MS)).rejects.toThrow('Command timed out');
+    expect(h.breaker.state).toBe('closed');
+    expect(h.states).toEqual([]);
+    expect(h.timeouts).toEqual([['overload', 3 * COMMAND_TIMEOUT_MS]]);
+  });
+
+  it('a timeout off by more than a tenth of the budget, with answers already waiting in the socket (read by the next poll phase), is overload', async () => {
+    const h = harness();
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS + 20, timedOut(), 64)).rejects.toThrow('Command timed out');
+    // Early too: a command sent late in a long loop turn has its timer armed on the turn's start time.
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS - 30, timedOut(), 64)).rejects.toThrow('Command timed out');
+    expect(h.breaker.state).toBe('closed');
+    expect(h.timeouts).toEqual([
+      ['overload', 20],
+      ['overload', -30],
+    ]);
+  });
+
+  it('a timeout on time is Redis being slow, even with answers to other commands still arriving', async () => {
+    const h = harness();
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS + 5, timedOut(), 64)).rejects.toThrow('Command timed out');
+    expect(h.breaker.state).toBe('open');
+    expect(h.timeouts).toEqual([['redis', 5]]);
+  });
+
+  it('off by more than a tenth, but nothing waiting in the socket: Redis did not answer', async () => {
+    const h = harness();
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS + 30)).rejects.toThrow('Command timed out');
+    expect(h.breaker.state).toBe('open');
+    expect(h.timeouts).toEqual([['redis', 30]]);
+  });
+
+  it("judges by the budget the call was given (what a key lookup left), and knows withDeadline's timeout too", async () => {
+    const h = harness();
+    const run = h.budget(40);
+    await expect(run(() => Promise.reject(new DeadlineError('limit check: no answer within 40 ms')))).rejects.toThrow(DeadlineError);
+    // It took no time on the monotonic clock: 40 ms early is not late.
+    expect(h.timeouts).toEqual([['redis', -40]]);
+    expect(h.breaker.state).toBe('open');
+  });
+
+  it('other failures (a reset, an error reply) open the breaker however late they come, and are no timeout', async () => {
+    const h = harness();
+    await expect(h.failAfter(10 * COMMAND_TIMEOUT_MS, new Error('read ECONNRESET'))).rejects.toThrow('ECONNRESET');
+    expect(h.breaker.state).toBe('open');
+    expect(h.timeouts).toEqual([]);
+  });
+
+  it('an overloaded probe leaves an open breaker open; a good call closes it', async () => {
+    const h = harness();
+    await expect(h.failAfter(COMMAND_TIMEOUT_MS)).rejects.toThrow();
+    expect(h.breaker.state).toBe('open');
+    h.clock.advance(1000);
+    await expect(h.failAfter(4 * COMMAND_TIMEOUT_MS)).rejects.toThrow();
+    expect(h.breaker.state).toBe('open');
+    expect(await h.breaker.run(async () => 'ok')).toBe('ok');
+    expect(h.states).toEqual(['open', 'closed']);
+  });
+});
+
+describe('withDeadline', () => {
+  it('a timer that fired late lets an answer already waiting in the socket land (one setImmediate) instead of rejecting', async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const accepted = once(server, 'connection') as Promise<[Socket]>;
+    const socket = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    const [peer] = await accepted;
+    try {
+      const p = withDeadline(
+        once(socket, 'data').then(([d]) => String(d)),
+        20,
+        'test call',
+      );
+      // The peer answers at once (the bytes are in this socket's receive buffer), but the loop is blocked past the
+      // deadline: the late timer fires in the timers phase, before the poll phase that reads the answer.
+      peer.write('pong');
+      busyWait(80);
+      await expect(p).resolves.toBe('pong');
+    } finally {
+      socket.destroy();
+      peer.destroy();
+      server.close();
+    }
+  });
+
+  it('on time, it rejects with a DeadlineError', async () => {
+    await expect(withDeadline(new Promise(() => {}), 20, 'test call')).rejects.toThrow(new DeadlineError('test call: no answer within 20 ms'));
+  });
+});
+
+describe('gateway on a healthy Redis, event loop blocked while commands are in flight', () => {
+  let redis: TestRedis;
+  let up: TestUpstream;
+  let gw: LimitsGateway;
+  const cap = captureLogger('info');
+
+  beforeAll(async () => {
+    [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
+    gw = await startLimitsGateway(
+      testConfig({
+        upstream: { url: up.url, timeoutMs: 5000 },
+        redis: { url: redis.url, prefix: 'overload:', failMode: 'open', commandTimeoutMs: COMMAND_TIMEOUT_MS },
+        plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
+        anonymous: { perMinute: 100_000 },
+      }),
+      { logger: cap.logger, metrics: new Metrics() },
+    );
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+    await up?.close();
+    await redis?.stop();
+  });
+
+  const metrics = async () => gw.metrics.registry.metrics();
+  async function get(key: string): Promise<number> {
+    const res = await fetch(`${gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    return res.status;
+  }
+
+  /**
+   * Runs `burst` with the gateway's Redis client wrapped so that right after the first command is written, the event
+   * loop is blocked for 4 × commandTimeoutMs: that command's answer sits in the socket while its timer runs out.
+   */
+  async function withBlockAfterFirstCommand<T>(burst: () => Promise<T>): Promise<T> {
+    const client = gw.parts.redis!;
+    const original = client.sendCommand;
+    let armed = true;
+    client.sendCommand = function (this: typeof client, command: Command, stream?: unknown) {
+      const r = original.call(this, command, stream as never);
+      if (armed) {
+        armed = false;
+        queueMicrotask(() => busyWait(4 * COMMAND_TIMEOUT_MS));
+      }
+      return r;
+    } as typeof client.sendCommand;
+    try {
+      return await burst();
+    } finally {
+      client.sendCommand = original;
+    }
+  }
+
+  it('a blocked event loop is counted as overload: the breaker stays closed, no degraded mode, no "redis unreachable", no 500', async () => {
+    const cached = await gw.createKey({});
+    expect(await get(cached.key)).toBe(200);
+    const statuses: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      // Valid keys not yet cached, and a cached one, in flight together.
+      const fresh = await Promise.all([gw.createKey({}), gw.createKey({})]);
+      statuses.push(...(await withBlockAfterFirstCommand(() => Promise.all([get(cached.key), get(cached.key), ...fresh.map((k) => get(k.key)), get(cached.key)]))));
+    }
+    const text = await metrics();
+    expect(metricValue(text, 'tollgate_redis_degraded_transitions_total', { to: 'degraded' }) ?? 0).toBe(0);
+    expect(metricValue(text, 'tollgate_redis_degraded')).toBe(0);
+    expect(cap.messages().filter((m) => m.startsWith('redis unreachable'))).toEqual([]);
+    expect(metricValue(text, 'tollgate_redis_timeouts_total', { cause: 'overload' })).toBeGreaterThanOrEqual(3);
+    expect(metricValue(text, 'tollgate_redis_timeouts_total', { cause: 'redis' }) ?? 0).toBe(0);
+    // One warning per second at most, saying what happened.
+    const warnings = cap.lines.filter((l) => String(l.msg).startsWith('event loop overloaded'));
+    expect(warnings.length).toBeGreaterThanOrEqual(1);
+    expect(warnings.length).toBeLessThanOrEqual(3);
+    expect(warnings[0]).toMatchObject({ level: 40, budgetMs: COMMAND_TIMEOUT_MS });
+    // Each request that lost its answer fails as it would (memory limits for a cached key, 503 for an unverifiable
+    // one); nothing is a 500, and everything else was answered by Redis.
+    for (const s of statuses) expect([200, 503]).toContain(s);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(statuses.length - 6);
+  });
+
+  it('a Redis that really does not answer (SIGSTOP) still opens the breaker (cause redis)', async () => {
+    await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 0, 'not degraded to begin with');
+    const { key } = await gw.createKey({});
+    expect(await get(key)).toBe(200);
+    redis.pause();
+    try {
+      expect(await get(key)).toBe(200);
+      await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 1, 'degraded mode on a hung Redis');
+      expect(metricValue(await metrics(), 'tollgate_redis_timeouts_total', { cause: 'redis' })).toBeGreaterThanOrEqual(1);
+      expect(cap.messages().some((m) => m.startsWith('redis unreachable'))).toBe(true);
+    } finally {
+      redis.resume();
+    }
+    await waitFor(
+      async () => {
+        await get(key);
+        return metricValue(await metrics(), 'tollgate_redis_degraded') === 0;
+      },
+      'degraded mode over after SIGCONT',
+      5000,
+      100,
+    );
+  });
+});
