@@ -188,7 +188,8 @@ export function exitOnFatalError(logger: Logger): void {
   let exiting = false;
   // One 'uncaughtException' listener covers rejections too: Node raises an unhandled rejection as an uncaught
   // exception (origin "unhandledRejection"). An 'unhandledRejection' listener of our own would not be free: with one,
-  // Node's promise bookkeeping made process.nextTick about 8 µs dearer per request under load (bench/README.md).
+  // Node's promise bookkeeping made process.nextTick about 8 µs dearer per request under load (bench/README.md,
+  // "After the hardening").
   process.on('uncaughtException', (err: unknown, origin: string) => {
     if (exiting) return;
     exiting = true;
