@@ -46,7 +46,7 @@ if (dir) {
   process.on('SIGUSR2', () => {
     dumps++;
     const file = join(dir, `probe-${process.pid}.json`);
-    writeFileSync(file + '.tmp', JSON.stringify({ pid: process.pid, dumps, requests, redis }));
-    renameSync(file + '.tmp', file);
+    writeFileSync(`${file}.tmp`, JSON.stringify({ pid: process.pid, dumps, requests, redis }));
+    renameSync(`${file}.tmp`, file);
   });
 }

@@ -29,7 +29,7 @@ function locate(url, root) {
     const pkg = rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
     return { where: `${pkg}/${rest.slice(rest[0].startsWith('@') ? 2 : 1).join('/')}`, group: pkg };
   }
-  const rel = root && u.startsWith(root + '/') ? u.slice(root.length + 1) : u;
+  const rel = root && u.startsWith(`${root}/`) ? u.slice(root.length + 1) : u;
   return { where: rel, group: rel.startsWith('dist/') ? `tollgate ${rel.slice(5)}` : rel };
 }
 
@@ -73,7 +73,13 @@ export function summarizeProfile(profile, { top = 25, root } = {}) {
     const group = groupOf(n.id);
     const key = special ? name : native ? `${name} (native) ${group}` : `${name} ${where}:${cf.lineNumber + 1}`;
     keyOf.set(n.id, key);
-    if (!info.has(key)) info.set(key, { name, where: native ? `native, from ${group}` : where ? `${where}:${cf.lineNumber + 1}` : '', group, project: !special && !!where && where.startsWith('dist/') });
+    if (!info.has(key))
+      info.set(key, {
+        name,
+        where: native ? `native, from ${group}` : where ? `${where}:${cf.lineNumber + 1}` : '',
+        group,
+        project: !special && !!where && where.startsWith('dist/'),
+      });
   }
 
   let totalUs = 0;
@@ -121,11 +127,17 @@ export function summarizeProfile(profile, { top = 25, root } = {}) {
     busyMs: busyUs / 1000,
     samples: samples.length,
     selfByFunction: rank(selfByKey),
-    selfByGroup: [...selfByGroup.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
+    selfByGroup: [...selfByGroup.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
     inclusiveByFunction: rank(inclByKey),
     // Time with a package anywhere on the stack (each sample once per package): what a package costs with all
     // it calls, e.g. pino-http's logging including JSON and the write.
-    inclusiveByGroup: [...inclByGroup.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
+    inclusiveByGroup: [...inclByGroup.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([group, us]) => ({ group, ms: us / 1000, pct: busyUs ? (100 * us) / busyUs : 0 })),
     // Tollgate's own functions (dist/), callees included: the request stages.
     inclusiveProject: rank(inclByKey, (i) => i?.project),
   };
@@ -142,9 +154,9 @@ export function compareProfiles(a, aRequests, b, bRequests, { root, top = 1e9 } 
   const perReq = (ms, n) => (n > 0 ? (ms * 1000) / n : NaN);
   const diff = (la, lb, key) => {
     const m = new Map();
-    for (const x of la) m.set(x[key] + '\0' + (x.where ?? ''), { name: x[key], where: x.where, a: perReq(x.ms, aRequests), b: 0 });
+    for (const x of la) m.set(`${x[key]}\0${x.where ?? ''}`, { name: x[key], where: x.where, a: perReq(x.ms, aRequests), b: 0 });
     for (const x of lb) {
-      const k = x[key] + '\0' + (x.where ?? '');
+      const k = `${x[key]}\0${x.where ?? ''}`;
       const e = m.get(k) ?? { name: x[key], where: x.where, a: 0, b: 0 };
       e.b = perReq(x.ms, bRequests);
       m.set(k, e);
@@ -163,7 +175,9 @@ export function formatComparison(c, { top = 25, a = 'a', b = 'b' } = {}) {
   const us = (x) => (Number.isFinite(x) ? x.toFixed(1) : '-').padStart(7);
   const lines = [];
   lines.push(`CPU per request under the profiler, ${b} against ${a} (${c.requests.b} and ${c.requests.a} requests served in the profiled lifetimes):`);
-  lines.push(`  busy: ${a} ${c.busyUsPerRequest.a.toFixed(0)} µs, ${b} ${c.busyUsPerRequest.b.toFixed(0)} µs, ${b}/${a} ${(c.busyUsPerRequest.b / c.busyUsPerRequest.a).toFixed(2)}`);
+  lines.push(
+    `  busy: ${a} ${c.busyUsPerRequest.a.toFixed(0)} µs, ${b} ${c.busyUsPerRequest.b.toFixed(0)} µs, ${b}/${a} ${(c.busyUsPerRequest.b / c.busyUsPerRequest.a).toFixed(2)}`,
+  );
   lines.push(`  self time by package, largest additions first (µs/request: ${a}, ${b}, difference):`);
   for (const g of c.byGroup.slice(0, top)) lines.push(`    ${us(g.a)} ${us(g.b)} ${us(g.diff)}  ${g.name}`);
   lines.push('  self time by function, largest additions first:');
@@ -175,7 +189,9 @@ export function formatSummary(s, { top = 25 } = {}) {
   const pct = (x) => `${x.toFixed(1).padStart(5)}%`;
   const ms = (x) => `${x.toFixed(0).padStart(7)} ms`;
   const lines = [];
-  lines.push(`  ${s.samples} samples over ${(s.sampledMs / 1000).toFixed(1)} s: busy ${(s.busyMs / 1000).toFixed(1)} s, idle ${(s.idleMs / 1000).toFixed(1)} s (percentages are of busy time)`);
+  lines.push(
+    `  ${s.samples} samples over ${(s.sampledMs / 1000).toFixed(1)} s: busy ${(s.busyMs / 1000).toFixed(1)} s, idle ${(s.idleMs / 1000).toFixed(1)} s (percentages are of busy time)`,
+  );
   lines.push('  self time by function:');
   for (const f of s.selfByFunction.slice(0, top)) lines.push(`    ${pct(f.pct)} ${ms(f.ms)}  ${f.name}  ${f.where}`);
   lines.push('  self time by package / file:');
@@ -201,7 +217,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     }
     const read = (f) => JSON.parse(readFileSync(f, 'utf8'));
     const c = compareProfiles(read(fa), Number(na), read(fb), Number(nb), { root });
-    process.stdout.write(`A: ${fa}\nB: ${fb}\n` + formatComparison(c, { top: topAt >= 0 ? Number(args[topAt + 1]) || 25 : 25, a: 'A', b: 'B' }) + '\n');
+    process.stdout.write(`A: ${fa}\nB: ${fb}\n${formatComparison(c, { top: topAt >= 0 ? Number(args[topAt + 1]) || 25 : 25, a: 'A', b: 'B' })}\n`);
     process.exit(0);
   }
   const topIdx = args.indexOf('--top');

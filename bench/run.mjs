@@ -88,7 +88,10 @@ function parseOptions(argv) {
     return n;
   };
   const quick = values.quick;
-  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e')).split(',').map((s) => s.trim()).filter(Boolean);
+  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e'))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const s of scenarios) if (!'abcde'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e)`);
   const loader = values.loader ?? (wrkAvailable() ? 'wrk' : 'autocannon');
   if (!['wrk', 'autocannon'].includes(loader)) usage(`--loader: expected wrk or autocannon, got "${loader}"`);
@@ -185,7 +188,15 @@ async function scrapeMetrics(baseUrl) {
     };
     const sum = (name) => [...body.matchAll(new RegExp(`^tollgate_${name}(?:\\{[^}]*\\})? (\\S+)`, 'gm'))].reduce((a, m) => a + Number(m[1]), 0);
     const trouble = { redisErrors: sum('redis_errors_total'), degradedTransitions: sum('redis_degraded_transitions_total') };
-    return { statuses, trouble, memory: { heapTotalMB: mb('nodejs_heap_size_total_bytes'), heapUsedMB: mb('nodejs_heap_size_used_bytes'), externalMB: mb('nodejs_external_memory_bytes') } };
+    return {
+      statuses,
+      trouble,
+      memory: {
+        heapTotalMB: mb('nodejs_heap_size_total_bytes'),
+        heapUsedMB: mb('nodejs_heap_size_used_bytes'),
+        externalMB: mb('nodejs_external_memory_bytes'),
+      },
+    };
   } catch {
     return undefined;
   }
@@ -218,10 +229,17 @@ class Prober {
     const pids = this.pids();
     const before = new Map(pids.map((p) => [p, this.dumps.get(p) ?? 0]));
     for (const p of pids) {
-      try { process.kill(p, 'SIGUSR2'); } catch {}
+      try {
+        process.kill(p, 'SIGUSR2');
+      } catch {}
     }
     const file = (p) => join(this.dir, `probe-${p}.json`);
-    await waitFor(() => pids.every((p) => existsSync(file(p)) && JSON.parse(readFileSync(file(p), 'utf8')).dumps > before.get(p)), 5000, `${this.name} probe counters`, 20);
+    await waitFor(
+      () => pids.every((p) => existsSync(file(p)) && JSON.parse(readFileSync(file(p), 'utf8')).dumps > before.get(p)),
+      5000,
+      `${this.name} probe counters`,
+      20,
+    );
     const total = { requests: 0, redis: {} };
     for (const p of pids) {
       const d = JSON.parse(readFileSync(file(p), 'utf8'));
@@ -261,17 +279,13 @@ class Tollgate {
   }
 
   writeConfig() {
-    writeFileSync(this.configPath, JSON.stringify(this.config(), null, 2) + '\n');
+    writeFileSync(this.configPath, `${JSON.stringify(this.config(), null, 2)}\n`);
   }
 
   async start() {
     this.writeConfig();
     const fd = openSync(this.logFile, 'a');
-    const nodeFlags = [
-      ...this.nodeFlags,
-      ...(this.profileDir ? cpuProfFlags(this.profileDir) : []),
-      '--import', PROBE_URL,
-    ];
+    const nodeFlags = [...this.nodeFlags, ...(this.profileDir ? cpuProfFlags(this.profileDir) : []), '--import', PROBE_URL];
     const child = this.procs.spawn(this.name, process.execPath, [...nodeFlags, join(REPO, 'dist/cli.js'), 'serve', '--config', this.configPath], {
       cwd: REPO,
       env: childEnv({ BENCH_PROBE_DIR: this.prober.dir }),
@@ -282,11 +296,15 @@ class Tollgate {
     this.child = child;
     this.pid = child.pid;
     const expected = this.workers ?? 1;
-    await waitFor(() => {
-      if (child.exitCode !== null) throw new Error(`${this.name} exited with code ${child.exitCode}: ${this.stderr.trim()}`);
-      const text = existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
-      return (text.match(/"msg":"tollgate gateway listening"/g) ?? []).length >= expected;
-    }, 30_000, `${this.name} to log "tollgate gateway listening" ${expected} time(s)`);
+    await waitFor(
+      () => {
+        if (child.exitCode !== null) throw new Error(`${this.name} exited with code ${child.exitCode}: ${this.stderr.trim()}`);
+        const text = existsSync(this.logFile) ? readFileSync(this.logFile, 'utf8') : '';
+        return (text.match(/"msg":"tollgate gateway listening"/g) ?? []).length >= expected;
+      },
+      30_000,
+      `${this.name} to log "tollgate gateway listening" ${expected} time(s)`,
+    );
     await waitFor(async () => (await httpGet(`${this.url}/healthz`)).status === 200, 10_000, `${this.name} /healthz`);
     // Cluster workers: the probe must be loaded in every process before SIGUSR2 may be sent to it.
     await waitFor(() => this.processPids().length >= (expected > 1 ? expected + 1 : 1), 10_000, `${this.name} workers`);
@@ -303,7 +321,10 @@ class Tollgate {
     try {
       const buf = Buffer.alloc(to - from);
       readSync(fd, buf, 0, buf.length, from);
-      return buf.toString('utf8').split('\n').filter((l) => l.includes(needle)).length;
+      return buf
+        .toString('utf8')
+        .split('\n')
+        .filter((l) => l.includes(needle)).length;
     } finally {
       closeSync(fd);
     }
@@ -484,7 +505,10 @@ function summarize(runs) {
     row.p99AddedMs = median(p99Added);
   }
   const order = 'abcdew';
-  rows.sort((x, y) => order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)));
+  rows.sort(
+    (x, y) =>
+      order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)),
+  );
   return rows;
 }
 
@@ -510,14 +534,18 @@ function table(rows) {
     fmt(r.cpuUsPerReq, 0),
     fmt(r.rssMB, 0),
     [
-      ...Object.entries(r.statuses).filter(([c]) => !/^2/.test(c)).map(([c, n]) => `${c}:${n}`),
-      ...Object.entries(r.gatewayNon2xx).filter(([c, n]) => n !== r.statuses[c]).map(([c, n]) => `gw ${c}:${n}`),
+      ...Object.entries(r.statuses)
+        .filter(([c]) => !/^2/.test(c))
+        .map(([c, n]) => `${c}:${n}`),
+      ...Object.entries(r.gatewayNon2xx)
+        .filter(([c, n]) => n !== r.statuses[c])
+        .map(([c, n]) => `gw ${c}:${n}`),
       ...(r.errors ? [`err:${r.errors}`] : []),
     ].join(' '),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => String(b[i]).length)));
-  const line = (cells) => '| ' + cells.map((c, i) => String(c).padEnd(widths[i])).join(' | ') + ' |';
-  return [line(head), '|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|', ...body.map(line)].join('\n');
+  const line = (cells) => `| ${cells.map((c, i) => String(c).padEnd(widths[i])).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...body.map(line)].join('\n');
 }
 
 function budget(rows) {
@@ -530,10 +558,16 @@ function budget(rows) {
     const busy = Math.max(...rows.filter((r) => scenarios.includes(r.scenario)).map((r) => r.otherCores));
     return Number.isFinite(busy) && busy > 0.25 ? ` [noisy: other processes used ~${fmt(busy, 2)} cores during these runs]` : '';
   };
-  const add = (name, ok, detail, scenarios = []) => checks.push({ name, result: ok === undefined ? 'SKIP' : ok ? 'PASS' : 'FAIL', detail: detail + (ok === undefined ? '' : noise(...scenarios)) });
+  const add = (name, ok, detail, scenarios = []) =>
+    checks.push({ name, result: ok === undefined ? 'SKIP' : ok ? 'PASS' : 'FAIL', detail: detail + (ok === undefined ? '' : noise(...scenarios)) });
   for (const s of ['a', 'b']) {
     const r = get(s, T);
-    add(`(${s}) throughput >= 0.95 x baseline`, r ? r.ratio >= 0.95 : undefined, r ? `Tollgate/baseline = ${fmt(r.ratio, 3)} (per round: ${r.ratios.map((x) => fmt(x, 3)).join(', ')})` : 'not run', [s]);
+    add(
+      `(${s}) throughput >= 0.95 x baseline`,
+      r ? r.ratio >= 0.95 : undefined,
+      r ? `Tollgate/baseline = ${fmt(r.ratio, 3)} (per round: ${r.ratios.map((x) => fmt(x, 3)).join(', ')})` : 'not run',
+      [s],
+    );
   }
   {
     // Compared through each scenario's own same-run baseline: (b) and (c) run minutes apart, and on a shared
@@ -541,11 +575,25 @@ function budget(rows) {
     const b = get('b', T);
     const c = get('c', T);
     const rel = b && c ? c.ratio / b.ratio : NaN;
-    add('(c) throughput within 5% of (b)', b && c ? rel >= 0.95 : undefined, b && c ? `(c/baseline) / (b/baseline) = ${fmt(c.ratio, 3)} / ${fmt(b.ratio, 3)} = ${fmt(rel, 3)} (absolute ${fmt(c.rps, 0)} vs ${fmt(b.rps, 0)} req/s)` : 'needs b and c', ['b', 'c']);
+    add(
+      '(c) throughput within 5% of (b)',
+      b && c ? rel >= 0.95 : undefined,
+      b && c
+        ? `(c/baseline) / (b/baseline) = ${fmt(c.ratio, 3)} / ${fmt(b.ratio, 3)} = ${fmt(rel, 3)} (absolute ${fmt(c.rps, 0)} vs ${fmt(b.rps, 0)} req/s)`
+        : 'needs b and c',
+      ['b', 'c'],
+    );
   }
   {
     const d = get('d', T);
-    add('(d) p99 added at one connection <= 1 ms', d ? d.p99AddedMs <= 1 : undefined, d ? `p99 ${fmt(d.p99)} ms vs baseline ${fmt(get('d', 'baseline')?.p99)} ms: ${signed(d.p99AddedMs, 3)} ms (p50 ${signed(d.p50 - (get('d', 'baseline')?.p50 ?? NaN), 3)} ms)` : 'not run', ['d']);
+    add(
+      '(d) p99 added at one connection <= 1 ms',
+      d ? d.p99AddedMs <= 1 : undefined,
+      d
+        ? `p99 ${fmt(d.p99)} ms vs baseline ${fmt(get('d', 'baseline')?.p99)} ms: ${signed(d.p99AddedMs, 3)} ms (p50 ${signed(d.p50 - (get('d', 'baseline')?.p50 ?? NaN), 3)} ms)`
+        : 'not run',
+      ['d'],
+    );
   }
   {
     const admittedRows = rows.filter((r) => r.target === T && 'abcd'.includes(r.scenario));
@@ -553,13 +601,23 @@ function budget(rows) {
     // 1% slack for counting at the edges of a run (commands of requests still in flight when it ends). A key that
     // no limit check confirmed for 60 s is read again (2 GETs); keys in steady use never are.
     const degraded = admittedRows.filter((r) => r.redisTrouble).map((r) => r.scenario);
-    add('<= 1 Redis round trip per admitted request, in every round', worst ? worst.rtPerAdmittedMax <= 1.01 : undefined, (admittedRows.length ? admittedRows.map((r) => `${r.scenario}: ${fmt(r.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)})`).join(', ') : 'not run') + (degraded.length ? ` [${degraded.join(', ')} ran partly degraded (limits in memory): fewer round trips than normal]` : ''));
+    add(
+      '<= 1 Redis round trip per admitted request, in every round',
+      worst ? worst.rtPerAdmittedMax <= 1.01 : undefined,
+      (admittedRows.length
+        ? admittedRows.map((r) => `${r.scenario}: ${fmt(r.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)})`).join(', ')
+        : 'not run') + (degraded.length ? ` [${degraded.join(', ')} ran partly degraded (limits in memory): fewer round trips than normal]` : ''),
+    );
   }
   {
     const e = get('e', T);
     const banned = e ? (e.statuses['429'] ?? 0) + (e.statuses['4xx/5xx'] ?? 0) : 0;
     const total = e ? Object.values(e.statuses).reduce((a, b) => a + b, 0) : 0;
-    add('(e) ~0 Redis round trips per refused request (local ban cache)', e ? e.rtPerReq <= 0.01 : undefined, e ? `${fmt(e.rtPerReq, 5)} per request; ${banned}/${total} answered 429` : 'not run');
+    add(
+      '(e) ~0 Redis round trips per refused request (local ban cache)',
+      e ? e.rtPerReq <= 0.01 : undefined,
+      e ? `${fmt(e.rtPerReq, 5)} per request; ${banned}/${total} answered 429` : 'not run',
+    );
   }
   {
     const ts = rows.filter((r) => r.target !== 'baseline');
@@ -576,7 +634,10 @@ async function main() {
   const opts = parseOptions(process.argv.slice(2));
   if (!existsSync(join(REPO, 'dist/cli.js'))) throw new Error('dist/cli.js is missing: run `npm run build` first (npm run bench does)');
   const startedAt = new Date();
-  const stamp = startedAt.toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '-');
+  const stamp = startedAt
+    .toISOString()
+    .replace(/\.\d+Z$/, 'Z')
+    .replace(/:/g, '-');
   mkdirSync(opts.outDir, { recursive: true });
   const tmp = mkdtempSync(join(tmpdir(), 'tollgate-bench-'));
   const procs = new Procs();
@@ -607,7 +668,9 @@ async function main() {
 
 async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const totalRuns = opts.rounds * 2 * opts.scenarios.length + (opts.compareWorkers ? opts.rounds * 3 : 0);
-  log(`loader ${opts.loader}; scenarios ${opts.scenarios.join(',')}${opts.compareWorkers ? ',w' : ''}; ${opts.rounds} round(s) x ${opts.durationS} s (+${opts.warmupS} s warm-up); ~${Math.ceil((totalRuns * (opts.durationS + opts.warmupS + 1)) / 60)} min of load`);
+  log(
+    `loader ${opts.loader}; scenarios ${opts.scenarios.join(',')}${opts.compareWorkers ? ',w' : ''}; ${opts.rounds} round(s) x ${opts.durationS} s (+${opts.warmupS} s warm-up); ~${Math.ceil((totalRuns * (opts.durationS + opts.warmupS + 1)) / 60)} min of load`,
+  );
   const loadBefore = loadavg();
 
   const redis = await startRedis(procs, tmp);
@@ -622,11 +685,26 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
     env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir, ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/http-server.js') } : {}) }),
   });
-  const baseline = { name: 'baseline', url: `http://127.0.0.1:${baselineProc.port}`, pid: baselineProc.pid, prober: new Prober('baseline', baselineProbeDir, () => [baselineProc.pid]) };
+  const baseline = {
+    name: 'baseline',
+    url: `http://127.0.0.1:${baselineProc.port}`,
+    pid: baselineProc.pid,
+    prober: new Prober('baseline', baselineProbeDir, () => [baselineProc.pid]),
+  };
   log(`upstream ${upstreamUrl}, baseline ${baseline.url}`);
 
   const mainName = opts.workers !== undefined ? `tollgate(w${opts.workers})` : 'tollgate';
-  const tg = new Tollgate({ procs, tmp, name: 'tollgate', workers: opts.workers, port: await freePort(), upstreamUrl, redisUrl: redis.url, profileDir: profileDir && join(profileDir, 'tollgate'), nodeFlags: opts.nodeFlags });
+  const tg = new Tollgate({
+    procs,
+    tmp,
+    name: 'tollgate',
+    workers: opts.workers,
+    port: await freePort(),
+    upstreamUrl,
+    redisUrl: redis.url,
+    profileDir: profileDir && join(profileDir, 'tollgate'),
+    nodeFlags: opts.nodeFlags,
+  });
   tg.writeConfig();
   const instances = [tg];
   ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...instances.filter((t) => t.pid).map((t) => t.pid)];
@@ -640,7 +718,15 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   let rotating = [];
   if (opts.scenarios.includes('b')) {
     const t0 = Date.now();
-    rotating = await bulkCreateKeys({ redis: redis.client, format, prefix: 'tollgate:', plan: 'bench', total: opts.keyCount, withPlaintext: opts.keyCount, namePrefix: 'bench-b' });
+    rotating = await bulkCreateKeys({
+      redis: redis.client,
+      format,
+      prefix: 'tollgate:',
+      plan: 'bench',
+      total: opts.keyCount,
+      withPlaintext: opts.keyCount,
+      namePrefix: 'bench-b',
+    });
     setup.bKeysSeconds = (Date.now() - t0) / 1000;
     log(`${opts.keyCount} keys for (b) written in ${setup.bKeysSeconds.toFixed(1)} s`);
   }
@@ -670,9 +756,17 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
         const r = await measure({ opts, scenario, target: t, round, keys, tmp, redis });
         runs.push(r);
         const extra = r.redis ? `, Redis RT/req ${fmt(r.redis.roundTripsPerReq, 3)}, RSS ${fmt(r.rssMB, 0)} MB` : '';
-        const non2xx = Object.entries(r.statuses).filter(([c]) => !/^2/.test(c)).map(([c, n]) => `${c}:${n}`).join(' ');
-        if (r.redisTrouble && Object.keys(r.redisTrouble).length) log(`  WARNING: ${t.name} had Redis trouble during this run: ${JSON.stringify(r.redisTrouble)} (timeouts under CPU contention open the breaker: degraded answers)`);
-        log(`  ${scenario} round ${round} ${t.name.padEnd(13)} ${fmt(r.rps, 0).padStart(6)} req/s  p50 ${fmt(r.latencyMs.p50)} ms  p99 ${fmt(r.latencyMs.p99)} ms${extra}${non2xx ? `  non-2xx ${non2xx}` : ''}${r.errors + r.timeouts ? `  errors ${r.errors + r.timeouts}` : ''}`);
+        const non2xx = Object.entries(r.statuses)
+          .filter(([c]) => !/^2/.test(c))
+          .map(([c, n]) => `${c}:${n}`)
+          .join(' ');
+        if (r.redisTrouble && Object.keys(r.redisTrouble).length)
+          log(
+            `  WARNING: ${t.name} had Redis trouble during this run: ${JSON.stringify(r.redisTrouble)} (timeouts under CPU contention open the breaker: degraded answers)`,
+          );
+        log(
+          `  ${scenario} round ${round} ${t.name.padEnd(13)} ${fmt(r.rps, 0).padStart(6)} req/s  p50 ${fmt(r.latencyMs.p50)} ms  p99 ${fmt(r.latencyMs.p99)} ms${extra}${non2xx ? `  non-2xx ${non2xx}` : ''}${r.errors + r.timeouts ? `  errors ${r.errors + r.timeouts}` : ''}`,
+        );
       }
     }
   };
@@ -700,7 +794,13 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       const t0 = Date.now();
       let lastLog = 0;
       const stored = await bulkCreateKeys({
-        redis: redis.client, format, prefix: 'tollgate:', plan: 'bench', total: more, withPlaintext: opts.keyCount, namePrefix: 'bench-c',
+        redis: redis.client,
+        format,
+        prefix: 'tollgate:',
+        plan: 'bench',
+        total: more,
+        withPlaintext: opts.keyCount,
+        namePrefix: 'bench-c',
         onProgress: (n) => {
           if (Date.now() - lastLog > 10_000) {
             lastLog = Date.now();
@@ -724,15 +824,41 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   if (opts.compareWorkers) {
     log(`scenario ${SCENARIOS.w.title}`);
-    const w1 = new Tollgate({ procs, tmp, name: 'tollgate-w1', workers: 1, port: await freePort(), upstreamUrl, redisUrl: redis.url, nodeFlags: opts.nodeFlags });
-    const w2 = new Tollgate({ procs, tmp, name: 'tollgate-w2', workers: 2, port: await freePort(), upstreamUrl, redisUrl: redis.url, nodeFlags: opts.nodeFlags });
+    const w1 = new Tollgate({
+      procs,
+      tmp,
+      name: 'tollgate-w1',
+      workers: 1,
+      port: await freePort(),
+      upstreamUrl,
+      redisUrl: redis.url,
+      nodeFlags: opts.nodeFlags,
+    });
+    const w2 = new Tollgate({
+      procs,
+      tmp,
+      name: 'tollgate-w2',
+      workers: 2,
+      port: await freePort(),
+      upstreamUrl,
+      redisUrl: redis.url,
+      nodeFlags: opts.nodeFlags,
+    });
     try {
       for (const t of [w1, w2]) {
         instances.push(t);
         await t.start();
         await sanity({ name: t.name, url: t.url }, hot.key, 200);
       }
-      await runScenario('w', [hot.key], [baseline, { name: 'tollgate(w1)', url: w1.url, pid: w1.pid, tollgate: w1, prober: w1.prober }, { name: 'tollgate(w2)', url: w2.url, pid: w2.pid, tollgate: w2, prober: w2.prober }]);
+      await runScenario(
+        'w',
+        [hot.key],
+        [
+          baseline,
+          { name: 'tollgate(w1)', url: w1.url, pid: w1.pid, tollgate: w1, prober: w1.prober },
+          { name: 'tollgate(w2)', url: w2.url, pid: w2.pid, tollgate: w2, prober: w2.prober },
+        ],
+      );
     } catch (err) {
       log(`compare-workers skipped: ${err.message}`);
     }
@@ -765,7 +891,15 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const report = {
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, memGB: Math.round(totalmem() / 2 ** 30), node: process.version, redis: (await redis.client.info('server').catch(() => '')).match(/redis_version:(\S+)/)?.[1], loadavgBefore: loadBefore, loadavgAfter: loadavg() },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model,
+      memGB: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      redis: (await redis.client.info('server').catch(() => '')).match(/redis_version:(\S+)/)?.[1],
+      loadavgBefore: loadBefore,
+      loadavgAfter: loadavg(),
+    },
     options: { ...opts, outDir: relative(REPO, opts.outDir) },
     setup,
     summary: rows,
@@ -775,23 +909,36 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     ...(profileDiff ? { profileDiff } : {}),
   };
   const out = join(opts.outDir, `${stamp}.json`);
-  writeFileSync(out, JSON.stringify(report, null, 2) + '\n');
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 
-  const print = (s = '') => process.stdout.write(s + '\n');
+  const print = (s = '') => process.stdout.write(`${s}\n`);
   print();
-  print(`Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}${opts.nodeFlags.length ? `; Tollgate run with ${opts.nodeFlags.join(' ')}` : ''}${opts.baselinePrototypes ? '; BASELINE WITH TOLLGATE\'S PROTOTYPE FIX (--baseline-prototypes): not the budget\'s baseline' : ''}`);
+  print(
+    `Tollgate bench: ${opts.loader}, ${opts.rounds} round(s) x ${opts.durationS} s per target, medians; ${cpus().length} cores, load average before ${loadBefore.map((x) => x.toFixed(2)).join(' ')}${opts.profile ? '; PROFILED (--cpu-prof): not for the budget' : ''}${opts.nodeFlags.length ? `; Tollgate run with ${opts.nodeFlags.join(' ')}` : ''}${opts.baselinePrototypes ? "; BASELINE WITH TOLLGATE'S PROTOTYPE FIX (--baseline-prototypes): not the budget's baseline" : ''}`,
+  );
   const others = median(runs.map((r) => r.otherCores));
-  print(`Other processes on this machine used a median ${fmt(others, 2)} of ${cpus().length} cores during the runs${others > 0.25 ? ': expect noise, prefer the ratios and CPU us/req, and more rounds' : ''}.`);
+  print(
+    `Other processes on this machine used a median ${fmt(others, 2)} of ${cpus().length} cores during the runs${others > 0.25 ? ': expect noise, prefer the ratios and CPU us/req, and more rounds' : ''}.`,
+  );
   print();
   print(table(rows));
   print();
-  print('Redis RT/req: commands the gateway sent to Redis per request (counted in the client); Redis cmds/req: commands Redis ran, inside scripts included (INFO commandstats).');
+  print(
+    'Redis RT/req: commands the gateway sent to Redis per request (counted in the client); Redis cmds/req: commands Redis ran, inside scripts included (INFO commandstats).',
+  );
   print('CPU us/req: the target process(es) only. non-2xx: as the load generator saw them; "gw" = counted by the gateway\'s metrics where that differs.');
-  for (const r of rows.filter((x) => x.redisTrouble)) print(`WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see README).`);
+  for (const r of rows.filter((x) => x.redisTrouble))
+    print(
+      `WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see README).`,
+    );
   print();
   // A smoke run (--quick: one round of 2 s after 0.5 s of warm-up) shows the bench works; its verdicts are noise.
   const tooShort = opts.rounds < 3 || opts.durationS < 5;
-  print(tooShort ? `Budget (${opts.rounds} round(s) of ${opts.durationS} s: too short to judge, the verdicts below are not conclusive; \`npm run bench\` gives them):` : 'Budget:');
+  print(
+    tooShort
+      ? `Budget (${opts.rounds} round(s) of ${opts.durationS} s: too short to judge, the verdicts below are not conclusive; \`npm run bench\` gives them):`
+      : 'Budget:',
+  );
   for (const c of checks) print(`  ${c.result.padEnd(4)}  ${c.name}: ${c.detail}`);
   if (profile) {
     for (const p of profile) {

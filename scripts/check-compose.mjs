@@ -72,7 +72,9 @@ function main() {
     for (const e of errors) console.error(`  - ${e}`);
     process.exit(1);
   }
-  console.log(`check-compose: ${rel(composePath)} OK (${names.size} services: ${[...names].join(', ')}; configs checked: ${[...configFiles].join(', ') || 'none'})`);
+  console.log(
+    `check-compose: ${rel(composePath)} OK (${names.size} services: ${[...names].join(', ')}; configs checked: ${[...configFiles].join(', ') || 'none'})`,
+  );
 }
 
 function checkImageOrBuild(at, svc) {
@@ -173,7 +175,8 @@ function checkVolumes(at, svc, declared) {
       [source, target] = String(v).split(':');
       // A source not starting with . / or ~ is a named volume, not a host path: Compose needs it declared.
       if (!/^[./~]/.test(source ?? '')) {
-        if (source && !(isMapping(declared) && Object.hasOwn(declared, source))) fail(`${at}.volumes: named volume "${source}" is not declared under the top-level volumes`);
+        if (source && !(isMapping(declared) && Object.hasOwn(declared, source)))
+          fail(`${at}.volumes: named volume "${source}" is not declared under the top-level volumes`);
         continue;
       }
     }
@@ -202,7 +205,8 @@ function checkRedisKeepsData(at, svc) {
     return i >= 0 ? command[i + 1] : undefined;
   };
   if (option('appendonly') !== 'yes') fail(`${at}.command: Redis must run with --appendonly yes, or a restart loses every key created since the last snapshot`);
-  if (option('maxmemory-policy') !== 'noeviction') fail(`${at}.command: Redis must run with --maxmemory-policy noeviction, or eviction deletes API keys, bans and windows`);
+  if (option('maxmemory-policy') !== 'noeviction')
+    fail(`${at}.command: Redis must run with --maxmemory-policy noeviction, or eviction deletes API keys, bans and windows`);
   const volumes = Array.isArray(svc.volumes) ? svc.volumes : [];
   const dataDir = option('dir') ?? '/data';
   const mountsData = volumes.some((v) => (isMapping(v) ? v.target : String(v).split(':')[1]) === dataDir);
@@ -226,7 +230,8 @@ function configReferences(at, svc, mounts) {
     let hostPath;
     if (mounted) hostPath = mounted.source;
     else if (inContainer.startsWith(IMAGE_APP_DIR)) hostPath = join(repoRoot, inContainer.slice(IMAGE_APP_DIR.length));
-    else if (!inContainer.startsWith('/')) hostPath = join(repoRoot, inContainer); // relative to WORKDIR /app
+    else if (!inContainer.startsWith('/'))
+      hostPath = join(repoRoot, inContainer); // relative to WORKDIR /app
     else {
       fail(`${where}: ${inContainer} is neither mounted nor under ${IMAGE_APP_DIR} in the image`);
       continue;

@@ -19,7 +19,6 @@ import { Children, findLogLine, freePort, procAvailable, procStats, sleep, tail,
 import { redisCommand, redisInfo } from './soak-lib/resp.mjs';
 import {
   BAN_DURATIONS,
-  BAN_PHASE_SECONDS,
   BAN_RESET_AFTER_SECONDS,
   BAN_WINDOW_SECONDS,
   BANNED_KEYS,
@@ -231,13 +230,17 @@ async function startGateway(configFile) {
 /** One plain request (no keep-alive) for setup and sampling; resolves {status, text}. */
 function plain(url, { method = 'GET', headers = {}, body, timeoutMs = 5_000 } = {}) {
   return new Promise((resolveP, reject) => {
-    const r = request(url, { method, headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) }, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolveP({ status: res.statusCode, text, headers: res.headers }));
-      res.on('error', reject);
-    });
+    const r = request(
+      url,
+      { method, headers: body === undefined ? headers : { ...headers, 'content-length': Buffer.byteLength(body) }, agent: false },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolveP({ status: res.statusCode, text, headers: res.headers }));
+        res.on('error', reject);
+      },
+    );
     r.setTimeout(timeoutMs, () => r.destroy(new Error(`${method} ${url}: no answer within ${timeoutMs} ms`)));
     r.on('error', reject);
     r.end(body);
@@ -279,8 +282,21 @@ function gatewayConfig({ petstoreUrl, redisUrl, settings, redisTimeoutMs }) {
       anonymous: { perMinute: settings.anonPerMinute },
       ban: { threshold: settings.threshold, windowSeconds: BAN_WINDOW_SECONDS, durationsSeconds: BAN_DURATIONS, resetAfterSeconds: BAN_RESET_AFTER_SECONDS },
       routes: [
-        { method: 'GET', path: '/v1/pets/:petId', deprecation: '2020-01-01T00:00:00Z', sunset: '2021-01-01T00:00:00Z', link: 'https://example.com/docs/pets-retired', afterSunset: 'gone' },
-        { method: 'GET', path: '/v1/store/orders', deprecation: '2020-01-01T00:00:00Z', sunset: '2099-01-01T00:00:00Z', link: 'https://example.com/docs/orders-v2' },
+        {
+          method: 'GET',
+          path: '/v1/pets/:petId',
+          deprecation: '2020-01-01T00:00:00Z',
+          sunset: '2021-01-01T00:00:00Z',
+          link: 'https://example.com/docs/pets-retired',
+          afterSunset: 'gone',
+        },
+        {
+          method: 'GET',
+          path: '/v1/store/orders',
+          deprecation: '2020-01-01T00:00:00Z',
+          sunset: '2099-01-01T00:00:00Z',
+          link: 'https://example.com/docs/orders-v2',
+        },
       ],
     },
     null,
@@ -292,10 +308,15 @@ function gatewayConfig({ petstoreUrl, redisUrl, settings, redisTimeoutMs }) {
 async function createKeys(configFile, redisUrl, plan, count, name) {
   const out = [];
   const one = async (i) => {
-    const r = await children.run('keys create', process.execPath, [CLI, 'keys', 'create', '--plan', plan, '--name', `${name}-${i}`, '--json', '--config', configFile, '--redis', redisUrl], {
-      env: childEnv(),
-      timeoutMs: 30_000,
-    });
+    const r = await children.run(
+      'keys create',
+      process.execPath,
+      [CLI, 'keys', 'create', '--plan', plan, '--name', `${name}-${i}`, '--json', '--config', configFile, '--redis', redisUrl],
+      {
+        env: childEnv(),
+        timeoutMs: 30_000,
+      },
+    );
     if (r.code !== 0) throw new Error(`keys create --plan ${plan} exited ${r.code}: ${r.stderr.trim()}`);
     const k = JSON.parse(r.stdout);
     if (typeof k.key !== 'string' || !k.key.startsWith('tg_')) throw new Error(`keys create --json printed no key: ${r.stdout.slice(0, 200)}`);
@@ -401,7 +422,18 @@ function slopePerMinute(points) {
 // the gateway's log after the run
 
 async function analyzeLog(file) {
-  const out = { lines: 0, byLevel: new Map(), bansLogged: 0, degraded: 0, upstreamFailures: 0, errorSamples: [], keyLeaks: 0, keyLeakSamples: [], unparsable: 0, bytes: 0 };
+  const out = {
+    lines: 0,
+    byLevel: new Map(),
+    bansLogged: 0,
+    degraded: 0,
+    upstreamFailures: 0,
+    errorSamples: [],
+    keyLeaks: 0,
+    keyLeakSamples: [],
+    unparsable: 0,
+    bytes: 0,
+  };
   try {
     out.bytes = statSync(file).size;
   } catch {
@@ -474,7 +506,11 @@ async function main() {
   checkInterrupted();
   const seedIds = [];
   for (let i = 0; i < 10; i++) {
-    const r = await plain(new URL('/v1/categories', petstore.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `seed ${i}` }) });
+    const r = await plain(new URL('/v1/categories', petstore.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `seed ${i}` }),
+    });
     if (r.status !== 201) throw new Error(`seeding the pet store: ${r.status} ${r.text.slice(0, 200)}`);
     seedIds.push(JSON.parse(r.text).id);
   }
@@ -502,7 +538,9 @@ async function main() {
       `anonymous ${multiIp ? `${settings.anonPerMinute}/min per IP (anonymous from 127.0.0.2, bad keys from ${settings.badKeyIps} addresses 127.0.0.3+)` : 'out of reach (no loopback aliases here: anonymous 429 not exercised)'}`,
   );
   say(`   mix: ${CLASSES.map((c) => `${c.name} ${c.share}%`).join(', ')}`);
-  say(`   set up in ${((Date.now() - setupStart) / 1000).toFixed(1)} s; warm-up ${(warmupMs / 1000).toFixed(0)} s; samples every ${SAMPLE_EVERY_MS / 1000} s\n`);
+  say(
+    `   set up in ${((Date.now() - setupStart) / 1000).toFixed(1)} s; warm-up ${(warmupMs / 1000).toFixed(0)} s; samples every ${SAMPLE_EVERY_MS / 1000} s\n`,
+  );
 
   // 4. The load, with a sample every 5 s.
   const stats = new Stats();
@@ -582,7 +620,10 @@ async function main() {
     const m = stats.byClass.get(c.name) ?? new Map();
     const total = [...m.values()].reduce((a, b) => a + b, 0);
     const h = stats.latencyByClass.get(c.name);
-    const outcomes = [...m.entries()].sort((a, b) => b[1] - a[1]).map(([o, n]) => `${o}: ${n}`).join(', ');
+    const outcomes = [...m.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .map(([o, n]) => `${o}: ${n}`)
+      .join(', ');
     say(`${pad(c.name, 13)}${padL(total, 9)}  ${pad(h ? h.percentile(0.5).toFixed(1) : '-', 7)}${pad(h ? h.percentile(0.99).toFixed(1) : '-', 8)}${outcomes}`);
   }
   const achieved = stats.done / elapsedS;
@@ -591,9 +632,14 @@ async function main() {
       `achieved ${achieved.toFixed(1)} req/s of ${opts.rate}; max latency ${stats.latency.max.toFixed(1)} ms; ` +
       `skipped (over 1 s late) ${load.skipped}; ticks at the concurrency cap ${load.saturated}${load.leftInFlight ? `; ${load.leftInFlight} still in flight at the end` : ''}`,
   );
-  say(`ban cycles seen by the banned class: ${stats.bans.transitions}; bans logged by the gateway: ${logStats.bansLogged}; tollgate_bans_total: ${finalMetrics?.bans ?? '-'}`);
+  say(
+    `ban cycles seen by the banned class: ${stats.bans.transitions}; bans logged by the gateway: ${logStats.bansLogged}; tollgate_bans_total: ${finalMetrics?.bans ?? '-'}`,
+  );
   if (finalMetrics) {
-    const byStatus = [...finalMetrics.v1ByStatus.entries()].sort().map(([s, n]) => `${s}: ${n}`).join(', ');
+    const byStatus = [...finalMetrics.v1ByStatus.entries()]
+      .sort()
+      .map(([s, n]) => `${s}: ${n}`)
+      .join(', ');
     say(`gateway's own count (tollgate_http_requests_total, /v1 routes): ${finalMetrics.v1Requests} (${byStatus}); client answered: ${stats.done}`);
   }
 
@@ -652,7 +698,9 @@ async function main() {
     `${pad('open fds', 18)}${padL(samples[0]?.fds ?? '-', 9)}${padL(num(fdBase), 10)}${padL(num(fdEnd), 9)}${padL(num(maxFds), 9)}${padL(num(fdSlope, 2), 11)}` +
       `  end ${num(fdBase + FD_SLACK)} (baseline + ${FD_SLACK}); max ${num(fdBase + fdPeakSlack)} (+ 2 x concurrency)`,
   );
-  say(`${pad('  of them sockets', 18)}${padL(samples[0]?.sockets ?? '-', 9)}${padL(num(med(first.map((s) => s.sockets))), 10)}${padL(num(med(lastW.map((s) => s.sockets))), 9)}${padL(have ? Math.max(...after.map((s) => s.sockets)) : '-', 9)}`);
+  say(
+    `${pad('  of them sockets', 18)}${padL(samples[0]?.sockets ?? '-', 9)}${padL(num(med(first.map((s) => s.sockets))), 10)}${padL(num(med(lastW.map((s) => s.sockets))), 9)}${padL(have ? Math.max(...after.map((s) => s.sockets)) : '-', 9)}`,
+  );
   if (settled) {
     say(
       `${pad('open fds, settled', 18)}${padL(samples[0]?.fds ?? '-', 9)}${pad('', 10)}${padL(settled.fds, 9)}${pad('', 20)}` +
@@ -665,9 +713,18 @@ async function main() {
   say(
     `${pad('redis keys', 18)}${padL(samples[0]?.redisKeys ?? '-', 9)}${padL(num(med(first.map((s) => s.redisKeys))), 10)}${padL(num(med(lastW.map((s) => s.redisKeys))), 9)}${padL(have ? Math.max(...after.map((s) => s.redisKeys ?? 0)) : '-', 9)}${pad('', 11)}  (reported only; the pet store's data is one hash)`,
   );
-  say(`client: keep-alive sockets retried after the server closed them as they were reused: ${stats.staleSocketRetries}; gateway log: 'redis unreachable' ${logStats.degraded}, 'upstream request failed' ${logStats.upstreamFailures}`);
-  say(`gateway log: ${logStats.lines} lines (${fmtMB(logStats.bytes)} MB), by level ${[...logStats.byLevel.entries()].sort().map(([l, n]) => `${l}: ${n}`).join(', ')}`);
-  say(`gateway shutdown (SIGTERM): ${gwExit ? `exit ${gwExit.code}${gwExit.signal ? ` signal ${gwExit.signal}` : ''} after ${gwStopMs} ms${gwExit.killedAfterMs ? ' (had to SIGKILL)' : ''}` : 'not tried'}`);
+  say(
+    `client: keep-alive sockets retried after the server closed them as they were reused: ${stats.staleSocketRetries}; gateway log: 'redis unreachable' ${logStats.degraded}, 'upstream request failed' ${logStats.upstreamFailures}`,
+  );
+  say(
+    `gateway log: ${logStats.lines} lines (${fmtMB(logStats.bytes)} MB), by level ${[...logStats.byLevel.entries()]
+      .sort()
+      .map(([l, n]) => `${l}: ${n}`)
+      .join(', ')}`,
+  );
+  say(
+    `gateway shutdown (SIGTERM): ${gwExit ? `exit ${gwExit.code}${gwExit.signal ? ` signal ${gwExit.signal}` : ''} after ${gwStopMs} ms${gwExit.killedAfterMs ? ' (had to SIGKILL)' : ''}` : 'not tried'}`,
+  );
 
   // Checks.
   check(!fatal, fatal ? `the run ended early: ${fatal}` : 'every process stayed up for the whole run');
@@ -680,7 +737,10 @@ async function main() {
   check(seen('banned', '429 api_key_banned') && stats.bans.transitions >= 2, `the banned class was banned repeatedly (${stats.bans.transitions} bans)`);
   check(seen('refused', '429 rate_limit_exceeded'), 'the refused class got 429 rate_limit_exceeded');
   check(seen('deprecated', '410 gone'), 'the sunset route answered 410 gone');
-  check(seen('post-valid', '201') && seen('post-invalid', '400 invalid_json') && seen('post-invalid', '400 invalid_request'), 'POSTs got 201, 400 invalid_json and 400 invalid_request');
+  check(
+    seen('post-valid', '201') && seen('post-invalid', '400 invalid_json') && seen('post-invalid', '400 invalid_request'),
+    'POSTs got 201, 400 invalid_json and 400 invalid_request',
+  );
   // The anonymous class spends its per-IP minute in about 30 s; shorter runs never get there.
   const anonSent = [...(stats.byClass.get('anonymous')?.values() ?? [])].reduce((a, b) => a + b, 0);
   if (multiIp && anonSent > settings.anonPerMinute * 1.1) check(seen('anonymous', '429 rate_limit_exceeded'), 'the anonymous limit answered 429 once spent');
@@ -692,17 +752,27 @@ async function main() {
   } else {
     check(false, 'no sample after the warm-up: RSS and fds not judged');
   }
-  if (settled) check(settled.fds <= samples[0].fds + SETTLED_SLACK, `after the load, open fds went back to within ${SETTLED_SLACK} of the start (${samples[0].fds} at the start, ${settled.fds} settled)`);
+  if (settled)
+    check(
+      settled.fds <= samples[0].fds + SETTLED_SLACK,
+      `after the load, open fds went back to within ${SETTLED_SLACK} of the start (${samples[0].fds} at the start, ${settled.fds} settled)`,
+    );
   check(logStats.keyLeaks === 0, `no API key (tg_...) in the gateway log (${logStats.keyLeaks} lines had one)`);
   if (gwExit) check(gwExit.code === 0 && !gwExit.killedAfterMs, `the gateway drained and exited 0 on SIGTERM (exit ${gwExit.code}, ${gwStopMs} ms)`);
   const errorLines = [...logStats.byLevel.entries()].filter(([l]) => l >= 50).reduce((a, [, n]) => a + n, 0);
-  check(errorLines === 0 && logStats.unparsable === 0, `no error/fatal or non-JSON lines in the gateway log (${errorLines} error/fatal, ${logStats.unparsable} not JSON)`, 'WARN');
+  check(
+    errorLines === 0 && logStats.unparsable === 0,
+    `no error/fatal or non-JSON lines in the gateway log (${errorLines} error/fatal, ${logStats.unparsable} not JSON)`,
+    'WARN',
+  );
   check(logStats.degraded === 0, `Redis never timed out or dropped (degraded mode entered ${logStats.degraded} times)`, 'WARN');
   check(stats.staleSocketRetries === 0, `no kept-alive socket was reset under a request (${stats.staleSocketRetries} retried)`, 'WARN');
-  if (finalMetrics) check(finalMetrics.v1Requests === stats.done, `the gateway's metrics count every /v1 request (${finalMetrics.v1Requests} vs ${stats.done})`, 'WARN');
+  if (finalMetrics)
+    check(finalMetrics.v1Requests === stats.done, `the gateway's metrics count every /v1 request (${finalMetrics.v1Requests} vs ${stats.done})`, 'WARN');
   const keysBase = med(first.map((s) => s.redisKeys));
   const keysEnd = med(lastW.map((s) => s.redisKeys));
-  if (Number.isFinite(keysEnd)) check(keysEnd - keysBase <= 1_000, `the Redis keyspace stayed bounded (${num(keysBase)} -> ${num(keysEnd)} keys after the warm-up)`, 'WARN');
+  if (Number.isFinite(keysEnd))
+    check(keysEnd - keysBase <= 1_000, `the Redis keyspace stayed bounded (${num(keysBase)} -> ${num(keysEnd)} keys after the warm-up)`, 'WARN');
 
   say('\n== checks');
   for (const c of checks) say(`${c.ok ? 'PASS' : c.level} ${c.text}`);

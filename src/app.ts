@@ -213,8 +213,7 @@ function observeRequests(logger: Logger, metrics: Metrics): RequestHandler {
       if (finished) {
         const path = pathOf(req.originalUrl);
         const route =
-          (res.locals.route as string | undefined) ??
-          (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');
+          (res.locals.route as string | undefined) ?? (OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched');
         metrics.requests.inc({ route, method: KNOWN_METHODS.has(req.method) ? req.method : 'OTHER', status: String(status) });
         metrics.requestDuration.observe({ route }, ms / 1000);
       }

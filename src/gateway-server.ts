@@ -46,17 +46,14 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   const readiness = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 1000), ...(extension.readiness ?? [])];
   const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages, opsOnGatewayPort: !config.ops });
 
-  const server = createGatewayServer(
-    gateway.app,
-    {
-      headersTimeout: config.server.headersTimeoutMs,
-      requestTimeout: config.server.requestTimeoutMs,
-      keepAliveTimeout: config.server.keepAliveTimeoutMs,
-      // Node enforces headersTimeout/requestTimeout only when it sweeps its connections, by default every 30 s: a
-      // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
-      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
-    },
-  );
+  const server = createGatewayServer(gateway.app, {
+    headersTimeout: config.server.headersTimeoutMs,
+    requestTimeout: config.server.requestTimeoutMs,
+    keepAliveTimeout: config.server.keepAliveTimeoutMs,
+    // Node enforces headersTimeout/requestTimeout only when it sweeps its connections, by default every 30 s: a
+    // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.server.port, config.server.host, () => {
@@ -85,7 +82,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       })
     : undefined;
 
-  runtime.onChange((next) => logger.level = next.config.log.level);
+  runtime.onChange((next) => (logger.level = next.config.log.level));
 
   const reload = (): boolean => {
     if (!opts.configPath) return false;
@@ -103,7 +100,10 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       // A config that validated but could not be applied (a listener threw): the old state is kept as far as the
       // listeners that ran allow, and the process carries on.
       metrics.configReloads.inc({ result: 'rejected' });
-      logger.error({ path: opts.configPath, err: { message: excerpt(String((err as Error)?.message ?? err), 200) } }, 'config reload rejected: applying it failed');
+      logger.error(
+        { path: opts.configPath, err: { message: excerpt(String((err as Error)?.message ?? err), 200) } },
+        'config reload rejected: applying it failed',
+      );
       return false;
     }
   };

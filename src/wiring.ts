@@ -87,10 +87,21 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
       metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });
       // A full Redis (OOM) or a replica answers at once but refuses the limit script's writes: not "unreachable".
       const why = (reason !== undefined && writeRefusal(reason)) || 'redis unreachable';
-      if (state === 'open') logger.warn({ redis: where, failMode: redisCfg.failMode, reason }, `${why}: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`);
+      if (state === 'open')
+        logger.warn(
+          { redis: where, failMode: redisCfg.failMode, reason },
+          `${why}: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`,
+        );
       else logger.info({ redis: where }, 'redis answering again: degraded mode over');
     });
-    const policy = new MemoryPolicyWatcher({ client, allowEviction: redisCfg.allowEviction, logger, metrics, where, ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}) });
+    const policy = new MemoryPolicyWatcher({
+      client,
+      allowEviction: redisCfg.allowEviction,
+      logger,
+      metrics,
+      where,
+      ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}),
+    });
     memoryPolicy = policy;
     client.on('ready', () => {
       logger.info({ redis: where }, 'redis connected');
@@ -134,7 +145,16 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     memory: memoryLimits,
     onInvalidKey: (id) => keys.invalidate(id),
     onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
-    ...(shared && redisCfg ? { shared: { store: new RedisLimiterStore(shared.client, shared.keyspace), breaker: shared.breaker, failMode: redisCfg.failMode, commandTimeoutMs: redisCfg.commandTimeoutMs } } : {}),
+    ...(shared && redisCfg
+      ? {
+          shared: {
+            store: new RedisLimiterStore(shared.client, shared.keyspace),
+            breaker: shared.breaker,
+            failMode: redisCfg.failMode,
+            commandTimeoutMs: redisCfg.commandTimeoutMs,
+          },
+        }
+      : {}),
   });
   keys.onChange((id) => keyLimiter.forget(id));
   const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });

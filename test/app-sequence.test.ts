@@ -9,10 +9,13 @@ const res = {} as Response;
 function run(stages: RequestHandler[]): Promise<{ err: unknown; calls: string[] }> {
   return new Promise((resolve) => {
     const calls: string[] = [];
-    const tracked = stages.map((s, i): RequestHandler => (q, r, n) => {
-      calls.push(`s${i}`);
-      return s(q, r, n);
-    });
+    const tracked = stages.map(
+      (s, i): RequestHandler =>
+        (q, r, n) => {
+          calls.push(`s${i}`);
+          return s(q, r, n);
+        },
+    );
     inSequence(tracked)(req, res, ((err?: unknown) => resolve({ err, calls })) as NextFunction);
   });
 }
@@ -39,7 +42,15 @@ describe('inSequence', () => {
   it('passes next(err), a thrown error and a rejected promise to the error handler, skipping later stages', async () => {
     const boom = new Error('boom');
     expect(await run([(_q, _r, next) => next(boom), pass])).toEqual({ err: boom, calls: ['s0'] });
-    expect(await run([pass, () => { throw boom; }, pass])).toEqual({ err: boom, calls: ['s0', 's1'] });
+    expect(
+      await run([
+        pass,
+        () => {
+          throw boom;
+        },
+        pass,
+      ]),
+    ).toEqual({ err: boom, calls: ['s0', 's1'] });
     expect(await run([async () => Promise.reject(boom), pass])).toEqual({ err: boom, calls: ['s0'] });
   });
 });

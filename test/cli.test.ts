@@ -14,7 +14,9 @@ import { TestRedis, freePort } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 
 const BAD_FIXTURE = 'test/fixtures/config/wrong-types.yaml';
-const badFixtureErrors = [...readFileSync(new URL('./fixtures/config/wrong-types.yaml', import.meta.url), 'utf8').matchAll(/^# expect: (.*)$/gm)].map((m) => m[1]!);
+const badFixtureErrors = [...readFileSync(new URL('./fixtures/config/wrong-types.yaml', import.meta.url), 'utf8').matchAll(/^# expect: (.*)$/gm)].map(
+  (m) => m[1]!,
+);
 
 let dir: string;
 let up: TestUpstream;
@@ -46,7 +48,9 @@ function writeConfig(text: string, name = `gateway-${++fileCounter}.yaml`): stri
   return path;
 }
 
-function gatewayYaml(opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number; heapGrowthPercent?: number; logMaxBufferBytes?: number } = {}): string {
+function gatewayYaml(
+  opts: { routes?: string; drainTimeoutMs?: number; port?: number; upstreamTimeoutMs?: number; heapGrowthPercent?: number; logMaxBufferBytes?: number } = {},
+): string {
   return [
     'server:',
     '  host: 127.0.0.1',
@@ -75,7 +79,10 @@ const PETS_ROUTE = [
   '    link: https://example.com/docs/migrate-pets',
 ].join('\n');
 
-async function startServe(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ proc: CliProcess; url: string; port: number; line: Record<string, unknown> }> {
+async function startServe(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ proc: CliProcess; url: string; port: number; line: Record<string, unknown> }> {
   const proc = CliProcess.start(['serve', ...args], env);
   const line = await proc.waitForLog('tollgate gateway listening');
   const url = String(line.url);
@@ -101,7 +108,6 @@ function postJson(url: string, body: unknown): Promise<{ status: number; body: s
     async (r) => ({ status: r.status, body: await r.text() }),
   );
 }
-
 
 describe('config check', () => {
   it('exits 0 and says so for config/gateway.yaml', async () => {
@@ -152,7 +158,11 @@ describe('usage errors', () => {
   });
 
   it('exits 2 for a bad port', async () => {
-    for (const args of [['petstore', '--port', 'eighty'], ['petstore', '--port', '70000'], ['dev', '--port', '-1']]) {
+    for (const args of [
+      ['petstore', '--port', 'eighty'],
+      ['petstore', '--port', '70000'],
+      ['dev', '--port', '-1'],
+    ]) {
       const r = await runCli(args);
       expect(r.code, args.join(' ')).toBe(2);
     }
@@ -227,7 +237,12 @@ describe('serve', () => {
     const dropped = async () => Number(/^tollgate_log_lines_dropped_total (\d+)$/m.exec(await (await fetch(`${base}/metrics`)).text())?.[1] ?? NaN);
     try {
       const deadline = Date.now() + 10_000;
-      while ((await fetch(`${base}/healthz`).then((r) => r.status, () => 0)) !== 200) {
+      while (
+        (await fetch(`${base}/healthz`).then(
+          (r) => r.status,
+          () => 0,
+        )) !== 200
+      ) {
         if (Date.now() > deadline) throw new Error('the gateway did not start');
         await sleep(50);
       }
@@ -279,7 +294,7 @@ describe('serve', () => {
       expect(conn.ended).toBe(false);
 
       // A bad file: rejected, logged with its errors, the old config stays.
-      writeFileSync(path, gatewayYaml({ routes: PETS_ROUTE }) + 'plans:\n  free: { perMinute: sixty, perDay: 1 }\n');
+      writeFileSync(path, `${gatewayYaml({ routes: PETS_ROUTE })}plans:\n  free: { perMinute: sixty, perDay: 1 }\n`);
       mark = proc.logs.length;
       proc.signal('SIGHUP');
       const rejected: LogLine = await proc.waitForLog('config reload rejected', { after: mark });

@@ -17,15 +17,20 @@ import { TestUpstream, echo } from './helpers/upstream.js';
 /** The classic "billion laughs" in YAML: ten levels of nine aliases each. */
 function aliasBomb(): string {
   const lines = [`x0: &a0 [${Array(9).fill('"lol"').join(', ')}]`];
-  for (let i = 1; i <= 9; i++) lines.push(`x${i}: &a${i} [${Array(9).fill(`*a${i - 1}`).join(', ')}]`);
-  return lines.join('\n') + '\n';
+  for (let i = 1; i <= 9; i++)
+    lines.push(
+      `x${i}: &a${i} [${Array(9)
+        .fill(`*a${i - 1}`)
+        .join(', ')}]`,
+    );
+  return `${lines.join('\n')}\n`;
 }
 
 const SECRET = 'hunter2-s3cret-redis-password';
 
 describe('config parsing never throws', () => {
   it('an alias bomb is an error, not an exception', () => {
-    const result = parseConfigText('log:\n  level: info\n' + aliasBomb());
+    const result = parseConfigText(`log:\n  level: info\n${aliasBomb()}`);
     expect(result.ok).toBe(false);
     if (result.ok) return;
     expect(result.errors).toHaveLength(1);
@@ -36,15 +41,7 @@ describe('config parsing never throws', () => {
     const key = generateKey();
     const long = 'x'.repeat(5000);
     const result = parseConfigText(
-      [
-        'server:',
-        `  host: 7`,
-        `  port: "redis://tollgate:${SECRET}@10.0.0.1:6379/0"`,
-        'upstream:',
-        `  url: "${long}"`,
-        'log:',
-        `  level: "${key}"`,
-      ].join('\n'),
+      ['server:', `  host: 7`, `  port: "redis://tollgate:${SECRET}@10.0.0.1:6379/0"`, 'upstream:', `  url: "${long}"`, 'log:', `  level: "${key}"`].join('\n'),
     );
     expect(result.ok).toBe(false);
     if (result.ok) return;
@@ -112,7 +109,7 @@ describe('SIGHUP with a file the parser throws on', () => {
       expect(await status(url)).toBe(200);
 
       // The bomb, and a password in a field where it does not belong: the reload is refused, neither is echoed.
-      writeFileSync(path, yaml({ workers }) + `upstream_password: "${SECRET}"\n` + aliasBomb());
+      writeFileSync(path, `${yaml({ workers })}upstream_password: "${SECRET}"\n${aliasBomb()}`);
       let mark = proc.logs.length;
       proc.signal('SIGHUP');
       const rejected = await proc.waitForLog('config reload rejected', { after: mark });

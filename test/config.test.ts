@@ -196,9 +196,7 @@ describe('cross-field rules', () => {
   });
 
   it('reports field errors and cross-field errors together', () => {
-    const errs = errors(
-      `server:\n  port: -1\nroutes:\n  - { path: /v1/a, afterSunset: gone }\nkeys:\n  - { id: k, plan: nope, sha256: "${HEX('c')}" }\n`,
-    );
+    const errs = errors(`server:\n  port: -1\nroutes:\n  - { path: /v1/a, afterSunset: gone }\nkeys:\n  - { id: k, plan: nope, sha256: "${HEX('c')}" }\n`);
     expect(errs).toContain('routes[0].afterSunset: afterSunset: gone needs a sunset date, got "gone"');
     expect(errs).toContain('keys[0].plan: unknown plan; expected one of free, pro, business, enterprise, got "nope"');
     expect(errs.some((e) => e.startsWith('server.port: '))).toBe(true);
@@ -241,7 +239,9 @@ describe('environment overrides', () => {
     expect(errors(FILE, { PORT: 'eighty' })).toEqual(['server.port: expected number, got "eighty" (from PORT)']);
     expect(errors(FILE, { PORT: '70000' })).toEqual(['server.port: Too big: expected number to be <=65535, got 70000 (from PORT)']);
     expect(errors(FILE, { PORT: '80.5' })).toEqual(['server.port: expected number, got "80.5" (from PORT)']);
-    expect(errors(FILE, { UPSTREAM_URL: 'backend:8081' })).toEqual(['upstream.url: expected an http:// or https:// URL, got "backend:8081" (from UPSTREAM_URL)']);
+    expect(errors(FILE, { UPSTREAM_URL: 'backend:8081' })).toEqual([
+      'upstream.url: expected an http:// or https:// URL, got "backend:8081" (from UPSTREAM_URL)',
+    ]);
     expect(errors(FILE, { REDIS_URL: 'mysql://x' })).toEqual(['redis.url: expected a redis:// or rediss:// URL, got "mysql://x" (from REDIS_URL)']);
     expect(errors(FILE, { LOG_LEVEL: 'verbose' })).toEqual([
       'log.level: expected one of "fatal", "error", "warn", "info", "debug", "trace", "silent", got "verbose" (from LOG_LEVEL)',

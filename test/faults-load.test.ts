@@ -144,7 +144,18 @@ async function runUnderLoad(s: Scenario): Promise<Outcome> {
   const results = load.results;
   const overlaps = (r: LoadResult) => r.startedAt <= healedAt && r.startedAt + r.ms >= faultAt - 5;
   const exposed = results.filter(overlaps);
-  if (process.env.FAULTS_DEBUG) console.log(tally(results), 'exposed', tally(exposed), 'max ms', Math.max(...results.map((r) => r.ms)), 'p99', results.map((r) => r.ms).sort((a, b) => a - b)[Math.floor(results.length * 0.99)], 'dur', Date.now() - faultAt);
+  if (process.env.FAULTS_DEBUG)
+    console.log(
+      tally(results),
+      'exposed',
+      tally(exposed),
+      'max ms',
+      Math.max(...results.map((r) => r.ms)),
+      'p99',
+      results.map((r) => r.ms).sort((a, b) => a - b)[Math.floor(results.length * 0.99)],
+      'dur',
+      Date.now() - faultAt,
+    );
   const unexposed = results.filter((r) => !overlaps(r));
   expect(results.filter((r) => r.phase === 'before').length, tally(results)).toBeGreaterThan(20);
   expect(results.filter((r) => r.phase === 'after').length, tally(results)).toBeGreaterThan(20);

@@ -159,11 +159,38 @@ function randomCase(rng: Rng, key: string): AuthCase {
     }
     default: {
       const odd = [
-        '', ' ', 'Bearer', 'Bearer ', 'bearer', 'BEARER', 'Bearer  ', 'Bearer\t', `Bearer\t${key}`, `Bearer=${key}`, `Bearer,${key}`,
-        `Bearer ${key} extra`, `Bearer ${key},`, `Bearer "${key}"`, `Bearer ${key}=`, `Bearer ${key}==`, `Bearer =`, `${key}`,
-        `Basic ${Buffer.from(`x:${key}`).toString('base64')}`, `Token ${key}`, `Bearerx ${key}`, `Bear ${key}`, `Bearer ${key.toLowerCase()}`,
-        `Bearer ${key.slice(0, -1)}`, `Bearer tg_`, `Bearer tg_${'0'.repeat(49)}`, `Bearer ${key}${key}`, `Bearer ${'/'.repeat(50)}`,
-        'Bearer ============', `Digest username="${key}"`, `Bearer ${key}\t`, `\tBearer ${key}`,
+        '',
+        ' ',
+        'Bearer',
+        'Bearer ',
+        'bearer',
+        'BEARER',
+        'Bearer  ',
+        'Bearer\t',
+        `Bearer\t${key}`,
+        `Bearer=${key}`,
+        `Bearer,${key}`,
+        `Bearer ${key} extra`,
+        `Bearer ${key},`,
+        `Bearer "${key}"`,
+        `Bearer ${key}=`,
+        `Bearer ${key}==`,
+        `Bearer =`,
+        `${key}`,
+        `Basic ${Buffer.from(`x:${key}`).toString('base64')}`,
+        `Token ${key}`,
+        `Bearerx ${key}`,
+        `Bear ${key}`,
+        `Bearer ${key.toLowerCase()}`,
+        `Bearer ${key.slice(0, -1)}`,
+        `Bearer tg_`,
+        `Bearer tg_${'0'.repeat(49)}`,
+        `Bearer ${key}${key}`,
+        `Bearer ${'/'.repeat(50)}`,
+        'Bearer ============',
+        `Digest username="${key}"`,
+        `Bearer ${key}\t`,
+        `\tBearer ${key}`,
       ];
       return { kind: 'odd-shape', values: [rng.pick(odd)] };
     }
@@ -171,7 +198,7 @@ function randomCase(rng: Rng, key: string): AuthCase {
 }
 
 describe(`fuzz: Authorization values (FUZZ_SEED=${SEED})`, () => {
-  it('every byte 0x00-0xFF inside the token (prefix, middle, end) gets 401 or Node\'s 400, never the upstream', async () => {
+  it("every byte 0x00-0xFF inside the token (prefix, middle, end) gets 401 or Node's 400, never the upstream", async () => {
     const placements = ['prefix', 'middle', 'end'] as const;
     const summary = await runCases(f, SEED, 'auth', 256 * placements.length, (rng, i) => {
       const b = i % 256;
@@ -191,7 +218,10 @@ describe(`fuzz: Authorization values (FUZZ_SEED=${SEED})`, () => {
 
   it(`random Authorization values (${fuzzCases(1500)} cases): 200 only for the key, 401 with the right code otherwise`, async () => {
     const count = fuzzCases(1500);
-    const summary = await runCases(f, SEED, 'auth', count, (rng, i) => authCase(randomCase(rng, f.key), 10_000 + i, f.key), { stream: 1, budgetMs: 20_000 + count * 40 });
+    const summary = await runCases(f, SEED, 'auth', count, (rng, i) => authCase(randomCase(rng, f.key), 10_000 + i, f.key), {
+      stream: 1,
+      budgetMs: 20_000 + count * 40,
+    });
     expect(summary.cases).toBe(count);
     // Every generator ran and both outcomes happened: the fuzz is not silently testing only one path.
     for (const kind of ['valid-spelling', 'mutated-key', 'random-token68', 'big-8k+', 'huge-over-limit', 'repeated-header', 'odd-shape']) {

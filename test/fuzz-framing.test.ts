@@ -78,7 +78,8 @@ function proxiedOnce(ex: Exchange, seen: SeenRequest[], body: Buffer | string, e
   if (seen.length !== 1) problems.push(`the upstream saw ${seen.length} requests, expected 1`);
   const want = Buffer.isBuffer(body) ? body : Buffer.from(body, 'latin1');
   for (const s of seen) {
-    if (!s.body.equals(want)) problems.push(`upstream body ${s.body.length} bytes ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}, expected ${want.length} bytes`);
+    if (!s.body.equals(want))
+      problems.push(`upstream body ${s.body.length} bytes ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}, expected ${want.length} bytes`);
     if (s.headers['x-consumer-id'] !== f.keyId) problems.push(`X-Consumer-Id ${String(s.headers['x-consumer-id'])}`);
     if (s.headers.host !== f.upstreamHost) problems.push(`upstream Host ${String(s.headers.host)}`);
     problems.push(...extra(s));
@@ -115,7 +116,10 @@ const generators: Record<string, Gen> = {
   manyHeaders(rng, i) {
     const id = caseId('framing', i);
     const n = rng.range(100, 2500);
-    const lines = Array.from({ length: n }, (_, k) => `X-F${k}-${rng.string(TCHAR, rng.range(1, 6))}: ${rng.string('abcdefghij0123456789 ', rng.range(0, 8)).trim()}`);
+    const lines = Array.from(
+      { length: n },
+      (_, k) => `X-F${k}-${rng.string(TCHAR, rng.range(1, 6))}: ${rng.string('abcdefghij0123456789 ', rng.range(0, 8)).trim()}`,
+    );
     const bytes = head({ lines }, id);
     const size = nodeHeaderBytes(bytes);
     return {
@@ -140,7 +144,9 @@ const generators: Record<string, Gen> = {
   },
   duplicateHost(rng, i) {
     const id = caseId('framing', i);
-    const hosts = Array.from({ length: rng.range(2, 4) }, () => rng.pick([`127.0.0.1:${f.canary.port}`, 'evil.example', 'fuzz.test', `localhost:${f.canary.port}`, '[::1]']));
+    const hosts = Array.from({ length: rng.range(2, 4) }, () =>
+      rng.pick([`127.0.0.1:${f.canary.port}`, 'evil.example', 'fuzz.test', `localhost:${f.canary.port}`, '[::1]']),
+    );
     const bytes = head({ bare: true, lines: [...hosts.map((h) => `Host: ${h}`), `Authorization: Bearer ${f.key}`, `X-Request-Id: ${id}`] }, id);
     // Node keeps the first Host; the upstream gets its own Host whatever the client named, the client's in X-Forwarded-Host.
     return {
@@ -148,7 +154,12 @@ const generators: Record<string, Gen> = {
       bytes,
       requestId: id,
       opts: { responses: 1 },
-      check: (ex, seen) => proxiedOnce(ex, seen, '', (s) => (s.headers['x-forwarded-host'] !== hosts[0]!.replace(/:\d+$/, '') && s.headers['x-forwarded-host'] !== hosts[0] ? [`X-Forwarded-Host ${String(s.headers['x-forwarded-host'])}, sent first ${hosts[0]}`] : [])),
+      check: (ex, seen) =>
+        proxiedOnce(ex, seen, '', (s) =>
+          s.headers['x-forwarded-host'] !== hosts[0]!.replace(/:\d+$/, '') && s.headers['x-forwarded-host'] !== hosts[0]
+            ? [`X-Forwarded-Host ${String(s.headers['x-forwarded-host'])}, sent first ${hosts[0]}`]
+            : [],
+        ),
     };
   },
   hostValue(rng, i) {
@@ -156,7 +167,8 @@ const generators: Record<string, Gen> = {
     const id = caseId('framing', i);
     let value = '';
     const n = rng.range(0, 80);
-    for (let k = 0; k < n; k++) value += String.fromCharCode(rng.bool(0.9) ? rng.range(0x20, 0x7e) : rng.bool(0.8) ? rng.range(0x80, 0xff) : rng.pick([0x00, 0x01, 0x7f, 0x09]));
+    for (let k = 0; k < n; k++)
+      value += String.fromCharCode(rng.bool(0.9) ? rng.range(0x20, 0x7e) : rng.bool(0.8) ? rng.range(0x80, 0xff) : rng.pick([0x00, 0x01, 0x7f, 0x09]));
     const legal = !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
     const bytes = head({ bare: true, lines: [`Host: ${value}`, `Authorization: Bearer ${f.key}`, `X-Request-Id: ${id}`] }, id);
     return {
@@ -169,7 +181,13 @@ const generators: Record<string, Gen> = {
   },
   noHost(_rng, i) {
     const id = caseId('framing', i);
-    return { kind: 'no-host', bytes: head({ bare: true, lines: [`Authorization: Bearer ${f.key}`, `X-Request-Id: ${id}`] }, id), requestId: id, opts: { responses: 1 }, check: (ex, seen) => refusedByNode(ex, seen) };
+    return {
+      kind: 'no-host',
+      bytes: head({ bare: true, lines: [`Authorization: Bearer ${f.key}`, `X-Request-Id: ${id}`] }, id),
+      requestId: id,
+      opts: { responses: 1 },
+      check: (ex, seen) => refusedByNode(ex, seen),
+    };
   },
   clAndTe(rng, i) {
     const id = caseId('framing', i);
@@ -178,7 +196,13 @@ const generators: Record<string, Gen> = {
     const cl = rng.pick([0, 4, 5, payload.length, payload.length + 5]);
     const body = rng.bool() ? `0\r\n\r\n${payload}` : `${payload.length.toString(16)}\r\n${payload}\r\n0\r\n\r\n`;
     const lines = rng.bool() ? [`Content-Length: ${cl}`, `Transfer-Encoding: ${te}`] : [`Transfer-Encoding: ${te}`, `Content-Length: ${cl}`];
-    return { kind: 'cl-and-te', bytes: head({ method: rng.pick(['POST', 'GET', 'PUT']), lines }, id) + body, requestId: id, opts: { responses: 1 }, check: (ex, seen) => refusedByNode(ex, seen) };
+    return {
+      kind: 'cl-and-te',
+      bytes: head({ method: rng.pick(['POST', 'GET', 'PUT']), lines }, id) + body,
+      requestId: id,
+      opts: { responses: 1 },
+      check: (ex, seen) => refusedByNode(ex, seen),
+    };
   },
   duplicateCl(rng, i) {
     const id = caseId('framing', i);
@@ -186,7 +210,13 @@ const generators: Record<string, Gen> = {
     const b = rng.bool(0.7) ? a + rng.range(1, 20) : a;
     const body = 'x'.repeat(Math.max(a, b)) + (rng.bool() ? smuggled(i) : '');
     const lines = rng.bool() ? [`Content-Length: ${a}`, `Content-Length: ${b}`] : [`Content-Length: ${a}, ${b}`];
-    return { kind: 'duplicate-cl', bytes: head({ method: 'POST', lines }, id) + body, requestId: id, opts: { responses: 1 }, check: (ex, seen) => refusedByNode(ex, seen) };
+    return {
+      kind: 'duplicate-cl',
+      bytes: head({ method: 'POST', lines }, id) + body,
+      requestId: id,
+      opts: { responses: 1 },
+      check: (ex, seen) => refusedByNode(ex, seen),
+    };
   },
   badChunk(rng, i) {
     const id = caseId('framing', i);
@@ -232,16 +262,30 @@ const generators: Record<string, Gen> = {
   obsFold(rng, i) {
     const id = caseId('framing', i);
     const fold = rng.pick([' folded', '\tfolded', '  ', ' X-Injected: 1']);
-    return { kind: 'obs-fold', bytes: head({ lines: ['X-A: start', fold] }, id), requestId: id, opts: { responses: 1 }, check: (ex, seen) => refusedByNode(ex, seen) };
+    return {
+      kind: 'obs-fold',
+      bytes: head({ lines: ['X-A: start', fold] }, id),
+      requestId: id,
+      opts: { responses: 1 },
+      check: (ex, seen) => refusedByNode(ex, seen),
+    };
   },
   headerNames(rng, i) {
     const id = caseId('framing', i);
     const legal = rng.bool(0.5);
-    const name = legal ? rng.string(TCHAR, rng.range(1, 30)) : rng.pick(['X A', 'X-A ', ' X-A', '', 'X"A', 'X(A)', 'X/A', 'X\x00A', 'X\x7fA', 'X@A', 'X[A]', 'X\u00e9A', 'X{A}', 'X;A', 'X=A', 'X?A', 'X\\A']);
+    const name = legal
+      ? rng.string(TCHAR, rng.range(1, 30))
+      : rng.pick(['X A', 'X-A ', ' X-A', '', 'X"A', 'X(A)', 'X/A', 'X\x00A', 'X\x7fA', 'X@A', 'X[A]', 'X\u00e9A', 'X{A}', 'X;A', 'X=A', 'X?A', 'X\\A']);
     const value = rng.pick(['v', '', ' v ', 'a\tb', '\x80\xff', 'v\x00', 'v\x01x', 'v\rx', 'v\x7fx']);
     const valueLegal = !/[\x00-\x08\x0a-\x1f\x7f]/.test(value);
     // Names are tchar (RFC 9110 §5.1); a reserved name would change the case's meaning, so those are renamed.
-    const safeName = legal && /^(host|authorization|content-length|transfer-encoding|connection|x-request-id|expect|upgrade|te|trailer|keep-alive|proxy-connection|x-consumer-id|x-consumer-plan)$/i.test(name) ? `X-${name}` : name;
+    const safeName =
+      legal &&
+      /^(host|authorization|content-length|transfer-encoding|connection|x-request-id|expect|upgrade|te|trailer|keep-alive|proxy-connection|x-consumer-id|x-consumer-plan)$/i.test(
+        name,
+      )
+        ? `X-${name}`
+        : name;
     const bytes = head({ lines: [`${safeName}: ${value}`] }, id);
     return {
       kind: 'header-names',
@@ -263,14 +307,23 @@ const generators: Record<string, Gen> = {
       'Upgrade: h2c',
       'Proxy-Authorization: Basic eDp5',
       'Proxy-Connection: keep-alive',
-      `X-Consumer-Id: ${rng.pick(['admin', 'root', f.keyId + 'x'])}`,
+      `X-Consumer-Id: ${rng.pick(['admin', 'root', `${f.keyId}x`])}`,
       'X-Consumer-Plan: enterprise',
       'X-Forwarded-For: 6.6.6.6',
       'X-Forwarded-Host: evil.example',
       'X-Forwarded-Proto: gopher',
     ].filter(() => rng.bool(0.8));
     const named = lines.some((l) => l.startsWith('Connection:'));
-    const hidden = [...(named ? [secret.toLowerCase()] : []), 'keep-alive', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'proxy-connection', 'authorization'];
+    const hidden = [
+      ...(named ? [secret.toLowerCase()] : []),
+      'keep-alive',
+      'te',
+      'trailer',
+      'upgrade',
+      'proxy-authorization',
+      'proxy-connection',
+      'authorization',
+    ];
     return {
       kind: 'hop-by-hop',
       bytes: head({ lines }, id),
@@ -293,7 +346,13 @@ const generators: Record<string, Gen> = {
     const known = rng.pick(PROXIED_METHODS);
     const kind = rng.pick(['known', 'known', 'lower', 'random', 'long'] as const);
     const method =
-      kind === 'known' ? known : kind === 'lower' ? known.toLowerCase() : kind === 'random' ? rng.string(TCHAR.toUpperCase(), rng.range(1, 20)) : rng.string('ABCDEFGHIJKLMNOPQRSTUVWXYZ', rng.range(1000, 20_000));
+      kind === 'known'
+        ? known
+        : kind === 'lower'
+          ? known.toLowerCase()
+          : kind === 'random'
+            ? rng.string(TCHAR.toUpperCase(), rng.range(1, 20))
+            : rng.string('ABCDEFGHIJKLMNOPQRSTUVWXYZ', rng.range(1000, 20_000));
     const bytes = head({ method, lines: [] }, id);
     const proxied = PROXIED_METHODS.includes(method);
     return {
@@ -301,7 +360,8 @@ const generators: Record<string, Gen> = {
       bytes,
       requestId: id,
       opts: { responses: 1, head: method === 'HEAD' },
-      check: (ex, seen) => (proxied ? proxiedOnce(ex, seen, '', (s) => (s.method !== method ? [`upstream method ${s.method}`] : [])) : refusedByNode(ex, seen, statuses(400, 431))),
+      check: (ex, seen) =>
+        proxied ? proxiedOnce(ex, seen, '', (s) => (s.method !== method ? [`upstream method ${s.method}`] : [])) : refusedByNode(ex, seen, statuses(400, 431)),
     };
   },
   bodyExact(rng, i) {
@@ -378,12 +438,14 @@ const generators: Record<string, Gen> = {
           if (first && first.status !== 200 && !(first.status === 400 && fromNode(first))) problems.push(`first answer ${first.status}`);
           if (second && !(second.status === 400 && fromNode(second))) problems.push(`garbage after the body got ${second.status} from the gateway`);
           if (!second && !(first?.status === 400) && !ex.closedByPeer) problems.push('garbage after the body neither refused nor closed');
-          for (const s of firstSeen) if (s.body.toString('latin1') !== body) problems.push(`first body ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}`);
+          for (const s of firstSeen)
+            if (s.body.toString('latin1') !== body) problems.push(`first body ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}`);
           return problems;
         }
         if (first?.status !== 200) problems.push(`first answer ${first?.status ?? 'missing'}`);
         if (firstSeen.length !== 1) problems.push(`upstream saw the first request ${firstSeen.length} times`);
-        for (const s of firstSeen) if (s.body.toString('latin1') !== body) problems.push(`first body ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}`);
+        for (const s of firstSeen)
+          if (s.body.toString('latin1') !== body) problems.push(`first body ${JSON.stringify(s.body.toString('latin1').slice(0, 80))}`);
         if (second?.status !== 200) problems.push(`the next request got ${second?.status ?? 'nothing'}`);
         if (nextSeen.length !== 1 || nextSeen[0]!.url !== `/v1/next/${i}`) problems.push(`upstream saw the next request ${nextSeen.length} times`);
         return problems;
@@ -457,7 +519,10 @@ const WEIGHTED = Object.entries({
 describe(`fuzz: headers, methods and framing (FUZZ_SEED=${SEED})`, () => {
   it('each generator once, then every proxied method', async () => {
     const names = Object.keys(generators);
-    const cases = [...names.map((n) => ({ gen: n, method: undefined as string | undefined })), ...PROXIED_METHODS.map((m) => ({ gen: 'fixed-method', method: m }))];
+    const cases = [
+      ...names.map((n) => ({ gen: n, method: undefined as string | undefined })),
+      ...PROXIED_METHODS.map((m) => ({ gen: 'fixed-method', method: m })),
+    ];
     const summary = await runCases(f, SEED, 'framing', cases.length, (rng, i) => {
       const c = cases[i]!;
       if (!c.method) return generators[c.gen]!(rng, i);
@@ -477,9 +542,20 @@ describe(`fuzz: headers, methods and framing (FUZZ_SEED=${SEED})`, () => {
 
   it(`random header blocks, methods and bodies (${fuzzCases(1500)} cases): no 5xx, no hang, nothing smuggled`, async () => {
     const count = fuzzCases(1500);
-    const summary = await runCases(f, SEED, 'framing', count, (rng, i) => generators[rng.pick(WEIGHTED)]!(rng, 1000 + i), { stream: 1, budgetMs: 30_000 + count * 50 });
+    const summary = await runCases(f, SEED, 'framing', count, (rng, i) => generators[rng.pick(WEIGHTED)]!(rng, 1000 + i), {
+      stream: 1,
+      budgetMs: 30_000 + count * 50,
+    });
     expect(summary.cases).toBe(count);
-    for (const kind of ['cl-and-te', 'duplicate-cl', 'bad-chunk', 'obs-fold', 'length-too-short-next-request', 'smuggle-chunked', 'smuggle-connection-length']) {
+    for (const kind of [
+      'cl-and-te',
+      'duplicate-cl',
+      'bad-chunk',
+      'obs-fold',
+      'length-too-short-next-request',
+      'smuggle-chunked',
+      'smuggle-connection-length',
+    ]) {
       expect(summary.byKind[kind], kind).toBeGreaterThan(0);
     }
     await assertStillServing(f, SEED, 'random header blocks, methods and bodies');

@@ -98,35 +98,71 @@ describe(`fuzz: slow clients (FUZZ_SEED=${SEED})`, () => {
     const rng = new Rng(SEED);
     const keyed = `Authorization: Bearer ${f.key}\r\n`;
     const giveUp = REQUEST_TIMEOUT + SLACK + 1000;
-    const pace = (lo: number, hi: number, maxBytes = 1) => () => ({ bytes: rng.range(1, maxBytes), gapMs: rng.range(lo, hi) });
-    const headerDrip = 'X-Slow: ' + 'a'.repeat(64) + '\r\n';
+    const pace =
+      (lo: number, hi: number, maxBytes = 1) =>
+      () => ({ bytes: rng.range(1, maxBytes), gapMs: rng.range(lo, hi) });
+    const headerDrip = `X-Slow: ${'a'.repeat(64)}\r\n`;
     const clients: Array<[Promise<SlowResult>, number, number[]?]> = [
       // Slowloris: the header section never ends, one byte every ~200 ms (and at random paces).
-      [slowClient('slowloris 200ms', { head: `GET /v1/slow HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}`, drip: headerDrip, pace: () => ({ bytes: 1, gapMs: 200 }), giveUpMs: giveUp }), HEADERS_TIMEOUT],
+      [
+        slowClient('slowloris 200ms', {
+          head: `GET /v1/slow HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}`,
+          drip: headerDrip,
+          pace: () => ({ bytes: 1, gapMs: 200 }),
+          giveUpMs: giveUp,
+        }),
+        HEADERS_TIMEOUT,
+      ],
       ...Array.from({ length: 4 }, (_, i): [Promise<SlowResult>, number] => [
         slowClient(`slowloris random #${i}`, { head: `GET /v1/slow/${i} HTTP/1.1\r\n`, drip: headerDrip, pace: pace(50, 400, 3), giveUpMs: giveUp }),
         HEADERS_TIMEOUT,
       ]),
       // The request line itself, a byte at a time.
-      [slowClient('slow request line', { drip: `GET /v1/${'x'.repeat(500)} HTTP/1.1\r\n`, pace: () => ({ bytes: 1, gapMs: 200 }), giveUpMs: giveUp }), HEADERS_TIMEOUT],
+      [
+        slowClient('slow request line', { drip: `GET /v1/${'x'.repeat(500)} HTTP/1.1\r\n`, pace: () => ({ bytes: 1, gapMs: 200 }), giveUpMs: giveUp }),
+        HEADERS_TIMEOUT,
+      ],
       // Headers done, the body trickles: requestTimeout. Proxied bodies (keyed) and unauthenticated ones.
       [
-        slowClient('slow body (keyed, proxied)', { head: `POST /v1/slow-body HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}Content-Length: 1000\r\n\r\n`, drip: 'b', pace: () => ({ bytes: 1, gapMs: 200 }), giveUpMs: giveUp }),
+        slowClient('slow body (keyed, proxied)', {
+          head: `POST /v1/slow-body HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}Content-Length: 1000\r\n\r\n`,
+          drip: 'b',
+          pace: () => ({ bytes: 1, gapMs: 200 }),
+          giveUpMs: giveUp,
+        }),
         REQUEST_TIMEOUT,
       ],
       [
-        slowClient('slow chunked body (keyed)', { head: `POST /v1/slow-chunked HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}Transfer-Encoding: chunked\r\n\r\n`, drip: '1\r\nc\r\n', pace: pace(100, 300, 4), giveUpMs: giveUp }),
+        slowClient('slow chunked body (keyed)', {
+          head: `POST /v1/slow-chunked HTTP/1.1\r\nHost: fuzz.test\r\n${keyed}Transfer-Encoding: chunked\r\n\r\n`,
+          drip: '1\r\nc\r\n',
+          pace: pace(100, 300, 4),
+          giveUpMs: giveUp,
+        }),
         REQUEST_TIMEOUT,
       ],
       [
         // The gateway refuses it (401) at once without reading the body; the trickle is then cut off all the same.
-        slowClient('slow body (no key)', { head: `POST /v1/slow-body HTTP/1.1\r\nHost: fuzz.test\r\nContent-Length: 1000\r\n\r\n`, drip: 'b', pace: () => ({ bytes: 1, gapMs: 200 }), giveUpMs: giveUp }),
+        slowClient('slow body (no key)', {
+          head: `POST /v1/slow-body HTTP/1.1\r\nHost: fuzz.test\r\nContent-Length: 1000\r\n\r\n`,
+          drip: 'b',
+          pace: () => ({ bytes: 1, gapMs: 200 }),
+          giveUpMs: giveUp,
+        }),
         REQUEST_TIMEOUT,
         [401],
       ],
       // Connected, then nothing at all; and a request line that stops half-way.
       [slowClient('idle, no bytes', { drip: '', pace: () => ({ bytes: 0, gapMs: 10_000 }), giveUpMs: giveUp }), HEADERS_TIMEOUT],
-      [slowClient('stalled mid-header', { head: 'GET /v1/stall HTTP/1.1\r\nHost: fuz', drip: '', pace: () => ({ bytes: 0, gapMs: 10_000 }), giveUpMs: giveUp }), HEADERS_TIMEOUT],
+      [
+        slowClient('stalled mid-header', {
+          head: 'GET /v1/stall HTTP/1.1\r\nHost: fuz',
+          drip: '',
+          pace: () => ({ bytes: 0, gapMs: 10_000 }),
+          giveUpMs: giveUp,
+        }),
+        HEADERS_TIMEOUT,
+      ],
     ];
 
     // Normal traffic meanwhile: every answer prompt.
@@ -145,7 +181,7 @@ describe(`fuzz: slow clients (FUZZ_SEED=${SEED})`, () => {
     const results = await Promise.all(clients.map(([p]) => p));
     await normalRun;
     const problems = results.flatMap((r, i) => check(r, clients[i]![1], clients[i]![2]));
-    if (process.env.FUZZ_VERBOSE) console.info(results.map((r) => `${r.name}: ${r.statuses.join(",") || "-"} closed after ${r.closedAfterMs} ms`).join("\n"));
+    if (process.env.FUZZ_VERBOSE) console.info(results.map((r) => `${r.name}: ${r.statuses.join(',') || '-'} closed after ${r.closedAfterMs} ms`).join('\n'));
     expect(problems, `FUZZ_SEED=${SEED}\n${JSON.stringify(results, null, 1)}`).toEqual([]);
     expect(Math.max(...normal), 'a normal request waited behind the slow ones').toBeLessThan(500);
     // No slow body was completed upstream: the bodies never arrived in full.

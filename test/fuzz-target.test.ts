@@ -70,7 +70,7 @@ function segment(rng: Rng): string {
     case 4:
       return rng.string(UNRESERVED + SUB_DELIMS, rng.range(1, 12));
     case 5:
-      return rng.string(UNRESERVED + SUB_DELIMS + '%', rng.range(1, 20));
+      return rng.string(`${UNRESERVED + SUB_DELIMS}%`, rng.range(1, 20));
     case 6:
       return rng.string(UNRESERVED, rng.range(40, 400));
     case 7:
@@ -82,7 +82,10 @@ function segment(rng: Rng): string {
 
 function query(rng: Rng): string {
   if (rng.bool(0.6)) return '';
-  const pairs = Array.from({ length: rng.range(1, 4) }, () => `${rng.string(UNRESERVED + '%[]', rng.range(0, 8))}=${rng.string(UNRESERVED + SUB_DELIMS + '/?%', rng.range(0, 16))}`);
+  const pairs = Array.from(
+    { length: rng.range(1, 4) },
+    () => `${rng.string(`${UNRESERVED}%[]`, rng.range(0, 8))}=${rng.string(`${UNRESERVED + SUB_DELIMS}/?%`, rng.range(0, 16))}`,
+  );
   return `?${pairs.join('&')}`;
 }
 
@@ -149,7 +152,7 @@ function originFormCase(rng: Rng, i: number): FuzzCase {
   const requestId = caseId('target', i);
   const prefix = rng.pick(['/v1/', '/v1/', '/v1/', '/V1/', '/v1', '/v1//', '/v1%2f', '/v2/', '//v1/', '/']);
   const segs = Array.from({ length: rng.range(0, 6) }, () => segment(rng));
-  const fragment = rng.bool(0.05) ? `#${rng.string(UNRESERVED + '/.', rng.range(0, 8))}` : '';
+  const fragment = rng.bool(0.05) ? `#${rng.string(`${UNRESERVED}/.`, rng.range(0, 8))}` : '';
   const target = prefix + segs.join('/') + query(rng) + fragment;
   const method = rng.pick(['GET', 'GET', 'HEAD', 'DELETE', 'OPTIONS']);
   // A fragment is no part of a request target: the gateway drops it, for routing and upstream alike.
@@ -173,7 +176,9 @@ function absoluteFormCase(rng: Rng, i: number): FuzzCase {
     '',
     '0x7f.1:80',
   ]);
-  const path = rng.pick(['/v1/', '/v1/', '/v1', '/other/', '/', '', '/v1/../', '/v1/%2e%2e/', '//v1/']) + Array.from({ length: rng.range(0, 4) }, () => segment(rng)).join('/');
+  const path =
+    rng.pick(['/v1/', '/v1/', '/v1', '/other/', '/', '', '/v1/../', '/v1/%2e%2e/', '//v1/']) +
+    Array.from({ length: rng.range(0, 4) }, () => segment(rng)).join('/');
   const target = `${scheme}://${authority}${path}${query(rng)}`;
   // What the router sees: the gateway reduces an absolute-form target to its path and query (WHATWG URL parsing,
   // which also resolves dot-segments); an unparsable one becomes "/".
@@ -229,7 +234,7 @@ describe(`fuzz: request targets (FUZZ_SEED=${SEED})`, () => {
     await assertStillServing(f, SEED, 'random absolute-form targets');
   }, 120_000);
 
-  it('overlong paths: 10k characters are proxied, past Node\'s header limit Node answers 431', async () => {
+  it("overlong paths: 10k characters are proxied, past Node's header limit Node answers 431", async () => {
     const r = new Rng(SEED + 3);
     const cases: FuzzCase[] = [];
     for (const len of [1_000, 5_000, 10_000, 12_000, 15_000, 16_500, 20_000, 50_000, 100_000]) {
@@ -285,7 +290,10 @@ describe(`fuzz: request targets (FUZZ_SEED=${SEED})`, () => {
         expect(seen, line).toEqual([]);
       } else {
         expect(oneAnswer(ex, statuses(status)), line).toEqual([]);
-        expect(seen.map((s) => s.url), line).toEqual(upstreamUrl ? [upstreamUrl] : []);
+        expect(
+          seen.map((s) => s.url),
+          line,
+        ).toEqual(upstreamUrl ? [upstreamUrl] : []);
         for (const s of seen) expect(s.headers.host, line).toBe(f.upstreamHost);
       }
     }

@@ -140,11 +140,7 @@ describe('forwarding the request', () => {
   });
 
   it('sets X-Forwarded-For to the peer and ignores client forwarding headers when trustProxy is false', async () => {
-    await request(gw.url)
-      .get('/v1/whoami')
-      .set('X-Forwarded-For', '6.6.6.6')
-      .set('X-Forwarded-Proto', 'https')
-      .set('X-Forwarded-Host', 'evil.example');
+    await request(gw.url).get('/v1/whoami').set('X-Forwarded-For', '6.6.6.6').set('X-Forwarded-Proto', 'https').set('X-Forwarded-Host', 'evil.example');
     const h = up.seen[0]!.headers;
     expect(h['x-forwarded-for']).toBe('127.0.0.1');
     expect(h['x-forwarded-proto']).toBe('http');
@@ -266,7 +262,9 @@ describe('forwarding the request', () => {
         'x-request-id': 'trace-1',
       });
       const names = seen.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase().replaceAll('_', '-'));
-      const owned = names.filter((n) => n.startsWith('x-consumer-') || n.startsWith('x-forwarded-') || n === 'x-request-id' || n === 'x-real-ip' || n === 'forwarded');
+      const owned = names.filter(
+        (n) => n.startsWith('x-consumer-') || n.startsWith('x-forwarded-') || n === 'x-request-id' || n === 'x-real-ip' || n === 'forwarded',
+      );
       expect(owned.sort()).toEqual(['x-consumer-id', 'x-consumer-plan', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto', 'x-request-id']);
       const raw = JSON.stringify(seen.rawHeaders);
       for (const spoof of ['key_VICTIM', 'enterprise', 'admin', '6.6.6.6', 'evil.example', 'spoofed', '6666']) expect(raw).not.toContain(spoof);
@@ -313,7 +311,9 @@ describe('forwarding the request', () => {
   it('expects no 100-continue from the upstream: Expect is answered by the gateway and not forwarded', async () => {
     const conn = await RawConnection.open(gw.port);
     try {
-      conn.write(['POST /v1/expect HTTP/1.1', 'Host: x', 'Content-Type: text/plain', 'Content-Length: 5', 'Expect: 100-continue', 'Connection: close'].join('\r\n') + '\r\n\r\n');
+      conn.write(
+        `${['POST /v1/expect HTTP/1.1', 'Host: x', 'Content-Type: text/plain', 'Content-Length: 5', 'Expect: 100-continue', 'Connection: close'].join('\r\n')}\r\n\r\n`,
+      );
       const cont = await conn.read();
       expect(cont.status).toBe(100);
       conn.write('hello');
@@ -329,7 +329,9 @@ describe('forwarding the request', () => {
   it('Expect: 100-continue with a body over the limit: 413 at once, no 100 first, body never asked for, connection closed', async () => {
     const conn = await RawConnection.open(gw.port);
     try {
-      conn.write(['PUT /v1/expect-big HTTP/1.1', 'Host: x', 'Content-Type: text/plain', `Content-Length: ${MAX_BODY + 1}`, 'Expect: 100-continue'].join('\r\n') + '\r\n\r\n');
+      conn.write(
+        `${['PUT /v1/expect-big HTTP/1.1', 'Host: x', 'Content-Type: text/plain', `Content-Length: ${MAX_BODY + 1}`, 'Expect: 100-continue'].join('\r\n')}\r\n\r\n`,
+      );
       const res = await conn.read();
       expect(res.status).toBe(413);
       expect(JSON.parse(res.body)).toMatchObject({ code: 'payload_too_large', status: 413 });
@@ -340,7 +342,6 @@ describe('forwarding the request', () => {
       conn.destroy();
     }
   });
-
 });
 
 describe('passing the response back', () => {
@@ -429,7 +430,14 @@ describe('passing the response back', () => {
         'referrer-policy': 'no-referrer',
         'cross-origin-resource-policy': 'same-origin',
       });
-      for (const html of ['cross-origin-opener-policy', 'origin-agent-cluster', 'x-dns-prefetch-control', 'x-download-options', 'x-permitted-cross-domain-policies', 'x-xss-protection']) {
+      for (const html of [
+        'cross-origin-opener-policy',
+        'origin-agent-cluster',
+        'x-dns-prefetch-control',
+        'x-download-options',
+        'x-permitted-cross-domain-policies',
+        'x-xss-protection',
+      ]) {
         expect(res.headers[html], `${path}: ${html}`).toBeUndefined();
       }
     }
@@ -539,7 +547,9 @@ describe('request body limits', () => {
   it('answers 413 payload_too_large when Content-Length exceeds maxBodyBytes, without calling the upstream', async () => {
     const conn = await RawConnection.open(gw.port);
     try {
-      conn.write(['POST /v1/upload HTTP/1.1', 'Host: x', 'Content-Type: application/octet-stream', `Content-Length: ${MAX_BODY + 1}`].join('\r\n') + '\r\n\r\n');
+      conn.write(
+        `${['POST /v1/upload HTTP/1.1', 'Host: x', 'Content-Type: application/octet-stream', `Content-Length: ${MAX_BODY + 1}`].join('\r\n')}\r\n\r\n`,
+      );
       const res = await conn.read();
       expectError(res.status, res.headers, res.body, 413, 'payload_too_large');
       expect(res.headers.connection).toBe('close');
@@ -552,7 +562,10 @@ describe('request body limits', () => {
   });
 
   it('answers 413 to a real oversized upload with Content-Length', async () => {
-    const res = await request(gw.url).post('/v1/upload').set('content-type', 'application/octet-stream').send(Buffer.alloc(MAX_BODY * 3, 97));
+    const res = await request(gw.url)
+      .post('/v1/upload')
+      .set('content-type', 'application/octet-stream')
+      .send(Buffer.alloc(MAX_BODY * 3, 97));
     expectError(res.status, res.headers, res.text, 413, 'payload_too_large');
     await sleep(50);
     expect(up.seen).toEqual([]);
@@ -579,13 +592,16 @@ describe('request body limits', () => {
       const result = await new Promise<{ status: number; headers: IncomingHttpHeaders; body: string; sent: number }>((resolve, reject) => {
         let sent = 0;
         let answered = false;
-        const req = httpRequest({ host: '127.0.0.1', port: gw.port, method: 'POST', path: '/v1/chunked-big', headers: { 'content-type': 'application/octet-stream' } }, (res) => {
-          answered = true;
-          let body = '';
-          res.on('data', (d: Buffer) => (body += d.toString()));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, sent }));
-          res.on('error', reject);
-        });
+        const req = httpRequest(
+          { host: '127.0.0.1', port: gw.port, method: 'POST', path: '/v1/chunked-big', headers: { 'content-type': 'application/octet-stream' } },
+          (res) => {
+            answered = true;
+            let body = '';
+            res.on('data', (d: Buffer) => (body += d.toString()));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body, sent }));
+            res.on('error', reject);
+          },
+        );
         req.on('error', (err) => {
           if (!answered) reject(err);
         });
@@ -697,7 +713,13 @@ describe('outside /v1', () => {
 
   it('GET /readyz answers 503 naming the upstream when it is down', async () => {
     const res = await request(dead.url).get('/readyz');
-    expectError(res.status, res.headers, JSON.stringify({ code: res.body.code, message: res.body.message, status: res.body.status }), 503, 'service_unavailable');
+    expectError(
+      res.status,
+      res.headers,
+      JSON.stringify({ code: res.body.code, message: res.body.message, status: res.body.status }),
+      503,
+      'service_unavailable',
+    );
     expect(res.body.message).toContain('upstream');
     expect(res.body.checks).toEqual({ upstream: 'down' });
     expect(leaksIn(res.text)).toEqual([]);
@@ -711,7 +733,10 @@ describe('outside /v1', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain/);
     const line = (route: string, method: string, status: string) =>
-      new RegExp(`^tollgate_http_requests_total\\{(?=[^}]*route="${route.replace(/[*/]/g, '\\$&')}")(?=[^}]*method="${method}")(?=[^}]*status="${status}")[^}]*\\} [1-9]`, 'm');
+      new RegExp(
+        `^tollgate_http_requests_total\\{(?=[^}]*route="${route.replace(/[*/]/g, '\\$&')}")(?=[^}]*method="${method}")(?=[^}]*status="${status}")[^}]*\\} [1-9]`,
+        'm',
+      );
     expect(res.text).toMatch(line('/v1/*', 'GET', '200'));
     expect(res.text).toMatch(line('/v1/*', 'POST', '200'));
     expect(res.text).toMatch(line('unmatched', 'GET', '404'));

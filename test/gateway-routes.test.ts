@@ -184,7 +184,16 @@ describe('after the sunset', () => {
   it('gone cannot be dodged by case, trailing slash, repeated slashes, escaped letters, HEAD or an absolute-form target', async () => {
     clock.set(PETS_SUNSET + 1000);
     // Also spelled the ways an upstream that merges slashes or decodes unreserved escapes would read as the route.
-    for (const path of ['/V1/PETS/42', '/v1/pets/42/', '/v1/pets/42?x=1', '/v1//pets/42', '/v1/pets//42', '/v1/p%65ts/42', '/v1/%70ets/%34%32', '/v1/P%45TS/42']) {
+    for (const path of [
+      '/V1/PETS/42',
+      '/v1/pets/42/',
+      '/v1/pets/42?x=1',
+      '/v1//pets/42',
+      '/v1/pets//42',
+      '/v1/p%65ts/42',
+      '/v1/%70ets/%34%32',
+      '/v1/P%45TS/42',
+    ]) {
       expect((await request(gw.url).get(path)).status, path).toBe(410);
     }
     expect((await request(gw.url).head('/v1/pets/42')).status).toBe(410);
@@ -303,7 +312,11 @@ describe('a retired route spelled with encoded slashes, backslashes or ";" param
     }
     return decoded.replace(/\\/g, '/');
   };
-  const matrixStripping: Reading = (path) => path.split('/').map((seg) => seg.split(';', 1)[0]).join('/');
+  const matrixStripping: Reading = (path) =>
+    path
+      .split('/')
+      .map((seg) => seg.split(';', 1)[0])
+      .join('/');
   const READINGS: Array<[string, Reading]> = [
     ['decoding (WSGI)', decoding],
     ['stripping ;params (Tomcat)', matrixStripping],

@@ -40,7 +40,15 @@ describe('anonymousClientKey', () => {
   it('buckets IPv6 by /64 in one canonical spelling, whatever the zone id', () => {
     const bucket = key('2001:db8::1');
     expect(bucket).toBe('2001:db8:0:0::/64');
-    for (const same of ['2001:0db8:0:0:ffff::2', '2001:DB8::', '2001:db8:0000:0000:1:2:3:4', '2001:db8::1%eth0', `2001:db8::1%${'z'.repeat(5000)}`, '2001:db8::1.2.3.4', '2001:db8:0:0:0:0:0:0']) {
+    for (const same of [
+      '2001:0db8:0:0:ffff::2',
+      '2001:DB8::',
+      '2001:db8:0000:0000:1:2:3:4',
+      '2001:db8::1%eth0',
+      `2001:db8::1%${'z'.repeat(5000)}`,
+      '2001:db8::1.2.3.4',
+      '2001:db8:0:0:0:0:0:0',
+    ]) {
       expect(key(same), same).toBe(bucket);
     }
     expect(key('2001:db8:0:1::1')).toBe('2001:db8:0:1::/64');
@@ -115,12 +123,17 @@ describe('anonymous limit through the gateway (trustProxy: true, a private Redis
   };
 
   /** 8 KB of letters, different for each i. */
-  const letters = (i: number) => `${randomBytes(6144).toString('base64').replace(/[^A-Za-z]/g, 'q').slice(0, 8180)}${String.fromCharCode(97 + (i % 26))}${'z'.repeat(11)}`;
+  const letters = (i: number) =>
+    `${randomBytes(6144)
+      .toString('base64')
+      .replace(/[^A-Za-z]/g, 'q')
+      .slice(0, 8180)}${String.fromCharCode(97 + (i % 26))}${'z'.repeat(11)}`;
 
   it('unique junk X-Forwarded-For values from one peer share its one bucket: exactly perMinute admitted, one key in Redis', async () => {
     const { gw, prefix } = await gateway();
-    const values = Array.from({ length: PER_MINUTE + 9 }, (_, i) =>
-      [letters(i), `not-an-ip-${i}`, `1.2.3.4.${5 + i}`, `junk${i}, 192.0.2.1`, `${i}.${i}`, `1.2.3.4%${i}`][i % 6]!,
+    const values = Array.from(
+      { length: PER_MINUTE + 9 },
+      (_, i) => [letters(i), `not-an-ip-${i}`, `1.2.3.4.${5 + i}`, `junk${i}, 192.0.2.1`, `${i}.${i}`, `1.2.3.4%${i}`][i % 6]!,
     );
     expect(new Set(values).size).toBe(values.length);
     const statuses: number[] = [];
@@ -147,7 +160,13 @@ describe('anonymous limit through the gateway (trustProxy: true, a private Redis
 
   it('IPv6 X-Forwarded-For values in one /64 share a bucket (any spelling, any zone id); another /64 has its own', async () => {
     const { gw, prefix } = await gateway();
-    const sameNet = ['2001:db8:1:2::1', '2001:0db8:0001:0002:ffff::2', `2001:db8:1:2::3%${'e'.repeat(4000)}`, '2001:DB8:1:2:aaaa:bbbb:cccc:dddd', '2001:db8:1:2::5%eth0'];
+    const sameNet = [
+      '2001:db8:1:2::1',
+      '2001:0db8:0001:0002:ffff::2',
+      `2001:db8:1:2::3%${'e'.repeat(4000)}`,
+      '2001:DB8:1:2:aaaa:bbbb:cccc:dddd',
+      '2001:db8:1:2::5%eth0',
+    ];
     const statuses: number[] = [];
     for (const ip of sameNet) statuses.push((await send(gw, ip)).status);
     expect(statuses).toEqual([...Array(PER_MINUTE).fill(401), ...Array(sameNet.length - PER_MINUTE).fill(429)]);
@@ -179,7 +198,10 @@ describe('anonymous limit through the gateway (trustProxy: true, a private Redis
     const after = await commandCalls(admin);
     expect(Object.fromEntries(statuses)).toEqual({ 429: N });
     const fromGateway = commands.filter((c) => gatewayAddrs.has(c.source) || c.source === 'lua');
-    expect(fromGateway.map((c) => c.args[0]), 'Redis commands the gateway sent for the made-up keys').toEqual([]);
+    expect(
+      fromGateway.map((c) => c.args[0]),
+      'Redis commands the gateway sent for the made-up keys',
+    ).toEqual([]);
     expect((after.get('get') ?? 0) - (before.get('get') ?? 0)).toBe(0);
 
     // A key this instance verified before keeps working from the refused address, from its cache.

@@ -23,7 +23,13 @@ let gw: LimitsGateway | undefined;
 function config(extra: { allowEviction?: boolean; url?: string } = {}) {
   return testConfig({
     upstream: { url: up.url, timeoutMs: 2000 },
-    redis: { url: extra.url ?? redis.url, prefix: PREFIX, failMode: 'open', commandTimeoutMs: 200, ...(extra.allowEviction !== undefined ? { allowEviction: extra.allowEviction } : {}) },
+    redis: {
+      url: extra.url ?? redis.url,
+      prefix: PREFIX,
+      failMode: 'open',
+      commandTimeoutMs: 200,
+      ...(extra.allowEviction !== undefined ? { allowEviction: extra.allowEviction } : {}),
+    },
     plans: { tiny: { perMinute: 50, perDay: 1000 } },
   });
 }
@@ -126,7 +132,11 @@ describe('maxmemory-policy at start-up', () => {
     await admin.call('ACL', 'SETUSER', 'noconfig', 'on', '>s3cret-pw', '~*', '&*', '+@all', '-config');
     const cap = captureLogger('info');
     try {
-      gw = await startLimitsGateway(config({ url: `redis://noconfig:s3cret-pw@127.0.0.1:${redis.port}/0` }), { logger: cap.logger, metrics: new Metrics(), memoryPolicyCheckMs: 50 });
+      gw = await startLimitsGateway(config({ url: `redis://noconfig:s3cret-pw@127.0.0.1:${redis.port}/0` }), {
+        logger: cap.logger,
+        metrics: new Metrics(),
+        memoryPolicyCheckMs: 50,
+      });
       const ready = await request(gw.url).get('/readyz');
       expect(ready.status).toBe(200);
       expect(ready.body.checks).toEqual({ redis: 'up', upstream: 'up' });
@@ -237,7 +247,11 @@ describe('MemoryPolicyWatcher in process', () => {
   }
 
   it('a busy or loading Redis is not "CONFIG forbidden": no warning, and /readyz keeps reading the policy', async () => {
-    const { w, cap } = watcher([new ReplyError('LOADING Redis is loading the dataset in memory'), new ReplyError('BUSY Redis is busy running a script.'), ['maxmemory-policy', 'allkeys-lfu']]);
+    const { w, cap } = watcher([
+      new ReplyError('LOADING Redis is loading the dataset in memory'),
+      new ReplyError('BUSY Redis is busy running a script.'),
+      ['maxmemory-policy', 'allkeys-lfu'],
+    ]);
     await w.check();
     await w.check();
     expect(w.readable).toBe(true);
@@ -247,7 +261,11 @@ describe('MemoryPolicyWatcher in process', () => {
   });
 
   it('a renamed CONFIG (unknown command) or an empty reply: one warning, the policy reported unreadable, no readiness problem', async () => {
-    const { w, cap, metrics } = watcher([new ReplyError("ERR unknown command 'CONFIG', with args beginning with: 'GET' 'maxmemory-policy'"), [], new ReplyError('ERR unknown command')]);
+    const { w, cap, metrics } = watcher([
+      new ReplyError("ERR unknown command 'CONFIG', with args beginning with: 'GET' 'maxmemory-policy'"),
+      [],
+      new ReplyError('ERR unknown command'),
+    ]);
     for (let i = 0; i < 3; i++) await w.check();
     expect(w.readable).toBe(false);
     expect(w.problem).toBeUndefined();
@@ -256,7 +274,9 @@ describe('MemoryPolicyWatcher in process', () => {
   });
 
   it('names write refusals by their Redis error code, and nothing else', () => {
-    expect(writeRefusal("OOM command not allowed when used memory > 'maxmemory'. script: abc, on @user_script:1.")).toBe('redis refuses writes (OOM: maxmemory reached)');
+    expect(writeRefusal("OOM command not allowed when used memory > 'maxmemory'. script: abc, on @user_script:1.")).toBe(
+      'redis refuses writes (OOM: maxmemory reached)',
+    );
     expect(writeRefusal("READONLY You can't write against a read only replica.")).toContain('READONLY');
     expect(writeRefusal('MISCONF Redis is configured to save RDB snapshots')).toContain('MISCONF');
     expect(writeRefusal('Command timed out')).toBeUndefined();

@@ -109,7 +109,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
 });
 
 describe('Redis connections killed every 150 ms', () => {
-  it('one instance admits at most the key\'s perMinute (60) across the flaps, and a valid key never gets 503', async () => {
+  it("one instance admits at most the key's perMinute (60) across the flaps, and a valid key never gets 503", async () => {
     const { id, key } = await gw.createKey({ perMinute: PER_MINUTE, perDay: 100_000 });
     // The first request reads the key into the cache while Redis is steady.
     const statuses = [await get(key)];
@@ -144,7 +144,14 @@ describe('Redis connections killed every 150 ms', () => {
     }
 
     const count = (s: number) => statuses.filter((x) => x === s).length;
-    const summary = { admitted: count(200), refused: count(429), unavailable: count(503), other: statuses.filter((s) => s !== 200 && s !== 429 && s !== 503), kills, subscriberKills };
+    const summary = {
+      admitted: count(200),
+      refused: count(429),
+      unavailable: count(503),
+      other: statuses.filter((s) => s !== 200 && s !== 429 && s !== 503),
+      kills,
+      subscriberKills,
+    };
     // The flaps really happened: the gateway's connection was killed many times and it went degraded.
     expect(kills, JSON.stringify(summary)).toBeGreaterThanOrEqual(20);
     expect(subscriberKills, JSON.stringify(summary)).toBeGreaterThanOrEqual(5);

@@ -210,7 +210,9 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
     for (let round = 0; round < 3; round++) {
       // Valid keys not yet cached, and a cached one, in flight together.
       const fresh = await Promise.all([gw.createKey({}), gw.createKey({})]);
-      statuses.push(...(await withBlockAfterFirstCommand(() => Promise.all([get(cached.key), get(cached.key), ...fresh.map((k) => get(k.key)), get(cached.key)]))));
+      statuses.push(
+        ...(await withBlockAfterFirstCommand(() => Promise.all([get(cached.key), get(cached.key), ...fresh.map((k) => get(k.key)), get(cached.key)]))),
+      );
     }
     const text = await metrics();
     expect(metricValue(text, 'tollgate_redis_degraded_transitions_total', { to: 'degraded' }) ?? 0).toBe(0);

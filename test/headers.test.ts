@@ -70,7 +70,21 @@ describe('isSaneRequestId', () => {
   });
 
   it('refuses empty, long, and anything that could break a log line or a header', () => {
-    for (const id of ['', 'a'.repeat(129), 'has space', 'line\nbreak', 'cr\rlf', 'tab\t', 'quote"', "apos'", 'semi;colon', 'comma,', '<script>', 'ünïcode', 'back\\slash']) {
+    for (const id of [
+      '',
+      'a'.repeat(129),
+      'has space',
+      'line\nbreak',
+      'cr\rlf',
+      'tab\t',
+      'quote"',
+      "apos'",
+      'semi;colon',
+      'comma,',
+      '<script>',
+      'ünïcode',
+      'back\\slash',
+    ]) {
       expect(isSaneRequestId(id), JSON.stringify(id)).toBe(false);
     }
     for (const v of [undefined, null, 42, ['abc'], { id: 'abc' }]) expect(isSaneRequestId(v)).toBe(false);

@@ -23,7 +23,7 @@ async function listen(s: Server): Promise<string> {
 }
 
 describe('expressPrototypes', () => {
-  it('has Node build requests and responses that already carry the app\'s prototypes', async () => {
+  it("has Node build requests and responses that already carry the app's prototypes", async () => {
     const app = express();
     const seen: Array<{ req: boolean; res: boolean }> = [];
     app.get('/x', (req, res) => {
@@ -81,7 +81,7 @@ describe('expressPrototypes', () => {
     }
   });
 
-  it('makes subclasses of Node\'s classes the app\'s prototypes, inheriting what the app had, once per app', () => {
+  it("makes subclasses of Node's classes the app's prototypes, inheriting what the app had, once per app", () => {
     const app = express();
     const before = { request: app.request, response: app.response };
     const opts = expressPrototypes(app);
@@ -160,4 +160,3 @@ describe('closeConnectionsAfterResponses', () => {
     expect(await own.text()).toBe('own');
   });
 });
-

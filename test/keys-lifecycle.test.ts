@@ -71,7 +71,11 @@ async function createJson(...args: string[]): Promise<{ id: string; key: string;
 }
 
 /** GET through a gateway; records the body for the final scan. */
-async function call(url: string, key: string | undefined, path = '/v1/orders'): Promise<{ status: number; body: Record<string, unknown>; text: string; headers: Headers }> {
+async function call(
+  url: string,
+  key: string | undefined,
+  path = '/v1/orders',
+): Promise<{ status: number; body: Record<string, unknown>; text: string; headers: Headers }> {
   const res = await fetch(url + path, { headers: key ? { authorization: `Bearer ${key}` } : {}, signal: AbortSignal.timeout(5000) });
   const text = await res.text();
   bodies.push(text);
@@ -162,7 +166,12 @@ describe('tollgate keys (CLI)', () => {
 
   it('list and show (text and --json) give metadata, ban state and level, never a key or a hash', async () => {
     const c = await createJson('--plan', 'free', '--name', 'lister');
-    const [listJson, listText, showJson, showText] = await Promise.all([keysOk('list', '--json'), keysOk('list'), keysOk('show', c.id, '--json'), keysOk('show', c.id)]);
+    const [listJson, listText, showJson, showText] = await Promise.all([
+      keysOk('list', '--json'),
+      keysOk('list'),
+      keysOk('show', c.id, '--json'),
+      keysOk('show', c.id),
+    ]);
     const listed = JSON.parse(listJson.stdout) as Array<Record<string, unknown>>;
     const mine = listed.find((k) => k.id === c.id);
     expect(mine).toMatchObject({ id: c.id, plan: 'free', name: 'lister', status: 'active', createdAt: c.createdAt });
@@ -172,7 +181,9 @@ describe('tollgate keys (CLI)', () => {
       expect(k).not.toHaveProperty('key');
     }
     expect(listText.stdout).toMatch(/^ID\s+NAME\s+PLAN\s+LIMITS\s+STATUS\s+CREATED\s+EXPIRES$/m);
-    expect(listText.stdout).toMatch(new RegExp(`^${c.id}\\s+lister\\s+free\\s+100000/min 1000000/day\\s+active\\s+${String(c.createdAt).replace(/\./g, '\\.')}$`, 'm'));
+    expect(listText.stdout).toMatch(
+      new RegExp(`^${c.id}\\s+lister\\s+free\\s+100000/min 1000000/day\\s+active\\s+${String(c.createdAt).replace(/\./g, '\\.')}$`, 'm'),
+    );
     const shown = JSON.parse(showJson.stdout) as Record<string, unknown>;
     expect(shown).toMatchObject({ id: c.id, plan: 'free', name: 'lister', status: 'active', bannedUntil: null, banLevel: 0 });
     expect(shown).not.toHaveProperty('hash');
@@ -433,7 +444,10 @@ describe('tollgate dev', () => {
         signal: AbortSignal.timeout(5000),
       });
       expect(post.status).toBe(201);
-      const refused = await fetch(`${url}/v1/categories`, { headers: { authorization: `Bearer ${demo[0]!.key.slice(0, -1)}${demo[0]!.key.endsWith('x') ? 'y' : 'x'}` }, signal: AbortSignal.timeout(5000) });
+      const refused = await fetch(`${url}/v1/categories`, {
+        headers: { authorization: `Bearer ${demo[0]!.key.slice(0, -1)}${demo[0]!.key.endsWith('x') ? 'y' : 'x'}` },
+        signal: AbortSignal.timeout(5000),
+      });
       expect(refused.status).toBe(401);
     } finally {
       const exit = await proc.stop();

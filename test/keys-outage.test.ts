@@ -125,7 +125,11 @@ async function pollUntil(fn: () => Promise<Timed>, ok: (r: Timed) => boolean, ti
 
 /** First use of a key: retried (bounded) so a momentarily overloaded machine cannot fail the warm-up. */
 async function warm(base: string, key: string): Promise<void> {
-  const r = await pollUntil(() => get(base, key), (x) => x.status === 200, 3000);
+  const r = await pollUntil(
+    () => get(base, key),
+    (x) => x.status === 200,
+    3000,
+  );
   expect(r.status).toBe(200);
 }
 
@@ -137,7 +141,7 @@ async function waitBound(): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
-    await (await fetch(upstream.url + '/probe', { signal: AbortSignal.timeout(5000) })).text();
+    await (await fetch(`${upstream.url}/probe`, { signal: AbortSignal.timeout(5000) })).text();
     times.push(performance.now() - t0);
   }
   times.sort((x, y) => x - y);
@@ -212,7 +216,11 @@ describe('Redis hung (SIGSTOP)', () => {
 
     // Redis answers again: the uncached key works without any restart.
     redis.resume();
-    const recovered = await pollUntil(() => get(gw.url, c.key), (r) => r.status === 200, 5000);
+    const recovered = await pollUntil(
+      () => get(gw.url, c.key),
+      (r) => r.status === 200,
+      5000,
+    );
     expect(recovered.status).toBe(200);
   });
 
@@ -272,7 +280,11 @@ describe('Redis killed', () => {
     expect(ready.status).toBe(503);
 
     await redis.startProcess();
-    const recovered = await pollUntil(() => get(gw.url, b.key), (r) => r.status === 200, 5000);
+    const recovered = await pollUntil(
+      () => get(gw.url, b.key),
+      (r) => r.status === 200,
+      5000,
+    );
     expect(recovered.status).toBe(200);
     await warm(gw.url, a.key);
 
@@ -287,7 +299,11 @@ describe('Redis killed', () => {
     expect(heard).toContain('key_probe');
     const t0 = Date.now();
     expect(await admin.revoke(a.record.id)).toBe(true);
-    const revoked = await pollUntil(() => get(gw.url, a.key), (r) => r.status === 401, 2000);
+    const revoked = await pollUntil(
+      () => get(gw.url, a.key),
+      (r) => r.status === 401,
+      2000,
+    );
     expect(revoked.status).toBe(401);
     expect(Date.now() - t0).toBeLessThan(1000);
   });
@@ -303,7 +319,11 @@ describe('Redis killed', () => {
     await sleep(300); // several failed connection attempts
     await redis.startProcess();
     const a = await admin.create({ plan: 'free' });
-    const up = await pollUntil(() => get(gw.url, a.key), (r) => r.status === 200, 5000);
+    const up = await pollUntil(
+      () => get(gw.url, a.key),
+      (r) => r.status === 200,
+      5000,
+    );
     expect(up.status).toBe(200);
     const heard: string[] = [];
     gw.parts.keys.onChange((id) => void (id && heard.push(id)));
@@ -315,7 +335,11 @@ describe('Redis killed', () => {
     expect(heard, 'the gateway never subscribed to key changes').toContain('key_probe');
     const t0 = Date.now();
     await admin.revoke(a.record.id);
-    const revoked = await pollUntil(() => get(gw.url, a.key), (r) => r.status === 401, 2000);
+    const revoked = await pollUntil(
+      () => get(gw.url, a.key),
+      (r) => r.status === 401,
+      2000,
+    );
     expect(revoked.status).toBe(401);
     expect(Date.now() - t0).toBeLessThan(1000);
   });
@@ -373,7 +397,11 @@ describe('a real `tollgate serve` process', () => {
       expect((await get(url, undefined, '/healthz')).status).toBe(200);
 
       await redis.startProcess();
-      const recovered = await pollUntil(() => get(url, b.key), (r) => r.status === 200, 5000);
+      const recovered = await pollUntil(
+        () => get(url, b.key),
+        (r) => r.status === 200,
+        5000,
+      );
       expect(recovered.status).toBe(200);
       expect(proc.running).toBe(true);
     } finally {

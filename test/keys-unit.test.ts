@@ -58,7 +58,7 @@ describe('key format', () => {
     const fixed = Buffer.from(Array.from({ length: 32 }, (_, i) => (i * 37 + 11) & 0xff));
     vi.mocked(randomBytes).mockImplementationOnce((() => fixed) as never);
     const key = generateKey();
-    expect(fromBase62(key.slice(3, 46))).toBe(BigInt('0x' + fixed.toString('hex')));
+    expect(fromBase62(key.slice(3, 46))).toBe(BigInt(`0x${fixed.toString('hex')}`));
     expect(isWellFormedKey(key)).toBe(true);
     // All ones (the largest value) fits as well.
     vi.mocked(randomBytes).mockImplementationOnce((() => Buffer.alloc(32, 0xff)) as never);
@@ -101,22 +101,22 @@ describe('key format', () => {
       '',
       'tg_',
       key.slice(0, -1),
-      key + 'a',
+      `${key}a`,
       key.replace('tg_', 'TG_'),
       key.replace('tg_', 'tk_'),
       key.slice(3),
-      ' ' + key,
-      key + ' ',
-      key.slice(0, 10) + '-' + key.slice(11),
-      key.slice(0, 10) + 'é' + key.slice(11),
-      'tg_' + 'A'.repeat(49),
-      'tg_' + '0'.repeat(49),
+      ` ${key}`,
+      `${key} `,
+      `${key.slice(0, 10)}-${key.slice(11)}`,
+      `${key.slice(0, 10)}é${key.slice(11)}`,
+      `tg_${'A'.repeat(49)}`,
+      `tg_${'0'.repeat(49)}`,
       `Bearer ${key}`,
     ];
     for (const b of bad) expect(isWellFormedKey(b), JSON.stringify(b)).toBe(false);
     // Random made-up keys of the right shape: the 6-character checksum refuses them (a pass has odds ~1e-11).
     for (let i = 0; i < 200; i++) {
-      const made = 'tg_' + Array.from(randomBytes(49), (b) => BASE62[b % 62]).join('');
+      const made = `tg_${Array.from(randomBytes(49), (b) => BASE62[b % 62]).join('')}`;
       expect(isWellFormedKey(made)).toBe(false);
     }
   });
@@ -235,7 +235,10 @@ describe('KeyService (memory store, manual clock)', () => {
     const { clock, spy, service, admin } = memoryService();
     const { key } = await admin.create({ plan: 'free' });
     const asked: string[] = [];
-    const decline = (who: string) => (asked.push(who), false);
+    const decline = (who: string) => {
+      asked.push(who);
+      return false;
+    };
     // Unknown to this instance: the gate declines, no store read, no negative entry.
     expect(await service.verify(key, decline, 'first')).toEqual({ ok: false, reason: 'not_looked_up' });
     expect(await service.verify(generateKey(), decline, 'guess')).toEqual({ ok: false, reason: 'not_looked_up' });
@@ -659,7 +662,9 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('passes Authorization through when hideCredentials is false', async () => {
     const { key, record } = await admin.create({ plan: 'free' });
-    const res = await request(app({ hideCredentials: false })).get('/v1/x').set('Authorization', `Bearer ${key}`);
+    const res = await request(app({ hideCredentials: false }))
+      .get('/v1/x')
+      .set('Authorization', `Bearer ${key}`);
     expect(res.status).toBe(200);
     expect(upstream.seen[0]?.headers.authorization).toBe(`Bearer ${key}`);
     expect(upstream.seen[0]?.headers['x-consumer-id']).toBe(record.id);

@@ -169,7 +169,7 @@ describe('two gateway processes on one Redis', () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ bannedUntil: null, banLevel: 0 });
   });
 
-  it('the day window binds across instances and shows in both instances\' headers', async () => {
+  it("the day window binds across instances and shows in both instances' headers", async () => {
     const [a, b] = [gateways[0]!, gateways[1]!];
     const { key } = await createKey(['--plan', 'free', '--per-minute', '100', '--per-day', '5']);
     for (let i = 0; i < 5; i++) {

@@ -18,7 +18,17 @@ import type { Config } from '../src/config/schema.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { clientAddresses, commandCalls, metricValue, monitorRedis, startLimitsGateway, totalCommands, waitFor, type LimitsGateway, type MonitoredCommand } from './helpers/limits.js';
+import {
+  clientAddresses,
+  commandCalls,
+  metricValue,
+  monitorRedis,
+  startLimitsGateway,
+  totalCommands,
+  waitFor,
+  type LimitsGateway,
+  type MonitoredCommand,
+} from './helpers/limits.js';
 
 const FREE_POLICY = '"minute";q=60;w=60, "day";q=1000;w=86400';
 const ANON_PER_MINUTE = 5;
@@ -560,7 +570,9 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
   it('answers a known ban locally until it ends; forget() (the unban message) makes the next request ask the store', async () => {
     const store = new ScriptedStore();
     const { app, limiter } = limiterApp(store);
-    const first = request(app).get('/').then((r) => r);
+    const first = request(app)
+      .get('/')
+      .then((r) => r);
     await waitFor(() => store.waiting === 1, 'first check reaches the store');
     store.answer(decision('banned_now', 60_000));
     expect(body(await first).code).toBe('api_key_banned');
@@ -568,7 +580,9 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     expect(store.calls).toBe(1);
 
     limiter.forget('key_cached');
-    const next = request(app).get('/').then((r) => r);
+    const next = request(app)
+      .get('/')
+      .then((r) => r);
     await waitFor(() => store.waiting === 1, 'the check after forget() reaches the store');
     store.answer(decision('admitted'));
     expect((await next).status).toBe(200);
@@ -579,13 +593,17 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     const store = new ScriptedStore();
     const { app, limiter } = limiterApp(store);
     // The check runs in Redis before the unban; the unban message arrives before its reply is handled.
-    const inFlight = request(app).get('/').then((r) => r);
+    const inFlight = request(app)
+      .get('/')
+      .then((r) => r);
     await waitFor(() => store.waiting === 1, 'check in flight');
     limiter.forget('key_cached');
     store.answer(decision('banned', 60_000));
     expect(body(await inFlight).code).toBe('api_key_banned');
 
-    const after = request(app).get('/').then((r) => r);
+    const after = request(app)
+      .get('/')
+      .then((r) => r);
     const asked = await waitFor(() => store.waiting === 1, 'next check reaches the store', 2000).then(
       () => true,
       () => false,
@@ -599,18 +617,22 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
   it('forget(undefined) (the subscriber reconnected, messages may be lost) drops every known ban', async () => {
     const store = new ScriptedStore();
     const { app, limiter } = limiterApp(store);
-    const first = request(app).get('/').then((r) => r);
+    const first = request(app)
+      .get('/')
+      .then((r) => r);
     await waitFor(() => store.waiting === 1, 'first check reaches the store');
     store.answer(decision('banned_now', 60_000));
     expect(body(await first).code).toBe('api_key_banned');
     limiter.forget(undefined);
-    const next = request(app).get('/').then((r) => r);
+    const next = request(app)
+      .get('/')
+      .then((r) => r);
     await waitFor(() => store.waiting === 1, 'the check after the reset reaches the store');
     store.answer(decision('admitted'));
     expect((await next).status).toBe(200);
   });
 
-  it('shares the request\'s Redis budget with the key lookup: a lookup that used it all leaves no Redis call (memory decides)', async () => {
+  it("shares the request's Redis budget with the key lookup: a lookup that used it all leaves no Redis call (memory decides)", async () => {
     const store = new ScriptedStore();
     const { app } = limiterApp(store, 1000);
     const res = await request(app).get('/');

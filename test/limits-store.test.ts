@@ -358,14 +358,18 @@ describe('MemoryLimiterStore only', () => {
     const first = await store.check('seeded', limits, NO_BANS);
     expect(first).toMatchObject({ outcome: 'admitted', minute: { used: 9, resetMs: 20 * SECOND }, day: { used: 51, resetMs: 3600 * SECOND } });
     expect((await store.check('seeded', limits, NO_BANS)).outcome).toBe('admitted');
-    expect((await store.check('seeded', limits, NO_BANS))).toMatchObject({ outcome: 'limited_minute', retryMs: 20 * SECOND });
+    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'limited_minute', retryMs: 20 * SECOND });
 
     // Raised again with the same (older) report: the larger memory count stands.
     store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
     expect((await store.check('seeded', limits, NO_BANS)).minute.used).toBe(10);
     // A larger report wins, end time included (the fleet's window).
     store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, now);
-    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'limited_minute', minute: { used: 10, resetMs: 30 * SECOND }, day: { used: 70 } });
+    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({
+      outcome: 'limited_minute',
+      minute: { used: 10, resetMs: 30 * SECOND },
+      day: { used: 70 },
+    });
 
     // The reported minute has ended: it no longer counts, and the memory window it had set ends with it.
     c.advance(30 * SECOND);
@@ -373,7 +377,11 @@ describe('MemoryLimiterStore only', () => {
     expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'admitted', minute: { used: 1, resetMs: MINUTE_MS }, day: { used: 71 } });
     // A report of nothing changes nothing.
     store.raiseTo('fresh', { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0 }, c.now());
-    expect(await store.check('fresh', limits, NO_BANS)).toMatchObject({ outcome: 'admitted', minute: { used: 1, resetMs: MINUTE_MS }, day: { used: 1, resetMs: DAY_MS } });
+    expect(await store.check('fresh', limits, NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      minute: { used: 1, resetMs: MINUTE_MS },
+      day: { used: 1, resetMs: DAY_MS },
+    });
   });
 });
 
@@ -406,7 +414,8 @@ describe('RedisLimiterStore only', () => {
     const id = newId('valid');
     const hash = 'a'.repeat(64);
     const old = 'b'.repeat(64);
-    const put = (rec: Record<string, unknown>) => admin.set(keyspace.keyRecord(id), JSON.stringify({ id, plan: 'free', createdAt: '2026-01-01T00:00:00.000Z', ...rec }));
+    const put = (rec: Record<string, unknown>) =>
+      admin.set(keyspace.keyRecord(id), JSON.stringify({ id, plan: 'free', createdAt: '2026-01-01T00:00:00.000Z', ...rec }));
 
     expect((await redisStore.check(id, limits, ban, hash)).outcome, 'no record').toBe('invalid_key');
     await put({ status: 'active', hash });
@@ -550,9 +559,7 @@ describe('RedisLimiterStore only', () => {
     const commands = await mon.stop();
 
     // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
-    expect([...seen].sort()).toEqual(
-      [keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id)].sort(),
-    );
+    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id)].sort());
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 

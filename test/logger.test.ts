@@ -83,13 +83,19 @@ describe('redaction', () => {
     });
     const logger = createLogger('info', sink);
     const key = 'tg_SECRETSECRETSECRETSECRETSECRET0000';
-    logger.info({ req: { method: 'GET', headers: { authorization: `Bearer ${key}`, 'proxy-authorization': key, cookie: key, accept: 'application/json' } } }, 'raw request');
+    logger.info(
+      { req: { method: 'GET', headers: { authorization: `Bearer ${key}`, 'proxy-authorization': key, cookie: key, accept: 'application/json' } } },
+      'raw request',
+    );
     logger.info({ headers: { authorization: key, accept: 'x' } }, 'headers');
     logger.info({ authorization: key }, 'top level');
     logger.info({ req: { id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' }, res: { statusCode: 200 } }, 'request completed');
     await new Promise((r) => setImmediate(r));
     expect(JSON.stringify(lines)).not.toContain(key);
-    expect(lines[0]!.req).toEqual({ method: 'GET', headers: { authorization: '[redacted]', 'proxy-authorization': '[redacted]', cookie: '[redacted]', accept: 'application/json' } });
+    expect(lines[0]!.req).toEqual({
+      method: 'GET',
+      headers: { authorization: '[redacted]', 'proxy-authorization': '[redacted]', cookie: '[redacted]', accept: 'application/json' },
+    });
     expect(lines[1]!.headers).toEqual({ authorization: '[redacted]', accept: 'x' });
     expect(lines[2]!.authorization).toBe('[redacted]');
     expect(lines[3]!.req).toEqual({ id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' });
@@ -100,7 +106,7 @@ describe('redaction', () => {
     const { generateKey } = await import('../src/keys/format.js');
     const cap = captureLogger('info');
     const key = generateKey();
-    cap.logger.warn({ err: { message: 'bad ' + key, nested: [{ deeper: `x${key}y` }] } }, 'failed');
+    cap.logger.warn({ err: { message: `bad ${key}`, nested: [{ deeper: `x${key}y` }] } }, 'failed');
     cap.logger.info({ [key]: 'as a name', other: 'tg_short stays' }, `a message with ${key} in it`);
     cap.logger.child({ id: key }).error('from a child');
     expect(JSON.stringify(cap.lines)).not.toContain(key);
@@ -127,7 +133,10 @@ describe('logDestination', () => {
       const name = 'Zoë 🐕 Ωmega';
       for (let i = 0; i < N; i++) logger.info({ i, name, pad: 'x'.repeat(400) }, 'request completed');
       await closeLogs(logger, 10_000);
-      const lines = readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i: number; name: string });
+      const lines = readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { i: number; name: string });
       expect(lines).toHaveLength(N);
       expect(lines.findIndex((l, i) => l.i !== i || l.name !== name)).toBe(-1);
       // Whole chunks of up to LOG_MAX_WRITE, not one line-sized or 4 KB piece per write: the queue drains about as
@@ -182,7 +191,11 @@ describe('the log queue bound (log.maxBufferBytes)', () => {
     clearTimeout(timer);
     expect(code).toBe(0);
     const counted = (JSON.parse(report.split('\n')[0]!) as { counted: number }).counted;
-    const lines = Buffer.concat(chunks).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { i?: number; msg: string; droppedLines?: number });
+    const lines = Buffer.concat(chunks)
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { i?: number; msg: string; droppedLines?: number });
 
     const kept = lines.filter((l) => l.msg === 'line');
     expect(counted).toBeGreaterThan(0);

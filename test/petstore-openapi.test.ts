@@ -29,7 +29,14 @@ describe('the pet store conforms to docs/petstore.openapi.yaml', () => {
     expect((await send('get', '/v1/categories')).body).toHaveLength(2);
     await send('get', `/v1/categories/${created.body.id}`);
     await send('get', '/v1/categories/999');
-    for (const bad of [{}, { name: '' }, { name: 'x'.repeat(101) }, { name: 'Dog', color: 'brown' }, { name: 7 }, { name: 'Dog', description: 'd'.repeat(1001) }]) {
+    for (const bad of [
+      {},
+      { name: '' },
+      { name: 'x'.repeat(101) },
+      { name: 'Dog', color: 'brown' },
+      { name: 7 },
+      { name: 'Dog', description: 'd'.repeat(1001) },
+    ]) {
       expect((await send('post', '/v1/categories', JSON.stringify(bad))).status).toBe(400);
     }
     expect((await send('post', '/v1/categories', '{"name":')).status).toBe(400);

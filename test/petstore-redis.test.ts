@@ -40,8 +40,16 @@ describe('RedisCategoryStore', () => {
     const b = buildPetstoreApp({ store: newStore() });
     const posts = [];
     for (let i = 0; i < 50; i++) {
-      posts.push(request(a).post('/v1/categories').send({ name: `a${i}` }));
-      posts.push(request(b).post('/v1/categories').send({ name: `b${i}` }));
+      posts.push(
+        request(a)
+          .post('/v1/categories')
+          .send({ name: `a${i}` }),
+      );
+      posts.push(
+        request(b)
+          .post('/v1/categories')
+          .send({ name: `b${i}` }),
+      );
     }
     const results = await Promise.all(posts);
     for (const r of results) expect(r.status).toBe(201);

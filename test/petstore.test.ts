@@ -22,7 +22,10 @@ beforeEach(() => {
   app = buildPetstoreApp({ store: new MemoryCategoryStore() });
 });
 
-const post = (body: unknown) => request(app).post('/v1/categories').send(body as object);
+const post = (body: unknown) =>
+  request(app)
+    .post('/v1/categories')
+    .send(body as object);
 
 describe('POST /v1/categories', () => {
   it('creates a category: 201, the category and Location', async () => {
@@ -98,12 +101,7 @@ describe('POST /v1/categories', () => {
 
   it('allows a 1000-character description and refuses 1001', async () => {
     expect((await post({ name: 'Dog', description: 'd'.repeat(1000) })).status).toBe(201);
-    expectError(
-      await post({ name: 'Dog', description: 'd'.repeat(1001) }),
-      400,
-      'invalid_request',
-      'description: must be at most 1000 characters',
-    );
+    expectError(await post({ name: 'Dog', description: 'd'.repeat(1001) }), 400, 'invalid_request', 'description: must be at most 1000 characters');
   });
 
   it('requires description to be a string', async () => {
@@ -118,10 +116,7 @@ describe('POST /v1/categories', () => {
   });
 
   it('refuses __proto__ as an unknown field', async () => {
-    const res = await request(app)
-      .post('/v1/categories')
-      .set('Content-Type', 'application/json')
-      .send('{"name":"Dog","__proto__":{"admin":true}}');
+    const res = await request(app).post('/v1/categories').set('Content-Type', 'application/json').send('{"name":"Dog","__proto__":{"admin":true}}');
     expectError(res, 400, 'invalid_request', 'unknown field "__proto__"');
   });
 
@@ -153,10 +148,7 @@ describe('POST /v1/categories', () => {
     expectError(form, 415, 'unsupported_media_type');
     const text = await request(app).post('/v1/categories').set('Content-Type', 'text/plain').send('{"name":"Dog"}');
     expectError(text, 415, 'unsupported_media_type');
-    const jsonish = await request(app)
-      .post('/v1/categories')
-      .set('Content-Type', 'application/json-patch+json')
-      .send('{"name":"Dog"}');
+    const jsonish = await request(app).post('/v1/categories').set('Content-Type', 'application/json-patch+json').send('{"name":"Dog"}');
     expectError(jsonish, 415, 'unsupported_media_type');
   });
 
@@ -166,10 +158,7 @@ describe('POST /v1/categories', () => {
   });
 
   it('answers 415 for a non-UTF charset', async () => {
-    const res = await request(app)
-      .post('/v1/categories')
-      .set('Content-Type', 'application/json; charset=latin1')
-      .send('{"name":"Dog"}');
+    const res = await request(app).post('/v1/categories').set('Content-Type', 'application/json; charset=latin1').send('{"name":"Dog"}');
     expectError(res, 415, 'unsupported_media_type');
   });
 
@@ -263,11 +252,7 @@ describe('other routes', () => {
   });
 
   it('never sends X-Powered-By', async () => {
-    for (const res of [
-      await request(app).get('/v1/categories'),
-      await request(app).get('/nope'),
-      await post({ name: '' }),
-    ]) {
+    for (const res of [await request(app).get('/v1/categories'), await request(app).get('/nope'), await post({ name: '' })]) {
       expect(res.headers['x-powered-by']).toBeUndefined();
     }
   });

@@ -47,7 +47,14 @@ function config(upstreamUrl: string, level: string): Record<string, unknown> {
     anonymous: { perMinute: 5 },
     ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 600 },
     routes: [
-      { method: 'GET', path: '/v1/old/:id', deprecation: '2020-01-01T00:00:00Z', sunset: '2021-01-01T00:00:00Z', link: 'https://example.com/migrate', afterSunset: 'gone' },
+      {
+        method: 'GET',
+        path: '/v1/old/:id',
+        deprecation: '2020-01-01T00:00:00Z',
+        sunset: '2021-01-01T00:00:00Z',
+        link: 'https://example.com/migrate',
+        afterSunset: 'gone',
+      },
       { method: 'GET', path: '/v1/pets/:petId', deprecation: '2020-01-01T00:00:00Z', sunset: '2099-01-01T00:00:00Z', link: 'https://example.com/pets' },
     ],
     keys: [{ id: 'static-key', plan: 'free', sha256: hashKey(STATIC_KEY) }],
@@ -78,7 +85,11 @@ async function send(
   path: string,
   opts: { key?: string; headers?: Record<string, string | string[]>; method?: string; body?: string; ip?: string } = {},
 ): Promise<LoadResult> {
-  const headers: Record<string, string | string[]> = { 'x-forwarded-for': opts.ip ?? '10.1.0.1', ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}), ...opts.headers };
+  const headers: Record<string, string | string[]> = {
+    'x-forwarded-for': opts.ip ?? '10.1.0.1',
+    ...(opts.key ? { authorization: `Bearer ${opts.key}` } : {}),
+    ...opts.headers,
+  };
   const r = await timedRequest(gw.url + path, { method: opts.method, headers, body: opts.body, timeoutMs: 5000 });
   responses.push(r);
   expect(r.error, `${path}: ${r.error}`).toBeUndefined();
@@ -115,7 +126,9 @@ describe('traffic', () => {
   it('valid keys, every Authorization spelling, and keys in the wrong places', async () => {
     const k = keys.valid!.key;
     expect((await send(A, '/v1/things', { key: k })).status).toBe(200);
-    expect((await send(A, '/v1/things?x=1', { key: k, method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' })).status).toBe(200);
+    expect((await send(A, '/v1/things?x=1', { key: k, method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' })).status).toBe(
+      200,
+    );
     expect((await send(A, '/v1/pets/1', { key: k })).headers?.deprecation).toBeDefined();
     expect((await send(A, '/v1/things', { key: STATIC_KEY })).status).toBe(200);
     expect((await send(A, '/v1/things', { headers: { authorization: `bearer ${k}` } })).status).toBe(200);
@@ -163,7 +176,12 @@ describe('traffic', () => {
     for (const gw of [A, B]) {
       // Revocation and rotation reach every instance within a second.
       await waitFor(async () => (await send(gw, '/v1/things', { key: keys.revoked!.key, ip: nextIp() })).status === 401, 'revoked key refused', 3000, 50);
-      await waitFor(async () => (await send(gw, '/v1/things', { key: keys['rotated-now']!.key, ip: nextIp() })).status === 401, 'rotated key refused', 3000, 50);
+      await waitFor(
+        async () => (await send(gw, '/v1/things', { key: keys['rotated-now']!.key, ip: nextIp() })).status === 401,
+        'rotated key refused',
+        3000,
+        50,
+      );
     }
     expect((await send(A, '/v1/things', { key: now.key })).status).toBe(200);
     expect((await send(A, '/v1/things', { key: grace.key })).status).toBe(200);
@@ -221,8 +239,15 @@ describe('traffic', () => {
     expect((await send(A, '/v1/old/1', { key: k })).code).toBe('gone');
     expect((await send(A, '/v1/../admin', { key: k })).status).toBe(400);
     expect((await send(A, '/v1/%2e%2e/admin', { key: k })).code).toBe('invalid_request');
-    expect((await send(A, '/v1/things', { key: k, method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(2000) })).code).toBe('payload_too_large');
-    const chunked = await send(A, '/v1/things', { key: k, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, body: 'y'.repeat(4000) });
+    expect((await send(A, '/v1/things', { key: k, method: 'POST', headers: { 'content-type': 'application/json' }, body: 'x'.repeat(2000) })).code).toBe(
+      'payload_too_large',
+    );
+    const chunked = await send(A, '/v1/things', {
+      key: k,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      body: 'y'.repeat(4000),
+    });
     expect(chunked.status === 413 || chunked.status === 200).toBe(true);
     expect((await send(A, '/nope', { key: k })).code).toBe('not_found');
     expect((await send(A, '/', { key: k })).code).toBe('not_found');
@@ -276,12 +301,16 @@ describe('the scan', () => {
 
   function where(): Array<[string, string]> {
     const out: Array<[string, string]> = [];
-    for (const [name, gw] of [['A', A], ['B', B]] as const) {
+    for (const [name, gw] of [
+      ['A', A],
+      ['B', B],
+    ] as const) {
       out.push([`gateway ${name} stdout (logs)`, gw.proc.stdout], [`gateway ${name} stderr`, gw.proc.stderr]);
     }
-    metricsTexts.forEach((t, i) => out.push([`/metrics of gateway ${'AB'[i]}`, t]));
-    responses.forEach((r) => out.push([`response to ${r.url} (${r.status})`, `${JSON.stringify(r.headers ?? {})}\n${r.body ?? ''}`]));
-    up.seen.forEach((s) => out.push([`request received by the upstream (${s.url})`, `${s.url}\n${JSON.stringify(s.rawHeaders)}\n${s.body.toString('latin1')}`]));
+    for (const [i, t] of metricsTexts.entries()) out.push([`/metrics of gateway ${'AB'[i]}`, t]);
+    for (const r of responses) out.push([`response to ${r.url} (${r.status})`, `${JSON.stringify(r.headers ?? {})}\n${r.body ?? ''}`]);
+    for (const s of up.seen)
+      out.push([`request received by the upstream (${s.url})`, `${s.url}\n${JSON.stringify(s.rawHeaders)}\n${s.body.toString('latin1')}`]);
     out.push(['keys list --json', listOutput]);
     return out;
   }
@@ -291,11 +320,25 @@ describe('the scan', () => {
     const statuses = new Set(responses.map((r) => r.status));
     for (const s of [200, 400, 401, 404, 410, 413, 429, 500, 502, 503, 504]) expect(statuses, `no ${s} in the traffic`).toContain(s);
     const codes = new Set(responses.map((r) => r.code));
-    for (const c of ['missing_api_key', 'invalid_api_key', 'rate_limit_exceeded', 'api_key_banned', 'bad_gateway', 'gateway_timeout', 'service_unavailable', 'payload_too_large', 'gone', 'not_found', 'invalid_request']) {
+    for (const c of [
+      'missing_api_key',
+      'invalid_api_key',
+      'rate_limit_exceeded',
+      'api_key_banned',
+      'bad_gateway',
+      'gateway_timeout',
+      'service_unavailable',
+      'payload_too_large',
+      'gone',
+      'not_found',
+      'invalid_request',
+    ]) {
       expect(codes, `no ${c} in the traffic`).toContain(c);
     }
     expect(A.proc.logs.length + B.proc.logs.length).toBeGreaterThan(responses.length);
-    expect(metricValue(metricsTexts[0]!, 'tollgate_bans_total', { plan: 'tiny' }) ?? metricValue(metricsTexts[1]!, 'tollgate_bans_total', { plan: 'tiny' })).toBe(1);
+    expect(
+      metricValue(metricsTexts[0]!, 'tollgate_bans_total', { plan: 'tiny' }) ?? metricValue(metricsTexts[1]!, 'tollgate_bans_total', { plan: 'tiny' }),
+    ).toBe(1);
     expect(up.seen.length).toBeGreaterThan(5);
   });
 

@@ -61,7 +61,6 @@ function listening(proc: CliProcess): LogLine[] {
   return proc.logs.filter((l) => l.msg === 'tollgate gateway listening');
 }
 
-
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -128,7 +127,8 @@ async function sigtermUnderLoad(
     const { code } = await g.proc.waitForExit(exitWithinMs + 2000);
     const exitedAt = Date.now();
     const results = await load.stop();
-    if (process.env.FAULTS_DEBUG) console.log('exit after', exitedAt - sigAt, 'refused after', refusedAt - sigAt, tally(results), 'in flight', tally(inFlightAt(results, sigAt)));
+    if (process.env.FAULTS_DEBUG)
+      console.log('exit after', exitedAt - sigAt, 'refused after', refusedAt - sigAt, tally(results), 'in flight', tally(inFlightAt(results, sigAt)));
     return { results, sigAt, refusedAt, exitedAt, code };
   } finally {
     await load.stop();
@@ -281,7 +281,9 @@ describe('server.workers: 2 (node:cluster) under load', () => {
 
   it('SIGTERM to the primary drains both workers under load: in-flight requests complete 200, exit 0, no worker left', async () => {
     up.behaviour = slow(SLOW_MS);
-    const workerPids = listening(g.proc).map((l) => Number(l.pid)).filter(alive);
+    const workerPids = listening(g.proc)
+      .map((l) => Number(l.pid))
+      .filter(alive);
     expect(workerPids).toHaveLength(2);
     const { results, sigAt, exitedAt, code } = await sigtermUnderLoad(g, DRAIN_MS);
 
@@ -296,7 +298,10 @@ describe('server.workers: 2 (node:cluster) under load', () => {
     }
     // Both workers drained and stopped on their own, then the primary.
     for (const pid of workerPids) {
-      expect(g.proc.logs.some((l) => l.msg === 'stopped' && Number(l.pid) === pid), `worker ${pid} did not log "stopped"`).toBe(true);
+      expect(
+        g.proc.logs.some((l) => l.msg === 'stopped' && Number(l.pid) === pid),
+        `worker ${pid} did not log "stopped"`,
+      ).toBe(true);
       expect(alive(pid), `worker ${pid} outlived the primary`).toBe(false);
     }
     expect(g.proc.logs.some((l) => String(l.msg) === 'draining workers')).toBe(true);

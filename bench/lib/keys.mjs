@@ -17,14 +17,19 @@ export async function loadFormat(repoRoot) {
 /** `tollgate keys create --plan P --json` against the bench config: the real issuing path. */
 export function cliCreateKey({ repoRoot, configPath, plan, name, env }) {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [join(repoRoot, 'dist/cli.js'), 'keys', 'create', '--plan', plan, '--name', name, '--json', '--config', configPath], { cwd: repoRoot, env, timeout: 30_000 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`keys create failed: ${stderr || err.message}`));
-      try {
-        resolve(JSON.parse(stdout));
-      } catch {
-        reject(new Error(`keys create printed no JSON: ${stdout}`));
-      }
-    });
+    execFile(
+      process.execPath,
+      [join(repoRoot, 'dist/cli.js'), 'keys', 'create', '--plan', plan, '--name', name, '--json', '--config', configPath],
+      { cwd: repoRoot, env, timeout: 30_000 },
+      (err, stdout, stderr) => {
+        if (err) return reject(new Error(`keys create failed: ${stderr || err.message}`));
+        try {
+          resolve(JSON.parse(stdout));
+        } catch {
+          reject(new Error(`keys create printed no JSON: ${stdout}`));
+        }
+      },
+    );
   });
 }
 

@@ -43,9 +43,7 @@ function percentile(sorted, p) {
  * round-robin over all connections, one per request.
  */
 export async function runLoad({ loader, url, connections, durationS, keys, tmpDir, wrkThreads = 1 }) {
-  return loader === 'wrk'
-    ? runWrk({ url, connections, durationS, keys, tmpDir, threads: wrkThreads })
-    : runAutocannon({ url, connections, durationS, keys });
+  return loader === 'wrk' ? runWrk({ url, connections, durationS, keys, tmpDir, threads: wrkThreads }) : runAutocannon({ url, connections, durationS, keys });
 }
 
 async function runAutocannon({ url, connections, durationS, keys }) {
@@ -135,7 +133,7 @@ async function runWrk({ url, connections, durationS, keys, tmpDir, threads }) {
   const script = join(tmpDir, 'wrk-bench.lua');
   writeFileSync(script, WRK_SCRIPT);
   const keysFile = join(tmpDir, `wrk-keys-${keys.length}.txt`);
-  writeFileSync(keysFile, keys.join('\n') + '\n');
+  writeFileSync(keysFile, `${keys.join('\n')}\n`);
   const t = Math.max(1, Math.min(threads, connections));
   // wrk takes whole seconds only.
   const args = [`-t${t}`, `-c${connections}`, `-d${Math.max(1, Math.round(durationS))}s`, '--timeout', '10s', '-s', script, url];

@@ -57,10 +57,14 @@ export class Procs {
   async stop(child, graceMs = 5000) {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise((r) => child.once('exit', r));
-    try { child.kill('SIGTERM'); } catch {}
+    try {
+      child.kill('SIGTERM');
+    } catch {}
     const timer = setTimeout(() => {
       for (const pid of [...descendants(child.pid), child.pid]) {
-        try { process.kill(pid, 'SIGKILL'); } catch {}
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
       }
     }, graceMs);
     await gone;
@@ -79,7 +83,9 @@ export class Procs {
   killAllSync() {
     for (const { child } of this.children.values()) {
       for (const pid of [...descendants(child.pid), child.pid]) {
-        try { process.kill(pid, 'SIGKILL'); } catch {}
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
       }
     }
   }

@@ -5,15 +5,24 @@ import { freePort, waitFor } from './procs.mjs';
 export async function startRedis(procs, dir) {
   const port = await freePort();
   if (port === 6379) throw new Error('refusing to use port 6379 (the shared Redis)');
-  const child = procs.spawn('redis-server', 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes', '--logfile', ''], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = procs.spawn(
+    'redis-server',
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes', '--logfile', ''],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   child.once('error', (err) => console.error(`redis-server: ${err.message} (is redis-server on the PATH?)`));
   const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: true, retryStrategy: () => 100 });
   client.on('error', () => {});
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
-    if (client.status === 'wait') await client.connect();
-    return (await client.ping()) === 'PONG';
-  }, 15_000, `redis-server on port ${port}`);
+  await waitFor(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}`);
+      if (client.status === 'wait') await client.connect();
+      return (await client.ping()) === 'PONG';
+    },
+    15_000,
+    `redis-server on port ${port}`,
+  );
   return { port, url: `redis://127.0.0.1:${port}`, child, client };
 }
 
@@ -42,5 +51,10 @@ export function redisDelta(before, after) {
       commands += d;
     }
   }
-  return { commands, totalCommandsProcessed: Math.max(0, after.totalCommands - before.totalCommands - 1), reads: Math.max(0, after.reads - before.reads - 1), calls };
+  return {
+    commands,
+    totalCommandsProcessed: Math.max(0, after.totalCommands - before.totalCommands - 1),
+    reads: Math.max(0, after.reads - before.reads - 1),
+    calls,
+  };
 }

@@ -27,11 +27,15 @@ process.on('disconnect', () => {
     process.exit(0);
   }
   for (const pid of pids) {
-    try { process.kill(pid, 'SIGTERM'); } catch {}
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {}
   }
   setTimeout(() => {
     for (const pid of pids) {
-      try { process.kill(pid, 'SIGKILL'); } catch {}
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
     }
     removeScratch();
     process.exit(0);

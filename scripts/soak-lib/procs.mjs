@@ -95,8 +95,12 @@ export class Children {
       }
       let stdout = '';
       let stderr = '';
-      child.stdout.setEncoding('utf8').on('data', (d) => { if (stdout.length < 1_000_000) stdout += d; });
-      child.stderr.setEncoding('utf8').on('data', (d) => { if (stderr.length < 100_000) stderr += d; });
+      child.stdout.setEncoding('utf8').on('data', (d) => {
+        if (stdout.length < 1_000_000) stdout += d;
+      });
+      child.stderr.setEncoding('utf8').on('data', (d) => {
+        if (stderr.length < 100_000) stderr += d;
+      });
       const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       child.once('error', (err) => {
         clearTimeout(timer);

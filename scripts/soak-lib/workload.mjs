@@ -283,7 +283,8 @@ function checkCommon(r, sentRequestId) {
     if (!b || typeof b !== 'object' || typeof b.code !== 'string' || typeof b.message !== 'string' || b.status !== r.status) {
       return `error body is not {code, message, status=${r.status}}: ${r.text.slice(0, 120)}`;
     }
-    if (/\n\s+at |\((?:file:\/\/)?\/[^)]*:\d+:\d+\)|tg_[0-9A-Za-z]{49}|127\.0\.0\.1:\d+/.test(b.message)) return `error message leaks internals: ${b.message.slice(0, 120)}`;
+    if (/\n\s+at |\((?:file:\/\/)?\/[^)]*:\d+:\d+\)|tg_[0-9A-Za-z]{49}|127\.0\.0\.1:\d+/.test(b.message))
+      return `error message leaks internals: ${b.message.slice(0, 120)}`;
   }
   return undefined;
 }
@@ -339,7 +340,8 @@ export class Stats {
     this.unexpected++;
     const kind = `${req.cls}: ${text.replace(/\d+/g, 'N').slice(0, 160)}`;
     this.problemKinds.set(kind, (this.problemKinds.get(kind) ?? 0) + 1);
-    if (this.samples.length < 20) this.samples.push({ at: new Date().toISOString(), cls: req.cls, request: `${req.method} ${req.path}`, problem: text, ...detail });
+    if (this.samples.length < 20)
+      this.samples.push({ at: new Date().toISOString(), cls: req.cls, request: `${req.method} ${req.path}`, problem: text, ...detail });
   }
 }
 
@@ -375,7 +377,15 @@ export function send(base, agents, req, requestId, timeoutMs = 15_000) {
       }
     };
     const r = request(
-      { host: base.hostname, port: base.port, method: req.method, path: req.path, headers, agent: agents.get(req.localAddress), localAddress: req.localAddress },
+      {
+        host: base.hostname,
+        port: base.port,
+        method: req.method,
+        path: req.path,
+        headers,
+        agent: agents.get(req.localAddress),
+        localAddress: req.localAddress,
+      },
       (res) => {
         const chunks = [];
         let size = 0;
@@ -401,7 +411,10 @@ export function send(base, agents, req, requestId, timeoutMs = 15_000) {
     );
     r.setTimeout(timeoutMs, () => r.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     r.on('error', (err) =>
-      done({ error: `request: ${err.code ?? err.message}${r.reusedSocket ? ' (on a reused keep-alive socket)' : ''}`, staleSocket: r.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') }),
+      done({
+        error: `request: ${err.code ?? err.message}${r.reusedSocket ? ' (on a reused keep-alive socket)' : ''}`,
+        staleSocket: r.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE'),
+      }),
     );
     r.end(req.body);
   });

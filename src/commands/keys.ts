@@ -1,6 +1,6 @@
 // `tollgate keys ...`: issue, list, show, revoke, rotate and unban API keys in the shared Redis key store.
 // Plaintext keys are printed once, at create and rotate; list and show never print a key or a hash.
-import { Command, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import type { Redis } from 'ioredis';
 import { systemClock } from '../clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
@@ -57,7 +57,7 @@ async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promise<T>):
 }
 
 function out(line: string): void {
-  process.stdout.write(line + '\n');
+  process.stdout.write(`${line}\n`);
 }
 
 function positiveInt(name: string) {
@@ -88,7 +88,14 @@ async function banState(s: Session, id: string): Promise<{ bannedUntil: string |
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 function limitsOf(k: KeyRecord, config: Config): string {
@@ -152,7 +159,12 @@ export function registerKeysCommands(program: Command): void {
         const all = await s.keys.list();
         if (o.json) return out(JSON.stringify(all));
         if (all.length === 0) return out('No keys. Create one with: tollgate keys create --plan <plan>');
-        out(table([['ID', 'NAME', 'PLAN', 'LIMITS', 'STATUS', 'CREATED', 'EXPIRES'], ...all.map((k) => [k.id, k.name ?? '', k.plan, limitsOf(k, s.config), statusOf(k), k.createdAt, k.expiresAt ?? ''])]));
+        out(
+          table([
+            ['ID', 'NAME', 'PLAN', 'LIMITS', 'STATUS', 'CREATED', 'EXPIRES'],
+            ...all.map((k) => [k.id, k.name ?? '', k.plan, limitsOf(k, s.config), statusOf(k), k.createdAt, k.expiresAt ?? '']),
+          ]),
+        );
       });
     });
 
@@ -179,7 +191,7 @@ export function registerKeysCommands(program: Command): void {
           ['banned until', ban.bannedUntil ?? 'not banned'],
           ['ban level', String(ban.banLevel)],
         ];
-        out(table(rows.filter(([, v]) => v !== '').map(([a, b]) => [a + ':', b])));
+        out(table(rows.filter(([, v]) => v !== '').map(([a, b]) => [`${a}:`, b])));
       });
     });
 
@@ -200,7 +212,7 @@ export function registerKeysCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (id: string, o: CommonOpts & { grace: number; json?: boolean }) => {
       await withSession(o, async (s) => {
-        let rotated;
+        let rotated: Awaited<ReturnType<typeof s.keys.rotate>>;
         try {
           rotated = await s.keys.rotate(id, o.grace);
         } catch (err) {
@@ -239,6 +251,6 @@ export function registerKeysCommands(program: Command): void {
       out(`key:    ${key}`);
       out(`sha256: ${sha256}`);
       out('');
-      out('Add to the config:  keys: [{ id: <id>, plan: <plan>, sha256: "' + sha256 + '" }]');
+      out(`Add to the config:  keys: [{ id: <id>, plan: <plan>, sha256: "${sha256}" }]`);
     });
 }

@@ -34,7 +34,13 @@ export async function runServe(configPath: string): Promise<void> {
   const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
   handleSignals(gw, logger);
   logger.info(
-    { url: gw.url, ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}), upstream: config.upstream.url, store: config.redis ? redactRedisUrl(config.redis.url) : 'memory', heapGrowthPercent: heapGrowthPercent ?? 'v8' },
+    {
+      url: gw.url,
+      ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}),
+      upstream: config.upstream.url,
+      store: config.redis ? redactRedisUrl(config.redis.url) : 'memory',
+      heapGrowthPercent: heapGrowthPercent ?? 'v8',
+    },
     'tollgate gateway listening',
   );
 }
@@ -46,7 +52,10 @@ export async function runPetstore(opts: { port: number; host: string }): Promise
   const ps = await startPetstore({ host: opts.host, port: opts.port, redisUrl: process.env.REDIS_URL || undefined, logger });
   logger.info({ url: ps.url }, 'petstore listening');
   const stop = () => {
-    ps.close().then(() => process.exit(0), () => process.exit(1));
+    ps.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

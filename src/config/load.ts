@@ -52,14 +52,17 @@ export function parseConfigText(text: string, env: NodeJS.ProcessEnv = {}): { ok
     return { ok: false, errors: [yamlError(err instanceof Error ? err.message : String(err))] };
   }
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    return { ok: false, errors: ['(root): expected a mapping of sections (server, upstream, ...), got ' + describe(raw)] };
+    return { ok: false, errors: [`(root): expected a mapping of sections (server, upstream, ...), got ${describe(raw)}`] };
   }
   const overridden = new Map<string, string>();
   return validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
 }
 
 /** `overridden` maps a field path to the environment variable that set it, so errors can name it. */
-export function validateConfig(raw: unknown, overridden: ReadonlyMap<string, string> = new Map()): { ok: true; config: Config } | { ok: false; errors: string[] } {
+export function validateConfig(
+  raw: unknown,
+  overridden: ReadonlyMap<string, string> = new Map(),
+): { ok: true; config: Config } | { ok: false; errors: string[] } {
   const parsed = configSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
     return {

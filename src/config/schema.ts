@@ -4,8 +4,7 @@ import { match } from 'path-to-regexp';
 import { z } from 'zod';
 
 const positiveInt = () => z.number().int().positive();
-const isoInstant = () =>
-  z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
+const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
 
 const server = z.strictObject({
   /** Address to listen on. */
@@ -111,7 +110,11 @@ const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'
 
 const route = z.strictObject({
   /** HTTP method, or "*" for any. */
-  method: z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS)).default('*'),
+  method: z
+    .string()
+    .transform((m) => m.toUpperCase())
+    .pipe(z.enum(HTTP_METHODS))
+    .default('*'),
   /** Express-style path under /v1, e.g. /v1/pets/:petId. */
   path: z
     .string()

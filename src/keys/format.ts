@@ -24,7 +24,7 @@ function checksum(body: string): string {
 
 /** A new plaintext key. Shown to the operator once; only its SHA-256 is kept. */
 export function generateKey(): string {
-  const body = toBase62(BigInt('0x' + randomBytes(32).toString('hex')), BODY_LENGTH);
+  const body = toBase62(BigInt(`0x${randomBytes(32).toString('hex')}`), BODY_LENGTH);
   return KEY_PREFIX + body + checksum(body);
 }
 
@@ -65,5 +65,5 @@ export function hashesEqual(a: string, b: string): boolean {
 
 /** A short, readable, unguessable key id such as key_3fQx81mZtR0aLk2v (not a secret: it goes upstream). */
 export function generateKeyId(): string {
-  return 'key_' + toBase62(BigInt('0x' + randomBytes(12).toString('hex')), 16);
+  return `key_${toBase62(BigInt(`0x${randomBytes(12).toString('hex')}`), 16)}`;
 }

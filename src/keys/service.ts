@@ -8,20 +8,21 @@ import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey } fro
 import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
-export type VerifyResult = (
+export type VerifyResult =
   /**
    * keyHash: set for keys from the store (not static ones), so the limit check can re-validate them; revision:
    * the cached record's, when the store names one and the copy is due for confirmation (confirmAfterMs, or read
    * before the change feed's subscriber reconnected), so the limit check compares it with the stored record
    * (recordChecked).
    */
-  | { ok: true; key: KeyRecord; keyHash?: string; revision?: string }
-  | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
-  /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
-  | { ok: false; reason: 'unavailable' }
-  /** A store read was needed and the caller's gate declined it: nothing is known about the key. */
-  | { ok: false; reason: 'not_looked_up' }
-) & { storeMs?: number };
+  (
+    | { ok: true; key: KeyRecord; keyHash?: string; revision?: string }
+    | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
+    /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
+    | { ok: false; reason: 'unavailable' }
+    /** A store read was needed and the caller's gate declined it: nothing is known about the key. */
+    | { ok: false; reason: 'not_looked_up' }
+  ) & { storeMs?: number };
 
 /**
  * Asked by verify() only when answering would take a key-store read (nothing usable cached): false declines the

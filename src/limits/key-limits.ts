@@ -42,7 +42,15 @@ interface KnownBan {
   at: number;
 }
 
-const WINDOW_LABEL = { limited_minute: 'minute', limited_day: 'day', limited_both: 'both', banned: 'ban', banned_now: 'ban', admitted: 'none', invalid_key: 'none' } as const;
+const WINDOW_LABEL = {
+  limited_minute: 'minute',
+  limited_day: 'day',
+  limited_both: 'both',
+  banned: 'ban',
+  banned_now: 'ban',
+  admitted: 'none',
+  invalid_key: 'none',
+} as const;
 
 export class KeyLimiter {
   private readonly knownBans = new Map<string, KnownBan>();
@@ -166,7 +174,10 @@ export class KeyLimiter {
     }
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
-      logger.warn({ reqId: req.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) }, 'api key banned');
+      logger.warn(
+        { reqId: req.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) },
+        'api key banned',
+      );
     }
     this.answer(req, res, next, consumer, limits, decision, now);
   }
@@ -182,9 +193,17 @@ export class KeyLimiter {
     if (admitted) return next();
     res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
     if (d.outcome === 'banned' || d.outcome === 'banned_now') {
-      return sendError(res, 'api_key_banned', `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`);
+      return sendError(
+        res,
+        'api_key_banned',
+        `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`,
+      );
     }
-    sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day'} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
+    sendError(
+      res,
+      'rate_limit_exceeded',
+      `Rate limit exceeded (${d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day'} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`,
+    );
   }
 
   /** The policy header depends only on the limits: built once per KeyLimits (see limitsByPair). */

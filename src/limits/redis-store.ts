@@ -171,7 +171,16 @@ export class RedisLimiterStore implements LimiterStore {
     if (!byLimits) this.policies.set(ban, (byLimits = new WeakMap()));
     let arg = byLimits.get(limits);
     if (arg === undefined) {
-      arg = [limits.perMinute, limits.perDay, ban.threshold, ban.windowSeconds * 1000, ban.resetAfterSeconds * 1000, MINUTE_MS, DAY_MS, ...ban.durationsSeconds.map((s) => s * 1000)].join(' ');
+      arg = [
+        limits.perMinute,
+        limits.perDay,
+        ban.threshold,
+        ban.windowSeconds * 1000,
+        ban.resetAfterSeconds * 1000,
+        MINUTE_MS,
+        DAY_MS,
+        ...ban.durationsSeconds.map((s) => s * 1000),
+      ].join(' ');
       byLimits.set(limits, arg);
     }
     return arg;

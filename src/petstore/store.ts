@@ -35,9 +35,7 @@ export class StoreUnavailableError extends Error {
 
 function toCategory(id: number, input: NewCategory): Category {
   // Explicit field order keeps responses stable: id, name, then description only when given.
-  return input.description === undefined
-    ? { id, name: input.name }
-    : { id, name: input.name, description: input.description };
+  return input.description === undefined ? { id, name: input.name } : { id, name: input.name, description: input.description };
 }
 
 export class MemoryCategoryStore implements CategoryStore {
@@ -109,11 +107,7 @@ export class RedisCategoryStore implements CategoryStore {
       // An id burnt by a failed MULTI leaves a gap, never a duplicate.
       const id = await this.redis.incr(this.seqKey);
       const c = toCategory(id, input);
-      const res = await this.redis
-        .multi()
-        .hset(this.dataKey, String(id), JSON.stringify(c))
-        .zadd(this.idsKey, id, String(id))
-        .exec();
+      const res = await this.redis.multi().hset(this.dataKey, String(id), JSON.stringify(c)).zadd(this.idsKey, id, String(id)).exec();
       if (!res) throw new Error('MULTI aborted');
       for (const [err] of res) if (err) throw err;
       return c;
@@ -127,10 +121,7 @@ export class RedisCategoryStore implements CategoryStore {
   async close(): Promise<void> {
     // QUIT waits for a reply that a dead Redis never sends; cap it, then drop the socket.
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.redis.quit().catch(() => undefined),
-      new Promise((r) => (timer = setTimeout(r, 1000))),
-    ]);
+    await Promise.race([this.redis.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
     clearTimeout(timer);
     this.redis.disconnect();
   }

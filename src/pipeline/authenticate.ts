@@ -81,7 +81,7 @@ export function authenticate(keys: KeyService, logger: Logger, refused?: Refused
   };
 }
 
-export function requireConsumer(req: Request, res: Response, next: NextFunction): void {
+export function requireConsumer(_req: Request, res: Response, next: NextFunction): void {
   if (res.locals.consumer) return next();
   const code = (res.locals.authFailure as ErrorCode | undefined) ?? 'missing_api_key';
   res.setHeader('www-authenticate', code === 'missing_api_key' ? 'Bearer realm="tollgate"' : 'Bearer realm="tollgate", error="invalid_token"');

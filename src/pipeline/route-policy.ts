@@ -61,10 +61,11 @@ export function pathOf(url: string): string {
  */
 export function policyPath(path: string): string {
   let p = path.includes('//') ? path.replace(/\/{2,}/g, '/') : path;
-  if (p.includes('%')) p = p.replace(/%([0-9A-Fa-f]{2})/g, (escape, hex: string) => {
-    const c = String.fromCharCode(parseInt(hex, 16));
-    return /[A-Za-z0-9\-._~]/.test(c) ? c : escape;
-  });
+  if (p.includes('%'))
+    p = p.replace(/%([0-9A-Fa-f]{2})/g, (encoded, hex: string) => {
+      const c = String.fromCharCode(parseInt(hex, 16));
+      return /[A-Za-z0-9\-._~]/.test(c) ? c : encoded;
+    });
   return p;
 }
 

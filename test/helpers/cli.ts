@@ -163,7 +163,11 @@ export class CliProcess {
 
   /** Waits for a log line whose msg contains `msg` (after `after` lines). */
   waitForLog(msg: string, opts: { timeoutMs?: number; after?: number } = {}): Promise<LogLine> {
-    return this.until(() => this.logs.slice(opts.after ?? 0).find((l) => typeof l.msg === 'string' && l.msg.includes(msg)), `a "${msg}" log line`, opts.timeoutMs ?? 10_000);
+    return this.until(
+      () => this.logs.slice(opts.after ?? 0).find((l) => typeof l.msg === 'string' && l.msg.includes(msg)),
+      `a "${msg}" log line`,
+      opts.timeoutMs ?? 10_000,
+    );
   }
 
   /** Waits for the first match of `pattern` in stdout. */
@@ -181,7 +185,13 @@ export class CliProcess {
     try {
       return await Promise.race([
         this.exited,
-        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`process did not exit within ${timeoutMs} ms\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`)), timeoutMs))),
+        new Promise<never>(
+          (_, reject) =>
+            (timer = setTimeout(
+              () => reject(new Error(`process did not exit within ${timeoutMs} ms\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`)),
+              timeoutMs,
+            )),
+        ),
       ]);
     } finally {
       clearTimeout(timer);

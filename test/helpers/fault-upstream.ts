@@ -31,7 +31,7 @@ export const slow =
 export const resetMidBody =
   (opts: { chunked: boolean }): Behaviour =>
   (_req, res) => {
-    const part = '{"items":[' + '"x",'.repeat(200);
+    const part = `{"items":[${'"x",'.repeat(200)}`;
     res.setHeader('content-type', 'application/json');
     if (!opts.chunked) res.setHeader('content-length', String(part.length * 4));
     res.flushHeaders();

@@ -124,7 +124,16 @@ export async function startFuzzGateway(opts: FuzzGatewayOptions = {}): Promise<F
   const key = generateKey();
   const keyId = 'fuzz-key';
   const config = testConfig({
-    server: { host: '127.0.0.1', port: 0, maxBodyBytes: 65_536, headersTimeoutMs: 1000, requestTimeoutMs: 2000, keepAliveTimeoutMs: 1000, drainTimeoutMs: 500, ...opts.server },
+    server: {
+      host: '127.0.0.1',
+      port: 0,
+      maxBodyBytes: 65_536,
+      headersTimeoutMs: 1000,
+      requestTimeoutMs: 2000,
+      keepAliveTimeoutMs: 1000,
+      drainTimeoutMs: 500,
+      ...opts.server,
+    },
     upstream: { url: upstream.url, timeoutMs: 3000, ...opts.upstream },
     log: { level: 'error' },
     // Limits far out of reach: the fuzz checks parsing and routing, not metering.
@@ -282,7 +291,8 @@ export function checkResponse(r: RawResponse, allowed: ReadonlySet<number>, opts
   if (r.status >= 400) {
     if (opts.head) {
       // No body on a HEAD answer; the headers must still announce the JSON error.
-      if (!/^application\/json/.test(r.headers['content-type'] ?? '')) problems.push(`HEAD error ${r.status} is ${r.headers['content-type'] ?? 'untyped'}, not JSON`);
+      if (!/^application\/json/.test(r.headers['content-type'] ?? ''))
+        problems.push(`HEAD error ${r.status} is ${r.headers['content-type'] ?? 'untyped'}, not JSON`);
       return problems;
     }
     if (!/^application\/json/.test(r.headers['content-type'] ?? '')) problems.push(`error ${r.status} is ${r.headers['content-type'] ?? 'untyped'}, not JSON`);
@@ -335,7 +345,10 @@ export function describe(ex: Exchange): string {
 /** Collects failures instead of throwing at the first, so one run reports a pattern rather than a single case. */
 export class Failures {
   readonly list: string[] = [];
-  constructor(private readonly seed: number, private readonly label: string) {}
+  constructor(
+    private readonly seed: number,
+    private readonly label: string,
+  ) {}
   add(index: number | string, what: string, input: Buffer | string | Array<Buffer | string>): void {
     if (this.list.length >= 25) return;
     const bytes = Array.isArray(input) ? input.map((p) => (Buffer.isBuffer(p) ? p.toString('latin1') : p)).join('') : input;
@@ -344,7 +357,9 @@ export class Failures {
   /** Throws with every failure and the seed to replay them. */
   assertNone(): void {
     if (this.list.length === 0) return;
-    throw new Error(`${this.list.length}${this.list.length >= 25 ? '+' : ''} fuzz failure(s) in ${this.label}; replay with FUZZ_SEED=${this.seed}\n${this.list.join('\n')}`);
+    throw new Error(
+      `${this.list.length}${this.list.length >= 25 ? '+' : ''} fuzz failure(s) in ${this.label}; replay with FUZZ_SEED=${this.seed}\n${this.list.join('\n')}`,
+    );
   }
 }
 
@@ -354,7 +369,8 @@ export async function assertStillServing(f: FuzzGateway, seed: number, label: st
   const keyed = await exchange(f.port, `GET /v1/alive HTTP/1.1\r\nHost: fuzz\r\nAuthorization: Bearer ${f.key}\r\nConnection: close\r\n\r\n`, { responses: 1 });
   const problems: string[] = [];
   if (health.responses[0]?.status !== 200) problems.push(`GET /healthz answered ${health.responses[0]?.status ?? 'nothing'}`);
-  if (keyed.responses[0]?.status !== 200) problems.push(`keyed GET /v1/alive answered ${keyed.responses[0]?.status ?? 'nothing'}: ${keyed.responses[0]?.body ?? ''}`);
+  if (keyed.responses[0]?.status !== 200)
+    problems.push(`keyed GET /v1/alive answered ${keyed.responses[0]?.status ?? 'nothing'}: ${keyed.responses[0]?.body ?? ''}`);
   const unhandled = f.errorLogs.filter((l) => l.msg === 'unhandled error');
   if (unhandled.length) problems.push(`${unhandled.length} unhandled error(s) logged: ${JSON.stringify(unhandled[0])}`);
   if (f.canary.seen.length) problems.push(`the canary host was contacted: ${JSON.stringify(f.canary.seen.map((s) => s.url))}`);
@@ -447,7 +463,12 @@ export async function runCases(
     const id = String(s.headers['x-request-id'] ?? '');
     const owner = judged.get(id);
     if (owner) late.set(id, [...(late.get(id) ?? []), s]);
-    else failures.add('upstream', `the upstream received a request no case sent: ${s.method} ${s.url} (x-request-id ${id}, x-consumer-id ${String(s.headers['x-consumer-id'])})`, '');
+    else
+      failures.add(
+        'upstream',
+        `the upstream received a request no case sent: ${s.method} ${s.url} (x-request-id ${id}, x-consumer-id ${String(s.headers['x-consumer-id'])})`,
+        '',
+      );
   }
   // A case's own upstream request that arrived after its check: judge the case again with everything it caused.
   for (const [id, arrivals] of late) {
@@ -457,7 +478,8 @@ export async function runCases(
     if (problems.length) failures.add(`${index} (${c.kind}, late upstream arrival of ${arrivals.length})`, problems.join('; '), c.bytes);
   }
   failures.assertNone();
-  if (process.env.FUZZ_VERBOSE) console.info(`[fuzz ${label}] seed ${seed}: ${summary.cases} cases; kinds ${JSON.stringify(summary.byKind)}; answers ${JSON.stringify(summary.byStatus)}`);
+  if (process.env.FUZZ_VERBOSE)
+    console.info(`[fuzz ${label}] seed ${seed}: ${summary.cases} cases; kinds ${JSON.stringify(summary.byKind)}; answers ${JSON.stringify(summary.byStatus)}`);
   return summary;
 }
 

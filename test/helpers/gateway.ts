@@ -188,7 +188,7 @@ export class RawConnection {
 export async function rawRequest(port: number, lines: string[], body = '', opts: { head?: boolean; timeoutMs?: number } = {}): Promise<RawResponse> {
   const conn = await RawConnection.open(port);
   try {
-    conn.write(lines.join('\r\n') + '\r\n\r\n' + body);
+    conn.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
     return await conn.read(opts);
   } finally {
     conn.destroy();

@@ -59,7 +59,11 @@ export async function startLimitsGateway(
     runtime,
     metrics,
     async createKey(input) {
-      const { key, record } = await parts.keys.create({ plan: input.plan ?? 'free', ...(input.perMinute ? { perMinute: input.perMinute } : {}), ...(input.perDay ? { perDay: input.perDay } : {}) });
+      const { key, record } = await parts.keys.create({
+        plan: input.plan ?? 'free',
+        ...(input.perMinute ? { perMinute: input.perMinute } : {}),
+        ...(input.perDay ? { perDay: input.perDay } : {}),
+      });
       return { id: record.id, key };
     },
     async close() {
@@ -171,7 +175,12 @@ export async function clientAddresses(admin: Redis, name: string): Promise<Set<s
   const list = (await admin.client('LIST')) as string;
   const out = new Set<string>();
   for (const line of list.split('\n')) {
-    const fields = new Map(line.trim().split(' ').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const));
+    const fields = new Map(
+      line
+        .trim()
+        .split(' ')
+        .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as const),
+    );
     if (fields.get('name') === name && fields.get('addr')) out.add(fields.get('addr')!);
   }
   return out;

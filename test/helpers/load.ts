@@ -60,7 +60,14 @@ export interface Load {
 /** One GET (or `method`) request, always resolved, never rejected. */
 export function timedRequest(
   url: string,
-  opts: { method?: string; headers?: Record<string, string | string[]>; body?: string | Buffer; agent?: Agent | false; timeoutMs?: number; phase?: string } = {},
+  opts: {
+    method?: string;
+    headers?: Record<string, string | string[]>;
+    body?: string | Buffer;
+    agent?: Agent | false;
+    timeoutMs?: number;
+    phase?: string;
+  } = {},
 ): Promise<LoadResult> {
   return new Promise((resolve) => {
     const startedAt = Date.now();
@@ -74,7 +81,15 @@ export function timedRequest(
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      resolve({ url, startedAt, ms: Date.now() - startedAt, phase: opts.phase ?? '', reused: req.reusedSocket, ...(status !== undefined ? { status, headers } : {}), ...extra });
+      resolve({
+        url,
+        startedAt,
+        ms: Date.now() - startedAt,
+        phase: opts.phase ?? '',
+        reused: req.reusedSocket,
+        ...(status !== undefined ? { status, headers } : {}),
+        ...extra,
+      });
     };
     const timer = setTimeout(() => {
       finish({ error: 'client_timeout' });
