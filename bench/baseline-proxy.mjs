@@ -3,7 +3,7 @@
 // else: no auth, limits, logging, metrics or header work. What Tollgate costs is measured against this.
 // Started by bench/run.mjs with an IPC channel: argv[2] is the upstream URL; it reports its port, and exits when
 // the parent goes away. With BENCH_BASELINE_PROTOTYPES (bench --baseline-prototypes: the path of Tollgate's built
-// dist/http-server.js) its server gets Tollgate's fix for Express's per-request Object.setPrototypeOf, so the bench
+// dist/server/http-server.js) its server gets Tollgate's fix for Express's per-request Object.setPrototypeOf, so the bench
 // can show what Tollgate's features cost over a tuned Express as well as over a bare one.
 import { createServer, Agent } from 'node:http';
 import { pathToFileURL } from 'node:url';

@@ -32,7 +32,7 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
                         (repeatable; an experiment: Tollgate ships without any)
   --compare-workers     extra scenario w: scenario a's load on Tollgate with 1 and with 2 workers
   --baseline-prototypes run the baseline with Tollgate's fix for Express's per-request Object.setPrototypeOf
-                        (src/http-server.ts expressPrototypes): what Tollgate's features cost over a tuned Express,
+                        (src/server/http-server.ts expressPrototypes): what Tollgate's features cost over a tuned Express,
                         not the budget's baseline (bench/README.md)
   --profile             run Tollgate and the baseline under node --cpu-prof (profiles in bench/results/):
                         Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function
@@ -683,7 +683,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   if (profileDir) for (const d of ['baseline', 'tollgate']) mkdirSync(join(profileDir, d), { recursive: true });
   const baselineProc = await procs.forkHelper('baseline', join(HERE, 'baseline-proxy.mjs'), [upstreamUrl], {
     execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
-    env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir, ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/http-server.js') } : {}) }),
+    env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir, ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/server/http-server.js') } : {}) }),
   });
   const baseline = {
     name: 'baseline',

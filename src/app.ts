@@ -1,17 +1,17 @@
 // Builds the gateway's Express app from config and dependencies. No I/O at import and no listen():
-// tests drive the returned app in-process, and only src/gateway-server.ts binds a port.
+// tests drive the returned app in-process, and only src/server/gateway-server.ts binds a port.
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import helmet from 'helmet';
 import { randomUUID } from 'node:crypto';
-import { systemClock, type Clock } from './clock.js';
-import { HttpError, sendError } from './errors.js';
-import { H, isSaneRequestId } from './headers.js';
-import type { Logger } from './logger.js';
-import { Metrics } from './metrics.js';
-import { healthz, metricsHandler, readyz, type ReadinessCheck } from './ops.js';
+import { systemClock, type Clock } from './util/clock.js';
+import { HttpError, sendError } from './http/errors.js';
+import { H, isSaneRequestId } from './http/headers.js';
+import type { Logger } from './observability/logger.js';
+import { Metrics } from './observability/metrics.js';
+import { healthz, metricsHandler, readyz, type ReadinessCheck } from './observability/ops.js';
 import { createProxy, declaredBodyLimit, prepareUpstreamHeaders } from './pipeline/proxy.js';
 import { pathOf, routePolicy } from './pipeline/route-policy.js';
-import type { Runtime } from './runtime.js';
+import type { Runtime } from './config/runtime.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -31,7 +31,7 @@ export interface GatewayDeps {
   stages?: readonly RequestHandler[];
   /**
    * Whether /readyz and /metrics are served on the gateway port (the default), or only on the separate ops listener
-   * (`ops` in the config: src/ops.ts buildOpsApp). /healthz stays either way: load balancers probe the port they send to.
+   * (`ops` in the config: src/observability/ops.ts buildOpsApp). /healthz stays either way: load balancers probe the port they send to.
    */
   opsOnGatewayPort?: boolean;
 }

@@ -2,14 +2,14 @@
 // the request-path stages on them. Everything the gateway holds open is released by close().
 import type { RequestHandler } from 'express';
 import type { Redis } from 'ioredis';
-import type { Clock } from './clock.js';
+import type { Clock } from './util/clock.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
 import { KeyService, staticKeyMap } from './keys/service.js';
 import type { KeyStore } from './keys/types.js';
-import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
-import type { ReadinessCheck } from './ops.js';
+import type { Logger } from './observability/logger.js';
+import type { Metrics } from './observability/metrics.js';
+import type { ReadinessCheck } from './observability/ops.js';
 import { authenticate, requireConsumer } from './pipeline/authenticate.js';
 import { Keyspace } from './storage/keyspace.js';
 import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
@@ -19,7 +19,7 @@ import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisLimiterStore } from './limits/redis-store.js';
-import type { Runtime } from './runtime.js';
+import type { Runtime } from './config/runtime.js';
 
 export interface GatewayParts {
   stages: RequestHandler[];

@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ERRORS, HttpError, errorBody, type ErrorCode } from '../src/errors.js';
+import { ERRORS, HttpError, errorBody, type ErrorCode } from '../src/http/errors.js';
 
 const README = fileURLToPath(new URL('../README.md', import.meta.url));
 const codes = Object.keys(ERRORS) as ErrorCode[];

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { RequestHandler } from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import { httpUpstreamCheck } from '../src/ops.js';
+import { httpUpstreamCheck } from '../src/observability/ops.js';
 import { freePort } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, UUID, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';

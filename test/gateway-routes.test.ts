@@ -4,7 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import { ManualClock } from '../src/clock.js';
+import { ManualClock } from '../src/util/clock.js';
 import { policyPath } from '../src/pipeline/route-policy.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ReplyError, type Redis } from 'ioredis';
-import { Metrics } from '../src/metrics.js';
+import { Metrics } from '../src/observability/metrics.js';
 import { MemoryPolicyWatcher, writeRefusal } from '../src/storage/memory-policy.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';

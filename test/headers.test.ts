@@ -1,7 +1,7 @@
 // Header formats Tollgate writes itself, against the RFC examples (RFC 9745, RFC 8594, RFC 9110, RFC 6750 and the IETF httpapi RateLimit draft).
 import { describe, expect, it } from 'vitest';
 import { generateKey } from '../src/keys/format.js';
-import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/headers.js';
+import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/http/headers.js';
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 

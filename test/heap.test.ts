@@ -1,11 +1,11 @@
-// server.heapGrowthPercent (src/heap.ts): the bound it sets on V8's old generation is real. Each case is a child Node
+// server.heapGrowthPercent (src/server/heap.ts): the bound it sets on V8's old generation is real. Each case is a child Node
 // process (heap behaviour is per process) running test/fixtures/heap-churn.mjs: a warm cache plus a stream of
 // short-lived objects, the shape of a busy gateway's heap. Left to V8, the old generation grows to several times what
 // is live; with the gateway's default of 35 % it stays within a small multiple of it.
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { applyHeapGrowth } from '../src/heap.js';
+import { applyHeapGrowth } from '../src/server/heap.js';
 
 const CHURN = fileURLToPath(new URL('./fixtures/heap-churn.mjs', import.meta.url));
 

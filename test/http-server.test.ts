@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import express from 'express';
 import { Agent, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
-import { closeConnectionsAfterResponses, createGatewayServer, expressPrototypes } from '../src/http-server.js';
+import { closeConnectionsAfterResponses, createGatewayServer, expressPrototypes } from '../src/server/http-server.js';
 
 let server: Server | undefined;
 afterEach(async () => {

@@ -7,7 +7,7 @@ import request from 'supertest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { Metrics } from '../src/metrics.js';
+import { Metrics } from '../src/observability/metrics.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { TestRedis, freePort } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { ManualClock } from '../src/clock.js';
+import { ManualClock } from '../src/util/clock.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { recordRevision } from '../src/keys/redis-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';

@@ -3,10 +3,10 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LOG_MAX_WRITE } from '../src/logger.js';
+import { LOG_MAX_WRITE } from '../src/observability/logger.js';
 import { REPO, cleanEnv } from './helpers/cli.js';
 
-const LOGGER = join(REPO, 'dist', 'logger.js');
+const LOGGER = join(REPO, 'dist', 'observability', 'logger.js');
 
 function runChild(script: string): Promise<{ code: number | null; lines: string[] }> {
   return new Promise((resolve, reject) => {
@@ -62,7 +62,7 @@ describe('closeLogs', () => {
 
 describe('isoTime', () => {
   it('writes the same timestamp as toISOString, across seconds, milliseconds and days', async () => {
-    const { isoTime } = await import('../src/logger.js');
+    const { isoTime } = await import('../src/observability/logger.js');
     const base = Date.UTC(2026, 10, 22, 23, 59, 58, 0);
     // Each millisecond of three seconds (and the change of day between them), then some out of order.
     const times = [...Array.from({ length: 3000 }, (_, i) => base + i), base + 5, base + 2999, base - 86_400_000 + 7, base + 1_000_000_123];
@@ -73,7 +73,7 @@ describe('isoTime', () => {
 describe('redaction', () => {
   it('credential headers are redacted wherever they are logged; the access log shape passes unchanged', async () => {
     const { Writable } = await import('node:stream');
-    const { createLogger } = await import('../src/logger.js');
+    const { createLogger } = await import('../src/observability/logger.js');
     const lines: Record<string, unknown>[] = [];
     const sink = new Writable({
       write(chunk: Buffer, _enc, cb) {
@@ -122,7 +122,7 @@ describe('logDestination', () => {
     const { mkdtempSync, openSync, readFileSync, rmSync } = fs;
     const { tmpdir } = await import('node:os');
     const { vi } = await import('vitest');
-    const { createLogger, closeLogs, logDestination, LOG_MAX_WRITE } = await import('../src/logger.js');
+    const { createLogger, closeLogs, logDestination, LOG_MAX_WRITE } = await import('../src/observability/logger.js');
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-log-'));
     const writes = vi.spyOn(fs, 'write');
     try {

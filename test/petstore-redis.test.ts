@@ -5,7 +5,7 @@ import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { TestRedis } from './helpers/redis-server.js';
 import { createRedisClient } from '../src/storage/redis.js';
-import { createLogger } from '../src/logger.js';
+import { createLogger } from '../src/observability/logger.js';
 import { buildPetstoreApp } from '../src/petstore/app.js';
 import { RedisCategoryStore, type Category } from '../src/petstore/store.js';
 import { startPetstore } from '../src/petstore/server.js';

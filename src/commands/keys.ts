@@ -2,7 +2,7 @@
 // Plaintext keys are printed once, at create and rotate; list and show never print a key or a hash.
 import { type Command, Option } from 'commander';
 import type { Redis } from 'ioredis';
-import { systemClock } from '../clock.js';
+import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { generateKey, hashKey } from '../keys/format.js';

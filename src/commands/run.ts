@@ -1,15 +1,15 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
 import { loadConfigFile, validateConfig } from '../config/load.js';
-import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../gateway-server.js';
-import { createLogger, logDestination, reportLogDrops } from '../logger.js';
+import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
+import { createLogger, logDestination, reportLogDrops } from '../observability/logger.js';
 import { startPetstore } from '../petstore/server.js';
 import { redactRedisUrl } from '../storage/redis.js';
-import { systemClock } from '../clock.js';
-import { Metrics } from '../metrics.js';
+import { systemClock } from '../util/clock.js';
+import { Metrics } from '../observability/metrics.js';
 import { buildParts } from '../wiring.js';
-import { isPrimary, runPrimary, workerCount } from '../cluster.js';
-import { Runtime } from '../runtime.js';
-import { applyHeapGrowth } from '../heap.js';
+import { isPrimary, runPrimary, workerCount } from '../server/cluster.js';
+import { Runtime } from '../config/runtime.js';
+import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
 
 export async function runServe(configPath: string): Promise<void> {

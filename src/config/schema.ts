@@ -23,7 +23,7 @@ const server = z.strictObject({
   /**
    * How far V8's old generation may grow past the live heap before a full collection, in percent (0: V8's own
    * dynamic choice, which reaches 300 on 64-bit hosts). Bounds the gateway's resident memory; applied at start-up
-   * (src/heap.ts).
+   * (src/server/heap.ts).
    */
   heapGrowthPercent: z.number().int().min(0).max(1000).default(35),
   /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before the process exits anyway. */

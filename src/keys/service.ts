@@ -1,8 +1,8 @@
 // Key verification and administration above the KeyStore interface: the validity rules (status, expiry,
 // grace), the in-process cache that keeps steady traffic off Redis, and change propagation between instances.
 import { LRUCache } from 'lru-cache';
-import type { Clock } from '../clock.js';
-import { withDeadline } from '../deadline.js';
+import type { Clock } from '../util/clock.js';
+import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey } from './format.js';
 import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';

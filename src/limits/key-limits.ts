@@ -2,14 +2,14 @@
 // The decision itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local
 // ban cache, headers, logs and metrics around it.
 import type { NextFunction, Request, Response } from 'express';
-import type { Clock } from '../clock.js';
-import { withDeadline } from '../deadline.js';
-import { sendError } from '../errors.js';
-import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders, type RateWindow } from '../headers.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import type { Clock } from '../util/clock.js';
+import { withDeadline } from '../util/deadline.js';
+import { sendError } from '../http/errors.js';
+import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 import { requireConsumer, type Consumer } from '../pipeline/authenticate.js';
-import type { Runtime } from '../runtime.js';
+import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';

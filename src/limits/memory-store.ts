@@ -1,7 +1,7 @@
 // Limits in process memory: the store for a Redis-less gateway (`tollgate dev`, static keys), and the
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../util/clock.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowState } from './types.js';
 
 interface Counter {

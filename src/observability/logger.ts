@@ -1,6 +1,6 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { redactKeyShapes } from './keys/format.js';
+import { redactKeyShapes } from '../keys/format.js';
 
 export type { Logger };
 

@@ -1,7 +1,7 @@
 // The operations endpoints outside /v1: liveness, readiness (naming what is down) and Prometheus metrics.
 import express, { type Request, type Response } from 'express';
-import { withDeadline } from './deadline.js';
-import { sendError } from './errors.js';
+import { withDeadline } from '../util/deadline.js';
+import { sendError } from '../http/errors.js';
 import type { Metrics } from './metrics.js';
 
 export interface ReadinessCheck {

@@ -2,8 +2,8 @@
 // a deprecated demo pets route and store orders. No I/O at import; the caller listens.
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
-import { HttpError, sendError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { HttpError, sendError } from '../http/errors.js';
+import type { Logger } from '../observability/logger.js';
 import { StoreUnavailableError, type CategoryStore, type NewCategory } from './store.js';
 
 export interface PetstoreAppOptions {

@@ -2,10 +2,10 @@
 // and on close() drains the HTTP server and closes the store.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../observability/logger.js';
 import { createRedisClient, redactRedisUrl } from '../storage/redis.js';
 import { buildPetstoreApp } from './app.js';
-import { expressPrototypes } from '../http-server.js';
+import { expressPrototypes } from '../server/http-server.js';
 import { MemoryCategoryStore, RedisCategoryStore, type CategoryStore } from './store.js';
 
 export interface PetstoreOptions {

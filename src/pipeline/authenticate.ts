@@ -3,9 +3,9 @@
 // so the anonymous per-IP limit can sit between the two. A client the anonymous limit is already refusing gets no
 // key-store read for a key this instance does not know: it could only have been answered 429 anyway.
 import type { NextFunction, Request, Response } from 'express';
-import { sendError, type ErrorCode } from '../errors.js';
+import { sendError, type ErrorCode } from '../http/errors.js';
 import type { KeyService } from '../keys/service.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../observability/logger.js';
 
 export interface Consumer {
   id: string;

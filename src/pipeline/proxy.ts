@@ -7,11 +7,11 @@ import type { Socket } from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
-import { sendError } from '../errors.js';
-import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../headers.js';
-import { continueIfExpected } from '../http-server.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import { sendError } from '../http/errors.js';
+import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
+import { continueIfExpected } from '../server/http-server.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 
 /** Per-request proxy state, kept on res.locals so the library's callbacks can reach it. */
 interface ProxyState {

@@ -2,11 +2,11 @@
 // Route patterns are compiled once per config load; per request only the compiled matchers run.
 import type { NextFunction, Request, Response } from 'express';
 import { match, type MatchFunction } from 'path-to-regexp';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../util/clock.js';
 import type { RouteConfig } from '../config/schema.js';
-import { sendError } from '../errors.js';
-import { H, formatDeprecation, formatLink, formatSunset } from '../headers.js';
-import type { Runtime } from '../runtime.js';
+import { sendError } from '../http/errors.js';
+import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
+import type { Runtime } from '../config/runtime.js';
 
 export interface CompiledRoute {
   readonly method: string;

@@ -3,8 +3,8 @@
 // it forwards SIGHUP, drains all workers on SIGTERM/SIGINT, and replaces a worker that dies.
 import cluster, { type Worker } from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import type { Config } from './config/schema.js';
-import { closeLogs, type Logger } from './logger.js';
+import type { Config } from '../config/schema.js';
+import { closeLogs, type Logger } from '../observability/logger.js';
 
 export function workerCount(setting: Config['server']['workers']): number {
   return setting === 'auto' ? availableParallelism() : setting;

@@ -2,14 +2,14 @@
 // The only gateway file that binds a port or installs signal handlers.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { buildGateway, type GatewayDeps } from './app.js';
-import { excerpt, loadConfigFile } from './config/load.js';
+import { buildGateway, type GatewayDeps } from '../app.js';
+import { excerpt, loadConfigFile } from '../config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
-import type { Config, OpsConfig } from './config/schema.js';
-import { closeLogs, type Logger } from './logger.js';
-import { Metrics } from './metrics.js';
-import { buildOpsApp, httpUpstreamCheck, type ReadinessCheck } from './ops.js';
-import { Runtime } from './runtime.js';
+import type { Config, OpsConfig } from '../config/schema.js';
+import { closeLogs, type Logger } from '../observability/logger.js';
+import { Metrics } from '../observability/metrics.js';
+import { buildOpsApp, httpUpstreamCheck, type ReadinessCheck } from '../observability/ops.js';
+import { Runtime } from '../config/runtime.js';
 
 export interface RunningGateway {
   server: Server;

@@ -5,8 +5,8 @@ import { createServer, IncomingMessage, ServerResponse, type OutgoingHttpHeader,
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
-import { errorBody } from './errors.js';
-import { H, isSaneRequestId } from './headers.js';
+import { errorBody } from '../http/errors.js';
+import { H, isSaneRequestId } from '../http/headers.js';
 
 const AWAITING_CONTINUE = Symbol('tollgate.awaitingContinue');
 type MaybeAwaiting = ServerResponse & { [AWAITING_CONTINUE]?: boolean };

@@ -2,8 +2,8 @@
 // waiting out commandTimeoutMs on a dead or hung server; then one probe call decides whether it closes again.
 // A timeout that this process caused (its event loop too late to read an answer) is overload, not a Redis failure:
 // it is reported, but does not open the breaker.
-import type { Clock } from '../clock.js';
-import { DeadlineError } from '../deadline.js';
+import type { Clock } from '../util/clock.js';
+import { DeadlineError } from '../util/deadline.js';
 
 export class BreakerOpenError extends Error {
   constructor() {

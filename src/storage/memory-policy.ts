@@ -4,9 +4,9 @@
 // which the limit check meets as an error (degraded mode). This file watches the policy (start-up, every minute,
 // each reconnect) and gives /readyz its Redis check: a write probe plus the policy, each failure named.
 import { ReplyError, type Redis } from 'ioredis';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import { NotReadyError, type ReadinessCheck } from '../ops.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { NotReadyError, type ReadinessCheck } from '../observability/ops.js';
 import type { Keyspace } from './keyspace.js';
 
 /** How often the policy is read again: an operator (or a managed service) can change it on a running Redis. */

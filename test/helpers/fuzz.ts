@@ -9,13 +9,13 @@
 // FUZZ_VERBOSE=1 prints each loop's case kinds and answers.
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
-import { ERRORS } from '../../src/errors.js';
-import { startGateway, type RunningGateway } from '../../src/gateway-server.js';
+import { ERRORS } from '../../src/http/errors.js';
+import { startGateway, type RunningGateway } from '../../src/server/gateway-server.js';
 import { generateKey, hashKey } from '../../src/keys/format.js';
-import { createLogger } from '../../src/logger.js';
-import { Metrics } from '../../src/metrics.js';
-import { Runtime } from '../../src/runtime.js';
-import { systemClock } from '../../src/clock.js';
+import { createLogger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { Runtime } from '../../src/config/runtime.js';
+import { systemClock } from '../../src/util/clock.js';
 import { buildParts } from '../../src/wiring.js';
 import { leaksIn, parseResponse, testConfig, type RawResponse } from './gateway.js';
 import { TestUpstream, type SeenRequest } from './upstream.js';

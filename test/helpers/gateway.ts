@@ -1,15 +1,15 @@
 // Builds an in-process gateway on a loopback port from a partial config, and speaks raw HTTP/1.1 to it
 // (absolute-form targets, hop-by-hop headers and exact response headers are beyond supertest's reach).
 import type { Server } from 'node:http';
-import { createGatewayServer } from '../../src/http-server.js';
+import { createGatewayServer } from '../../src/server/http-server.js';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { buildGateway, type Gateway, type GatewayDeps } from '../../src/app.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
-import type { Logger } from '../../src/logger.js';
-import { Runtime } from '../../src/runtime.js';
+import type { Logger } from '../../src/observability/logger.js';
+import { Runtime } from '../../src/config/runtime.js';
 
 export const silentLogger: Logger = pino({ level: 'silent' });
 

@@ -2,17 +2,17 @@
 // (Runtime + buildParts + buildGateway on a loopback port), a logger whose lines the test can read, Prometheus
 // text parsing, and Redis command counting (INFO and MONITOR) for round-trip assertions.
 import type { Server } from 'node:http';
-import { createGatewayServer } from '../../src/http-server.js';
+import { createGatewayServer } from '../../src/server/http-server.js';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import { buildGateway, type Gateway } from '../../src/app.js';
-import { systemClock, type Clock } from '../../src/clock.js';
+import { systemClock, type Clock } from '../../src/util/clock.js';
 import type { Config } from '../../src/config/schema.js';
-import { createLogger, type Logger } from '../../src/logger.js';
-import { Metrics } from '../../src/metrics.js';
-import { httpUpstreamCheck } from '../../src/ops.js';
-import { Runtime } from '../../src/runtime.js';
+import { createLogger, type Logger } from '../../src/observability/logger.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import { httpUpstreamCheck } from '../../src/observability/ops.js';
+import { Runtime } from '../../src/config/runtime.js';
 import { buildParts, type GatewayParts } from '../../src/wiring.js';
 import { silentLogger } from './gateway.js';
 
@@ -75,7 +75,7 @@ export async function startLimitsGateway(
   };
 }
 
-/** A pino logger (src/logger.ts) writing into memory, for assertions on log lines. */
+/** A pino logger (src/observability/logger.ts) writing into memory, for assertions on log lines. */
 export function captureLogger(level: 'info' | 'debug' | 'warn' = 'info'): { logger: Logger; lines: Array<Record<string, unknown>>; messages(): string[] } {
   const lines: Array<Record<string, unknown>> = [];
   const logger = createLogger(level, {
