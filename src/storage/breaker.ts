@@ -69,10 +69,12 @@ export class Breaker {
       this.trip('redis not connected');
       throw new BreakerOpenError();
     }
+    let probe = false;
     if (this.open) {
       // One caller probes after the cool-down; the rest keep failing fast until it answers.
       if (this.probing || this.clock.now() - this.openedAt < this.cooldownMs) throw new BreakerOpenError();
       this.probing = true;
+      probe = true;
     }
     const started = budgetMs === undefined ? 0 : this.monotonic();
     try {
@@ -89,7 +91,9 @@ export class Breaker {
       this.trip((err as Error).message);
       throw err;
     } finally {
-      this.probing = false;
+      // Only the probe ends probing: a call that started before the breaker opened may finish while the probe is
+      // still out, and clearing the flag then would let a second probe through.
+      if (probe) this.probing = false;
     }
   }
 
