@@ -287,6 +287,26 @@ describe('KeyService (memory store, manual clock)', () => {
     expect(await admin.revoke('key_unknown')).toBe(false);
   });
 
+  it("a change message drops that key's cached hashes by id, without walking the cache; evicted entries leave the index", async () => {
+    const { service, admin } = memoryService({ cache: { maxEntries: 3 } });
+    await service.start();
+    const made = await Promise.all([0, 1, 2, 3].map(() => admin.create({ plan: 'free' })));
+    for (const m of made) expect((await service.verify(m.key)).ok).toBe(true);
+    // maxEntries 3: the first key was evicted; the other three are cached.
+    expect(service.cacheSize).toBe(3);
+    const cache = (service as unknown as { cache: { entries: () => never } }).cache;
+    cache.entries = () => {
+      throw new Error('forget() walked the whole cache');
+    };
+    await admin.revoke(made[2]!.record.id);
+    expect(service.cacheSize).toBe(2);
+    // An evicted key's message finds nothing to drop, and nothing breaks.
+    await admin.revoke(made[0]!.record.id);
+    expect(service.cacheSize).toBe(2);
+    const index = (service as unknown as { hashesById: Map<string, Set<string>> }).hashesById;
+    expect([...index.keys()].sort()).toEqual([made[1]!.record.id, made[3]!.record.id].sort());
+  });
+
   it('a lookup answered after a revoke was announced does not cache the pre-revoke record', async () => {
     const { spy, service, admin } = memoryService();
     await service.start();

@@ -95,7 +95,32 @@ export class KeyService {
     private readonly staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
   ) {
     this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
-    this.cache = new LRUCache({ max: this.opts.maxEntries });
+    this.cache = new LRUCache({
+      max: this.opts.maxEntries,
+      // Keeps hashesById in step with whatever leaves the cache (eviction, delete, overwrite, clear).
+      dispose: (entry, hash) => {
+        const id = entry.key?.id;
+        if (id === undefined) return;
+        const hashes = this.hashesById.get(id);
+        hashes?.delete(hash);
+        if (hashes?.size === 0) this.hashesById.delete(id);
+      },
+    });
+  }
+
+  /**
+   * Cached hashes by key id (a key has two while a rotation's grace lasts), so a change message drops its key's
+   * entries directly instead of walking a cache of up to maxEntries on every message.
+   */
+  private readonly hashesById = new Map<string, Set<string>>();
+
+  private remember(hash: string, entry: CacheEntry): void {
+    this.cache.set(hash, entry);
+    const id = entry.key?.id;
+    if (id === undefined) return;
+    let hashes = this.hashesById.get(id);
+    if (!hashes) this.hashesById.set(id, (hashes = new Set()));
+    hashes.add(hash);
   }
 
   /** Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache. */
@@ -203,7 +228,7 @@ export class KeyService {
       p = withDeadline(this.store.findByHash(hash), this.opts.lookupTimeoutMs, 'key lookup')
         .then((found) => {
           // A change announced while this read was in flight may postdate what it read: answer, but do not cache.
-          if (generation === this.generation) this.cache.set(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now(), resets });
+          if (generation === this.generation) this.remember(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now(), resets });
           return found;
         })
         .finally(() => this.inflight.delete(hash));
@@ -228,9 +253,9 @@ export class KeyService {
   private forget(id: string): void {
     this.generation++;
     for (const fn of this.changeListeners) fn(id);
-    for (const [hash, entry] of this.cache.entries()) {
-      if (entry.key?.id === id) this.cache.delete(hash);
-    }
+    const hashes = this.hashesById.get(id);
+    // A copy: each delete's dispose edits the set.
+    if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
   }
 
   // ---- administration (the `tollgate keys` commands and `tollgate dev`) ----
