@@ -535,6 +535,20 @@ describe('KeyService (memory store, manual clock)', () => {
     expect((await service.verify(uncached)).ok).toBe(true);
   });
 
+  it('a stale copy served after a failed re-read still reports the time the read took (it comes out of the Redis budget)', async () => {
+    const clock = systemClock;
+    const mem = new MemoryKeyStore();
+    const spy = new SpyKeyStore(mem);
+    const service = new KeyService(spy, clock, { lookupTimeoutMs: 40, ttlMs: 1 });
+    const { key } = await new KeyService(mem, clock).create({ plan: 'free' });
+    expect((await service.verify(key)).ok).toBe(true);
+    await new Promise((r) => setTimeout(r, 5));
+    spy.mode = 'hang';
+    const r = await service.verify(key);
+    expect(r.ok).toBe(true);
+    expect(r.storeMs).toBeGreaterThanOrEqual(35);
+  });
+
   it('store hanging: verification gives up after lookupTimeoutMs', async () => {
     const clock = systemClock;
     const mem = new MemoryKeyStore();

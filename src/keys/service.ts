@@ -181,9 +181,10 @@ export class KeyService {
         // Just read: nothing to confirm yet.
         return { ...this.judge((await this.lookup(hash))?.key ?? null, hash, now), storeMs: this.clock.now() - started };
       } catch {
-        // The store failed: a key read recently enough keeps working; anything else cannot be verified.
-        if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) stored = cached.key;
-        else return { ok: false, reason: 'unavailable' };
+        // The store failed: a key read recently enough keeps working, and the wait is reported (it came out of the
+        // request's Redis budget, which the limit check then shares); anything else cannot be verified.
+        if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) return { ...this.judge(cached.key, hash, now), storeMs: this.clock.now() - started };
+        return { ok: false, reason: 'unavailable' };
       }
     }
     return this.judge(stored, hash, now, revision);
