@@ -1,0 +1,109 @@
+// The tollgate command line, built fresh for each run: commands, options and how errors become exit codes (0 success,
+// 1 a clear error on stderr, 2 usage). src/cli.ts runs it for the process; tests run it in-process, so a usage
+// error costs no child process.
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { loadConfigFile, resolveConfigPath } from '../config/load.js';
+import { CliError } from './cli-error.js';
+import { registerKeysCommands } from './keys.js';
+import { runDev, runPetstore, runServe } from './run.js';
+
+/** Where commander's own output (help, usage errors) and the error line go. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+export const processIo: CliIo = { out: (s) => void process.stdout.write(s), err: (s) => void process.stderr.write(s) };
+
+/** serve, petstore and dev keep running; every other command exits as soon as it has answered. */
+export const LONG_RUNNING = new Set(['serve', 'petstore', 'dev']);
+
+/** `exit.code`: what a command that answered without throwing asks to exit with (config check's 1). */
+export function buildProgram(io: CliIo = processIo, exit: { code: number } = { code: 0 }): Command {
+  const program = new Command();
+  program
+    .name('tollgate')
+    .description('A rate-limiting API gateway: API keys, plans, quotas and bans in front of an existing backend.')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) });
+
+  program
+    .command('serve')
+    .description('run the gateway')
+    .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
+    .action(async (opts: { config?: string }) => {
+      await runServe(resolveConfigPath(opts.config, process.env));
+    });
+
+  program
+    .command('petstore')
+    .description('run the reference pet store categories upstream (Redis when REDIS_URL is set, else memory)')
+    .addOption(new Option('--port <n>', 'port to listen on').default(8081).argParser(parsePort))
+    .option('--host <h>', 'address to listen on', '127.0.0.1')
+    .action(async (opts: { port: number; host: string }) => {
+      await runPetstore(opts);
+    });
+
+  program
+    .command('dev')
+    .description('gateway and petstore in one process on the in-memory store, with demo keys')
+    .addOption(new Option('--port <n>', 'gateway port').default(8080).argParser(parsePort))
+    .action(async (opts: { port: number }) => {
+      await runDev(opts);
+    });
+
+  const configCmd = program.command('config').description('configuration tools');
+  configCmd
+    .command('check')
+    .description('validate a config file: exit 0 and say so, or exit 1 naming every bad field')
+    .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
+    .action((opts: { config?: string }) => {
+      const result = loadConfigFile(resolveConfigPath(opts.config, process.env), process.env);
+      if (!result.ok) {
+        io.err(`${result.path}: invalid configuration (${result.errors.length} problem${result.errors.length === 1 ? '' : 's'})\n`);
+        for (const e of result.errors) io.err(`  ${e}\n`);
+        exit.code = 1;
+        return;
+      }
+      const c = result.config;
+      io.out(
+        `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
+          `${c.redis ? 'Redis store' : 'in-memory store'})\n`,
+      );
+    });
+
+  registerKeysCommands(program);
+  return program;
+}
+
+function parsePort(v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n > 65535) throw new InvalidArgumentError('expected a port number from 0 to 65535.');
+  return n;
+}
+
+/**
+ * Runs the command line `argv` (without node and the script): the exit code it asks for. Commands that keep running
+ * (serve, petstore, dev) return once they are up; the caller decides when the process ends.
+ */
+export async function runProgram(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const exit = { code: 0 };
+  try {
+    await buildProgram(io, exit).parseAsync([...argv], { from: 'user' });
+    return exit.code;
+  } catch (err) {
+    return exitCodeOf(err, io);
+  }
+}
+
+function exitCodeOf(err: unknown, io: CliIo): number {
+  // --help and --version exit 0; everything else commander refuses is a usage error.
+  if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+  if (err instanceof CliError) {
+    io.err(`error: ${err.message}\n`);
+    return err.exitCode;
+  }
+  io.err(`error: ${(err as Error).message}\n`);
+  return 1;
+}
+
