@@ -145,7 +145,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     logger,
     metrics,
     memory: memoryLimits,
-    onInvalidKey: (id) => keys.invalidate(id),
+    onInvalidKey: (id) => keys.forget(id),
     onInvalidRecord: (id) => invalidRecords.report(id, 'limit_check'),
     onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
     ...(shared && redisCfg

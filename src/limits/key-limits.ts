@@ -39,7 +39,6 @@ export interface KeyLimiterDeps {
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
 interface KnownBan {
   until: number;
-  level: number;
   decision: Decision;
   at: number;
 }
@@ -175,7 +174,7 @@ export class KeyLimiter {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
-      this.knownBans.set(consumer.id, { until: now + decision.retryMs, level: decision.banLevel, decision, at: now });
+      this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
