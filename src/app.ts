@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type NextFunction, type Request, typ
 import helmet from 'helmet';
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './util/clock.js';
-import { HttpError, sendError } from './http/errors.js';
+import { sendError } from './http/errors.js';
 import { H, isSaneRequestId } from './http/headers.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
@@ -243,7 +243,6 @@ function errorHandler(logger: Logger): ErrorRequestHandler {
       if (!res.writableEnded) res.destroy();
       return;
     }
-    if (err instanceof HttpError) return sendError(res, err.code, err.message);
     const status = typeof err?.status === 'number' ? err.status : typeof err?.statusCode === 'number' ? err.statusCode : 500;
     if (status === 413) return sendError(res, 'payload_too_large');
     if (status === 400) return sendError(res, 'invalid_request');

@@ -14,6 +14,7 @@ import { authenticate, requireConsumer } from './pipeline/authenticate.js';
 import { Keyspace } from './storage/keyspace.js';
 import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
+import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
@@ -71,6 +72,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
   const readiness: ReadinessCheck[] = [];
+  const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
     const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
     redis = client;
@@ -121,7 +123,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
       () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
     );
     policy.start();
-    keyStore = new RedisKeyStore(client, keyspace, breaker);
+    keyStore = new RedisKeyStore(client, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
     shared = { client, keyspace, breaker };
     readiness.push(redisReadiness(client, keyspace, policy));
   } else {
@@ -143,7 +145,8 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
     logger,
     metrics,
     memory: memoryLimits,
-    onInvalidKey: (id) => keys.invalidate(id),
+    onInvalidKey: (id) => keys.forget(id),
+    onInvalidRecord: (id) => invalidRecords.report(id, 'limit_check'),
     onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
     ...(shared && redisCfg
       ? {

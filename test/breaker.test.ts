@@ -1,6 +1,7 @@
 // The Redis circuit breaker on its own, with an injected clock: it opens on a failure, fails fast through the
 // cool-down, lets exactly one probe through after it, and closes on the probe's success.
 import { describe, expect, it } from 'vitest';
+import { ReplyError } from 'ioredis';
 import { Breaker, BreakerOpenError } from '../src/storage/breaker.js';
 import { ManualClock } from '../src/util/clock.js';
 
@@ -29,6 +30,20 @@ describe('Breaker', () => {
     expect(await breaker.run(async () => ++called)).toBe(1);
     expect(breaker.state).toBe('closed');
     expect(states).toEqual(['open', 'closed']);
+  });
+
+  it('an error reply about the data (a script error, WRONGTYPE) does not open it; write refusals and busy replies do', async () => {
+    const clock = new ManualClock();
+    const breaker = new Breaker(clock, 1000);
+    for (const data of ['ERR user_script:1: Expected value but found invalid token', 'WRONGTYPE Operation against a key holding the wrong kind of value']) {
+      await expect(breaker.run(() => Promise.reject(new ReplyError(data)))).rejects.toThrow(data);
+      expect(breaker.state).toBe('closed');
+    }
+    for (const refusal of ['OOM command not allowed when used memory > maxmemory.', 'READONLY You can\'t write against a read only replica.', 'LOADING Redis is loading the dataset in memory']) {
+      await expect(breaker.run(() => Promise.reject(new ReplyError(refusal)))).rejects.toThrow(refusal);
+      expect(breaker.state).toBe('open');
+      breaker.close();
+    }
   });
 
   it('a failed probe keeps it open for another cool-down', async () => {

@@ -1,7 +1,7 @@
 // Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
 // pub/sub channel that tells every instance to drop a changed key from its cache.
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { ReplyError, type Redis } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { FoundKey, KeyStore, StoredKey } from './types.js';
@@ -16,14 +16,31 @@ export function recordRevision(raw: Buffer): string {
   return createHash('sha1').update(raw).digest('hex');
 }
 
+/** A stored record, or undefined when it is not a JSON object with the fields every check reads. */
+function parseRecord(raw: Buffer): StoredKey | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null) return undefined;
+  const r = v as Partial<StoredKey>;
+  return typeof r.id === 'string' && typeof r.hash === 'string' && typeof r.status === 'string' && typeof r.plan === 'string' ? (r as StoredKey) : undefined;
+}
+
 export class RedisKeyStore implements KeyStore {
   private subscriber: Redis | undefined;
 
-  /** `breaker`, on the gateway's request path, makes lookups fail at once while Redis is known to be down. */
+  /**
+   * `breaker`, on the gateway's request path, makes lookups fail at once while Redis is known to be down;
+   * `onInvalidRecord` hears of a key whose record is unreadable (the lookup then answers "no such key").
+   */
   constructor(
     private readonly redis: Redis,
     private readonly ks: Keyspace,
     private readonly breaker?: Breaker,
+    private readonly onInvalidRecord?: (id: string) => void,
   ) {}
 
   async findByHash(hash: string): Promise<FoundKey | undefined> {
@@ -31,8 +48,24 @@ export class RedisKeyStore implements KeyStore {
     // breaker tells a late-reading process from a silent Redis by how late the timeout fired).
     const id = await this.guarded(() => this.redis.get(this.ks.keyByHash(hash)));
     if (!id) return undefined;
-    const raw = await this.guarded(() => this.redis.getBuffer(this.ks.keyRecord(id)));
-    return raw ? { key: JSON.parse(raw.toString('utf8')) as StoredKey, revision: recordRevision(raw) } : undefined;
+    let raw: Buffer | null;
+    try {
+      raw = await this.guarded(() => this.redis.getBuffer(this.ks.keyRecord(id)));
+    } catch (err) {
+      // Not a string (WRONGTYPE): as unreadable as bad JSON; the breaker has already let this reply pass.
+      if (!(err instanceof ReplyError && (err as Error).message.startsWith('WRONGTYPE '))) throw err;
+      this.onInvalidRecord?.(id);
+      return undefined;
+    }
+    if (!raw) return undefined;
+    const key = parseRecord(raw);
+    // An unreadable record is this key's problem, not the store's: the key is unusable (401), and every other key
+    // goes on as before. Thrown, it would count as a failed lookup, and a cached copy would be served for hours.
+    if (!key) {
+      this.onInvalidRecord?.(id);
+      return undefined;
+    }
+    return { key, revision: recordRevision(raw) };
   }
 
   private guarded<T>(call: () => Promise<T>): Promise<T> {

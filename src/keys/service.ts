@@ -246,12 +246,11 @@ export class KeyService {
     this.changeListeners.push(fn);
   }
 
-  /** Drops a key from this instance's cache (the limit check found its record no longer accepts it). */
-  invalidate(id: string): void {
-    this.forget(id);
-  }
-
-  private forget(id: string): void {
+  /**
+   * Drops a key from this instance's cache and tells the change listeners: on a change message from any instance,
+   * and when the limit check found the stored record no longer accepts the key.
+   */
+  forget(id: string): void {
     this.generation++;
     for (const fn of this.changeListeners) fn(id);
     const hashes = this.hashesById.get(id);

@@ -1,5 +1,6 @@
 // The anonymous limit: requests without a valid key are metered per client address (anonymous.perMinute), so key
-// guessing is throttled. rate-limiter-flexible does this on Redis, with its insurance limiter in memory. The
+// guessing is throttled. rate-limiter-flexible does this on Redis, through the breaker, and in memory while Redis
+// fails (no insurance limiter: it would absorb the failures, which then went uncounted and unseen by the breaker). The
 // address is anonymousClientKey's (validated, IPv6 by /64). Each instance also remembers, bounded, which clients
 // it has refused and until when: it answers them again without Redis, and the authentication stage asks it
 // before looking up a key, so a refused client's made-up keys cost no Redis read either.
@@ -12,7 +13,7 @@ import { sendError } from '../http/errors.js';
 import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders } from '../http/headers.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Runtime } from '../config/runtime.js';
-import type { Breaker } from '../storage/breaker.js';
+import { BreakerOpenError, type Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import { anonymousClientKey } from './client-address.js';
 
@@ -53,8 +54,6 @@ export class AnonymousLimiter {
           points: perMinute,
           duration: 60,
           rejectIfRedisNotReady: true,
-          // Any store error (down, timed out) falls back to per-instance memory counting.
-          insuranceLimiter: memory,
         })
       : undefined;
     return {
@@ -103,22 +102,26 @@ export class AnonymousLimiter {
 
   private async handle(client: string, res: Response, next: NextFunction): Promise<void> {
     const l = this.limiters;
-    // While the breaker is open, go straight to memory rather than wait on Redis.
-    const limiter = l.shared && this.deps.redis?.breaker.state === 'closed' ? l.shared : l.memory;
+    const shared = l.shared;
+    const breaker = this.deps.redis?.breaker;
     let result: RateLimiterRes;
     let admitted: boolean;
     try {
-      result = await limiter.consume(client);
-      admitted = true;
+      // Through the breaker, so a Redis failure seen only by anonymous traffic still switches the instance to
+      // degraded mode, and while it is open this fails at once (or is the one probe) instead of waiting on Redis.
+      // A refusal is an answer, not a failure: it must not reach the breaker as a rejection.
+      result = shared && breaker ? await breaker.run(() => shared.consume(client).catch(refusalAsAnswer)) : await l.memory.consume(client);
+      admitted = result.consumedPoints <= l.perMinute;
     } catch (rej) {
-      // Over the limit is a RateLimiterRes; anything else is a store failure the insurance could not absorb.
-      if (!(rej instanceof RateLimiterRes)) {
-        this.deps.metrics.redisErrors.inc({ op: 'anonymous_limit' });
-        result = await l.memory.consume(client).catch((r: unknown) => r as RateLimiterRes);
-        admitted = result.remainingPoints >= 0 && result.consumedPoints <= l.perMinute;
-      } else {
+      if (rej instanceof RateLimiterRes) {
+        // The memory limiter's refusal (Redis-less).
         result = rej;
         admitted = false;
+      } else {
+        // A store failure (down, timed out, refusing writes): counted, and this request metered in memory.
+        if (!(rej instanceof BreakerOpenError)) this.deps.metrics.redisErrors.inc({ op: 'anonymous_limit' });
+        result = await l.memory.consume(client).catch((r: unknown) => r as RateLimiterRes);
+        admitted = result.remainingPoints >= 0 && result.consumedPoints <= l.perMinute;
       }
     }
     const now = this.deps.clock.now();
@@ -142,4 +145,10 @@ export class AnonymousLimiter {
     res.setHeader(H.retryAfter, formatRetryAfter(resetMs));
     sendError(res, 'rate_limit_exceeded', `Too many requests without a valid API key from this address. Retry after ${formatRetryAfter(resetMs)} seconds.`);
   }
+}
+
+/** rate-limiter-flexible rejects with a RateLimiterRes when over the limit: resolve with it instead. */
+function refusalAsAnswer(rej: unknown): RateLimiterRes {
+  if (rej instanceof RateLimiterRes) return rej;
+  throw rej;
 }

@@ -30,6 +30,8 @@ export interface KeyLimiterDeps {
   memory: MemoryLimiterStore;
   /** The store said the key is no longer valid: forget any cached copy of it. */
   onInvalidKey?: (id: string) => void;
+  /** The store found the key's record unreadable (not a JSON object): the key is refused like an invalid one. */
+  onInvalidRecord?: (id: string) => void;
   /** The store compared the consumer's cached key record with the stored one (Decision.keyRecord). */
   onKeyRecordChecked?: (keyHash: string, revision: string, current: boolean) => void;
 }
@@ -37,7 +39,6 @@ export interface KeyLimiterDeps {
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
 interface KnownBan {
   until: number;
-  level: number;
   decision: Decision;
   at: number;
 }
@@ -50,6 +51,7 @@ const WINDOW_LABEL = {
   banned_now: 'ban',
   admitted: 'none',
   invalid_key: 'none',
+  invalid_record: 'none',
 } as const;
 
 export class KeyLimiter {
@@ -144,7 +146,7 @@ export class KeyLimiter {
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
-        if (decision.outcome !== 'invalid_key') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, clock.now());
+        if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, clock.now());
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
         rec ??= this.lastCounts.ensure(consumer.id);
@@ -159,8 +161,10 @@ export class KeyLimiter {
         if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now);
       }
     }
-    if (decision.outcome === 'invalid_key') {
-      // Revoked or rotated past its grace since this instance cached it: drop it everywhere locally, answer 401.
+    if (decision.outcome === 'invalid_key' || decision.outcome === 'invalid_record') {
+      // Revoked or rotated past its grace since this instance cached it, or its record is unreadable (it cannot be
+      // verified as valid, and retrying will not change that): drop it everywhere locally, answer 401.
+      if (decision.outcome === 'invalid_record') this.deps.onInvalidRecord?.(consumer.id);
       this.deps.onInvalidKey?.(consumer.id);
       res.locals.consumer = undefined;
       res.locals.authFailure = 'invalid_api_key';
@@ -170,7 +174,7 @@ export class KeyLimiter {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
-      this.knownBans.set(consumer.id, { until: now + decision.retryMs, level: decision.banLevel, decision, at: now });
+      this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });

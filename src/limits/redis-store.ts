@@ -15,7 +15,7 @@ import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type 
 // of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts),
 // 4 a credit ('' = none): "minute minuteMs day dayMs", requests the gateway admitted from its memory windows while
 // Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max).
-// Reply: outcome, minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
+// Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
 const CHECK_SCRIPT = `
@@ -29,9 +29,13 @@ local same = -1
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
 if keyHash ~= '' then
-  local raw = redis.call('GET', KEYS[5])
+  -- pcall: a record that is not a JSON object (or not a string at all) is that key's fault, reported as such, and
+  -- must not surface as a script error the gateway would take for Redis failing.
+  local raw = redis.pcall('GET', KEYS[5])
   if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
-  local rec = cjson.decode(raw)
+  if type(raw) ~= 'string' then return {'invalid_record', 0, 0, 0, 0, 0, 0, -1} end
+  local ok, rec = pcall(cjson.decode, raw)
+  if not ok or type(rec) ~= 'table' then return {'invalid_record', 0, 0, 0, 0, 0, 0, -1} end
   local current = rec.hash == keyHash
   local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
   if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end

@@ -32,7 +32,9 @@ export type Outcome =
   /** This refusal reached the threshold and started a ban. */
   | 'banned_now'
   /** The key record in the store no longer accepts this key (revoked, or rotated past its grace): answer 401. */
-  | 'invalid_key';
+  | 'invalid_key'
+  /** The key record in the store is unreadable (not a JSON object): the key cannot be verified, answer 401. */
+  | 'invalid_record';
 
 export interface Decision {
   outcome: Outcome;

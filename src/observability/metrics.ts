@@ -88,6 +88,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly keyRecordsInvalid = new Counter({
+    name: 'tollgate_key_records_invalid_total',
+    help: 'Requests whose key record in Redis was unreadable (not a JSON object), by where it was found (lookup, limit_check): the key is refused with 401, and its id logged.',
+    labelNames: ['seen_by'] as const,
+    registers: [this.registry],
+  });
+
   readonly redisTimeouts = new Counter({
     name: 'tollgate_redis_timeouts_total',
     help: "Redis calls on the request path that timed out, by cause: redis (Redis did not answer in time; the breaker opens) or overload (this process's event loop was too late to read the answer; the breaker stays closed).",

@@ -1,9 +1,12 @@
 // A circuit breaker in front of Redis: after a failure, calls fail at once for `cooldownMs` instead of each
 // waiting out commandTimeoutMs on a dead or hung server; then one probe call decides whether it closes again.
 // A timeout that this process caused (its event loop too late to read an answer) is overload, not a Redis failure:
-// it is reported, but does not open the breaker.
+// it is reported, but does not open the breaker. Nor does an error reply caused by the data a call met (a script
+// error over a corrupt record, WRONGTYPE): Redis answered, and that is one key's problem, not an outage.
+import { ReplyError } from 'ioredis';
 import type { Clock } from '../util/clock.js';
 import { DeadlineError } from '../util/deadline.js';
+import { TRANSIENT_REPLY, writeRefusal } from './memory-policy.js';
 
 export class BreakerOpenError extends Error {
   constructor() {
@@ -88,6 +91,11 @@ export class Breaker {
         for (const l of this.timeoutListeners) l(cause, lateMs, budgetMs);
         if (cause === 'overload') throw err;
       }
+      if (answeredAboutData(err)) {
+        // Redis is up and answering: as good as a success for the breaker's state (a probe that meets one closes it).
+        this.close();
+        throw err;
+      }
       this.trip((err as Error).message);
       throw err;
     } finally {
@@ -134,6 +142,16 @@ export class Breaker {
       for (const fn of this.listeners) fn('closed');
     }
   }
+}
+
+/**
+ * An error reply about the data the call met, not about Redis's ability to serve: anything but a write refusal
+ * (OOM, READONLY, MISCONF, NOPERM: degraded mode on purpose) or a reply that says Redis is busy or failing over.
+ */
+function answeredAboutData(err: unknown): boolean {
+  if (!(err instanceof ReplyError)) return false;
+  const message = (err as Error).message;
+  return writeRefusal(message) === undefined && !TRANSIENT_REPLY.test(message);
 }
 
 function isTimeout(err: unknown): boolean {

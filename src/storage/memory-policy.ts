@@ -50,7 +50,7 @@ export function writeRefusal(message: string): string | undefined {
 }
 
 /** Error replies that say Redis is busy right now (loading, running a long script, failing over), not that CONFIG is forbidden. */
-const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN) /;
+export const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN) /;
 
 export interface MemoryPolicyWatcherOptions {
   client: Redis;
