@@ -7,7 +7,7 @@ import { redactRedisUrl } from '../storage/redis.js';
 import { systemClock } from '../util/clock.js';
 import { Metrics } from '../observability/metrics.js';
 import { buildParts } from '../wiring.js';
-import { isPrimary, runPrimary, workerCount } from '../server/cluster.js';
+import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
 import { Runtime } from '../config/runtime.js';
 import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
@@ -33,6 +33,7 @@ export async function runServe(configPath: string): Promise<void> {
   const parts = await buildParts(runtime, logger, metrics, systemClock);
   const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
   handleSignals(gw, logger);
+  reportWorkerReady();
   logger.info(
     {
       url: gw.url,

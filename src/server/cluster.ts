@@ -19,11 +19,19 @@ export function runPrimary(config: Config, count: number, logger: Logger, valida
   cluster.schedulingPolicy = cluster.SCHED_NONE;
   let stopping = false;
   const workers = new Set<Worker>();
+  // Workers that said they are ready (WORKER_READY, sent once their own SIGHUP handler is installed): SIGHUP's
+  // default action ends a process, so one sent to a worker still starting would kill it. A worker not yet ready reads
+  // the file as it starts anyway.
+  const listening = new Set<Worker>();
   const fork = () => {
     const w = cluster.fork();
     workers.add(w);
+    w.on('message', (m: unknown) => {
+      if (m === WORKER_READY) listening.add(w);
+    });
     w.on('exit', (code, signal) => {
       workers.delete(w);
+      listening.delete(w);
       if (stopping) return;
       logger.error({ workerPid: w.process.pid, code, signal }, 'gateway worker died; starting a new one');
       // A worker that dies at once (bad port, ...) must not become a fork storm.
@@ -36,7 +44,7 @@ export function runPrimary(config: Config, count: number, logger: Logger, valida
   process.on('SIGHUP', () => {
     // Validated once here so a bad file is reported once; each worker then re-reads and applies it.
     if (!validateReload()) return;
-    for (const w of workers) w.process.kill('SIGHUP');
+    for (const w of listening) if (workers.has(w)) w.process.kill('SIGHUP');
   });
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
@@ -61,3 +69,11 @@ export function runPrimary(config: Config, count: number, logger: Logger, valida
 }
 
 export const isPrimary = (): boolean => cluster.isPrimary;
+
+/** What a worker sends its primary once it serves and handles its own signals. */
+const WORKER_READY = 'tollgate:worker-ready';
+
+/** In a worker: tells the primary it may now forward SIGHUP here. Outside a cluster: nothing. */
+export function reportWorkerReady(): void {
+  if (cluster.isWorker) process.send?.(WORKER_READY);
+}
