@@ -1,10 +1,9 @@
 // The proxy stage and the endpoints outside /v1, in process against a real loopback upstream (README: "The request path", "Error codes"): what reaches the upstream, what comes back, and every failure the gateway answers itself.
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { RequestHandler } from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import { httpUpstreamCheck } from '../src/observability/ops.js';
+import { generateKey, hashKey } from '../src/keys/format.js';
 import { freePort } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, UUID, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
@@ -21,16 +20,14 @@ let deadPort: number;
 beforeAll(async () => {
   up = await TestUpstream.start();
   gw = await startTestGateway(testConfig({ upstream: { url: up.url, timeoutMs: TIMEOUT_MS }, server: { maxBodyBytes: MAX_BODY } }), {
-    readiness: [httpUpstreamCheck(up.url, '/healthz', 500)],
+    upstreamCheckTimeoutMs: 500,
   });
   trusting = await startTestGateway(
     testConfig({ upstream: { url: up.url, timeoutMs: TIMEOUT_MS, hideCredentials: false }, server: { trustProxy: true, maxBodyBytes: MAX_BODY } }),
   );
   deadPort = await freePort();
   const deadUrl = `http://127.0.0.1:${deadPort}`;
-  dead = await startTestGateway(testConfig({ upstream: { url: deadUrl, timeoutMs: TIMEOUT_MS } }), {
-    readiness: [httpUpstreamCheck(deadUrl, '/healthz', 500)],
-  });
+  dead = await startTestGateway(testConfig({ upstream: { url: deadUrl, timeoutMs: TIMEOUT_MS } }), { upstreamCheckTimeoutMs: 500 });
 });
 
 afterAll(async () => {
@@ -217,11 +214,11 @@ describe('forwarding the request', () => {
     // CGI/WSGI, PHP-FPM and nginx with underscores_in_headers read X_Consumer_Id as X-Consumer-Id: forwarded, it
     // would join the gateway's own value (`key_real,key_VICTIM`). A trusting gateway, so a real X-Forwarded-For is
     // still appended to.
-    const asConsumer: RequestHandler = (_req, res, next) => {
-      res.locals.consumer = { id: 'key_real', plan: 'pro' };
-      next();
-    };
-    const g = await startTestGateway(testConfig({ upstream: { url: up.url }, server: { trustProxy: true } }), { stages: [asConsumer] });
+    const key = generateKey();
+    const g = await startTestGateway(
+      testConfig({ upstream: { url: up.url }, server: { trustProxy: true }, keys: [{ id: 'key_real', plan: 'pro', sha256: hashKey(key) }] }),
+      { keyStages: true },
+    );
     try {
       const spoofs = [
         'X_Consumer_Id: key_VICTIM',
@@ -245,6 +242,7 @@ describe('forwarding the request', () => {
         'Host: api.example',
         'X-Forwarded-For: 10.1.1.1',
         'X-Request-Id: trace-1',
+        `Authorization: Bearer ${key}`,
         ...spoofs,
         'X_Custom_Thing: kept',
         'X-Other_Header: kept too',

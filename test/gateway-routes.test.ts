@@ -5,7 +5,9 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ManualClock } from '../src/util/clock.js';
-import { policyPath } from '../src/pipeline/route-policy.js';
+import { generateKey, hashKey } from '../src/keys/format.js';
+import { policyPath } from '../src/routes/policy.js';
+import { metricValue } from './helpers/limits.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 
@@ -389,27 +391,27 @@ describe('a retired route spelled with encoded slashes, backslashes or ";" param
   it('after its sunset no spelling reaches the upstream: 400 invalid_request (before authentication) for an encoded slash or backslash, a backslash or ";", else 410 gone', async () => {
     for (const [name, reading] of READINGS) {
       const upstream = await startReadingUpstream(reading);
-      let authenticated: string[] = [];
-      const gateway = await startTestGateway(testConfig({ upstream: { url: `http://127.0.0.1:${upstream.port}` }, routes: [RETIRED] }), {
-        stages: [
-          (req, _res, next) => {
-            authenticated.push(req.originalUrl);
-            next();
-          },
-        ],
-      });
+      // The whole request path, with a key: a refusal before authentication counts no rate-limit decision.
+      const key = generateKey();
+      const gateway = await startTestGateway(
+        testConfig({ upstream: { url: `http://127.0.0.1:${upstream.port}` }, routes: [RETIRED], keys: [{ id: 'key_routes', plan: 'free', sha256: hashKey(key) }] }),
+        { keyStages: true },
+      );
+      const decisions = async () => metricValue(await gateway.gateway.metrics.registry.metrics(), 'tollgate_ratelimit_decisions_total') ?? 0;
       try {
         for (const [target, , want] of SPELLINGS) {
-          authenticated = [];
-          const res = await get(gateway.port, target);
+          const before = await decisions();
+          const res = await rawRequest(gateway.port, [`GET ${target} HTTP/1.1`, 'Host: api.test', `Authorization: Bearer ${key}`, 'Connection: close']);
           const label = `${name}: ${target}`;
           expect(`${res.status} ${(JSON.parse(res.body) as { code?: string }).code}`, label).toBe(want);
-          if (res.status === 400) expect(authenticated, `${label}: refused before authentication`).toEqual([]);
+          if (res.status === 400) expect(await decisions(), `${label}: refused before authentication`).toBe(before);
+          else if (res.status === 410) expect(await decisions(), `${label}: authenticated and metered`).toBe(before + 1);
         }
         expect(upstream.seen, name).toEqual([]);
         expect(upstream.petsServed, name).toEqual([]);
         // Other paths still go through to the upstream, with their escapes.
-        expect((await get(gateway.port, '/v1/owners/a%20b?q=1;2')).status).toBe(404);
+        const other = await rawRequest(gateway.port, ['GET /v1/owners/a%20b?q=1;2 HTTP/1.1', 'Host: api.test', `Authorization: Bearer ${key}`, 'Connection: close']);
+        expect(other.status).toBe(404);
         expect(upstream.seen, name).toEqual(['/v1/owners/a%20b?q=1;2']);
       } finally {
         await gateway.close();

@@ -11,6 +11,8 @@ import express from 'express';
 import request from 'supertest';
 import { systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
+import { RequestContext } from '../src/pipeline/context.js';
+import { keyLimits } from '../src/pipeline/stages.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import type { LimiterStore } from '../src/limits/types.js';
@@ -86,11 +88,12 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
         shared: { store: flapping, breaker: new Breaker(systemClock, 0), failMode: 'open', commandTimeoutMs: 1000 },
       });
       const app = express();
-      app.use((_req, res, next) => {
-        res.locals.consumer = { id: 'key_flapping', plan: 'free', perMinute: 20 };
+      app.use((req, _res, next) => {
+        req.ctx = new RequestContext('test', 0, req);
+        req.ctx.consumer = { id: 'key_flapping', plan: 'free', perMinute: 20 };
         next();
       });
-      app.use(limiter.stage());
+      app.use(keyLimits(limiter));
       app.use((_req, res) => void res.status(200).json({ ok: true }));
 
       const statuses: number[] = [];

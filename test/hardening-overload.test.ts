@@ -185,7 +185,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
    * loop is blocked for 4 × commandTimeoutMs: that command's answer sits in the socket while its timer runs out.
    */
   async function withBlockAfterFirstCommand<T>(burst: () => Promise<T>): Promise<T> {
-    const client = gw.parts.redis!;
+    const client = gw.gateway.redis!;
     const original = client.sendCommand;
     let armed = true;
     client.sendCommand = function (this: typeof client, command: Command, stream?: unknown) {

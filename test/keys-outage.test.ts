@@ -7,7 +7,6 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { buildGateway } from '../src/app.js';
 import { createGatewayServer } from '../src/server/http-server.js';
 import { ManualClock, systemClock, type Clock } from '../src/util/clock.js';
 import type { Config } from '../src/config/schema.js';
@@ -18,11 +17,11 @@ import { Metrics } from '../src/observability/metrics.js';
 import { Runtime } from '../src/config/runtime.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { createRedisClient } from '../src/storage/redis.js';
-import { buildParts, type GatewayParts } from '../src/wiring.js';
 import { startServe, tempDir } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
+import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 
 const PREFIX = 'tollgate:';
 const COMMAND_TIMEOUT_MS = 100;
@@ -57,31 +56,11 @@ function gatewayConfig(redisUrl: string, extra: Record<string, unknown> = {}): C
   });
 }
 
-interface InProcessGateway {
-  url: string;
-  parts: GatewayParts;
-  close(): Promise<void>;
-}
+const open: LimitsGateway[] = [];
 
-const open: InProcessGateway[] = [];
-
-/** The real gateway wiring (buildParts: auth, anonymous limit, plan limits) on a loopback port. */
-async function startGateway(config: Config, clock: Clock = systemClock): Promise<InProcessGateway> {
-  const runtime = new Runtime(config);
-  const parts = await buildParts(runtime, silentLogger, new Metrics(), clock);
-  const gw = buildGateway({ runtime, logger: silentLogger, clock, stages: parts.stages, readiness: parts.readiness });
-  const server: Server = createGatewayServer(gw.app);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const g: InProcessGateway = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    parts,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      gw.close();
-      await parts.close();
-    },
-  };
+/** The real gateway (composeGateway: auth, anonymous limit, plan limits) on a loopback port. */
+async function startGateway(config: Config, clock: Clock = systemClock): Promise<LimitsGateway> {
+  const g = await startLimitsGateway(config, { clock });
   open.push(g);
   return g;
 }
@@ -290,7 +269,7 @@ describe('Redis killed', () => {
 
     // The change feed is back too (resubscribed after the reconnect): a revoke reaches this instance within a second.
     const heard: string[] = [];
-    gw.parts.keys.onChange((id) => void (id && heard.push(id)));
+    gw.gateway.keys.onChange((id) => void (id && heard.push(id)));
     const feedDeadline = Date.now() + 3000;
     while (!heard.includes('key_probe') && Date.now() < feedDeadline) {
       await admin.store.publishChange('key_probe');
@@ -326,7 +305,7 @@ describe('Redis killed', () => {
     );
     expect(up.status).toBe(200);
     const heard: string[] = [];
-    gw.parts.keys.onChange((id) => void (id && heard.push(id)));
+    gw.gateway.keys.onChange((id) => void (id && heard.push(id)));
     const feedDeadline = Date.now() + 3000;
     while (!heard.includes('key_probe') && Date.now() < feedDeadline) {
       await admin.store.publishChange('key_probe');

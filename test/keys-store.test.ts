@@ -1,7 +1,7 @@
 // One behaviour suite run over both KeyStore implementations (memory, and Redis on a private redis-server):
 // create, get, list, findByHash, update with link/unlink/expire, and the change feed (publish + subscribe).
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished } from 'vitest';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
@@ -11,8 +11,7 @@ import { KeyService } from '../src/keys/service.js';
 import { KeyStoreError, type KeyStore, type StoredKey } from '../src/keys/types.js';
 import { systemClock } from '../src/util/clock.js';
 import request from 'supertest';
-import { buildGateway } from '../src/app.js';
-import { authenticate, requireConsumer } from '../src/pipeline/authenticate.js';
+import { composeGateway } from '../src/compose.js';
 import { Runtime } from '../src/config/runtime.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -247,12 +246,16 @@ describe('Redis commands spent on authentication (INFO stats on a private Redis)
   it('malformed keys cost no Redis command; a cached key costs none; an unknown key costs one lookup', async () => {
     await redis.flush();
     const ks = new Keyspace(PREFIX);
-    const service = new KeyService(new RedisKeyStore(redisClient(), ks), systemClock, { lookupTimeoutMs: 1000 });
     const admin = new KeyService(new RedisKeyStore(redisClient(), ks), systemClock);
     const { key } = await admin.create({ plan: 'free' });
-    const config = testConfig({ upstream: { url: upstream.url }, log: { level: 'silent' } });
-    // Only the authentication stages: the anonymous limit would (rightly) count refused requests in Redis.
-    const app = buildGateway({ runtime: new Runtime(config), logger: silentLogger, stages: [authenticate(service, silentLogger), requireConsumer] }).app;
+    // Keys in Redis, limits in memory: the anonymous limit would (rightly) count refused requests in Redis.
+    const config = testConfig({ upstream: { url: upstream.url }, log: { level: 'silent' },
+      anonymous: { perMinute: 100_000 },
+      plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
+    });
+    const gateway = await composeGateway({ config, logger: silentLogger, keyStore: new RedisKeyStore(redisClient(), ks) });
+    onTestFinished(() => gateway.close());
+    const app = gateway.app;
     expect((await request(app).get('/v1/x').set('Authorization', `Bearer ${key}`)).status).toBe(200);
 
     const probe = redis.client();

@@ -1,18 +1,17 @@
 // Fast, in-process tests for API keys: the key format, KeyService (cache, negative cache, stale-on-error,
 // invalidation, rotation, expiry) on the memory store with a ManualClock, and the authentication stage in a
-// real Express gateway (buildGateway + supertest) in front of a TestUpstream.
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+// real gateway (composeGateway + supertest) in front of a TestUpstream.
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import request from 'supertest';
 import { createHash, randomBytes } from 'node:crypto';
 import { ManualClock, systemClock } from '../src/util/clock.js';
-import { buildGateway } from '../src/app.js';
+import { composeGateway, type ComposedGateway } from '../src/compose.js';
 import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey, KEY_PREFIX } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { DEFAULT_KEY_CACHE, KeyService, staticKeyMap } from '../src/keys/service.js';
 import type { StoredKey } from '../src/keys/types.js';
-import { authenticate, parseBearer, requireConsumer } from '../src/pipeline/authenticate.js';
+import { parseBearer } from '../src/keys/authenticator.js';
 import { Runtime } from '../src/config/runtime.js';
-import { buildParts } from '../src/wiring.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
 import { SpyKeyStore } from './helpers/key-stores.js';
@@ -593,17 +592,25 @@ describe('KeyService (memory store, manual clock)', () => {
   });
 });
 
-describe('authentication stage (buildGateway + supertest + TestUpstream)', () => {
+describe('authentication stages (composeGateway + supertest + TestUpstream)', () => {
   let upstream: TestUpstream;
   let mem: MemoryKeyStore;
   let spy: SpyKeyStore;
-  let keys: KeyService;
   let admin: KeyService;
   const clock = new ManualClock(Date.now());
+  const composed: ComposedGateway[] = [];
 
-  function app(opts: { hideCredentials?: boolean } = {}) {
-    const config = testConfig({ upstream: { url: upstream.url, hideCredentials: opts.hideCredentials ?? true }, log: { level: 'silent' } });
-    return buildGateway({ runtime: new Runtime(config), logger: silentLogger, clock, stages: [authenticate(keys, silentLogger), requireConsumer] }).app;
+  /** The whole gateway on the spied memory store; limits high enough never to answer before authentication does. */
+  async function app(opts: { hideCredentials?: boolean } = {}) {
+    const config = testConfig({
+      upstream: { url: upstream.url, hideCredentials: opts.hideCredentials ?? true },
+      log: { level: 'silent' },
+      anonymous: { perMinute: 100_000 },
+      plans: { free: { perMinute: 100_000, perDay: 1_000_000 }, pro: { perMinute: 100_000, perDay: 1_000_000 } },
+    });
+    const gw = await composeGateway({ config, logger: silentLogger, clock, keyStore: spy });
+    composed.push(gw);
+    return gw.app;
   }
 
   beforeAll(async () => {
@@ -616,9 +623,10 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
     upstream.seen.length = 0;
     mem = new MemoryKeyStore(() => clock.now());
     spy = new SpyKeyStore(mem);
-    keys = new KeyService(spy, clock);
     admin = new KeyService(mem, clock);
-    await keys.start();
+  });
+  afterEach(async () => {
+    for (const gw of composed.splice(0)) await gw.close();
   });
 
   const INVALID = 'Bearer realm="tollgate", error="invalid_token"';
@@ -632,7 +640,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
   }
 
   it('no Authorization: 401 missing_api_key with a bare Bearer challenge, upstream not called', async () => {
-    const res = await request(app()).get('/v1/things');
+    const res = await request(await app()).get('/v1/things');
     expectError(res, 401, 'missing_api_key');
     expect(res.headers['www-authenticate']).toBe('Bearer realm="tollgate"');
     expect(upstream.seen).toHaveLength(0);
@@ -640,7 +648,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('a Basic (or other) scheme counts as missing', async () => {
     for (const h of ['Basic dXNlcjpwYXNz', 'Digest username="x"', 'Token abc', '']) {
-      const res = await request(app()).get('/v1/things').set('Authorization', h);
+      const res = await request(await app()).get('/v1/things').set('Authorization', h);
       expectError(res, 401, 'missing_api_key');
       expect(res.headers['www-authenticate']).toBe('Bearer realm="tollgate"');
     }
@@ -664,7 +672,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
       ['expired', `Bearer ${expired}`],
     ];
     for (const [name, header] of cases) {
-      const res = await request(app()).get('/v1/things').set('Authorization', header);
+      const res = await request(await app()).get('/v1/things').set('Authorization', header);
       expect(res.body.code, name).toBe('invalid_api_key');
       expectError(res, 401, 'invalid_api_key', header.split(' ')[1] || undefined);
       expect(res.headers['www-authenticate'], name).toBe(INVALID);
@@ -676,7 +684,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
   it('accepts the Bearer scheme in any case and forwards X-Consumer-Id and X-Consumer-Plan, not the key', async () => {
     const { key, record } = await admin.create({ plan: 'pro', name: 'acme' });
     for (const scheme of ['Bearer', 'bearer', 'BEARER', 'bEArer']) {
-      const res = await request(app())
+      const res = await request(await app())
         .get('/v1/things?a=1')
         .set('Authorization', `${scheme} ${key}`)
         .set('X-Consumer-Id', 'spoofed')
@@ -696,7 +704,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('passes Authorization through when hideCredentials is false', async () => {
     const { key, record } = await admin.create({ plan: 'free' });
-    const res = await request(app({ hideCredentials: false }))
+    const res = await request(await app({ hideCredentials: false }))
       .get('/v1/x')
       .set('Authorization', `Bearer ${key}`);
     expect(res.status).toBe(200);
@@ -706,7 +714,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('100 requests with bad-checksum keys never reach the key store', async () => {
     const { key } = await admin.create({ plan: 'free' });
-    const a = app();
+    const a = await app();
     for (let i = 0; i < 100; i++) {
       const bad = substitute(key, 3 + (i % 49), 1 + (i % 61));
       const res = await request(a).get('/v1/x').set('Authorization', `Bearer ${bad}`);
@@ -719,7 +727,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('steady traffic with one key costs one key-store read', async () => {
     const { key } = await admin.create({ plan: 'free' });
-    const a = app();
+    const a = await app();
     for (let i = 0; i < 50; i++) expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${key}`)).status).toBe(200);
     expect(spy.calls.findByHash).toBe(1);
     expect(upstream.seen).toHaveLength(50);
@@ -727,7 +735,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
 
   it('N requests with one unknown well-formed key cost one key-store read', async () => {
     const unknown = generateKey();
-    const a = app();
+    const a = await app();
     for (let i = 0; i < 30; i++) expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${unknown}`)).status).toBe(401);
     expect(spy.calls.findByHash).toBe(1);
   });
@@ -735,7 +743,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
   it('key store down and key not cached: 503 service_unavailable, not 401', async () => {
     const { key: cached } = await admin.create({ plan: 'free' });
     const { key: uncached } = await admin.create({ plan: 'free' });
-    const a = app();
+    const a = await app();
     expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${cached}`)).status).toBe(200);
     spy.mode = 'fail';
     expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${cached}`)).status).toBe(200);
@@ -745,7 +753,7 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
     expect(upstream.seen).toHaveLength(2);
   });
 
-  it('static keys from the config work through buildParts with no Redis at all', async () => {
+  it('static keys from the config work through composeGateway with no Redis at all', async () => {
     const key = generateKey();
     const config = testConfig({
       upstream: { url: upstream.url },
@@ -753,19 +761,16 @@ describe('authentication stage (buildGateway + supertest + TestUpstream)', () =>
       anonymous: { perMinute: 100_000 },
       keys: [{ id: 'static-pro', plan: 'pro', sha256: hashKey(key) }],
     });
-    const runtime = new Runtime(config);
-    const parts = await buildParts(runtime, silentLogger, new Metrics(), systemClock);
+    const gw = await composeGateway({ config, logger: silentLogger });
     try {
-      const gw = buildGateway({ runtime, logger: silentLogger, stages: parts.stages });
       const ok = await request(gw.app).get('/v1/static').set('Authorization', `Bearer ${key}`);
       expect(ok.status).toBe(200);
       expect(upstream.seen.at(-1)?.headers['x-consumer-id']).toBe('static-pro');
       expect(upstream.seen.at(-1)?.headers['x-consumer-plan']).toBe('pro');
       const other = await request(gw.app).get('/v1/static').set('Authorization', `Bearer ${generateKey()}`);
       expect(other.status).toBe(401);
-      gw.close();
     } finally {
-      await parts.close();
+      await gw.close();
     }
   });
 });

@@ -8,6 +8,8 @@ import express from 'express';
 import type { Redis } from 'ioredis';
 import { ManualClock, systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
+import { RequestContext } from '../src/pipeline/context.js';
+import { keyLimits } from '../src/pipeline/stages.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { Decision, LimiterStore } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -447,7 +449,7 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       const { key } = await g.createKey({ plan: 'free' });
       const send = () => request(g.url).get('/v1/categories').set('authorization', `Bearer ${key}`);
       expect((await send()).status).toBe(200);
-      const { ttlMs, confirmAfterMs } = g.parts.keys.opts;
+      const { ttlMs, confirmAfterMs } = g.gateway.keys.opts;
       expect(confirmAfterMs).toBe(ttlMs / 2);
       const gatewayAddrs = await clientAddresses(admin, 'tollgate-gateway');
       const fromGateway = (cs: MonitoredCommand[]) => cs.filter((c) => gatewayAddrs.has(c.source));
@@ -491,7 +493,7 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       // The copy is young: requests are metered on it, and nothing is compared.
       expect((await send()).headers['x-ratelimit-limit']).toBe('60');
       // Due for confirmation: this check finds the record changed and drops the copy (still decided on it)...
-      clock.advance(g.parts.keys.opts.confirmAfterMs);
+      clock.advance(g.gateway.keys.opts.confirmAfterMs);
       expect((await send()).headers['x-ratelimit-limit']).toBe('60');
       // ...so the next request reads the record again and meters the key on its new plan.
       const next = await send();
@@ -557,12 +559,13 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
       shared: { store, breaker: new Breaker(systemClock, 1000), failMode: 'open', commandTimeoutMs: 1000 },
     });
     const app = express();
-    app.use((_req, res, next) => {
-      res.locals.consumer = { id: 'key_cached', plan: 'free' };
-      if (spentMs) res.locals.redisSpentMs = spentMs;
+    app.use((req, _res, next) => {
+      req.ctx = new RequestContext('test', 0, req);
+      req.ctx.consumer = { id: 'key_cached', plan: 'free' };
+      req.ctx.redisMs = spentMs;
       next();
     });
-    app.use(limiter.stage());
+    app.use(keyLimits(limiter));
     app.use((_req, res) => void res.status(200).json({ ok: true }));
     return { app, limiter };
   }

@@ -4,11 +4,9 @@ import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } fro
 import { createLogger, logDestination, reportLogDrops } from '../observability/logger.js';
 import { startPetstore } from '../petstore/server.js';
 import { redactRedisUrl } from '../storage/redis.js';
-import { systemClock } from '../util/clock.js';
 import { Metrics } from '../observability/metrics.js';
-import { buildParts } from '../wiring.js';
+import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
-import { Runtime } from '../config/runtime.js';
 import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
 
@@ -29,9 +27,8 @@ export async function runServe(configPath: string): Promise<void> {
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
   reportLogDrops(logger, () => metrics.logLinesDropped.inc());
-  const runtime = new Runtime(config);
-  const parts = await buildParts(runtime, logger, metrics, systemClock);
-  const gw = await startGateway({ config, runtime, logger, configPath, env: process.env, metrics, parts });
+  const gateway = await composeGateway({ config, logger, metrics });
+  const gw = await startGateway({ gateway, logger, configPath, env: process.env });
   handleSignals(gw, logger);
   reportWorkerReady();
   logger.info(
@@ -71,14 +68,13 @@ export async function runDev(opts: { port: number }): Promise<void> {
   applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
   reportLogDrops(logger, () => metrics.logLinesDropped.inc());
-  const runtime = new Runtime(parsed.config);
-  const parts = await buildParts(runtime, logger, metrics, systemClock);
+  const gateway = await composeGateway({ config: parsed.config, logger, metrics });
   const demo: string[] = [];
   for (const plan of Object.keys(parsed.config.plans)) {
-    const { key } = await parts.keys.create({ plan, name: `demo-${plan}` });
+    const { key } = await gateway.keys.create({ plan, name: `demo-${plan}` });
     demo.push(`    ${plan.padEnd(11)} ${key}`);
   }
-  const gw = await startGateway({ config: parsed.config, runtime, logger, metrics, parts });
+  const gw = await startGateway({ gateway, logger });
   handleSignals(gw, logger);
   const firstKey = demo[0]?.trim().split(/\s+/)[1] ?? '';
   process.stdout.write(

@@ -1,27 +1,38 @@
-// The anonymous limit: requests without a valid key are metered per client address (anonymous.perMinute), so key
+// The anonymous limit decision: requests without a valid key are metered per client address (anonymous.perMinute), so key
 // guessing is throttled. rate-limiter-flexible does this on Redis, through the breaker, and in memory while Redis
 // fails (no insurance limiter: it would absorb the failures, which then went uncounted and unseen by the breaker). The
 // address is anonymousClientKey's (validated, IPv6 by /64). Each instance also remembers, bounded, which clients
-// it has refused and until when: it answers them again without Redis, and the authentication stage asks it
-// before looking up a key, so a refused client's made-up keys cost no Redis read either.
-import type { NextFunction, Request, Response } from 'express';
+// it has refused and until when: it answers them again without Redis, and the authentication decision asks it
+// before looking up a key, so a refused client's made-up keys cost no Redis read either. No Express here: the
+// anonymousLimit stage (src/pipeline/stages.ts) turns decisions into headers and 429s.
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Clock } from '../util/clock.js';
-import { sendError } from '../http/errors.js';
-import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders } from '../http/headers.js';
+import { formatRateLimitPolicy } from '../http/headers.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Runtime } from '../config/runtime.js';
 import { BreakerOpenError, type Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { anonymousClientKey } from './client-address.js';
 
 /**
  * Most refused clients one instance remembers. Past it the least recently refused is forgotten, which costs only
  * what remembering saves: its next request asks Redis again, and is refused there.
  */
 const MAX_REFUSED_CLIENTS = 10_000;
+
+/** The anonymous limit's answer for one request; the anonymousLimit stage turns it into headers and maybe a 429. */
+export interface AnonymousDecision {
+  admitted: boolean;
+  limit: number;
+  remaining: number;
+  /** Milliseconds until the client's window resets. */
+  resetMs: number;
+  /** The RateLimit-Policy header value. */
+  policy: string;
+  /** The clock time the decision was made at (the RateLimit headers are relative to it). */
+  now: number;
+}
 
 interface Limiters {
   perMinute: number;
@@ -66,12 +77,12 @@ export class AnonymousLimiter {
   }
 
   /**
-   * When (clock ms) the anonymous limit stops refusing this request's client, or 0 when this instance has not
-   * refused it in the current window. Memory only: no store call. A refusal ends with the window that made it
-   * (windows are fixed, so later requests in it cannot move that end), and other instances' counts only add.
+   * When (clock ms) the anonymous limit stops refusing this client, or 0 when this instance has not refused it in the
+   * current window. Memory only: no store call. A refusal ends with the window that made it (windows are fixed, so
+   * later requests in it cannot move that end), and other instances' counts only add.
    */
-  refusedUntil(req: Request): number {
-    return this.refusedUntilOf(this.limiters, anonymousClientKey(req), this.deps.clock.now());
+  refusedUntil(clientKey: string): number {
+    return this.refusedUntilOf(this.limiters, clientKey, this.deps.clock.now());
   }
 
   private refusedUntilOf(l: Limiters, client: string, now: number): number {
@@ -82,25 +93,22 @@ export class AnonymousLimiter {
     return 0;
   }
 
-  stage() {
-    return (req: Request, res: Response, next: NextFunction): void => {
-      if (res.locals.consumer) return next();
-      const l = this.limiters;
-      const client = anonymousClientKey(req);
-      const now = this.deps.clock.now();
-      // The authentication stage may already have found this client refused (and skipped its key lookup on that
-      // ground): that answer stands, even if the window ended in between, so the key is never called invalid.
-      const until = (res.locals.anonymousRefusedUntil as number | undefined) ?? this.refusedUntilOf(l, client, now);
-      if (until > 0) {
-        // Still refused: answered from memory, no Redis call.
-        this.deps.metrics.anonymousDecisions.inc({ decision: 'refused' });
-        return this.refuse(res, l, Math.max(0, until - now), now);
-      }
-      this.handle(client, res, next).catch(next);
-    };
+  /**
+   * The refusal this instance already knows for the client, answered from memory with no store call; undefined when
+   * it knows none (then `consume`). `knownUntil`: a refusal the authentication stage already found (and skipped the
+   * key lookup on): it stands even if the window ended in between, so the key is never called invalid.
+   */
+  knownRefusal(clientKey: string, knownUntil: number): AnonymousDecision | undefined {
+    const l = this.limiters;
+    const now = this.deps.clock.now();
+    const until = knownUntil > 0 ? knownUntil : this.refusedUntilOf(l, clientKey, now);
+    if (until === 0) return undefined;
+    this.deps.metrics.anonymousDecisions.inc({ decision: 'refused' });
+    return { admitted: false, limit: l.perMinute, remaining: 0, resetMs: Math.max(0, until - now), policy: l.policy, now };
   }
 
-  private async handle(client: string, res: Response, next: NextFunction): Promise<void> {
+  /** Counts one request of the client (in Redis when there is one, else or while it fails in memory) and decides. */
+  async consume(client: string): Promise<AnonymousDecision> {
     const l = this.limiters;
     const shared = l.shared;
     const breaker = this.deps.redis?.breaker;
@@ -126,24 +134,15 @@ export class AnonymousLimiter {
     }
     const now = this.deps.clock.now();
     this.deps.metrics.anonymousDecisions.inc({ decision: admitted ? 'admitted' : 'refused' });
-    if (admitted) {
-      setRateLimitHeaders(
-        res,
-        [{ name: 'minute', limit: l.perMinute, remaining: result.remainingPoints, resetMs: result.msBeforeNext, windowSeconds: 60 }],
-        l.policy,
-        now,
-      );
-      return next();
-    }
-    l.refused.set(client, now + result.msBeforeNext);
-    this.refuse(res, l, result.msBeforeNext, now);
-  }
-
-  /** 429 with the anonymous window's headers: nothing left, free again in resetMs. */
-  private refuse(res: Response, l: Limiters, resetMs: number, now: number): void {
-    setRateLimitHeaders(res, [{ name: 'minute', limit: l.perMinute, remaining: 0, resetMs, windowSeconds: 60 }], l.policy, now);
-    res.setHeader(H.retryAfter, formatRetryAfter(resetMs));
-    sendError(res, 'rate_limit_exceeded', `Too many requests without a valid API key from this address. Retry after ${formatRetryAfter(resetMs)} seconds.`);
+    if (!admitted) l.refused.set(client, now + result.msBeforeNext);
+    return {
+      admitted,
+      limit: l.perMinute,
+      remaining: admitted ? result.remainingPoints : 0,
+      resetMs: result.msBeforeNext,
+      policy: l.policy,
+      now,
+    };
   }
 }
 

@@ -1,19 +1,19 @@
-// Stages 2-3 of the request path: ban check and plan limits for an authenticated key, with the ban ladder.
-// The decision itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local
-// ban cache, headers, logs and metrics around it.
-import type { NextFunction, Request, Response } from 'express';
+// The key limits decision: ban check and plan limits for an authenticated key, with the ban ladder. The decision
+// itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local ban cache, the
+// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages.ts) turns
+// outcomes into RateLimit headers, 429s, 401s and 503s.
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
-import { sendError } from '../http/errors.js';
-import { formatRateLimitPolicy, formatRetryAfter, H, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
+import { formatRateLimitPolicy } from '../http/headers.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { requireConsumer, type Consumer } from '../pipeline/authenticate.js';
+import type { Consumer } from '../keys/consumer.js';
+import type { RequestContext } from '../pipeline/context.js';
 import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { DAY_MS, MINUTE_MS, type Decision, type KeyLimits, type LimiterStore } from './types.js';
+import { type Decision, type KeyLimits, type LimiterStore } from './types.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -42,6 +42,20 @@ interface KnownBan {
   decision: Decision;
   at: number;
 }
+
+/**
+ * A decision with what its headers need; or no usable plan for the key (503), or Redis unavailable with failMode
+ * closed (503), or the store no longer accepts the key (revoked, rotated past its grace, unreadable: 401).
+ */
+export type KeyLimitOutcome =
+  | { kind: 'decided'; decision: Decision; limits: KeyLimits; policy: string; now: number }
+  | { kind: 'no_plan' }
+  | { kind: 'unavailable' }
+  | { kind: 'invalid_key' };
+
+const NO_PLAN: KeyLimitOutcome = Object.freeze({ kind: 'no_plan' });
+const UNAVAILABLE: KeyLimitOutcome = Object.freeze({ kind: 'unavailable' });
+const INVALID_KEY: KeyLimitOutcome = Object.freeze({ kind: 'invalid_key' });
 
 const WINDOW_LABEL = {
   limited_minute: 'minute',
@@ -96,19 +110,18 @@ export class KeyLimiter {
     return limits;
   }
 
-  stage() {
-    return (req: Request, res: Response, next: NextFunction): void => {
-      this.handle(req, res, next).catch(next);
-    };
-  }
-
-  private async handle(req: Request, res: Response, next: NextFunction): Promise<void> {
+  /**
+   * Decides one request of an authenticated key: the ban this instance knows, else one store call (Redis, through
+   * the breaker and within what is left of the request's Redis budget, ctx.redisMs; memory without Redis, or while
+   * Redis fails with failMode open). Counts the decision in the metrics and logs a new ban; writes nothing to any
+   * response (the keyLimits stage does).
+   */
+  async check(consumer: Consumer, ctx: RequestContext): Promise<KeyLimitOutcome> {
     const { clock, logger, metrics, runtime } = this.deps;
-    const consumer = res.locals.consumer as Consumer;
     const limits = this.limitsFor(consumer);
     if (!limits) {
-      logger.error({ reqId: req.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
-      return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
+      logger.error({ reqId: ctx.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
+      return NO_PLAN;
     }
     const now = clock.now();
 
@@ -122,7 +135,7 @@ export class KeyLimiter {
         day: { ...known.decision.day, resetMs: Math.max(0, known.decision.day.resetMs - elapsed) },
         retryMs: known.until - now,
       };
-      return this.answer(req, res, next, consumer, limits, aged, now);
+      return this.decided(consumer, limits, aged, now, ctx);
     }
     if (known) this.knownBans.delete(consumer.id);
 
@@ -140,20 +153,20 @@ export class KeyLimiter {
       const credit = rec && (rec.owedMinute > 0 || rec.owedDay > 0) ? this.lastCounts.takeCredit(rec, now) : undefined;
       try {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
-        const budget = shared.commandTimeoutMs - ((res.locals.redisSpentMs as number | undefined) ?? 0);
+        const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
         const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
-        if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, clock.now());
+        const answeredAt = clock.now();
+        ctx.redisMs += answeredAt - now;
+        if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, answeredAt);
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
         rec ??= this.lastCounts.ensure(consumer.id);
         if (credit) this.lastCounts.restore(rec, credit);
-        if (shared.failMode === 'closed') {
-          return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
-        }
+        if (shared.failMode === 'closed') return UNAVAILABLE;
         // failMode open: this instance alone meters the key until Redis answers again, continuing the windows Redis
         // last reported for it (a Redis connection that flaps would otherwise open a fresh memory window each time).
         this.deps.memory.raiseTo(consumer.id, rec, now);
@@ -166,9 +179,7 @@ export class KeyLimiter {
       // verified as valid, and retrying will not change that): drop it everywhere locally, answer 401.
       if (decision.outcome === 'invalid_record') this.deps.onInvalidRecord?.(consumer.id);
       this.deps.onInvalidKey?.(consumer.id);
-      res.locals.consumer = undefined;
-      res.locals.authFailure = 'invalid_api_key';
-      return requireConsumer(req, res, next);
+      return INVALID_KEY;
     }
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
@@ -179,39 +190,25 @@ export class KeyLimiter {
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
       logger.warn(
-        { reqId: req.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) },
+        { reqId: ctx.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) },
         'api key banned',
       );
     }
-    this.answer(req, res, next, consumer, limits, decision, now);
+    return this.decided(consumer, limits, decision, now, ctx);
   }
 
-  private answer(_req: Request, res: Response, next: NextFunction, consumer: Consumer, limits: KeyLimits, d: Decision, now: number): void {
-    const windows: RateWindow[] = [
-      { name: 'minute', limit: limits.perMinute, remaining: limits.perMinute - d.minute.used, resetMs: d.minute.resetMs, windowSeconds: MINUTE_MS / 1000 },
-      { name: 'day', limit: limits.perDay, remaining: limits.perDay - d.day.used, resetMs: d.day.resetMs, windowSeconds: DAY_MS / 1000 },
-    ];
-    setRateLimitHeaders(res, windows, this.policy(limits), now);
-    const admitted = d.outcome === 'admitted';
-    this.deps.metrics.limitDecisions.inc({ plan: consumer.plan, decision: admitted ? 'admitted' : 'refused', window: WINDOW_LABEL[d.outcome] });
-    if (admitted) return next();
-    res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
-    if (d.outcome === 'banned' || d.outcome === 'banned_now') {
-      return sendError(
-        res,
-        'api_key_banned',
-        `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`,
-      );
-    }
-    sendError(
-      res,
-      'rate_limit_exceeded',
-      `Rate limit exceeded (${d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day'} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`,
-    );
+  private decided(consumer: Consumer, limits: KeyLimits, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {
+    ctx.decision = decision;
+    this.deps.metrics.limitDecisions.inc({
+      plan: consumer.plan,
+      decision: decision.outcome === 'admitted' ? 'admitted' : 'refused',
+      window: WINDOW_LABEL[decision.outcome],
+    });
+    return { kind: 'decided', decision, limits, policy: this.policy(limits), now };
   }
 
   /** The policy header depends only on the limits: built once per KeyLimits (see limitsByPair). */
-  private policy(limits: KeyLimits): string {
+  policy(limits: KeyLimits): string {
     let p = this.policies.get(limits);
     if (!p) {
       p = formatRateLimitPolicy([

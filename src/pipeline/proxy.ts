@@ -1,4 +1,5 @@
-// Stage 5 of the request path: forward to the one configured upstream with http-proxy-middleware (httpxy),
+// Stages 9-11 of the request path (src/pipeline/stages.ts): declaredBodyLimit, prepareUpstreamHeaders and
+// proxyToUpstream, which forwards to the one configured upstream with http-proxy-middleware (httpxy),
 // streaming bodies both ways and mending what the library leaves to its caller (hop-by-hop headers,
 // timeouts reported as resets, text/plain errors: README, "Dependencies").
 import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -9,11 +10,11 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
-import { continueIfExpected } from '../server/http-server.js';
+import { continueIfExpected } from '../http/expect-continue.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 
-/** Per-request proxy state, kept on res.locals so the library's callbacks can reach it. */
+/** Per-request proxy state, kept in the request's context (req.ctx.proxy) so the library's callbacks can reach it. */
 interface ProxyState {
   timedOut: boolean;
   tooLarge: boolean;
@@ -84,7 +85,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const trust = req.app.get('trust proxy fn') as (addr: string, i: number) => boolean;
     const prior = h['x-forwarded-for'];
     const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
-    const consumer = res.locals.consumer as { id: string; plan: string } | undefined;
+    const consumer = req.ctx.consumer;
 
     // One new header object, in the order httpxy sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
@@ -147,7 +148,7 @@ export function createProxy(opts: ProxyOptions) {
   const agent = createUpstreamAgent(upstream);
 
   const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse): void => {
-    const state = stateOf(res);
+    const state = stateOf(req);
     state.reusedSocket = proxyReq.reusedSocket;
     // httpxy reports its own proxyTimeout as a plain ECONNRESET (indistinguishable from a real reset), so the deadline is kept here. A retried
     // attempt gets what is left of the first one's time: the client never waits longer than timeoutMs for headers.
@@ -181,8 +182,8 @@ export function createProxy(opts: ProxyOptions) {
     }
   };
 
-  const onProxyRes = (proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void => {
-    const state = stateOf(res);
+  const onProxyRes = (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void => {
+    const state = stateOf(req);
     metrics.upstreamDuration.observe({ status: String(proxyRes.statusCode) }, elapsedSeconds(state.startedAt));
     // Hop-by-hop headers and X-Powered-By go; a header the gateway already set wins over the upstream's, except
     // Link, whose values add up. (A pass over the upstream's few headers, not over the gateway's many.)
@@ -214,7 +215,7 @@ export function createProxy(opts: ProxyOptions) {
       res.destroy();
       return;
     }
-    const state = stateOf(res);
+    const state = stateOf(req);
     const code = (err as NodeJS.ErrnoException).code;
     if (retryable(state, code, req, res)) {
       // A pooled keep-alive socket the upstream had already closed (its idle timeout raced this request): the
@@ -249,7 +250,7 @@ export function createProxy(opts: ProxyOptions) {
     },
   });
 
-  function proxyStage(req: Request, res: Response, next: NextFunction): void {
+  function proxyToUpstreamStage(req: Request, res: Response, next: NextFunction): void {
     const state: ProxyState = {
       timedOut: false,
       tooLarge: false,
@@ -266,13 +267,13 @@ export function createProxy(opts: ProxyOptions) {
         proxy(req, res, next).catch(next);
       },
     };
-    res.locals.proxy = state;
+    req.ctx.proxy = state;
     // Every check passed: now a client waiting on `Expect: 100-continue` may send its body.
     continueIfExpected(res);
     proxy(req, res, next).catch(next);
   }
 
-  return { handler: proxyStage, agent };
+  return { handler: proxyToUpstreamStage, agent };
 }
 
 /**
@@ -291,8 +292,8 @@ function retryable(state: ProxyState, code: string | undefined, req: IncomingMes
   return !res.headersSent && !res.writableEnded && !res.destroyed && Date.now() < state.deadlineAt;
 }
 
-function stateOf(res: ServerResponse): ProxyState {
-  return (res as Response).locals.proxy as ProxyState;
+function stateOf(req: IncomingMessage): ProxyState {
+  return req.ctx.proxy as ProxyState;
 }
 
 function elapsedSeconds(start: bigint): number {

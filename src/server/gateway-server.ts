@@ -2,14 +2,14 @@
 // The only gateway file that binds a port or installs signal handlers.
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { buildGateway, type GatewayDeps } from '../app.js';
+import type { ComposedGateway } from '../compose.js';
 import { excerpt, loadConfigFile } from '../config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
 import type { Config, OpsConfig } from '../config/schema.js';
 import { closeLogs, type Logger } from '../observability/logger.js';
-import { Metrics } from '../observability/metrics.js';
-import { buildOpsApp, httpUpstreamCheck, type ReadinessCheck } from '../observability/ops.js';
-import { Runtime } from '../config/runtime.js';
+import type { Metrics } from '../observability/metrics.js';
+import { buildOpsApp } from '../observability/ops.js';
+import type { Runtime } from '../config/runtime.js';
 
 export interface RunningGateway {
   server: Server;
@@ -26,25 +26,19 @@ export interface RunningGateway {
 }
 
 export interface StartOptions {
-  config: Config;
-  /** The config holder the parts were built on; made from `config` when not given. */
-  runtime?: Runtime;
+  /** What composeGateway built. */
+  gateway: ComposedGateway;
   logger: Logger;
   /** The file SIGHUP re-reads; without it, reload() is refused. */
   configPath?: string;
   env?: NodeJS.ProcessEnv;
-  metrics?: Metrics;
-  /** Request-path stages (auth, limits) and readiness checks, and cleanup for what they hold. */
-  parts?: { stages?: GatewayDeps['stages']; readiness?: ReadinessCheck[]; close?: () => Promise<void> };
 }
 
+/** Listens with a composed gateway on server.host:server.port (and the ops listener, when configured). */
 export async function startGateway(opts: StartOptions): Promise<RunningGateway> {
-  const { config, logger } = opts;
-  const runtime = opts.runtime ?? new Runtime(config);
-  const metrics = opts.metrics ?? new Metrics({ defaultMetrics: true });
-  const extension = opts.parts ?? {};
-  const readiness = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 1000), ...(extension.readiness ?? [])];
-  const gateway = buildGateway({ runtime, logger, metrics, readiness, stages: extension.stages, opsOnGatewayPort: !config.ops });
+  const { gateway, logger } = opts;
+  const { runtime, metrics, readiness } = gateway;
+  const config = runtime.config;
 
   const server = createGatewayServer(gateway.app, {
     headersTimeout: config.server.headersTimeoutMs,
@@ -77,7 +71,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     ? await listenOps(config.ops, buildOpsApp(metrics, readiness)).catch((err: unknown) => {
         // The gateway's own port is already bound: release it, or the failed start would keep the process alive.
         server.close();
-        gateway.close();
+        void gateway.close();
         throw err;
       })
     : undefined;
@@ -128,12 +122,11 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       const settleBy = Date.now() + 1000;
       while (unanswered > 0 && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setImmediate(r));
-      gateway.close();
       if (ops) {
         ops.server.closeAllConnections();
         await new Promise<void>((r) => ops.server.close(() => r()));
       }
-      await extension.close?.();
+      await gateway.close();
       logger.info('stopped');
     })();
     return stopping;

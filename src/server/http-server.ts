@@ -6,10 +6,9 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import { errorBody } from '../http/errors.js';
+import { awaitContinue } from '../http/expect-continue.js';
 import { H, isSaneRequestId } from '../http/headers.js';
 
-const AWAITING_CONTINUE = Symbol('tollgate.awaitingContinue');
-type MaybeAwaiting = ServerResponse & { [AWAITING_CONTINUE]?: boolean };
 
 const DRAINING = Symbol('tollgate.draining');
 
@@ -101,8 +100,8 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
  */
 export function createGatewayServer(app: RequestListener & ExpressLike, options: ServerOptions = {}): Server {
   const server = createServer({ ...expressPrototypes(app), ...options }, app);
-  server.on('checkContinue', (req: IncomingMessage, res: MaybeAwaiting) => {
-    res[AWAITING_CONTINUE] = true;
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    awaitContinue(res);
     server.emit('request', req, res);
   });
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
@@ -121,12 +120,4 @@ export function createGatewayServer(app: RequestListener & ExpressLike, options:
     );
   });
   return server;
-}
-
-/** Sends `100 Continue` if the client asked for it and it has not been sent: call when the body is about to be read. */
-export function continueIfExpected(res: ServerResponse): void {
-  const r = res as MaybeAwaiting;
-  if (!r[AWAITING_CONTINUE]) return;
-  r[AWAITING_CONTINUE] = false;
-  if (!res.headersSent) res.writeContinue();
 }

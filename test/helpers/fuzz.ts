@@ -1,5 +1,5 @@
 // Seeded fuzzing against a real listening gateway: a tiny PRNG (mulberry32), a gateway started the way
-// `tollgate serve` starts it (startGateway + buildParts on the memory stores, a static key in `keys:`), a
+// `tollgate serve` starts it (composeGateway + startGateway on the memory stores, a static key in `keys:`), a
 // TestUpstream behind it, a "canary" server that must never be contacted, and a raw-bytes client over net.Socket
 // so malformed requests really reach Node's parser.
 //
@@ -16,7 +16,7 @@ import { createLogger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import { Runtime } from '../../src/config/runtime.js';
 import { systemClock } from '../../src/util/clock.js';
-import { buildParts } from '../../src/wiring.js';
+import { composeGateway } from '../../src/compose.js';
 import { leaksIn, parseResponse, testConfig, type RawResponse } from './gateway.js';
 import { TestUpstream, type SeenRequest } from './upstream.js';
 
@@ -157,10 +157,7 @@ export async function startFuzzGateway(opts: FuzzGatewayOptions = {}): Promise<F
     },
   });
   const logger = createLogger('error', sink);
-  const runtime = new Runtime(config);
-  const metrics = new Metrics();
-  const parts = await buildParts(runtime, logger, metrics, systemClock);
-  const gw = await startGateway({ config, runtime, logger, metrics, parts });
+  const gw = await startGateway({ gateway: await composeGateway({ config, logger }), logger });
   return {
     gw,
     port: gw.port,

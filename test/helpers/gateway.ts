@@ -1,15 +1,15 @@
-// Builds an in-process gateway on a loopback port from a partial config, and speaks raw HTTP/1.1 to it
-// (absolute-form targets, hop-by-hop headers and exact response headers are beyond supertest's reach).
+// Builds an in-process gateway on a loopback port (composeGateway, as `tollgate serve` builds it), and speaks raw
+// HTTP/1.1 to it (absolute-form targets, hop-by-hop headers and exact response headers are beyond supertest's reach).
 import type { Server } from 'node:http';
 import { createGatewayServer } from '../../src/server/http-server.js';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
-import { buildGateway, type Gateway, type GatewayDeps } from '../../src/app.js';
+import { composeGateway, type ComposedGateway, type ComposeOptions } from '../../src/compose.js';
 import { validateConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import type { Logger } from '../../src/observability/logger.js';
-import { Runtime } from '../../src/config/runtime.js';
+import type { Runtime } from '../../src/config/runtime.js';
 
 export const silentLogger: Logger = pino({ level: 'silent' });
 
@@ -21,7 +21,7 @@ export function testConfig(raw: Record<string, unknown>): Config {
 }
 
 export interface TestGateway {
-  gateway: Gateway;
+  gateway: ComposedGateway;
   runtime: Runtime;
   server: Server;
   port: number;
@@ -29,22 +29,26 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-export async function startTestGateway(config: Config, deps: Partial<Omit<GatewayDeps, 'runtime'>> = {}): Promise<TestGateway> {
-  const runtime = new Runtime(config);
-  const gateway = buildGateway({ logger: silentLogger, ...deps, runtime });
+/**
+ * The gateway composeGateway builds, listening on a free loopback port. By default without the key stages
+ * (authenticate ... keyLimits: `keyStages: false`), for tests of the proxy and route policy; pass `keyStages: true`
+ * for the whole request path.
+ */
+export async function startTestGateway(config: Config, opts: Partial<Omit<ComposeOptions, 'config'>> = {}): Promise<TestGateway> {
+  const gateway = await composeGateway({ logger: silentLogger, keyStages: false, ...opts, config });
   const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     gateway,
-    runtime,
+    runtime: gateway.runtime,
     server,
     port,
     url: `http://127.0.0.1:${port}`,
     async close() {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
-      gateway.close();
+      await gateway.close();
     },
   };
 }

@@ -1,27 +1,24 @@
 // Helpers for the plans, limits and bans tests: an in-process gateway built the way `tollgate serve` builds it
-// (Runtime + buildParts + buildGateway on a loopback port), a logger whose lines the test can read, Prometheus
+// (composeGateway, on a loopback port), a logger whose lines the test can read, Prometheus
 // text parsing, and Redis command counting (INFO and MONITOR) for round-trip assertions.
 import type { Server } from 'node:http';
 import { createGatewayServer } from '../../src/server/http-server.js';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { buildGateway, type Gateway } from '../../src/app.js';
-import { systemClock, type Clock } from '../../src/util/clock.js';
+import type { Clock } from '../../src/util/clock.js';
 import type { Config } from '../../src/config/schema.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import { httpUpstreamCheck } from '../../src/observability/ops.js';
-import { Runtime } from '../../src/config/runtime.js';
-import { buildParts, type GatewayParts } from '../../src/wiring.js';
+import type { Runtime } from '../../src/config/runtime.js';
+import { composeGateway, type ComposedGateway } from '../../src/compose.js';
 import { silentLogger } from './gateway.js';
 
 export interface LimitsGateway {
   url: string;
   port: number;
   server: Server;
-  gateway: Gateway;
-  parts: GatewayParts;
+  gateway: ComposedGateway;
   runtime: Runtime;
   metrics: Metrics;
   /** Issues a key in the gateway's key store (memory or Redis); returns its id and plaintext. */
@@ -29,23 +26,18 @@ export interface LimitsGateway {
   close(): Promise<void>;
 }
 
-/** A gateway in process, wired exactly like `tollgate serve` (src/commands/run.ts) but on a port of its own. */
+/** A gateway in process, composed exactly like `tollgate serve` composes it (composeGateway) but on a port of its own. */
 export async function startLimitsGateway(
   config: Config,
   opts: { logger?: Logger; clock?: Clock; metrics?: Metrics; memoryPolicyCheckMs?: number } = {},
 ): Promise<LimitsGateway> {
-  const logger = opts.logger ?? silentLogger;
-  const clock = opts.clock ?? systemClock;
-  const metrics = opts.metrics ?? new Metrics();
-  const runtime = new Runtime(config);
-  const parts = await buildParts(runtime, logger, metrics, clock, opts.memoryPolicyCheckMs ? { memoryPolicyCheckMs: opts.memoryPolicyCheckMs } : {});
-  const gateway = buildGateway({
-    runtime,
-    logger,
-    clock,
-    metrics,
-    readiness: [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, 500), ...parts.readiness],
-    stages: parts.stages,
+  const gateway = await composeGateway({
+    config,
+    logger: opts.logger ?? silentLogger,
+    metrics: opts.metrics ?? new Metrics(),
+    upstreamCheckTimeoutMs: 500,
+    ...(opts.clock ? { clock: opts.clock } : {}),
+    ...(opts.memoryPolicyCheckMs ? { memoryPolicyCheckMs: opts.memoryPolicyCheckMs } : {}),
   });
   const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -55,11 +47,10 @@ export async function startLimitsGateway(
     port,
     server,
     gateway,
-    parts,
-    runtime,
-    metrics,
+    runtime: gateway.runtime,
+    metrics: gateway.metrics,
     async createKey(input) {
-      const { key, record } = await parts.keys.create({
+      const { key, record } = await gateway.keys.create({
         plan: input.plan ?? 'free',
         ...(input.perMinute ? { perMinute: input.perMinute } : {}),
         ...(input.perDay ? { perDay: input.perDay } : {}),
@@ -69,8 +60,7 @@ export async function startLimitsGateway(
     async close() {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
-      gateway.close();
-      await parts.close();
+      await gateway.close();
     },
   };
 }

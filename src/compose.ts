@@ -1,16 +1,23 @@
-// The composition root: picks the backends the config names (Redis or memory) once at start-up and builds
-// the request-path stages on them. Everything the gateway holds open is released by close().
-import type { RequestHandler } from 'express';
+// The composition root: composeGateway() builds the whole gateway from its config, the one way `serve`, `dev`, every
+// cluster worker and the tests build it. It picks the backends the config names (Redis or memory) once at start-up,
+// builds the decisions of the request path on them, the request path itself and the Express app around it.
+// Everything the gateway holds open is released by close(); listening is src/server/gateway-server.ts's job.
+import type express from 'express';
 import type { Redis } from 'ioredis';
-import type { Clock } from './util/clock.js';
+import { systemClock, type Clock } from './util/clock.js';
+import type { Config } from './config/schema.js';
+import { Authenticator } from './keys/authenticator.js';
+import { accessLog, requestMetrics } from './observability/requests.js';
+import { httpUpstreamCheck } from './observability/ops.js';
+import { createProxy } from './pipeline/proxy.js';
+import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
 import { KeyService, staticKeyMap } from './keys/service.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
-import type { Metrics } from './observability/metrics.js';
+import { Metrics } from './observability/metrics.js';
 import type { ReadinessCheck } from './observability/ops.js';
-import { authenticate, requireConsumer } from './pipeline/authenticate.js';
 import { Keyspace } from './storage/keyspace.js';
 import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
@@ -20,23 +27,44 @@ import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisLimiterStore } from './limits/redis-store.js';
-import type { Runtime } from './config/runtime.js';
+import { Runtime } from './config/runtime.js';
 
-export interface GatewayParts {
-  stages: RequestHandler[];
+export interface ComposeOptions {
+  config: Config;
+  logger: Logger;
+  /** The config holder; made from `config` when not given. */
+  runtime?: Runtime;
+  metrics?: Metrics;
+  clock?: Clock;
+  /** Period of the maxmemory-policy re-check (default one minute; tests shorten it). */
+  memoryPolicyCheckMs?: number;
+  /** How long /readyz waits for the upstream's health path (default 1000 ms). */
+  upstreamCheckTimeoutMs?: number;
+  /**
+   * false leaves the key stages (authenticate, anonymousLimit, requireApiKey, keyLimits) out of the request path.
+   * Only for tests of the proxy and route policy; the gateway itself always has them.
+   */
+  keyStages?: boolean;
+  /** The key store to use instead of the one the config names (tests: a store that counts or fails its reads). */
+  keyStore?: KeyStore;
+}
+
+export interface ComposedGateway {
+  app: express.Express;
+  runtime: Runtime;
+  metrics: Metrics;
+  /** What /readyz checks (the upstream, Redis). */
   readiness: ReadinessCheck[];
+  /** The request path's key verifier and the key administration (tollgate dev issues its demo keys through it). */
   keys: KeyService;
+  /** The request path's Redis client (absent without Redis): for diagnostics and tests that wrap it. */
   redis: Redis | undefined;
+  /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
   close(): Promise<void>;
 }
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
 const BREAKER_COOLDOWN_MS = 1000;
-
-export interface BuildPartsOptions {
-  /** Period of the maxmemory-policy re-check (default one minute; tests shorten it). */
-  memoryPolicyCheckMs?: number;
-}
 
 /** Overload is logged at most this often (a flood of late timeouts is one condition, not one line each). */
 const OVERLOAD_LOG_EVERY_MS = 1000;
@@ -63,7 +91,11 @@ function reportTimeouts(breaker: Breaker, metrics: Metrics, logger: Logger, cloc
   });
 }
 
-export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metrics, clock: Clock, opts: BuildPartsOptions = {}): Promise<GatewayParts> {
+export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
+  const { logger } = opts;
+  const runtime = opts.runtime ?? new Runtime(opts.config);
+  const metrics = opts.metrics ?? new Metrics();
+  const clock = opts.clock ?? systemClock;
   const config = runtime.config;
   const redisCfg = config.redis;
   let redis: Redis | undefined;
@@ -71,7 +103,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   let keyStore: KeyStore;
   let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
-  const readiness: ReadinessCheck[] = [];
+  const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
     const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
@@ -129,6 +161,7 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   } else {
     keyStore = new MemoryKeyStore(() => clock.now());
   }
+  if (opts.keyStore) keyStore = opts.keyStore;
 
   const keys = new KeyService(
     keyStore,
@@ -162,15 +195,29 @@ export async function buildParts(runtime: Runtime, logger: Logger, metrics: Metr
   keys.onChange((id) => keyLimiter.forget(id));
   const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });
 
+  const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
+  const app = buildGatewayApp({
+    runtime,
+    clock,
+    logger,
+    metrics,
+    readiness,
+    opsOnGatewayPort: !config.ops,
+    observers: [requestMetrics(metrics), accessLog(logger)],
+    ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
+    proxyToUpstream: proxy.handler,
+  });
+
   return {
-    // CONTRACT §3: authenticate; requests without a valid key meet the per-IP limit, then 401; keyed ones meet
-    // the ban check and plan limits.
-    stages: [authenticate(keys, logger, anonymous), anonymous.stage(), requireConsumer, keyLimiter.stage()],
+    app,
+    runtime,
+    metrics,
     readiness,
     keys,
     redis,
     async close() {
       closing = true;
+      proxy.agent.destroy();
       memoryPolicy?.stop();
       await keys.close();
       if (redis) await redis.quit().catch(() => redis?.disconnect());

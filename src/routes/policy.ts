@@ -1,12 +1,8 @@
-// Stage 4 of the request path: deprecation and sunset policy of configured routes (RFC 9745, RFC 8594).
-// Route patterns are compiled once per config load; per request only the compiled matchers run.
-import type { NextFunction, Request, Response } from 'express';
+// Route policy: deprecation and sunset of configured routes (RFC 9745, RFC 8594), as a decision with no Express.
+// Route patterns are compiled once per config load (Runtime); per request only the compiled matchers run.
 import { match, type MatchFunction } from 'path-to-regexp';
-import type { Clock } from '../util/clock.js';
 import type { RouteConfig } from '../config/schema.js';
-import { sendError } from '../http/errors.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
-import type { Runtime } from '../config/runtime.js';
 
 export interface CompiledRoute {
   readonly method: string;
@@ -69,16 +65,16 @@ export function policyPath(path: string): string {
   return p;
 }
 
-export function routePolicy(runtime: Runtime, clock: Clock) {
-  return function routePolicyStage(req: Request, res: Response, next: NextFunction): void {
-    // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.
-    const route = findRoute(runtime.current.routes, req.method, policyPath(pathOf(req.originalUrl)));
-    res.locals.route = route?.pattern;
-    if (!route) return next();
-    for (const [name, value] of route.headers) res.setHeader(name, value);
-    if (route.gone && route.sunsetMs !== undefined && clock.now() >= route.sunsetMs) {
-      return sendError(res, 'gone', `${req.method} ${route.pattern} was retired at ${new Date(route.sunsetMs).toISOString()}.`);
-    }
-    next();
-  };
+/**
+ * The route policy decision for one request: the configured route it matches (the first, in config order), if any,
+ * and whether that route is retired (afterSunset: gone, and its sunset has passed). The routePolicy stage
+ * (src/pipeline/stages.ts) adds the route's headers and answers 410 for a retired one.
+ */
+export function matchRoute(routes: readonly CompiledRoute[], method: string, requestPath: string): CompiledRoute | undefined {
+  // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.
+  return findRoute(routes, method, policyPath(pathOf(requestPath)));
+}
+
+export function isRetired(route: CompiledRoute, nowMs: number): boolean {
+  return route.gone && route.sunsetMs !== undefined && nowMs >= route.sunsetMs;
 }

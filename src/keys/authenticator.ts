@@ -1,0 +1,80 @@
+// The authentication decision: who is calling, from the Authorization header (a bearer API key, RFC 6750).
+// It answers with an outcome and writes nothing to the response: the request path's authenticate and requireApiKey
+// stages turn outcomes into HTTP. A client the anonymous limit already refuses gets no key-store read for a key
+// this instance does not know: it could only have been answered 429 anyway.
+import type { AuthFailure, RequestContext } from '../pipeline/context.js';
+import type { Consumer } from './consumer.js';
+import type { LookupGate, VerifyResult } from './service.js';
+
+/** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^Bearer(?: |$)/i;
+
+export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
+
+const MISSING: BearerParse = Object.freeze({ kind: 'missing' });
+const MALFORMED: BearerParse = Object.freeze({ kind: 'malformed' });
+
+export function parseBearer(header: string | undefined): BearerParse {
+  // No Authorization, or another scheme (Basic, ...): no bearer credentials were offered.
+  if (!header || !BEARER_SCHEME.test(header)) return MISSING;
+  const m = BEARER.exec(header);
+  return m?.[1] ? { kind: 'token', token: m[1] } : MALFORMED;
+}
+
+/**
+ * A consumer; or why there is none (the request goes on to the anonymous limit, then 401); or `unavailable`: the
+ * key store did not answer and nothing usable was cached, so the key may be fine (503, never a 401).
+ */
+export type AuthOutcome = Consumer | AuthFailure | 'unavailable';
+
+/** What verifies a key (the key cache, KeyService). */
+export interface KeyVerification {
+  verify<C>(token: string, gate?: LookupGate<C>, ctx?: C): Promise<VerifyResult>;
+}
+
+/** The anonymous limit's memory of whom it refuses (AnonymousLimiter): when the refusal ends, or 0. */
+export interface RefusedClients {
+  refusedUntil(clientKey: string): number;
+}
+
+export class Authenticator {
+  /**
+   * Asked only on a key-cache miss (the store read a guessed key would cost), never for a cached key: made once
+   * here, so a request allocates nothing for it.
+   */
+  private readonly lookupGate: LookupGate<RequestContext> | undefined;
+
+  constructor(
+    private readonly keys: KeyVerification,
+    refused?: RefusedClients,
+  ) {
+    this.lookupGate = refused
+      ? (ctx) => {
+          const until = refused.refusedUntil(ctx.clientKey());
+          if (until === 0) return true;
+          ctx.anonymousRefusedUntil = until;
+          return false;
+        }
+      : undefined;
+  }
+
+  /** Time spent reading the key store (a cache miss) is added to ctx.redisMs: it comes out of the request's Redis budget. */
+  async authenticate(authorization: string | undefined, ctx: RequestContext): Promise<AuthOutcome> {
+    const parsed = parseBearer(authorization);
+    if (parsed.kind === 'missing') return 'missing_api_key';
+    if (parsed.kind === 'malformed') return 'invalid_api_key';
+    const result = await this.keys.verify(parsed.token, this.lookupGate, ctx);
+    if (result.storeMs !== undefined) ctx.redisMs += result.storeMs;
+    if (result.ok) {
+      const k = result.key;
+      const consumer: Consumer = { id: k.id, plan: k.plan };
+      if (k.perMinute !== undefined) consumer.perMinute = k.perMinute;
+      if (k.perDay !== undefined) consumer.perDay = k.perDay;
+      if (result.keyHash !== undefined) consumer.keyHash = result.keyHash;
+      if (result.revision !== undefined) consumer.keyRevision = result.revision;
+      return consumer;
+    }
+    return result.reason === 'unavailable' ? 'unavailable' : 'invalid_api_key';
+  }
+}

@@ -1,0 +1,67 @@
+// The per-request context: what one stage of the request path learns and a later one (or the access log, the
+// metrics, a tracing span, the usage ledger) needs. One typed object per request, created by the first stage and
+// reachable as `req.ctx` from every stage and from the proxy's callbacks.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Consumer } from '../keys/consumer.js';
+import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
+import type { Decision } from '../limits/types.js';
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** The request id (X-Request-Id), set first thing on every request. */
+    id: string;
+    /** This request's context, set first thing on every request (observeRequest). */
+    ctx: RequestContext;
+  }
+}
+
+/** Why a request carries no consumer: the 401 it gets unless the anonymous limit answers 429 first. */
+export type AuthFailure = 'missing_api_key' | 'invalid_api_key';
+
+export class RequestContext {
+  /** The authenticated key; undefined until authentication found one (and again if the limit check disowns it). */
+  consumer: Consumer | undefined = undefined;
+  authFailure: AuthFailure = 'missing_api_key';
+  /**
+   * Set when authentication skipped a key lookup because the anonymous limit is refusing this client (until that
+   * clock time): the anonymous stage answers 429 from it without asking Redis again.
+   */
+  anonymousRefusedUntil = 0;
+  /** Milliseconds this request has waited on Redis so far; the request's Redis budget is what is left of commandTimeoutMs. */
+  redisMs = 0;
+  /** The configured route pattern the request matched (the metrics' route label), once route policy ran. */
+  route: string | undefined = undefined;
+  /** The key limit check's decision, for keyed requests that reached it. */
+  decision: Decision | undefined = undefined;
+  /** Set by the proxy stage: its per-request state, which http-proxy-middleware's callbacks reach through req. */
+  proxy: unknown = undefined;
+  private clientKeyText: string | undefined = undefined;
+
+  constructor(
+    readonly id: string,
+    /** performance.now() when the request arrived. */
+    readonly startedAt: number,
+    readonly req: IncomingMessage & ClientAddressSource,
+  ) {}
+
+  /** The key the anonymous limit meters this request's client under (anonymousClientKey), computed once. */
+  clientKey(): string {
+    return (this.clientKeyText ??= anonymousClientKey(this.req));
+  }
+}
+
+/** How a response ended, as the observers are told. */
+export interface RequestEnd {
+  /** Milliseconds from arrival to the response's close. */
+  ms: number;
+  /** Sent in full (false: the client left or the connection was cut first). */
+  finished: boolean;
+}
+
+/**
+ * What watches every request from outside the request path: the access log, the request metrics, and later a
+ * tracing span and the usage ledger. `requestEnded` is called once per request, after its response closed.
+ */
+export interface RequestObserver {
+  requestEnded(ctx: RequestContext, res: ServerResponse, end: RequestEnd): void;
+}

@@ -1,0 +1,248 @@
+// The request path: every stage a request passes, in the order it runs, in this one file. Each stage is a small
+// named unit; the decisions (authentication, the anonymous limit, key limits, route policy) live in plain classes
+// and functions with no Express in them, and the stages here turn their outcomes into HTTP. Stages talk through the
+// request's typed context (req.ctx, src/pipeline/context.ts).
+//
+//   0. normalizeRequestTarget   absolute-form target -> path, fragment dropped (before Express routes; server/app.ts)
+//   1. observeRequest           request id, context; access log and metrics once the response is over
+//   2. securityHeaders          helmet, for a JSON API
+//   -- requests under /v1 only --
+//   3. refuseAmbiguousPaths     400 for a path an upstream may read as another (dot segments, %2F, \, ;)
+//   4. authenticate             bearer key -> consumer (the key cache; a store read on a miss)
+//   5. anonymousLimit           per-client limit for requests without a valid key (429)
+//   6. requireApiKey            401 for whoever is still without a valid key
+//   7. keyLimits                ban check and plan limits, one Redis round trip (429, with RateLimit headers)
+//   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
+//   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
+//  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own)
+//  11. proxyToUpstream          stream to the upstream and back (src/pipeline/proxy.ts)
+import { randomUUID } from 'node:crypto';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import helmet from 'helmet';
+import type { Runtime } from '../config/runtime.js';
+import { sendError } from '../http/errors.js';
+import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders } from '../http/headers.js';
+import type { Authenticator } from '../keys/authenticator.js';
+import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
+import type { KeyLimiter, KeyLimitOutcome } from '../limits/key-limits.js';
+import { DAY_MS, MINUTE_MS } from '../limits/types.js';
+import type { Logger } from '../observability/logger.js';
+import { isRetired, matchRoute } from '../routes/policy.js';
+import type { Clock } from '../util/clock.js';
+import { RequestContext, type RequestObserver } from './context.js';
+import { declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
+import { ambiguityOf } from './request-target.js';
+
+export interface RequestPathParts {
+  runtime: Runtime;
+  clock: Clock;
+  logger: Logger;
+  /** Told of every request once its response is over (the access log, the metrics). */
+  observers: readonly RequestObserver[];
+  /**
+   * The key stages' decisions (4-7). Always there in the gateway composeGateway builds; left out only by tests of
+   * the proxy and route policy, which then run without keys.
+   */
+  keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter };
+  /** Stage 11, created with its upstream connection pool (createProxy). */
+  proxyToUpstream: RequestHandler;
+}
+
+/** A request target under /v1: the segment itself, then a slash, a query or the end. */
+const UNDER_V1 = /^\/v1(?:[/?]|$)/i;
+
+/**
+ * Stages 1-11 as one handler. /v1 is matched here as Express would mount it (case-insensitive, a whole segment) but
+ * without the mount's rewriting of req.url around the stages: they and the upstream see the full path.
+ */
+export function requestPath(p: RequestPathParts): RequestHandler {
+  const { server, upstream } = p.runtime.config;
+  const v1 = inSequence([
+    refuseAmbiguousPaths,
+    ...(p.keys
+      ? [authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)]
+      : []),
+    routePolicy(p.runtime, p.clock),
+    declaredBodyLimit(server.maxBodyBytes),
+    prepareUpstreamHeaders(upstream),
+    p.proxyToUpstream,
+  ]);
+  return inSequence([
+    observeRequest(p.observers),
+    securityHeaders(),
+    function underV1(req, res, next) {
+      if (UNDER_V1.test(req.url)) v1(req, res, next);
+      else next();
+    },
+  ]);
+}
+
+/**
+ * 1. Gives each request its id (the caller's X-Request-Id when sane, else a new UUID; echoed in the response) and
+ * its context, and tells the observers once the response is over: one `close` listener per request.
+ */
+export function observeRequest(observers: readonly RequestObserver[]): RequestHandler {
+  return function observeRequestStage(req, res, next) {
+    const given = req.headers[H.requestId];
+    const id = isSaneRequestId(given) ? given : randomUUID();
+    const ctx = new RequestContext(id, performance.now(), req);
+    req.id = id;
+    req.ctx = ctx;
+    res.setHeader(H.requestId, id);
+    // `close` comes after `finish` for a response sent in full, and alone for one cut short (the client left).
+    res.once('close', () => {
+      const end = { ms: performance.now() - ctx.startedAt, finished: res.writableFinished };
+      for (const o of observers) o.requestEnded(ctx, res, end);
+    });
+    next();
+  };
+}
+
+/** 2. Security headers for a JSON API (helmet). */
+export function securityHeaders(): RequestHandler {
+  return helmet({
+    // A JSON API serves no documents: nothing may load from or frame its answers (OWASP REST Security Cheat Sheet:
+    // CSP frame-ancestors 'none', X-Frame-Options DENY, nosniff, HSTS).
+    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+    crossOriginResourcePolicy: { policy: 'same-origin' },
+    xFrameOptions: { action: 'deny' },
+    // Headers that only mean something for HTML pages in a browser are left out: every response carries only
+    // what protects an API client, and no bytes for the rest.
+    crossOriginOpenerPolicy: false,
+    originAgentCluster: false,
+    xDnsPrefetchControl: false,
+    xDownloadOptions: false,
+    xPermittedCrossDomainPolicies: false,
+    xXssProtection: false,
+  });
+}
+
+/** 3. A /v1 path an upstream may read as another path is refused with 400 before anything else (ambiguityOf). */
+export function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunction): void {
+  const problem = ambiguityOf(req.originalUrl);
+  if (problem) return sendError(res, 'invalid_request', `The request path must not contain ${problem}.`);
+  next();
+}
+
+/** 4. Finds out who is calling; only a key store that cannot answer is answered here (503, never a 401). */
+export function authenticate(authenticator: Authenticator, logger: Logger): RequestHandler {
+  return async function authenticateStage(req, res, next) {
+    const ctx = req.ctx;
+    const outcome = await authenticator.authenticate(req.headers.authorization, ctx);
+    if (typeof outcome === 'object') ctx.consumer = outcome;
+    else if (outcome === 'unavailable') {
+      // The key may be fine: the store did not answer. Not a 401, which would tell the client its key is wrong.
+      logger.warn({ reqId: req.id }, 'api key could not be verified: key store unavailable');
+      return sendError(res, 'service_unavailable', 'The API key could not be verified right now. Retry shortly.');
+    } else ctx.authFailure = outcome;
+    next();
+  };
+}
+
+/** 5. Requests without a valid key are metered per client address; a keyed request passes untouched. */
+export function anonymousLimit(anonymous: AnonymousLimiter): RequestHandler {
+  const answer = (res: Response, next: NextFunction, d: AnonymousDecision): void => {
+    setRateLimitHeaders(res, [{ name: 'minute', limit: d.limit, remaining: d.remaining, resetMs: d.resetMs, windowSeconds: 60 }], d.policy, d.now);
+    if (d.admitted) return next();
+    res.setHeader(H.retryAfter, formatRetryAfter(d.resetMs));
+    sendError(res, 'rate_limit_exceeded', `Too many requests without a valid API key from this address. Retry after ${formatRetryAfter(d.resetMs)} seconds.`);
+  };
+  return function anonymousLimitStage(req, res, next) {
+    const ctx = req.ctx;
+    if (ctx.consumer) return next();
+    const client = ctx.clientKey();
+    // Still refused: answered from memory, no Redis call.
+    const known = anonymous.knownRefusal(client, ctx.anonymousRefusedUntil);
+    if (known) return answer(res, next, known);
+    anonymous
+      .consume(client)
+      .then((d) => answer(res, next, d))
+      .catch(next);
+  };
+}
+
+/** 6. 401 for whoever has no valid key by now (the anonymous limit let them through). */
+export function requireApiKey(req: Request, res: Response, next: NextFunction): void {
+  const ctx = req.ctx;
+  if (ctx.consumer) return next();
+  const code = ctx.authFailure;
+  res.setHeader('www-authenticate', code === 'missing_api_key' ? 'Bearer realm="tollgate"' : 'Bearer realm="tollgate", error="invalid_token"');
+  sendError(res, code);
+}
+
+/** 7. Ban check and plan limits for the consumer: RateLimit headers on every answer, 429 for a refusal. */
+export function keyLimits(limiter: KeyLimiter): RequestHandler {
+  const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
+    if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
+    if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
+    if (o.kind === 'invalid_key') {
+      // The store no longer accepts the key (revoked, rotated past its grace, unreadable since it was cached).
+      req.ctx.consumer = undefined;
+      req.ctx.authFailure = 'invalid_api_key';
+      return requireApiKey(req, res, next);
+    }
+    const { decision: d, limits } = o;
+    setRateLimitHeaders(
+      res,
+      [
+        { name: 'minute', limit: limits.perMinute, remaining: limits.perMinute - d.minute.used, resetMs: d.minute.resetMs, windowSeconds: MINUTE_MS / 1000 },
+        { name: 'day', limit: limits.perDay, remaining: limits.perDay - d.day.used, resetMs: d.day.resetMs, windowSeconds: DAY_MS / 1000 },
+      ],
+      o.policy,
+      o.now,
+    );
+    if (d.outcome === 'admitted') return next();
+    res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
+    if (d.outcome === 'banned' || d.outcome === 'banned_now') {
+      return sendError(
+        res,
+        'api_key_banned',
+        `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`,
+      );
+    }
+    const window = d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day';
+    sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${window} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
+  };
+  return function keyLimitsStage(req, res, next) {
+    limiter
+      .check(req.ctx.consumer!, req.ctx)
+      .then((o) => answer(req, res, next, o))
+      .catch(next);
+  };
+}
+
+/** 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired. */
+export function routePolicy(runtime: Runtime, clock: Clock): RequestHandler {
+  return function routePolicyStage(req, res, next) {
+    const route = matchRoute(runtime.current.routes, req.method, req.originalUrl);
+    if (!route) return next();
+    req.ctx.route = route.pattern;
+    for (const [name, value] of route.headers) res.setHeader(name, value);
+    if (isRetired(route, clock.now())) {
+      return sendError(res, 'gone', `${req.method} ${route.pattern} was retired at ${new Date(route.sunsetMs!).toISOString()}.`);
+    }
+    next();
+  };
+}
+
+/**
+ * Stages as one handler that runs them in order, as Express would as separate handlers (an error or a rejected
+ * promise goes to the error handler), but with one router layer instead of one per stage.
+ */
+export function inSequence(stages: readonly RequestHandler[]): RequestHandler {
+  return function stagesInSequence(req, res, done) {
+    let i = 0;
+    const next = (err?: unknown): void => {
+      if (err !== undefined && err !== null) return done(err);
+      const stage = stages[i++];
+      if (!stage) return done();
+      try {
+        const result: unknown = stage(req, res, next);
+        if (result instanceof Promise) result.catch((e: unknown) => done(e ?? new Error('a request stage failed')));
+      } catch (e) {
+        done(e);
+      }
+    };
+    next();
+  };
+}

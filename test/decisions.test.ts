@@ -1,0 +1,228 @@
+// The request path's decisions on their own, with no Express app and no HTTP: authentication, the anonymous limit,
+// key limits and route policy answer with outcomes (src/pipeline/stages.ts turns them into HTTP), and the request
+// context carries what one stage learns to the next and to the observers.
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { Runtime } from '../src/config/runtime.js';
+import { Authenticator } from '../src/keys/authenticator.js';
+import { generateKey } from '../src/keys/format.js';
+import { MemoryKeyStore } from '../src/keys/memory-store.js';
+import { KeyService } from '../src/keys/service.js';
+import { AnonymousLimiter } from '../src/limits/anonymous.js';
+import { KeyLimiter } from '../src/limits/key-limits.js';
+import { MemoryLimiterStore } from '../src/limits/memory-store.js';
+import type { LimiterStore } from '../src/limits/types.js';
+import { Metrics } from '../src/observability/metrics.js';
+import { RequestContext } from '../src/pipeline/context.js';
+import { isRetired, matchRoute } from '../src/routes/policy.js';
+import { Breaker } from '../src/storage/breaker.js';
+import { ManualClock } from '../src/util/clock.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
+import { metricValue } from './helpers/limits.js';
+
+const UPSTREAM = { url: 'http://127.0.0.1:9' };
+
+function context(remoteAddress = '192.0.2.7'): RequestContext {
+  const req = { socket: { remoteAddress }, headers: {} } as unknown as IncomingMessage;
+  return new RequestContext('req-1', 0, req);
+}
+
+describe('Authenticator', () => {
+  async function setup(refused?: { refusedUntil(client: string): number }) {
+    const clock = new ManualClock(Date.UTC(2026, 5, 1));
+    const store = new MemoryKeyStore(() => clock.now());
+    const keys = new KeyService(store, clock);
+    const auth = new Authenticator(keys, refused);
+    return { clock, store, keys, auth };
+  }
+
+  it('no header or another scheme: missing_api_key; a malformed or unknown bearer token: invalid_api_key', async () => {
+    const { auth } = await setup();
+    expect(await auth.authenticate(undefined, context())).toBe('missing_api_key');
+    expect(await auth.authenticate('Basic dXNlcjpwYXNz', context())).toBe('missing_api_key');
+    expect(await auth.authenticate('Bearer a,b', context())).toBe('invalid_api_key');
+    expect(await auth.authenticate(`Bearer ${generateKey()}`, context())).toBe('invalid_api_key');
+  });
+
+  it('a valid key: the consumer with its plan, overrides and the hash the limit check re-validates', async () => {
+    const { auth, keys } = await setup();
+    const { key, record } = await keys.create({ plan: 'pro', perMinute: 7 });
+    const consumer = await auth.authenticate(`Bearer ${key}`, context());
+    expect(consumer).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7 });
+    expect(typeof consumer === 'object' && consumer.keyHash).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('a store that fails with nothing cached: unavailable (the key may be fine), never invalid_api_key', async () => {
+    const { auth, store } = await setup();
+    store.findByHash = () => Promise.reject(new Error('store down'));
+    expect(await auth.authenticate(`Bearer ${generateKey()}`, context())).toBe('unavailable');
+  });
+
+  it('a client the anonymous limit refuses gets no store read for an unknown key; the refusal is left in the context', async () => {
+    let reads = 0;
+    const { auth, store } = await setup({ refusedUntil: (client) => (client === '192.0.2.7' ? 12_345 : 0) });
+    const find = store.findByHash.bind(store);
+    store.findByHash = (hash) => {
+      reads++;
+      return find(hash);
+    };
+    const ctx = context();
+    expect(await auth.authenticate(`Bearer ${generateKey()}`, ctx)).toBe('invalid_api_key');
+    expect(reads).toBe(0);
+    expect(ctx.anonymousRefusedUntil).toBe(12_345);
+    const other = context('198.51.100.1');
+    await auth.authenticate(`Bearer ${generateKey()}`, other);
+    expect(reads).toBe(1);
+    expect(other.anonymousRefusedUntil).toBe(0);
+  });
+});
+
+describe('AnonymousLimiter', () => {
+  it('admits perMinute per client, then refuses; a known refusal is answered from memory; counted in the metrics', async () => {
+    const clock = new ManualClock();
+    const metrics = new Metrics();
+    const anon = new AnonymousLimiter({ runtime: new Runtime(testConfig({ upstream: UPSTREAM, anonymous: { perMinute: 2 } })), clock, metrics });
+    const a = await anon.consume('192.0.2.1');
+    expect(a).toMatchObject({ admitted: true, limit: 2, remaining: 1 });
+    expect((await anon.consume('192.0.2.1')).admitted).toBe(true);
+    const refused = await anon.consume('192.0.2.1');
+    expect(refused).toMatchObject({ admitted: false, remaining: 0 });
+    expect(refused.resetMs).toBeGreaterThan(0);
+    expect(anon.refusedUntil('192.0.2.1')).toBe(clock.now() + refused.resetMs);
+    expect(anon.knownRefusal('192.0.2.1', 0)).toMatchObject({ admitted: false, remaining: 0 });
+    // Another client has its own bucket and no known refusal.
+    expect(anon.knownRefusal('192.0.2.2', 0)).toBeUndefined();
+    expect((await anon.consume('192.0.2.2')).admitted).toBe(true);
+    // A refusal found by authentication stands even once the window is over.
+    clock.advance(120_000);
+    expect(anon.refusedUntil('192.0.2.1')).toBe(0);
+    expect(anon.knownRefusal('192.0.2.1', clock.now() + 5_000)).toMatchObject({ admitted: false, resetMs: 5_000 });
+    const text = await metrics.registry.metrics();
+    expect(metricValue(text, 'tollgate_anonymous_decisions_total', { decision: 'refused' })).toBe(3);
+    expect(metricValue(text, 'tollgate_anonymous_decisions_total', { decision: 'admitted' })).toBe(3);
+  });
+});
+
+describe('KeyLimiter', () => {
+  const config = testConfig({
+    upstream: UPSTREAM,
+    plans: { free: { perMinute: 2, perDay: 100 } },
+    ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [300], resetAfterSeconds: 600 },
+  });
+
+  function limiter(shared?: { store: LimiterStore; failMode: 'open' | 'closed' }) {
+    const clock = new ManualClock();
+    const invalid: string[] = [];
+    const l = new KeyLimiter({
+      runtime: new Runtime(config),
+      clock,
+      logger: silentLogger,
+      metrics: new Metrics(),
+      memory: new MemoryLimiterStore(clock),
+      onInvalidKey: (id) => invalid.push(id),
+      ...(shared ? { shared: { ...shared, breaker: new Breaker(clock, 1000), commandTimeoutMs: 100 } } : {}),
+    });
+    return { l, clock, invalid };
+  }
+
+  it('decides from the plan: admitted, then limited by the minute window, then a ban the instance remembers', async () => {
+    const { l } = limiter();
+    const consumer = { id: 'key_1', plan: 'free' };
+    const ctx = context();
+    const first = await l.check(consumer, ctx);
+    expect(first).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' }, limits: { perMinute: 2, perDay: 100 } });
+    expect(first.kind === 'decided' && first.policy).toBe('"minute";q=2;w=60, "day";q=100;w=86400');
+    expect(ctx.decision?.outcome).toBe('admitted');
+    await l.check(consumer, context());
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'banned_now', banLevel: 1 } });
+    const later = await l.check(consumer, context());
+    expect(later).toMatchObject({ decision: { outcome: 'banned' } });
+    // forget() (an unban anywhere) drops the remembered ban: the store decides again (the minute is still full).
+    l.forget('key_1');
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+  });
+
+  it('a key whose plan is not configured: no_plan; a per-key override needs no plan', async () => {
+    const { l } = limiter();
+    expect(await l.check({ id: 'k', plan: 'gold' }, context())).toEqual({ kind: 'no_plan' });
+    expect(await l.check({ id: 'k', plan: 'gold', perMinute: 1, perDay: 1 }, context())).toMatchObject({ kind: 'decided' });
+  });
+
+  it('Redis failing: failMode closed answers unavailable; failMode open decides in memory', async () => {
+    const failing: LimiterStore = { check: () => Promise.reject(new Error('down')) };
+    expect(await limiter({ store: failing, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, context())).toEqual({ kind: 'unavailable' });
+    expect(await limiter({ store: failing, failMode: 'open' }).l.check({ id: 'k', plan: 'free' }, context())).toMatchObject({
+      kind: 'decided',
+      decision: { outcome: 'admitted' },
+    });
+  });
+
+  it('the store no longer accepts the key: invalid_key, and the key is forgotten locally', async () => {
+    const revoked: LimiterStore = {
+      check: () => Promise.resolve({ outcome: 'invalid_key', minute: { used: 0, resetMs: 0 }, day: { used: 0, resetMs: 0 }, retryMs: 0, banLevel: 0 }),
+    };
+    const { l, invalid } = limiter({ store: revoked, failMode: 'open' });
+    expect(await l.check({ id: 'key_gone', plan: 'free' }, context())).toEqual({ kind: 'invalid_key' });
+    expect(invalid).toEqual(['key_gone']);
+  });
+
+  it('the Redis budget is what the key lookup left: none left fails over without calling the store', async () => {
+    let calls = 0;
+    const store: LimiterStore = {
+      check: () => {
+        calls++;
+        return Promise.reject(new Error('not reached'));
+      },
+    };
+    const ctx = context();
+    ctx.redisMs = 100;
+    expect(await limiter({ store, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, ctx)).toEqual({ kind: 'unavailable' });
+    expect(calls).toBe(0);
+  });
+});
+
+describe('route policy', () => {
+  const runtime = new Runtime(
+    testConfig({
+      upstream: UPSTREAM,
+      routes: [
+        { method: 'GET', path: '/v1/pets/:id', deprecation: '2026-01-01T00:00:00Z', sunset: '2026-06-01T00:00:00Z', afterSunset: 'gone' },
+        { method: '*', path: '/v1/orders', deprecation: '2026-01-01T00:00:00Z' },
+      ],
+    }),
+  );
+  const routes = runtime.current.routes;
+
+  it('matches by method (GET also for HEAD, * for any) and by the path an upstream would read', () => {
+    expect(matchRoute(routes, 'GET', '/v1/pets/1?x=1')?.pattern).toBe('/v1/pets/:id');
+    expect(matchRoute(routes, 'HEAD', '/v1//p%65ts/1')?.pattern).toBe('/v1/pets/:id');
+    expect(matchRoute(routes, 'DELETE', '/v1/pets/1')).toBeUndefined();
+    expect(matchRoute(routes, 'PATCH', '/v1/orders')?.pattern).toBe('/v1/orders');
+  });
+
+  it('a gone route is retired from its sunset on; a merely deprecated one never', () => {
+    const pets = matchRoute(routes, 'GET', '/v1/pets/1')!;
+    expect(isRetired(pets, Date.parse('2026-05-31T23:59:59Z'))).toBe(false);
+    expect(isRetired(pets, Date.parse('2026-06-01T00:00:00Z'))).toBe(true);
+    expect(isRetired(matchRoute(routes, 'GET', '/v1/orders')!, Date.parse('2030-01-01T00:00:00Z'))).toBe(false);
+  });
+});
+
+describe('RequestContext', () => {
+  it('computes the client key once, from a validated address', () => {
+    let reads = 0;
+    const req = {
+      headers: {},
+      get ip() {
+        reads++;
+        return 'not an ip';
+      },
+      socket: { remoteAddress: '2001:db8:1:2:3:4:5:6' },
+    } as unknown as IncomingMessage;
+    const ctx = new RequestContext('r', 0, req);
+    expect(ctx.clientKey()).toBe('2001:db8:1:2::/64');
+    expect(ctx.clientKey()).toBe('2001:db8:1:2::/64');
+    expect(reads).toBe(1);
+  });
+});
