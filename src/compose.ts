@@ -3,7 +3,6 @@
 // builds the decisions of the request path on them, the request path itself and the Express app around it.
 // Everything the gateway holds open is released by close(); listening is src/server/gateway-server.ts's job.
 import type express from 'express';
-import type { Redis } from 'ioredis';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { Authenticator } from './keys/authenticator.js';
@@ -13,20 +12,22 @@ import { createProxy } from './pipeline/proxy.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
-import { KeyService, staticKeyMap } from './keys/service.js';
+import { KeyAdmin } from './keys/admin.js';
+import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import type { ReadinessCheck } from './observability/ops.js';
 import { Keyspace } from './storage/keyspace.js';
-import { createRedisClient, redactRedisUrl, waitForReady } from './storage/redis.js';
+import { connectRedis, type RedisCommands, type RedisConnection } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
 import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
-import { MemoryLimiterStore } from './limits/memory-store.js';
-import { RedisLimiterStore } from './limits/redis-store.js';
+import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
+import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
+import type { BanStore } from './limits/types.js';
 import { Runtime } from './config/runtime.js';
 
 export interface ComposeOptions {
@@ -55,10 +56,12 @@ export interface ComposedGateway {
   metrics: Metrics;
   /** What /readyz checks (the upstream, Redis). */
   readiness: ReadinessCheck[];
-  /** The request path's key verifier and the key administration (tollgate dev issues its demo keys through it). */
-  keys: KeyService;
-  /** The request path's Redis client (absent without Redis): for diagnostics and tests that wrap it. */
-  redis: Redis | undefined;
+  /** The request path's key verifier (the cache). */
+  keys: KeyVerifier;
+  /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it). */
+  admin: KeyAdmin;
+  /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
+  redis: RedisConnection | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
   close(): Promise<void>;
 }
@@ -98,23 +101,19 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const clock = opts.clock ?? systemClock;
   const config = runtime.config;
   const redisCfg = config.redis;
-  let redis: Redis | undefined;
+  let redis: RedisConnection | undefined;
   let closing = false;
   let keyStore: KeyStore;
-  let shared: { client: Redis; keyspace: Keyspace; breaker: Breaker } | undefined;
+  let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
   const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
-    const client = createRedisClient({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, failFast: true, name: 'tollgate-gateway' });
-    redis = client;
+    const connection = connectRedis({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway' });
+    redis = connection;
+    const { client, where } = connection;
     const keyspace = new Keyspace(redisCfg.prefix);
-    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, () => client.status === 'ready', {
-      budgetMs: redisCfg.commandTimeoutMs,
-      // The socket is replaced on every reconnect; before the first connection there is none.
-      bytesRead: () => (client.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0,
-    });
-    const where = redactRedisUrl(redisCfg.url);
+    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, connection.isReady, { budgetMs: redisCfg.commandTimeoutMs, bytesRead: connection.bytesRead });
     reportTimeouts(breaker, metrics, logger, clock);
     breaker.onChange((state, reason) => {
       metrics.degraded.set(state === 'open' ? 1 : 0);
@@ -137,7 +136,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}),
     });
     memoryPolicy = policy;
-    client.on('ready', () => {
+    connection.onReady(() => {
       logger.info({ redis: where }, 'redis connected');
       // A reconnect may have reached another server (a failover): read its policy too.
       void policy.check();
@@ -146,16 +145,16 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       breaker.close();
     });
     // Our own quit at shutdown is not an outage: no degraded-mode switch for it.
-    client.on('close', () => closing || breaker.trip('connection closed'));
+    connection.onClose(() => closing || breaker.trip('connection closed'));
     // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
     // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
-    await waitForReady(client, Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
+    await connection.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
       // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start.
       () => policy.check(),
       () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
     );
     policy.start();
-    keyStore = new RedisKeyStore(client, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
+    keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
     shared = { client, keyspace, breaker };
     readiness.push(redisReadiness(client, keyspace, policy));
   } else {
@@ -163,7 +162,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   }
   if (opts.keyStore) keyStore = opts.keyStore;
 
-  const keys = new KeyService(
+  const memoryLimits = new MemoryLimiterStore(clock);
+  const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
+  const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban });
+  const keys = new KeyVerifier(
     keyStore,
     clock,
     { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
@@ -171,7 +173,6 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   );
   await keys.start();
 
-  const memoryLimits = new MemoryLimiterStore(clock);
   const keyLimiter = new KeyLimiter({
     runtime,
     clock,
@@ -214,13 +215,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     metrics,
     readiness,
     keys,
+    admin,
     redis,
     async close() {
       closing = true;
       proxy.agent.destroy();
       memoryPolicy?.stop();
       await keys.close();
-      if (redis) await redis.quit().catch(() => redis?.disconnect());
+      await redis?.close();
     },
   };
 }

@@ -7,7 +7,7 @@ import { Runtime } from '../src/config/runtime.js';
 import { Authenticator } from '../src/keys/authenticator.js';
 import { generateKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
-import { KeyService } from '../src/keys/service.js';
+import { KeyVerifier } from '../src/keys/verifier.js';
 import { AnonymousLimiter } from '../src/limits/anonymous.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
@@ -18,6 +18,7 @@ import { isRetired, matchRoute } from '../src/routes/policy.js';
 import { Breaker } from '../src/storage/breaker.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
+import { testKeyAdmin } from './helpers/key-stores.js';
 import { metricValue } from './helpers/limits.js';
 
 const UPSTREAM = { url: 'http://127.0.0.1:9' };
@@ -31,8 +32,8 @@ describe('Authenticator', () => {
   async function setup(refused?: { refusedUntil(client: string): number }) {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const store = new MemoryKeyStore(() => clock.now());
-    const keys = new KeyService(store, clock);
-    const auth = new Authenticator(keys, refused);
+    const keys = testKeyAdmin(store, clock);
+    const auth = new Authenticator(new KeyVerifier(store, clock), refused);
     return { clock, store, keys, auth };
   }
 

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
-import type { Command } from 'ioredis';
+import type { Command, Redis } from 'ioredis';
 import { ManualClock } from '../src/util/clock.js';
 import { DeadlineError, withDeadline } from '../src/util/deadline.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -185,7 +185,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
    * loop is blocked for 4 × commandTimeoutMs: that command's answer sits in the socket while its timer runs out.
    */
   async function withBlockAfterFirstCommand<T>(burst: () => Promise<T>): Promise<T> {
-    const client = gw.gateway.redis!;
+    const client = gw.gateway.redis!.client as unknown as Redis;
     const original = client.sendCommand;
     let armed = true;
     client.sendCommand = function (this: typeof client, command: Command, stream?: unknown) {

@@ -12,11 +12,13 @@ import { ManualClock, systemClock, type Clock } from '../src/util/clock.js';
 import type { Config } from '../src/config/schema.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
-import { KeyService } from '../src/keys/service.js';
+import type { KeyAdmin } from '../src/keys/admin.js';
+import { KeyVerifier } from '../src/keys/verifier.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { Runtime } from '../src/config/runtime.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { createRedisClient } from '../src/storage/redis.js';
+import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
+import { testKeyAdmin } from './helpers/key-stores.js';
 import { startServe, tempDir } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
@@ -30,17 +32,19 @@ const MAX_WAIT_MS = 500;
 
 let redis: TestRedis;
 let upstream: TestUpstream;
-let adminClient: Redis;
-let admin: KeyService;
+let adminConnection: RedisConnection;
+let adminStore: RedisKeyStore;
+let admin: KeyAdmin;
 
 beforeAll(async () => {
   [redis, upstream] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
-  adminClient = createRedisClient({ url: redis.url, commandTimeoutMs: 2000, failFast: false, name: 'outage-test-admin' });
-  admin = new KeyService(new RedisKeyStore(adminClient, new Keyspace(PREFIX)), systemClock);
+  adminConnection = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
+  adminStore = new RedisKeyStore(adminConnection, new Keyspace(PREFIX));
+  admin = testKeyAdmin(adminStore, systemClock);
 });
 
 afterAll(async () => {
-  adminClient?.disconnect();
+  await adminConnection?.close();
   await upstream?.close();
   await redis?.stop();
 });
@@ -129,7 +133,7 @@ async function waitBound(): Promise<number> {
 
 /** Saves the dataset so a restarted redis-server (same dir) loads it again. */
 async function snapshot(): Promise<void> {
-  await adminClient.save();
+  await (adminConnection.client as unknown as Redis).save();
 }
 
 async function ensureRedisUp(): Promise<void> {
@@ -205,12 +209,12 @@ describe('Redis hung (SIGSTOP)', () => {
 
   it('a key read before the outage keeps working after its cache ttl (stale), within the command timeout', async () => {
     const clock = new ManualClock(Date.now());
-    const client = createRedisClient({ url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, failFast: true, name: 'outage-test-stale' });
-    const service = new KeyService(new RedisKeyStore(client, new Keyspace(PREFIX)), clock, { lookupTimeoutMs: COMMAND_TIMEOUT_MS });
+    const connection = connectRedis({ url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, purpose: 'gateway' });
+    const service = new KeyVerifier(new RedisKeyStore(connection, new Keyspace(PREFIX)), clock, { lookupTimeoutMs: COMMAND_TIMEOUT_MS });
     try {
       const a = await admin.create({ plan: 'free' });
       const b = await admin.create({ plan: 'free' });
-      await new Promise<void>((r) => (client.status === 'ready' ? r() : client.once('ready', () => r())));
+      await connection.waitForReady(5000);
       const bound = await waitBound();
       let first = await service.verify(a.key);
       for (let i = 0; i < 20 && !first.ok; i++) first = await service.verify(a.key); // an overloaded machine may time out once
@@ -225,7 +229,7 @@ describe('Redis hung (SIGSTOP)', () => {
       expect(performance.now() - t0).toBeLessThan(bound);
     } finally {
       redis.resume();
-      client.disconnect();
+      await connection.close();
     }
   });
 });
@@ -272,7 +276,7 @@ describe('Redis killed', () => {
     gw.gateway.keys.onChange((id) => void (id && heard.push(id)));
     const feedDeadline = Date.now() + 3000;
     while (!heard.includes('key_probe') && Date.now() < feedDeadline) {
-      await admin.store.publishChange('key_probe');
+      await adminStore.publishChange('key_probe');
       await sleep(50);
     }
     expect(heard).toContain('key_probe');
@@ -308,7 +312,7 @@ describe('Redis killed', () => {
     gw.gateway.keys.onChange((id) => void (id && heard.push(id)));
     const feedDeadline = Date.now() + 3000;
     while (!heard.includes('key_probe') && Date.now() < feedDeadline) {
-      await admin.store.publishChange('key_probe');
+      await adminStore.publishChange('key_probe');
       await sleep(50);
     }
     expect(heard, 'the gateway never subscribed to key changes').toContain('key_probe');

@@ -7,21 +7,23 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
-import { KeyService } from '../src/keys/service.js';
+import type { KeyAdmin } from '../src/keys/admin.js';
+import { KeyVerifier } from '../src/keys/verifier.js';
 import { KeyStoreError, type KeyStore, type StoredKey } from '../src/keys/types.js';
 import { systemClock } from '../src/util/clock.js';
 import request from 'supertest';
 import { composeGateway } from '../src/compose.js';
 import { Runtime } from '../src/config/runtime.js';
+import { testKeyAdmin } from './helpers/key-stores.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { createRedisClient } from '../src/storage/redis.js';
+import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
 
 const PREFIX = 'kstest:';
 let redis: TestRedis;
-const clients: Redis[] = [];
+const clients: RedisConnection[] = [];
 const stores: KeyStore[] = [];
 
 beforeAll(async () => {
@@ -30,12 +32,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(stores.map((s) => s.close().catch(() => {})));
-  for (const c of clients) c.disconnect();
+  for (const c of clients) await c.close();
   await redis?.stop();
 });
 
-function redisClient(): Redis {
-  const c = createRedisClient({ url: redis.url, commandTimeoutMs: 2000, failFast: false, name: 'keys-store-test' });
+function redisClient(): RedisConnection {
+  const c = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
   clients.push(c);
   return c;
 }
@@ -206,9 +208,9 @@ describe.each(backends)('$name', (backend) => {
     expect(heard).toEqual([]);
   });
 
-  it('KeyService on either store: revoke on one instance drops the key from the other instance cache', async () => {
-    const one = new KeyService(a, systemClock);
-    const two = new KeyService(b, systemClock);
+  it('KeyAdmin on one instance, KeyVerifier on another, either store: a revoke drops the key from the other cache', async () => {
+    const one = testKeyAdmin(a, systemClock);
+    const two = new KeyVerifier(b, systemClock);
     const heard: string[] = [];
     two.onChange((id) => void (id && heard.push(id)));
     await two.start();
@@ -246,7 +248,7 @@ describe('Redis commands spent on authentication (INFO stats on a private Redis)
   it('malformed keys cost no Redis command; a cached key costs none; an unknown key costs one lookup', async () => {
     await redis.flush();
     const ks = new Keyspace(PREFIX);
-    const admin = new KeyService(new RedisKeyStore(redisClient(), ks), systemClock);
+    const admin = testKeyAdmin(new RedisKeyStore(redisClient(), ks), systemClock);
     const { key } = await admin.create({ plan: 'free' });
     // Keys in Redis, limits in memory: the anonymous limit would (rightly) count refused requests in Redis.
     const config = testConfig({ upstream: { url: upstream.url }, log: { level: 'silent' },
@@ -298,8 +300,8 @@ describe('RedisKeyStore layout', () => {
   it('keeps a JSON record under a hash-tagged key, a hash -> id index and an id set; never a plaintext', async () => {
     const ks = new Keyspace(PREFIX);
     const store = new RedisKeyStore(redisClient(), ks);
-    const service = new KeyService(store, systemClock);
-    const { key, record } = await service.create({ plan: 'pro', name: 'acme' });
+    const admin = testKeyAdmin(store, systemClock);
+    const { key, record } = await admin.create({ plan: 'pro', name: 'acme' });
     const r = redis.client();
     try {
       const names = (await r.keys('*')).sort();
@@ -313,12 +315,12 @@ describe('RedisKeyStore layout', () => {
         expect(name + value).not.toContain(key);
       }
       // Rotation with grace: the old hash link carries a TTL that ends with the grace period.
-      await service.rotate(record.id, 30);
+      await admin.rotate(record.id, 30);
       const ttl = await r.pttl(`${PREFIX}keyhash:${hashKey(key)}`);
       expect(ttl).toBeGreaterThan(25_000);
       expect(ttl).toBeLessThanOrEqual(30_000);
       // Revoke unlinks every hash of the key.
-      await service.revoke(record.id);
+      await admin.revoke(record.id);
       expect((await r.keys(`${PREFIX}keyhash:*`)).length).toBe(0);
     } finally {
       r.disconnect();

@@ -1,6 +1,7 @@
 // Fast, in-process tests for API keys: the key format, KeyService (cache, negative cache, stale-on-error,
 // invalidation, rotation, expiry) on the memory store with a ManualClock, and the authentication stage in a
 // real gateway (composeGateway + supertest) in front of a TestUpstream.
+import type { KeyAdmin } from '../src/keys/admin.js';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import request from 'supertest';
 import { createHash, randomBytes } from 'node:crypto';
@@ -8,13 +9,13 @@ import { ManualClock, systemClock } from '../src/util/clock.js';
 import { composeGateway, type ComposedGateway } from '../src/compose.js';
 import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey, KEY_PREFIX } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
-import { DEFAULT_KEY_CACHE, KeyService, staticKeyMap } from '../src/keys/service.js';
+import { DEFAULT_KEY_CACHE, KeyVerifier, staticKeyMap } from '../src/keys/verifier.js';
 import type { StoredKey } from '../src/keys/types.js';
 import { parseBearer } from '../src/keys/authenticator.js';
 import { Runtime } from '../src/config/runtime.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
-import { SpyKeyStore } from './helpers/key-stores.js';
+import { SpyKeyStore, testKeyAdmin } from './helpers/key-stores.js';
 import { TestUpstream } from './helpers/upstream.js';
 
 // randomBytes is wrapped (still the real one) so the tests can see how much randomness a key draws.
@@ -155,16 +156,16 @@ function memoryService(opts: { pubsub?: boolean; cache?: Partial<typeof DEFAULT_
   const mem = new MemoryKeyStore(() => clock.now());
   const spy = new SpyKeyStore(mem);
   spy.pubsub = opts.pubsub ?? true;
-  const service = new KeyService(spy, clock, opts.cache ?? {}, opts.staticKeys);
-  const admin = new KeyService(mem, clock);
+  const service = new KeyVerifier(spy, clock, opts.cache ?? {}, opts.staticKeys);
+  const admin = testKeyAdmin(mem, clock);
   return { clock, mem, spy, service, admin };
 }
 
 describe('KeyService (memory store, manual clock)', () => {
   it('stores only the hash: the plaintext is nowhere in the store, the record has no hash', async () => {
-    const { mem, service } = memoryService();
+    const { mem, service, admin } = memoryService();
     await service.start();
-    const { key, record } = await service.create({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, expiresAt: '2030-01-01T00:00:00.000Z' });
+    const { key, record } = await admin.create({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, expiresAt: '2030-01-01T00:00:00.000Z' });
     expect(isWellFormedKey(key)).toBe(true);
     expect(record).toMatchObject({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, status: 'active', expiresAt: '2030-01-01T00:00:00.000Z' });
     expect(record.id).toMatch(/^key_/);
@@ -173,9 +174,9 @@ describe('KeyService (memory store, manual clock)', () => {
     const stored = await mem.get(record.id);
     expect(stored?.hash).toBe(hashKey(key));
     expect(JSON.stringify(await mem.list())).not.toContain(key);
-    expect(JSON.stringify(await service.list())).not.toContain(hashKey(key));
-    expect(await service.get(record.id)).toEqual(record);
-    expect(await service.get('key_nope')).toBeUndefined();
+    expect(JSON.stringify(await admin.list())).not.toContain(hashKey(key));
+    expect(await admin.get(record.id)).toEqual(record);
+    expect(await admin.get('key_nope')).toBeUndefined();
   });
 
   it('refuses a malformed key without touching the store', async () => {
@@ -388,8 +389,8 @@ describe('KeyService (memory store, manual clock)', () => {
     }
     const store = new RevisionedStore(() => clock.now());
     const spy = new SpyKeyStore(store);
-    const service = new KeyService(spy, clock, { ttlMs, confirmAfterMs });
-    const { key } = await new KeyService(store, clock).create({ plan: 'free' });
+    const service = new KeyVerifier(spy, clock, { ttlMs, confirmAfterMs });
+    const { key } = await testKeyAdmin(store, clock).create({ plan: 'free' });
     const hash = hashKey(key);
     const verify = async () => {
       const r = await service.verify(key);
@@ -449,11 +450,11 @@ describe('KeyService (memory store, manual clock)', () => {
     }
     const store = new RevisionedStore(() => clock.now());
     const spy = new ReconnectingSpy(store);
-    const service = new KeyService(spy, clock, { ttlMs: 60_000, confirmAfterMs: 30_000 });
+    const service = new KeyVerifier(spy, clock, { ttlMs: 60_000, confirmAfterMs: 30_000 });
     const heard: Array<string | undefined> = [];
     service.onChange((id) => heard.push(id));
     await service.start();
-    const admin = new KeyService(store, clock);
+    const admin = testKeyAdmin(store, clock);
     const { key } = await admin.create({ plan: 'free' });
     const unknown = generateKey();
     const verify = async (k = key) => {
@@ -538,8 +539,8 @@ describe('KeyService (memory store, manual clock)', () => {
     const clock = systemClock;
     const mem = new MemoryKeyStore();
     const spy = new SpyKeyStore(mem);
-    const service = new KeyService(spy, clock, { lookupTimeoutMs: 40, ttlMs: 1 });
-    const { key } = await new KeyService(mem, clock).create({ plan: 'free' });
+    const service = new KeyVerifier(spy, clock, { lookupTimeoutMs: 40, ttlMs: 1 });
+    const { key } = await testKeyAdmin(mem, clock).create({ plan: 'free' });
     expect((await service.verify(key)).ok).toBe(true);
     await new Promise((r) => setTimeout(r, 5));
     spy.mode = 'hang';
@@ -552,8 +553,8 @@ describe('KeyService (memory store, manual clock)', () => {
     const clock = systemClock;
     const mem = new MemoryKeyStore();
     const spy = new SpyKeyStore(mem);
-    const service = new KeyService(spy, clock, { lookupTimeoutMs: 50 });
-    const admin = new KeyService(mem, clock);
+    const service = new KeyVerifier(spy, clock, { lookupTimeoutMs: 50 });
+    const admin = testKeyAdmin(mem, clock);
     const { key } = await admin.create({ plan: 'free' });
     spy.mode = 'hang';
     const t0 = performance.now();
@@ -581,7 +582,7 @@ describe('KeyService (memory store, manual clock)', () => {
     );
     const spy = new SpyKeyStore(new MemoryKeyStore());
     spy.mode = 'fail';
-    const service = new KeyService(spy, clock, {}, statics);
+    const service = new KeyVerifier(spy, clock, {}, statics);
     const r1 = await service.verify(k1);
     expect(r1).toMatchObject({ ok: true, key: { id: 'demo-free', plan: 'free', status: 'active' } });
     expect(r1.ok && r1.key).not.toHaveProperty('hash');
@@ -596,7 +597,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   let upstream: TestUpstream;
   let mem: MemoryKeyStore;
   let spy: SpyKeyStore;
-  let admin: KeyService;
+  let admin: KeyAdmin;
   const clock = new ManualClock(Date.now());
   const composed: ComposedGateway[] = [];
 
@@ -623,7 +624,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
     upstream.seen.length = 0;
     mem = new MemoryKeyStore(() => clock.now());
     spy = new SpyKeyStore(mem);
-    admin = new KeyService(mem, clock);
+    admin = testKeyAdmin(mem, clock);
   });
   afterEach(async () => {
     for (const gw of composed.splice(0)) await gw.close();

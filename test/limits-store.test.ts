@@ -12,7 +12,7 @@ import { recordRevision } from '../src/keys/redis-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { createRedisClient, waitForReady } from '../src/storage/redis.js';
+import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { clientAddresses, monitorRedis } from './helpers/limits.js';
 
@@ -33,6 +33,7 @@ interface Harness {
 }
 
 let redis: TestRedis;
+let connection: RedisConnection;
 let client: Redis;
 let admin: Redis;
 const clock = new ManualClock();
@@ -42,7 +43,8 @@ const keyspace = new Keyspace(PREFIX);
 
 beforeAll(async () => {
   redis = await TestRedis.start();
-  client = createRedisClient({ url: redis.url, commandTimeoutMs: 2000, failFast: false, name: 'limits-store-test' });
+  connection = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
+  client = connection.client as Redis;
   admin = redis.client();
   redisStore = new RedisLimiterStore(client, keyspace);
 });
@@ -465,7 +467,7 @@ describe('RedisLimiterStore only', () => {
   });
 
   it('writes a lone check to the socket at once; checks that overlap share one auto-pipelined write', async () => {
-    await waitForReady(client, 5000);
+    await connection.waitForReady(5000);
     const id = newId('write');
     const limits = { perMinute: 1000, perDay: 1000 };
     const socket = (client as unknown as { stream: Socket }).stream;
@@ -521,9 +523,9 @@ describe('RedisLimiterStore only', () => {
   });
 
   it('is atomic: 200 concurrent checks from two connections admit exactly perMinute', async () => {
-    const other = createRedisClient({ url: redis.url, commandTimeoutMs: 5000, failFast: false, name: 'limits-store-test-2' });
+    const other = connectRedis({ url: redis.url, commandTimeoutMs: 5000, purpose: 'cli' });
     try {
-      const otherStore = new RedisLimiterStore(other, keyspace);
+      const otherStore = new RedisLimiterStore(other.client, keyspace);
       const id = newId('atomic');
       const limits = { perMinute: 50, perDay: 120 };
       const ban: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
@@ -534,7 +536,7 @@ describe('RedisLimiterStore only', () => {
       expect(new Set(all.filter((d) => d.outcome === 'admitted').map((d) => d.minute.used)).size).toBe(50);
       expect(await admin.get(keyspace.dayWindow(id))).toBe('50');
     } finally {
-      other.disconnect();
+      await other.close();
     }
   });
 
@@ -542,7 +544,7 @@ describe('RedisLimiterStore only', () => {
     const id = newId('tag');
     const limits = { perMinute: 1, perDay: 1000 };
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
-    const storeAddrs = await clientAddresses(admin, 'limits-store-test');
+    const storeAddrs = await clientAddresses(admin, 'tollgate-cli');
     expect(storeAddrs.size).toBeGreaterThan(0);
     const mon = await monitorRedis(admin);
     const seen = new Set<string>();

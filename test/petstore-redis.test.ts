@@ -2,9 +2,8 @@
 // restarts, ordering, key layout, and 503 (not 500, no hang) when Redis dies.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import type { Redis } from 'ioredis';
 import { TestRedis } from './helpers/redis-server.js';
-import { createRedisClient } from '../src/storage/redis.js';
+import { connectRedis } from '../src/storage/redis.js';
 import { createLogger } from '../src/observability/logger.js';
 import { buildPetstoreApp } from '../src/petstore/app.js';
 import { RedisCategoryStore, type Category } from '../src/petstore/store.js';
@@ -15,8 +14,7 @@ let redis: TestRedis;
 const stores: RedisCategoryStore[] = [];
 
 function newStore(): RedisCategoryStore {
-  const client: Redis = createRedisClient({ url: redis.url, commandTimeoutMs: 2000, failFast: false, name: 'petstore-test' });
-  const store = new RedisCategoryStore(client, PREFIX);
+  const store = new RedisCategoryStore(connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'petstore' }), PREFIX);
   stores.push(store);
   return store;
 }

@@ -1,16 +1,17 @@
 // `tollgate keys ...`: issue, list, show, revoke, rotate and unban API keys in the shared Redis key store.
 // Plaintext keys are printed once, at create and rotate; list and show never print a key or a hash.
 import { type Command, Option } from 'commander';
-import type { Redis } from 'ioredis';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
+import { KeyAdmin, KeyAdminError } from '../keys/admin.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
-import { KeyService } from '../keys/service.js';
+import { effectiveLimits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
+import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
-import { createRedisClient, redactRedisUrl, waitForReady } from '../storage/redis.js';
+import { connectRedis, redactRedisUrl, type RedisConnection } from '../storage/redis.js';
 import { CliError } from './cli-error.js';
 
 interface CommonOpts {
@@ -20,9 +21,8 @@ interface CommonOpts {
 
 interface Session {
   config: Config;
-  redis: Redis;
-  keyspace: Keyspace;
-  keys: KeyService;
+  redis: RedisConnection;
+  keys: KeyAdmin;
 }
 
 const CONNECT_TIMEOUT_MS = 3000;
@@ -36,23 +36,31 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   const config = loaded.config;
   const url = opts.redis ?? (process.env.REDIS_URL || undefined) ?? config.redis?.url;
   if (!url) throw new CliError('no Redis to talk to: pass --redis URL, set REDIS_URL, or set redis.url in the config file');
-  const redis = createRedisClient({ url, commandTimeoutMs: 5000, failFast: false, name: 'tollgate-cli' });
+  const redis = connectRedis({ url, commandTimeoutMs: 5000, purpose: 'cli' });
   try {
-    await waitForReady(redis, CONNECT_TIMEOUT_MS, { failOnError: true });
+    await redis.waitForReady(CONNECT_TIMEOUT_MS, { failOnError: true });
   } catch {
-    redis.disconnect();
+    await redis.close();
     throw new CliError(`Redis unreachable at ${redactRedisUrl(url)}`);
   }
   const keyspace = new Keyspace(config.redis?.prefix ?? 'tollgate:');
-  return { config, redis, keyspace, keys: new KeyService(new RedisKeyStore(redis, keyspace), systemClock) };
+  const keys = new KeyAdmin(new RedisKeyStore(redis, keyspace), new RedisBanStore(redis.client, keyspace), systemClock, {
+    plans: () => config.plans,
+    ban: () => config.ban,
+  });
+  return { config, redis, keys };
 }
 
+/** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */
 async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promise<T>): Promise<T> {
   const s = await openSession(opts);
   try {
     return await fn(s);
+  } catch (err) {
+    if (err instanceof KeyAdminError) throw new CliError(err.message);
+    throw err;
   } finally {
-    await s.redis.quit().catch(() => s.redis.disconnect());
+    await s.redis.close();
   }
 }
 
@@ -74,18 +82,6 @@ function nonNegativeInt(name: string) {
   };
 }
 
-/** Ban state as `keys show` reports it; written by the limits stage, read here. */
-async function banState(s: Session, id: string): Promise<{ bannedUntil: string | null; banLevel: number }> {
-  const [until, level, lastEnd] = await s.redis.hmget(s.keyspace.ban(id), 'until', 'level', 'lastEnd');
-  const now = Date.now();
-  const untilMs = Number(until ?? 0);
-  const lastEndMs = Number(lastEnd ?? 0);
-  const reset = s.config.ban.resetAfterSeconds * 1000;
-  // The level is forgotten resetAfterSeconds after the last ban ended.
-  const banLevel = lastEndMs > 0 && now >= lastEndMs + reset ? 0 : Number(level ?? 0);
-  return { bannedUntil: untilMs > now ? new Date(untilMs).toISOString() : null, banLevel };
-}
-
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
   return rows
@@ -99,16 +95,8 @@ function table(rows: string[][]): string {
 }
 
 function limitsOf(k: KeyRecord, config: Config): string {
-  const plan = config.plans[k.plan];
-  const perMinute = k.perMinute ?? plan?.perMinute;
-  const perDay = k.perDay ?? plan?.perDay;
-  return `${perMinute ?? '?'}/min ${perDay ?? '?'}/day`;
-}
-
-function statusOf(k: KeyRecord): string {
-  if (k.status === 'revoked') return 'revoked';
-  if (k.expiresAt && Date.now() >= Date.parse(k.expiresAt)) return 'expired';
-  return 'active';
+  const limits = effectiveLimits(k, config.plans[k.plan]);
+  return limits ? `${limits.perMinute}/min ${limits.perDay}/day` : `${k.perMinute ?? '?'}/min ${k.perDay ?? '?'}/day`;
 }
 
 export function registerKeysCommands(program: Command): void {
@@ -134,7 +122,6 @@ export function registerKeysCommands(program: Command): void {
         expiresAt = new Date(ms).toISOString();
       }
       await withSession(o, async (s) => {
-        if (!Object.hasOwn(s.config.plans, o.plan)) throw new CliError(`unknown plan "${o.plan}"; plans: ${Object.keys(s.config.plans).join(', ')}`);
         const created = await s.keys.create({
           plan: o.plan,
           ...(o.name !== undefined ? { name: o.name } : {}),
@@ -162,7 +149,7 @@ export function registerKeysCommands(program: Command): void {
         out(
           table([
             ['ID', 'NAME', 'PLAN', 'LIMITS', 'STATUS', 'CREATED', 'EXPIRES'],
-            ...all.map((k) => [k.id, k.name ?? '', k.plan, limitsOf(k, s.config), statusOf(k), k.createdAt, k.expiresAt ?? '']),
+            ...all.map((k) => [k.id, k.name ?? '', k.plan, limitsOf(k, s.config), s.keys.statusOf(k), k.createdAt, k.expiresAt ?? '']),
           ]),
         );
       });
@@ -176,14 +163,14 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const k = await s.keys.get(id);
         if (!k) throw new CliError(`no key with id "${id}"`);
-        const ban = await banState(s, id);
+        const ban = await s.keys.banState(id);
         if (o.json) return out(JSON.stringify({ ...k, ...ban }));
         const rows: Array<[string, string]> = [
           ['id', k.id],
           ['name', k.name ?? ''],
           ['plan', k.plan],
           ['limits', limitsOf(k, s.config) + (k.perMinute || k.perDay ? ' (per-key override)' : '')],
-          ['status', statusOf(k)],
+          ['status', s.keys.statusOf(k)],
           ['created', k.createdAt],
           ['expires', k.expiresAt ?? 'never'],
           ['rotated', k.rotatedAt ?? ''],
@@ -212,12 +199,7 @@ export function registerKeysCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (id: string, o: CommonOpts & { grace: number; json?: boolean }) => {
       await withSession(o, async (s) => {
-        let rotated: Awaited<ReturnType<typeof s.keys.rotate>>;
-        try {
-          rotated = await s.keys.rotate(id, o.grace);
-        } catch (err) {
-          throw new CliError((err as Error).message);
-        }
+        const rotated = await s.keys.rotate(id, o.grace);
         if (!rotated) throw new CliError(`no key with id "${id}"`);
         if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace }));
         out(`Rotated key ${id}. The old key ${o.grace > 0 ? `keeps working for ${o.grace} s` : 'has stopped working'}.`);
@@ -233,9 +215,7 @@ export function registerKeysCommands(program: Command): void {
     .argument('<id>', 'key id')
     .action(async (id: string, o: CommonOpts) => {
       await withSession(o, async (s) => {
-        if (!(await s.keys.get(id))) throw new CliError(`no key with id "${id}"`);
-        await s.redis.del(s.keyspace.ban(id), s.keyspace.strikes(id));
-        await s.keys.store.publishChange(id);
+        await s.keys.unban(id);
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
       });
     });

@@ -71,7 +71,7 @@ export async function runDev(opts: { port: number }): Promise<void> {
   const gateway = await composeGateway({ config: parsed.config, logger, metrics });
   const demo: string[] = [];
   for (const plan of Object.keys(parsed.config.plans)) {
-    const { key } = await gateway.keys.create({ plan, name: `demo-${plan}` });
+    const { key } = await gateway.admin.create({ plan, name: `demo-${plan}` });
     demo.push(`    ${plan.padEnd(11)} ${key}`);
   }
   const gw = await startGateway({ gateway, logger });

@@ -4,7 +4,7 @@
 // this instance does not know: it could only have been answered 429 anyway.
 import type { AuthFailure, RequestContext } from '../pipeline/context.js';
 import type { Consumer } from './consumer.js';
-import type { LookupGate, VerifyResult } from './service.js';
+import type { LookupGate, VerifyResult } from './verifier.js';
 
 /** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
@@ -28,7 +28,7 @@ export function parseBearer(header: string | undefined): BearerParse {
  */
 export type AuthOutcome = Consumer | AuthFailure | 'unavailable';
 
-/** What verifies a key (the key cache, KeyService). */
+/** What verifies a key (the key cache, KeyVerifier). */
 export interface KeyVerification {
   verify<C>(token: string, gate?: LookupGate<C>, ctx?: C): Promise<VerifyResult>;
 }

@@ -36,7 +36,7 @@ export class MemoryKeyStore implements KeyStore {
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
-    if (!this.byId.has(key.id)) throw new KeyStoreError(`no key with id ${key.id}`);
+    if (!this.byId.has(key.id)) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
     this.byId.set(key.id, { ...key });
     for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
     if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });

@@ -1,8 +1,9 @@
 // Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
 // pub/sub channel that tells every instance to drop a changed key from its cache.
 import { createHash } from 'node:crypto';
-import { ReplyError, type Redis } from 'ioredis';
+import { ReplyError } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
+import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { FoundKey, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
@@ -29,28 +30,40 @@ function parseRecord(raw: Buffer): StoredKey | undefined {
   return typeof r.id === 'string' && typeof r.hash === 'string' && typeof r.status === 'string' && typeof r.plan === 'string' ? (r as StoredKey) : undefined;
 }
 
+/** How many records list() reads at once (one GET each: records live in different hash slots on a cluster). */
+const LIST_BATCH = 100;
+
+/** A record key holding another type (WRONGTYPE) is as unreadable as bad JSON: read as empty bytes; other errors stand. */
+function unreadableIfWrongType(err: unknown): Buffer {
+  if (err instanceof ReplyError && (err as Error).message.startsWith('WRONGTYPE ')) return Buffer.alloc(0);
+  throw err;
+}
+
 export class RedisKeyStore implements KeyStore {
-  private subscriber: Redis | undefined;
+  private subscriber: ReturnType<RedisConnection['subscriber']> | undefined;
+  private readonly client: RedisConnection['client'];
 
   /**
    * `breaker`, on the gateway's request path, makes lookups fail at once while Redis is known to be down;
    * `onInvalidRecord` hears of a key whose record is unreadable (the lookup then answers "no such key").
    */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: Pick<RedisConnection, 'client' | 'subscriber'>,
     private readonly ks: Keyspace,
     private readonly breaker?: Breaker,
     private readonly onInvalidRecord?: (id: string) => void,
-  ) {}
+  ) {
+    this.client = redis.client;
+  }
 
   async findByHash(hash: string): Promise<FoundKey | undefined> {
     // Each command through the breaker on its own, so a timeout is timed against its own commandTimeout (the
     // breaker tells a late-reading process from a silent Redis by how late the timeout fired).
-    const id = await this.guarded(() => this.redis.get(this.ks.keyByHash(hash)));
+    const id = await this.guarded(() => this.client.get(this.ks.keyByHash(hash)));
     if (!id) return undefined;
     let raw: Buffer | null;
     try {
-      raw = await this.guarded(() => this.redis.getBuffer(this.ks.keyRecord(id)));
+      raw = await this.guarded(() => this.client.getBuffer(this.ks.keyRecord(id)));
     } catch (err) {
       // Not a string (WRONGTYPE): as unreadable as bad JSON; the breaker has already let this reply pass.
       if (!(err instanceof ReplyError && (err as Error).message.startsWith('WRONGTYPE '))) throw err;
@@ -73,54 +86,73 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async get(id: string): Promise<StoredKey | undefined> {
-    const json = await this.redis.get(this.ks.keyRecord(id));
-    return json ? (JSON.parse(json) as StoredKey) : undefined;
+    const raw = await this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType);
+    if (!raw) return undefined;
+    const key = parseRecord(raw);
+    if (!key) throw new KeyStoreError(
+        `key ${id} has an unreadable record (not a JSON key record); gateways refuse the key (401) until it is repaired or deleted in Redis`,
+        'invalid_record',
+      );
+    return key;
   }
 
   async list(): Promise<StoredKey[]> {
-    const ids = (await this.redis.smembers(this.ks.keyIds())).sort();
-    if (ids.length === 0) return [];
-    // One GET per key (not MGET): records live in different hash slots on a cluster.
-    const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.get(this.ks.keyRecord(id));
-    const replies = (await pipe.exec()) ?? [];
-    return replies.flatMap(([err, json]) => (err || typeof json !== 'string' ? [] : [JSON.parse(json) as StoredKey]));
+    // SSCAN in pages, not one SMEMBERS reply of every id; then one GET per record, in bounded batches, never one
+    // pipeline or MGET across them: records live in different hash slots on a cluster.
+    const ids = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, page] = await this.client.sscan(this.ks.keyIds(), cursor, 'COUNT', 1000);
+      for (const id of page) ids.add(id);
+      cursor = next;
+    } while (cursor !== '0');
+    const sorted = [...ids].sort();
+    const out: StoredKey[] = [];
+    for (let i = 0; i < sorted.length; i += LIST_BATCH) {
+      const batch = sorted.slice(i, i + LIST_BATCH);
+      const raws = await Promise.all(batch.map((id) => this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType)));
+      raws.forEach((raw, j) => {
+        if (!raw) return; // listed but deleted meanwhile
+        const key = parseRecord(raw);
+        if (key) out.push(key);
+        else this.onInvalidRecord?.(batch[j]!);
+      });
+    }
+    return out;
   }
 
   async create(key: StoredKey): Promise<void> {
     // Record first, then the hash link: a request can only find a key whose record is already complete.
-    const created = await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'NX');
+    const created = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'NX');
     if (created !== 'OK') throw new KeyStoreError(`key id ${key.id} already exists`);
-    const linked = await this.redis.set(this.ks.keyByHash(key.hash), key.id, 'NX');
+    const linked = await this.client.set(this.ks.keyByHash(key.hash), key.id, 'NX');
     if (linked !== 'OK') {
-      await this.redis.del(this.ks.keyRecord(key.id));
+      await this.client.del(this.ks.keyRecord(key.id));
       throw new KeyStoreError('key hash already exists');
     }
-    await this.redis.sadd(this.ks.keyIds(), key.id);
+    await this.client.sadd(this.ks.keyIds(), key.id);
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
     // The record is written first: it alone decides validity (status, current and grace hash), so an
     // index entry that outlives it for a moment opens nothing.
-    const written = await this.redis.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
+    const written = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
     // XX: never creates a record; a missing one means the id is unknown, and no index entry may point at it.
-    if (written !== 'OK') throw new KeyStoreError(`no key with id ${key.id}`);
-    const pipe = this.redis.pipeline();
-    if (opts.linkHash) pipe.set(this.ks.keyByHash(opts.linkHash), key.id);
-    for (const h of opts.unlinkHashes ?? []) pipe.del(this.ks.keyByHash(h));
-    if (opts.expireHash) pipe.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs);
-    await pipe.exec();
+    if (written !== 'OK') throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+    // Then the hash index, one command per hash (each hash is its own slot on a cluster): no pipeline across them.
+    const index: Array<Promise<unknown>> = [];
+    if (opts.linkHash) index.push(this.client.set(this.ks.keyByHash(opts.linkHash), key.id));
+    for (const h of opts.unlinkHashes ?? []) index.push(this.client.del(this.ks.keyByHash(h)));
+    if (opts.expireHash) index.push(this.client.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs));
+    await Promise.all(index);
   }
 
   async publishChange(id: string): Promise<void> {
-    await this.redis.publish(this.ks.keyEvents(), id);
+    await this.client.publish(this.ks.keyEvents(), id);
   }
 
   async subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>> {
-    // maxRetriesPerRequest: null keeps the SUBSCRIBE queued until a connection exists: with the request-path
-    // client's 0 it was dropped at the first failed connect when Redis was down at start-up, and never resent.
-    const sub = this.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null });
-    sub.on('error', () => {});
+    const sub = this.redis.subscriber();
     this.subscriber = sub;
     let connectedOnce = false;
     // After any reconnect, messages sent while we were away are lost: the cache must start over.

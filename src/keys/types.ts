@@ -1,5 +1,5 @@
 // The key record and the KeyStore interface: one interface, a memory and a Redis implementation (I/O only).
-// Validity rules (status, expiry, grace) live once above it, in service.ts.
+// Validity rules (status, expiry, grace) live above it, in verifier.ts and rules.ts; changes in admin.ts.
 
 export interface KeyRecord {
   id: string;
@@ -39,7 +39,9 @@ export interface FoundKey {
 export interface KeyStore {
   /** The key a hash opens (current or grace hash), or undefined. */
   findByHash(hash: string): Promise<FoundKey | undefined>;
+  /** The record, or undefined; a KeyStoreError (code invalid_record) when the stored record cannot be read. */
   get(id: string): Promise<StoredKey | undefined>;
+  /** Every readable record, by id; unreadable ones are left out (and reported, where the store can). */
   list(): Promise<StoredKey[]>;
   /** Fails if the id or hash already exists. */
   create(key: StoredKey): Promise<void>;
@@ -55,4 +57,12 @@ export interface KeyStore {
   close(): Promise<void>;
 }
 
-export class KeyStoreError extends Error {}
+export class KeyStoreError extends Error {
+  /** 'invalid_record': a stored record that is not a JSON key record; 'conflict': the id or hash exists; 'not_found'. */
+  constructor(
+    message: string,
+    readonly code: 'invalid_record' | 'conflict' | 'not_found' = 'conflict',
+  ) {
+    super(message);
+  }
+}

@@ -5,7 +5,7 @@
 // it has refused and until when: it answers them again without Redis, and the authentication decision asks it
 // before looking up a key, so a refused client's made-up keys cost no Redis read either. No Express here: the
 // anonymousLimit stage (src/pipeline/stages.ts) turns decisions into headers and 429s.
-import type { Redis } from 'ioredis';
+import type { RedisCommands } from '../storage/redis.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Clock } from '../util/clock.js';
@@ -46,7 +46,7 @@ interface Limiters {
 export class AnonymousLimiter {
   private limiters: Limiters;
 
-  constructor(private readonly deps: { runtime: Runtime; clock: Clock; metrics: Metrics; redis?: { client: Redis; keyspace: Keyspace; breaker: Breaker } }) {
+  constructor(private readonly deps: { runtime: Runtime; clock: Clock; metrics: Metrics; redis?: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker } }) {
     this.limiters = this.build(deps.runtime.config.anonymous.perMinute);
     // SIGHUP may change anonymous.perMinute: with Redis the counts live there and survive the rebuild; the memory
     // limiter (Redis-less, or the fallback) starts its per-IP counts afresh.

@@ -8,6 +8,7 @@ import { formatRateLimitPolicy } from '../http/headers.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Consumer } from '../keys/consumer.js';
+import { effectiveLimits } from '../keys/rules.js';
 import type { RequestContext } from '../pipeline/context.js';
 import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
@@ -72,11 +73,6 @@ export class KeyLimiter {
   private readonly knownBans = new Map<string, KnownBan>();
   /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
   private forgets = 0;
-  /**
-   * One KeyLimits object per distinct pair (a plan's, or a key's own override), so what depends only on the limits
-   * (the RateLimit-Policy header here, the limit script's policy argument in the Redis store) is cached by identity.
-   */
-  private readonly limitsByPair = new Map<string, KeyLimits>();
   private readonly policies = new WeakMap<KeyLimits, string>();
   /** Per key: the windows Redis last reported, and what memory admitted since (see handle). */
   private readonly lastCounts = new LastCounts();
@@ -94,20 +90,9 @@ export class KeyLimiter {
     this.deps.memory.unban(id);
   }
 
+  /** The consumer's own overrides, else its plan's limits (effectiveLimits); undefined without a usable plan. */
   limitsFor(consumer: Consumer): KeyLimits | undefined {
-    const plan = this.deps.runtime.config.plans[consumer.plan];
-    const perMinute = consumer.perMinute ?? plan?.perMinute;
-    const perDay = consumer.perDay ?? plan?.perDay;
-    if (perMinute === undefined || perDay === undefined) return undefined;
-    const k = `${perMinute}/${perDay}`;
-    let limits = this.limitsByPair.get(k);
-    if (!limits) {
-      // Per-key limits can make many pairs: bounded.
-      if (this.limitsByPair.size >= 10_000) this.limitsByPair.clear();
-      limits = Object.freeze({ perMinute, perDay });
-      this.limitsByPair.set(k, limits);
-    }
-    return limits;
+    return effectiveLimits(consumer, this.deps.runtime.config.plans[consumer.plan]);
   }
 
   /**
@@ -207,7 +192,7 @@ export class KeyLimiter {
     return { kind: 'decided', decision, limits, policy: this.policy(limits), now };
   }
 
-  /** The policy header depends only on the limits: built once per KeyLimits (see limitsByPair). */
+  /** The policy header depends only on the limits: built once per KeyLimits (effectiveLimits hands out one per pair). */
   policy(limits: KeyLimits): string {
     let p = this.policies.get(limits);
     if (!p) {

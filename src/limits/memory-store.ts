@@ -2,7 +2,7 @@
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
-import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowState } from './types.js';
+import { DAY_MS, MINUTE_MS, type BanPolicy, type BanState, type BanStore, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowState } from './types.js';
 
 interface Counter {
   used: number;
@@ -17,7 +17,7 @@ export interface SeenWindows {
   dayEndsAt: number;
 }
 
-interface BanState {
+interface StoredBan {
   until: number;
   level: number;
   lastEnd: number;
@@ -30,7 +30,7 @@ export class MemoryLimiterStore implements LimiterStore {
   private get counters(): LRUCache<string, Counter> {
     return (this.countersCache ??= new LRUCache<string, Counter>({ max: 500_000 }));
   }
-  private readonly bans = new Map<string, BanState>();
+  private readonly bans = new Map<string, StoredBan>();
 
   constructor(private readonly clock: Clock) {}
 
@@ -87,6 +87,15 @@ export class MemoryLimiterStore implements LimiterStore {
     this.countersCache?.delete(`${id}:s`);
   }
 
+  /** The key's ban now, by the rules check() applies (the level is forgotten resetAfter after the last ban ended). */
+  banState(id: string, ban: BanPolicy): BanState {
+    const now = this.clock.now();
+    const b = this.bans.get(id);
+    if (!b) return { bannedUntilMs: null, level: 0 };
+    const level = b.lastEnd > 0 && now >= b.lastEnd + ban.resetAfterSeconds * 1000 ? 0 : b.level;
+    return { bannedUntilMs: b.until > now ? b.until : null, level };
+  }
+
   private window(key: string, len: number, now: number): WindowState {
     const c = this.counters.get(key);
     if (!c || c.endsAt <= now) return { used: 0, resetMs: len };
@@ -112,4 +121,12 @@ export class MemoryLimiterStore implements LimiterStore {
     c.used += 1;
     return c.used;
   }
+}
+
+/** The memory store's bans as a BanStore, for a Redis-less gateway's key administration (`tollgate dev`). */
+export function memoryBanStore(store: MemoryLimiterStore): BanStore {
+  return {
+    banState: async (id, ban) => store.banState(id, ban),
+    unban: async (id) => store.unban(id),
+  };
 }

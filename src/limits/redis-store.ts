@@ -5,9 +5,9 @@
 // Why not rate-limiter-flexible here (it meters the anonymous limit instead): its RateLimiterUnion consumes every
 // window with no rollback, so a request refused by the minute window would still spend day quota, and separate
 // consume() calls plus a ban check would be three round trips.
-import type { Redis } from 'ioredis';
+import type { RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowCredit } from './types.js';
+import { DAY_MS, MINUTE_MS, type BanState, type BanStore, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowCredit } from './types.js';
 
 // KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
@@ -106,14 +106,14 @@ type ScriptReply = [Outcome, number, number, number, number, number, number, num
 const PIPELINED = 'tollgateCheck';
 const AT_ONCE = 'tollgateCheckNow';
 type CheckCommand = (...args: Array<string | number>) => Promise<ScriptReply>;
-type WithCheck = Redis & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
+type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
   private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, string>>();
 
   constructor(
-    redis: Redis,
+    redis: RedisCommands,
     private readonly ks: Keyspace,
   ) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
@@ -188,5 +188,37 @@ export class RedisLimiterStore implements LimiterStore {
       byLimits.set(limits, arg);
     }
     return arg;
+  }
+}
+
+/**
+ * A key's ban as the limit script sees it: its `until` and `level`, the level forgotten resetAfter after the ban's
+ * `lastEnd`, both on Redis's clock (TIME), the one the script bans by. Returns {until (0: not banned), level}.
+ */
+const BAN_STATE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ban = redis.call('HMGET', KEYS[1], 'until', 'level', 'lastEnd')
+local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
+if lastEnd > 0 and now >= lastEnd + tonumber(ARGV[1]) then level = 0 end
+if banUntil <= now then banUntil = 0 end
+return {banUntil, level}
+`;
+
+/** Bans in Redis, for administration: read on Redis's clock, lifted with the strikes toward the next one. */
+export class RedisBanStore implements BanStore {
+  constructor(
+    private readonly redis: RedisCommands,
+    private readonly ks: Keyspace,
+  ) {}
+
+  async banState(id: string, ban: BanPolicy): Promise<BanState> {
+    const [until, level] = (await this.redis.eval(BAN_STATE_SCRIPT, 1, this.ks.ban(id), ban.resetAfterSeconds * 1000)) as [number, number];
+    return { bannedUntilMs: until > 0 ? until : null, level };
+  }
+
+  async unban(id: string): Promise<void> {
+    // One slot: both keys carry the id's hash tag.
+    await this.redis.del(this.ks.ban(id), this.ks.strikes(id));
   }
 }

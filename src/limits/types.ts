@@ -75,3 +75,19 @@ export interface LimiterStore {
    */
   check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
 }
+
+/** A key's ban as an administrator sees it. */
+export interface BanState {
+  /** When the current ban ends (epoch ms), or null when the key is not banned. */
+  bannedUntilMs: number | null;
+  /** The escalation level the next ban would build on: 0 once resetAfter has passed since the last ban ended. */
+  level: number;
+}
+
+/** Where bans live, for administration (`keys show`, `keys unban`); the limit check writes them. */
+export interface BanStore {
+  /** The key's ban now, on the store's own clock (Redis TIME: the clock the limit script bans by). */
+  banState(id: string, ban: BanPolicy): Promise<BanState>;
+  /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
+  unban(id: string): Promise<void>;
+}

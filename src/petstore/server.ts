@@ -3,7 +3,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../observability/logger.js';
-import { createRedisClient, redactRedisUrl } from '../storage/redis.js';
+import { connectRedis } from '../storage/redis.js';
 import { buildPetstoreApp } from './app.js';
 import { expressPrototypes } from '../server/http-server.js';
 import { MemoryCategoryStore, RedisCategoryStore, type CategoryStore } from './store.js';
@@ -28,9 +28,9 @@ export async function startPetstore(opts: PetstoreOptions): Promise<RunningPetst
   let store: CategoryStore;
   if (opts.redisUrl) {
     // Not failFast: while Redis (re)connects, requests wait for it up to the command timeout, then get 503.
-    const redis = createRedisClient({ url: opts.redisUrl, commandTimeoutMs: 2000, failFast: false, name: 'tollgate-petstore' });
+    const redis = connectRedis({ url: opts.redisUrl, commandTimeoutMs: 2000, purpose: 'petstore' });
     store = new RedisCategoryStore(redis, opts.prefix ?? 'tollgate:');
-    opts.logger.info({ redis: redactRedisUrl(opts.redisUrl) }, 'petstore: using Redis category store');
+    opts.logger.info({ redis: redis.where }, 'petstore: using Redis category store');
   } else {
     store = new MemoryCategoryStore();
     opts.logger.info('petstore: using in-memory category store');

@@ -1,6 +1,6 @@
 // Category storage for the reference petstore upstream: an in-memory store and a Redis store.
 // Ids come from one counter so they never repeat across restarts or several instances on one Redis.
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../storage/redis.js';
 
 export interface NewCategory {
   name: string;
@@ -75,7 +75,7 @@ export class RedisCategoryStore implements CategoryStore {
   private readonly idsKey: string;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly connection: RedisConnection,
     prefix: string,
   ) {
     const base = `${prefix}petstore:{categories}:`;
@@ -86,9 +86,9 @@ export class RedisCategoryStore implements CategoryStore {
 
   async list(): Promise<Category[]> {
     return guard(async () => {
-      const ids = await this.redis.zrange(this.idsKey, 0, '-1');
+      const ids = await this.connection.client.zrange(this.idsKey, 0, '-1');
       if (ids.length === 0) return [];
-      const values = await this.redis.hmget(this.dataKey, ...ids);
+      const values = await this.connection.client.hmget(this.dataKey, ...ids);
       const out: Category[] = [];
       for (const v of values) if (v !== null) out.push(JSON.parse(v) as Category);
       return out;
@@ -97,7 +97,7 @@ export class RedisCategoryStore implements CategoryStore {
 
   async get(id: number): Promise<Category | undefined> {
     return guard(async () => {
-      const v = await this.redis.hget(this.dataKey, String(id));
+      const v = await this.connection.client.hget(this.dataKey, String(id));
       return v === null ? undefined : (JSON.parse(v) as Category);
     });
   }
@@ -105,9 +105,9 @@ export class RedisCategoryStore implements CategoryStore {
   async create(input: NewCategory): Promise<Category> {
     return guard(async () => {
       // An id burnt by a failed MULTI leaves a gap, never a duplicate.
-      const id = await this.redis.incr(this.seqKey);
+      const id = await this.connection.client.incr(this.seqKey);
       const c = toCategory(id, input);
-      const res = await this.redis.multi().hset(this.dataKey, String(id), JSON.stringify(c)).zadd(this.idsKey, id, String(id)).exec();
+      const res = await this.connection.client.multi().hset(this.dataKey, String(id), JSON.stringify(c)).zadd(this.idsKey, id, String(id)).exec();
       if (!res) throw new Error('MULTI aborted');
       for (const [err] of res) if (err) throw err;
       return c;
@@ -115,15 +115,11 @@ export class RedisCategoryStore implements CategoryStore {
   }
 
   async ping(): Promise<void> {
-    await guard(() => this.redis.ping());
+    await guard(() => this.connection.client.ping());
   }
 
   async close(): Promise<void> {
-    // QUIT waits for a reply that a dead Redis never sends; cap it, then drop the socket.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.redis.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
-    clearTimeout(timer);
-    this.redis.disconnect();
+    await this.connection.close();
   }
 }
 

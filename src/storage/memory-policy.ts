@@ -3,7 +3,8 @@
 // carry TTLs, so bans and quotas silently reset). Only noeviction is safe; it refuses writes when Redis is full,
 // which the limit check meets as an error (degraded mode). This file watches the policy (start-up, every minute,
 // each reconnect) and gives /readyz its Redis check: a write probe plus the policy, each failure named.
-import { ReplyError, type Redis } from 'ioredis';
+import { ReplyError } from 'ioredis';
+import type { RedisCommands } from './redis.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { NotReadyError, type ReadinessCheck } from '../observability/ops.js';
@@ -53,7 +54,7 @@ export function writeRefusal(message: string): string | undefined {
 export const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN) /;
 
 export interface MemoryPolicyWatcherOptions {
-  client: Redis;
+  client: RedisCommands;
   /** redis.allowEviction: an evicting policy is then a warning, not a readiness failure. */
   allowEviction: boolean;
   logger: Logger;
@@ -144,7 +145,7 @@ function sameState(a: PolicyState, b: PolicyState): boolean {
  * /readyz's Redis check: a write (a PING would pass on a full Redis that refuses every limit check) and, in the same
  * round trip, the policy. Ready means Redis takes writes and cannot evict Tollgate's state (or the operator allowed it).
  */
-export function redisReadiness(client: Redis, keyspace: Keyspace, policy: MemoryPolicyWatcher): ReadinessCheck {
+export function redisReadiness(client: RedisCommands, keyspace: Keyspace, policy: MemoryPolicyWatcher): ReadinessCheck {
   return {
     name: 'redis',
     async check() {

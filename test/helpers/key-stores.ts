@@ -1,6 +1,10 @@
 // KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
+import { KeyAdmin } from '../../src/keys/admin.js';
 import type { FoundKey, KeyStore, StoredKey } from '../../src/keys/types.js';
+import { memoryBanStore, MemoryLimiterStore } from '../../src/limits/memory-store.js';
+import { systemClock, type Clock } from '../../src/util/clock.js';
+import { testConfig } from './gateway.js';
 
 export type StoreMethod = 'findByHash' | 'get' | 'list' | 'create' | 'update' | 'publishChange' | 'subscribe' | 'close';
 
@@ -63,4 +67,13 @@ export class SpyKeyStore implements KeyStore {
     this.calls.close++;
     return this.inner.close();
   }
+}
+
+/**
+ * Key administration on a test store, with the default config's plans and ban ladder and bans held in memory (as
+ * a Redis-less gateway holds them).
+ */
+export function testKeyAdmin(store: KeyStore, clock: Clock = systemClock): KeyAdmin {
+  const config = testConfig({ upstream: { url: 'http://127.0.0.1:9' } });
+  return new KeyAdmin(store, memoryBanStore(new MemoryLimiterStore(clock)), clock, { plans: () => config.plans, ban: () => config.ban });
 }

@@ -50,7 +50,7 @@ export async function startLimitsGateway(
     runtime: gateway.runtime,
     metrics: gateway.metrics,
     async createKey(input) {
-      const { key, record } = await gateway.keys.create({
+      const { key, record } = await gateway.admin.create({
         plan: input.plan ?? 'free',
         ...(input.perMinute ? { perMinute: input.perMinute } : {}),
         ...(input.perDay ? { perDay: input.perDay } : {}),

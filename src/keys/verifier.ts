@@ -1,10 +1,12 @@
-// Key verification and administration above the KeyStore interface: the validity rules (status, expiry,
-// grace), the in-process cache that keeps steady traffic off Redis, and change propagation between instances.
+// Key verification on the request path, above the KeyStore interface: the validity rules (status, expiry, grace),
+// the in-process cache that keeps steady traffic off Redis, and change propagation between instances. Changing keys
+// is KeyAdmin's job (admin.ts): the verifier only reads, and hears of changes.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
-import { generateKey, generateKeyId, hashKey, hashesEqual, isWellFormedKey } from './format.js';
+import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
+import { isExpired, toRecord } from './rules.js';
 import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
@@ -66,11 +68,11 @@ interface CacheEntry {
   revision: string | undefined;
   /** When the record was read, or last confirmed unchanged by a limit check. */
   readAt: number;
-  /** KeyService.resets when the record was read or confirmed: an older value means changes may have been missed. */
+  /** KeyVerifier.resets when the record was read or confirmed: an older value means changes may have been missed. */
   resets: number;
 }
 
-export class KeyService {
+export class KeyVerifier {
   private readonly cache: LRUCache<string, CacheEntry>;
   private readonly inflight = new Map<string, Promise<FoundKey | undefined>>();
   /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
@@ -144,6 +146,7 @@ export class KeyService {
     for (const fn of this.changeListeners) fn(undefined);
   }
 
+  /** Stops listening for changes and closes the store. */
   async close(): Promise<void> {
     await this.unsubscribe?.();
     await this.store.close();
@@ -212,7 +215,7 @@ export class KeyService {
     const inGrace = !current && stored.prevHash !== undefined && hashesEqual(stored.prevHash, hash) && now < (stored.prevHashUntil ?? 0);
     if (!current && !inGrace) return { ok: false, reason: 'unknown' };
     if (stored.status === 'revoked') return { ok: false, reason: 'revoked' };
-    if (stored.expiresAt && now >= Date.parse(stored.expiresAt)) return { ok: false, reason: 'expired' };
+    if (isExpired(stored, now)) return { ok: false, reason: 'expired' };
     if (this.staticKeys.has(hash)) return { ok: true, key: toRecord(stored) };
     const fromStore: VerifyResult & { ok: true } = { ok: true, key: toRecord(stored), keyHash: hash };
     if (revision !== undefined) fromStore.revision = revision;
@@ -257,72 +260,6 @@ export class KeyService {
     // A copy: each delete's dispose edits the set.
     if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
   }
-
-  // ---- administration (the `tollgate keys` commands and `tollgate dev`) ----
-
-  async create(input: { plan: string; name?: string; perMinute?: number; perDay?: number; expiresAt?: string }): Promise<{ key: string; record: KeyRecord }> {
-    const plaintext = generateKey();
-    const stored: StoredKey = {
-      id: generateKeyId(),
-      ...(input.name !== undefined ? { name: input.name } : {}),
-      plan: input.plan,
-      ...(input.perMinute !== undefined ? { perMinute: input.perMinute } : {}),
-      ...(input.perDay !== undefined ? { perDay: input.perDay } : {}),
-      createdAt: new Date(this.clock.now()).toISOString(),
-      ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
-      status: 'active',
-      hash: hashKey(plaintext),
-    };
-    await this.store.create(stored);
-    return { key: plaintext, record: toRecord(stored) };
-  }
-
-  async get(id: string): Promise<KeyRecord | undefined> {
-    const k = await this.store.get(id);
-    return k ? toRecord(k) : undefined;
-  }
-
-  async list(): Promise<KeyRecord[]> {
-    return (await this.store.list()).map(toRecord);
-  }
-
-  /** Returns false for an unknown id. */
-  async revoke(id: string): Promise<boolean> {
-    const k = await this.store.get(id);
-    if (!k) return false;
-    const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
-    delete next.prevHash;
-    delete next.prevHashUntil;
-    await this.store.update(next, { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] });
-    await this.store.publishChange(id);
-    return true;
-  }
-
-  /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
-  async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord } | undefined> {
-    const k = await this.store.get(id);
-    if (!k) return undefined;
-    if (k.status === 'revoked') throw new Error(`key ${id} is revoked; create a new key instead`);
-    const plaintext = generateKey();
-    const now = this.clock.now();
-    const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
-    const unlink = k.prevHash ? [k.prevHash] : [];
-    if (graceSeconds > 0) {
-      next.prevHash = k.hash;
-      next.prevHashUntil = now + graceSeconds * 1000;
-    } else {
-      delete next.prevHash;
-      delete next.prevHashUntil;
-      unlink.push(k.hash);
-    }
-    await this.store.update(next, {
-      linkHash: next.hash,
-      unlinkHashes: unlink,
-      ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
-    });
-    await this.store.publishChange(id);
-    return { key: plaintext, record: toRecord(next) };
-  }
 }
 
 /** The config's `keys:` list, indexed by hash. */
@@ -337,10 +274,4 @@ export function staticKeyMap(keys: readonly StaticKeyConfig[], createdAt: string
       return [k.sha256, stored];
     }),
   );
-}
-
-/** The public view of a key: never the hash. */
-export function toRecord(k: StoredKey): KeyRecord {
-  const { hash: _h, prevHash: _p, prevHashUntil: _u, ...rest } = k;
-  return rest;
 }
