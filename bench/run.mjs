@@ -683,7 +683,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   if (profileDir) for (const d of ['baseline', 'tollgate']) mkdirSync(join(profileDir, d), { recursive: true });
   const baselineProc = await procs.forkHelper('baseline', join(HERE, 'baseline-proxy.mjs'), [upstreamUrl], {
     execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
-    env: childEnv({ BENCH_PROBE_DIR: baselineProbeDir, ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/server/http-server.js') } : {}) }),
+    env: childEnv({
+      BENCH_PROBE_DIR: baselineProbeDir,
+      ...(opts.baselinePrototypes ? { BENCH_BASELINE_PROTOTYPES: join(REPO, 'dist/server/http-server.js') } : {}),
+    }),
   });
   const baseline = {
     name: 'baseline',

@@ -9,13 +9,10 @@ const res = {} as Response;
 function run(stages: RequestHandler[]): Promise<{ err: unknown; calls: string[] }> {
   return new Promise((resolve) => {
     const calls: string[] = [];
-    const tracked = stages.map(
-      (s, i): RequestHandler =>
-        (q, r, n) => {
-          calls.push(`s${i}`);
-          return s(q, r, n);
-        },
-    );
+    const tracked = stages.map((s, i): RequestHandler => (q, r, n) => {
+      calls.push(`s${i}`);
+      return s(q, r, n);
+    });
     inSequence(tracked)(req, res, ((err?: unknown) => resolve({ err, calls })) as NextFunction);
   });
 }

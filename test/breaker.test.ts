@@ -39,7 +39,11 @@ describe('Breaker', () => {
       await expect(breaker.run(() => Promise.reject(new ReplyError(data)))).rejects.toThrow(data);
       expect(breaker.state).toBe('closed');
     }
-    for (const refusal of ['OOM command not allowed when used memory > maxmemory.', 'READONLY You can\'t write against a read only replica.', 'LOADING Redis is loading the dataset in memory']) {
+    for (const refusal of [
+      'OOM command not allowed when used memory > maxmemory.',
+      "READONLY You can't write against a read only replica.",
+      'LOADING Redis is loading the dataset in memory',
+    ]) {
       await expect(breaker.run(() => Promise.reject(new ReplyError(refusal)))).rejects.toThrow(refusal);
       expect(breaker.state).toBe('open');
       breaker.close();

@@ -394,7 +394,11 @@ describe('a retired route spelled with encoded slashes, backslashes or ";" param
       // The whole request path, with a key: a refusal before authentication counts no rate-limit decision.
       const key = generateKey();
       const gateway = await startTestGateway(
-        testConfig({ upstream: { url: `http://127.0.0.1:${upstream.port}` }, routes: [RETIRED], keys: [{ id: 'key_routes', plan: 'free', sha256: hashKey(key) }] }),
+        testConfig({
+          upstream: { url: `http://127.0.0.1:${upstream.port}` },
+          routes: [RETIRED],
+          keys: [{ id: 'key_routes', plan: 'free', sha256: hashKey(key) }],
+        }),
         { keyStages: true },
       );
       const decisions = async () => metricValue(await gateway.gateway.metrics.registry.metrics(), 'tollgate_ratelimit_decisions_total') ?? 0;
@@ -410,7 +414,12 @@ describe('a retired route spelled with encoded slashes, backslashes or ";" param
         expect(upstream.seen, name).toEqual([]);
         expect(upstream.petsServed, name).toEqual([]);
         // Other paths still go through to the upstream, with their escapes.
-        const other = await rawRequest(gateway.port, ['GET /v1/owners/a%20b?q=1;2 HTTP/1.1', 'Host: api.test', `Authorization: Bearer ${key}`, 'Connection: close']);
+        const other = await rawRequest(gateway.port, [
+          'GET /v1/owners/a%20b?q=1;2 HTTP/1.1',
+          'Host: api.test',
+          `Authorization: Bearer ${key}`,
+          'Connection: close',
+        ]);
         expect(other.status).toBe(404);
         expect(upstream.seen, name).toEqual(['/v1/owners/a%20b?q=1;2']);
       } finally {

@@ -3,25 +3,20 @@
 // Redis at all, the gateway (in-process and as a real `tollgate serve` process) never crashes, and it recovers
 // by itself when Redis returns.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
-import { createGatewayServer } from '../src/server/http-server.js';
 import { ManualClock, systemClock, type Clock } from '../src/util/clock.js';
 import type { Config } from '../src/config/schema.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import type { KeyAdmin } from '../src/keys/admin.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { Runtime } from '../src/config/runtime.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
 import { startServe, tempDir } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
-import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
+import { leaksIn, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 

@@ -7,13 +7,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
-import type { KeyAdmin } from '../src/keys/admin.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
 import { KeyStoreError, type KeyStore, type StoredKey } from '../src/keys/types.js';
 import { systemClock } from '../src/util/clock.js';
 import request from 'supertest';
 import { composeGateway } from '../src/compose.js';
-import { Runtime } from '../src/config/runtime.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -251,7 +249,9 @@ describe('Redis commands spent on authentication (INFO stats on a private Redis)
     const admin = testKeyAdmin(new RedisKeyStore(redisClient(), ks), systemClock);
     const { key } = await admin.create({ plan: 'free' });
     // Keys in Redis, limits in memory: the anonymous limit would (rightly) count refused requests in Redis.
-    const config = testConfig({ upstream: { url: upstream.url }, log: { level: 'silent' },
+    const config = testConfig({
+      upstream: { url: upstream.url },
+      log: { level: 'silent' },
       anonymous: { perMinute: 100_000 },
       plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
     });

@@ -1,4 +1,4 @@
-// Fast, in-process tests for API keys: the key format, KeyService (cache, negative cache, stale-on-error,
+// Fast, in-process tests for API keys: the key format, KeyVerifier (cache, negative cache, stale-on-error,
 // invalidation, rotation, expiry) on the memory store with a ManualClock, and the authentication stage in a
 // real gateway (composeGateway + supertest) in front of a TestUpstream.
 import type { KeyAdmin } from '../src/keys/admin.js';
@@ -12,8 +12,6 @@ import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { DEFAULT_KEY_CACHE, KeyVerifier, staticKeyMap } from '../src/keys/verifier.js';
 import type { StoredKey } from '../src/keys/types.js';
 import { parseBearer } from '../src/keys/authenticator.js';
-import { Runtime } from '../src/config/runtime.js';
-import { Metrics } from '../src/observability/metrics.js';
 import { leaksIn, silentLogger, testConfig } from './helpers/gateway.js';
 import { SpyKeyStore, testKeyAdmin } from './helpers/key-stores.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -150,7 +148,7 @@ describe('parseBearer', () => {
   });
 });
 
-/** A KeyService on a spied memory store, a second "admin" service on the same store, and a ManualClock. */
+/** A KeyVerifier on a spied memory store, a KeyAdmin on the same store, and a ManualClock. */
 function memoryService(opts: { pubsub?: boolean; cache?: Partial<typeof DEFAULT_KEY_CACHE>; staticKeys?: Map<string, StoredKey> } = {}) {
   const clock = new ManualClock();
   const mem = new MemoryKeyStore(() => clock.now());
@@ -161,7 +159,7 @@ function memoryService(opts: { pubsub?: boolean; cache?: Partial<typeof DEFAULT_
   return { clock, mem, spy, service, admin };
 }
 
-describe('KeyService (memory store, manual clock)', () => {
+describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('stores only the hash: the plaintext is nowhere in the store, the record has no hash', async () => {
     const { mem, service, admin } = memoryService();
     await service.start();
@@ -649,7 +647,9 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
 
   it('a Basic (or other) scheme counts as missing', async () => {
     for (const h of ['Basic dXNlcjpwYXNz', 'Digest username="x"', 'Token abc', '']) {
-      const res = await request(await app()).get('/v1/things').set('Authorization', h);
+      const res = await request(await app())
+        .get('/v1/things')
+        .set('Authorization', h);
       expectError(res, 401, 'missing_api_key');
       expect(res.headers['www-authenticate']).toBe('Bearer realm="tollgate"');
     }
@@ -673,7 +673,9 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
       ['expired', `Bearer ${expired}`],
     ];
     for (const [name, header] of cases) {
-      const res = await request(await app()).get('/v1/things').set('Authorization', header);
+      const res = await request(await app())
+        .get('/v1/things')
+        .set('Authorization', header);
       expect(res.body.code, name).toBe('invalid_api_key');
       expectError(res, 401, 'invalid_api_key', header.split(' ')[1] || undefined);
       expect(res.headers['www-authenticate'], name).toBe(INVALID);

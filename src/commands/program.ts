@@ -106,4 +106,3 @@ function exitCodeOf(err: unknown, io: CliIo): number {
   io.err(`error: ${(err as Error).message}\n`);
   return 1;
 }
-

@@ -134,7 +134,8 @@ export class KeyAdmin {
 
   /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
   async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord } | undefined> {
-    if (!Number.isInteger(graceSeconds) || graceSeconds < 0) throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
+    if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
+      throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
     const k = await this.read(id);
     if (!k) return undefined;
     if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);

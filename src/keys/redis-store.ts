@@ -89,7 +89,8 @@ export class RedisKeyStore implements KeyStore {
     const raw = await this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType);
     if (!raw) return undefined;
     const key = parseRecord(raw);
-    if (!key) throw new KeyStoreError(
+    if (!key)
+      throw new KeyStoreError(
         `key ${id} has an unreadable record (not a JSON key record); gateways refuse the key (401) until it is repaired or deleted in Redis`,
         'invalid_record',
       );

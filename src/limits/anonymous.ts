@@ -46,7 +46,9 @@ interface Limiters {
 export class AnonymousLimiter {
   private limiters: Limiters;
 
-  constructor(private readonly deps: { runtime: Runtime; clock: Clock; metrics: Metrics; redis?: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker } }) {
+  constructor(
+    private readonly deps: { runtime: Runtime; clock: Clock; metrics: Metrics; redis?: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker } },
+  ) {
     this.limiters = this.build(deps.runtime.config.anonymous.perMinute);
     // SIGHUP may change anonymous.perMinute: with Redis the counts live there and survive the rebuild; the memory
     // limiter (Redis-less, or the fallback) starts its per-IP counts afresh.

@@ -146,7 +146,8 @@ export class KeyLimiter {
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
         const answeredAt = clock.now();
         ctx.redisMs += answeredAt - now;
-        if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record') this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, answeredAt);
+        if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record')
+          this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, answeredAt);
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
         rec ??= this.lastCounts.ensure(consumer.id);

@@ -2,7 +2,18 @@
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
-import { DAY_MS, MINUTE_MS, type BanPolicy, type BanState, type BanStore, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowState } from './types.js';
+import {
+  DAY_MS,
+  MINUTE_MS,
+  type BanPolicy,
+  type BanState,
+  type BanStore,
+  type Decision,
+  type KeyLimits,
+  type LimiterStore,
+  type Outcome,
+  type WindowState,
+} from './types.js';
 
 interface Counter {
   used: number;

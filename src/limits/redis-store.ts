@@ -7,7 +7,18 @@
 // consume() calls plus a ban check would be three round trips.
 import type { RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { DAY_MS, MINUTE_MS, type BanState, type BanStore, type BanPolicy, type Decision, type KeyLimits, type LimiterStore, type Outcome, type WindowCredit } from './types.js';
+import {
+  DAY_MS,
+  MINUTE_MS,
+  type BanState,
+  type BanStore,
+  type BanPolicy,
+  type Decision,
+  type KeyLimits,
+  type LimiterStore,
+  type Outcome,
+  type WindowCredit,
+} from './types.js';
 
 // KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs

@@ -133,8 +133,7 @@ export function isoTime(now = Date.now()): string {
  */
 export function closeLogs(logger: Logger, timeoutMs = 1000): Promise<void> {
   const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as
-    | { end?: () => void; once?: (event: string, cb: () => void) => void; destroyed?: boolean }
-    | undefined;
+    { end?: () => void; once?: (event: string, cb: () => void) => void; destroyed?: boolean } | undefined;
   if (!stream || stream.destroyed || typeof stream.end !== 'function' || typeof stream.once !== 'function') return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(resolve, timeoutMs);

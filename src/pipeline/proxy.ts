@@ -147,7 +147,7 @@ export function createProxy(opts: ProxyOptions) {
   const { upstream, maxBodyBytes, logger, metrics } = opts;
   const agent = createUpstreamAgent(upstream);
 
-  const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage, res: ServerResponse): void => {
+  const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage): void => {
     const state = stateOf(req);
     state.reusedSocket = proxyReq.reusedSocket;
     // httpxy reports its own proxyTimeout as a plain ECONNRESET (indistinguishable from a real reset), so the deadline is kept here. A retried

@@ -59,9 +59,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
   const { server, upstream } = p.runtime.config;
   const v1 = inSequence([
     refuseAmbiguousPaths,
-    ...(p.keys
-      ? [authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)]
-      : []),
+    ...(p.keys ? [authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)] : []),
     routePolicy(p.runtime, p.clock),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),

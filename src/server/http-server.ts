@@ -9,7 +9,6 @@ import { errorBody } from '../http/errors.js';
 import { awaitContinue } from '../http/expect-continue.js';
 import { H, isSaneRequestId } from '../http/headers.js';
 
-
 const DRAINING = Symbol('tollgate.draining');
 
 /**
