@@ -127,6 +127,7 @@ async function runUnderLoad(s: Scenario): Promise<Outcome> {
   let healedAt = Infinity;
   try {
     load.phase = 'before';
+    // Pacing, not waiting for an event: each phase is a stretch of traffic whose answers are judged apart.
     await sleep(600);
     load.phase = 'fault';
     faultAt = Date.now();

@@ -58,6 +58,16 @@ function expectError(status: number, headers: Headers, text: string, wantStatus:
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Proves nothing else is on its way to the upstream: a marker request through the same gateway, answered, has reached
+ * the upstream, after anything the gateway sent before it. Returns the upstream requests other than the marker.
+ */
+async function upstreamRequestsBesidesMarker(g: TestGateway): Promise<typeof up.seen> {
+  const marker = `/v1/marker-${Math.random().toString(36).slice(2)}`;
+  expect((await request(g.url).get(marker)).status).toBe(200);
+  return up.seen.filter((r) => r.url !== marker);
+}
+
 /** Waits (bounded) until `cond` holds. */
 async function until(cond: () => boolean, timeoutMs = 2000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -555,8 +565,7 @@ describe('request body limits', () => {
     } finally {
       conn.destroy();
     }
-    await sleep(50);
-    expect(up.seen).toEqual([]);
+    expect(await upstreamRequestsBesidesMarker(gw)).toEqual([]);
   });
 
   it('answers 413 to a real oversized upload with Content-Length', async () => {
@@ -565,8 +574,7 @@ describe('request body limits', () => {
       .set('content-type', 'application/octet-stream')
       .send(Buffer.alloc(MAX_BODY * 3, 97));
     expectError(res.status, res.headers, res.text, 413, 'payload_too_large');
-    await sleep(50);
-    expect(up.seen).toEqual([]);
+    expect(await upstreamRequestsBesidesMarker(gw)).toEqual([]);
   });
 
   it('accepts a body of exactly maxBodyBytes', async () => {
@@ -810,13 +818,14 @@ describe('request logs', () => {
       client.destroy();
       const line = () => cap.lines.filter((l) => (l.req as { id?: string } | undefined)?.id === 'log-abandoned');
       await until(() => line().length > 0);
-      await sleep(50);
+      // A later request's line marks that the abandoned one's close events are all handled (lines go out in order).
+      up.behaviour = echo;
+      expect((await request(logged.url).get('/v1/answered').set('x-request-id', 'log-answered')).status).toBe(200);
+      await until(() => cap.lines.some((l) => (l.req as { id?: string } | undefined)?.id === 'log-answered'));
       expect(line()).toHaveLength(1);
       expect(line()[0]).toMatchObject({ level: 30, aborted: true, req: { method: 'GET', url: '/v1/abandoned' }, msg: 'request completed' });
       expect(typeof line()[0]!.responseTime).toBe('number');
-      // An answered request is counted; the abandoned one is not (it has no status the client saw).
-      up.behaviour = echo;
-      expect((await request(logged.url).get('/v1/answered')).status).toBe(200);
+      // The answered request is counted; the abandoned one is not (it has no status the client saw).
       const metrics = (await request(logged.url).get('/metrics')).text;
       expect(metrics).toMatch(/tollgate_http_requests_total\{route="\/v1\/\*",method="GET",status="200"\} 1\n/);
     } finally {

@@ -18,6 +18,7 @@ import { TestUpstream } from './helpers/upstream.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { waitFor } from './helpers/wait.js';
 
 const PREFIX = 'kstest:';
 let redis: TestRedis;
@@ -201,9 +202,20 @@ describe.each(backends)('$name', (backend) => {
     expect(heard).toEqual(['key_one', 'key_two']);
     await unsubscribe();
     heard.length = 0;
-    await a.publishChange('key_three');
-    await sleep(150);
-    expect(heard).toEqual([]);
+    // Another subscriber still listening marks when the message has been delivered: by then the first would have it.
+    const marker: string[] = [];
+    const unsubscribeMarker = await a.subscribe(
+      (id) => marker.push(id),
+      () => {},
+    );
+    try {
+      await publishUntilHeard(a, marker, 'marker_ready');
+      await a.publishChange('key_three');
+      await waitFor(() => marker.includes('key_three'), 'the marker subscriber heard key_three', 3000, 10);
+      expect(heard).toEqual([]);
+    } finally {
+      await unsubscribeMarker();
+    }
   });
 
   it('KeyAdmin on one instance, KeyVerifier on another, either store: a revoke drops the key from the other cache', async () => {

@@ -540,6 +540,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const service = new KeyVerifier(spy, clock, { lookupTimeoutMs: 40, ttlMs: 1 });
     const { key } = await testKeyAdmin(mem, clock).create({ plan: 'free' });
     expect((await service.verify(key)).ok).toBe(true);
+    // The 1 ms ttl must lapse on the real clock: this test measures real waits, so no manual clock.
     await new Promise((r) => setTimeout(r, 5));
     spy.mode = 'hang';
     const r = await service.verify(key);

@@ -210,7 +210,7 @@ describe('failMode open', () => {
     }
     // The breaker: only the first request and one probe per 1 s cool-down sent a script to the hung Redis (it runs
     // them once resumed, so INFO counts them); every other request failed over at once without trying.
-    await sleep(50);
+    await waitFor(async () => (await scriptCalls()) > callsBefore, 'the resumed Redis ran the scripts sent while it was paused', 2000, 10);
     const attempts = (await scriptCalls()) - callsBefore;
     expect(attempts).toBeGreaterThanOrEqual(1);
     expect(attempts).toBeLessThanOrEqual(2 + Math.floor(pausedFor / 1000));

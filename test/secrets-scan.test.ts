@@ -7,7 +7,6 @@
 // token sent, every SHA-256 of them, and anything shaped like a key or a hash. test/keys-lifecycle.test.ts scans
 // Redis itself; this file is about what leaves the processes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { CliProcess, assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { leaksIn } from './helpers/gateway.js';
@@ -295,8 +294,9 @@ describe('the scan', () => {
     for (const gw of [A, B]) {
       gw.proc.signal('SIGTERM');
       expect((await gw.proc.waitForExit(5000)).code).toBe(0);
+      // waitForExit resolves on 'close': the process's stdout is read to its end, down to its last line.
+      expect(gw.proc.logs.at(-1)?.msg).toBe('stopped');
     }
-    await sleep(50);
   });
 
   function where(): Array<[string, string]> {

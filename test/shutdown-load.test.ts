@@ -241,6 +241,7 @@ describe('server.workers: 2 (node:cluster) under load', () => {
     let replacedAt = Infinity;
     try {
       load.phase = 'before';
+      // Pacing: a stretch of traffic before the kill and after the replacement, each judged apart.
       await sleep(500);
       const victim = workerPids[0]!;
       load.phase = 'killed';

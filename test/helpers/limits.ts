@@ -14,6 +14,8 @@ import type { Runtime } from '../../src/config/runtime.js';
 import { composeGateway, type ComposedGateway } from '../../src/compose.js';
 import { silentLogger } from './gateway.js';
 
+export { waitFor } from './wait.js';
+
 export interface LimitsGateway {
   url: string;
   port: number;
@@ -148,16 +150,6 @@ export async function monitorRedis(admin: Redis): Promise<{ commands: MonitoredC
       return commands;
     },
   };
-}
-
-/** Waits (bounded) until `cond` holds; throws with `what` otherwise. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 3000, stepMs = 20): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await sleep(stepMs);
-  }
 }
 
 /** Addresses ("ip:port") of the Redis connections whose CLIENT SETNAME is `name` (e.g. "tollgate-gateway"). */
