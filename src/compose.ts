@@ -19,7 +19,7 @@ import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import type { ReadinessCheck } from './observability/ops.js';
 import { Keyspace } from './storage/keyspace.js';
-import { connectRedis, type RedisCommands, type RedisConnection } from './storage/redis.js';
+import { connectRedis, topologyMismatch, type RedisCommands, type RedisConnection } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
 import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
@@ -109,7 +109,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
-    const connection = connectRedis({ url: redisCfg.url, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway' });
+    // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
+    const mismatch = await topologyMismatch(redisCfg, Math.max(1000, redisCfg.commandTimeoutMs * 10));
+    if (mismatch) throw new Error(`invalid configuration: ${mismatch}`);
+    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway' });
     redis = connection;
     const { client, where } = connection;
     const keyspace = new Keyspace(redisCfg.prefix);

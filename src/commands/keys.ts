@@ -11,7 +11,7 @@ import { effectiveLimits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
 import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
-import { connectRedis, redactRedisUrl, type RedisConnection } from '../storage/redis.js';
+import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { CliError } from './cli-error.js';
 
 interface CommonOpts {
@@ -27,21 +27,27 @@ interface Session {
 
 const CONNECT_TIMEOUT_MS = 3000;
 
-/** Loads the config and connects to Redis (--redis, else REDIS_URL, else redis.url), or fails with one clear line. */
+/**
+ * Loads the config and connects to Redis (--redis URL, else REDIS_URL, else the config's redis section: a standalone
+ * URL, a cluster or Sentinel, with its credentials and TLS), or fails with one clear line.
+ */
 async function openSession(opts: CommonOpts): Promise<Session> {
   const path = resolveConfigPath(opts.config, process.env);
   // REDIS_URL is applied below with its own precedence, so the file is read without env overrides here.
   const loaded = loadConfigFile(path, { ...process.env, REDIS_URL: undefined });
   if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration: ${loaded.errors.join('; ')}`);
   const config = loaded.config;
-  const url = opts.redis ?? (process.env.REDIS_URL || undefined) ?? config.redis?.url;
-  if (!url) throw new CliError('no Redis to talk to: pass --redis URL, set REDIS_URL, or set redis.url in the config file');
-  const redis = connectRedis({ url, commandTimeoutMs: 5000, purpose: 'cli' });
+  const url = opts.redis ?? (process.env.REDIS_URL || undefined);
+  const target: RedisTopology | undefined = url !== undefined ? { ...config.redis, url, cluster: undefined, sentinel: undefined } : config.redis;
+  if (!target) throw new CliError('no Redis to talk to: pass --redis URL, set REDIS_URL, or set a redis section in the config file');
+  const mismatch = await topologyMismatch(target, CONNECT_TIMEOUT_MS);
+  if (mismatch) throw new CliError(mismatch);
+  const redis = connectRedis({ redis: target, commandTimeoutMs: 5000, purpose: 'cli' });
   try {
-    await redis.waitForReady(CONNECT_TIMEOUT_MS, { failOnError: true });
+    await redis.waitForReady(CONNECT_TIMEOUT_MS, { failOnError: redis.topology === 'standalone' });
   } catch {
     await redis.close();
-    throw new CliError(`Redis unreachable at ${redactRedisUrl(url)}`);
+    throw new CliError(`Redis unreachable at ${redis.where}`);
   }
   const keyspace = new Keyspace(config.redis?.prefix ?? 'tollgate:');
   const keys = new KeyAdmin(new RedisKeyStore(redis, keyspace), new RedisBanStore(redis.client, keyspace), systemClock, {
@@ -104,7 +110,7 @@ export function registerKeysCommands(program: Command): void {
   const common = (cmd: Command) =>
     cmd
       .option('--config <file>', 'config file for plans and the Redis prefix (else TOLLGATE_CONFIG, else config/gateway.yaml)')
-      .option('--redis <url>', 'Redis URL (else REDIS_URL, else redis.url in the config)');
+      .option('--redis <url>', 'a standalone Redis URL (else REDIS_URL, else the redis section of the config)');
 
   common(keys.command('create'))
     .description('issue a key; prints the plaintext key once')

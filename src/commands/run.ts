@@ -3,7 +3,6 @@ import { loadConfigFile, validateConfig } from '../config/load.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
 import { createLogger, logDestination, reportLogDrops } from '../observability/logger.js';
 import { startPetstore } from '../petstore/server.js';
-import { redactRedisUrl } from '../storage/redis.js';
 import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
@@ -36,7 +35,7 @@ export async function runServe(configPath: string): Promise<void> {
       url: gw.url,
       ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}),
       upstream: config.upstream.url,
-      store: config.redis ? redactRedisUrl(config.redis.url) : 'memory',
+      store: gateway.redis?.where ?? 'memory',
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },
     'tollgate gateway listening',

@@ -15,12 +15,17 @@ export function resolveConfigPath(flag: string | undefined, env: NodeJS.ProcessE
   return flag ?? env.TOLLGATE_CONFIG ?? DEFAULT_CONFIG_PATH;
 }
 
-/** Environment variable -> config path it overrides, and how its text becomes a value. */
-const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: [string, string]; parse: (v: string) => unknown }> = [
+/**
+ * Environment variable -> config path it overrides, and how its text becomes a value. `ifSection`: applied only when
+ * the file has that section (credentials in the environment do not turn a Redis-less gateway into one with Redis).
+ */
+const ENV_OVERRIDES: ReadonlyArray<{ env: string; path: [string, string]; parse: (v: string) => unknown; ifSection?: boolean }> = [
   { env: 'PORT', path: ['server', 'port'], parse: numberIfNumeric },
   { env: 'HOST', path: ['server', 'host'], parse: (v) => v },
   { env: 'UPSTREAM_URL', path: ['upstream', 'url'], parse: (v) => v },
   { env: 'REDIS_URL', path: ['redis', 'url'], parse: (v) => v },
+  { env: 'REDIS_USERNAME', path: ['redis', 'username'], parse: (v) => v, ifSection: true },
+  { env: 'REDIS_PASSWORD', path: ['redis', 'password'], parse: (v) => v, ifSection: true },
   { env: 'LOG_LEVEL', path: ['log', 'level'], parse: (v) => v },
 ];
 
@@ -84,6 +89,7 @@ function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv,
     if (value === undefined || value === '') continue;
     const [section, field] = o.path;
     const current = out[section];
+    if (o.ifSection && (typeof current !== 'object' || current === null)) continue;
     const base = typeof current === 'object' && current !== null && !Array.isArray(current) ? current : {};
     out[section] = { ...base, [field]: o.parse(value) };
     overridden.set(`${section}.${field}`, o.env);

@@ -49,22 +49,72 @@ const upstream = z.strictObject({
   maxSockets: positiveInt().default(256),
 });
 
-const redis = z.strictObject({
-  /** redis:// URL. Leave the whole section out for the in-memory store (a single instance only). */
-  url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL'),
-  /** Prepended to every Redis key Tollgate writes. */
-  prefix: z.string().default('tollgate:'),
-  /** Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503. */
-  failMode: z.enum(['open', 'closed']).default('open'),
-  /** No request waits longer than this on Redis in total. */
-  commandTimeoutMs: positiveInt().default(100),
-  /**
-   * Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records
-   * (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz
-   * answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.
-   */
-  allowEviction: z.boolean().default(false),
+const redisUrl = z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL');
+
+const redisTls = z.strictObject({
+  /** PEM file of the CA certificate(s) that signed the servers' certificates; else the system's trusted CAs. */
+  caFile: z.string().min(1).optional(),
+  /** Client certificate and key (PEM files), for a Redis that requires clients to present one (mutual TLS). */
+  certFile: z.string().min(1).optional(),
+  keyFile: z.string().min(1).optional(),
+  /** The name the servers' certificates must carry, when it is not the host in the URLs (SNI and verification). */
+  servername: z.string().min(1).optional(),
+  /** false accepts any certificate: for a test setup only, never across a network you do not control. */
+  rejectUnauthorized: z.boolean().default(true),
 });
+
+const redis = z
+  .strictObject({
+    /** A standalone Redis (or a proxy in front of one): redis:// or rediss:// URL. */
+    url: redisUrl.optional(),
+    /** A Redis Cluster: seed nodes; the others are discovered from them. */
+    cluster: z.strictObject({ nodes: z.array(redisUrl).min(1) }).optional(),
+    /** A primary with replicas behind Sentinel: the monitored primary's name and the sentinels to ask. */
+    sentinel: z.strictObject({ masterName: z.string().min(1), sentinels: z.array(redisUrl).min(1) }).optional(),
+    /** ACL user and password (REDIS_USERNAME / REDIS_PASSWORD override them); they win over credentials in URLs. */
+    username: z.string().min(1).optional(),
+    password: z.string().min(1).optional(),
+    /** TLS options for rediss:// URLs. */
+    tls: redisTls.optional(),
+    /** Prepended to every Redis key Tollgate writes. */
+    prefix: z.string().default('tollgate:'),
+    /** Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503. */
+    failMode: z.enum(['open', 'closed']).default('open'),
+    /** No request waits longer than this on Redis in total. */
+    commandTimeoutMs: positiveInt().default(100),
+    /**
+     * Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records
+     * (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz
+     * answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.
+     */
+    allowEviction: z.boolean().default(false),
+  })
+  .superRefine(oneRedisTopology);
+
+/** Exactly one of url, cluster and sentinel; TLS options only with rediss:// URLs, and never half a client certificate. */
+function oneRedisTopology(
+  r: { url?: string | undefined; cluster?: { nodes: string[] } | undefined; sentinel?: { sentinels: string[] } | undefined; tls?: { certFile?: string | undefined; keyFile?: string | undefined } | undefined },
+  ctx: Ctx,
+): void {
+  const given = (['url', 'cluster', 'sentinel'] as const).filter((k) => r[k] !== undefined);
+  if (given.length !== 1) {
+    ctx.addIssue({
+      code: 'custom',
+      path: given.length === 0 ? [] : [given[1]!],
+      message:
+        given.length === 0
+          ? 'expected one of url (a standalone Redis), cluster.nodes (a Redis Cluster) or sentinel (a primary behind Sentinel)'
+          : `only one of url, cluster and sentinel may be set; found ${given.join(' and ')}`,
+    });
+    return;
+  }
+  const urls = r.url !== undefined ? [r.url] : (r.cluster?.nodes ?? r.sentinel?.sentinels ?? []);
+  const schemes = new Set(urls.map((u) => u.slice(0, u.indexOf(':'))));
+  if (schemes.size > 1) ctx.addIssue({ code: 'custom', path: [given[0]!], message: 'mixes redis:// and rediss:// URLs: TLS is all or nothing' });
+  if (r.tls && !schemes.has('rediss')) ctx.addIssue({ code: 'custom', path: ['tls'], message: 'TLS options are set but no URL is rediss://' });
+  if (r.tls && (r.tls.certFile === undefined) !== (r.tls.keyFile === undefined))
+    ctx.addIssue({ code: 'custom', path: ['tls', r.tls.certFile === undefined ? 'certFile' : 'keyFile'], message: 'certFile and keyFile go together' });
+}
 
 const ops = z.strictObject({
   /** Address of the operations listener. Loopback by default: metrics and readiness are for the platform, not clients. */

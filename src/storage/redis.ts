@@ -3,7 +3,10 @@
 // server's today; a Cluster or Sentinel client) is this file's business alone: the stores and their callers do not
 // change with the topology. Stores never pipeline or run a transaction across hash slots (a cluster refuses it):
 // every multi-key command or script touches keys of one slot (hash-tagged, see keyspace.ts).
-import { Redis } from 'ioredis';
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
+import { Cluster, Redis } from 'ioredis';
+import type { RedisConfig } from '../config/schema.js';
 
 /** The commands Tollgate's stores send, and the one option the limit store sets; every ioredis client has them. */
 export type RedisCommands = Pick<
@@ -31,13 +34,24 @@ export type RedisCommands = Pick<
 > & { options: { autoPipeliningIgnoredCommands?: string[] } };
 
 /** A connection in subscriber mode (pub/sub needs a socket of its own). */
-export type RedisSubscriber = Pick<Redis, 'subscribe' | 'on' | 'disconnect'>;
+export interface RedisSubscriber {
+  subscribe(...channels: string[]): Promise<unknown>;
+  on(event: 'ready', fn: () => void): unknown;
+  on(event: 'message', fn: (channel: string, message: string) => void): unknown;
+  disconnect(): void;
+}
 
 /** What a connection is for: its client name in CLIENT LIST, and how it waits while Redis is away. */
 export type RedisPurpose = 'gateway' | 'cli' | 'petstore';
 
+/** The parts of the `redis` config section that say where Redis is and how to reach it. */
+export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'>;
+
 export interface RedisConnectOptions {
-  url: string;
+  /** A standalone Redis's URL (shorthand for `redis: { url }`). */
+  url?: string;
+  /** Where Redis is: a standalone URL, a cluster's seed nodes, or a primary behind Sentinel, with credentials and TLS. */
+  redis?: RedisTopology;
   /** A command with no answer in this time fails (a hung Redis must not hang requests). */
   commandTimeoutMs: number;
   purpose: RedisPurpose;
@@ -45,11 +59,12 @@ export interface RedisConnectOptions {
 
 export interface RedisConnection {
   readonly client: RedisCommands;
-  /** Where it connects, password removed: for logs and error messages. */
+  /** Where it connects, passwords removed: for logs and error messages. */
   readonly where: string;
+  readonly topology: 'standalone' | 'cluster' | 'sentinel';
   /** Connected and past the ready check: commands are sent now (while not, the gateway's fail at once). */
   isReady(): boolean;
-  /** Bytes read on the current socket: the breaker tells a late-reading process from a silent Redis by it. */
+  /** Bytes read on the current socket(s): the breaker tells a late-reading process from a silent Redis by it. */
   bytesRead(): number;
   /** Every (re)connection that passed the ready check. */
   onReady(fn: () => void): void;
@@ -59,59 +74,185 @@ export interface RedisConnection {
   waitForReady(timeoutMs: number, opts?: { failOnError?: boolean }): Promise<void>;
   /**
    * A new subscriber connection: its SUBSCRIBE waits for a connection (Redis may be down at start-up) and is sent
-   * again after every reconnect; no command timeout (it waits for messages).
+   * again after every reconnect (on a cluster, to another node after a failover); no command timeout.
    */
   subscriber(): RedisSubscriber;
   /** Quits (waiting for replies in flight), then drops the socket: at once if QUIT fails, after 1 s if Redis does not answer. */
   close(): Promise<void>;
 }
 
+/** Reconnect quickly and keep trying: an outage should end the moment Redis is back. */
+const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(times, 5), 1000);
+
 export function connectRedis(opts: RedisConnectOptions): RedisConnection {
+  const target: RedisTopology = opts.redis ?? { url: opts.url };
   // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
   // reconnect; the CLI and the pet store prefer to wait for the connection.
   const failFast = opts.purpose === 'gateway';
-  const client = new Redis(opts.url, {
+  const perConnection = {
     // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
-    protocol: 2,
+    protocol: 2 as const,
     commandTimeout: opts.commandTimeoutMs,
     connectTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
-    enableOfflineQueue: !failFast,
-    enableAutoPipelining: true,
     maxRetriesPerRequest: failFast ? 0 : 1,
-    // Reconnect quickly and keep trying: an outage should end the moment Redis is back.
-    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 5), 1000),
     connectionName: `tollgate-${opts.purpose}`,
-    lazyConnect: false,
-  });
+    ...(target.username !== undefined ? { username: target.username } : {}),
+    ...(target.password !== undefined ? { password: target.password } : {}),
+  };
+  let client: Redis | Cluster;
+  let topology: RedisConnection['topology'];
+  let where: string;
+  if (target.cluster) {
+    const nodes = target.cluster.nodes;
+    const first = new URL(nodes[0]!);
+    const tls = tlsOptions(target.tls, nodes[0]!);
+    client = new Cluster(
+      nodes.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 6379) })),
+      {
+        redisOptions: {
+          ...perConnection,
+          // Credentials from the seed URL unless the config names them.
+          ...(target.username === undefined && first.username ? { username: decodeURIComponent(first.username) } : {}),
+          ...(target.password === undefined && first.password ? { password: decodeURIComponent(first.password) } : {}),
+          ...(tls ? { tls } : {}),
+        },
+        enableOfflineQueue: !failFast,
+        enableAutoPipelining: true,
+        clusterRetryStrategy: retryStrategy,
+        slotsRefreshTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
+        // Every command goes to the primary of its slot: limits are read-modify-write, never from a lagging replica.
+        scaleReads: 'master',
+      },
+    );
+    topology = 'cluster';
+    where = `cluster ${nodes.map(redactRedisUrl).join(', ')}`;
+  } else if (target.sentinel) {
+    const { masterName, sentinels } = target.sentinel;
+    const first = new URL(sentinels[0]!);
+    const tls = tlsOptions(target.tls, sentinels[0]!);
+    client = new Redis({
+      ...perConnection,
+      sentinels: sentinels.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 26379) })),
+      name: masterName,
+      ...(first.username ? { sentinelUsername: decodeURIComponent(first.username) } : {}),
+      ...(first.password ? { sentinelPassword: decodeURIComponent(first.password) } : {}),
+      ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
+      enableOfflineQueue: !failFast,
+      enableAutoPipelining: true,
+      retryStrategy,
+      sentinelRetryStrategy: retryStrategy,
+      // A primary demoted by a failover answers writes with READONLY: reconnect (asking Sentinel for the new one).
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      lazyConnect: false,
+    });
+    topology = 'sentinel';
+    where = `sentinel ${masterName} via ${sentinels.map(redactRedisUrl).join(', ')}`;
+  } else {
+    const url = target.url!;
+    const tls = tlsOptions(target.tls, url);
+    client = new Redis(url, {
+      ...perConnection,
+      ...(tls ? { tls } : {}),
+      enableOfflineQueue: !failFast,
+      enableAutoPipelining: true,
+      retryStrategy,
+      // A primary demoted behind a fixed address (a managed service's failover) answers writes with READONLY.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      lazyConnect: false,
+    });
+    topology = 'standalone';
+    where = redactRedisUrl(url);
+  }
   // Without a listener ioredis logs "Unhandled error event" on every failed reconnect; callers observe state via events.
   client.on('error', () => {});
+  const c = client;
   return {
-    client,
-    where: redactRedisUrl(opts.url),
-    isReady: () => client.status === 'ready',
-    // The socket is replaced on every reconnect; before the first connection there is none.
-    bytesRead: () => (client.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0,
-    onReady: (fn) => void client.on('ready', fn),
-    onClose: (fn) => void client.on('close', fn),
-    waitForReady: (timeoutMs, o) => waitForReady(client, timeoutMs, o),
+    client: c,
+    where,
+    topology,
+    isReady: () => c.status === 'ready',
+    // The socket is replaced on every reconnect; before the first connection there is none. A cluster: every node's.
+    bytesRead: () =>
+      c instanceof Cluster
+        ? c.nodes().reduce((n, node) => n + ((node.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0), 0)
+        : ((c.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0),
+    onReady: (fn) => void c.on('ready', fn),
+    onClose: (fn) => void c.on('close', fn),
+    waitForReady: (timeoutMs, o) => waitForReady(c, timeoutMs, o),
     subscriber() {
       // maxRetriesPerRequest: null keeps the SUBSCRIBE queued until a connection exists: with the request-path
       // client's 0 it was dropped at the first failed connect when Redis was down at start-up, and never resent.
-      const sub = client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null });
+      const sub =
+        c instanceof Cluster
+          ? c.duplicate(undefined, {
+              enableOfflineQueue: true,
+              redisOptions: { ...c.options.redisOptions, commandTimeout: undefined, maxRetriesPerRequest: null },
+            })
+          : c.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null });
       sub.on('error', () => {});
-      return sub;
+      return sub as RedisSubscriber;
     },
     async close() {
       // QUIT waits for a reply that a dead Redis never sends: capped.
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([client.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
+      await Promise.race([c.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
       clearTimeout(timer);
-      client.disconnect();
+      c.disconnect();
     },
   };
 }
 
-function waitForReady(client: Redis, timeoutMs: number, opts: { failOnError?: boolean } = {}): Promise<void> {
+/**
+ * Whether the server is the topology the config names, asked before the gateway serves: a `url` that reaches a
+ * cluster node would fail every limit check with MOVED, and cluster seed nodes without cluster support would never
+ * connect. Asks one node (the url, or each seed in turn) with a short-lived plain connection: INFO cluster. Returns
+ * the problem, naming the field; undefined when the topology matches or no node answered (the gateway then starts
+ * degraded and connects when Redis is back). Sentinel is asked for its primary by the client itself.
+ */
+export async function topologyMismatch(target: RedisTopology, timeoutMs: number): Promise<string | undefined> {
+  const probes = target.cluster ? target.cluster.nodes : target.url !== undefined ? [target.url] : [];
+  for (const [i, url] of probes.entries()) {
+    const tls = tlsOptions(target.tls, url);
+    const probe = new Redis(url, {
+      ...(target.username !== undefined ? { username: target.username } : {}),
+      ...(target.password !== undefined ? { password: target.password } : {}),
+      ...(tls ? { tls } : {}),
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      lazyConnect: true,
+    });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      const enabled = /^cluster_enabled:1\s*$/m.test(await probe.info('cluster'));
+      if (target.cluster && !enabled)
+        return `redis.cluster.nodes[${i}] (${redactRedisUrl(url)}) is not a cluster node (cluster support disabled): for a standalone Redis set redis.url instead`;
+      if (!target.cluster && enabled) return `redis.url (${redactRedisUrl(url)}) is a Redis Cluster node: set redis.cluster.nodes instead`;
+      return undefined;
+    } catch {
+      // Not reachable (or refused INFO): try the next seed; none answering is an outage, not a mismatch.
+    } finally {
+      probe.disconnect();
+    }
+  }
+  return undefined;
+}
+
+/** Node TLS options from the config's `tls` section, for a rediss:// URL; undefined for redis://. */
+function tlsOptions(tls: RedisTopology['tls'], url: string): ConnectionOptions | undefined {
+  if (!url.startsWith('rediss:')) return undefined;
+  return {
+    ...(tls?.caFile ? { ca: readFileSync(tls.caFile) } : {}),
+    ...(tls?.certFile ? { cert: readFileSync(tls.certFile) } : {}),
+    ...(tls?.keyFile ? { key: readFileSync(tls.keyFile) } : {}),
+    ...(tls?.servername ? { servername: tls.servername } : {}),
+    rejectUnauthorized: tls?.rejectUnauthorized ?? true,
+  };
+}
+
+function waitForReady(client: Redis | Cluster, timeoutMs: number, opts: { failOnError?: boolean } = {}): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {

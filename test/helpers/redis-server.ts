@@ -24,10 +24,14 @@ export async function freePort(): Promise<number> {
 export class TestRedis {
   private proc: ChildProcess | undefined;
   private readonly dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'));
-  constructor(readonly port: number) {}
+  /** `extraArgs`: more redis-server options (cluster mode, ACL users, TLS). */
+  constructor(
+    readonly port: number,
+    private readonly extraArgs: readonly string[] = [],
+  ) {}
 
-  static async start(): Promise<TestRedis> {
-    const r = new TestRedis(await freePort());
+  static async start(extraArgs: readonly string[] = []): Promise<TestRedis> {
+    const r = new TestRedis(await freePort(), extraArgs);
     await r.startProcess();
     return r;
   }
@@ -39,7 +43,7 @@ export class TestRedis {
   async startProcess(): Promise<void> {
     this.proc = spawn(
       'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning'],
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning', ...this.extraArgs],
       { stdio: 'ignore' },
     );
     const deadline = Date.now() + 10_000;

@@ -1,0 +1,157 @@
+// Tollgate on a Redis Cluster (3 primaries, 3 replicas; real redis-server processes in cluster mode, on loopback):
+// the topology in the config, refused when it does not match the server; the gateway's core checks on the cluster
+// (authentication, both windows, bans, revocation across two instances, the anonymous limit), limits exact across
+// two instances under concurrency, and the key commands of the CLI.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { composeGateway } from '../src/compose.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { runCli, tempDir } from './helpers/cli.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
+import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { TestRedisCluster } from './helpers/redis-cluster.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+import { waitFor } from './helpers/wait.js';
+
+let cluster: TestRedisCluster;
+let up: TestUpstream;
+const gateways: LimitsGateway[] = [];
+
+beforeAll(async () => {
+  [cluster, up] = await Promise.all([TestRedisCluster.start({ primaries: 3, replicas: 1 }), TestUpstream.start()]);
+}, 60_000);
+
+afterAll(async () => {
+  for (const g of gateways) await g.close();
+  await up?.close();
+  await cluster?.stop();
+});
+
+function clusterConfig(prefix: string, extra: Record<string, unknown> = {}) {
+  return testConfig({
+    upstream: { url: up.url },
+    redis: { cluster: { nodes: cluster.urls.slice(0, 2) }, prefix, commandTimeoutMs: 500 },
+    plans: { free: { perMinute: 3, perDay: 1000 }, busy: { perMinute: 50, perDay: 100_000 } },
+    ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 600 },
+    anonymous: { perMinute: 2 },
+    ...extra,
+  });
+}
+
+async function gateway(prefix: string, extra: Record<string, unknown> = {}): Promise<LimitsGateway> {
+  const g = await startLimitsGateway(clusterConfig(prefix, extra));
+  gateways.push(g);
+  return g;
+}
+
+async function get(g: LimitsGateway, key?: string): Promise<{ status: number; code?: string; headers: Headers }> {
+  const res = await fetch(`${g.url}/v1/categories`, { headers: key ? { authorization: `Bearer ${key}` } : {}, signal: AbortSignal.timeout(5000) });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, ...(res.status === 200 ? {} : { code: (JSON.parse(text) as { code: string }).code }) };
+}
+
+describe('the redis section names one topology', () => {
+  it('refuses two topologies at once, none, mixed TLS and half a client certificate, naming the field', () => {
+    const check = (redis: unknown) => {
+      try {
+        testConfig({ upstream: { url: 'http://127.0.0.1:9' }, redis });
+        return 'valid';
+      } catch (err) {
+        return (err as Error).message;
+      }
+    };
+    expect(check({ url: 'redis://a:1', cluster: { nodes: ['redis://b:1'] } })).toContain('redis.cluster: only one of url, cluster and sentinel may be set');
+    expect(check({ prefix: 'x:' })).toContain('redis: expected one of url');
+    expect(check({ cluster: { nodes: ['redis://a:1', 'rediss://b:1'] } })).toContain('redis.cluster: mixes redis:// and rediss://');
+    expect(check({ url: 'redis://a:1', tls: { caFile: '/x' } })).toContain('redis.tls: TLS options are set but no URL is rediss://');
+    expect(check({ url: 'rediss://a:1', tls: { certFile: '/x' } })).toContain('redis.tls.keyFile: certFile and keyFile go together');
+    expect(check({ sentinel: { masterName: 'm', sentinels: ['redis://a:26379'] }, username: 'tollgate', password: 'pw' })).toBe('valid');
+  });
+
+  it('a standalone URL that reaches a cluster node, or cluster nodes that are a standalone server: the start fails naming the field', async () => {
+    const config = testConfig({ upstream: { url: up.url }, redis: { url: cluster.urls[0] } });
+    await expect(composeGateway({ config, logger: silentLogger })).rejects.toThrow(
+      /redis\.url \(redis:\/\/127\.0\.0\.1:\d+\) is a Redis Cluster node: set redis\.cluster\.nodes/,
+    );
+    const standalone = await TestRedis.start();
+    try {
+      const wrong = testConfig({ upstream: { url: up.url }, redis: { cluster: { nodes: [standalone.url] } } });
+      await expect(composeGateway({ config: wrong, logger: silentLogger })).rejects.toThrow(/redis\.cluster\.nodes\[0\] .* is not a cluster node/);
+    } finally {
+      await standalone.stop();
+    }
+  });
+});
+
+describe('the gateway on the cluster', () => {
+  it('authenticates, meters both windows and bans (the limit script runs on one slot: a cluster refuses any other)', async () => {
+    const g = await gateway('core:');
+    const { key } = await g.createKey({ plan: 'free' });
+    for (let i = 0; i < 3; i++) expect((await get(g, key)).status).toBe(200);
+    const limited = await get(g, key);
+    expect(limited).toMatchObject({ status: 429, code: 'rate_limit_exceeded' });
+    expect(limited.headers.get('ratelimit-policy')).toBe('"minute";q=3;w=60, "day";q=1000;w=86400');
+    await get(g, key);
+    expect(await get(g, key)).toMatchObject({ status: 429, code: 'api_key_banned' });
+    expect(await get(g, 'tg_bogus')).toMatchObject({ status: 401 });
+  });
+
+  it('revocation on one instance reaches another within a second (pub/sub on the cluster)', async () => {
+    const [a, b] = [await gateway('revoke:'), await gateway('revoke:')];
+    const { id, key } = await a.createKey({ plan: 'busy' });
+    expect((await get(a, key)).status).toBe(200);
+    expect((await get(b, key)).status).toBe(200);
+    const t0 = Date.now();
+    await a.gateway.admin.revoke(id);
+    await waitFor(async () => (await get(b, key)).status === 401, 'the other instance refuses the revoked key', 2000, 20);
+    expect(Date.now() - t0).toBeLessThan(1000);
+  });
+
+  it('the anonymous limit is shared through the cluster', async () => {
+    const [a, b] = [await gateway('anon:'), await gateway('anon:')];
+    expect((await get(a)).status).toBe(401);
+    expect((await get(b)).status).toBe(401);
+    expect(await get(a)).toMatchObject({ status: 429, code: 'rate_limit_exceeded' });
+  });
+
+  it('is exact across two instances: 300 concurrent requests for one key with perMinute 50 admit exactly 50', async () => {
+    const [a, b] = [await gateway('exact:'), await gateway('exact:')];
+    const { key } = await a.createKey({ plan: 'busy' });
+    // Both instances know the key before the burst, so the burst measures the limit, not the key lookup.
+    await waitFor(async () => (await get(b, key)).status === 200, 'the second instance knows the key', 3000, 20);
+    const statuses = await Promise.all(Array.from({ length: 300 }, (_, i) => get(i % 2 ? a : b, key).then((r) => r.status)));
+    // One admitted request went before the burst.
+    expect(statuses.filter((s) => s === 200)).toHaveLength(49);
+    expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
+  });
+});
+
+describe('the key commands on the cluster', () => {
+  it('create, list, show, rotate, unban and revoke through the config cluster section', async () => {
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: [cluster.urls[0]] }, prefix: 'cli:' } });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const ids: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        const created = await cli('create', '--plan', 'free', '--json');
+        expect(created.stderr).toBe('');
+        ids.push((JSON.parse(created.stdout) as { id: string }).id);
+      }
+      // Records of different ids live in different slots: list reads them one by one.
+      const slots = await Promise.all(ids.map(async (id) => cluster.primaryOf(new Keyspace('cli:').keyRecord(id))));
+      expect(new Set(slots.map((n) => n.port)).size).toBeGreaterThan(1);
+      const listed = await cli('list', '--json');
+      expect(listed.code).toBe(0);
+      expect((JSON.parse(listed.stdout) as Array<{ id: string }>).map((k) => k.id).sort()).toEqual([...ids].sort());
+      expect((await cli('show', ids[0]!)).code).toBe(0);
+      expect((await cli('rotate', ids[0]!, '--grace', '10')).code).toBe(0);
+      expect((await cli('unban', ids[1]!)).code).toBe(0);
+      expect((await cli('revoke', ids[2]!)).code).toBe(0);
+      const after = JSON.parse((await cli('list', '--json')).stdout) as Array<{ id: string; status: string }>;
+      expect(after.find((k) => k.id === ids[2])?.status).toBe('revoked');
+    } finally {
+      dir.remove();
+    }
+  });
+});
