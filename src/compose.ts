@@ -23,6 +23,7 @@ import { connectRedis, topologyMismatch, type RedisCommands, type RedisConnectio
 import { Breaker } from './storage/breaker.js';
 import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
+import { reportPersistence } from './storage/persistence.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
@@ -141,8 +142,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     memoryPolicy = policy;
     connection.onReady(() => {
       logger.info({ redis: where }, 'redis connected');
-      // A reconnect may have reached another server (a failover): read its policy too.
+      // A reconnect may have reached another server (a failover): read its policy and persistence too.
       void policy.check();
+      void reportPersistence(client, logger, metrics, where);
       // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
       // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
       breaker.close();
@@ -152,7 +154,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
     // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
     await connection.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
-      // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start.
+      // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start. (The
+      // ready event, above, already read its persistence.)
       () => policy.check(),
       () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
     );

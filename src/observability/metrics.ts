@@ -81,6 +81,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly persistenceDisabled = new Gauge({
+    name: 'tollgate_redis_persistence_disabled',
+    help: '1 when the Redis holding the keys has neither AOF nor RDB snapshots: a restart of it deletes every key; 0 when it persists, or while that cannot be read.',
+    registers: [this.registry],
+  });
+
   readonly redisErrors = new Counter({
     name: 'tollgate_redis_errors_total',
     help: 'Redis calls on the request path that failed or timed out, by operation.',

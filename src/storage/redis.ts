@@ -29,6 +29,8 @@ export type RedisCommands = Pick<
   | 'ping'
   | 'time'
   | 'config'
+  | 'info'
+  | 'wait'
   | 'eval'
   | 'defineCommand'
 > & { options: { autoPipeliningIgnoredCommands?: string[] } };

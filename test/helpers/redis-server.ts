@@ -78,7 +78,8 @@ export class TestRedis {
 
   async kill(): Promise<void> {
     const p = this.proc;
-    if (!p || p.exitCode !== null) return;
+    // Already gone (exited, or killed by a signal: then exitCode stays null and signalCode is set).
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
     const exited = new Promise((r) => p.once('exit', r));
     p.kill('SIGKILL');
     await exited;

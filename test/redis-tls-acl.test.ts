@@ -1,0 +1,160 @@
+// Tollgate on a Redis reached over TLS (certificates made by the test with openssl) as an ACL user that holds only
+// the commands, keys and channels Tollgate needs: the least-privilege ACL the README documents. The gateway serves
+// keyed and anonymous requests and /readyz, and every key command works; a wrong CA or password fails clearly.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { composeGateway } from '../src/compose.js';
+import { runCli, tempDir } from './helpers/cli.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
+import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { freePort, TestRedis } from './helpers/redis-server.js';
+import { makeCertificates, type TestCertificates } from './helpers/tls.js';
+import { TestUpstream } from './helpers/upstream.js';
+
+/**
+ * The least-privilege ACL, as the README gives it: Tollgate's keys and channel under its prefix, and the commands
+ * its clients send (or its scripts run), nothing else.
+ */
+const TOLLGATE_ACL = [
+  'on',
+  '>s3cret-pw',
+  'resetkeys',
+  '~tollgate:*',
+  'resetchannels',
+  '&tollgate:*',
+  '-@all',
+  ...[
+    'get',
+    'set',
+    'del',
+    'sadd',
+    'sscan',
+    'pexpireat',
+    'publish',
+    'subscribe',
+    'eval',
+    'evalsha',
+    'time',
+    'hmget',
+    'hset',
+    'incr',
+    'incrby',
+    'pexpire',
+    'expire',
+    'pttl',
+    'ping',
+    'info',
+    'select',
+    'client|setname',
+    'config|get',
+    'cluster|slots',
+    'cluster|info',
+  ].map((c) => `+${c}`),
+];
+
+let certs: TestCertificates;
+let redis: TestRedis;
+let tlsPort: number;
+let up: TestUpstream;
+let gw: LimitsGateway;
+
+beforeAll(async () => {
+  certs = makeCertificates();
+  tlsPort = await freePort();
+  redis = await TestRedis.start([
+    '--tls-port',
+    String(tlsPort),
+    '--tls-cert-file',
+    certs.certFile,
+    '--tls-key-file',
+    certs.keyFile,
+    '--tls-ca-cert-file',
+    certs.caFile,
+    '--tls-auth-clients',
+    'no',
+    // redis-server takes a config directive's arguments as separate words.
+    '--user',
+    'tollgate',
+    ...TOLLGATE_ACL,
+  ]);
+  up = await TestUpstream.start();
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await up?.close();
+  await redis?.stop();
+  certs?.remove();
+});
+
+function redisSection(extra: Record<string, unknown> = {}) {
+  return { url: `rediss://127.0.0.1:${tlsPort}`, username: 'tollgate', password: 's3cret-pw', tls: { caFile: certs.caFile }, ...extra };
+}
+
+describe('TLS and an ACL user with least privilege', () => {
+  it('the gateway serves keyed and anonymous requests and is ready; Redis logged no ACL denial', async () => {
+    gw = await startLimitsGateway(
+      testConfig({ upstream: { url: up.url }, redis: redisSection(), plans: { free: { perMinute: 2, perDay: 100 } }, anonymous: { perMinute: 1 } }),
+    );
+    const { key } = await gw.createKey({ plan: 'free' });
+    const get = async (k?: string) =>
+      (await fetch(`${gw.url}/v1/categories`, { headers: k ? { authorization: `Bearer ${k}` } : {}, signal: AbortSignal.timeout(5000) })).status;
+    expect([await get(key), await get(key), await get(key)]).toEqual([200, 200, 429]);
+    expect([await get(), await get()]).toEqual([401, 429]);
+    const ready = await fetch(`${gw.url}/readyz`);
+    expect(ready.status).toBe(200);
+    const admin = redis.client();
+    try {
+      expect(await admin.call('ACL', 'LOG')).toEqual([]);
+      // Every connection of the gateway is the ACL user's, over TLS.
+      const list = (await admin.client('LIST')) as string;
+      const gatewayLines = list.split('\n').filter((l) => l.includes('name=tollgate-gateway'));
+      expect(gatewayLines.length).toBeGreaterThan(0);
+      for (const l of gatewayLines) expect(l).toContain('user=tollgate');
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('every key command works as that user, the password from REDIS_PASSWORD', async () => {
+    const dir = tempDir();
+    try {
+      const { password: _pw, ...withoutPassword } = redisSection({ prefix: 'tollgate:cli:' });
+      const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: withoutPassword });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { env: { REDIS_PASSWORD: 's3cret-pw' } });
+      const created = await cli('create', '--plan', 'free', '--json');
+      expect(created.stderr).toBe('');
+      const id = (JSON.parse(created.stdout) as { id: string }).id;
+      for (const args of [['list'], ['show', id], ['rotate', id], ['unban', id], ['revoke', id]]) {
+        const r = await cli(...args);
+        expect(r.stderr, args.join(' ')).toBe('');
+        expect(r.code, args.join(' ')).toBe(0);
+      }
+      const denied = await runCli(['keys', 'list', '--config', file], { env: { REDIS_PASSWORD: 'wrong' } });
+      expect(denied.code).toBe(1);
+      expect(denied.stderr.trim().split('\n')).toHaveLength(1);
+      expect(denied.stderr).not.toContain('wrong');
+      // No command of any key command was refused by the ACL (the wrong password is an auth failure, not a denial).
+      const admin = redis.client();
+      try {
+        const log = (await admin.call('ACL', 'LOG')) as unknown[][];
+        const reasons = log.map((entry) => entry[entry.indexOf('reason') + 1]);
+        expect(reasons).toContain('auth');
+        expect(reasons.filter((r) => r !== 'auth')).toEqual([]);
+      } finally {
+        admin.disconnect();
+      }
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('a server certificate the configured CA did not sign: the gateway never connects (it starts degraded)', async () => {
+    const config = testConfig({ upstream: { url: up.url }, redis: redisSection({ tls: { caFile: certs.otherCaFile }, commandTimeoutMs: 100 }) });
+    const g = await composeGateway({ config, logger: silentLogger });
+    try {
+      expect(g.redis?.isReady()).toBe(false);
+    } finally {
+      await g.close();
+    }
+  });
+});
