@@ -24,6 +24,6 @@ export class InvalidKeyRecords {
     this.metrics.keyRecordsInvalid.inc({ seen_by: seenBy });
     if (this.logged.has(id)) return;
     this.logged.set(id, true);
-    this.logger.error({ consumer: id, seenBy }, 'key record is not valid JSON: the key is refused until the record is repaired or the key revoked');
+    this.logger.error({ consumer: id, seenBy }, 'key record is not valid JSON: the key is refused until the record is repaired or deleted in Redis');
   }
 }

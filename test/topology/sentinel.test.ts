@@ -3,11 +3,11 @@
 // promoted replica by itself (no connection left on the old address or answering READONLY), and a key created just
 // before the kill still authenticates afterwards.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testConfig } from './helpers/gateway.js';
-import { metricValue, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { MASTER_NAME, TestRedisSentinel } from './helpers/redis-sentinel.js';
-import { TestUpstream } from './helpers/upstream.js';
-import { waitFor } from './helpers/wait.js';
+import { testConfig } from '../helpers/gateway.js';
+import { metricValue, startLimitsGateway, type LimitsGateway } from '../helpers/limits.js';
+import { MASTER_NAME, TestRedisSentinel } from '../helpers/redis-sentinel.js';
+import { TestUpstream } from '../helpers/upstream.js';
+import { waitFor } from '../helpers/wait.js';
 
 let sentinel: TestRedisSentinel;
 let up: TestUpstream;

@@ -3,15 +3,15 @@
 // (authentication, both windows, bans, revocation across two instances, the anonymous limit), limits exact across
 // two instances under concurrency, and the key commands of the CLI.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { composeGateway } from '../src/compose.js';
-import { Keyspace } from '../src/storage/keyspace.js';
-import { runCli, tempDir } from './helpers/cli.js';
-import { silentLogger, testConfig } from './helpers/gateway.js';
-import { metricValue, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { TestRedisCluster } from './helpers/redis-cluster.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
-import { waitFor } from './helpers/wait.js';
+import { composeGateway } from '../../src/compose.js';
+import { Keyspace } from '../../src/storage/keyspace.js';
+import { runCli, tempDir } from '../helpers/cli.js';
+import { silentLogger, testConfig } from '../helpers/gateway.js';
+import { metricValue, startLimitsGateway, type LimitsGateway } from '../helpers/limits.js';
+import { TestRedisCluster } from '../helpers/redis-cluster.js';
+import { TestRedis } from '../helpers/redis-server.js';
+import { TestUpstream } from '../helpers/upstream.js';
+import { waitFor } from '../helpers/wait.js';
 
 let cluster: TestRedisCluster;
 let up: TestUpstream;
@@ -122,7 +122,7 @@ describe('the gateway on the cluster', () => {
     const statuses = await Promise.all(Array.from({ length: 300 }, (_, i) => get(i % 2 ? a : b, key).then((r) => r.status)));
     // One admitted request went before the burst.
     expect(statuses.filter((s) => s === 200)).toHaveLength(49);
-    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
   });
 });
 
