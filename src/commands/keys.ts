@@ -1,10 +1,11 @@
-// `tollgate keys ...`: issue, list, show, revoke, rotate and unban API keys in the shared Redis key store.
-// Plaintext keys are printed once, at create and rotate; list and show never print a key or a hash.
+// `tollgate keys ...`: issue, list, show, revoke, rotate and unban API keys in the shared Redis key store,
+// and export or import every record. Plaintext keys are printed once, at create and rotate; list and show never
+// print a key or a hash; export prints hashes (Tollgate has no plaintext to print).
 import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { KeyAdmin, KeyAdminError } from '../keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, type Replication } from '../keys/admin.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { effectiveLimits } from '../keys/rules.js';
@@ -12,6 +13,8 @@ import type { KeyRecord } from '../keys/types.js';
 import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { exportKeys, importKeys } from '../keys/transfer.js';
 import { CliError } from './cli-error.js';
 
 interface CommonOpts {
@@ -22,6 +25,7 @@ interface CommonOpts {
 interface Session {
   config: Config;
   redis: RedisConnection;
+  store: RedisKeyStore;
   keys: KeyAdmin;
 }
 
@@ -50,11 +54,12 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     throw new CliError(`Redis unreachable at ${redis.where}`);
   }
   const keyspace = new Keyspace(config.redis?.prefix ?? 'tollgate:');
-  const keys = new KeyAdmin(new RedisKeyStore(redis, keyspace), new RedisBanStore(redis.client, keyspace), systemClock, {
+  const store = new RedisKeyStore(redis, keyspace);
+  const keys = new KeyAdmin(store, new RedisBanStore(redis.client, keyspace), systemClock, {
     plans: () => config.plans,
     ban: () => config.ban,
   });
-  return { config, redis, keys };
+  return { config, redis, store, keys };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */
@@ -86,6 +91,21 @@ function nonNegativeInt(name: string) {
     if (!/^\d+$/.test(v)) throw new CliError(`${name} must be a whole number of seconds, got "${v}"`, 2);
     return Number(v);
   };
+}
+
+/** In --json output: how many replicas confirmed the write, where the store has replicas. */
+function replicationOf(r: { replication?: Replication }): { replication?: Replication } {
+  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
+}
+
+/** Says so when the key store's primary has replicas and none confirmed the write in time (the key could be lost). */
+function unconfirmed(r: { replication?: Replication }): void {
+  const rep = r.replication;
+  if (!rep || rep.replicas === 0 || rep.acked > 0) return;
+  out('');
+  out(
+    `Warning: no replica confirmed this write within ${KEY_REPLICATION_WAIT_MS / 1000} s (the primary has ${rep.replicas}): if that primary fails before it replicates, the key is lost.`,
+  );
 }
 
 function table(rows: string[][]): string {
@@ -135,12 +155,13 @@ export function registerKeysCommands(program: Command): void {
           ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
           ...(expiresAt !== undefined ? { expiresAt } : {}),
         });
-        if (o.json) return out(JSON.stringify({ ...created.record, key: created.key }));
+        if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationOf(created) }));
         out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
         out('');
         out(`  ${created.key}`);
         out('');
         out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
+        unconfirmed(created);
       });
     });
 
@@ -207,12 +228,13 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const rotated = await s.keys.rotate(id, o.grace);
         if (!rotated) throw new CliError(`no key with id "${id}"`);
-        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace }));
+        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, ...replicationOf(rotated) }));
         out(`Rotated key ${id}. The old key ${o.grace > 0 ? `keeps working for ${o.grace} s` : 'has stopped working'}.`);
         out('');
         out(`  ${rotated.key}`);
         out('');
         out('This is the only time the new key is shown.');
+        unconfirmed(rotated);
       });
     });
 
@@ -223,6 +245,41 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         await s.keys.unban(id);
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
+      });
+    });
+
+  common(keys.command('export'))
+    .description('every key record as JSON lines, hashes included (never a plaintext): a backup, or the way to another Redis')
+    .option('--out <file>', 'write to this file (mode 600) instead of stdout')
+    .action(async (o: CommonOpts & { out?: string }) => {
+      await withSession(o, async (s) => {
+        const lines: string[] = [];
+        for await (const line of exportKeys(s.store)) lines.push(line);
+        const text = lines.length ? `${lines.join('\n')}\n` : '';
+        if (o.out) {
+          // Hashes are not secrets in the way keys are, but they are what opens an API: kept from other users.
+          writeFileSync(o.out, text, { mode: 0o600 });
+          process.stderr.write(`Exported ${lines.length} key records to ${o.out}.\n`);
+        } else process.stdout.write(text);
+      });
+    });
+
+  common(keys.command('import'))
+    .description('import key records from `keys export` (a file, or - for stdin); idempotent: records already there are left alone')
+    .argument('<file>', 'JSON lines file, or - for standard input')
+    .action(async (file: string, o: CommonOpts) => {
+      let text: string;
+      try {
+        text = readFileSync(file === '-' ? 0 : file, 'utf8');
+      } catch (err) {
+        throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      }
+      await withSession(o, async (s) => {
+        const r = await importKeys(s.store, text.split('\n'), Date.now());
+        for (const bad of r.invalid) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+        for (const id of r.conflicts) process.stderr.write(`key ${id}: exists with other content; left as it is\n`);
+        out(`Imported ${r.imported}, unchanged ${r.unchanged}, conflicts ${r.conflicts.length}, invalid ${r.invalid.length}.`);
+        if (r.invalid.length > 0 || r.conflicts.length > 0) throw new CliError('some records were not imported (see above)');
       });
     });
 

@@ -54,6 +54,18 @@ export interface KeyAdminPolicy {
   ban(): BanPolicy;
 }
 
+/**
+ * How far a new or rotated key's write has reached: `replicas` the store's primary has, `acked` how many confirmed it
+ * within KEY_REPLICATION_WAIT_MS. Absent for stores without replicas to ask (memory).
+ */
+export interface Replication {
+  replicas: number;
+  acked: number;
+}
+
+/** The longest a create or rotate waits for a replica to confirm the write (Redis WAIT). */
+export const KEY_REPLICATION_WAIT_MS = 1000;
+
 export interface BanView {
   /** ISO-8601, or null when the key is not banned. */
   bannedUntil: string | null;
@@ -69,7 +81,7 @@ export class KeyAdmin {
   ) {}
 
   /** Issues a key: the plaintext is returned once here and never stored. */
-  async create(input: KeyInput): Promise<{ key: string; record: KeyRecord }> {
+  async create(input: KeyInput): Promise<{ key: string; record: KeyRecord; replication?: Replication }> {
     this.requirePlan(input.plan);
     const plaintext = generateKey();
     const stored: StoredKey = {
@@ -84,7 +96,8 @@ export class KeyAdmin {
       hash: hashKey(plaintext),
     };
     await this.store.create(stored);
-    return { key: plaintext, record: toRecord(stored) };
+    const replication = await this.store.confirmReplicated?.(stored, KEY_REPLICATION_WAIT_MS);
+    return { key: plaintext, record: toRecord(stored), ...(replication ? { replication } : {}) };
   }
 
   /** The key's record, never its hash; undefined for an unknown id. */
@@ -133,7 +146,7 @@ export class KeyAdmin {
   }
 
   /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
-  async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord } | undefined> {
+  async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord; replication?: Replication } | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
     const k = await this.read(id);
@@ -157,7 +170,8 @@ export class KeyAdmin {
       ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
     });
     await this.store.publishChange(id);
-    return { key: plaintext, record: toRecord(next) };
+    const replication = await this.store.confirmReplicated?.(next, KEY_REPLICATION_WAIT_MS);
+    return { key: plaintext, record: toRecord(next), ...(replication ? { replication } : {}) };
   }
 
   /** The key's ban now, as the limit check sees it (the store's clock). */

@@ -48,7 +48,7 @@ export class RedisKeyStore implements KeyStore {
    * `onInvalidRecord` hears of a key whose record is unreadable (the lookup then answers "no such key").
    */
   constructor(
-    private readonly redis: Pick<RedisConnection, 'client' | 'subscriber'>,
+    private readonly redis: Pick<RedisConnection, 'client' | 'subscriber' | 'waitForReplicas'>,
     private readonly ks: Keyspace,
     private readonly breaker?: Breaker,
     private readonly onInvalidRecord?: (id: string) => void,
@@ -146,6 +146,12 @@ export class RedisKeyStore implements KeyStore {
     for (const h of opts.unlinkHashes ?? []) index.push(this.client.del(this.ks.keyByHash(h)));
     if (opts.expireHash) index.push(this.client.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs));
     await Promise.all(index);
+  }
+
+  async confirmReplicated(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }> {
+    const keys = [this.ks.keyRecord(key.id), this.ks.keyByHash(key.hash), this.ks.keyIds()];
+    if (key.prevHash) keys.push(this.ks.keyByHash(key.prevHash));
+    return this.redis.waitForReplicas(keys, timeoutMs);
   }
 
   async publishChange(id: string): Promise<void> {

@@ -50,6 +50,11 @@ export interface KeyStore {
    * the hash index: `linkHash` now finds the key, `unlinkHashes` no longer do, `expireHash` stops at `atMs`.
    */
   update(key: StoredKey, opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number } }): Promise<void>;
+  /**
+   * Waits (bounded) until a replica has the key's record and hash links, where the store has replicas: a key just
+   * created or rotated must survive the failover of the Redis that took the write. Absent for stores without.
+   */
+  confirmReplicated?(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }>;
   /** Tells every gateway instance that a key changed. */
   publishChange(id: string): Promise<void>;
   /** Calls onChange(id) when any instance changes a key, and onReset() when changes may have been missed. */

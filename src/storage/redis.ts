@@ -79,8 +79,26 @@ export interface RedisConnection {
    * again after every reconnect (on a cluster, to another node after a failover); no command timeout.
    */
   subscriber(): RedisSubscriber;
+  /**
+   * Waits (at most timeoutMs) until at least one replica of every primary holding these keys has acknowledged the
+   * writes made so far (WAIT on each such primary). `replicas`: the fewest replicas any of those primaries has;
+   * `acked`: the fewest that acknowledged in time. No replicas: nothing to wait for, { replicas: 0, acked: 0 }.
+   */
+  waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
   /** Quits (waiting for replies in flight), then drops the socket: at once if QUIT fails, after 1 s if Redis does not answer. */
   close(): Promise<void>;
+}
+
+export interface Replication {
+  replicas: number;
+  acked: number;
+}
+
+/** WAIT for one replica on one primary; its connected replicas first, so a primary without any is not waited on. */
+async function waitOnPrimary(node: Pick<Redis, 'info' | 'wait'>, timeoutMs: number): Promise<Replication> {
+  const replicas = Number(/^connected_slaves:(\d+)/m.exec(await node.info('replication'))?.[1] ?? 0);
+  if (replicas === 0) return { replicas, acked: 0 };
+  return { replicas, acked: await node.wait(1, timeoutMs) };
 }
 
 /** Reconnect quickly and keep trying: an outage should end the moment Redis is back. */
@@ -178,6 +196,24 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       c instanceof Cluster
         ? c.nodes().reduce((n, node) => n + ((node.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0), 0)
         : ((c.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0),
+    async waitForReplicas(keys, timeoutMs) {
+      if (!(c instanceof Cluster)) return waitOnPrimary(c, timeoutMs);
+      // WAIT counts the replicas of the primary it is sent to, so it goes to each primary holding one of the keys.
+      const primaries = new Set<string>();
+      for (const key of keys) {
+        const slot = Number(await c.cluster('KEYSLOT', key));
+        const owner = c.slots[slot]?.[0];
+        if (owner) primaries.add(owner);
+      }
+      let worst: Replication | undefined;
+      for (const owner of primaries) {
+        const node = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+        if (!node) continue;
+        const r = await waitOnPrimary(node, timeoutMs);
+        if (!worst || r.acked < worst.acked || (r.acked === worst.acked && r.replicas < worst.replicas)) worst = r;
+      }
+      return worst ?? { replicas: 0, acked: 0 };
+    },
     onReady: (fn) => void c.on('ready', fn),
     onClose: (fn) => void c.on('close', fn),
     waitForReady: (timeoutMs, o) => waitForReady(c, timeoutMs, o),

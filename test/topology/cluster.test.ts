@@ -136,7 +136,10 @@ describe('the key commands on the cluster', () => {
       for (let i = 0; i < 3; i++) {
         const created = await cli('create', '--plan', 'free', '--json');
         expect(created.stderr).toBe('');
-        ids.push((JSON.parse(created.stdout) as { id: string }).id);
+        const parsed = JSON.parse(created.stdout) as { id: string; replication?: { replicas: number; acked: number } };
+        // Each primary holding the record, its hash link or the id set has a replica, and it confirmed the write.
+        expect(parsed.replication).toEqual({ replicas: 1, acked: 1 });
+        ids.push(parsed.id);
       }
       // Records of different ids live in different slots: list reads them one by one.
       const slots = await Promise.all(ids.map(async (id) => cluster.primaryOf(new Keyspace('cli:').keyRecord(id))));
@@ -211,4 +214,52 @@ describe('a primary failover on the cluster', () => {
     const burst = await Promise.all(Array.from({ length: 120 }, (_, i) => get(i % 2 ? a : b, fresh.key).then((r) => r.status)));
     expect(burst.filter((s) => s === 200)).toHaveLength(49);
   }, 90_000);
+});
+
+describe('moving keys from a standalone Redis to the cluster', () => {
+  it('keys export, then keys import: active, rotated-in-grace and revoked keys keep their meaning; a second import changes nothing', async () => {
+    const standalone = await TestRedis.start();
+    const dir = tempDir();
+    try {
+      const oldFile = dir.write('old.yaml', { upstream: { url: up.url }, redis: { url: standalone.url, prefix: 'move:' } });
+      const newFile = dir.write('new.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: [cluster.urls[0]] }, prefix: 'move:' } });
+      const cli = (file: string, ...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const create = async () => JSON.parse((await cli(oldFile, 'create', '--plan', 'free', '--json')).stdout) as { id: string; key: string };
+      const active = await create();
+      const rotated = await create();
+      const revoked = await create();
+      const newKey = (JSON.parse((await cli(oldFile, 'rotate', rotated.id, '--grace', '600', '--json')).stdout) as { key: string }).key;
+      expect((await cli(oldFile, 'revoke', revoked.id)).code).toBe(0);
+
+      const exported = await cli(oldFile, 'export', '--out', `${dir.dir}/keys.jsonl`);
+      expect(exported.code).toBe(0);
+      expect(exported.stderr).toContain('Exported 3 key records');
+      const text = (await import('node:fs')).readFileSync(`${dir.dir}/keys.jsonl`, 'utf8');
+      for (const k of [active, rotated, revoked]) expect(text).not.toContain(k.key);
+      expect(text).not.toContain(newKey);
+
+      const first = await cli(newFile, 'import', `${dir.dir}/keys.jsonl`);
+      expect(first.stderr).toBe('');
+      expect(first.stdout).toContain('Imported 3, unchanged 0, conflicts 0, invalid 0.');
+      const again = await cli(newFile, 'import', `${dir.dir}/keys.jsonl`);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain('Imported 0, unchanged 3, conflicts 0, invalid 0.');
+
+      const g = await gateway('move:', { redis: { cluster: { nodes: cluster.urls }, prefix: 'move:' }, plans: { free: { perMinute: 100, perDay: 1000 } } });
+      expect((await get(g, active.key)).status).toBe(200);
+      expect((await get(g, newKey)).status).toBe(200);
+      expect((await get(g, rotated.key)).status).toBe(200); // the old key, in its grace period
+      expect((await get(g, revoked.key)).status).toBe(401);
+
+      const bad = dir.write('bad.jsonl', `${text.split('\n')[0]}\n{"id":"x"}\nnot json\n`);
+      const refused = await cli(newFile, 'import', bad);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('line 2: ');
+      expect(refused.stderr).toContain('line 3: not JSON');
+      expect(refused.stdout).toContain('Imported 0, unchanged 1, conflicts 0, invalid 2.');
+    } finally {
+      dir.remove();
+      await standalone.stop();
+    }
+  });
 });

@@ -3,6 +3,7 @@
 // promoted replica by itself (no connection left on the old address or answering READONLY), and a key created just
 // before the kill still authenticates afterwards.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, tempDir } from '../helpers/cli.js';
 import { testConfig } from '../helpers/gateway.js';
 import { metricValue, startLimitsGateway, type LimitsGateway } from '../helpers/limits.js';
 import { MASTER_NAME, TestRedisSentinel } from '../helpers/redis-sentinel.js';
@@ -37,6 +38,30 @@ async function status(key: string): Promise<number> {
 }
 
 describe('Sentinel', () => {
+  it('keys create and rotate wait for the replica to confirm the write, and say so when it does not in time', async () => {
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const created = JSON.parse((await cli('create', '--plan', 'free', '--json')).stdout) as { id: string; replication?: unknown };
+      expect(created.replication).toEqual({ replicas: 1, acked: 1 });
+      const rotated = JSON.parse((await cli('rotate', created.id, '--json')).stdout) as { replication?: unknown };
+      expect(rotated.replication).toEqual({ replicas: 1, acked: 1 });
+      // A replica that does not answer: the write stands, and the output says it is not confirmed.
+      sentinel.replica.pause();
+      let unconfirmed;
+      try {
+        unconfirmed = await cli('create', '--plan', 'free');
+      } finally {
+        sentinel.replica.resume();
+      }
+      expect(unconfirmed.code).toBe(0);
+      expect(unconfirmed.stdout).toContain('Warning: no replica confirmed this write within 1 s (the primary has 1)');
+    } finally {
+      dir.remove();
+    }
+  });
+
   it('follows the primary Sentinel names; after the primary is killed under load, follows the promoted replica', async () => {
     const before = await gw.createKey({ plan: 'free' });
     expect(await status(before.key)).toBe(200);
