@@ -162,7 +162,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     policy.start();
     keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
     shared = { client, keyspace, breaker };
-    readiness.push(redisReadiness(client, keyspace, policy));
+    readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {
     keyStore = new MemoryKeyStore(() => clock.now());
   }

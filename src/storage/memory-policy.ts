@@ -143,19 +143,27 @@ function sameState(a: PolicyState, b: PolicyState): boolean {
 
 /**
  * /readyz's Redis check: a write (a PING would pass on a full Redis that refuses every limit check) and, in the same
- * round trip, the policy. Ready means Redis takes writes and cannot evict Tollgate's state (or the operator allowed it).
+ * round trip, the policy; on a cluster also a PING to every primary, a silent one named by its slots. Ready means Redis takes writes and cannot evict Tollgate's state (or the operator allowed it).
  */
-export function redisReadiness(client: RedisCommands, keyspace: Keyspace, policy: MemoryPolicyWatcher): ReadinessCheck {
+export function redisReadiness(
+  client: RedisCommands,
+  keyspace: Keyspace,
+  policy: MemoryPolicyWatcher,
+  silentPrimaries: (timeoutMs: number) => Promise<string[]> = async () => [],
+): ReadinessCheck {
   return {
     name: 'redis',
     async check() {
-      const [writeError] = await Promise.all([
+      const [writeError, silent] = await Promise.all([
         client.set(keyspace.readinessProbe(), '1', 'PX', 5000).then(
           () => undefined,
           (err: unknown) => err as Error,
         ),
+        // On a cluster every primary serves some keys: each one must answer, not only the probe key's.
+        silentPrimaries(500),
         policy.readable ? policy.check() : undefined,
       ]);
+      if (silent.length > 0) throw new NotReadyError(`no answer from ${silent.join(' and from ')}`);
       if (writeError) {
         // Redis answered and refused the write: name why. Anything else (a timeout, no connection, a busy Redis) is
         // plain "down", its message kept out of the body.

@@ -85,6 +85,12 @@ export interface RedisConnection {
    * `acked`: the fewest that acknowledged in time. No replicas: nothing to wait for, { replicas: 0, acked: 0 }.
    */
   waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
+  /**
+   * A cluster's primaries that do not answer a PING within timeoutMs, each named by the slots it serves (not its
+   * address: /readyz may be public); always empty for a standalone or Sentinel-managed Redis (one primary, which
+   * the readiness write probe reaches).
+   */
+  silentPrimaries(timeoutMs: number): Promise<string[]>;
   /** Quits (waiting for replies in flight), then drops the socket: at once if QUIT fails, after 1 s if Redis does not answer. */
   close(): Promise<void>;
 }
@@ -214,6 +220,26 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       }
       return worst ?? { replicas: 0, acked: 0 };
     },
+    async silentPrimaries(timeoutMs) {
+      if (!(c instanceof Cluster)) return [];
+      const ranges = slotRanges(c.slots);
+      const silent = await Promise.all(
+        c.nodes('master').map(async (node) => {
+          const key = `${node.options.host}:${node.options.port}`;
+          let timer: NodeJS.Timeout | undefined;
+          const answered = await Promise.race([
+            node.ping().then(
+              () => true,
+              () => false,
+            ),
+            new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs))),
+          ]);
+          clearTimeout(timer);
+          return answered ? undefined : `the primary of slots ${ranges.get(key) ?? '(none)'}`;
+        }),
+      );
+      return silent.filter((x): x is string => x !== undefined);
+    },
     onReady: (fn) => void c.on('ready', fn),
     onClose: (fn) => void c.on('close', fn),
     waitForReady: (timeoutMs, o) => waitForReady(c, timeoutMs, o),
@@ -276,6 +302,23 @@ export async function topologyMismatch(target: RedisTopology, timeoutMs: number)
     }
   }
   return undefined;
+}
+
+/** Slot ranges per node ("0-5460", "5461-10922,12000"), from the cluster client's slot table. */
+function slotRanges(slots: ReadonlyArray<readonly string[] | undefined>): Map<string, string> {
+  const out = new Map<string, string[]>();
+  let start = 0;
+  for (let slot = 1; slot <= slots.length; slot++) {
+    const owner = slots[start]?.[0];
+    if (slot < slots.length && slots[slot]?.[0] === owner) continue;
+    if (owner) {
+      const list = out.get(owner) ?? [];
+      list.push(start === slot - 1 ? String(start) : `${start}-${slot - 1}`);
+      out.set(owner, list);
+    }
+    start = slot;
+  }
+  return new Map([...out].map(([k, v]) => [k, v.join(',')]));
 }
 
 /** Node TLS options from the config's `tls` section, for a rediss:// URL; undefined for redis://. */

@@ -188,6 +188,23 @@ describe('a primary failover on the cluster', () => {
     })();
     const killedAt = Date.now();
     await victim.kill();
+    // /readyz names the silent primary by the slots it served (no address in the body), until a replica takes over.
+    const readyz = async () => {
+      const res = await fetch(`${g.url}/readyz`, { signal: AbortSignal.timeout(3000) });
+      return { status: res.status, body: (await res.json()) as { reasons?: { redis?: string } } };
+    };
+    let notReady: Awaited<ReturnType<typeof readyz>> | undefined;
+    await waitFor(
+      async () => {
+        const r = await readyz();
+        if (r.status === 503) notReady = r;
+        return notReady !== undefined;
+      },
+      '/readyz reports the killed primary',
+      5000,
+      50,
+    );
+    expect(notReady!.body.reasons?.redis).toMatch(/^no answer from the primary of slots \d+(-\d+)?(,\d+(-\d+)?)*$/);
     // Recovered by itself: a replica took the slot over and the gateway's limit checks reach it again.
     await waitFor(
       async () =>
@@ -200,6 +217,7 @@ describe('a primary failover on the cluster', () => {
     const recoveredAt = Date.now();
     running = false;
     await load;
+    await waitFor(async () => (await readyz()).status === 200, '/readyz ready again once the slots have a primary', 10_000, 100);
     // failMode open: while the slot had no primary, the instance metered in memory; never a 5xx, within the bound.
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
     expect(slowest).toBeLessThan(1500);
