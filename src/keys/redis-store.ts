@@ -135,14 +135,18 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
-    // The record is written first: it alone decides validity (status, current and grace hash), so an
-    // index entry that outlives it for a moment opens nothing.
+    // Three steps on up to three slots, ordered so that a crash between any two leaves every key as it was or as it
+    // is meant to be, never half-changed: the record alone decides validity (status, current and grace hash).
+    // 1. The new hash's link: it opens nothing until the record names that hash.
+    if (opts.linkHash) await this.client.set(this.ks.keyByHash(opts.linkHash), key.id);
+    // 2. The record. XX: never creates one; a missing record means the id is unknown (and the new link goes again).
     const written = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
-    // XX: never creates a record; a missing one means the id is unknown, and no index entry may point at it.
-    if (written !== 'OK') throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
-    // Then the hash index, one command per hash (each hash is its own slot on a cluster): no pipeline across them.
+    if (written !== 'OK') {
+      if (opts.linkHash) await this.client.del(this.ks.keyByHash(opts.linkHash));
+      throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+    }
+    // 3. Old links: they already open nothing (the record no longer names them); dropped or set to expire.
     const index: Array<Promise<unknown>> = [];
-    if (opts.linkHash) index.push(this.client.set(this.ks.keyByHash(opts.linkHash), key.id));
     for (const h of opts.unlinkHashes ?? []) index.push(this.client.del(this.ks.keyByHash(h)));
     if (opts.expireHash) index.push(this.client.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs));
     await Promise.all(index);
