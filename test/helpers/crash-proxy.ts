@@ -54,7 +54,7 @@ export class CrashProxy {
       sockets.add(client).add(upstream);
       client.on('error', () => {});
       upstream.on('error', () => {});
-      let pending = Buffer.alloc(0);
+      let pending: Buffer = Buffer.alloc(0);
       let cutOnReply = false;
       const crash = () => {
         crashed = true;

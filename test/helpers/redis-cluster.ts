@@ -142,6 +142,55 @@ export class TestRedisCluster {
     }
   }
 
+  /** A plain connection to one node; the caller disconnects it. */
+  private nodeClient(node: TestRedis): Redis {
+    const c = new Redis(node.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    c.on('error', () => {});
+    return c;
+  }
+
+  /** The nodes that are primaries right now. */
+  async primaries(): Promise<TestRedis[]> {
+    const roles = await this.eachNode(async (c) => ((await c.call('ROLE')) as [string])[0]);
+    return this.nodes.filter((_, i) => roles[i] === 'master');
+  }
+
+  /**
+   * Moves one slot from its primary to another, as `redis-cli --cluster reshard` does: IMPORTING / MIGRATING, the
+   * keys one MIGRATE at a time (`pauseMs` between, so traffic meets the slot half-moved), then the slot's new owner
+   * announced to every primary.
+   */
+  async migrateSlot(slot: number, from: TestRedis, to: TestRedis, pauseMs = 20): Promise<number> {
+    const src = this.nodeClient(from);
+    const dst = this.nodeClient(to);
+    try {
+      const fromId = (await src.cluster('MYID')) as string;
+      const toId = (await dst.cluster('MYID')) as string;
+      await dst.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+      await src.cluster('SETSLOT', slot, 'MIGRATING', toId);
+      let moved = 0;
+      for (let guard = 0; guard < 10_000; guard++) {
+        const keys = (await src.cluster('GETKEYSINSLOT', slot, 1)) as string[];
+        if (keys.length === 0) break;
+        await src.migrate('127.0.0.1', to.port, '', 0, 5000, 'KEYS', ...keys);
+        moved += keys.length;
+        await new Promise((r) => setTimeout(r, pauseMs));
+      }
+      for (const node of await this.primaries()) {
+        const c = this.nodeClient(node);
+        try {
+          await c.cluster('SETSLOT', slot, 'NODE', toId);
+        } finally {
+          c.disconnect();
+        }
+      }
+      return moved;
+    } finally {
+      src.disconnect();
+      dst.disconnect();
+    }
+  }
+
   async stop(): Promise<void> {
     await Promise.all(this.nodes.map((n) => n.stop()));
   }

@@ -281,3 +281,47 @@ describe('moving keys from a standalone Redis to the cluster', () => {
     }
   });
 });
+
+describe('resharding on the cluster', () => {
+  it("moving a busy key's slot to another primary under load: every request answered 200, the key's windows move with it", async () => {
+    const g = await gateway('reshard:', {
+      redis: { cluster: { nodes: cluster.urls }, prefix: 'reshard:', commandTimeoutMs: 500, failMode: 'open' },
+      plans: { big: { perMinute: 1_000_000, perDay: 10_000_000 } },
+    });
+    const { id, key } = await g.createKey({ plan: 'big' });
+    expect((await get(g, key)).status).toBe(200);
+    const recordKey = new Keyspace('reshard:').keyRecord(id);
+    const from = await cluster.primaryOf(recordKey);
+    const to = (await cluster.primaries()).find((n) => n !== from)!;
+    const probe = cluster.client();
+    const slot = Number(await probe.cluster('KEYSLOT', recordKey));
+
+    const statuses: number[] = [];
+    let running = true;
+    const load = (async () => {
+      for (let i = 0; running && i < 3000; i++) {
+        statuses.push(
+          await get(g, key).then(
+            (r) => r.status,
+            () => 0,
+          ),
+        );
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 200)); // traffic before the move starts
+    const moved = await cluster.migrateSlot(slot, from, to);
+    await new Promise((r) => setTimeout(r, 300)); // and after it
+    running = false;
+    await load;
+    probe.disconnect();
+
+    expect(moved).toBeGreaterThanOrEqual(3); // the record and both windows at least
+    expect(await cluster.primaryOf(recordKey)).toBe(to);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    // The minute window moved with the slot: what the last answer says is used counts every admitted request.
+    const last = await get(g, key);
+    const remaining = Number(last.headers.get('x-ratelimit-remaining'));
+    expect(1_000_000 - remaining).toBeGreaterThanOrEqual(statuses.length - 5);
+  }, 60_000);
+});
