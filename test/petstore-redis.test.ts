@@ -113,7 +113,7 @@ describe('startPetstore', () => {
     const running = await startPetstore({
       host: '127.0.0.1',
       port: 0,
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       prefix: PREFIX,
       logger: createLogger('silent'),
     });

@@ -37,10 +37,11 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
 
   program
     .command('petstore')
-    .description('run the reference pet store categories upstream (Redis when REDIS_URL is set, else memory)')
+    .description("run the reference pet store categories upstream (Redis: the config's redis section with --config, else REDIS_URL; else memory)")
     .addOption(new Option('--port <n>', 'port to listen on').default(8081).argParser(parsePort))
     .option('--host <h>', 'address to listen on', '127.0.0.1')
-    .action(async (opts: { port: number; host: string }) => {
+    .option('--config <file>', "a gateway config file whose redis section (any topology) holds the pet store's data")
+    .action(async (opts: { port: number; host: string; config?: string }) => {
       await runPetstore(opts);
     });
 

@@ -1,5 +1,6 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
 import { loadConfigFile, validateConfig } from '../config/load.js';
+import type { RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
 import { createLogger, logDestination, reportLogDrops } from '../observability/logger.js';
 import { startPetstore } from '../petstore/server.js';
@@ -42,11 +43,23 @@ export async function runServe(configPath: string): Promise<void> {
   );
 }
 
-export async function runPetstore(opts: { port: number; host: string }): Promise<void> {
+export async function runPetstore(opts: { port: number; host: string; config?: string }): Promise<void> {
+  let redis: RedisConfig | undefined;
+  if (opts.config !== undefined) {
+    const loaded = loadConfigFile(opts.config, process.env);
+    if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration, refusing to start:\n  ${loaded.errors.join('\n  ')}`);
+    redis = loaded.config.redis;
+  }
   const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info');
   exitOnFatalError(logger);
   reportLogDrops(logger);
-  const ps = await startPetstore({ host: opts.host, port: opts.port, redisUrl: process.env.REDIS_URL || undefined, logger });
+  const url = process.env.REDIS_URL || undefined;
+  const ps = await startPetstore({
+    host: opts.host,
+    port: opts.port,
+    ...(redis ? { redis, prefix: redis.prefix } : url ? { redis: { url } } : {}),
+    logger,
+  });
   logger.info({ url: ps.url }, 'petstore listening');
   const stop = () => {
     ps.close().then(

@@ -3,7 +3,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../observability/logger.js';
-import { connectRedis } from '../storage/redis.js';
+import { connectRedis, type RedisTopology } from '../storage/redis.js';
 import { buildPetstoreApp } from './app.js';
 import { expressPrototypes } from '../server/http-server.js';
 import { MemoryCategoryStore, RedisCategoryStore, type CategoryStore } from './store.js';
@@ -12,7 +12,8 @@ export interface PetstoreOptions {
   host: string;
   /** 0 picks a free port; the chosen one is in the result. */
   port: number;
-  redisUrl?: string;
+  /** Where Redis is (any topology); absent: the in-memory store. */
+  redis?: RedisTopology;
   /** Redis key prefix, e.g. "tollgate:"; keys live under `${prefix}petstore:`. */
   prefix?: string;
   logger: Logger;
@@ -26,9 +27,9 @@ export interface RunningPetstore {
 
 export async function startPetstore(opts: PetstoreOptions): Promise<RunningPetstore> {
   let store: CategoryStore;
-  if (opts.redisUrl) {
+  if (opts.redis) {
     // Not failFast: while Redis (re)connects, requests wait for it up to the command timeout, then get 503.
-    const redis = connectRedis({ url: opts.redisUrl, commandTimeoutMs: 2000, purpose: 'petstore' });
+    const redis = connectRedis({ redis: opts.redis, commandTimeoutMs: 2000, purpose: 'petstore' });
     store = new RedisCategoryStore(redis, opts.prefix ?? 'tollgate:');
     opts.logger.info({ redis: redis.where }, 'petstore: using Redis category store');
   } else {

@@ -4,6 +4,7 @@
 // two instances under concurrency, and the key commands of the CLI.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway } from '../../src/compose.js';
+import { startPetstore } from '../../src/petstore/server.js';
 import { Keyspace } from '../../src/storage/keyspace.js';
 import { runCli, tempDir } from '../helpers/cli.js';
 import { silentLogger, testConfig } from '../helpers/gateway.js';
@@ -324,4 +325,26 @@ describe('resharding on the cluster', () => {
     const remaining = Number(last.headers.get('x-ratelimit-remaining'));
     expect(1_000_000 - remaining).toBeGreaterThanOrEqual(statuses.length - 5);
   }, 60_000);
+});
+
+describe('the pet store on the cluster', () => {
+  it('serves categories with ids from its counter, from the redis section of the config', async () => {
+    const ps = await startPetstore({ host: '127.0.0.1', port: 0, redis: { cluster: { nodes: [cluster.urls[0]!] } }, prefix: 'pets:', logger: silentLogger });
+    try {
+      const post = async (name: string) =>
+        (await (
+          await fetch(`${ps.url}/v1/categories`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name }) })
+        ).json()) as {
+          id: number;
+        };
+      const a = await post('Dog');
+      const b = await post('Cat');
+      expect(b.id).toBe(a.id + 1);
+      const list = (await (await fetch(`${ps.url}/v1/categories`)).json()) as Array<{ name: string }>;
+      expect(list.map((c) => c.name)).toEqual(['Dog', 'Cat']);
+      expect((await fetch(`${ps.url}/readyz`)).status).toBe(200);
+    } finally {
+      await ps.close();
+    }
+  });
 });
