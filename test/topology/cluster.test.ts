@@ -187,6 +187,13 @@ describe('a primary failover on the cluster', () => {
         await new Promise((r) => setTimeout(r, 10));
       }
     })();
+    // A key created just before the kill, in the victim's slots: create waits until a replica has its writes.
+    let justBefore: { id: string; key: string } | undefined;
+    for (let i = 0; i < 50 && !justBefore; i++) {
+      const k = await g.createKey({ plan: 'big' });
+      if ((await cluster.primaryOf(new Keyspace('failover:').keyRecord(k.id))) === victim) justBefore = k;
+    }
+    expect(justBefore, 'a key whose record lives on the victim').toBeDefined();
     const killedAt = Date.now();
     await victim.kill();
     // /readyz names the silent primary by the slots it served (no address in the body), until a replica takes over.
@@ -219,6 +226,7 @@ describe('a primary failover on the cluster', () => {
     running = false;
     await load;
     await waitFor(async () => (await readyz()).status === 200, '/readyz ready again once the slots have a primary', 10_000, 100);
+    expect((await get(g, justBefore!.key)).status).toBe(200);
     // failMode open: while the slot had no primary, the instance metered in memory; never a 5xx, within the bound.
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
     expect(slowest).toBeLessThan(1500);
