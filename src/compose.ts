@@ -133,6 +133,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     });
     const policy = new MemoryPolicyWatcher({
       client,
+      primaries: connection.primaries,
       allowEviction: redisCfg.allowEviction,
       logger,
       metrics,
@@ -144,7 +145,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       logger.info({ redis: where }, 'redis connected');
       // A reconnect may have reached another server (a failover): read its policy and persistence too.
       void policy.check();
-      void reportPersistence(client, logger, metrics, where);
+      void reportPersistence(connection.primaries(), logger, metrics, where);
       // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
       // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
       breaker.close();

@@ -55,6 +55,11 @@ export const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN) 
 
 export interface MemoryPolicyWatcherOptions {
   client: RedisCommands;
+  /**
+   * Every primary to ask (a cluster's: CONFIG GET carries no key, so the client alone would ask one node it picks);
+   * default: the client.
+   */
+  primaries?: () => ReadonlyArray<Pick<RedisCommands, 'config'>>;
   /** redis.allowEviction: an evicting policy is then a warning, not a readiness failure. */
   allowEviction: boolean;
   logger: Logger;
@@ -95,11 +100,13 @@ export class MemoryPolicyWatcher {
     return `maxmemory-policy ${s.policy} may evict ${evictionVictims(s.policy)}; Tollgate needs ${SAFE_POLICY}`;
   }
 
-  /** Reads the policy once. Never rejects. */
+  /** Reads the policy once, on every primary (the first that may evict decides). Never rejects. */
   async check(): Promise<void> {
+    const primaries = this.opts.primaries?.() ?? [this.opts.client];
     let reply: unknown;
     try {
-      reply = await this.opts.client.config('GET', 'maxmemory-policy');
+      const replies = await Promise.all(primaries.map((p) => p.config('GET', 'maxmemory-policy')));
+      reply = replies.find((r) => Array.isArray(r) && r[1] !== SAFE_POLICY) ?? replies[0];
     } catch (err) {
       // Only a refusal of CONFIG itself (renamed: unknown command; ACL: NOPERM) makes the policy unreadable; a
       // transient reply or no answer at all teaches nothing (the breaker reports an outage).

@@ -24,11 +24,20 @@ export async function readPersistence(client: Pick<RedisCommands, 'info' | 'conf
   return rdb ? 'rdb' : 'none';
 }
 
-/** Reads it and reports it (the gauge each time; a warning when Redis does not persist). Never rejects. */
-export async function reportPersistence(client: Pick<RedisCommands, 'info' | 'config'>, logger: Logger, metrics: Metrics, where: string): Promise<Persistence> {
+/**
+ * Reads it on every primary (INFO and CONFIG carry no key: on a cluster each primary is asked) and reports the worst
+ * (the gauge each time; a warning when one does not persist). Never rejects.
+ */
+export async function reportPersistence(
+  primaries: ReadonlyArray<Pick<RedisCommands, 'info' | 'config'>>,
+  logger: Logger,
+  metrics: Metrics,
+  where: string,
+): Promise<Persistence> {
   let p: Persistence;
   try {
-    p = await readPersistence(client);
+    const each = await Promise.all(primaries.map(readPersistence));
+    p = each.find((x) => x === 'none') ?? each.find((x) => x === 'unknown') ?? each[0] ?? 'unknown';
   } catch {
     return 'unknown';
   }

@@ -85,6 +85,8 @@ export interface RedisConnection {
    * `acked`: the fewest that acknowledged in time. No replicas: nothing to wait for, { replicas: 0, acked: 0 }.
    */
   waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
+  /** The primaries commands that carry no key should go to each of (a cluster's every primary; else the client). */
+  primaries(): RedisCommands[];
   /**
    * A cluster's primaries that do not answer a PING within timeoutMs, each named by the slots it serves (not its
    * address: /readyz may be public); always empty for a standalone or Sentinel-managed Redis (one primary, which
@@ -220,6 +222,7 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       }
       return worst ?? { replicas: 0, acked: 0 };
     },
+    primaries: () => (c instanceof Cluster ? c.nodes('master') : [c]),
     async silentPrimaries(timeoutMs) {
       if (!(c instanceof Cluster)) return [];
       const ranges = slotRanges(c.slots);

@@ -356,3 +356,34 @@ describe('the pet store on the cluster', () => {
     }
   });
 });
+
+describe("the cluster's memory policy and persistence", () => {
+  it('are read on every primary: one evicting primary makes /readyz 503; primaries without persistence are reported', async () => {
+    const g = await startLimitsGateway(clusterConfig('policy:'), { memoryPolicyCheckMs: 100 });
+    gateways.push(g);
+    const readyz = async () => {
+      const res = await fetch(`${g.url}/readyz`, { signal: AbortSignal.timeout(3000) });
+      return { status: res.status, body: (await res.json()) as { reasons?: { redis?: string } } };
+    };
+    expect((await readyz()).status).toBe(200);
+    await waitFor(async () => metricValue(await g.metrics.registry.metrics(), 'tollgate_redis_persistence_disabled') === 1, 'no persistence reported');
+    // Every primary but the last keeps noeviction: a check that asked one node it picked would miss it two times in three.
+    const primaries = await cluster.primaries();
+    const evicting = primaries.at(-1)!;
+    const c = evicting.client();
+    try {
+      await c.config('SET', 'maxmemory-policy', 'allkeys-lru');
+      await waitFor(async () => (await readyz()).status === 503, 'not ready while one primary may evict', 3000, 50);
+      // And every time: each /readyz reads all primaries (asking one random node would pass two times in three).
+      for (let i = 0; i < 6; i++) {
+        const r = await readyz();
+        expect(r.status).toBe(503);
+        expect(r.body.reasons?.redis).toContain('maxmemory-policy allkeys-lru');
+      }
+    } finally {
+      await c.config('SET', 'maxmemory-policy', 'noeviction');
+      c.disconnect();
+    }
+    await waitFor(async () => (await readyz()).status === 200, 'ready again with noeviction everywhere', 3000, 50);
+  });
+});
