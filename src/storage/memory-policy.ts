@@ -161,16 +161,16 @@ export function redisReadiness(
   return {
     name: 'redis',
     async check() {
-      const [writeError, silent] = await Promise.all([
-        client.set(keyspace.readinessProbe(), '1', 'PX', 5000).then(
-          () => undefined,
-          (err: unknown) => err as Error,
-        ),
-        // On a cluster every primary serves some keys: each one must answer, not only the probe key's.
-        silentPrimaries(500),
-        policy.readable ? policy.check() : undefined,
-      ]);
+      const write = client.set(keyspace.readinessProbe(), '1', 'PX', 5000).then(
+        () => undefined,
+        (err: unknown) => err as Error,
+      );
+      const policyRead = policy.readable ? policy.check() : undefined;
+      // On a cluster every primary serves some keys: each one must answer, not only the probe key's. Its answer comes
+      // within 500 ms and is given at once: a probe whose slot is the silent primary's may still be waiting.
+      const silent = await silentPrimaries(500);
       if (silent.length > 0) throw new NotReadyError(`no answer from ${silent.join(' and from ')}`);
+      const [writeError] = await Promise.all([write, policyRead]);
       if (writeError) {
         // Redis answered and refused the write: name why. Anything else (a timeout, no connection, a busy Redis) is
         // plain "down", its message kept out of the body.

@@ -226,19 +226,24 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
     async silentPrimaries(timeoutMs) {
       if (!(c instanceof Cluster)) return [];
       const ranges = slotRanges(c.slots);
+      // The owners the slot table names: a primary whose connection ended has left the client's node list, but its
+      // slots still point at it until a replica takes them over.
+      const nodes = new Map<string, Redis>(c.nodes('all').map((n) => [`${n.options.host}:${n.options.port}`, n]));
       const silent = await Promise.all(
-        c.nodes('master').map(async (node) => {
-          const key = `${node.options.host}:${node.options.port}`;
+        [...ranges.keys()].map(async (key) => {
+          const node = nodes.get(key);
           let timer: NodeJS.Timeout | undefined;
-          const answered = await Promise.race([
-            node.ping().then(
-              () => true,
-              () => false,
-            ),
-            new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs))),
-          ]);
+          const answered =
+            node !== undefined &&
+            (await Promise.race([
+              node.ping().then(
+                () => true,
+                () => false,
+              ),
+              new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs))),
+            ]));
           clearTimeout(timer);
-          return answered ? undefined : `the primary of slots ${ranges.get(key) ?? '(none)'}`;
+          return answered ? undefined : `the primary of slots ${ranges.get(key)}`;
         }),
       );
       return silent.filter((x): x is string => x !== undefined);
