@@ -8,9 +8,9 @@ import { dirname, join, resolve, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Procs, freePort, sleep, waitFor, descendants, memoryOf, cpuSecondsOf, selfCpuSeconds, clockTicks } from './lib/procs.mjs';
-import { startRedis, redisSnapshot, redisDelta } from './lib/redis.mjs';
+import { startRedis, startRedisCluster, redisSnapshot, redisDelta } from './lib/redis.mjs';
 import { runLoad, wrkAvailable, onSpawn } from './lib/load.mjs';
-import { loadFormat, cliCreateKey, bulkCreateKeys } from './lib/keys.mjs';
+import { loadFormat, cliCreateKey, bulkCreateKeys, runCli } from './lib/keys.mjs';
 import { summarizeProfile, formatSummary, compareProfiles, formatComparison } from './profile-summary.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -23,7 +23,7 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --duration S          seconds per measured run (default 10)
   --warmup S            unmeasured seconds before every run (default 2; 0.5 with --quick)
   --quick               CI smoke run: 1 round x 2 s, 100,000 stored keys in (c)
-  --scenarios LIST      any of a,b,c,d,e (default all; with --profile: a)
+  --scenarios LIST      any of a,b,c,d,e,k (default all; with --profile: a)
   --connections N       connections in a, b, c, e (default 50)
   --keys N              distinct keys rotated in b and c (default 10000)
   --stored-keys N       keys stored in Redis for c (default 1000000)
@@ -88,11 +88,11 @@ function parseOptions(argv) {
     return n;
   };
   const quick = values.quick;
-  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e'))
+  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e,k'))
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  for (const s of scenarios) if (!'abcde'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e)`);
+  for (const s of scenarios) if (!'abcdek'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e,k)`);
   const loader = values.loader ?? (wrkAvailable() ? 'wrk' : 'autocannon');
   if (!['wrk', 'autocannon'].includes(loader)) usage(`--loader: expected wrk or autocannon, got "${loader}"`);
   if (loader === 'wrk' && !wrkAvailable()) usage('--loader wrk: wrk is not on the PATH');
@@ -257,8 +257,9 @@ const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-
 // Tollgate
 
 class Tollgate {
-  constructor({ procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir, nodeFlags = [] }) {
-    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redisUrl, profileDir, nodeFlags });
+  /** `redis`: the config's redis section without its prefix ({ url } or { cluster: { nodes } }). */
+  constructor({ procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags = [] }) {
+    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags });
     this.url = `http://127.0.0.1:${port}`;
     this.configPath = join(tmp, `${name}.yaml`);
     this.logFile = join(tmp, `${name}.log`);
@@ -271,7 +272,7 @@ class Tollgate {
     return {
       server: { host: '127.0.0.1', port: this.port, drainTimeoutMs: 2000, ...(this.workers !== undefined ? { workers: this.workers } : {}) },
       upstream: { url: this.upstreamUrl },
-      redis: { url: this.redisUrl, prefix: 'tollgate:' },
+      redis: { ...this.redis, prefix: 'tollgate:' },
       log: { level: 'info' },
       // bench: never refused (scenarios a-d); flood: one request a minute (scenario e).
       plans: { bench: { perMinute: 1_000_000_000, perDay: 1_000_000_000 }, flood: { perMinute: 1, perDay: 1_000_000 } },
@@ -352,10 +353,15 @@ const SCENARIOS = {
   c: { title: 'c: 1M stored, 10k used', keys: 'stored', conns: 'many' },
   d: { title: 'd: one connection', keys: 'hot', conns: 1 },
   e: { title: 'e: 429 flood (banned key)', keys: 'flood', conns: 'many' },
+  k: { title: 'k: b on a 3-primary cluster', keys: 'rotating', conns: 'many' },
   w: { title: 'w: workers 1 vs 2 (a load)', keys: 'hot', conns: 'many' },
 };
 
-async function measure({ opts, scenario, target, round, keys, tmp, redis }) {
+/**
+ * One measured run. `redisNodes`: the Redis servers (primaries) the target uses, [{ name, pid, client }]: their CPU
+ * and commandstats are summed for the per-request figures, and kept per node (the spread over a cluster's primaries).
+ */
+async function measure({ opts, scenario, target, round, keys, tmp, redisNodes }) {
   const connections = SCENARIOS[scenario].conns === 'many' ? opts.connections : SCENARIOS[scenario].conns;
   const load = { loader: opts.loader, url: `${target.url}${PATH}`, connections, keys, tmpDir: tmp, wrkThreads: opts.wrkThreads };
   if (opts.warmupS > 0) await runLoad({ ...load, durationS: opts.warmupS });
@@ -363,12 +369,11 @@ async function measure({ opts, scenario, target, round, keys, tmp, redis }) {
   const isT = !!target.tollgate;
   const snapshot = async () => ({
     cpu: cpuSecondsOf(target.pid),
-    redisCpu: cpuSecondsOf(redis.child.pid),
     machine: machineCpu(),
     ours: ourCpu(),
     wall: performance.now(),
     probe: await target.prober.read(),
-    redis: isT ? await redisSnapshot(redis.client) : undefined,
+    redis: isT ? await Promise.all(redisNodes.map((n) => redisSnapshot(n.client))) : undefined,
     metrics: isT && !(target.tollgate.workers > 1) ? await scrapeMetrics(target.url) : undefined,
     logBytes: isT ? target.tollgate.logBytes() : 0,
   });
@@ -402,7 +407,18 @@ async function measure({ opts, scenario, target, round, keys, tmp, redis }) {
     otherCores: Math.max(0, (machineBusyS - oursBusyS) / wallS),
   };
   if (isT) {
-    const rd = redisDelta(before.redis, after.redis);
+    const perNode = redisNodes.map((n, i) => ({
+      node: n.name,
+      ...redisDelta(before.redis[i], after.redis[i]),
+      // Redis's own figure (INFO cpu), so it is per server whatever runs it.
+      cpuUsPerReq: ((after.redis[i].cpuSeconds - before.redis[i].cpuSeconds) / served) * 1e6,
+    }));
+    const rd = {
+      commands: perNode.reduce((a, n) => a + n.commands, 0),
+      totalCommandsProcessed: perNode.reduce((a, n) => a + n.totalCommandsProcessed, 0),
+      reads: perNode.reduce((a, n) => a + n.reads, 0),
+      calls: perNode.length === 1 ? perNode[0].calls : undefined,
+    };
     const sent = diffCounts(before.probe.redis, after.probe.redis) ?? {};
     const roundTrips = Object.values(sent).reduce((a, b) => a + b, 0);
     const admitted = served * admittedShare;
@@ -418,7 +434,9 @@ async function measure({ opts, scenario, target, round, keys, tmp, redis }) {
       totalCommandsProcessed: rd.totalCommandsProcessed,
       readEventsPerReq: rd.reads / served,
       calls: rd.calls,
-      redisCpuUsPerReq: ((after.redisCpu - before.redisCpu) / served) * 1e6,
+      redisCpuUsPerReq: perNode.reduce((a, n) => a + n.cpuUsPerReq, 0),
+      // Per primary (one entry for a standalone Redis): CPU and commands per request of the whole run's traffic.
+      perNode: perNode.map((n) => ({ node: n.node, cpuUsPerReq: n.cpuUsPerReq, commandsPerReq: n.commands / served, calls: n.calls })),
     };
     run.gatewayStatuses = diffCounts(before.metrics?.statuses, after.metrics?.statuses);
     if (after.metrics) run.memory = after.metrics.memory;
@@ -483,6 +501,11 @@ function summarize(runs) {
       row.cmdsPerReq = median(rs.map((r) => r.redis.commandsPerReq));
       row.readsPerReq = median(rs.map((r) => r.redis.readEventsPerReq));
       row.redisCpuUsPerReq = median(rs.map((r) => r.redis.redisCpuUsPerReq));
+      row.perNode = rs[0].redis.perNode.map((n, i) => ({
+        node: n.node,
+        cpuUsPerReq: median(rs.map((r) => r.redis.perNode[i].cpuUsPerReq)),
+        commandsPerReq: median(rs.map((r) => r.redis.perNode[i].commandsPerReq)),
+      }));
       row.logBytesPerReq = median(rs.map((r) => r.logBytesPerReq));
     }
     rows.push(row);
@@ -504,7 +527,7 @@ function summarize(runs) {
     row.ratios = ratios;
     row.p99AddedMs = median(p99Added);
   }
-  const order = 'abcdew';
+  const order = 'abkcdew';
   rows.sort(
     (x, y) =>
       order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)),
@@ -585,6 +608,30 @@ function budget(rows) {
     );
   }
   {
+    // The same comparison for the cluster: (k) is (b)'s keys and load with a 3-primary cluster as the store.
+    const b = get('b', T);
+    const k = get('k', T);
+    const rel = b && k ? k.ratio / b.ratio : NaN;
+    add(
+      '(k) throughput on a 3-primary cluster within 5% of standalone (b)',
+      b && k ? rel >= 0.95 : undefined,
+      b && k
+        ? `(k/baseline) / (b/baseline) = ${fmt(k.ratio, 3)} / ${fmt(b.ratio, 3)} = ${fmt(rel, 3)} (absolute ${fmt(k.rps, 0)} vs ${fmt(b.rps, 0)} req/s)`
+        : 'needs b and k',
+      ['b', 'k'],
+    );
+    const nodes = k?.perNode ?? [];
+    const mean = nodes.reduce((a, n) => a + n.commandsPerReq, 0) / (nodes.length || 1);
+    const most = Math.max(...nodes.map((n) => n.commandsPerReq));
+    add(
+      '(k) keys spread evenly: busiest primary <= 1.25 x the mean',
+      nodes.length > 1 ? most <= 1.25 * mean : undefined,
+      nodes.length > 1
+        ? `commands/req per primary ${nodes.map((n) => fmt(n.commandsPerReq, 2)).join(', ')} (busiest ${fmt(most / mean, 2)} x mean); Redis CPU us/req per primary ${nodes.map((n) => fmt(n.cpuUsPerReq, 1)).join(', ')}`
+        : 'not run',
+    );
+  }
+  {
     const d = get('d', T);
     add(
       '(d) p99 added at one connection <= 1 ms',
@@ -596,7 +643,7 @@ function budget(rows) {
     );
   }
   {
-    const admittedRows = rows.filter((r) => r.target === T && 'abcd'.includes(r.scenario));
+    const admittedRows = rows.filter((r) => r.target === T && 'abcdk'.includes(r.scenario));
     const worst = admittedRows.reduce((w, r) => (w === undefined || r.rtPerAdmittedMax > w.rtPerAdmittedMax ? r : w), undefined);
     // 1% slack for counting at the edges of a run (commands of requests still in flight when it ends). A key that
     // no limit check confirmed for 60 s is read again (2 GETs); keys in steady use never are.
@@ -625,6 +672,53 @@ function budget(rows) {
     add('RSS <= 150 MB (per Tollgate process, after each run)', ts.length ? worst <= 150 : undefined, ts.length ? `max ${fmt(worst, 0)} MB` : 'not run');
   }
   return checks;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// scenario k: scenario b's keys and load with a 3-primary Redis Cluster as the store
+
+/**
+ * Starts the cluster, moves every key of the standalone Redis into it the way the README tells operators to
+ * (`tollgate keys export`, then `keys import` with a cluster config: timed), and starts a Tollgate on it with the
+ * main one's settings. The keys spread over the primaries by hash slot; the per-primary figures show how evenly.
+ */
+async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig, instances, clusterPids, setup, name }) {
+  const t0 = Date.now();
+  const cluster = await startRedisCluster(procs, join(tmp, 'cluster'), 3);
+  clusterPids.push(...cluster.nodes.map((n) => n.child.pid));
+  log(`  Redis Cluster of 3 primaries (ports ${cluster.nodes.map((n) => n.port).join(', ')}) up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const tg = new Tollgate({
+    procs,
+    tmp,
+    name: 'tollgate-cluster',
+    workers: opts.workers,
+    port: await freePort(),
+    upstreamUrl,
+    redis: { cluster: { nodes: cluster.urls } },
+    nodeFlags: opts.nodeFlags,
+  });
+  tg.writeConfig();
+  const file = join(tmp, 'keys.jsonl');
+  const t1 = Date.now();
+  const env = childEnv();
+  await runCli({ repoRoot: REPO, env, args: ['keys', 'export', '--out', file, '--config', standaloneConfig] });
+  const report = await runCli({ repoRoot: REPO, env, args: ['keys', 'import', file, '--config', tg.configPath] });
+  setup.kMigrateSeconds = (Date.now() - t1) / 1000;
+  log(`  keys export, then keys import into the cluster: ${setup.kMigrateSeconds.toFixed(1)} s (${report.trim()})`);
+  instances.push(tg);
+  await tg.start();
+  log(`  Tollgate on the cluster ${tg.url} (pid ${tg.pid}), log ${tg.logFile}`);
+  return {
+    target: { name, url: tg.url, pid: tg.pid, tollgate: tg, prober: tg.prober },
+    redisNodes: cluster.nodes.map((n) => ({ name: `127.0.0.1:${n.port}`, pid: n.child.pid, client: n.client })),
+    stop: async () => {
+      await tg.stop();
+      for (const n of cluster.nodes) {
+        n.client.disconnect();
+        await procs.stop(n.child);
+      }
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -704,13 +798,14 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     workers: opts.workers,
     port: await freePort(),
     upstreamUrl,
-    redisUrl: redis.url,
+    redis: { url: redis.url },
     profileDir: profileDir && join(profileDir, 'tollgate'),
     nodeFlags: opts.nodeFlags,
   });
   tg.writeConfig();
   const instances = [tg];
-  ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...instances.filter((t) => t.pid).map((t) => t.pid)];
+  const clusterPids = [];
+  ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...clusterPids, ...instances.filter((t) => t.pid).map((t) => t.pid)];
 
   // Keys: two through the real CLI, the rest in bulk.
   const format = await loadFormat(REPO);
@@ -719,7 +814,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const flood = await cliCreateKey({ repoRoot: REPO, configPath: tg.configPath, plan: 'flood', name: 'bench-flood', env });
   const setup = {};
   let rotating = [];
-  if (opts.scenarios.includes('b')) {
+  if (opts.scenarios.includes('b') || opts.scenarios.includes('k')) {
     const t0 = Date.now();
     rotating = await bulkCreateKeys({
       redis: redis.client,
@@ -751,12 +846,13 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   const target = { name: mainName, url: tg.url, pid: tg.pid, tollgate: tg, prober: tg.prober };
   const runs = [];
-  const runScenario = async (scenario, keys, targets) => {
+  const standalone = [{ name: `127.0.0.1:${redis.port}`, pid: redis.child.pid, client: redis.client }];
+  const runScenario = async (scenario, keys, targets, redisNodes = standalone) => {
     for (let round = 1; round <= opts.rounds; round++) {
       // Odd rounds baseline first, even rounds baseline last: slow drift (thermal, other work) hits both sides.
       const order = round % 2 ? targets : [...targets].reverse();
       for (const t of order) {
-        const r = await measure({ opts, scenario, target: t, round, keys, tmp, redis });
+        const r = await measure({ opts, scenario, target: t, round, keys, tmp, redisNodes });
         runs.push(r);
         const extra = r.redis ? `, Redis RT/req ${fmt(r.redis.roundTripsPerReq, 3)}, RSS ${fmt(r.rssMB, 0)} MB` : '';
         const non2xx = Object.entries(r.statuses)
@@ -776,22 +872,28 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   // The budget speaks of the steady state: before a many-key scenario, every key it uses is sent once, so the
   // measured runs see Tollgate's key cache warm (60 s TTL) rather than its first lookup of each key.
-  const prime = async (keys) => {
+  const prime = async (keys, url = tg.url) => {
     const t0 = Date.now();
     let next = 0;
     const worker = async () => {
       while (next < keys.length) {
         const key = keys[next++];
-        await httpGet(`${tg.url}${PATH}`, { authorization: `Bearer ${key}` }).catch(() => {});
+        await httpGet(`${url}${PATH}`, { authorization: `Bearer ${key}` }).catch(() => {});
       }
     };
     await Promise.all(Array.from({ length: 32 }, worker));
     log(`  primed the key cache with ${keys.length} keys in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   };
 
-  for (const s of ['a', 'b', 'd', 'e', 'c'].filter((x) => opts.scenarios.includes(x))) {
+  for (const s of ['a', 'b', 'd', 'e', 'k', 'c'].filter((x) => opts.scenarios.includes(x))) {
     log(`scenario ${SCENARIOS[s].title}`);
-    if (s === 'c') {
+    if (s === 'k') {
+      const k = await clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig: tg.configPath, instances, clusterPids, setup, name: mainName });
+      await sanity(k.target, rotating[rotating.length - 1], 200);
+      await prime(rotating, k.target.url);
+      await runScenario('k', rotating, [baseline, k.target], k.redisNodes);
+      await k.stop();
+    } else if (s === 'c') {
       const existing = await redis.client.scard('tollgate:keys');
       const more = Math.max(opts.keyCount, opts.storedKeys - existing);
       const t0 = Date.now();
@@ -834,7 +936,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       workers: 1,
       port: await freePort(),
       upstreamUrl,
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       nodeFlags: opts.nodeFlags,
     });
     const w2 = new Tollgate({
@@ -844,7 +946,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       workers: 2,
       port: await freePort(),
       upstreamUrl,
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       nodeFlags: opts.nodeFlags,
     });
     try {
@@ -930,6 +1032,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     'Redis RT/req: commands the gateway sent to Redis per request (counted in the client); Redis cmds/req: commands Redis ran, inside scripts included (INFO commandstats).',
   );
   print('CPU us/req: the target process(es) only. non-2xx: as the load generator saw them; "gw" = counted by the gateway\'s metrics where that differs.');
+  for (const r of rows.filter((x) => x.perNode))
+    print(
+      `Redis CPU us/req (INFO cpu) in ${SCENARIOS[r.scenario].title}: ${fmt(r.redisCpuUsPerReq, 1)}${r.perNode.length > 1 ? ` = ${r.perNode.map((n) => `${n.node} ${fmt(n.cpuUsPerReq, 1)}`).join(' + ')}` : ''}; gateway CPU us/req ${fmt(r.cpuUsPerReq, 0)}`,
+    );
   for (const r of rows.filter((x) => x.redisTrouble))
     print(
       `WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see README).`,

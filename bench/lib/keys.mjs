@@ -15,20 +15,23 @@ export async function loadFormat(repoRoot) {
 }
 
 /** `tollgate keys create --plan P --json` against the bench config: the real issuing path. */
-export function cliCreateKey({ repoRoot, configPath, plan, name, env }) {
+export async function cliCreateKey({ repoRoot, configPath, plan, name, env }) {
+  const stdout = await runCli({ repoRoot, env, args: ['keys', 'create', '--plan', plan, '--name', name, '--json', '--config', configPath] });
+  try {
+    return JSON.parse(stdout);
+  } catch {
+    throw new Error(`keys create printed no JSON: ${stdout}`);
+  }
+}
+
+/** `node dist/cli.js ...args`: resolves with its stdout, rejects with its stderr. */
+export function runCli({ repoRoot, env, args, timeoutMs = 120_000 }) {
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      [join(repoRoot, 'dist/cli.js'), 'keys', 'create', '--plan', plan, '--name', name, '--json', '--config', configPath],
-      { cwd: repoRoot, env, timeout: 30_000 },
-      (err, stdout, stderr) => {
-        if (err) return reject(new Error(`keys create failed: ${stderr || err.message}`));
-        try {
-          resolve(JSON.parse(stdout));
-        } catch {
-          reject(new Error(`keys create printed no JSON: ${stdout}`));
-        }
-      },
+      [join(repoRoot, 'dist/cli.js'), ...args],
+      { cwd: repoRoot, env, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => (err ? reject(new Error(`tollgate ${args.slice(0, 2).join(' ')} failed: ${stderr || err.message}`)) : resolve(stdout)),
     );
   });
 }

@@ -1,14 +1,23 @@
-// The bench's own redis-server (a free port, no persistence) and its INFO counters.
+// The bench's own redis-server (a free port, no persistence), its Redis Cluster for scenario k, and their INFO counters.
 import { Redis } from 'ioredis';
+import { execFile } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { freePort, waitFor } from './procs.mjs';
 
 export async function startRedis(procs, dir) {
   const port = await freePort();
   if (port === 6379) throw new Error('refusing to use port 6379 (the shared Redis)');
+  return startRedisNode(procs, dir, port, []);
+}
+
+async function startRedisNode(procs, dir, port, extraArgs) {
+  mkdirSync(dir, { recursive: true });
   const child = procs.spawn(
     'redis-server',
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes', '--logfile', ''],
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes', '--logfile', '', ...extraArgs],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   child.once('error', (err) => console.error(`redis-server: ${err.message} (is redis-server on the PATH?)`));
@@ -25,14 +34,19 @@ export async function startRedis(procs, dir) {
   );
   return { port, url: `redis://127.0.0.1:${port}`, child, client };
 }
-
-/** Counters from one INFO call (stats + commandstats). */
+/** Counters from one INFO call (stats + commandstats + cpu: the CPU seconds Redis reports it used, user + sys). */
 export async function redisSnapshot(client) {
-  const text = await client.info('stats', 'commandstats');
+  const text = await client.info('stats', 'commandstats', 'cpu');
+  const seconds = (name) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(text)?.[1] ?? 0);
   const num = (name) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(text)?.[1] ?? 0);
   const calls = {};
   for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[m[1]] = Number(m[2]);
-  return { totalCommands: num('total_commands_processed'), reads: num('total_reads_processed'), calls };
+  return {
+    totalCommands: num('total_commands_processed'),
+    reads: num('total_reads_processed'),
+    calls,
+    cpuSeconds: seconds('used_cpu_user') + seconds('used_cpu_sys'),
+  };
 }
 
 /**
@@ -57,4 +71,50 @@ export function redisDelta(before, after) {
     reads: Math.max(0, after.reads - before.reads - 1),
     calls,
   };
+}
+
+/**
+ * A Redis Cluster of `primaries` primaries without replicas (the bench measures request cost, not failover: a
+ * replica would add replication work to every write), joined with `redis-cli --cluster create`. Each node is
+ * returned like startRedis's server, with a client connected to that node alone (for INFO and CPU per primary).
+ */
+export async function startRedisCluster(procs, dir, primaries = 3) {
+  const ports = [];
+  for (let i = 0; i < primaries; i++) ports.push(await freeBusPort(ports));
+  const nodes = await Promise.all(
+    ports.map((port) => startRedisNode(procs, join(dir, `cluster-${port}`), port, ['--cluster-enabled', 'yes', '--cluster-node-timeout', '5000'])),
+  );
+  await new Promise((resolve, reject) =>
+    execFile(
+      'redis-cli',
+      ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { timeout: 30_000 },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`redis-cli --cluster create failed (is redis-cli on the PATH?): ${stderr || stdout || err.message}`)) : resolve(),
+    ),
+  );
+  await waitFor(
+    async () => (await Promise.all(nodes.map(async (n) => /cluster_state:ok/.test(await n.client.cluster('INFO'))))).every(Boolean),
+    20_000,
+    'every cluster node to report cluster_state:ok',
+  );
+  return { nodes, urls: nodes.map((n) => n.url) };
+}
+
+/** A free port whose cluster bus port (port + 10000) is free as well. */
+async function freeBusPort(taken) {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    if (taken.includes(port)) continue;
+    if ((await portFree(port)) && (await portFree(port + 10_000))) return port;
+  }
+  throw new Error('no free port pair (port, port + 10000) on 127.0.0.1 for a cluster node');
+}
+
+function portFree(port) {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
 }
