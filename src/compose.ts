@@ -30,6 +30,10 @@ import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import type { BanStore } from './limits/types.js';
 import { Runtime } from './config/runtime.js';
+import { buildAdminApp } from './admin/app.js';
+import { auditKeyChanges } from './admin/audit.js';
+import { adminOpenApi } from './admin/openapi.js';
+import { AdminTokens } from './admin/tokens.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -49,6 +53,8 @@ export interface ComposeOptions {
   keyStages?: boolean;
   /** The key store to use instead of the one the config names (tests: a store that counts or fails its reads). */
   keyStore?: KeyStore;
+  /** Where TOLLGATE_ADMIN_TOKEN is read (default process.env). */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface ComposedGateway {
@@ -59,8 +65,10 @@ export interface ComposedGateway {
   readiness: ReadinessCheck[];
   /** The request path's key verifier (the cache). */
   keys: KeyVerifier;
-  /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it). */
+  /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it; the admin API uses it). */
   admin: KeyAdmin;
+  /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
+  adminApp: express.Express | undefined;
   /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
   redis: RedisConnection | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
@@ -171,7 +179,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
 
   const memoryLimits = new MemoryLimiterStore(clock);
   const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
-  const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban });
+  const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban }, auditKeyChanges(logger, metrics));
   const keys = new KeyVerifier(
     keyStore,
     clock,
@@ -216,6 +224,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     proxyToUpstream: proxy.handler,
   });
 
+  const tokens = new AdminTokens(config.admin.tokens, (opts.env ?? process.env).TOLLGATE_ADMIN_TOKEN || undefined);
+  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi() }) : undefined;
+
   return {
     app,
     runtime,
@@ -223,6 +234,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     keys,
     admin,
+    adminApp,
     redis,
     async close() {
       closing = true;

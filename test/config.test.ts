@@ -61,6 +61,8 @@ describe('defaults', () => {
       ban: { threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       routes: [],
       keys: [],
+      admin: { host: '127.0.0.1', port: 8079, tokens: [], maxFailuresPerMinute: 10 },
+      selfService: { enabled: true, path: '/ratelimit' },
     };
     expect(ok('')).toEqual(expected);
     expect(ok('# nothing but a comment\n')).toEqual(expected);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hashKey, isWellFormedKey } from '../src/keys/format.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { CliProcess, cliOk, runCli, startServe, tempDir, type CliResult } from './helpers/cli.js';
+import { auditOf, CliProcess, cliOk, runCli, startServe, tempDir, withoutAudit, type CliResult } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -161,7 +161,10 @@ describe('tollgate keys (CLI)', () => {
     plaintexts.add(key!);
     expect(r.stdout.split(key!).length - 1).toBe(1);
     expect(r.stdout).toMatch(/Created key key_[0-9A-Za-z]{16} \(plan free, 100000\/min 1000000\/day\)/);
-    expect(r.stderr).toBe('');
+    expect(withoutAudit(r.stderr)).toBe('');
+    const [audit] = auditOf(r.stderr);
+    expect(audit).toMatchObject({ action: 'create', by: 'cli', keyId: expect.stringMatching(/^key_/) });
+    expect(r.stderr).not.toContain(key!);
   });
 
   it('list and show (text and --json) give metadata, ban state and level, never a key or a hash', async () => {

@@ -1,11 +1,13 @@
-// `tollgate keys ...`: issue, list, show, revoke, rotate and unban API keys in the shared Redis key store,
+// `tollgate keys ...`: issue, list, show, update, revoke, rotate and unban API keys in the shared Redis key store,
 // and export or import every record. Plaintext keys are printed once, at create and rotate; list and show never
-// print a key or a hash; export prints hashes (Tollgate has no plaintext to print).
+// print a key or a hash; export prints hashes (Tollgate has no plaintext to print). Every change writes its audit
+// line ("admin change", by "cli") to stderr as one JSON log line: stdout stays the command's answer.
 import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, type Replication } from '../keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, type KeyUpdate, type Replication } from '../keys/admin.js';
+import { metadataSchema } from '../keys/fields.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { effectiveLimits } from '../keys/rules.js';
@@ -15,6 +17,9 @@ import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { exportKeys, importKeys } from '../keys/transfer.js';
+import { pino } from 'pino';
+import { auditKeyChanges } from '../admin/audit.js';
+import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
 
 interface CommonOpts {
@@ -55,10 +60,15 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   }
   const keyspace = new Keyspace(config.redis?.prefix ?? 'tollgate:');
   const store = new RedisKeyStore(redis, keyspace);
-  const keys = new KeyAdmin(store, new RedisBanStore(redis.client, keyspace), systemClock, {
-    plans: () => config.plans,
-    ban: () => config.ban,
-  });
+  // Synchronous: the process exits right after the command, and the audit line must not be lost with it.
+  const audit = createLogger(config.log.level, pino.destination({ dest: 2, sync: true }));
+  const keys = new KeyAdmin(
+    store,
+    new RedisBanStore(redis.client, keyspace),
+    systemClock,
+    { plans: () => config.plans, ban: () => config.ban },
+    auditKeyChanges(audit),
+  );
   return { config, redis, store, keys };
 }
 
@@ -84,6 +94,30 @@ function positiveInt(name: string) {
     if (!/^[1-9]\d*$/.test(v)) throw new CliError(`${name} must be a positive whole number, got "${v}"`, 2);
     return Number(v);
   };
+}
+
+/** A positive whole number, or "none" (back to the plan's limit). Not null: commander turns a parser's null into ''. */
+function overrideOrNone(name: string) {
+  return (v: string): number | 'none' => (v === 'none' ? 'none' : positiveInt(name)(v));
+}
+
+function isoOption(name: string, v: string): string {
+  const ms = Date.parse(v);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(v) || Number.isNaN(ms)) throw new CliError(`${name} must be an ISO-8601 date-time, got "${v}"`, 2);
+  return new Date(ms).toISOString();
+}
+
+/** --metadata: a JSON object of strings, by the rules the admin API applies (src/keys/fields.ts). */
+function metadataOption(v: string): Record<string, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(v);
+  } catch {
+    throw new CliError(`--metadata must be a JSON object, got "${v.slice(0, 80)}"`, 2);
+  }
+  const r = metadataSchema.safeParse(parsed);
+  if (!r.success) throw new CliError(`--metadata: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
+  return r.data;
 }
 
 function nonNegativeInt(name: string) {
@@ -139,31 +173,30 @@ export function registerKeysCommands(program: Command): void {
     .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute').argParser(positiveInt('--per-minute')))
     .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(positiveInt('--per-day')))
     .option('--expires <iso>', 'expiry, ISO-8601 (e.g. 2027-01-01T00:00:00Z)')
+    .option('--metadata <json>', 'a JSON object of strings for your own ids, e.g. \'{"customer":"c_42"}\'')
     .option('--json', 'print one JSON object')
-    .action(async (o: CommonOpts & { plan: string; name?: string; perMinute?: number; perDay?: number; expires?: string; json?: boolean }) => {
-      let expiresAt: string | undefined;
-      if (o.expires !== undefined) {
-        const ms = Date.parse(o.expires);
-        if (!/^\d{4}-\d{2}-\d{2}/.test(o.expires) || Number.isNaN(ms)) throw new CliError(`--expires must be an ISO-8601 date-time, got "${o.expires}"`, 2);
-        expiresAt = new Date(ms).toISOString();
-      }
-      await withSession(o, async (s) => {
-        const created = await s.keys.create({
-          plan: o.plan,
-          ...(o.name !== undefined ? { name: o.name } : {}),
-          ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}),
-          ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
-          ...(expiresAt !== undefined ? { expiresAt } : {}),
+    .action(
+      async (o: CommonOpts & { plan: string; name?: string; perMinute?: number; perDay?: number; expires?: string; metadata?: string; json?: boolean }) => {
+        const expiresAt = o.expires === undefined ? undefined : isoOption('--expires', o.expires);
+        await withSession(o, async (s) => {
+          const created = await s.keys.create({
+            plan: o.plan,
+            ...(o.name !== undefined ? { name: o.name } : {}),
+            ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}),
+            ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
+            ...(expiresAt !== undefined ? { expiresAt } : {}),
+            ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
+          });
+          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationOf(created) }));
+          out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
+          out('');
+          out(`  ${created.key}`);
+          out('');
+          out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
+          unconfirmed(created);
         });
-        if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationOf(created) }));
-        out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
-        out('');
-        out(`  ${created.key}`);
-        out('');
-        out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
-        unconfirmed(created);
-      });
-    });
+      },
+    );
 
   common(keys.command('list'))
     .description("every key's metadata (never the key or its hash)")
@@ -200,6 +233,7 @@ export function registerKeysCommands(program: Command): void {
           ['status', s.keys.statusOf(k)],
           ['created', k.createdAt],
           ['expires', k.expiresAt ?? 'never'],
+          ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
           ['rotated', k.rotatedAt ?? ''],
           ['revoked', k.revokedAt ?? ''],
           ['banned until', ban.bannedUntil ?? 'not banned'],
@@ -208,6 +242,47 @@ export function registerKeysCommands(program: Command): void {
         out(table(rows.filter(([, v]) => v !== '').map(([a, b]) => [`${a}:`, b])));
       });
     });
+
+  common(keys.command('update'))
+    .description("change a key's plan, name, overrides, expiry or metadata (every instance applies it at its next request)")
+    .argument('<id>', 'key id')
+    .option('--plan <plan>', 'a plan name from the config')
+    .option('--name <name>', 'a new label')
+    .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute ("none": the plan\'s again)').argParser(overrideOrNone('--per-minute')))
+    .addOption(new Option('--per-day <n>', 'override the plan: requests per day ("none": the plan\'s again)').argParser(overrideOrNone('--per-day')))
+    .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
+    .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
+    .option('--json', 'print one JSON object')
+    .action(
+      async (
+        id: string,
+        o: CommonOpts & {
+          plan?: string;
+          name?: string;
+          perMinute?: number | 'none';
+          perDay?: number | 'none';
+          expires?: string;
+          metadata?: string;
+          json?: boolean;
+        },
+      ) => {
+        const patch: KeyUpdate = {
+          ...(o.plan !== undefined ? { plan: o.plan } : {}),
+          ...(o.name !== undefined ? { name: o.name } : {}),
+          ...(o.perMinute !== undefined ? { perMinute: o.perMinute === 'none' ? null : o.perMinute } : {}),
+          ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
+          ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : isoOption('--expires', o.expires) } : {}),
+          ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
+        };
+        if (Object.keys(patch).length === 0)
+          throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
+        await withSession(o, async (s) => {
+          const k = await s.keys.update(id, patch);
+          if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k) }));
+          out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
+        });
+      },
+    );
 
   common(keys.command('revoke'))
     .description('the key stops working on every instance within 1 second')

@@ -4,6 +4,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { CliError } from './cli-error.js';
+import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { registerKeysCommands } from './keys.js';
 import { runDev, runPetstore, runServe } from './run.js';
 
@@ -74,6 +75,23 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     });
 
   registerKeysCommands(program);
+
+  program
+    .command('admin')
+    .description('admin API tools')
+    .command('token')
+    .description("print a new admin token and its SHA-256 for the config's admin.tokens (stores nothing)")
+    .option('--id <id>', 'the id to give it in the config (audit lines name it)', 'portal')
+    .option('--json', 'print one JSON object')
+    .action((o: { id: string; json?: boolean }) => {
+      if (!/^[A-Za-z0-9_.-]{1,64}$/.test(o.id) || o.id === 'cli' || o.id === 'env')
+        throw new CliError(`--id must be 1-64 characters of A-Z a-z 0-9 _ . - other than "cli" and "env", got "${o.id}"`, 2);
+      const token = generateAdminToken();
+      const sha256 = hashAdminToken(token);
+      if (o.json) return io.out(`${JSON.stringify({ id: o.id, token, sha256 })}\n`);
+      io.out(`token:  ${token}\nsha256: ${sha256}\n\nAdd to the config:  admin: { tokens: [{ id: ${o.id}, sha256: "${sha256}" }] }\n`);
+      io.out('The token is shown only now; the config keeps its hash. Callers send "Authorization: Bearer <token>".\n');
+    });
   return program;
 }
 

@@ -123,6 +123,38 @@ const ops = z.strictObject({
   port: z.number().int().min(0).max(65535),
 });
 
+const adminToken = z.strictObject({
+  /** Named in audit lines; never the token. */
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -'),
+  /** SHA-256 of the token (`tollgate admin token` prints both). */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the token)'),
+});
+
+const admin = z.strictObject({
+  /** Loopback by default: the admin API issues keys; expose it only to the portal's network. */
+  host: z.string().min(1).default('127.0.0.1'),
+  /** Port of the admin listener (0 picks a free one); must differ from server.port and ops.port. */
+  port: z.number().int().min(0).max(65535).default(8079),
+  /** Without a token (here or in TOLLGATE_ADMIN_TOKEN) the admin API does not start. */
+  tokens: z.array(adminToken).default([]),
+  /** Failed token checks one client address may make per minute; past it, 429 until the minute ends. */
+  maxFailuresPerMinute: positiveInt().default(10),
+});
+
+/** Paths the gateway port answers itself: the quota endpoint may not take one of them, nor one under /v1. */
+const RESERVED_PATHS = ['/healthz', '/readyz', '/metrics'];
+
+const selfService = z.strictObject({
+  /** GET <path> on the gateway port: the caller's own plan, windows and ban, counting nothing. */
+  enabled: z.boolean().default(true),
+  path: z
+    .string()
+    .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, 'expected an absolute path such as /ratelimit')
+    .refine((p) => !/^\/v1(\/|$)/i.test(p), 'must not be under /v1 (those requests go to the upstream)')
+    .refine((p) => !RESERVED_PATHS.includes(p.toLowerCase()), `must not be one of ${RESERVED_PATHS.join(', ')}`)
+    .default('/ratelimit'),
+});
+
 const log = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up). */
@@ -198,6 +230,10 @@ export const configSchema = z
     redis: redis.optional(),
     /** A separate listener for /readyz and /metrics; leave out to serve them on the gateway port. */
     ops: ops.optional(),
+    /** The admin HTTP API (keys, plans), on a listener of its own. */
+    admin: admin.prefault({}),
+    /** The quota endpoint key holders call on the gateway port. */
+    selfService: selfService.prefault({}),
     log: log.prefault({}),
     plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS),
     anonymous: anonymous.prefault({}),
@@ -210,7 +246,9 @@ export const configSchema = z
   .superRefine(staticKeysUseKnownPlans)
   .superRefine(staticKeyIdsUnique)
   .superRefine(workersNeedRedis)
-  .superRefine(opsPortDiffers);
+  .superRefine(opsPortDiffers)
+  .superRefine(adminPortDiffers)
+  .superRefine(adminTokenIdsUnique);
 
 // Refinements only add issues, so any context will do for their signatures.
 type Ctx = z.RefinementCtx<unknown>;
@@ -238,6 +276,29 @@ function opsPortDiffers(cfg: { server: { port: number; host: string }; ops?: { p
   if (cfg.ops && cfg.ops.port !== 0 && cfg.ops.port === cfg.server.port) {
     ctx.addIssue({ code: 'custom', path: ['ops', 'port'], message: 'the ops listener needs a port of its own, not server.port', input: cfg.ops.port });
   }
+}
+
+function adminPortDiffers(cfg: { server: { port: number }; ops?: { port: number }; admin: { port: number } }, ctx: Ctx): void {
+  if (cfg.admin.port === 0) return;
+  if (cfg.admin.port === cfg.server.port || cfg.admin.port === cfg.ops?.port) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['admin', 'port'],
+      message: `the admin listener needs a port of its own, not ${cfg.admin.port === cfg.server.port ? 'server.port' : 'ops.port'}`,
+      input: cfg.admin.port,
+    });
+  }
+}
+
+function adminTokenIdsUnique(cfg: { admin: { tokens: Array<{ id: string }> } }, ctx: Ctx): void {
+  const seen = new Set<string>();
+  cfg.admin.tokens.forEach((t, i) => {
+    // Audit lines name the CLI "cli" and TOLLGATE_ADMIN_TOKEN's token "env": a configured token may not pose as either.
+    if (t.id === 'cli' || t.id === 'env')
+      ctx.addIssue({ code: 'custom', path: ['admin', 'tokens', i, 'id'], message: `"${t.id}" is reserved (audit lines use it)`, input: t.id });
+    if (seen.has(t.id)) ctx.addIssue({ code: 'custom', path: ['admin', 'tokens', i, 'id'], message: 'duplicate admin token id', input: t.id });
+    seen.add(t.id);
+  });
 }
 
 function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
@@ -278,3 +339,4 @@ export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;
 export type RedisConfig = z.output<typeof redis>;
 export type OpsConfig = z.output<typeof ops>;
+export type AdminConfig = z.output<typeof admin>;

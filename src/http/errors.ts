@@ -5,9 +5,14 @@ import type { Response } from 'express';
 export const ERRORS = {
   invalid_request: { status: 400, message: 'The request body is missing required fields or has invalid values.' },
   invalid_json: { status: 400, message: 'The request body is not valid JSON.' },
+  unknown_plan: { status: 400, message: 'The plan named is not configured.' },
   missing_api_key: { status: 401, message: 'An API key is required: send "Authorization: Bearer <key>".' },
   invalid_api_key: { status: 401, message: 'The API key is not valid.' },
+  missing_admin_token: { status: 401, message: 'An admin token is required: send "Authorization: Bearer <admin token>".' },
+  invalid_admin_token: { status: 401, message: 'The admin token is not valid.' },
   not_found: { status: 404, message: 'No such route or resource.' },
+  key_revoked: { status: 409, message: 'The key is revoked; create a new key instead.' },
+  invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },
   gone: { status: 410, message: 'This route has passed its sunset date and is no longer served.' },
   payload_too_large: { status: 413, message: 'The request body is larger than this gateway accepts.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
@@ -25,6 +30,8 @@ export interface ErrorBody {
   code: ErrorCode;
   message: string;
   status: number;
+  /** The admin API's validation errors: every problem found, each with where (body.plan, query.limit, ...). */
+  problems?: Array<{ path: string; message: string }>;
 }
 
 export function errorBody(code: ErrorCode, message?: string): ErrorBody {

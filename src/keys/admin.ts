@@ -5,7 +5,9 @@
 import type { Clock } from '../util/clock.js';
 import type { BanPolicy, BanStore } from '../limits/types.js';
 import { generateKey, generateKeyId, hashKey } from './format.js';
-import { keyStatus, toRecord, type KeyStatus } from './rules.js';
+import type { WindowState } from '../limits/types.js';
+import { sortedMetadata } from './fields.js';
+import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 
 export type KeyAdminErrorCode =
@@ -37,6 +39,7 @@ export interface KeyInput {
   perDay?: number;
   /** ISO-8601. */
   expiresAt?: string;
+  metadata?: Record<string, string>;
 }
 
 export interface KeyUpdate {
@@ -45,7 +48,39 @@ export interface KeyUpdate {
   perMinute?: number | null;
   perDay?: number | null;
   expiresAt?: string | null;
+  /** Replaces the whole map; null removes it. */
+  metadata?: Record<string, string> | null;
 }
+
+/** A page of `GET /keys`: keys by id after `after`, those matching every filter given. */
+export interface KeyPageQuery {
+  limit: number;
+  after?: string;
+  plan?: string;
+  status?: KeyStatus;
+  namePrefix?: string;
+}
+
+/** A window of a key as it stands: requests counted, the limit, and when it resets (ISO-8601). */
+export interface WindowView {
+  name: 'minute' | 'day';
+  used: number;
+  limit: number;
+  remaining: number;
+  resetAt: string;
+}
+
+/** A key's limits as they stand, read without counting a request. */
+export interface KeyLiveState {
+  /** Null when the key's plan is not configured (its requests are refused with 503 until it is). */
+  windows: WindowView[] | null;
+  ban: { until: string; level: number } | null;
+  /** The escalation level the next ban builds on (0 once resetAfter has passed since the last ban). */
+  banLevel: number;
+}
+
+/** How many records a page reads at once (one GET each: on a cluster they live in different slots). */
+const PAGE_READ_BATCH = 100;
 
 export interface KeyAdminPolicy {
   /** The plans in force (the config's, read per call: a reload applies at once). */
@@ -66,6 +101,20 @@ export interface Replication {
 /** The longest a create or rotate waits for a replica to confirm the write (Redis WAIT). */
 export const KEY_REPLICATION_WAIT_MS = 1000;
 
+/** Who makes a change: an admin token's id or "cli", and the admin API request it came in (for the audit line). */
+export interface Actor {
+  by: string;
+  requestId?: string;
+}
+
+export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban';
+
+/** Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). */
+export type KeyChangeListener = (change: { action: KeyChangeAction; keyId: string; actor: Actor }) => void;
+
+/** A change with no actor named: the CLI's, which passes none. */
+const CLI: Actor = { by: 'cli' };
+
 export interface BanView {
   /** ISO-8601, or null when the key is not banned. */
   bannedUntil: string | null;
@@ -78,10 +127,11 @@ export class KeyAdmin {
     private readonly bans: BanStore,
     private readonly clock: Clock,
     private readonly policy: KeyAdminPolicy,
+    private readonly onChange: KeyChangeListener = () => {},
   ) {}
 
   /** Issues a key: the plaintext is returned once here and never stored. */
-  async create(input: KeyInput): Promise<{ key: string; record: KeyRecord; replication?: Replication }> {
+  async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication }> {
     this.requirePlan(input.plan);
     const plaintext = generateKey();
     const stored: StoredKey = {
@@ -92,10 +142,12 @@ export class KeyAdmin {
       ...(input.perDay !== undefined ? { perDay: input.perDay } : {}),
       createdAt: new Date(this.clock.now()).toISOString(),
       ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
+      ...(input.metadata !== undefined ? { metadata: sortedMetadata(input.metadata) } : {}),
       status: 'active',
       hash: hashKey(plaintext),
     };
     await this.store.create(stored);
+    this.onChange({ action: 'create', keyId: stored.id, actor });
     const replication = await this.store.confirmReplicated?.(stored, KEY_REPLICATION_WAIT_MS);
     return { key: plaintext, record: toRecord(stored), ...(replication ? { replication } : {}) };
   }
@@ -111,30 +163,78 @@ export class KeyAdmin {
     return (await this.store.list()).map(toRecord);
   }
 
+  /**
+   * One page of keys in id order, after the id `after`, matching the filters. Reads the id set, then only as many
+   * records as the page needs (plus those the filters skip); `next` is the id to pass as `after` for the next page,
+   * absent once the last id has been read. Unreadable records are skipped (the store reports them).
+   */
+  async page(q: KeyPageQuery): Promise<{ keys: KeyRecord[]; next?: string }> {
+    const ids = await this.store.ids();
+    let i = q.after === undefined ? 0 : firstAfter(ids, q.after);
+    const keys: KeyRecord[] = [];
+    const now = this.clock.now();
+    while (i < ids.length && keys.length < q.limit) {
+      const batch = ids.slice(i, i + PAGE_READ_BATCH);
+      const records = await Promise.all(batch.map((id) => this.store.get(id).catch(() => undefined)));
+      let j = 0;
+      for (; j < batch.length && keys.length < q.limit; j++) {
+        const k = records[j];
+        if (!k) continue;
+        if (q.plan !== undefined && k.plan !== q.plan) continue;
+        if (q.status !== undefined && keyStatus(k, now) !== q.status) continue;
+        if (q.namePrefix !== undefined && !(k.name ?? '').startsWith(q.namePrefix)) continue;
+        keys.push(toRecord(k));
+      }
+      i += j;
+    }
+    // The last id read (a full page stops right after its last key): the next page starts after it.
+    return { keys, ...(i > 0 && i < ids.length ? { next: ids[i - 1]! } : {}) };
+  }
+
+  /** The key's windows and ban as they stand (one read-only store call): nothing is counted. */
+  async liveState(k: KeyRecord): Promise<KeyLiveState> {
+    const s = await this.bans.snapshot(k.id, this.policy.ban());
+    const limits = effectiveLimits(k, this.policy.plans()[k.plan] as Limits | undefined);
+    const view = (name: 'minute' | 'day', w: WindowState, limit: number): WindowView => ({
+      name,
+      used: w.used,
+      limit,
+      remaining: Math.max(0, limit - w.used),
+      resetAt: new Date(s.now + w.resetMs).toISOString(),
+    });
+    return {
+      windows: limits ? [view('minute', s.minute, limits.perMinute), view('day', s.day, limits.perDay)] : null,
+      ban: s.banMs > 0 ? { until: new Date(s.now + s.banMs).toISOString(), level: s.banLevel } : null,
+      banLevel: s.banLevel,
+    };
+  }
+
   /** The status an administrator sees, on this process's clock. */
   statusOf(k: KeyRecord): KeyStatus {
     return keyStatus(k, this.clock.now());
   }
 
   /** Changes a key's plan, name, overrides or expiry in place; the key itself (and its hash) stays. */
-  async update(id: string, patch: KeyUpdate): Promise<KeyRecord> {
+  async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<KeyRecord> {
     const k = await this.mustRead(id);
     if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
     if (patch.plan !== undefined) this.requirePlan(patch.plan);
     const next: StoredKey = { ...k };
     if (patch.plan !== undefined) next.plan = patch.plan;
-    for (const field of ['name', 'perMinute', 'perDay', 'expiresAt'] as const) {
+    for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata'] as const) {
       const value = patch[field];
       if (value === null) delete next[field];
-      else if (value !== undefined) (next as unknown as Record<string, unknown>)[field] = value;
+      else if (value !== undefined)
+        (next as unknown as Record<string, unknown>)[field] = field === 'metadata' ? sortedMetadata(value as Record<string, string>) : value;
     }
     await this.store.update(next);
     await this.store.publishChange(id);
+    this.onChange({ action: 'update', keyId: id, actor });
     return toRecord(next);
   }
 
   /** Revokes the key: no hash opens it any more. Returns false for an unknown id. */
-  async revoke(id: string): Promise<boolean> {
+  async revoke(id: string, actor: Actor = CLI): Promise<boolean> {
     const k = await this.read(id);
     if (!k) return false;
     const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
@@ -142,11 +242,12 @@ export class KeyAdmin {
     delete next.prevHashUntil;
     await this.store.update(next, { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] });
     await this.store.publishChange(id);
+    this.onChange({ action: 'revoke', keyId: id, actor });
     return true;
   }
 
   /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
-  async rotate(id: string, graceSeconds: number): Promise<{ key: string; record: KeyRecord; replication?: Replication } | undefined> {
+  async rotate(id: string, graceSeconds: number, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication } | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
     const k = await this.read(id);
@@ -170,6 +271,7 @@ export class KeyAdmin {
       ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
     });
     await this.store.publishChange(id);
+    this.onChange({ action: 'rotate', keyId: id, actor });
     const replication = await this.store.confirmReplicated?.(next, KEY_REPLICATION_WAIT_MS);
     return { key: plaintext, record: toRecord(next), ...(replication ? { replication } : {}) };
   }
@@ -181,10 +283,11 @@ export class KeyAdmin {
   }
 
   /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */
-  async unban(id: string): Promise<void> {
+  async unban(id: string, actor: Actor = CLI): Promise<void> {
     await this.mustRead(id);
     await this.bans.unban(id);
     await this.store.publishChange(id);
+    this.onChange({ action: 'unban', keyId: id, actor });
   }
 
   private requirePlan(plan: string): void {
@@ -206,4 +309,16 @@ export class KeyAdmin {
     if (!k) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     return k;
   }
+}
+
+/** The index of the first id greater than `after` in sorted `ids`. */
+function firstAfter(ids: readonly string[], after: string): number {
+  let lo = 0;
+  let hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ids[mid]! <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

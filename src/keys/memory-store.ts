@@ -24,6 +24,10 @@ export class MemoryKeyStore implements KeyStore {
     return this.copy(this.byId.get(id));
   }
 
+  async ids(): Promise<string[]> {
+    return [...this.byId.keys()].sort();
+  }
+
   async list(): Promise<StoredKey[]> {
     return [...this.byId.values()].map((k) => ({ ...k }));
   }

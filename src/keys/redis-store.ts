@@ -97,9 +97,8 @@ export class RedisKeyStore implements KeyStore {
     return key;
   }
 
-  async list(): Promise<StoredKey[]> {
-    // SSCAN in pages, not one SMEMBERS reply of every id; then one GET per record, in bounded batches, never one
-    // pipeline or MGET across them: records live in different hash slots on a cluster.
+  async ids(): Promise<string[]> {
+    // SSCAN in pages, not one SMEMBERS reply of every id (a reply that size would stall Redis and the connection).
     const ids = new Set<string>();
     let cursor = '0';
     do {
@@ -107,7 +106,13 @@ export class RedisKeyStore implements KeyStore {
       for (const id of page) ids.add(id);
       cursor = next;
     } while (cursor !== '0');
-    const sorted = [...ids].sort();
+    return [...ids].sort();
+  }
+
+  async list(): Promise<StoredKey[]> {
+    // One GET per record, in bounded batches, never one pipeline or MGET across them: records live in different hash
+    // slots on a cluster.
+    const sorted = await this.ids();
     const out: StoredKey[] = [];
     for (let i = 0; i < sorted.length; i += LIST_BATCH) {
       const batch = sorted.slice(i, i + LIST_BATCH);

@@ -2,6 +2,7 @@
 // Tollgate has none), to back keys up or move them to another Redis (a standalone one to a cluster). Import checks
 // every line before it writes anything of it, and is idempotent: a record already there as exported is left alone.
 import { z } from 'zod';
+import { metadataSchema } from './fields.js';
 import type { KeyStore, StoredKey } from './types.js';
 
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a SHA-256 in lowercase hex');
@@ -16,6 +17,7 @@ const storedKeySchema = z.strictObject({
   perDay: z.number().int().positive().optional(),
   createdAt: isoTime,
   expiresAt: isoTime.optional(),
+  metadata: metadataSchema.optional(),
   status: z.enum(['active', 'revoked']),
   revokedAt: isoTime.optional(),
   rotatedAt: isoTime.optional(),

@@ -11,6 +11,8 @@ export interface KeyRecord {
   /** ISO-8601. */
   createdAt: string;
   expiresAt?: string;
+  /** A small string map for the portal's own ids (src/keys/fields.ts). */
+  metadata?: Record<string, string>;
   status: 'active' | 'revoked';
   revokedAt?: string;
   rotatedAt?: string;
@@ -43,6 +45,8 @@ export interface KeyStore {
   get(id: string): Promise<StoredKey | undefined>;
   /** Every readable record, by id; unreadable ones are left out (and reported, where the store can). */
   list(): Promise<StoredKey[]>;
+  /** Every key id, sorted (no records read): what a page of `GET /keys` starts from. */
+  ids(): Promise<string[]>;
   /** Fails if the id or hash already exists. */
   create(key: StoredKey): Promise<void>;
   /**

@@ -14,7 +14,7 @@ import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { type Decision, type KeyLimits, type LimiterStore } from './types.js';
+import { type Decision, type KeyLimits, type LimiterStore, type LimitSnapshot } from './types.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -54,9 +54,16 @@ export type KeyLimitOutcome =
   | { kind: 'unavailable' }
   | { kind: 'invalid_key' };
 
-const NO_PLAN: KeyLimitOutcome = Object.freeze({ kind: 'no_plan' });
-const UNAVAILABLE: KeyLimitOutcome = Object.freeze({ kind: 'unavailable' });
-const INVALID_KEY: KeyLimitOutcome = Object.freeze({ kind: 'invalid_key' });
+/** What the quota endpoint answers from: the key's windows and ban as they stand, or why they cannot be read. */
+export type QuotaOutcome =
+  | { kind: 'read'; snapshot: LimitSnapshot; limits: KeyLimits; policy: string; now: number }
+  | { kind: 'no_plan' }
+  | { kind: 'unavailable' }
+  | { kind: 'invalid_key' };
+
+const NO_PLAN = Object.freeze({ kind: 'no_plan' as const });
+const UNAVAILABLE = Object.freeze({ kind: 'unavailable' as const });
+const INVALID_KEY = Object.freeze({ kind: 'invalid_key' as const });
 
 const WINDOW_LABEL = {
   limited_minute: 'minute',
@@ -181,6 +188,40 @@ export class KeyLimiter {
       );
     }
     return this.decided(consumer, limits, decision, now, ctx);
+  }
+
+  /**
+   * The consumer's windows and ban, counting nothing: one read-only store call (through the breaker, within the
+   * request's Redis budget), checking the key's record as the limit check does. When Redis fails: failMode open
+   * reads this instance's memory windows (what it would meter by), closed answers unavailable.
+   */
+  async quota(consumer: Consumer, ctx: RequestContext): Promise<QuotaOutcome> {
+    const { clock, metrics, runtime } = this.deps;
+    const limits = this.limitsFor(consumer);
+    if (!limits) return NO_PLAN;
+    const ban = runtime.config.ban;
+    const now = clock.now();
+    const shared = this.deps.shared;
+    let snapshot: LimitSnapshot;
+    if (!shared) snapshot = await this.deps.memory.snapshot(consumer.id, ban);
+    else {
+      try {
+        const budget = shared.commandTimeoutMs - ctx.redisMs;
+        if (budget <= 0) throw new Error('redis budget spent on the key lookup');
+        snapshot = await shared.breaker.run(() => withDeadline(shared.store.snapshot(consumer.id, ban, consumer.keyHash), budget, 'quota read'), budget);
+        ctx.redisMs += clock.now() - now;
+      } catch {
+        metrics.redisErrors.inc({ op: 'quota_read' });
+        if (shared.failMode === 'closed') return UNAVAILABLE;
+        snapshot = await this.deps.memory.snapshot(consumer.id, ban);
+      }
+    }
+    if (snapshot.key !== 'ok') {
+      if (snapshot.key === 'invalid_record') this.deps.onInvalidRecord?.(consumer.id);
+      this.deps.onInvalidKey?.(consumer.id);
+      return INVALID_KEY;
+    }
+    return { kind: 'read', snapshot, limits, policy: this.policy(limits), now };
   }
 
   private decided(consumer: Consumer, limits: KeyLimits, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {

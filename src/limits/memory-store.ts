@@ -11,6 +11,7 @@ import {
   type Decision,
   type KeyLimits,
   type LimiterStore,
+  type LimitSnapshot,
   type Outcome,
   type WindowState,
 } from './types.js';
@@ -98,6 +99,20 @@ export class MemoryLimiterStore implements LimiterStore {
     this.countersCache?.delete(`${id}:s`);
   }
 
+  /** The key's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
+  async snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot> {
+    const now = this.clock.now();
+    const b = this.banState(id, ban);
+    return {
+      key: 'ok',
+      now,
+      minute: this.window(`${id}:m`, MINUTE_MS, now),
+      day: this.window(`${id}:d`, DAY_MS, now),
+      banMs: b.bannedUntilMs === null ? 0 : b.bannedUntilMs - now,
+      banLevel: b.level,
+    };
+  }
+
   /** The key's ban now, by the rules check() applies (the level is forgotten resetAfter after the last ban ended). */
   banState(id: string, ban: BanPolicy): BanState {
     const now = this.clock.now();
@@ -138,6 +153,7 @@ export class MemoryLimiterStore implements LimiterStore {
 export function memoryBanStore(store: MemoryLimiterStore): BanStore {
   return {
     banState: async (id, ban) => store.banState(id, ban),
+    snapshot: (id, ban) => store.snapshot(id, ban),
     unban: async (id) => store.unban(id),
   };
 }

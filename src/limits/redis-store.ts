@@ -16,6 +16,7 @@ import {
   type Decision,
   type KeyLimits,
   type LimiterStore,
+  type LimitSnapshot,
   type Outcome,
   type WindowCredit,
 } from './types.js';
@@ -177,6 +178,10 @@ export class RedisLimiterStore implements LimiterStore {
     return decision;
   }
 
+  snapshot(id: string, ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot> {
+    return readSnapshot(this.redis, this.ks, id, ban, keyHash);
+  }
+
   /**
    * The script's policy argument, kept per ban ladder (the config's, replaced whole on reload) and KeyLimits object
    * (the key limiter hands out one per distinct pair).
@@ -203,6 +208,56 @@ export class RedisLimiterStore implements LimiterStore {
 }
 
 /**
+ * The key's windows and ban as the limit script would see them, writing nothing: the quota endpoint and the admin
+ * API read them without spending a request. KEYS: 1 minute counter, 2 day counter, 3 ban hash, 4 the key record
+ * (the same slot: every one carries the id's hash tag). ARGV: 1 resetAfterMs, 2 keyHash ('' = skip the record check).
+ * Reply: key state, now, minute used, minute ttl (-1: not started), day used, day ttl, ms until the ban ends, level.
+ */
+const SNAPSHOT_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[2] ~= '' then
+  local raw = redis.pcall('GET', KEYS[4])
+  if not raw then return {'invalid_key', now, 0, -1, 0, -1, 0, 0} end
+  if type(raw) ~= 'string' then return {'invalid_record', now, 0, -1, 0, -1, 0, 0} end
+  local ok, rec = pcall(cjson.decode, raw)
+  if not ok or type(rec) ~= 'table' then return {'invalid_record', now, 0, -1, 0, -1, 0, 0} end
+  local current = rec.hash == ARGV[2]
+  local grace = rec.prevHash == ARGV[2] and now < (tonumber(rec.prevHashUntil) or 0)
+  if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', now, 0, -1, 0, -1, 0, 0} end
+end
+local function window(key)
+  local ttl = redis.call('PTTL', key)
+  if ttl < 0 then return 0, -1 end
+  return tonumber(redis.call('GET', key) or '0'), ttl
+end
+local m, mttl = window(KEYS[1])
+local d, dttl = window(KEYS[2])
+local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
+local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
+if lastEnd > 0 and now >= lastEnd + tonumber(ARGV[1]) then level = 0 end
+return {'ok', now, m, mttl, d, dttl, math.max(0, banUntil - now), level}
+`;
+const SNAPSHOT = 'tollgateSnapshot';
+type SnapshotReply = [LimitSnapshot['key'], number, number, number, number, number, number, number];
+
+/** The snapshot script on a client (defined once per client: EVALSHA, EVAL once after a Redis restart). */
+function readSnapshot(redis: RedisCommands, ks: Keyspace, id: string, ban: BanPolicy, keyHash = ''): Promise<LimitSnapshot> {
+  if (!(SNAPSHOT in redis)) redis.defineCommand(SNAPSHOT, { numberOfKeys: 4, lua: SNAPSHOT_SCRIPT });
+  const r = redis as RedisCommands & Record<typeof SNAPSHOT, (...args: Array<string | number>) => Promise<SnapshotReply>>;
+  return r[SNAPSHOT](ks.minuteWindow(id), ks.dayWindow(id), ks.ban(id), ks.keyRecord(id), ban.resetAfterSeconds * 1000, keyHash).then(
+    ([key, now, m, mttl, d, dttl, banMs, level]) => ({
+      key,
+      now: Number(now),
+      minute: { used: Number(m), resetMs: mttl < 0 ? MINUTE_MS : Number(mttl) },
+      day: { used: Number(d), resetMs: dttl < 0 ? DAY_MS : Number(dttl) },
+      banMs: Number(banMs),
+      banLevel: Number(level),
+    }),
+  );
+}
+
+/**
  * A key's ban as the limit script sees it: its `until` and `level`, the level forgotten resetAfter after the ban's
  * `lastEnd`, both on Redis's clock (TIME), the one the script bans by. Returns {until (0: not banned), level}.
  */
@@ -226,6 +281,10 @@ export class RedisBanStore implements BanStore {
   async banState(id: string, ban: BanPolicy): Promise<BanState> {
     const [until, level] = (await this.redis.eval(BAN_STATE_SCRIPT, 1, this.ks.ban(id), ban.resetAfterSeconds * 1000)) as [number, number];
     return { bannedUntilMs: until > 0 ? until : null, level };
+  }
+
+  snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot> {
+    return readSnapshot(this.redis, this.ks, id, ban);
   }
 
   async unban(id: string): Promise<void> {

@@ -74,6 +74,11 @@ export interface LimiterStore {
    * `credit`, when given, is added to the windows before the decision (the shared store; memory ignores it).
    */
   check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
+  /**
+   * The key's windows and ban without counting anything (no window, strike or ban is written). With `keyHash`, the
+   * key's record is checked to accept it in the same call, as check() does.
+   */
+  snapshot(id: string, ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
 }
 
 /** A key's ban as an administrator sees it. */
@@ -84,8 +89,27 @@ export interface BanState {
   level: number;
 }
 
+/** A key's windows and ban as they stand, read without counting anything (the quota endpoint, the admin API). */
+export interface LimitSnapshot {
+  /**
+   * 'ok'; when a key hash was given and the key's record no longer accepts it (revoked, rotated past its grace,
+   * deleted), 'invalid_key'; when the record cannot be read, 'invalid_record'. Windows and ban are zero then.
+   */
+  key: 'ok' | 'invalid_key' | 'invalid_record';
+  /** The store's clock when it read them (epoch ms; Redis TIME): resets and the ban end are relative to it. */
+  now: number;
+  /** Requests counted so far; resetMs: until the window ends (a full window when it has not started). */
+  minute: WindowState;
+  day: WindowState;
+  /** Milliseconds until the ban ends; 0 when the key is not banned. */
+  banMs: number;
+  banLevel: number;
+}
+
 /** Where bans live, for administration (`keys show`, `keys unban`); the limit check writes them. */
 export interface BanStore {
+  /** The key's windows and ban now, counting nothing (one read-only call). */
+  snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot>;
   /** The key's ban now, on the store's own clock (Redis TIME: the clock the limit script bans by). */
   banState(id: string, ban: BanPolicy): Promise<BanState>;
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */

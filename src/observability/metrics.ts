@@ -114,6 +114,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly adminChanges = new Counter({
+    name: 'tollgate_admin_changes_total',
+    help: 'Key changes made through the admin API (source "api") or by this process for the CLI (source "cli"), by action.',
+    labelNames: ['action', 'source'] as const,
+    registers: [this.registry],
+  });
+
+  readonly adminAuthFailures = new Counter({
+    name: 'tollgate_admin_auth_failures_total',
+    help: 'Admin API requests refused for their token: missing, invalid, or throttled (too many failures from one address).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' });
   }

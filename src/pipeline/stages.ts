@@ -16,6 +16,10 @@
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own)
 //  11. proxyToUpstream          stream to the upstream and back (src/pipeline/proxy.ts)
+//
+//   -- GET selfService.path (/ratelimit) only: the quota endpoint --
+//   4-6 as above (a bad or missing key is a 401 that counts toward the anonymous limit), then
+//   Q.  answerQuota             the key's own plan, windows and ban, read without counting (never the upstream)
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
@@ -24,7 +28,7 @@ import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
-import type { KeyLimiter, KeyLimitOutcome } from '../limits/key-limits.js';
+import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import { DAY_MS, MINUTE_MS } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { isRetired, matchRoute } from '../routes/policy.js';
@@ -65,14 +69,28 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     prepareUpstreamHeaders(upstream),
     p.proxyToUpstream,
   ]);
+  const quota = p.keys
+    ? inSequence([authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
+    : undefined;
   return inSequence([
     observeRequest(p.observers),
     securityHeaders(),
     function underV1(req, res, next) {
       if (UNDER_V1.test(req.url)) v1(req, res, next);
+      else if (quota && isQuotaRequest(req, p.runtime)) quota(req, res, next);
       else next();
     },
   ]);
+}
+
+/** GET (or HEAD) of selfService.path, read per request (a reload applies at once); the query is ignored. */
+function isQuotaRequest(req: Request, runtime: Runtime): boolean {
+  const { enabled, path } = runtime.config.selfService;
+  if (!enabled || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+  const q = req.url.indexOf('?');
+  if ((q === -1 ? req.url : req.url.slice(0, q)) !== path) return false;
+  req.ctx.route = path;
+  return true;
 }
 
 /**
@@ -204,6 +222,48 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
   return function keyLimitsStage(req, res, next) {
     limiter
       .check(req.ctx.consumer!, req.ctx)
+      .then((o) => answer(req, res, next, o))
+      .catch(next);
+  };
+}
+
+/**
+ * Q. The quota endpoint's answer: the caller's plan, both windows (limit, remaining, reset) and ban, with the same
+ * RateLimit headers a /v1 answer carries, from one read-only store call; nothing is counted and the upstream is never
+ * called. Errors as the key limits stage answers them (503 without a plan or Redis with failMode closed, 401 for a key
+ * the store no longer accepts).
+ */
+export function answerQuota(limiter: KeyLimiter): RequestHandler {
+  const answer = (req: Request, res: Response, next: NextFunction, o: QuotaOutcome): void => {
+    if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
+    if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be read right now. Retry shortly.');
+    if (o.kind === 'invalid_key') {
+      req.ctx.consumer = undefined;
+      req.ctx.authFailure = 'invalid_api_key';
+      return requireApiKey(req, res, next);
+    }
+    const { snapshot: s, limits, now } = o;
+    const windows = [
+      {
+        name: 'minute' as const,
+        limit: limits.perMinute,
+        remaining: Math.max(0, limits.perMinute - s.minute.used),
+        resetMs: s.minute.resetMs,
+        windowSeconds: 60,
+      },
+      { name: 'day' as const, limit: limits.perDay, remaining: Math.max(0, limits.perDay - s.day.used), resetMs: s.day.resetMs, windowSeconds: 86_400 },
+    ];
+    setRateLimitHeaders(res, windows, o.policy, now);
+    res.setHeader('cache-control', 'no-store');
+    res.status(200).json({
+      plan: req.ctx.consumer!.plan,
+      windows: windows.map((w) => ({ name: w.name, limit: w.limit, remaining: w.remaining, resetAt: new Date(now + w.resetMs).toISOString() })),
+      banned: s.banMs > 0 ? { until: new Date(now + s.banMs).toISOString() } : null,
+    });
+  };
+  return function answerQuotaStage(req, res, next) {
+    limiter
+      .quota(req.ctx.consumer!, req.ctx)
       .then((o) => answer(req, res, next, o))
       .catch(next);
   };

@@ -1,6 +1,6 @@
 // Runs the gateway: builds its dependencies from config, listens, reloads on SIGHUP, drains on SIGTERM/SIGINT.
 // The only gateway file that binds a port or installs signal handlers.
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ComposedGateway } from '../compose.js';
 import { excerpt, loadConfigFile } from '../config/load.js';
@@ -17,6 +17,8 @@ export interface RunningGateway {
   port: number;
   /** The ops listener's URL (/readyz, /metrics), when `ops` is configured. */
   opsUrl?: string;
+  /** The admin API's URL, when an admin token is configured. */
+  adminUrl?: string;
   runtime: Runtime;
   metrics: Metrics;
   /** Re-reads the config file; a bad file is rejected and the old config stays. */
@@ -67,14 +69,21 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   });
   const port = (server.address() as AddressInfo).port;
   const url = httpUrl(config.server.host, port);
-  const ops = config.ops
-    ? await listenOps(config.ops, buildOpsApp(metrics, readiness)).catch((err: unknown) => {
-        // The gateway's own port is already bound: release it, or the failed start would keep the process alive.
-        server.close();
-        void gateway.close();
-        throw err;
-      })
-    : undefined;
+  // The gateway's own port is already bound when a side listener fails: release it, or the failed start would keep
+  // the process alive.
+  const abandon = (err: unknown): never => {
+    server.close();
+    ops?.server.close();
+    void gateway.close();
+    throw err;
+  };
+  let ops: { server: Server; url: string } | undefined;
+  if (config.ops) ops = await listenSide(config.ops, buildOpsApp(metrics, readiness)).catch(abandon);
+  let admin: { server: Server; url: string } | undefined;
+  if (gateway.adminApp) {
+    admin = await listenSide(config.admin, gateway.adminApp).catch(abandon);
+    logger.info({ url: admin.url }, 'admin API listening');
+  } else logger.info('admin API off: no admin token configured (admin.tokens in the config, or TOLLGATE_ADMIN_TOKEN)');
 
   runtime.onChange((next) => (logger.level = next.config.log.level));
 
@@ -122,9 +131,10 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       const settleBy = Date.now() + 1000;
       while (unanswered > 0 && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setImmediate(r));
-      if (ops) {
-        ops.server.closeAllConnections();
-        await new Promise<void>((r) => ops.server.close(() => r()));
+      for (const side of [ops, admin]) {
+        if (!side) continue;
+        side.server.closeAllConnections();
+        await new Promise<void>((r) => side.server.close(() => r()));
       }
       await gateway.close();
       logger.info('stopped');
@@ -132,27 +142,33 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     return stopping;
   };
 
-  return { server, url, port, ...(ops ? { opsUrl: ops.url } : {}), runtime, metrics, reload, shutdown };
+  return { server, url, port, ...(ops ? { opsUrl: ops.url } : {}), ...(admin ? { adminUrl: admin.url } : {}), runtime, metrics, reload, shutdown };
 }
 
 function httpUrl(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** The ops listener: a plain node:http server (no drain: scrapes and probes are short and retried). */
-async function listenOps(ops: OpsConfig, app: ReturnType<typeof buildOpsApp>): Promise<{ server: Server; url: string }> {
+/**
+ * The ops and admin listeners: plain node:http servers (no drain: scrapes, probes and admin calls are short and
+ * retried).
+ */
+async function listenSide(
+  where: Pick<OpsConfig, 'host' | 'port'>,
+  app: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<{ server: Server; url: string }> {
   const server = createServer(app);
-  // A scrape or probe that stalls must not hold a socket for long.
+  // A scrape, probe or admin call that stalls must not hold a socket for long.
   server.headersTimeout = 5_000;
   server.requestTimeout = 10_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(ops.port, ops.host, () => {
+    server.listen(where.port, where.host, () => {
       server.off('error', reject);
       resolve();
     });
   });
-  return { server, url: httpUrl(ops.host, (server.address() as AddressInfo).port) };
+  return { server, url: httpUrl(where.host, (server.address() as AddressInfo).port) };
 }
 
 /**

@@ -27,6 +27,25 @@ export function assertBuilt(): void {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" before these tests (npm test does).`);
 }
 
+/**
+ * A key command's stderr without its audit lines (one JSON "admin change" line per change it made), so a test can
+ * insist that nothing else (no warning, no error) was written; `auditOf` gives those lines, parsed.
+ */
+export function withoutAudit(stderr: string): string {
+  return stderr
+    .split('\n')
+    .filter((l) => !l.includes('"msg":"admin change"'))
+    .join('\n')
+    .trim();
+}
+
+export function auditOf(stderr: string): Array<Record<string, unknown>> {
+  return stderr
+    .split('\n')
+    .filter((l) => l.includes('"msg":"admin change"'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
 export interface CliResult {
   code: number | null;
   signal: NodeJS.Signals | null;

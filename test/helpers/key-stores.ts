@@ -46,6 +46,10 @@ export class SpyKeyStore implements KeyStore {
   get(id: string): Promise<StoredKey | undefined> {
     return this.run('get', () => this.inner.get(id));
   }
+  ids(): Promise<string[]> {
+    return this.run('list', () => this.inner.ids());
+  }
+
   list(): Promise<StoredKey[]> {
     return this.run('list', () => this.inner.list());
   }

@@ -11,13 +11,13 @@ interface Operation {
   responses: Record<string, ResponseObject | { $ref: string }>;
 }
 interface ResponseObject {
-  headers?: Record<string, { schema: object }>;
+  headers?: Record<string, { schema: object } | { $ref: string }>;
   content?: Record<string, { schema: object }>;
 }
 interface Document {
   servers?: Array<{ url: string }>;
   paths: Record<string, Record<string, Operation>>;
-  components?: { responses?: Record<string, ResponseObject> };
+  components?: { responses?: Record<string, ResponseObject>; headers?: Record<string, { schema: object }> };
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -92,13 +92,21 @@ export class OpenApiDocument {
       }
       if (parsed !== undefined) problems.push(...this.validate(`${base}/content/application~1json/schema`, parsed, `${where} body`));
     }
-    for (const [name, header] of Object.entries(response.headers ?? {})) {
+    for (const [name, given] of Object.entries(response.headers ?? {})) {
       const value = headers[name.toLowerCase()];
       if (value === undefined) continue;
       const text = Array.isArray(value) ? value.join(', ') : value;
+      // A header may be a reference to components/headers.
+      const shared = '$ref' in given ? String(given.$ref).split('/').pop()! : undefined;
+      const header = shared !== undefined ? this.doc.components?.headers?.[shared] : (given as { schema: object });
+      if (!header) {
+        problems.push(`${where}: unresolved header reference for ${name}`);
+        continue;
+      }
       const schema = header.schema as { type?: string };
       const typed = schema.type === 'integer' || schema.type === 'number' ? Number(text) : text;
-      problems.push(...this.validate(`${base}/headers/${name}/schema`, typed, `${where} header ${name}`));
+      const at = shared !== undefined ? `#/components/headers/${shared}/schema` : `${base}/headers/${name}/schema`;
+      problems.push(...this.validate(at, typed, `${where} header ${name}`));
     }
     return problems;
   }

@@ -1,0 +1,231 @@
+// The admin HTTP API, on a listener of its own (admin.host:admin.port): issue, list, read (with live limits), change,
+// rotate, revoke and unban keys, the plans in force, and the API's own OpenAPI document. Every change goes through
+// KeyAdmin, the service the CLI uses too: one set of rules and error codes, and one audit line per change. Bodies and
+// queries are validated with zod (src/admin/schemas.ts), every problem listed. No listen() here:
+// src/server/gateway-server.ts binds it.
+import { randomUUID } from 'node:crypto';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
+import type { z } from 'zod';
+import type { Runtime } from '../config/runtime.js';
+import { sendError, type ErrorCode } from '../http/errors.js';
+import { H, isSaneRequestId } from '../http/headers.js';
+import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
+import type { KeyRecord } from '../keys/types.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { securityHeaders } from '../pipeline/stages.js';
+import { requireAdminToken } from './guard.js';
+import { createKeyBody, emptyBody, listKeysQuery, patchKeyBody, problemsOf, rotateKeyBody, type Problem } from './schemas.js';
+import type { AdminTokens } from './tokens.js';
+
+export interface AdminAppOptions {
+  keys: KeyAdmin;
+  runtime: Runtime;
+  tokens: AdminTokens;
+  metrics: Metrics;
+  logger: Logger;
+  /** The OpenAPI document served at /openapi.json (docs/admin.openapi.yaml, parsed). */
+  openapi: unknown;
+}
+
+/** The ids KeyAdmin issues (key_...) and those `keys import` accepts. */
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Admin requests are small JSON documents: a key's fields and metadata. */
+const MAX_BODY = '64kb';
+
+const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
+  not_found: 'not_found',
+  revoked: 'key_revoked',
+  unknown_plan: 'unknown_plan',
+  invalid_record: 'invalid_record',
+  invalid: 'invalid_request',
+};
+
+export function buildAdminApp(o: AdminAppOptions): express.Express {
+  const { keys, runtime, logger } = o;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', false);
+
+  app.use(adminRequestLog(logger));
+  app.use(securityHeaders());
+  // The document describes the API, nothing in it is secret; tools fetch it without credentials.
+  app.get('/openapi.json', (_req, res) => void res.json(o.openapi));
+  app.use(requireAdminToken(o.tokens, runtime.config.admin.maxFailuresPerMinute, o.metrics));
+  app.use(express.json({ limit: MAX_BODY, strict: true }));
+  app.use(requireJsonBody);
+
+  const actor = (req: Request): Actor => ({ by: req.adminTokenId!, requestId: req.id });
+  const view = (k: KeyRecord) => ({ ...k, status: keys.statusOf(k) });
+  const keyId: RequestHandler = (req, res, next) =>
+    KEY_ID.test(String(req.params.id)) ? next() : sendError(res, 'not_found', `no key with id "${req.params.id}"`);
+  const mustGet = async (id: string): Promise<KeyRecord> => {
+    const k = await keys.get(id);
+    if (!k) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    return k;
+  };
+
+  app.post('/keys', async (req, res) => {
+    const body = parse(createKeyBody, req.body ?? {}, 'body', res);
+    if (!body) return;
+    const created = await keys.create(body, actor(req));
+    res
+      .status(201)
+      .location(`/keys/${created.record.id}`)
+      .json({ ...view(created.record), key: created.key, ...replicationOf(created) });
+  });
+
+  app.get('/keys', async (req, res) => {
+    const query = parse(listKeysQuery, queryOf(req, res), 'query', res);
+    if (!query) return;
+    let after: string | undefined;
+    if (query.cursor !== undefined) {
+      after = Buffer.from(query.cursor, 'base64url').toString('utf8');
+      if (!KEY_ID.test(after) || Buffer.from(after).toString('base64url') !== query.cursor)
+        return sendProblems(res, [{ path: 'query.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous page)' }]);
+    }
+    const page = await keys.page({
+      limit: query.limit,
+      ...(after !== undefined ? { after } : {}),
+      ...(query.plan !== undefined ? { plan: query.plan } : {}),
+      ...(query.status !== undefined ? { status: query.status } : {}),
+      ...(query.name !== undefined ? { namePrefix: query.name } : {}),
+    });
+    res.json({ keys: page.keys.map(view), nextCursor: page.next === undefined ? null : Buffer.from(page.next).toString('base64url') });
+  });
+
+  app.get('/keys/:id', keyId, async (req, res) => {
+    const k = await mustGet(String(req.params.id));
+    res.json({ ...view(k), ...(await keys.liveState(k)) });
+  });
+
+  app.patch('/keys/:id', keyId, async (req, res) => {
+    const body = parse(patchKeyBody, req.body ?? {}, 'body', res);
+    if (!body) return;
+    res.json(view(await keys.update(String(req.params.id), body, actor(req))));
+  });
+
+  app.post('/keys/:id/rotate', keyId, async (req, res) => {
+    const body = parse(rotateKeyBody, req.body ?? {}, 'body', res);
+    if (!body) return;
+    const id = String(req.params.id);
+    const rotated = await keys.rotate(id, body.graceSeconds, actor(req));
+    if (!rotated) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, ...replicationOf(rotated) });
+  });
+
+  app.post('/keys/:id/revoke', keyId, async (req, res) => {
+    if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
+    const id = String(req.params.id);
+    const k = await mustGet(id);
+    // Revoking a revoked key changes nothing: the same answer, no second audit line.
+    if (k.status !== 'revoked' && !(await keys.revoke(id, actor(req)))) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    res.json(view(await mustGet(id)));
+  });
+
+  app.post('/keys/:id/unban', keyId, async (req, res) => {
+    if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
+    const id = String(req.params.id);
+    await keys.unban(id, actor(req));
+    const k = await mustGet(id);
+    res.json({ ...view(k), ...(await keys.liveState(k)) });
+  });
+
+  app.get('/plans', (_req, res) => {
+    const plans = runtime.config.plans;
+    res.json({ plans: Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay })) });
+  });
+
+  app.use((_req, res) => sendError(res, 'not_found'));
+  app.use(adminErrors(logger));
+  return app;
+}
+
+/** Validates with a schema; on failure answers 400 with every problem and returns undefined. */
+function parse<S extends z.ZodType>(schema: S, value: unknown, where: string, res: Response): z.output<S> | undefined {
+  if (res.headersSent) return undefined;
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  sendProblems(res, problemsOf(r.error, where));
+  return undefined;
+}
+
+function sendProblems(res: Response, problems: Problem[]): void {
+  res
+    .status(400)
+    .type('application/json')
+    .send(JSON.stringify({ code: 'invalid_request', message: problems.map((p) => `${p.path}: ${p.message}`).join('; '), status: 400, problems }));
+}
+
+/** The query string as a flat map; a parameter given twice is a problem (answered here, returns undefined). */
+function queryOf(req: Request, res: Response): Record<string, string> | undefined {
+  const q = req.url.indexOf('?');
+  const params = new URLSearchParams(q === -1 ? '' : req.url.slice(q + 1));
+  const out: Record<string, string> = {};
+  const repeated: Problem[] = [];
+  for (const [k, v] of params) {
+    if (Object.hasOwn(out, k)) repeated.push({ path: `query.${k}`, message: 'given more than once' });
+    out[k] = v;
+  }
+  if (repeated.length) {
+    sendProblems(res, repeated);
+    return undefined;
+  }
+  return out;
+}
+
+/** A body that is there must be JSON (express.json parsed it); an empty one is taken as {}. */
+function requireJsonBody(req: Request, res: Response, next: (err?: unknown) => void): void {
+  const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+  if (hasBody && req.body === undefined) return sendError(res, 'unsupported_media_type', 'The request body must be application/json.');
+  next();
+}
+
+function replicationOf(r: { replication?: { replicas: number; acked: number } }): { replication?: { replicas: number; acked: number } } {
+  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
+}
+
+/** Request id (the caller's X-Request-Id when sane) and one log line per admin request once it is answered. */
+function adminRequestLog(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const given = req.headers[H.requestId];
+    req.id = isSaneRequestId(given) ? given : randomUUID();
+    res.setHeader(H.requestId, req.id);
+    const started = performance.now();
+    res.once('close', () => {
+      const q = req.originalUrl.indexOf('?');
+      logger.info(
+        {
+          admin: true,
+          req: { id: req.id, method: req.method, url: q === -1 ? req.originalUrl : req.originalUrl.slice(0, q), remoteAddress: req.socket.remoteAddress },
+          res: { statusCode: res.statusCode },
+          responseTime: Math.round(performance.now() - started),
+          ...(req.adminTokenId ? { by: req.adminTokenId } : {}),
+        },
+        'admin request',
+      );
+    });
+    next();
+  };
+}
+
+function adminErrors(logger: Logger): ErrorRequestHandler {
+  return function adminErrorHandler(err, req, res, _next) {
+    if (res.headersSent) {
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    if (err instanceof KeyAdminError) return sendError(res, ADMIN_ERRORS[err.code], err.message);
+    const type = (err as { type?: string })?.type;
+    if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
+    if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${MAX_BODY}.`);
+    if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 'unsupported_media_type');
+    const status = typeof err?.status === 'number' ? err.status : 500;
+    if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
+    // The key store did not answer (Redis down, a timeout): nothing was changed that the caller cannot retry.
+    logger.error({ reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'admin request failed');
+    sendError(res, 'service_unavailable', 'The key store did not answer. Retry shortly.');
+  };
+}

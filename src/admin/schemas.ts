@@ -1,0 +1,66 @@
+// What the admin API accepts, as zod schemas: request bodies and the list query. Unknown fields are refused, and
+// every problem is reported with where it is (body.plan, query.limit), not just the first.
+import { z } from 'zod';
+import { keyNameSchema, metadataSchema } from '../keys/fields.js';
+
+const positiveInt = z.number().int().positive().max(1_000_000_000_000);
+const instant = z.iso.datetime({ offset: true });
+
+export const createKeyBody = z.strictObject({
+  plan: z.string().min(1),
+  name: keyNameSchema.optional(),
+  perMinute: positiveInt.optional(),
+  perDay: positiveInt.optional(),
+  expiresAt: instant.optional(),
+  metadata: metadataSchema.optional(),
+});
+
+/** null removes a field (an override, the expiry, the name, the metadata); a field left out stays as it is. */
+export const patchKeyBody = z
+  .strictObject({
+    plan: z.string().min(1).optional(),
+    name: keyNameSchema.nullable().optional(),
+    perMinute: positiveInt.nullable().optional(),
+    perDay: positiveInt.nullable().optional(),
+    expiresAt: instant.nullable().optional(),
+    metadata: metadataSchema.nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata');
+
+/** Up to 30 days: a longer overlap of two keys is a second key, not a rotation. */
+export const rotateKeyBody = z.strictObject({
+  graceSeconds: z.number().int().min(0).max(2_592_000).default(0),
+});
+
+export const emptyBody = z.strictObject({});
+
+export const MAX_PAGE = 1000;
+
+export const listKeysQuery = z.strictObject({
+  limit: z
+    .string()
+    .regex(/^[1-9]\d{0,3}$/, `expected a whole number from 1 to ${MAX_PAGE}`)
+    .transform(Number)
+    .refine((n) => n <= MAX_PAGE, `expected a whole number from 1 to ${MAX_PAGE}`)
+    .default(100),
+  cursor: z.string().min(1).optional(),
+  plan: z.string().min(1).optional(),
+  status: z.enum(['active', 'revoked', 'expired']).optional(),
+  name: z.string().min(1).max(200).optional(),
+});
+
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+/** Every issue zod found, each with its path under `where` ("body", "query"); unknown fields one problem each. */
+export function problemsOf(error: z.ZodError, where: string): Problem[] {
+  const out: Problem[] = [];
+  for (const issue of error.issues) {
+    const at = [where, ...issue.path.map(String)].join('.');
+    if (issue.code === 'unrecognized_keys') for (const k of issue.keys) out.push({ path: `${at}.${k}`, message: 'unknown field' });
+    else out.push({ path: at, message: issue.message });
+  }
+  return out;
+}
