@@ -19,9 +19,13 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY config ./config
+# Served by the admin API at GET /openapi.json (read at start-up when an admin token is configured).
+COPY docs/admin.openapi.yaml ./docs/admin.openapi.yaml
 # Files stay root-owned (read-only to the process); the process runs as the image's unprivileged user.
 USER node
 EXPOSE 8080
+# The admin API, when admin.tokens (or TOLLGATE_ADMIN_TOKEN) is set; it listens on admin.host, 127.0.0.1 unless configured.
+EXPOSE 8079
 # Slim images have no curl: probe /healthz with Node's built-in fetch. PORT overrides the listening port.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
