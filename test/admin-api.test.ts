@@ -335,6 +335,23 @@ describe('keys through the admin API', () => {
     expect((await admin('POST', '/keys/key_doesNotExist0000/unban')).status).toBe(404);
   });
 
+  it('concurrent changes never overwrite each other: every PATCH lands, and a revoke stays a revoke', async () => {
+    const { id, key } = await createKey({ plan: 'big' });
+    const fields = [{ name: 'n1' }, { perDay: 900 }, { perMinute: 90 }, { metadata: { a: '1' } }, { expiresAt: '2099-01-01T00:00:00Z' }];
+    const answers = await Promise.all(fields.map((body) => admin('PATCH', `/keys/${id}`, { body })));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect((await admin('GET', `/keys/${id}`)).body).toMatchObject({ name: 'n1', perDay: 900, perMinute: 90, metadata: { a: '1' } });
+    const raced = await Promise.all([
+      ...Array.from({ length: 6 }, (_, i) => admin('PATCH', `/keys/${id}`, { body: { name: `racer-${i}` } })),
+      admin('POST', `/keys/${id}/revoke`),
+      ...Array.from({ length: 6 }, (_, i) => admin('PATCH', `/keys/${id}`, { body: { perDay: 100 + i } })),
+    ]);
+    // A PATCH either landed before the revoke or found the key revoked (409): none wrote it back to active.
+    for (const r of raced) expect([200, 409]).toContain(r.status);
+    expect((await admin('GET', `/keys/${id}`)).body.status).toBe('revoked');
+    await waitFor(async () => (await call(b, key)).status === 401, 'the revoked key refused on b', 1000, 20);
+  });
+
   it('GET /plans lists the plans in force', async () => {
     const r = await admin('GET', '/plans');
     expect(r.body).toEqual({

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
+import { hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
@@ -67,6 +68,41 @@ describe('KeyAdmin (memory stores)', () => {
     await admin.revoke(record.id);
     expect(await codeOf(admin.update(record.id, { plan: 'free' }))).toBe('revoked');
     expect(await codeOf(admin.rotate(record.id, 0))).toBe('revoked');
+  });
+
+  it('a change that another change overtook between its read and its write is made again on the new record, never over it', async () => {
+    const { admin, store } = memoryAdmin();
+    const { key, record } = await admin.create({ plan: 'free', name: 'raced' });
+    // The store lets one revoke in right after the update read the record: the update must not write "active" back.
+    let injected = false;
+    const read = store.getVersioned.bind(store);
+    store.getVersioned = async (id) => {
+      const r = await read(id);
+      if (!injected) {
+        injected = true;
+        store.getVersioned = read;
+        await admin.revoke(id);
+      }
+      return r;
+    };
+    expect(await codeOf(admin.update(record.id, { name: 'renamed' }))).toBe('revoked');
+    expect(await admin.get(record.id)).toMatchObject({ status: 'revoked', name: 'raced' });
+    expect((await store.findByHash(hashKey(key)))?.key).toBeUndefined();
+
+    // Two changes of different fields, the second overtaking the first: both stand.
+    const other = await admin.create({ plan: 'free' });
+    injected = false;
+    store.getVersioned = async (id) => {
+      const r = await read(id);
+      if (!injected) {
+        injected = true;
+        store.getVersioned = read;
+        await admin.update(id, { perDay: 9 });
+      }
+      return r;
+    };
+    await admin.update(other.record.id, { name: 'both' });
+    expect(await admin.get(other.record.id)).toMatchObject({ name: 'both', perDay: 9 });
   });
 
   it('statusOf: revoked wins over expired; expired once expiresAt has passed', async () => {

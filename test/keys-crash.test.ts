@@ -81,7 +81,7 @@ describe('the CLI dies between the writes of one key operation', () => {
     const { id, key } = await cached.createKey({ plan: 'free' });
     expect(await status(cached, key)).toBe(200);
     const r = await crashAfter(1, 'revoke', id);
-    expect(r.writes).toEqual(['set']);
+    expect(r.writes).toEqual(['eval']);
     expect(r.code).not.toBe(0);
     const admin = redis.client();
     try {

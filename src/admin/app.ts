@@ -40,6 +40,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   unknown_plan: 'unknown_plan',
   invalid_record: 'invalid_record',
   invalid: 'invalid_request',
+  contended: 'service_unavailable',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {

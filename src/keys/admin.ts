@@ -20,7 +20,9 @@ export type KeyAdminErrorCode =
   /** The key's stored record cannot be read (not a JSON key record). */
   | 'invalid_record'
   /** A value given is out of range (e.g. a negative grace period). */
-  | 'invalid';
+  | 'invalid'
+  /** Other changes to the key kept coming in between this change's read and its write. */
+  | 'contended';
 
 export class KeyAdminError extends Error {
   constructor(
@@ -78,6 +80,9 @@ export interface KeyLiveState {
   /** The escalation level the next ban builds on (0 once resetAfter has passed since the last ban). */
   banLevel: number;
 }
+
+/** How often a change is tried again when another change to the key came in between its read and its write. */
+const CHANGE_ATTEMPTS = 8;
 
 /** How many records a page reads at once (one GET each: on a cluster they live in different slots). */
 const PAGE_READ_BATCH = 100;
@@ -216,18 +221,20 @@ export class KeyAdmin {
 
   /** Changes a key's plan, name, overrides or expiry in place; the key itself (and its hash) stays. */
   async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<KeyRecord> {
-    const k = await this.mustRead(id);
-    if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
     if (patch.plan !== undefined) this.requirePlan(patch.plan);
-    const next: StoredKey = { ...k };
-    if (patch.plan !== undefined) next.plan = patch.plan;
-    for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata'] as const) {
-      const value = patch[field];
-      if (value === null) delete next[field];
-      else if (value !== undefined)
-        (next as unknown as Record<string, unknown>)[field] = field === 'metadata' ? sortedMetadata(value as Record<string, string>) : value;
-    }
-    await this.store.update(next);
+    const next = await this.change(id, (k) => {
+      if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
+      const next: StoredKey = { ...k };
+      if (patch.plan !== undefined) next.plan = patch.plan;
+      for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata'] as const) {
+        const value = patch[field];
+        if (value === null) delete next[field];
+        else if (value !== undefined)
+          (next as unknown as Record<string, unknown>)[field] = field === 'metadata' ? sortedMetadata(value as Record<string, string>) : value;
+      }
+      return { next };
+    });
+    if (!next) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     await this.store.publishChange(id);
     this.onChange({ action: 'update', keyId: id, actor });
     return toRecord(next);
@@ -235,12 +242,13 @@ export class KeyAdmin {
 
   /** Revokes the key: no hash opens it any more. Returns false for an unknown id. */
   async revoke(id: string, actor: Actor = CLI): Promise<boolean> {
-    const k = await this.read(id);
-    if (!k) return false;
-    const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
-    delete next.prevHash;
-    delete next.prevHashUntil;
-    await this.store.update(next, { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] });
+    const next = await this.change(id, (k) => {
+      const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
+      delete next.prevHash;
+      delete next.prevHashUntil;
+      return { next, opts: { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] } };
+    });
+    if (!next) return false;
     await this.store.publishChange(id);
     this.onChange({ action: 'revoke', keyId: id, actor });
     return true;
@@ -250,30 +258,56 @@ export class KeyAdmin {
   async rotate(id: string, graceSeconds: number, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication } | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
-    const k = await this.read(id);
-    if (!k) return undefined;
-    if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
-    const plaintext = generateKey();
-    const now = this.clock.now();
-    const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
-    const unlink = k.prevHash ? [k.prevHash] : [];
-    if (graceSeconds > 0) {
-      next.prevHash = k.hash;
-      next.prevHashUntil = now + graceSeconds * 1000;
-    } else {
-      delete next.prevHash;
-      delete next.prevHashUntil;
-      unlink.push(k.hash);
-    }
-    await this.store.update(next, {
-      linkHash: next.hash,
-      unlinkHashes: unlink,
-      ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
+    let plaintext = '';
+    const next = await this.change(id, (k) => {
+      if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
+      plaintext = generateKey();
+      const now = this.clock.now();
+      const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
+      const unlink = k.prevHash ? [k.prevHash] : [];
+      if (graceSeconds > 0) {
+        next.prevHash = k.hash;
+        next.prevHashUntil = now + graceSeconds * 1000;
+      } else {
+        delete next.prevHash;
+        delete next.prevHashUntil;
+        unlink.push(k.hash);
+      }
+      return {
+        next,
+        opts: { linkHash: next.hash, unlinkHashes: unlink, ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}) },
+      };
     });
+    if (!next) return undefined;
     await this.store.publishChange(id);
     this.onChange({ action: 'rotate', keyId: id, actor });
     const replication = await this.store.confirmReplicated?.(next, KEY_REPLICATION_WAIT_MS);
     return { key: plaintext, record: toRecord(next), ...(replication ? { replication } : {}) };
+  }
+
+  /**
+   * Reads the key, makes its next state with `make`, and writes it only if the record is still what was read
+   * (compare-and-set on its revision); when another change came in between, reads again and makes it anew. So a
+   * PATCH racing a revoke can never write the key back to active, nor a rotation's old hash back into the record.
+   * Undefined for an unknown id.
+   */
+  private async change(
+    id: string,
+    make: (k: StoredKey) => { next: StoredKey; opts?: Omit<NonNullable<Parameters<KeyStore['update']>[1]>, 'ifRevision'> },
+  ): Promise<StoredKey | undefined> {
+    for (let attempt = 0; attempt < CHANGE_ATTEMPTS; attempt++) {
+      const read = await this.readVersioned(id);
+      if (!read) return undefined;
+      const { next, opts } = make(read.key);
+      try {
+        await this.store.update(next, { ...opts, ifRevision: read.revision });
+        return next;
+      } catch (err) {
+        if (err instanceof KeyStoreError && err.code === 'not_found') return undefined;
+        if (!(err instanceof KeyStoreError && err.code === 'conflict')) throw err;
+      }
+    }
+    throw new KeyAdminError('contended', `key ${id} kept changing while this change was being made; try again`);
   }
 
   /** The key's ban now, as the limit check sees it (the store's clock). */
@@ -296,8 +330,12 @@ export class KeyAdmin {
   }
 
   private async read(id: string): Promise<StoredKey | undefined> {
+    return (await this.readVersioned(id))?.key;
+  }
+
+  private async readVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined> {
     try {
-      return await this.store.get(id);
+      return await this.store.getVersioned(id);
     } catch (err) {
       if (err instanceof KeyStoreError && err.code === 'invalid_record') throw new KeyAdminError('invalid_record', err.message);
       throw err;

@@ -39,8 +39,15 @@ export class MemoryKeyStore implements KeyStore {
     this.idByHash.set(key.hash, { id: key.id });
   }
 
+  async getVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined> {
+    const k = this.byId.get(id);
+    return k && { key: { ...k }, revision: JSON.stringify(k) };
+  }
+
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
-    if (!this.byId.has(key.id)) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+    const current = this.byId.get(key.id);
+    if (!current) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+    if (opts.ifRevision !== undefined && JSON.stringify(current) !== opts.ifRevision) throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');
     this.byId.set(key.id, { ...key });
     for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
     if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });

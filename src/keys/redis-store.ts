@@ -30,6 +30,18 @@ function parseRecord(raw: Buffer): StoredKey | undefined {
   return typeof r.id === 'string' && typeof r.hash === 'string' && typeof r.status === 'string' && typeof r.plan === 'string' ? (r as StoredKey) : undefined;
 }
 
+/**
+ * Replaces a key record only if it is still the revision the caller read (the SHA-1 of its bytes, as recordRevision
+ * computes it). KEYS: 1 the record. ARGV: 1 the new record, 2 the revision. Reply: 1 replaced, 0 no record, -1 changed.
+ */
+const REPLACE_IF_REVISION = `
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+if redis.sha1hex(cur) ~= ARGV[2] then return -1 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+`;
+
 /** How many records list() reads at once (one GET each: records live in different hash slots on a cluster). */
 const LIST_BATCH = 100;
 
@@ -86,6 +98,10 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async get(id: string): Promise<StoredKey | undefined> {
+    return (await this.getVersioned(id))?.key;
+  }
+
+  async getVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined> {
     const raw = await this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType);
     if (!raw) return undefined;
     const key = parseRecord(raw);
@@ -94,7 +110,7 @@ export class RedisKeyStore implements KeyStore {
         `key ${id} has an unreadable record (not a JSON key record); gateways refuse the key (401) until it is repaired or deleted in Redis`,
         'invalid_record',
       );
-    return key;
+    return { key, revision: recordRevision(raw) };
   }
 
   async ids(): Promise<string[]> {
@@ -144,11 +160,19 @@ export class RedisKeyStore implements KeyStore {
     // is meant to be, never half-changed: the record alone decides validity (status, current and grace hash).
     // 1. The new hash's link: it opens nothing until the record names that hash.
     if (opts.linkHash) await this.client.set(this.ks.keyByHash(opts.linkHash), key.id);
-    // 2. The record. XX: never creates one; a missing record means the id is unknown (and the new link goes again).
-    const written = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'XX');
-    if (written !== 'OK') {
+    // 2. The record. Never creates one: a missing record means the id is unknown (and the new link goes again). With
+    // ifRevision, a compare-and-set in one script (one slot): replaced only if still the revision the caller read.
+    const record = this.ks.keyRecord(key.id);
+    const written =
+      opts.ifRevision === undefined
+        ? (await this.client.set(record, JSON.stringify(key), 'XX')) === 'OK'
+          ? 1
+          : 0
+        : Number(await this.client.eval(REPLACE_IF_REVISION, 1, record, JSON.stringify(key), opts.ifRevision));
+    if (written !== 1) {
       if (opts.linkHash) await this.client.del(this.ks.keyByHash(opts.linkHash));
-      throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+      if (written === 0) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+      throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');
     }
     // 3. Old links: they already open nothing (the record no longer names them); dropped or set to expire.
     const index: Array<Promise<unknown>> = [];

@@ -43,6 +43,8 @@ export interface KeyStore {
   findByHash(hash: string): Promise<FoundKey | undefined>;
   /** The record, or undefined; a KeyStoreError (code invalid_record) when the stored record cannot be read. */
   get(id: string): Promise<StoredKey | undefined>;
+  /** The record with its revision (what update's `ifRevision` compares), or undefined; errors as get(). */
+  getVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined>;
   /** Every readable record, by id; unreadable ones are left out (and reported, where the store can). */
   list(): Promise<StoredKey[]>;
   /** Every key id, sorted (no records read): what a page of `GET /keys` starts from. */
@@ -51,9 +53,14 @@ export interface KeyStore {
   create(key: StoredKey): Promise<void>;
   /**
    * Replaces an existing record (a KeyStoreError if the id is unknown, and then nothing else changes), then adjusts
-   * the hash index: `linkHash` now finds the key, `unlinkHashes` no longer do, `expireHash` stops at `atMs`.
+   * the hash index: `linkHash` now finds the key, `unlinkHashes` no longer do, `expireHash` stops at `atMs`. With
+   * `ifRevision`, the record is replaced only if it is still that revision (getVersioned), atomically; otherwise a
+   * KeyStoreError with code 'conflict' and nothing changed: two administrators' changes never overwrite each other.
    */
-  update(key: StoredKey, opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number } }): Promise<void>;
+  update(
+    key: StoredKey,
+    opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number }; ifRevision?: string },
+  ): Promise<void>;
   /**
    * Waits (bounded) until a replica has the key's record and hash links, where the store has replicas: a key just
    * created or rotated must survive the failover of the Redis that took the write. Absent for stores without.
@@ -67,7 +74,10 @@ export interface KeyStore {
 }
 
 export class KeyStoreError extends Error {
-  /** 'invalid_record': a stored record that is not a JSON key record; 'conflict': the id or hash exists; 'not_found'. */
+  /**
+   * 'invalid_record': a stored record that is not a JSON key record; 'conflict': the id or hash exists, or the record
+   * changed since it was read (update's ifRevision); 'not_found'.
+   */
   constructor(
     message: string,
     readonly code: 'invalid_record' | 'conflict' | 'not_found' = 'conflict',

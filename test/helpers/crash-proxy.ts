@@ -3,7 +3,8 @@
 // CLI between the writes of one key operation and check what the request path makes of what was left.
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
-const WRITES = new Set(['set', 'sadd', 'srem', 'del', 'pexpireat', 'hset', 'publish']);
+// eval: the record's compare-and-set (src/keys/redis-store.ts, REPLACE_IF_REVISION) is a script.
+const WRITES = new Set(['set', 'eval', 'sadd', 'srem', 'del', 'pexpireat', 'hset', 'publish']);
 
 /** Splits complete RESP arrays (client commands) off the front of `buf`: each command's bytes and its name. */
 function takeCommands(buf: Buffer): { commands: Array<{ bytes: Buffer; name: string }>; rest: Buffer } {

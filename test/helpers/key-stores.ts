@@ -46,6 +46,9 @@ export class SpyKeyStore implements KeyStore {
   get(id: string): Promise<StoredKey | undefined> {
     return this.run('get', () => this.inner.get(id));
   }
+  getVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined> {
+    return this.run('get', () => this.inner.getVersioned(id));
+  }
   ids(): Promise<string[]> {
     return this.run('list', () => this.inner.ids());
   }
