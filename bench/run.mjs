@@ -2,6 +2,7 @@
 // Tollgate benchmark: Tollgate against a bare Express 5 + http-proxy-middleware 4 baseline, on one machine, in
 // alternating runs, with medians. Starts (and always stops) its own upstream, baseline proxy, redis-server and
 // gateway on 127.0.0.1. See bench/README.md for the method; `node bench/run.mjs --help` for the options.
+import { createHash } from 'node:crypto';
 import { mkdtempSync, mkdirSync, openSync, closeSync, readSync, writeFileSync, readFileSync, readdirSync, existsSync, statSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, loadavg, totalmem } from 'node:os';
 import { dirname, join, resolve, relative } from 'node:path';
@@ -274,6 +275,8 @@ class Tollgate {
       upstream: { url: this.upstreamUrl },
       redis: { ...this.redis, prefix: 'tollgate:' },
       log: { level: 'info' },
+      // The admin API runs beside the gateway, as in production: its listener must cost the request path nothing.
+      admin: { port: 0, tokens: [{ id: 'bench', sha256: createHash('sha256').update('tga_bench-admin-token').digest('hex') }] },
       // bench: never refused (scenarios a-d); flood: one request a minute (scenario e).
       plans: { bench: { perMinute: 1_000_000_000, perDay: 1_000_000_000 }, flood: { perMinute: 1, perDay: 1_000_000 } },
     };
