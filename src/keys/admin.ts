@@ -81,8 +81,12 @@ export interface KeyLiveState {
   banLevel: number;
 }
 
-/** How often a change is tried again when another change to the key came in between its read and its write. */
-const CHANGE_ATTEMPTS = 8;
+/**
+ * How often a change is tried again when another change to the key came in between its read and its write, and the
+ * longest random wait before a retry (they grow 1, 2, 4 ... ms): enough for dozens of simultaneous writers of one key.
+ */
+const CHANGE_ATTEMPTS = 16;
+const CHANGE_BACKOFF_MAX_MS = 50;
 
 /** How many records a page reads at once (one GET each: on a cluster they live in different slots). */
 const PAGE_READ_BATCH = 100;
@@ -306,6 +310,8 @@ export class KeyAdmin {
         if (err instanceof KeyStoreError && err.code === 'not_found') return undefined;
         if (!(err instanceof KeyStoreError && err.code === 'conflict')) throw err;
       }
+      // Writers that collided would collide again at once: each waits a random, growing moment before its next read.
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(CHANGE_BACKOFF_MAX_MS, 2 ** attempt)));
     }
     throw new KeyAdminError('contended', `key ${id} kept changing while this change was being made; try again`);
   }
