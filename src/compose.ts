@@ -34,6 +34,9 @@ import { buildAdminApp } from './admin/app.js';
 import { auditKeyChanges } from './admin/audit.js';
 import { adminOpenApi } from './admin/openapi.js';
 import { AdminTokens } from './admin/tokens.js';
+import { UsageRecorder } from './usage/recorder.js';
+import { UsageReports } from './usage/reports.js';
+import { DAY_MS, MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -69,6 +72,10 @@ export interface ComposedGateway {
   admin: KeyAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
   adminApp: express.Express | undefined;
+  /** The usage ledger and deprecated-route report, read (the admin API answers from it). */
+  usage: UsageReports;
+  /** Writes what this instance counted itself (ban-cache refusals, deprecated-route calls) now, not at the next flush. */
+  flushUsage(): Promise<void>;
   /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
   redis: RedisConnection | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
@@ -178,6 +185,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   if (opts.keyStore) keyStore = opts.keyStore;
 
   const memoryLimits = new MemoryLimiterStore(clock);
+  // The usage ledger: counted by the limit script on Redis, by this instance for what it decides itself.
+  const usageStore = shared ? new RedisUsageStore(shared.client, shared.keyspace) : new MemoryUsageStore();
+  const ledgerTtlMs = (): number => (runtime.config.usage.enabled ? (runtime.config.usage.retentionDays + 1) * DAY_MS : 0);
+  const recorder = config.usage.enabled
+    ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: config.usage.flushIntervalMs, ttlMs: ledgerTtlMs })
+    : undefined;
   const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
   const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban }, auditKeyChanges(logger, metrics));
   const keys = new KeyVerifier(
@@ -197,10 +210,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     onInvalidKey: (id) => keys.forget(id),
     onInvalidRecord: (id) => invalidRecords.report(id, 'limit_check'),
     onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
+    ...(recorder ? { usage: recorder } : {}),
     ...(shared && redisCfg
       ? {
           shared: {
-            store: new RedisLimiterStore(shared.client, shared.keyspace),
+            store: new RedisLimiterStore(shared.client, shared.keyspace, ledgerTtlMs),
             breaker: shared.breaker,
             failMode: redisCfg.failMode,
             commandTimeoutMs: redisCfg.commandTimeoutMs,
@@ -222,10 +236,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     observers: [requestMetrics(metrics), accessLog(logger)],
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,
+    ...(recorder ? { usage: recorder } : {}),
   });
+  const usage = new UsageReports(usageStore, admin, () => runtime.config.routes);
 
   const tokens = new AdminTokens(config.admin.tokens, (opts.env ?? process.env).TOLLGATE_ADMIN_TOKEN || undefined);
-  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi() }) : undefined;
+  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage }) : undefined;
 
   return {
     app,
@@ -235,11 +251,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     keys,
     admin,
     adminApp,
+    usage,
+    flushUsage: async () => recorder?.flush(),
     redis,
     async close() {
       closing = true;
       proxy.agent.destroy();
       memoryPolicy?.stop();
+      await recorder?.close();
       await keys.close();
       await redis?.close();
     },

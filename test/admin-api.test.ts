@@ -352,6 +352,16 @@ describe('keys through the admin API', () => {
     await waitFor(async () => (await call(b, key)).status === 401, 'the revoked key refused on b', 1000, 20);
   });
 
+  it('usage and deprecated-route reads answer here too (their content: test/usage.test.ts)', async () => {
+    const { id, key } = await createKey({ plan: 'big' });
+    expect((await call(b, key)).status).toBe(200);
+    const u = await admin('GET', `/keys/${id}/usage`);
+    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0 });
+    expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
+    expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
+    expect((await admin('GET', '/keys/key_doesNotExist0000/usage')).status).toBe(404);
+  });
+
   it('GET /plans lists the plans in force', async () => {
     const r = await admin('GET', '/plans');
     expect(r.body).toEqual({

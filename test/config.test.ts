@@ -63,6 +63,7 @@ describe('defaults', () => {
       keys: [],
       admin: { host: '127.0.0.1', port: 8079, tokens: [], maxFailuresPerMinute: 10 },
       selfService: { enabled: true, path: '/ratelimit' },
+      usage: { enabled: true, retentionDays: 35, flushIntervalMs: 5000 },
     };
     expect(ok('')).toEqual(expected);
     expect(ok('# nothing but a comment\n')).toEqual(expected);

@@ -15,7 +15,20 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages.js';
 import { requireAdminToken } from './guard.js';
-import { createKeyBody, emptyBody, listKeysQuery, patchKeyBody, problemsOf, rotateKeyBody, type Problem } from './schemas.js';
+import {
+  createKeyBody,
+  deprecatedQuery,
+  emptyBody,
+  keyUsageQuery,
+  listKeysQuery,
+  patchKeyBody,
+  problemsOf,
+  rotateKeyBody,
+  usageQuery,
+  type Problem,
+} from './schemas.js';
+import type { UsageReports } from '../usage/reports.js';
+import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
 
 export interface AdminAppOptions {
@@ -26,6 +39,8 @@ export interface AdminAppOptions {
   logger: Logger;
   /** The OpenAPI document served at /openapi.json (docs/admin.openapi.yaml, parsed). */
   openapi: unknown;
+  /** The usage ledger and deprecated-route report. */
+  usage: UsageReports;
 }
 
 /** The ids KeyAdmin issues (key_...) and those `keys import` accepts. */
@@ -132,6 +147,65 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     await keys.unban(id, actor(req));
     const k = await mustGet(id);
     res.json({ ...view(k), ...(await keys.liveState(k)) });
+  });
+
+  /** A period from the query: defaults (`defaultMs` before to, or all that is kept), from before to, within what is kept. */
+  const periodOf = (
+    q: { from?: string | undefined; to?: string | undefined },
+    defaultMs: number,
+    res: Response,
+  ): { fromMs: number; toMs: number } | undefined => {
+    const keptMs = (runtime.config.usage.retentionDays + 1) * DAY_MS;
+    const toMs = q.to !== undefined ? Date.parse(q.to) : Date.now();
+    const fromMs = q.from !== undefined ? Date.parse(q.from) : toMs - Math.min(defaultMs, keptMs);
+    if (fromMs >= toMs) return void sendProblems(res, [{ path: 'query.from', message: 'must be before to' }]);
+    if (toMs - fromMs > keptMs)
+      return void sendProblems(res, [
+        { path: 'query.from', message: `the period may span at most ${runtime.config.usage.retentionDays + 1} days (usage.retentionDays + 1)` },
+      ]);
+    return { fromMs, toMs };
+  };
+  const periodView = (p: { fromMs: number; toMs: number }) => ({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString() });
+
+  app.get('/keys/:id/usage', keyId, async (req, res) => {
+    const q = parse(keyUsageQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, res);
+    if (!p) return;
+    const k = await mustGet(String(req.params.id));
+    const u = await o.usage.keyUsage(k.id, p.fromMs, p.toMs, q.granularity);
+    res.json({ id: k.id, plan: k.plan, granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
+  });
+
+  app.get('/usage', async (req, res) => {
+    const q = parse(usageQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, 7 * DAY_MS, res);
+    if (!p) return;
+    let offset = 0;
+    if (q.cursor !== undefined) {
+      offset = Number(Buffer.from(q.cursor, 'base64url').toString('utf8'));
+      if (!Number.isInteger(offset) || offset <= 0 || Buffer.from(String(offset)).toString('base64url') !== q.cursor)
+        return sendProblems(res, [{ path: 'query.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous page)' }]);
+    }
+    const page = await o.usage.totals(p.fromMs, p.toMs, { sort: q.sort, order: q.order, offset, limit: q.limit });
+    const next = offset + page.keys.length;
+    res.json({
+      ...periodView(p),
+      sort: q.sort,
+      order: q.order,
+      keys: page.keys,
+      total: page.total,
+      nextCursor: next < page.total ? Buffer.from(String(next)).toString('base64url') : null,
+    });
+  });
+
+  app.get('/routes/deprecated', async (req, res) => {
+    const q = parse(deprecatedQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, runtime.config.usage.retentionDays * DAY_MS, res);
+    if (!p) return;
+    res.json({ ...periodView(p), routes: await o.usage.deprecatedRoutes(p.fromMs, p.toMs) });
   });
 
   app.get('/plans', (_req, res) => {

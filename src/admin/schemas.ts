@@ -49,6 +49,29 @@ export const listKeysQuery = z.strictObject({
   name: z.string().min(1).max(200).optional(),
 });
 
+const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });
+
+/** A period: from and to (ISO-8601), both optional; the handlers fill the defaults and check the order. */
+const period = {
+  from: instantParam.optional(),
+  to: instantParam.optional(),
+};
+
+export const keyUsageQuery = z.strictObject({
+  ...period,
+  granularity: z.enum(['hour', 'day']).default('hour'),
+});
+
+export const usageQuery = z.strictObject({
+  ...period,
+  sort: z.enum(['admitted', 'rateLimited', 'banned', 'id']).default('admitted'),
+  order: z.enum(['asc', 'desc']).default('desc'),
+  limit: listKeysQuery.shape.limit,
+  cursor: z.string().min(1).optional(),
+});
+
+export const deprecatedQuery = z.strictObject(period);
+
 export interface Problem {
   path: string;
   message: string;

@@ -22,14 +22,15 @@ import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
 
-interface CommonOpts {
+export interface CommonOpts {
   config?: string;
   redis?: string;
 }
 
-interface Session {
+export interface Session {
   config: Config;
   redis: RedisConnection;
+  keyspace: Keyspace;
   store: RedisKeyStore;
   keys: KeyAdmin;
 }
@@ -69,11 +70,11 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     { plans: () => config.plans, ban: () => config.ban },
     auditKeyChanges(audit),
   );
-  return { config, redis, store, keys };
+  return { config, redis, keyspace, store, keys };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */
-async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promise<T>): Promise<T> {
+export async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promise<T>): Promise<T> {
   const s = await openSession(opts);
   try {
     return await fn(s);
@@ -85,7 +86,7 @@ async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promise<T>):
   }
 }
 
-function out(line: string): void {
+export function out(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
@@ -101,7 +102,7 @@ function overrideOrNone(name: string) {
   return (v: string): number | 'none' => (v === 'none' ? 'none' : positiveInt(name)(v));
 }
 
-function isoOption(name: string, v: string): string {
+export function isoOption(name: string, v: string): string {
   const ms = Date.parse(v);
   if (!/^\d{4}-\d{2}-\d{2}/.test(v) || Number.isNaN(ms)) throw new CliError(`${name} must be an ISO-8601 date-time, got "${v}"`, 2);
   return new Date(ms).toISOString();
@@ -159,12 +160,14 @@ function limitsOf(k: KeyRecord, config: Config): string {
   return limits ? `${limits.perMinute}/min ${limits.perDay}/day` : `${k.perMinute ?? '?'}/min ${k.perDay ?? '?'}/day`;
 }
 
+/** The options every command that talks to the key store takes. */
+export const common = (cmd: Command): Command =>
+  cmd
+    .option('--config <file>', 'config file for plans and the Redis prefix (else TOLLGATE_CONFIG, else config/gateway.yaml)')
+    .option('--redis <url>', 'a standalone Redis URL (else REDIS_URL, else the redis section of the config)');
+
 export function registerKeysCommands(program: Command): void {
   const keys = program.command('keys').description('issue and manage API keys (in the Redis key store)');
-  const common = (cmd: Command) =>
-    cmd
-      .option('--config <file>', 'config file for plans and the Redis prefix (else TOLLGATE_CONFIG, else config/gateway.yaml)')
-      .option('--redis <url>', 'a standalone Redis URL (else REDIS_URL, else the redis section of the config)');
 
   common(keys.command('create'))
     .description('issue a key; prints the plaintext key once')

@@ -6,6 +6,7 @@ import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { CliError } from './cli-error.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { registerKeysCommands } from './keys.js';
+import { registerUsageCommands } from './usage.js';
 import { runDev, runPetstore, runServe } from './run.js';
 
 /** Where commander's own output (help, usage errors) and the error line go. */
@@ -75,6 +76,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     });
 
   registerKeysCommands(program);
+  registerUsageCommands(program);
 
   program
     .command('admin')

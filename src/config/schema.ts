@@ -155,6 +155,15 @@ const selfService = z.strictObject({
     .default('/ratelimit'),
 });
 
+const usage = z.strictObject({
+  /** The per-key, per-hour usage ledger and the deprecated-route report (Redis only). */
+  enabled: z.boolean().default(true),
+  /** How many days of usage are kept (each day expires this long after it ends). */
+  retentionDays: positiveInt().max(3660).default(35),
+  /** How often each instance writes what it counts locally (ban-cache refusals, deprecated-route calls). */
+  flushIntervalMs: positiveInt().min(100).max(60_000).default(5000),
+});
+
 const log = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up). */
@@ -234,6 +243,8 @@ export const configSchema = z
     admin: admin.prefault({}),
     /** The quota endpoint key holders call on the gateway port. */
     selfService: selfService.prefault({}),
+    /** Usage per key and deprecated-route callers, kept in Redis. */
+    usage: usage.prefault({}),
     log: log.prefault({}),
     plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS),
     anonymous: anonymous.prefault({}),
@@ -340,3 +351,4 @@ export type PlanConfig = z.output<typeof plan>;
 export type RedisConfig = z.output<typeof redis>;
 export type OpsConfig = z.output<typeof ops>;
 export type AdminConfig = z.output<typeof admin>;
+export type UsageConfig = z.output<typeof usage>;

@@ -35,6 +35,11 @@ export interface KeyLimiterDeps {
   onInvalidRecord?: (id: string) => void;
   /** The store compared the consumer's cached key record with the stored one (Decision.keyRecord). */
   onKeyRecordChecked?: (keyHash: string, revision: string, current: boolean) => void;
+  /**
+   * The usage ledger's count of decisions made outside the limit script (which counts its own): 'a' admitted, 'r'
+   * refused by a window, 'b' refused by a ban. Absent: no ledger.
+   */
+  usage?: { count(id: string, kind: 'a' | 'r' | 'b'): void };
 }
 
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
@@ -74,6 +79,18 @@ const WINDOW_LABEL = {
   admitted: 'none',
   invalid_key: 'none',
   invalid_record: 'none',
+} as const;
+
+/** The ledger's kind of each outcome a check can end with (invalid keys return before it is used). */
+const LEDGER_KIND = {
+  admitted: 'a',
+  limited_minute: 'r',
+  limited_day: 'r',
+  limited_both: 'r',
+  banned: 'b',
+  banned_now: 'b',
+  invalid_key: 'r',
+  invalid_record: 'r',
 } as const;
 
 export class KeyLimiter {
@@ -127,6 +144,7 @@ export class KeyLimiter {
         day: { ...known.decision.day, resetMs: Math.max(0, known.decision.day.resetMs - elapsed) },
         retryMs: known.until - now,
       };
+      this.deps.usage?.count(consumer.id, 'b');
       return this.decided(consumer, limits, aged, now, ctx);
     }
     if (known) this.knownBans.delete(consumer.id);
@@ -134,8 +152,11 @@ export class KeyLimiter {
     let decision: Decision;
     const forgets = this.forgets;
     const shared = this.deps.shared;
+    // Decided here rather than by the limit script: the ledger hears of it from this instance.
+    let local = false;
     if (!shared) {
       decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+      local = true;
     } else {
       // Requests this instance admitted from memory while Redis was out of reach are credited to Redis in this same
       // check (one round trip still). Why a credit rather than deciding on the larger of Redis's count and this
@@ -165,6 +186,8 @@ export class KeyLimiter {
         this.deps.memory.raiseTo(consumer.id, rec, now);
         decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
         if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now);
+        // Admitted ones reach the ledger with the credit the next Redis check carries; refusals only from here.
+        if (decision.outcome !== 'admitted') local = true;
       }
     }
     if (decision.outcome === 'invalid_key' || decision.outcome === 'invalid_record') {
@@ -174,6 +197,7 @@ export class KeyLimiter {
       this.deps.onInvalidKey?.(consumer.id);
       return INVALID_KEY;
     }
+    if (local && this.deps.usage) this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }

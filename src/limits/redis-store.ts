@@ -21,12 +21,16 @@ import {
   type WindowCredit,
 } from './types.js';
 
-// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
+// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record,
+// 6 the key's usage ledger, without its day: the script appends ":<UTC day number>" (the same hash tag, so the same
+// slot; src/usage/ledger.ts reads it). Each day is a hash of per-hour counts: a<h> admitted, r<h> refused by a window,
+// b<h> refused by a ban (h = UTC hour 0-23), expiring ARGV[5] ms after its last count.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
 // dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
 // of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts),
 // 4 a credit ('' = none): "minute minuteMs day dayMs", requests the gateway admitted from its memory windows while
-// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max).
+// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max),
+// 5 the usage ledger's time to live in ms ('' or 0 = no ledger).
 // Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
@@ -38,6 +42,15 @@ for v in string.gmatch(ARGV[1], '%S+') do p[#p + 1] = tonumber(v) end
 local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
 local keyHash = ARGV[2]
 local same = -1
+local ledgerTtl = tonumber(ARGV[5]) or 0
+
+-- The usage ledger: counted here, in the same call as the decision, so it is exact across the fleet and costs no
+-- round trip of its own. A day's hash gets its expiry with the first count of each kind in each hour.
+local function ledger(kind, n)
+  if ledgerTtl <= 0 or n <= 0 then return end
+  local day = KEYS[6] .. ':' .. math.floor(now / 86400000)
+  if redis.call('HINCRBY', day, kind .. math.floor((now % 86400000) / 3600000), n) == n then redis.call('PEXPIRE', day, ledgerTtl) end
+end
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
 if keyHash ~= '' then
@@ -63,6 +76,8 @@ if ARGV[4] ~= '' then
     local n, ttl = c[1 + 2 * i], c[2 + 2 * i]
     if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
   end
+  -- Requests admitted from memory while Redis was away: in the ledger too, in the hour they reached it.
+  ledger('a', c[3])
 end
 
 local function window(key, len)
@@ -79,6 +94,7 @@ local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
 local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
 if lastEnd > 0 and now >= lastEnd + resetAfter then level = 0 end
 if banUntil > now then
+  ledger('b', 1)
   return {'banned', m, mttl, d, dttl, banUntil - now, level, same}
 end
 
@@ -96,8 +112,10 @@ if minuteFull or dayFull then
     redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
     redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
     redis.call('DEL', KEYS[4])
+    ledger('b', 1)
     return {'banned_now', m, mttl, d, dttl, dur, level, same}
   end
+  ledger('r', 1)
   return {outcome, m, mttl, d, dttl, retry, level, same}
 end
 
@@ -106,6 +124,7 @@ m = redis.call('INCR', KEYS[1])
 if m == 1 then redis.call('PEXPIRE', KEYS[1], minuteMs); mttl = minuteMs end
 d = redis.call('INCR', KEYS[2])
 if d == 1 then redis.call('PEXPIRE', KEYS[2], dayMs); dttl = dayMs end
+ledger('a', 1)
 return {'admitted', m, mttl, d, dttl, 0, level, same}
 `;
 
@@ -124,14 +143,16 @@ export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
   private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, string>>();
 
+  /** `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger. */
   constructor(
     redis: RedisCommands,
     private readonly ks: Keyspace,
+    private readonly ledgerTtlMs: () => number = () => 0,
   ) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
     if (!(PIPELINED in redis)) {
-      redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
-      redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+      redis.defineCommand(PIPELINED, { numberOfKeys: 6, lua: CHECK_SCRIPT });
+      redis.defineCommand(AT_ONCE, { numberOfKeys: 6, lua: CHECK_SCRIPT });
       // A new array: ioredis's default one is shared by every client.
       redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
     }
@@ -158,10 +179,12 @@ export class RedisLimiterStore implements LimiterStore {
         this.ks.ban(id),
         this.ks.strikes(id),
         this.ks.keyRecord(id),
+        this.ks.usage(id),
         this.policyArg(limits, ban),
         keyHash,
         keyRevision,
         credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '',
+        this.ledgerTtlMs(),
       );
     } finally {
       this.awaiting--;

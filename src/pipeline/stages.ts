@@ -50,6 +50,8 @@ export interface RequestPathParts {
   keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter };
   /** Stage 11, created with its upstream connection pool (createProxy). */
   proxyToUpstream: RequestHandler;
+  /** Counts keyed calls of deprecated routes for the usage report (stage 8); absent: not counted. */
+  usage?: { deprecatedCall(route: string, id: string): void };
 }
 
 /** A request target under /v1: the segment itself, then a slash, a query or the end. */
@@ -64,7 +66,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
   const v1 = inSequence([
     refuseAmbiguousPaths,
     ...(p.keys ? [authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)] : []),
-    routePolicy(p.runtime, p.clock),
+    routePolicy(p.runtime, p.clock, p.usage),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),
     p.proxyToUpstream,
@@ -269,12 +271,16 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
   };
 }
 
-/** 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired. */
-export function routePolicy(runtime: Runtime, clock: Clock): RequestHandler {
+/**
+ * 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired. A keyed
+ * call of a deprecated route is counted for the usage report (who still calls it), in memory, written in batches.
+ */
+export function routePolicy(runtime: Runtime, clock: Clock, usage?: RequestPathParts['usage']): RequestHandler {
   return function routePolicyStage(req, res, next) {
     const route = matchRoute(runtime.current.routes, req.method, req.originalUrl);
     if (!route) return next();
     req.ctx.route = route.pattern;
+    if (usage && route.deprecatedAs !== undefined && req.ctx.consumer) usage.deprecatedCall(route.deprecatedAs, req.ctx.consumer.id);
     for (const [name, value] of route.headers) res.setHeader(name, value);
     if (isRetired(route, clock.now())) {
       return sendError(res, 'gone', `${req.method} ${route.pattern} was retired at ${new Date(route.sunsetMs!).toISOString()}.`);

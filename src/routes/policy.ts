@@ -10,6 +10,8 @@ export interface CompiledRoute {
   readonly matches: MatchFunction<Record<string, string | string[]>>;
   readonly sunsetMs: number | undefined;
   readonly gone: boolean;
+  /** For a deprecated route, its name in the usage report ("<METHOD> <pattern>"): keyed calls of it are counted. */
+  readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
 }
@@ -29,9 +31,15 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       matches: match(r.path, { decode: false, end: true }),
       sunsetMs: r.sunset ? Date.parse(r.sunset) : undefined,
       gone: r.afterSunset === 'gone',
+      deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
       headers,
     };
   });
+}
+
+/** A deprecated route's name in the usage report and its Redis keys: "<METHOD> <pattern>". */
+export function deprecatedRouteName(r: Pick<RouteConfig, 'method' | 'path'>): string {
+  return `${r.method} ${r.path}`;
 }
 
 export function findRoute(routes: readonly CompiledRoute[], method: string, path: string): CompiledRoute | undefined {

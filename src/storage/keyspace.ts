@@ -41,6 +41,24 @@ export class Keyspace {
   readinessProbe(): string {
     return `${this.prefix}readyz:probe`;
   }
+  /**
+   * The key's usage ledger, without its day: the limit script appends ":<UTC day number>" (days since 1970-01-01).
+   * Each day is a hash of per-hour counts (a<h>, r<h>, b<h>), in the key's own slot.
+   */
+  usage(id: string): string {
+    return `${this.prefix}usage:{${id}}`;
+  }
+  usageDay(id: string, day: number): string {
+    return `${this.usage(id)}:${day}`;
+  }
+  /** Hash per deprecated route and UTC day: key id -> calls. The route's hash tag keeps both of its hashes in one slot. */
+  deprecatedCalls(route: string, day: number): string {
+    return `${this.prefix}depr:{${route}}:${day}`;
+  }
+  /** Hash per deprecated route: key id -> when it last called (epoch ms). */
+  deprecatedLastSeen(route: string): string {
+    return `${this.prefix}depr:{${route}}:last`;
+  }
   /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
   strikes(id: string): string {
     return `${this.prefix}strikes:{${id}}`;

@@ -1,0 +1,94 @@
+// `tollgate usage` and `tollgate routes deprecated`: the usage ledger and the deprecated-route report from the shared
+// Redis, as a table, JSON or CSV (for billing exports and migration mail-outs). The admin API answers the same from
+// the same code (src/usage/reports.ts).
+import { type Command, Option } from 'commander';
+import { UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
+import { DAY_MS, HOUR_MS, RedisUsageStore } from '../usage/store.js';
+import { CliError } from './cli-error.js';
+import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
+
+/**
+ * One CSV field (RFC 4180): quoted when it holds a comma, quote or line break. A field a spreadsheet would run as a
+ * formula (=, +, -, @ first) is prefixed with ' so that opening an export never executes a key's name.
+ */
+export function csvField(v: string | number | null | undefined): string {
+  if (v === null || v === undefined) return '';
+  let s = String(v);
+  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+function csv(rows: ReadonlyArray<ReadonlyArray<string | number | null | undefined>>): string {
+  return rows.map((r) => r.map(csvField).join(',')).join('\r\n') + '\r\n';
+}
+
+function reports(s: Session): UsageReports {
+  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace), s.keys, () => s.config.routes);
+}
+
+function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {
+  const toMs = o.to !== undefined ? Date.parse(isoOption('--to', o.to)) : Date.now();
+  const fromMs = o.from !== undefined ? Date.parse(isoOption('--from', o.from)) : toMs - Math.min(defaultMs, (retentionDays + 1) * DAY_MS);
+  if (fromMs >= toMs) throw new CliError('--from must be before --to', 2);
+  if (toMs - fromMs > (retentionDays + 1) * DAY_MS) throw new CliError(`the period may span at most ${retentionDays + 1} days (usage.retentionDays + 1)`, 2);
+  return { fromMs, toMs };
+}
+
+export function registerUsageCommands(program: Command): void {
+  common(program.command('usage'))
+    .description("requests per key from the usage ledger: every key's totals, or one key by hour or day (--key)")
+    .option('--key <id>', "one key's usage over time instead of every key's totals")
+    .option('--from <iso>', 'start of the period, ISO-8601 (default: 7 days, or 24 hours with --key, before --to)')
+    .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
+    .addOption(new Option('--granularity <g>', 'with --key: hour or day').choices(['hour', 'day']).default('hour'))
+    .addOption(new Option('--sort <field>', 'without --key: sort by').choices(['admitted', 'rateLimited', 'banned', 'id']).default('admitted'))
+    .option('--csv', 'print CSV (for billing exports)')
+    .option('--json', 'print JSON')
+    .action(async (o: CommonOpts & { key?: string; from?: string; to?: string; granularity: Granularity; sort: TotalsSort; csv?: boolean; json?: boolean }) => {
+      await withSession(o, async (s) => {
+        const r = reports(s);
+        if (o.key !== undefined) {
+          const k = await s.keys.get(o.key);
+          if (!k) throw new CliError(`no key with id "${o.key}"`);
+          const p = period(o, o.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, s.config.usage.retentionDays);
+          const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);
+          if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
+          const rows = [['start', 'admitted', 'rate_limited', 'banned'], ...u.buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned])];
+          if (o.csv) return void process.stdout.write(csv(rows));
+          return out(rows.map((row) => row.map(String).join('\t')).join('\n'));
+        }
+        const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
+        const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
+        if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), keys: t.keys }));
+        const rows = [
+          ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned'],
+          ...t.keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned]),
+        ];
+        if (o.csv) return void process.stdout.write(csv(rows));
+        out(rows.map((row) => row.map(String).join('\t')).join('\n'));
+      });
+    });
+
+  const routes = program.command('routes').description('route reports');
+  common(routes.command('deprecated'))
+    .description('each deprecated route, its sunset, and the keys still calling it (calls, last seen)')
+    .option('--from <iso>', 'start of the period, ISO-8601 (default: usage.retentionDays before --to)')
+    .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
+    .option('--csv', 'print CSV, one row per route and key')
+    .option('--json', 'print JSON')
+    .action(async (o: CommonOpts & { from?: string; to?: string; csv?: boolean; json?: boolean }) => {
+      await withSession(o, async (s) => {
+        const p = period(o, s.config.usage.retentionDays * DAY_MS, s.config.usage.retentionDays);
+        const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs);
+        if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), routes: list }));
+        const rows: Array<Array<string | number | null>> = [['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen']];
+        for (const route of list) {
+          if (route.keys.length === 0) rows.push([route.method, route.path, route.deprecation, route.sunset ?? '', '', 0, '']);
+          for (const k of route.keys) rows.push([route.method, route.path, route.deprecation, route.sunset ?? '', k.id, k.calls, k.lastSeen]);
+        }
+        if (o.csv) return void process.stdout.write(csv(rows));
+        if (list.length === 0) return out('No deprecated routes in the config.');
+        out(rows.map((row) => row.map((c) => String(c ?? '')).join('\t')).join('\n'));
+      });
+    });
+}

@@ -1,0 +1,115 @@
+// What an instance counts itself and writes in batches: refusals it decides without the limit script (a ban it
+// already knows, limits in memory while Redis is away; every decision of a Redis-less gateway) and calls of
+// deprecated routes by key. Counts are summed in memory and written every usage.flushIntervalMs, and once more on
+// close: a crash loses at most one interval of them, on that instance. The limit script counts everything it
+// decides itself (src/limits/redis-store.ts), so admitted requests on Redis never wait for this.
+import type { Logger } from '../observability/logger.js';
+import type { Clock } from '../util/clock.js';
+import { dayOf, HOUR_MS, type UsageKind, type UsageStore } from './store.js';
+
+export interface UsageRecorderOptions {
+  store: UsageStore;
+  clock: Clock;
+  logger: Logger;
+  flushIntervalMs: number;
+  /** How long a day of counts is kept (read at each flush: a reload applies). */
+  ttlMs: () => number;
+}
+
+/** Most distinct entries held between flushes; past it new ones are dropped and counted (a flood of ids). */
+const MAX_PENDING = 100_000;
+
+export class UsageRecorder {
+  private counts = new Map<string, { id: string; kind: UsageKind; atMs: number; n: number }>();
+  private calls = new Map<string, { route: string; id: string; day: number; n: number; lastMs: number }>();
+  private readonly timer: NodeJS.Timeout;
+  private flushing: Promise<void> | undefined;
+  /** Entries dropped because MAX_PENDING were already waiting (Redis unreachable for long, or a flood of ids). */
+  dropped = 0;
+
+  constructor(private readonly o: UsageRecorderOptions) {
+    this.timer = setInterval(() => void this.flush(), o.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  /** One decision made outside the limit script: `a` admitted (Redis-less only), `r` refused by a window, `b` by a ban. */
+  count(id: string, kind: UsageKind): void {
+    const now = this.o.clock.now();
+    const hour = Math.floor(now / HOUR_MS);
+    const key = `${id}\u0000${kind}\u0000${hour}`;
+    const e = this.counts.get(key);
+    if (e) e.n++;
+    else if (this.counts.size < MAX_PENDING) this.counts.set(key, { id, kind, atMs: hour * HOUR_MS, n: 1 });
+    else this.dropped++;
+  }
+
+  /** A keyed call of a deprecated route (`route` as "<METHOD> <pattern>"). */
+  deprecatedCall(route: string, id: string): void {
+    const now = this.o.clock.now();
+    const day = dayOf(now);
+    const key = `${route}\u0000${id}\u0000${day}`;
+    const e = this.calls.get(key);
+    if (e) {
+      e.n++;
+      e.lastMs = now;
+    } else if (this.calls.size < MAX_PENDING) this.calls.set(key, { route, id, day, n: 1, lastMs: now });
+    else this.dropped++;
+  }
+
+  /** Writes what was counted since the last flush; what fails to be written is kept for the next one. */
+  flush(): Promise<void> {
+    this.flushing ??= (async () => {
+      const counts = [...this.counts.values()];
+      const calls = [...this.calls.values()];
+      this.counts = new Map();
+      this.calls = new Map();
+      try {
+        if (counts.length) await this.o.store.add(counts, this.o.ttlMs());
+      } catch (err) {
+        this.restore(counts, []);
+        this.o.logger.warn(
+          { err: { message: String((err as Error)?.message ?? err) }, entries: counts.length },
+          'usage counts not written yet: kept for the next flush',
+        );
+      }
+      try {
+        if (calls.length) await this.o.store.addDeprecated(calls, this.o.ttlMs());
+      } catch (err) {
+        this.restore([], calls);
+        this.o.logger.warn(
+          { err: { message: String((err as Error)?.message ?? err) }, entries: calls.length },
+          'deprecated-route calls not written yet: kept for the next flush',
+        );
+      }
+    })().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flushing;
+    await this.flush();
+  }
+
+  private restore(
+    counts: Array<{ id: string; kind: UsageKind; atMs: number; n: number }>,
+    calls: Array<{ route: string; id: string; day: number; n: number; lastMs: number }>,
+  ): void {
+    for (const c of counts) {
+      const key = `${c.id}\u0000${c.kind}\u0000${c.atMs / HOUR_MS}`;
+      const e = this.counts.get(key);
+      if (e) e.n += c.n;
+      else if (this.counts.size < MAX_PENDING) this.counts.set(key, c);
+      else this.dropped += c.n;
+    }
+    for (const c of calls) {
+      const key = `${c.route}\u0000${c.id}\u0000${c.day}`;
+      const e = this.calls.get(key);
+      if (e) {
+        e.n += c.n;
+        e.lastMs = Math.max(e.lastMs, c.lastMs);
+      } else if (this.calls.size < MAX_PENDING) this.calls.set(key, c);
+      else this.dropped += c.n;
+    }
+  }
+}

@@ -1,0 +1,224 @@
+// The usage ledger and the deprecated-route report (README: "Usage and deprecated routes"), on real Redis with two
+// gateway instances: admitted requests in the ledger are exactly those clients saw admitted (counted inside the limit
+// script), refusals by window and by ban are counted (ban-cache refusals flushed in batches), a day of the ledger
+// expires after the retention, the deprecated-route report names the keys still calling each route, and the admin
+// API and the CLI (CSV for billing) read both. Every admin answer is checked against docs/admin.openapi.yaml.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import request from 'supertest';
+import type { Redis } from 'ioredis';
+import { hashAdminToken } from '../src/admin/tokens.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { dayOf, RedisUsageStore } from '../src/usage/store.js';
+import { csvField } from '../src/commands/usage.js';
+import { runCli, tempDir } from './helpers/cli.js';
+import { testConfig } from './helpers/gateway.js';
+import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { OpenApiDocument } from './helpers/openapi.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+
+const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
+const PREFIX = 'use:';
+const ks = new Keyspace(PREFIX);
+const TOKEN = 'tga_usage-test-token';
+const DEPRECATED = {
+  method: 'GET',
+  path: '/v1/pets/:petId',
+  deprecation: '2026-01-01T00:00:00Z',
+  sunset: '2099-01-01T00:00:00Z',
+  link: 'https://example.com/m',
+};
+let redis: TestRedis;
+let client: Redis;
+let up: TestUpstream;
+let a: LimitsGateway;
+let b: LimitsGateway;
+const problems: string[] = [];
+
+function config() {
+  return testConfig({
+    server: { host: '127.0.0.1', port: 0 },
+    upstream: { url: up.url },
+    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
+    admin: { port: 0, tokens: [{ id: 'billing', sha256: hashAdminToken(TOKEN) }] },
+    plans: { metered: { perMinute: 40, perDay: 10_000 }, tiny: { perMinute: 1, perDay: 10_000 } },
+    anonymous: { perMinute: 1000 },
+    ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [600], resetAfterSeconds: 3600 },
+    usage: { retentionDays: 2, flushIntervalMs: 60_000 },
+    routes: [DEPRECATED, { method: 'GET', path: '/v1/categories' }],
+  });
+}
+
+async function call(gw: LimitsGateway, key: string | undefined, path = '/v1/categories'): Promise<number> {
+  const res = await fetch(`${gw.url}${path}`, { headers: key === undefined ? {} : { authorization: `Bearer ${key}` } });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+async function admin(path: string) {
+  const res = await request(a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
+  problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
+  return res;
+}
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  client = redis.client();
+  up = await TestUpstream.start();
+  a = await startLimitsGateway(config());
+  b = await startLimitsGateway(config());
+}, 30_000);
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+  client?.disconnect();
+  await up?.close();
+  await redis?.stop();
+});
+
+describe('the usage ledger', () => {
+  it('is exact across two instances under concurrent load: admitted and refused as the clients saw them', async () => {
+    const { id, key } = await a.createKey({ plan: 'metered' });
+    const statuses = await Promise.all(Array.from({ length: 120 }, (_, i) => call(i % 2 ? a : b, key)));
+    const admitted = statuses.filter((s) => s === 200).length;
+    const refused = statuses.filter((s) => s === 429).length;
+    expect(admitted).toBe(40);
+    expect(admitted + refused).toBe(120);
+    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
+    const u = await a.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
+    // Refusals: by the window until the third strike bans the key, by the ban after (the script's and the ban cache's).
+    expect(u.totals).toEqual({ admitted: 40, rateLimited: 3 - 1, banned: refused - 2 });
+
+    const r = await admin(`/keys/${id}/usage?granularity=hour`);
+    expect(r.status).toBe(200);
+    expect(r.body.totals).toEqual(u.totals);
+    expect(r.body.buckets).toHaveLength(25);
+    expect(r.body.buckets.reduce((n: number, x: { admitted: number }) => n + x.admitted, 0)).toBe(40);
+    const days = await admin(`/keys/${id}/usage?granularity=day&from=${new Date(Date.now() - 2 * 86_400_000).toISOString()}`);
+    expect(days.body.buckets.length).toBeGreaterThanOrEqual(2);
+    expect(days.body.totals).toEqual(u.totals);
+  });
+
+  it("each day of it expires after usage.retentionDays (+ the day itself), in the key's own hash slot", async () => {
+    const { id, key } = await a.createKey({ plan: 'metered' });
+    expect(await call(a, key)).toBe(200);
+    const day = ks.usageDay(id, dayOf(Date.now()));
+    expect(await client.hget(day, `a${new Date().getUTCHours()}`)).toBe('1');
+    const ttl = await client.pttl(day);
+    expect(ttl).toBeGreaterThan(2 * 86_400_000);
+    expect(ttl).toBeLessThanOrEqual(3 * 86_400_000);
+    expect(day).toContain(`{${id}}`);
+    // Counts an instance writes itself carry the same expiry: here a short one, watched as it lapses.
+    const store = new RedisUsageStore(a.gateway.redis!.client, ks);
+    await store.add([{ id: 'key_expiring', kind: 'b', atMs: Date.now(), n: 2 }], 300);
+    expect((await store.days('key_expiring', [dayOf(Date.now())]))[0]).toEqual({ [`b${new Date().getUTCHours()}`]: 2 });
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await store.days('key_expiring', [dayOf(Date.now())]))[0]).toEqual({});
+    // A period longer than what is kept is refused, not answered with holes.
+    const long = await admin(`/keys/${id}/usage?from=${new Date(Date.now() - 5 * 86_400_000).toISOString()}`);
+    expect(long.status).toBe(400);
+    expect(long.body.problems[0].path).toBe('query.from');
+  });
+
+  it("GET /usage: every key's totals, sorted and paged; bad queries are refused", async () => {
+    const busy = await a.createKey({ plan: 'metered' });
+    for (let i = 0; i < 5; i++) expect(await call(b, busy.key)).toBe(200);
+    const all: Array<{ id: string; admitted: number }> = [];
+    let cursor: string | null = null;
+    for (let i = 0; i < 20; i++) {
+      const r = await admin(`/usage?limit=2&sort=admitted${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(r.status).toBe(200);
+      all.push(...r.body.keys);
+      cursor = r.body.nextCursor;
+      if (!cursor) break;
+    }
+    const counts = all.map((k) => k.admitted);
+    expect(counts).toEqual([...counts].sort((x, y) => y - x));
+    expect(all.find((k) => k.id === busy.id)?.admitted).toBe(5);
+    expect(new Set(all.map((k) => k.id)).size).toBe(all.length);
+    for (const q of [
+      'sort=volume',
+      'from=yesterday',
+      'limit=0',
+      'cursor=abc',
+      `from=${new Date().toISOString()}&to=${new Date(Date.now() - 1000).toISOString()}`,
+    ]) {
+      expect((await admin(`/usage?${q}`)).status, q).toBe(400);
+    }
+  });
+});
+
+describe('deprecated routes', () => {
+  it('names the keys still calling each deprecated route, with counts and when last seen; the CLI exports it as CSV', async () => {
+    const k1 = await a.createKey({ plan: 'metered' });
+    const k2 = await a.createKey({ plan: 'metered' });
+    const k3 = await a.createKey({ plan: 'metered' });
+    for (let i = 0; i < 3; i++) expect(await call(i % 2 ? a : b, k1.key, `/v1/pets/${i}`)).toBe(200);
+    expect(await call(a, k2.key, '/v1/pets/7')).toBe(200);
+    expect(await call(a, k3.key, '/v1/categories')).toBe(200);
+    expect(await call(a, undefined, '/v1/pets/1')).toBe(401);
+    const before = Date.now();
+    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
+
+    const r = await admin('/routes/deprecated');
+    expect(r.status).toBe(200);
+    expect(r.body.routes).toHaveLength(1);
+    const route = r.body.routes[0];
+    expect(route).toMatchObject({
+      method: 'GET',
+      path: '/v1/pets/:petId',
+      deprecation: DEPRECATED.deprecation,
+      sunset: DEPRECATED.sunset,
+      link: DEPRECATED.link,
+    });
+    expect(route.keys.map((k: { id: string; calls: number }) => [k.id, k.calls])).toEqual([
+      [k1.id, 3],
+      [k2.id, 1],
+    ]);
+    for (const k of route.keys) expect(Math.abs(Date.parse(k.lastSeen) - before)).toBeLessThan(10_000);
+
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', {
+        upstream: { url: up.url },
+        redis: { url: redis.url, prefix: PREFIX },
+        plans: { metered: { perMinute: 40, perDay: 10_000 } },
+        routes: [DEPRECATED],
+      });
+      const csv = await runCli(['routes', 'deprecated', '--csv', '--config', file]);
+      expect(csv.code, csv.stderr).toBe(0);
+      const lines = csv.stdout.trimEnd().split('\r\n');
+      expect(lines[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen');
+      expect(lines.slice(1).map((l) => l.split(',').slice(4, 6))).toEqual([
+        [k1.id, '3'],
+        [k2.id, '1'],
+      ]);
+      const usage = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
+      expect(usage.code, usage.stderr).toBe(0);
+      const rows = usage.stdout.trimEnd().split('\r\n');
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned');
+      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0`);
+      const one = await runCli(['usage', '--key', k2.id, '--granularity', 'day', '--json', '--config', file]);
+      expect(JSON.parse(one.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0 });
+      expect((await runCli(['usage', '--key', 'key_nope0000000000', '--config', file])).code).toBe(1);
+      expect((await runCli(['usage', '--from', 'yesterday', '--config', file])).code).toBe(2);
+    } finally {
+      dir.remove();
+    }
+  });
+
+  it('CSV fields are quoted when needed and never start a spreadsheet formula', () => {
+    expect(csvField('plain')).toBe('plain');
+    expect(csvField('a,b')).toBe('"a,b"');
+    expect(csvField('say "hi"')).toBe('"say ""hi"""');
+    expect(csvField('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
+    expect(csvField('-1')).toBe("'-1");
+    expect(csvField(-1)).toBe('-1');
+    expect(csvField(null)).toBe('');
+  });
+
+  it('every admin answer above matches the OpenAPI document', () => {
+    expect(problems).toEqual([]);
+  });
+});
