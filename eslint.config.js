@@ -22,6 +22,11 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard's page script runs in the browser (src/dashboard/public/app.js).
+    files: ['src/dashboard/public/**/*.js'],
+    languageOptions: { sourceType: 'script', globals: { ...globals.browser } },
+  },
+  {
     // Browser code the benchmark and tests inject into pages, if any, and the .mjs scripts run on Node as well.
     files: ['**/*.mjs'],
     languageOptions: { globals: { ...globals.node } },

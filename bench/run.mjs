@@ -32,6 +32,7 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --node-flag FLAG      a Node/V8 option for Tollgate's process, e.g. --node-flag=--max-semi-space-size=32
                         (repeatable; an experiment: Tollgate ships without any)
   --compare-workers     extra scenario w: scenario a's load on Tollgate with 1 and with 2 workers
+  --compare-ledger      extra scenario l: scenario b's keys and load on Tollgate with the usage ledger on and off
   --baseline-prototypes run the baseline with Tollgate's fix for Express's per-request Object.setPrototypeOf
                         (src/server/http-server.ts expressPrototypes): what Tollgate's features cost over a tuned Express,
                         not the budget's baseline (bench/README.md)
@@ -64,6 +65,7 @@ function parseOptions(argv) {
         workers: { type: 'string' },
         'node-flag': { type: 'string', multiple: true },
         'compare-workers': { type: 'boolean', default: false },
+        'compare-ledger': { type: 'boolean', default: false },
         'baseline-prototypes': { type: 'boolean', default: false },
         profile: { type: 'boolean', default: false },
         loader: { type: 'string' },
@@ -109,6 +111,7 @@ function parseOptions(argv) {
     workers: values.workers === undefined ? undefined : Math.floor(int('workers', values.workers, 1)),
     nodeFlags: nodeFlags(values['node-flag'] ?? []),
     compareWorkers: values['compare-workers'],
+    compareLedger: values['compare-ledger'],
     baselinePrototypes: values['baseline-prototypes'],
     profile: values.profile,
     loader,
@@ -259,8 +262,8 @@ const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-
 
 class Tollgate {
   /** `redis`: the config's redis section without its prefix ({ url } or { cluster: { nodes } }). */
-  constructor({ procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags = [] }) {
-    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags });
+  constructor({ procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags = [], usage = true }) {
+    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags, usage });
     this.url = `http://127.0.0.1:${port}`;
     this.configPath = join(tmp, `${name}.yaml`);
     this.logFile = join(tmp, `${name}.log`);
@@ -277,6 +280,7 @@ class Tollgate {
       log: { level: 'info' },
       // The admin API runs beside the gateway, as in production: its listener must cost the request path nothing.
       admin: { port: 0, tokens: [{ id: 'bench', sha256: createHash('sha256').update('tga_bench-admin-token').digest('hex') }] },
+      usage: { enabled: this.usage },
       // bench: never refused (scenarios a-d); flood: one request a minute (scenario e).
       plans: { bench: { perMinute: 1_000_000_000, perDay: 1_000_000_000 }, flood: { perMinute: 1, perDay: 1_000_000 } },
     };
@@ -358,6 +362,7 @@ const SCENARIOS = {
   e: { title: 'e: 429 flood (banned key)', keys: 'flood', conns: 'many' },
   k: { title: 'k: b on a 3-primary cluster', keys: 'rotating', conns: 'many' },
   w: { title: 'w: workers 1 vs 2 (a load)', keys: 'hot', conns: 'many' },
+  l: { title: 'l: usage ledger on vs off (b)', keys: 'rotating', conns: 'many' },
 };
 
 /**
@@ -530,7 +535,7 @@ function summarize(runs) {
     row.ratios = ratios;
     row.p99AddedMs = median(p99Added);
   }
-  const order = 'abkcdew';
+  const order = 'abkcdewl';
   rows.sort(
     (x, y) =>
       order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)),
@@ -660,6 +665,21 @@ function budget(rows) {
     );
   }
   {
+    // The usage ledger's cost on Redis, from the same run (scenario l, --compare-ledger): Redis CPU per request with
+    // the ledger on against off, medians over rounds.
+    const on = get('l', 'tollgate(ledger)');
+    const off = get('l', 'tollgate(no ledger)');
+    const rel = on && off ? on.redisCpuUsPerReq / off.redisCpuUsPerReq : NaN;
+    add(
+      '(l) usage ledger: Redis CPU per request rises <= 15%',
+      on && off ? rel <= 1.15 : undefined,
+      on && off
+        ? `${fmt(on.redisCpuUsPerReq, 1)} vs ${fmt(off.redisCpuUsPerReq, 1)} us/req = ${fmt(rel, 3)}; Redis commands/req ${fmt(on.cmdsPerReq, 2)} vs ${fmt(off.cmdsPerReq, 2)}; gateway CPU ${fmt(on.cpuUsPerReq, 0)} vs ${fmt(off.cpuUsPerReq, 0)} us/req; Tollgate/baseline ${fmt(on.ratio, 3)} vs ${fmt(off.ratio, 3)}`
+        : 'needs --compare-ledger',
+      ['l'],
+    );
+  }
+  {
     const e = get('e', T);
     const banned = e ? (e.statuses['429'] ?? 0) + (e.statuses['4xx/5xx'] ?? 0) : 0;
     const total = e ? Object.values(e.statuses).reduce((a, b) => a + b, 0) : 0;
@@ -764,7 +784,7 @@ async function main() {
 }
 
 async function bench(opts, { procs, tmp, stamp, startedAt }) {
-  const totalRuns = opts.rounds * 2 * opts.scenarios.length + (opts.compareWorkers ? opts.rounds * 3 : 0);
+  const totalRuns = opts.rounds * 2 * opts.scenarios.length + (opts.compareWorkers ? opts.rounds * 3 : 0) + (opts.compareLedger ? opts.rounds * 3 : 0);
   log(
     `loader ${opts.loader}; scenarios ${opts.scenarios.join(',')}${opts.compareWorkers ? ',w' : ''}; ${opts.rounds} round(s) x ${opts.durationS} s (+${opts.warmupS} s warm-up); ~${Math.ceil((totalRuns * (opts.durationS + opts.warmupS + 1)) / 60)} min of load`,
   );
@@ -817,7 +837,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const flood = await cliCreateKey({ repoRoot: REPO, configPath: tg.configPath, plan: 'flood', name: 'bench-flood', env });
   const setup = {};
   let rotating = [];
-  if (opts.scenarios.includes('b') || opts.scenarios.includes('k')) {
+  if (opts.scenarios.includes('b') || opts.scenarios.includes('k') || opts.compareLedger) {
     const t0 = Date.now();
     rotating = await bulkCreateKeys({
       redis: redis.client,
@@ -928,6 +948,38 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       if (s === 'b') await prime(keys);
       await runScenario(s, keys, [baseline, target]);
     }
+  }
+
+  if (opts.compareLedger && rotating.length) {
+    // The ledger's cost on Redis and on the gateway, in one run: two Tollgates on the same Redis, alternating.
+    log(`scenario ${SCENARIOS.l.title}`);
+    const on = new Tollgate({ procs, tmp, name: 'tollgate-ledger', port: await freePort(), upstreamUrl, redis: { url: redis.url }, nodeFlags: opts.nodeFlags });
+    const off = new Tollgate({
+      procs,
+      tmp,
+      name: 'tollgate-noledger',
+      port: await freePort(),
+      upstreamUrl,
+      redis: { url: redis.url },
+      nodeFlags: opts.nodeFlags,
+      usage: false,
+    });
+    try {
+      for (const t of [on, off]) {
+        instances.push(t);
+        await t.start();
+        await prime(rotating, t.url);
+      }
+      await runScenario('l', rotating, [
+        baseline,
+        { name: 'tollgate(ledger)', url: on.url, pid: on.pid, tollgate: on, prober: on.prober },
+        { name: 'tollgate(no ledger)', url: off.url, pid: off.pid, tollgate: off, prober: off.prober },
+      ]);
+    } catch (err) {
+      log(`compare-ledger skipped: ${err.message}`);
+    }
+    await on.stop();
+    await off.stop();
   }
 
   if (opts.compareWorkers) {

@@ -240,8 +240,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   });
   const usage = new UsageReports(usageStore, admin, () => runtime.config.routes);
 
+  const redisState = async (): Promise<'ok' | 'degraded' | 'none'> =>
+    !redis ? 'none' : (await metrics.degraded.get()).values[0]?.value === 1 ? 'degraded' : 'ok';
   const tokens = new AdminTokens(config.admin.tokens, (opts.env ?? process.env).TOLLGATE_ADMIN_TOKEN || undefined);
-  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage }) : undefined;
+  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage, redisState }) : undefined;
 
   return {
     app,

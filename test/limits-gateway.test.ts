@@ -455,7 +455,7 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       const fromGateway = (cs: MonitoredCommand[]) => cs.filter((c) => gatewayAddrs.has(c.source));
 
       let mon = await monitorRedis(admin);
-      // A young copy: the check is sent without a revision (the script's revision argument, third from last, is empty)...
+      // A young copy: the check is sent without a revision (the script's revision argument, next to last, is empty)...
       clock.advance(ttlMs * 0.3);
       expect((await send()).status).toBe(200);
       // ...then four requests 0.6 ttl apart, each due: 2.7 ttls after the key was read, and no read since.
@@ -465,9 +465,9 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       }
       let commands = fromGateway(await mon.stop());
       expect(commands.map((c) => c.args[0]!.toLowerCase())).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
-      expect(commands.map((c) => c.args.at(-3)!.length)).toEqual([0, 40, 40, 40, 40]);
-      // (The next argument, the credit of requests admitted from memory, is empty: Redis never failed here.)
-      expect(commands.map((c) => c.args.at(-2))).toEqual(['', '', '', '', '']);
+      expect(commands.map((c) => c.args.at(-2)!.length)).toEqual([0, 40, 40, 40, 40]);
+      // (The last argument, the credit of requests admitted from memory, is empty: Redis never failed here.)
+      expect(commands.map((c) => c.args.at(-1))).toEqual(['', '', '', '', '']);
 
       // A whole ttl with no request to confirm it: the key is read again (hash -> id, then the record).
       clock.advance(ttlMs + 1);

@@ -565,16 +565,15 @@ describe('RedisLimiterStore only', () => {
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 
-    // MONITOR: each EVALSHA/EVAL names 6 keys (the 5th, the key record, is read only when a key hash is passed; the
-    // 6th is the usage ledger's base name, to which the script appends the day), all tagged {id}; every key a script
-    // command touched is one of them, or a day of that ledger.
+    // MONITOR: each EVALSHA/EVAL names 5 keys (the 5th, the key record, is read only when a key hash is passed; the
+    // usage ledger's day is named after it), all tagged {id}; every key a script command touched is one of them, or a
+    // day of that ledger.
     const scriptCalls = commands.filter((c) => storeAddrs.has(c.source) && /^eval/i.test(c.args[0] ?? ''));
     expect(scriptCalls.length).toBeGreaterThanOrEqual(4);
     for (const c of scriptCalls) {
-      expect(c.args[2]).toBe('6');
-      const keys = c.args.slice(3, 9);
+      expect(c.args[2]).toBe('5');
+      const keys = c.args.slice(3, 8);
       expect(keys[4]).toBe(keyspace.keyRecord(id));
-      expect(keys[5]).toBe(keyspace.usage(id));
       for (const k of keys) expect(hashTag(k)).toBe(id);
     }
     const inScript = commands.filter((c) => c.source === 'lua');
@@ -584,7 +583,7 @@ describe('RedisLimiterStore only', () => {
       const cmd = (c.args[0] ?? '').toUpperCase();
       if (cmd === 'TIME') continue;
       const key = c.args[1] ?? '';
-      expect(named.has(key) || key.startsWith(`${keyspace.usage(id)}:`), `${c.args.join(' ')}`).toBe(true);
+      expect(named.has(key) || key.startsWith(`${keyspace.keyRecord(id)}:usage:`), `${c.args.join(' ')}`).toBe(true);
       expect(hashTag(key)).toBe(id);
     }
   });

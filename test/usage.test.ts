@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { dayOf, RedisUsageStore } from '../src/usage/store.js';
-import { csvField } from '../src/commands/usage.js';
+import { csvField } from '../src/usage/csv.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
@@ -121,6 +121,28 @@ describe('the usage ledger', () => {
     expect(long.body.problems[0].path).toBe('query.from');
   });
 
+  it('a Redis-less gateway keeps the same ledger in memory (every decision counted by the instance)', async () => {
+    const memory = await startLimitsGateway(
+      testConfig({
+        upstream: { url: up.url },
+        plans: { tiny: { perMinute: 2, perDay: 100 } },
+        ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
+      }),
+    );
+    try {
+      const { id, key } = await memory.createKey({ plan: 'tiny' });
+      const statuses = [];
+      for (let i = 0; i < 6; i++) statuses.push(await call(memory, key));
+      expect(statuses).toEqual([200, 200, 429, 429, 429, 429]);
+      await memory.gateway.flushUsage();
+      const u = await memory.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'day');
+      // Two admitted, one refused by the window, then the ban (the second strike) and what the ban cache refused.
+      expect(u.totals).toEqual({ admitted: 2, rateLimited: 1, banned: 3 });
+    } finally {
+      await memory.close();
+    }
+  });
+
   it("GET /usage: every key's totals, sorted and paged; bad queries are refused", async () => {
     const busy = await a.createKey({ plan: 'metered' });
     for (let i = 0; i < 5; i++) expect(await call(b, busy.key)).toBe(200);
@@ -216,6 +238,20 @@ describe('deprecated routes', () => {
     expect(csvField('-1')).toBe("'-1");
     expect(csvField(-1)).toBe('-1');
     expect(csvField(null)).toBe('');
+  });
+
+  it('GET /usage/summary adds every key up; GET /status says Redis is answering; the CSV export', async () => {
+    const summary = await admin('/usage/summary?granularity=hour');
+    expect(summary.status).toBe(200);
+    const all = (await admin('/usage?limit=1000')).body.keys as Array<{ admitted: number }>;
+    expect(summary.body.totals.admitted).toBe(all.reduce((n, k) => n + k.admitted, 0));
+    expect(summary.body.buckets).toHaveLength(25);
+    const status = await admin('/status');
+    expect(status.body).toMatchObject({ redis: 'ok', usageRetentionDays: 2 });
+    expect(status.body.plans.map((p: { name: string }) => p.name)).toEqual(['metered', 'tiny']);
+    const csv = await admin('/routes/deprecated.csv');
+    expect(csv.headers['content-type']).toMatch(/^text\/csv/);
+    expect(csv.text.split('\r\n')[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen');
   });
 
   it('every admin answer above matches the OpenAPI document', () => {

@@ -14,7 +14,9 @@ import type { KeyRecord } from '../keys/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages.js';
-import { requireAdminToken } from './guard.js';
+import { AdminGuard } from './guard.js';
+import { dashboardRouter } from '../dashboard/routes.js';
+import { Sessions } from '../dashboard/sessions.js';
 import {
   createKeyBody,
   deprecatedQuery,
@@ -28,6 +30,7 @@ import {
   type Problem,
 } from './schemas.js';
 import type { UsageReports } from '../usage/reports.js';
+import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
 
@@ -41,6 +44,8 @@ export interface AdminAppOptions {
   openapi: unknown;
   /** The usage ledger and deprecated-route report. */
   usage: UsageReports;
+  /** Whether the gateway's Redis answers ('ok'), is being worked around ('degraded'), or there is none ('none'). */
+  redisState: () => Promise<'ok' | 'degraded' | 'none'>;
 }
 
 /** The ids KeyAdmin issues (key_...) and those `keys import` accepts. */
@@ -65,11 +70,14 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.set('etag', false);
   app.set('query parser', false);
 
+  const guard = new AdminGuard(o.tokens, runtime.config.admin.maxFailuresPerMinute, o.metrics, new Sessions());
   app.use(adminRequestLog(logger));
+  // The dashboard's page, assets and sign-in: before the API's own headers (the page has a CSP of its own).
+  app.use(dashboardRouter(guard));
   app.use(securityHeaders());
   // The document describes the API, nothing in it is secret; tools fetch it without credentials.
   app.get('/openapi.json', (_req, res) => void res.json(o.openapi));
-  app.use(requireAdminToken(o.tokens, runtime.config.admin.maxFailuresPerMinute, o.metrics));
+  app.use(guard.requireAdmin);
   app.use(express.json({ limit: MAX_BODY, strict: true }));
   app.use(requireJsonBody);
 
@@ -198,6 +206,31 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
       total: page.total,
       nextCursor: next < page.total ? Buffer.from(String(next)).toString('base64url') : null,
     });
+  });
+
+  app.get('/usage/summary', async (req, res) => {
+    const q = parse(keyUsageQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, res);
+    if (!p) return;
+    const u = await o.usage.summary(p.fromMs, p.toMs, q.granularity);
+    res.json({ granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
+  });
+
+  app.get('/status', async (_req, res) => {
+    const plans = runtime.config.plans;
+    res.json({
+      redis: await o.redisState(),
+      usageRetentionDays: runtime.config.usage.retentionDays,
+      plans: Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay })),
+    });
+  });
+
+  app.get('/routes/deprecated.csv', async (req, res) => {
+    const p = periodOf({}, runtime.config.usage.retentionDays * DAY_MS, res)!;
+    const rows = deprecatedRows(await o.usage.deprecatedRoutes(p.fromMs, p.toMs));
+    res.setHeader('content-disposition', 'attachment; filename="deprecated-routes.csv"');
+    res.type('text/csv; charset=utf-8').send(csv(rows));
   });
 
   app.get('/routes/deprecated', async (req, res) => {

@@ -4,23 +4,9 @@
 import { type Command, Option } from 'commander';
 import { UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore } from '../usage/store.js';
+import { csv, deprecatedRows } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
-
-/**
- * One CSV field (RFC 4180): quoted when it holds a comma, quote or line break. A field a spreadsheet would run as a
- * formula (=, +, -, @ first) is prefixed with ' so that opening an export never executes a key's name.
- */
-export function csvField(v: string | number | null | undefined): string {
-  if (v === null || v === undefined) return '';
-  let s = String(v);
-  if (typeof v === 'string' && /^[=+\-@\t\r]/.test(s)) s = `'${s}`;
-  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-}
-
-function csv(rows: ReadonlyArray<ReadonlyArray<string | number | null | undefined>>): string {
-  return rows.map((r) => r.map(csvField).join(',')).join('\r\n') + '\r\n';
-}
 
 function reports(s: Session): UsageReports {
   return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace), s.keys, () => s.config.routes);
@@ -81,11 +67,7 @@ export function registerUsageCommands(program: Command): void {
         const p = period(o, s.config.usage.retentionDays * DAY_MS, s.config.usage.retentionDays);
         const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs);
         if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), routes: list }));
-        const rows: Array<Array<string | number | null>> = [['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen']];
-        for (const route of list) {
-          if (route.keys.length === 0) rows.push([route.method, route.path, route.deprecation, route.sunset ?? '', '', 0, '']);
-          for (const k of route.keys) rows.push([route.method, route.path, route.deprecation, route.sunset ?? '', k.id, k.calls, k.lastSeen]);
-        }
+        const rows = deprecatedRows(list);
         if (o.csv) return void process.stdout.write(csv(rows));
         if (list.length === 0) return out('No deprecated routes in the config.');
         out(rows.map((row) => row.map((c) => String(c ?? '')).join('\t')).join('\n'));

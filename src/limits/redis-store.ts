@@ -21,36 +21,32 @@ import {
   type WindowCredit,
 } from './types.js';
 
-// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record,
-// 6 the key's usage ledger, without its day: the script appends ":<UTC day number>" (the same hash tag, so the same
-// slot; src/usage/ledger.ts reads it). Each day is a hash of per-hour counts: a<h> admitted, r<h> refused by a window,
-// b<h> refused by a ban (h = UTC hour 0-23), expiring ARGV[5] ms after its last count.
+// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
+// The usage ledger's day is the record's name + ":usage:<UTC day number>" (Keyspace.usageDay: the same hash tag, so
+// the same slot; no KEYS entry of its own, which measurably cost Redis CPU on every call): a hash of per-hour counts,
+// a<h> admitted, r<h> refused by a window, b<h> refused by a ban (h = UTC hour 0-23), expiring ledgerMs after the
+// first count of each kind in each hour.
 // ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
-// dayMs durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
+// dayMs ledgerMs (0: no ledger) durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
 // of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts),
 // 4 a credit ('' = none): "minute minuteMs day dayMs", requests the gateway admitted from its memory windows while
-// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max),
-// 5 the usage ledger's time to live in ms ('' or 0 = no ledger).
+// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max).
 // Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
+/** The ledger's count of one request of a kind (a, r, b), inlined where the script decides: no closure per call. */
+function ledger(kind: 'a' | 'r' | 'b'): string {
+  return `if ledgerMs > 0 then local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000); if redis.call('HINCRBY', day, '${kind}' .. math.floor((now % 86400000) / 3600000), 1) == 1 then redis.call('PEXPIRE', day, ledgerMs) end end`;
+}
+
 const CHECK_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local p = {}
 for v in string.gmatch(ARGV[1], '%S+') do p[#p + 1] = tonumber(v) end
-local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs, ledgerMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
 local keyHash = ARGV[2]
 local same = -1
-local ledgerTtl = tonumber(ARGV[5]) or 0
-
--- The usage ledger: counted here, in the same call as the decision, so it is exact across the fleet and costs no
--- round trip of its own. A day's hash gets its expiry with the first count of each kind in each hour.
-local function ledger(kind, n)
-  if ledgerTtl <= 0 or n <= 0 then return end
-  local day = KEYS[6] .. ':' .. math.floor(now / 86400000)
-  if redis.call('HINCRBY', day, kind .. math.floor((now % 86400000) / 3600000), n) == n then redis.call('PEXPIRE', day, ledgerTtl) end
-end
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
 if keyHash ~= '' then
@@ -77,7 +73,10 @@ if ARGV[4] ~= '' then
     if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
   end
   -- Requests admitted from memory while Redis was away: in the ledger too, in the hour they reached it.
-  ledger('a', c[3])
+  if ledgerMs > 0 and c[3] > 0 then
+    local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000)
+    if redis.call('HINCRBY', day, 'a' .. math.floor((now % 86400000) / 3600000), c[3]) == c[3] then redis.call('PEXPIRE', day, ledgerMs) end
+  end
 end
 
 local function window(key, len)
@@ -94,7 +93,7 @@ local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
 local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
 if lastEnd > 0 and now >= lastEnd + resetAfter then level = 0 end
 if banUntil > now then
-  ledger('b', 1)
+  ${ledger('b')}
   return {'banned', m, mttl, d, dttl, banUntil - now, level, same}
 end
 
@@ -108,14 +107,14 @@ if minuteFull or dayFull then
   if strikes == 1 then redis.call('PEXPIRE', KEYS[4], strikeWindow) end
   if strikes >= threshold then
     level = level + 1
-    local dur = p[7 + math.min(level, #p - 7)]
+    local dur = p[8 + math.min(level, #p - 8)]
     redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
     redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
     redis.call('DEL', KEYS[4])
-    ledger('b', 1)
+    ${ledger('b')}
     return {'banned_now', m, mttl, d, dttl, dur, level, same}
   end
-  ledger('r', 1)
+  ${ledger('r')}
   return {outcome, m, mttl, d, dttl, retry, level, same}
 end
 
@@ -124,7 +123,8 @@ m = redis.call('INCR', KEYS[1])
 if m == 1 then redis.call('PEXPIRE', KEYS[1], minuteMs); mttl = minuteMs end
 d = redis.call('INCR', KEYS[2])
 if d == 1 then redis.call('PEXPIRE', KEYS[2], dayMs); dttl = dayMs end
-ledger('a', 1)
+-- The usage ledger, counted here in the same call as the decision: exact across the fleet, no round trip of its own.
+${ledger('a')}
 return {'admitted', m, mttl, d, dttl, 0, level, same}
 `;
 
@@ -141,7 +141,7 @@ type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, Check
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
-  private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, string>>();
+  private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, { arg: string; ledgerMs: number }>>();
 
   /** `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger. */
   constructor(
@@ -151,8 +151,8 @@ export class RedisLimiterStore implements LimiterStore {
   ) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
     if (!(PIPELINED in redis)) {
-      redis.defineCommand(PIPELINED, { numberOfKeys: 6, lua: CHECK_SCRIPT });
-      redis.defineCommand(AT_ONCE, { numberOfKeys: 6, lua: CHECK_SCRIPT });
+      redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+      redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
       // A new array: ioredis's default one is shared by every client.
       redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
     }
@@ -179,12 +179,10 @@ export class RedisLimiterStore implements LimiterStore {
         this.ks.ban(id),
         this.ks.strikes(id),
         this.ks.keyRecord(id),
-        this.ks.usage(id),
         this.policyArg(limits, ban),
         keyHash,
         keyRevision,
         credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '',
-        this.ledgerTtlMs(),
       );
     } finally {
       this.awaiting--;
@@ -212,9 +210,10 @@ export class RedisLimiterStore implements LimiterStore {
   private policyArg(limits: KeyLimits, ban: BanPolicy): string {
     let byLimits = this.policies.get(ban);
     if (!byLimits) this.policies.set(ban, (byLimits = new WeakMap()));
-    let arg = byLimits.get(limits);
-    if (arg === undefined) {
-      arg = [
+    const ledgerMs = this.ledgerTtlMs();
+    let cached = byLimits.get(limits);
+    if (cached === undefined || cached.ledgerMs !== ledgerMs) {
+      const arg = [
         limits.perMinute,
         limits.perDay,
         ban.threshold,
@@ -222,11 +221,12 @@ export class RedisLimiterStore implements LimiterStore {
         ban.resetAfterSeconds * 1000,
         MINUTE_MS,
         DAY_MS,
+        ledgerMs,
         ...ban.durationsSeconds.map((s) => s * 1000),
       ].join(' ');
-      byLimits.set(limits, arg);
+      byLimits.set(limits, (cached = { arg, ledgerMs }));
     }
-    return arg;
+    return cached.arg;
   }
 }
 

@@ -42,14 +42,11 @@ export class Keyspace {
     return `${this.prefix}readyz:probe`;
   }
   /**
-   * The key's usage ledger, without its day: the limit script appends ":<UTC day number>" (days since 1970-01-01).
-   * Each day is a hash of per-hour counts (a<h>, r<h>, b<h>), in the key's own slot.
+   * One UTC day (days since 1970-01-01) of the key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>), in
+   * the key's own slot. The limit script builds this name from the record's (KEYS[5]): keep the two in step.
    */
-  usage(id: string): string {
-    return `${this.prefix}usage:{${id}}`;
-  }
   usageDay(id: string, day: number): string {
-    return `${this.usage(id)}:${day}`;
+    return `${this.keyRecord(id)}:usage:${day}`;
   }
   /** Hash per deprecated route and UTC day: key id -> calls. The route's hash tag keeps both of its hashes in one slot. */
   deprecatedCalls(route: string, day: number): string {

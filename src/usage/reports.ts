@@ -86,6 +86,36 @@ export class UsageReports {
   }
 
   /**
+   * Every key's counts added up, by hour or day (the dashboard's overview charts): reads every key's ledger for every
+   * day of the period, like totals().
+   */
+  async summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
+    let sum: { buckets: UsageBucket[]; totals: UsageCounts } | undefined;
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.keys.page({ limit: 1000, ...(after !== undefined ? { after } : {}) });
+      const each = await Promise.all(page.keys.map((k) => this.keyUsage(k.id, fromMs, toMs, granularity)));
+      for (const u of each) {
+        if (!sum) sum = u;
+        else {
+          u.buckets.forEach((b, i) => {
+            const s = sum!.buckets[i]!;
+            s.admitted += b.admitted;
+            s.rateLimited += b.rateLimited;
+            s.banned += b.banned;
+          });
+          sum.totals.admitted += u.totals.admitted;
+          sum.totals.rateLimited += u.totals.rateLimited;
+          sum.totals.banned += u.totals.banned;
+        }
+      }
+      if (page.next === undefined) break;
+      after = page.next;
+    }
+    return sum ?? (await this.keyUsage('', fromMs, toMs, granularity));
+  }
+
+  /**
    * Every key's totals in [fromMs, toMs) (whole hours), sorted, one page at a time (`offset`, `limit`). Reads each
    * key's ledger for every day of the period: a cost in proportion to keys x days, for billing runs, not for the
    * request path.

@@ -1,0 +1,421 @@
+// The Tollgate dashboard: a small single page on the admin API. Sign in exchanges an admin token for an HttpOnly
+// session cookie (the script never sees it again); every other call is the admin API itself, sent with that cookie.
+// Views: #/overview, #/keys, #/keys/<id>, #/deprecated. Text from the API is only ever set as text, never as HTML.
+/* global uPlot */
+'use strict';
+
+const $ = (sel) => document.querySelector(sel);
+const view = $('#view');
+let charts = [];
+
+/** An element: h('td', { class: 'x' }, 'text', child). */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) if (c !== undefined && c !== null) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+/** Puts a view's content in place: nested lists flattened, empty (null) parts left out. */
+function show(...children) {
+  view.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined));
+}
+
+class Unauthorized extends Error {}
+
+async function api(path, opts = {}) {
+  const res = await fetch(path, {
+    method: opts.method || 'GET',
+    credentials: 'same-origin',
+    headers: opts.body !== undefined ? { 'content-type': 'application/json' } : {},
+    body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
+  });
+  if (res.status === 401) throw new Unauthorized();
+  const text = await res.text();
+  const body = text ? JSON.parse(text) : {};
+  if (!res.ok) throw new Error(body.message || `HTTP ${res.status}`);
+  return body;
+}
+
+const fmt = (n) => Number(n).toLocaleString('en');
+const iso = (ms) => new Date(ms).toISOString();
+
+function showSignIn(message) {
+  $('#nav').hidden = true;
+  view.hidden = true;
+  $('#sign-in').hidden = false;
+  const err = $('#sign-in-error');
+  err.hidden = !message;
+  err.textContent = message || '';
+  $('#token').focus();
+}
+
+$('#sign-in-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const token = $('#token').value;
+  const res = await fetch('/session', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ token }),
+  });
+  $('#token').value = '';
+  if (res.status === 204) {
+    location.hash = '#/overview';
+    return route();
+  }
+  const body = await res.json().catch(() => ({}));
+  showSignIn(res.status === 429 ? body.message : 'That token is not valid.');
+});
+
+$('#sign-out').addEventListener('click', async () => {
+  await fetch('/session/end', { method: 'POST', credentials: 'same-origin' });
+  // Not location.hash = '': that would route, meet a 401 and show the form without this message.
+  history.replaceState(null, '', location.pathname);
+  showSignIn('Signed out.');
+});
+
+/** A line chart of usage buckets (admitted, rate limited, banned), optionally with a limit line. */
+function chart(box, buckets, limit) {
+  const xs = buckets.map((b) => Date.parse(b.start) / 1000);
+  const series = [
+    {},
+    { label: 'admitted', stroke: '#2457c5', width: 2 },
+    { label: 'rate limited', stroke: '#b35c00', width: 2 },
+    { label: 'banned', stroke: '#b3261e', width: 2 },
+  ];
+  const data = [xs, buckets.map((b) => b.admitted), buckets.map((b) => b.rateLimited), buckets.map((b) => b.banned)];
+  if (limit !== undefined) {
+    series.push({ label: limit.label, stroke: '#5d6b7a', dash: [6, 4], width: 1 });
+    data.push(xs.map(() => limit.value));
+  }
+  const width = Math.max(260, box.clientWidth - 4);
+  const plot = new uPlot({ width, height: 220, series, axes: [{}, { size: 60 }], scales: { x: { time: true } } }, data, box);
+  charts.push({ plot, box });
+}
+
+window.addEventListener('resize', () => {
+  for (const c of charts) c.plot.setSize({ width: Math.max(260, c.box.clientWidth - 4), height: 220 });
+});
+
+function tile(label, value, cls) {
+  return h('div', { class: 'tile' }, h('div', { class: `value ${cls || ''}` }, value), h('div', { class: 'label' }, label));
+}
+
+async function overview() {
+  const now = Date.now();
+  const status = await api('/status');
+  const days = Math.min(7, status.usageRetentionDays + 1);
+  const [hourly, daily] = await Promise.all([
+    api(`/usage/summary?granularity=hour&from=${iso(now - 24 * 3600e3)}&to=${iso(now)}`),
+    api(`/usage/summary?granularity=day&from=${iso(now - days * 86400e3)}&to=${iso(now)}`),
+  ]);
+  const c24 = h('div', { class: 'chart', id: 'chart-24h' });
+  const c7 = h('div', { class: 'chart', id: 'chart-7d' });
+  show(
+    h('h1', {}, 'Overview'),
+    h('p', {}, 'Redis: ', h('span', { class: `badge ${status.redis}`, id: 'redis-state' }, status.redis === 'none' ? 'not used (memory)' : status.redis)),
+    h(
+      'div',
+      { class: 'tiles' },
+      tile('requests, 24 h', fmt(hourly.totals.admitted)),
+      tile('rate limited, 24 h', fmt(hourly.totals.rateLimited)),
+      tile('banned, 24 h', fmt(hourly.totals.banned)),
+      tile(`requests, ${days} d`, fmt(daily.totals.admitted)),
+      tile(`refusals, ${days} d`, fmt(daily.totals.rateLimited + daily.totals.banned)),
+    ),
+    h('div', { class: 'panel' }, h('h2', {}, 'Last 24 hours, by hour'), c24),
+    h('div', { class: 'panel' }, h('h2', {}, `Last ${days} days, by day`), c7),
+    h(
+      'div',
+      { class: 'panel' },
+      h('h2', {}, 'Plans'),
+      h(
+        'table',
+        {},
+        h('thead', {}, h('tr', {}, h('th', {}, 'plan'), h('th', {}, 'per minute'), h('th', {}, 'per day'))),
+        h(
+          'tbody',
+          {},
+          status.plans.map((p) => h('tr', {}, h('td', {}, p.name), h('td', {}, fmt(p.perMinute)), h('td', {}, fmt(p.perDay)))),
+        ),
+      ),
+    ),
+  );
+  chart(c24, hourly.buckets);
+  chart(c7, daily.buckets);
+}
+
+async function keysView(params) {
+  const name = params.get('name') || '';
+  const status = params.get('status') || '';
+  const cursor = params.get('cursor') || '';
+  const q = new URLSearchParams({ limit: '20' });
+  if (name) q.set('name', name);
+  if (status) q.set('status', status);
+  if (cursor) q.set('cursor', cursor);
+  const page = await api(`/keys?${q}`);
+  const details = await Promise.all(page.keys.map((k) => api(`/keys/${encodeURIComponent(k.id)}`).catch(() => undefined)));
+  const search = h('input', { type: 'search', id: 'key-search', placeholder: 'name starts with', value: name, 'aria-label': 'Search keys by name' });
+  const statusSel = h(
+    'select',
+    { id: 'key-status', 'aria-label': 'Status' },
+    ['', 'active', 'revoked', 'expired'].map((s) => h('option', { value: s, selected: s === status }, s || 'any status')),
+  );
+  const go = (extra) => {
+    const p = new URLSearchParams();
+    if (search.value) p.set('name', search.value);
+    if (statusSel.value) p.set('status', statusSel.value);
+    if (extra) p.set('cursor', extra);
+    location.hash = `#/keys?${p}`;
+  };
+  const rows = page.keys.map((k, i) => {
+    const day = details[i] && details[i].windows ? details[i].windows.find((w) => w.name === 'day') : undefined;
+    const share = day ? Math.min(100, Math.round((100 * day.used) / day.limit)) : 0;
+    return h(
+      'tr',
+      {},
+      h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.name || k.id)),
+      h('td', { class: 'muted' }, k.id),
+      h('td', {}, k.plan),
+      h('td', {}, h('span', { class: `badge ${k.status}` }, k.status)),
+      h(
+        'td',
+        {},
+        day
+          ? h(
+              'div',
+              { title: `${day.used} of ${day.limit} today` },
+              h('div', { class: 'bar' }, h('span', { style: `width:${share}%` })),
+              `${fmt(day.used)} / ${fmt(day.limit)}`,
+            )
+          : '-',
+      ),
+    );
+  });
+  show(
+    h('h1', {}, 'Keys'),
+    h('form', { class: 'filters', onsubmit: (e) => (e.preventDefault(), go()) }, search, statusSel, h('button', { type: 'submit' }, 'Search')),
+    h(
+      'div',
+      { class: 'panel' },
+      h(
+        'table',
+        { id: 'keys-table' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'name'), h('th', {}, 'id'), h('th', {}, 'plan'), h('th', {}, 'status'), h('th', {}, 'day window vs quota'))),
+        h('tbody', {}, rows),
+      ),
+      page.keys.length === 0 ? h('p', { class: 'muted' }, 'No keys match.') : null,
+    ),
+    h(
+      'div',
+      { class: 'actions' },
+      cursor ? h('button', { type: 'button', onclick: () => go() }, 'First page') : null,
+      page.nextCursor ? h('button', { type: 'button', id: 'next-page', onclick: () => go(page.nextCursor) }, 'Next page') : null,
+    ),
+  );
+}
+
+async function keyView(id) {
+  const now = Date.now();
+  const [k, usage, plans] = await Promise.all([
+    api(`/keys/${encodeURIComponent(id)}`),
+    api(`/keys/${encodeURIComponent(id)}/usage?granularity=hour&from=${iso(now - 24 * 3600e3)}&to=${iso(now)}`),
+    api('/plans'),
+  ]);
+  const box = h('div', { class: 'chart', id: 'key-chart' });
+  const message = h('p', { id: 'key-message', role: 'status' });
+  const act = (label, fn, cls) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        class: cls,
+        onclick: async () => {
+          try {
+            await fn();
+          } catch (err) {
+            if (err instanceof Unauthorized) return showSignIn('Your session ended. Sign in again.');
+            message.textContent = err.message;
+          }
+        },
+      },
+      label,
+    );
+  const planSel = h(
+    'select',
+    { id: 'plan-select', 'aria-label': 'Plan' },
+    plans.plans.map((p) => h('option', { value: p.name, selected: p.name === k.plan }, `${p.name} (${fmt(p.perMinute)}/min, ${fmt(p.perDay)}/day)`)),
+  );
+  const minute = k.windows && k.windows.find((w) => w.name === 'minute');
+  const active = k.status === 'active';
+  show(
+    h('p', {}, h('a', { href: '#/keys' }, '← Keys')),
+    h('h1', {}, k.name || k.id),
+    h(
+      'p',
+      {},
+      h('span', { class: `badge ${k.status}`, id: 'key-status-badge' }, k.status),
+      ' ',
+      k.ban ? h('span', { class: 'badge banned' }, `banned until ${new Date(k.ban.until).toLocaleString()}`) : null,
+    ),
+    h(
+      'div',
+      { class: 'tiles' },
+      (k.windows || []).map((w) => tile(`${w.name} window: used of ${fmt(w.limit)}`, fmt(w.used))),
+      tile('requests, 24 h', fmt(usage.totals.admitted)),
+      tile('refused, 24 h', fmt(usage.totals.rateLimited + usage.totals.banned)),
+      tile('ban level', String(k.banLevel)),
+    ),
+    h('div', { class: 'panel' }, h('h2', {}, 'Last 24 hours, by hour'), box),
+    h(
+      'div',
+      { class: 'panel' },
+      h('h2', {}, 'Key'),
+      h(
+        'table',
+        {},
+        h(
+          'tbody',
+          {},
+          [
+            ['id', k.id],
+            ['plan', k.plan],
+            ['created', k.createdAt],
+            ['expires', k.expiresAt || 'never'],
+            ['rotated', k.rotatedAt || ''],
+            ['revoked', k.revokedAt || ''],
+            ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
+          ]
+            .filter(([, v]) => v)
+            .map(([a, b]) => h('tr', {}, h('th', {}, a), h('td', {}, b))),
+        ),
+      ),
+    ),
+    active
+      ? h(
+          'div',
+          { class: 'actions' },
+          planSel,
+          act('Change plan', async () => {
+            await api(`/keys/${encodeURIComponent(id)}`, { method: 'PATCH', body: { plan: planSel.value } });
+            await keyView(id);
+            $('#key-message').textContent = `Plan changed to ${planSel.value}.`;
+          }),
+          act(
+            'Rotate',
+            async () => {
+              if (!confirm('Issue a new key for this id? The current key stops working now.')) return;
+              const r = await api(`/keys/${encodeURIComponent(id)}/rotate`, { method: 'POST', body: { graceSeconds: 0 } });
+              $('#new-key-value').textContent = r.key;
+              $('#new-key').showModal();
+            },
+            'primary',
+          ),
+          k.ban || k.banLevel > 0
+            ? act('Unban', async () => (await api(`/keys/${encodeURIComponent(id)}/unban`, { method: 'POST', body: {} }), keyView(id)))
+            : null,
+          act(
+            'Revoke',
+            async () => {
+              if (!confirm('Revoke this key? It stops working on every gateway within a second, for good.')) return;
+              await api(`/keys/${encodeURIComponent(id)}/revoke`, { method: 'POST', body: {} });
+              await keyView(id);
+              $('#key-message').textContent = 'Revoked.';
+            },
+            'danger',
+          ),
+        )
+      : null,
+    message,
+  );
+  chart(box, usage.buckets, minute ? { label: 'most per hour (per-minute limit × 60)', value: minute.limit * 60 } : undefined);
+}
+
+$('#new-key').addEventListener('close', () => {
+  $('#new-key-value').textContent = '';
+  const id = decodeURIComponent((location.hash.match(/^#\/keys\/(.+)$/) || [])[1] || '');
+  if (id) keyView(id).catch(() => {});
+});
+
+function countdown(sunset) {
+  if (!sunset) return 'no sunset';
+  const ms = Date.parse(sunset) - Date.now();
+  if (ms <= 0) return 'past its sunset';
+  const d = Math.floor(ms / 86400e3);
+  const hrs = Math.floor((ms % 86400e3) / 3600e3);
+  return `sunset in ${d} d ${hrs} h`;
+}
+
+async function deprecatedView() {
+  const r = await api('/routes/deprecated');
+  show(
+    h('h1', {}, 'Deprecated routes'),
+    h('p', {}, h('a', { href: '/routes/deprecated.csv', id: 'export-csv', download: 'deprecated-routes.csv' }, 'Export CSV')),
+    r.routes.length === 0 ? h('p', { class: 'muted' }, 'No route in the config has a deprecation date.') : null,
+    r.routes.map((route) =>
+      h(
+        'div',
+        { class: 'panel deprecated-route' },
+        h('h2', {}, `${route.method} ${route.path}`),
+        h(
+          'p',
+          {},
+          h('span', { class: 'badge expired' }, countdown(route.sunset)),
+          ' ',
+          route.sunset ? `(${route.sunset})` : '',
+          route.link ? [' · ', h('a', { href: route.link, rel: 'noopener' }, 'migration guide')] : null,
+        ),
+        route.keys.length === 0
+          ? h('p', { class: 'muted' }, 'No key has called it in the period.')
+          : h(
+              'table',
+              {},
+              h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'calls'), h('th', {}, 'last seen'))),
+              h(
+                'tbody',
+                {},
+                route.keys.map((k) =>
+                  h(
+                    'tr',
+                    {},
+                    h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+                    h('td', {}, fmt(k.calls)),
+                    h('td', {}, k.lastSeen ? new Date(k.lastSeen).toLocaleString() : '-'),
+                  ),
+                ),
+              ),
+            ),
+      ),
+    ),
+  );
+}
+
+async function route() {
+  for (const c of charts) c.plot.destroy();
+  charts = [];
+  const [path, query] = location.hash.replace(/^#/, '').split('?');
+  const params = new URLSearchParams(query || '');
+  const name = (path || '/overview').split('/')[1] || 'overview';
+  for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('current', a.dataset.nav === name);
+  try {
+    $('#sign-in').hidden = true;
+    view.hidden = false;
+    $('#nav').hidden = false;
+    const id = (path || '').match(/^\/keys\/(.+)$/);
+    if (id) await keyView(decodeURIComponent(id[1]));
+    else if (name === 'keys') await keysView(params);
+    else if (name === 'deprecated') await deprecatedView();
+    else await overview();
+  } catch (err) {
+    if (err instanceof Unauthorized) return showSignIn();
+    show(h('p', { class: 'error', role: 'alert' }, err.message));
+  }
+}
+
+window.addEventListener('hashchange', route);
+route();
