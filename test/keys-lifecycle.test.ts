@@ -434,6 +434,18 @@ describe('tollgate dev', () => {
         signal: AbortSignal.timeout(5000),
       });
       expect(refused.status).toBe(401);
+      // The seed's deprecated route, with a sunset ahead, and the printed curl line that shows its headers.
+      expect(proc.stdout).toContain(`curl -si ${url}/v1/pets/1 -H 'Authorization: Bearer ${demo[0]!.key}'`);
+      const pets = await fetch(`${url}/v1/pets/1`, { headers: { authorization: `Bearer ${demo[1]!.key}` }, signal: AbortSignal.timeout(5000) });
+      await pets.arrayBuffer();
+      expect(pets.headers.get('deprecation')).toBe(`@${Date.parse('2026-06-01T00:00:00Z') / 1000}`);
+      expect(Date.parse(pets.headers.get('sunset')!)).toBeGreaterThan(Date.now());
+      expect(pets.headers.get('link')).toBe('<https://example.com/docs/migrate-pets>; rel="deprecation"');
+      // The dashboard and admin API, with the printed token.
+      const admin = /Dashboard and admin API: (http:\/\/127\.0\.0\.1:\d+)\/ {2}\(admin token, for this run only: (tga_[\w-]+)\)/.exec(proc.stdout);
+      expect(admin).not.toBeNull();
+      const plans = await fetch(`${admin![1]}/plans`, { headers: { authorization: `Bearer ${admin![2]}` }, signal: AbortSignal.timeout(5000) });
+      expect(plans.status).toBe(200);
     } finally {
       const exit = await proc.stop();
       expect(exit).toEqual({ code: 0, signal: null });

@@ -9,6 +9,7 @@ import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
 import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
+import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 
 export async function runServe(configPath: string): Promise<void> {
   const result = loadConfigFile(configPath, process.env);
@@ -71,11 +72,27 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
   process.once('SIGINT', stop);
 }
 
+/** The seed config's deprecated route (config/gateway.yaml), which `tollgate dev` serves too. */
+const SEED_DEPRECATION = '2026-06-01T00:00:00Z';
+const SEED_SUNSET = '2027-06-01T00:00:00Z';
+const SEED_LINK = 'https://example.com/docs/migrate-pets';
+const DAY_MS = 86_400_000;
+
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn');
   exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
-  const parsed = validateConfig({ server: { port: opts.port }, upstream: { url: petstore.url }, log: { level: 'warn' } });
+  // The seed's deprecated route, as config/gateway.yaml has it, with a sunset always ahead (the seed's own passes in
+  // 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this run's, for the dashboard.
+  const sunset = new Date(Math.max(Date.parse(SEED_SUNSET), Math.ceil(Date.now() / DAY_MS + 180) * DAY_MS)).toISOString();
+  const adminToken = generateAdminToken();
+  const parsed = validateConfig({
+    server: { port: opts.port },
+    upstream: { url: petstore.url },
+    log: { level: 'warn' },
+    admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
+    routes: [{ method: 'GET', path: '/v1/pets/:petId', deprecation: SEED_DEPRECATION, sunset, link: SEED_LINK, afterSunset: 'gone' }],
+  });
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
   applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
@@ -100,6 +117,10 @@ export async function runDev(opts: { port: number }): Promise<void> {
       '  Try it:',
       `    curl -si ${gw.url}/v1/categories -H 'Authorization: Bearer ${firstKey}'`,
       `    curl -s -X POST ${gw.url}/v1/categories -H 'Authorization: Bearer ${firstKey}' -H 'Content-Type: application/json' -d '{"name":"Dog"}'`,
+      `    curl -si ${gw.url}/v1/pets/1 -H 'Authorization: Bearer ${firstKey}'      # a deprecated route: Deprecation, Sunset, Link`,
+      `    curl -s ${gw.url}/ratelimit -H 'Authorization: Bearer ${firstKey}'         # your own quota, without spending it`,
+      '',
+      `  Dashboard and admin API: ${gw.adminUrl}/  (admin token, for this run only: ${adminToken})`,
       '',
       '  Press Ctrl-C to stop.',
       '',
