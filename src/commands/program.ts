@@ -2,6 +2,7 @@
 // 1 a clear error on stderr, 2 usage). src/cli.ts runs it for the process; tests run it in-process, so a usage
 // error costs no child process.
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { configJsonSchema } from '../config/json-schema.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { CliError } from './cli-error.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
@@ -73,6 +74,13 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
         `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
           `${c.redis ? 'Redis store' : 'in-memory store'})\n`,
       );
+    });
+
+  configCmd
+    .command('schema')
+    .description("print the config file's JSON Schema (for editors; config/gateway.schema.json is this output)")
+    .action(() => {
+      io.out(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
     });
 
   registerKeysCommands(program);

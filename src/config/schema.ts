@@ -7,87 +7,48 @@ const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
 
 const server = z.strictObject({
-  /** Address to listen on. */
-  host: z.string().min(1).default('127.0.0.1'),
-  /** TCP port to listen on (0 picks a free one). */
-  port: z.number().int().min(0).max(65535).default(8080),
-  /**
-   * Express "trust proxy": false, true, a hop count, or addresses/subnets whose X-Forwarded-For to believe. The
-   * anonymous limit takes the address it yields only when that is an IP address, else the peer's (limits/client-address.ts).
-   */
-  trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string().min(1), z.array(z.string().min(1))]).default(false),
-  /** Request bodies larger than this get 413 before (or while) reaching the upstream. */
-  maxBodyBytes: z.number().int().min(0).default(1_048_576),
-  /** Gateway processes sharing the port (node:cluster): a number, or "auto" for one per core. */
-  workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1),
-  /**
-   * How far V8's old generation may grow past the live heap before a full collection, in percent (0: V8's own
-   * dynamic choice, which reaches 300 on 64-bit hosts). Bounds the gateway's resident memory; applied at start-up
-   * (src/server/heap.ts).
-   */
-  heapGrowthPercent: z.number().int().min(0).max(1000).default(35),
-  /** On SIGTERM/SIGINT, how long in-flight requests may take to finish before the process exits anyway. */
-  drainTimeoutMs: z.number().int().min(0).default(10_000),
-  /** A client must send its full request headers within this time (slowloris guard). */
-  headersTimeoutMs: z.number().int().positive().default(10_000),
-  /** A client must send its full request (headers and body) within this time. */
-  requestTimeoutMs: z.number().int().positive().default(30_000),
-  /** Idle keep-alive connections from clients are closed after this time. */
-  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+  host: z.string().min(1).default('127.0.0.1').describe('Address to listen on.'),
+  port: z.number().int().min(0).max(65535).default(8080).describe('TCP port to listen on (0 picks a free one).'),
+  trustProxy: z.union([z.boolean(), z.number().int().min(0), z.string().min(1), z.array(z.string().min(1))]).default(false).describe('Express "trust proxy": false, true, a hop count, or addresses/subnets whose X-Forwarded-For to believe. The anonymous limit takes the address it yields only when that is an IP address, else the peer\'s (limits/client-address.ts).'),
+  maxBodyBytes: z.number().int().min(0).default(1_048_576).describe('Request bodies larger than this get 413 before (or while) reaching the upstream.'),
+  workers: z.union([z.number().int().min(1).max(64), z.literal('auto')]).default(1).describe('Gateway processes sharing the port (node:cluster): a number, or "auto" for one per core.'),
+  heapGrowthPercent: z.number().int().min(0).max(1000).default(35).describe('How far V8\'s old generation may grow past the live heap before a full collection, in percent (0: V8\'s own dynamic choice, which reaches 300 on 64-bit hosts). Bounds the gateway\'s resident memory; applied at start-up (src/server/heap.ts).'),
+  drainTimeoutMs: z.number().int().min(0).default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may take to finish before the process exits anyway.'),
+  headersTimeoutMs: z.number().int().positive().default(10_000).describe('A client must send its full request headers within this time (slowloris guard).'),
+  requestTimeoutMs: z.number().int().positive().default(30_000).describe('A client must send its full request (headers and body) within this time.'),
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000).describe('Idle keep-alive connections from clients are closed after this time.'),
 });
 
 const upstream = z.strictObject({
-  /** Base URL of the service behind the gateway. Only this origin is ever contacted. */
-  url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081'),
-  /** No response headers from the upstream within this time: 504. */
-  timeoutMs: positiveInt().default(10_000),
-  /** Strip Authorization before forwarding, so the upstream never sees the API key. */
-  hideCredentials: z.boolean().default(true),
-  /** Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up. */
-  healthPath: z.string().startsWith('/').default('/healthz'),
-  /** Most keep-alive sockets held open to the upstream. */
-  maxSockets: positiveInt().default(256),
+  url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
+  timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
+  hideCredentials: z.boolean().default(true).describe('Strip Authorization before forwarding, so the upstream never sees the API key.'),
+  healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
+  maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
 });
 
 const redisUrl = z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL');
 
 const redisTls = z.strictObject({
-  /** PEM file of the CA certificate(s) that signed the servers' certificates; else the system's trusted CAs. */
-  caFile: z.string().min(1).optional(),
-  /** Client certificate and key (PEM files), for a Redis that requires clients to present one (mutual TLS). */
-  certFile: z.string().min(1).optional(),
-  keyFile: z.string().min(1).optional(),
-  /** The name the servers' certificates must carry, when it is not the host in the URLs (SNI and verification). */
-  servername: z.string().min(1).optional(),
-  /** false accepts any certificate: for a test setup only, never across a network you do not control. */
-  rejectUnauthorized: z.boolean().default(true),
+  caFile: z.string().min(1).optional().describe('PEM file of the CA certificate(s) that signed the servers\' certificates; else the system\'s trusted CAs.'),
+  certFile: z.string().min(1).optional().describe('Client certificate and key (PEM files), for a Redis that requires clients to present one (mutual TLS).'),
+  keyFile: z.string().min(1).optional().describe('The client certificate\'s private key (PEM file); goes with certFile.'),
+  servername: z.string().min(1).optional().describe('The name the servers\' certificates must carry, when it is not the host in the URLs (SNI and verification).'),
+  rejectUnauthorized: z.boolean().default(true).describe('false accepts any certificate: for a test setup only, never across a network you do not control.'),
 });
 
 const redis = z
   .strictObject({
-    /** A standalone Redis (or a proxy in front of one): redis:// or rediss:// URL. */
-    url: redisUrl.optional(),
-    /** A Redis Cluster: seed nodes; the others are discovered from them. */
-    cluster: z.strictObject({ nodes: z.array(redisUrl).min(1) }).optional(),
-    /** A primary with replicas behind Sentinel: the monitored primary's name and the sentinels to ask. */
-    sentinel: z.strictObject({ masterName: z.string().min(1), sentinels: z.array(redisUrl).min(1) }).optional(),
-    /** ACL user and password (REDIS_USERNAME / REDIS_PASSWORD override them); they win over credentials in URLs. */
-    username: z.string().min(1).optional(),
-    password: z.string().min(1).optional(),
-    /** TLS options for rediss:// URLs. */
-    tls: redisTls.optional(),
-    /** Prepended to every Redis key Tollgate writes. */
-    prefix: z.string().default('tollgate:'),
-    /** Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503. */
-    failMode: z.enum(['open', 'closed']).default('open'),
-    /** No request waits longer than this on Redis in total. */
-    commandTimeoutMs: positiveInt().default(100),
-    /**
-     * Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records
-     * (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz
-     * answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.
-     */
-    allowEviction: z.boolean().default(false),
+    url: redisUrl.optional().describe('A standalone Redis (or a proxy in front of one): redis:// or rediss:// URL.'),
+    cluster: z.strictObject({ nodes: z.array(redisUrl).min(1).describe('Seed node URLs (redis:// or rediss://); the rest are discovered.') }).optional().describe('A Redis Cluster: seed nodes; the others are discovered from them.'),
+    sentinel: z.strictObject({ masterName: z.string().min(1).describe('The name the sentinels monitor the primary by.'), sentinels: z.array(redisUrl).min(1).describe('The sentinels\' URLs (credentials in them are the sentinels\' own).') }).optional().describe('A primary with replicas behind Sentinel: the monitored primary\'s name and the sentinels to ask.'),
+    username: z.string().min(1).optional().describe('ACL user and password (REDIS_USERNAME / REDIS_PASSWORD override them); they win over credentials in URLs.'),
+    password: z.string().min(1).optional().describe('The ACL user\'s password (REDIS_PASSWORD overrides it, so it need not sit in the file). Never logged.'),
+    tls: redisTls.optional().describe('TLS options for rediss:// URLs.'),
+    prefix: z.string().default('tollgate:').describe('Prepended to every Redis key Tollgate writes.'),
+    failMode: z.enum(['open', 'closed']).default('open').describe('Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503.'),
+    commandTimeoutMs: positiveInt().default(100).describe('No request waits longer than this on Redis in total.'),
+    allowEviction: z.boolean().default(false).describe('Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.'),
   })
   .superRefine(oneRedisTopology);
 
@@ -117,62 +78,49 @@ function oneRedisTopology(
 }
 
 const ops = z.strictObject({
-  /** Address of the operations listener. Loopback by default: metrics and readiness are for the platform, not clients. */
-  host: z.string().min(1).default('127.0.0.1'),
-  /** Port of the operations listener (0 picks a free one); must differ from server.port. */
-  port: z.number().int().min(0).max(65535),
+  host: z.string().min(1).default('127.0.0.1').describe('Address of the operations listener. Loopback by default: metrics and readiness are for the platform, not clients.'),
+  port: z.number().int().min(0).max(65535).describe('Port of the operations listener (0 picks a free one); must differ from server.port.'),
 });
 
 const adminToken = z.strictObject({
-  /** Named in audit lines; never the token. */
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -'),
-  /** SHA-256 of the token (`tollgate admin token` prints both). */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the token)'),
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -').describe('Named in audit lines; never the token.'),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the token)').describe('SHA-256 of the token (`tollgate admin token` prints both).'),
 });
 
 const admin = z.strictObject({
-  /** Loopback by default: the admin API issues keys; expose it only to the portal's network. */
-  host: z.string().min(1).default('127.0.0.1'),
-  /** Port of the admin listener (0 picks a free one); must differ from server.port and ops.port. */
-  port: z.number().int().min(0).max(65535).default(8079),
-  /** Without a token (here or in TOLLGATE_ADMIN_TOKEN) the admin API does not start. */
-  tokens: z.array(adminToken).default([]),
-  /** Failed token checks one client address may make per minute; past it, 429 until the minute ends. */
-  maxFailuresPerMinute: positiveInt().default(10),
+  host: z.string().min(1).default('127.0.0.1').describe('Loopback by default: the admin API issues keys; expose it only to the portal\'s network.'),
+  port: z.number().int().min(0).max(65535).default(8079).describe('Port of the admin listener (0 picks a free one); must differ from server.port and ops.port.'),
+  tokens: z.array(adminToken).default([]).describe('Without a token (here or in TOLLGATE_ADMIN_TOKEN) the admin API does not start.'),
+  maxFailuresPerMinute: positiveInt().default(10).describe('Failed token checks one client address may make per minute; past it, 429 until the minute ends.'),
 });
 
 /** Paths the gateway port answers itself: the quota endpoint may not take one of them, nor one under /v1. */
 const RESERVED_PATHS = ['/healthz', '/readyz', '/metrics'];
 
 const selfService = z.strictObject({
-  /** GET <path> on the gateway port: the caller's own plan, windows and ban, counting nothing. */
-  enabled: z.boolean().default(true),
+  enabled: z.boolean().default(true).describe('GET <path> on the gateway port: the caller\'s own plan, windows and ban, counting nothing.'),
   path: z
     .string()
     .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, 'expected an absolute path such as /ratelimit')
     .refine((p) => !/^\/v1(\/|$)/i.test(p), 'must not be under /v1 (those requests go to the upstream)')
     .refine((p) => !RESERVED_PATHS.includes(p.toLowerCase()), `must not be one of ${RESERVED_PATHS.join(', ')}`)
-    .default('/ratelimit'),
+    .default('/ratelimit').describe('Its path; not under /v1, not /healthz, /readyz or /metrics.'),
 });
 
 const usage = z.strictObject({
-  /** The per-key, per-hour usage ledger and the deprecated-route report (Redis only). */
-  enabled: z.boolean().default(true),
-  /** How many days of usage are kept (each day expires this long after it ends). */
-  retentionDays: positiveInt().max(3660).default(35),
-  /** How often each instance writes what it counts locally (ban-cache refusals, deprecated-route calls). */
-  flushIntervalMs: positiveInt().min(100).max(60_000).default(5000),
+  enabled: z.boolean().default(true).describe('The per-key, per-hour usage ledger and the deprecated-route report (Redis only).'),
+  retentionDays: positiveInt().max(3660).default(35).describe('How many days of usage are kept (each day expires this long after it ends).'),
+  flushIntervalMs: positiveInt().min(100).max(60_000).default(5000).describe('How often each instance writes what it counts locally (ban-cache refusals, deprecated-route calls).'),
 });
 
 const log = z.strictObject({
-  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  /** Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up). */
-  maxBufferBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(16_777_216),
+  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('Log level (LOG_LEVEL overrides it; a reload applies it).'),
+  maxBufferBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(16_777_216).describe('Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up).'),
 });
 
 const plan = z.strictObject({
-  perMinute: positiveInt(),
-  perDay: positiveInt(),
+  perMinute: positiveInt().describe('Requests per minute a key of this plan may make.'),
+  perDay: positiveInt().describe('Requests per day (24 hours from the window\'s first request) a key of this plan may make.'),
 });
 
 const DEFAULT_PLANS = {
@@ -183,74 +131,61 @@ const DEFAULT_PLANS = {
 };
 
 const anonymous = z.strictObject({
-  /** Requests per minute per client IP for requests without a valid key. */
-  perMinute: positiveInt().default(30),
+  perMinute: positiveInt().default(30).describe('Requests per minute per client IP for requests without a valid key.'),
 });
 
 const ban = z.strictObject({
-  /** This many 429s for one key within windowSeconds bans it. */
-  threshold: positiveInt().default(10),
-  windowSeconds: positiveInt().default(60),
-  /** Ban lengths: 1st ban, 2nd, 3rd and later. */
-  durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]),
-  /** The escalation level is forgotten this long after the last ban ended. */
-  resetAfterSeconds: positiveInt().default(86_400),
+  threshold: positiveInt().default(10).describe('This many 429s for one key within windowSeconds bans it.'),
+  windowSeconds: positiveInt().default(60).describe('The strike window: threshold 429s within this many seconds ban the key (fixed, from the first strike).'),
+  durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]).describe('Ban lengths: 1st ban, 2nd, 3rd and later.'),
+  resetAfterSeconds: positiveInt().default(86_400).describe('The escalation level is forgotten this long after the last ban ended.'),
 });
 
 const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', '*'] as const;
 
 const route = z.strictObject({
-  /** HTTP method, or "*" for any. */
   method: z
     .string()
     .transform((m) => m.toUpperCase())
     .pipe(z.enum(HTTP_METHODS))
-    .default('*'),
-  /** Express-style path under /v1, e.g. /v1/pets/:petId. */
+    .default('*')
+    .describe('HTTP method, or "*" for any; a GET route also matches HEAD.'),
   path: z
     .string()
     .regex(/^\/v1(\/|$)/, 'expected a path under /v1/, such as /v1/pets/:petId')
-    .superRefine(validRoutePattern),
-  /** When the route became deprecated (Deprecation header, RFC 9745). */
-  deprecation: isoInstant().optional(),
-  /** When the route stops being served (Sunset header, RFC 8594). */
-  sunset: isoInstant().optional(),
-  /** Migration documentation, sent as Link: <url>; rel="deprecation". */
-  link: z.url().optional(),
-  /** After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying. */
-  afterSunset: z.enum(['gone', 'pass']).default('pass'),
+    .superRefine(validRoutePattern)
+    .describe('Express-style path under /v1, e.g. /v1/pets/:petId; also the route label in metrics.'),
+  deprecation: isoInstant().optional().describe('When the route became deprecated (Deprecation header, RFC 9745).'),
+  sunset: isoInstant().optional().describe('When the route stops being served (Sunset header, RFC 8594).'),
+  link: z.url().optional().describe('Migration documentation, sent as Link: <url>; rel="deprecation".'),
+  afterSunset: z.enum(['gone', 'pass']).default('pass').describe('After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying.'),
 });
 
 const staticKey = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -'),
-  plan: z.string().min(1),
-  /** SHA-256 of the plaintext key, 64 lowercase hex digits. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the key)'),
-  name: z.string().optional(),
-  perMinute: positiveInt().optional(),
-  perDay: positiveInt().optional(),
-  expiresAt: isoInstant().optional(),
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -').describe('The static key\'s id (X-Consumer-Id upstream).'),
+  plan: z.string().min(1).describe('A plan from plans.'),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the key)').describe('SHA-256 of the plaintext key, 64 lowercase hex digits.'),
+  name: z.string().optional().describe('A label.'),
+  perMinute: positiveInt().optional().describe('This key\'s own limit per minute, over its plan\'s.'),
+  perDay: positiveInt().optional().describe('This key\'s own limit per day, over its plan\'s.'),
+  expiresAt: isoInstant().optional().describe('When the key stops working (ISO-8601).'),
 });
 
 export const configSchema = z
   .strictObject({
-    server: server.prefault({}),
-    upstream: upstream.prefault({}),
-    redis: redis.optional(),
-    /** A separate listener for /readyz and /metrics; leave out to serve them on the gateway port. */
-    ops: ops.optional(),
-    /** The admin HTTP API (keys, plans), on a listener of its own. */
-    admin: admin.prefault({}),
-    /** The quota endpoint key holders call on the gateway port. */
-    selfService: selfService.prefault({}),
-    /** Usage per key and deprecated-route callers, kept in Redis. */
-    usage: usage.prefault({}),
-    log: log.prefault({}),
-    plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS),
-    anonymous: anonymous.prefault({}),
-    ban: ban.prefault({}),
-    routes: z.array(route).default([]),
-    keys: z.array(staticKey).default([]),
+    server: server.prefault({}).describe('The gateway\'s listener and its timeouts.'),
+    upstream: upstream.prefault({}).describe('The service behind the gateway.'),
+    redis: redis.optional().describe('The shared Redis (one of url, cluster, sentinel); leave it out for the in-memory stores (one instance only).'),
+    ops: ops.optional().describe('A separate listener for /readyz and /metrics; leave out to serve them on the gateway port.'),
+    admin: admin.prefault({}).describe('The admin HTTP API (keys, plans), on a listener of its own.'),
+    selfService: selfService.prefault({}).describe('The quota endpoint key holders call on the gateway port.'),
+    usage: usage.prefault({}).describe('Usage per key and deprecated-route callers, kept in Redis.'),
+    log: log.prefault({}).describe('Logging.'),
+    plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay }. Giving plans replaces the whole default set.'),
+    anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
+    ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
+    routes: z.array(route).default([]).describe('Route policy under /v1 (deprecation, sunset), first match wins.'),
+    keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
   })
   .superRefine(sunsetNotBeforeDeprecation)
   .superRefine(afterSunsetNeedsSunset)
