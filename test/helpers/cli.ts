@@ -137,8 +137,11 @@ export class CliProcess {
   }
 
   /** Starts `tollgate <args>`; `env` adds variables to the clean environment. */
-  static start(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-    return new CliProcess(spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+  /** `where`: another copy of the CLI to run (an installed package's dist/cli.js) and the directory to run it in. */
+  static start(args: string[], env: NodeJS.ProcessEnv = {}, where: { cli?: string; cwd?: string } = {}): CliProcess {
+    return new CliProcess(
+      spawn(process.execPath, [where.cli ?? CLI, ...args], { cwd: where.cwd ?? REPO, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
   }
 
   /** Kills (SIGKILL) every process started here that is still running; for afterAll. */
