@@ -2,7 +2,7 @@
 # Build: docker build -t tollgate .    Run: docker run -p 8080:8080 tollgate serve --config /app/config/gateway.yaml
 
 # ---- build stage: full dependencies, compile TypeScript to dist/
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # Manifests first, so the dependency layer is cached until package*.json change.
 COPY package.json package-lock.json ./
@@ -12,7 +12,7 @@ COPY src ./src
 RUN npm run build
 
 # ---- runtime stage: production dependencies, compiled code and config only
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
