@@ -823,7 +823,7 @@ describe('request logs', () => {
       expect((await request(logged.url).get('/v1/answered').set('x-request-id', 'log-answered')).status).toBe(200);
       await until(() => cap.lines.some((l) => (l.req as { id?: string } | undefined)?.id === 'log-answered'));
       expect(line()).toHaveLength(1);
-      expect(line()[0]).toMatchObject({ level: 30, aborted: true, req: { method: 'GET', url: '/v1/abandoned' }, msg: 'request completed' });
+      expect(line()[0]).toMatchObject({ level: 30, aborted: true, req: { method: 'GET', url: '/v1/abandoned' }, msg: 'request aborted' });
       expect(typeof line()[0]!.responseTime).toBe('number');
       // The answered request is counted; the abandoned one is not (it has no status the client saw).
       const metrics = (await request(logged.url).get('/metrics')).text;

@@ -1,6 +1,8 @@
-// The request observers: the access log line and the request metrics, written once a response is over. They watch
-// every request (gateway and ops paths) from outside the request path (RequestObserver, src/pipeline/context.ts).
-import type { ServerResponse } from 'node:http';
+// What every request leaves behind: the request metrics (a RequestObserver, src/pipeline/context.ts, once the
+// response is over) and the access log line (pino-http, started in stage 1). Both watch every request, gateway and
+// ops paths alike, from outside the request path's decisions.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { RequestContext, RequestEnd, RequestObserver } from '../pipeline/context.js';
 import { pathOf } from '../routes/policy.js';
 import type { Logger } from './logger.js';
@@ -31,28 +33,49 @@ export function requestMetrics(metrics: Metrics): RequestObserver {
 }
 
 /**
- * One access-log line per request, from the root logger itself: no child logger per request (what pino-http does,
- * and most of what it cost; bench/README.md). Errors (5xx) at error level; a response cut short says `aborted`.
+ * The access log: pino-http, one line per request once the response is over ("request completed", or "request
+ * errored" at error level for a 5xx), `req.log` for every stage (bound to the request). Configured lean: the request
+ * id is the one stage 1 gave it (req.id, also in X-Request-Id), `req` is id, method, URL and peer address only (never a
+ * header: no key, no cookie), `res` the status; the consumer (key id) and `aborted` (the client left first) are added
+ * to the line itself, so no second child logger is made per request. Its cost is measured in the bench
+ * (bench/README.md, "pino-http").
  */
-export function accessLog(logger: Logger): RequestObserver {
-  return {
-    requestEnded(ctx: RequestContext, res: ServerResponse, end: RequestEnd): void {
-      const status = res.statusCode;
-      const failed = status >= 500;
-      const level = failed ? 'error' : 'info';
-      if (!logger.isLevelEnabled(level)) return;
-      const req = ctx.req as typeof ctx.req & { originalUrl?: string };
-      const consumer = ctx.consumer;
-      logger[level](
-        {
-          req: { id: ctx.id, method: req.method, url: req.originalUrl ?? req.url, remoteAddress: req.socket.remoteAddress },
-          res: { statusCode: status },
-          responseTime: Math.round(end.ms),
-          ...(consumer ? { consumer: consumer.id } : {}),
-          ...(end.finished ? {} : { aborted: true }),
-        },
-        failed ? 'request errored' : 'request completed',
-      );
+/**
+ * pino-http, loaded without its type declarations: they re-declare node:http's IncomingMessage (`id`, `log`) in a way
+ * that clashes with this project's own (src/pipeline/context.ts). The options used here are typed below.
+ */
+interface PinoHttpOptions {
+  logger: Logger;
+  wrapSerializers: boolean;
+  serializers: { req: (req: IncomingMessage & { originalUrl?: string }) => object; res: (res: ServerResponse) => object };
+  customLogLevel: (req: IncomingMessage, res: ServerResponse, err?: Error) => 'info' | 'error';
+  customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => object;
+  customErrorObject: (req: IncomingMessage, res: ServerResponse, err: Error, fields: object) => object;
+}
+const { pinoHttp } = createRequire(import.meta.url)('pino-http') as { pinoHttp: (o: PinoHttpOptions) => (req: IncomingMessage, res: ServerResponse) => void };
+
+export function accessLog(logger: Logger): (req: IncomingMessage, res: ServerResponse) => void {
+  const middleware = pinoHttp({
+    logger,
+    wrapSerializers: false,
+    serializers: {
+      req: (req: IncomingMessage & { originalUrl?: string }) => ({
+        id: req.id,
+        method: req.method,
+        url: req.originalUrl ?? req.url,
+        remoteAddress: req.socket.remoteAddress,
+      }),
+      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
     },
-  };
+    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    customSuccessObject: (req, res, fields) => withOutcome(req, res, fields),
+    customErrorObject: (req, res, _err, fields) =>
+      withOutcome(req, res, { res: (fields as { res: unknown }).res, responseTime: (fields as { responseTime: number }).responseTime }),
+  });
+  return (req, res) => middleware(req, res);
+}
+
+function withOutcome(req: IncomingMessage, res: ServerResponse, fields: object): object {
+  const consumer = req.ctx?.consumer;
+  return { ...fields, ...(consumer ? { consumer: consumer.id } : {}), ...(res.writableFinished ? {} : { aborted: true }) };
 }

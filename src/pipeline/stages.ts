@@ -4,7 +4,7 @@
 // request's typed context (req.ctx, src/pipeline/context.ts).
 //
 //   0. normalizeRequestTarget   absolute-form target -> path, fragment dropped (before Express routes; server/app.ts)
-//   1. observeRequest           request id, context; access log and metrics once the response is over
+//   1. observeRequest           request id, context, req.log (pino-http); access log and metrics once the response is over
 //   2. securityHeaders          helmet, for a JSON API
 //   -- requests under /v1 only --
 //   3. refuseAmbiguousPaths     400 for a path an upstream may read as another (dot segments, %2F, \, ;)
@@ -41,8 +41,10 @@ export interface RequestPathParts {
   runtime: Runtime;
   clock: Clock;
   logger: Logger;
-  /** Told of every request once its response is over (the access log, the metrics). */
+  /** Told of every request once its response is over (the metrics). */
   observers: readonly RequestObserver[];
+  /** The access log (pino-http): started for every request in stage 1, it writes its line when the response is over. */
+  accessLog?: (req: Request, res: Response) => void;
   /**
    * The key stages' decisions (4-7). Always there in the gateway composeGateway builds; left out only by tests of
    * the proxy and route policy, which then run without keys.
@@ -75,7 +77,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     ? inSequence([authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
   return inSequence([
-    observeRequest(p.observers),
+    observeRequest(p.observers, p.accessLog),
     securityHeaders(),
     function underV1(req, res, next) {
       if (UNDER_V1.test(req.url)) v1(req, res, next);
@@ -99,7 +101,7 @@ function isQuotaRequest(req: Request, runtime: Runtime): boolean {
  * 1. Gives each request its id (the caller's X-Request-Id when sane, else a new UUID; echoed in the response) and
  * its context, and tells the observers once the response is over: one `close` listener per request.
  */
-export function observeRequest(observers: readonly RequestObserver[]): RequestHandler {
+export function observeRequest(observers: readonly RequestObserver[], accessLog?: (req: Request, res: Response) => void): RequestHandler {
   return function observeRequestStage(req, res, next) {
     const given = req.headers[H.requestId];
     const id = isSaneRequestId(given) ? given : randomUUID();
@@ -112,6 +114,7 @@ export function observeRequest(observers: readonly RequestObserver[]): RequestHa
       const end = { ms: performance.now() - ctx.startedAt, finished: res.writableFinished };
       for (const o of observers) o.requestEnded(ctx, res, end);
     });
+    accessLog?.(req, res);
     next();
   };
 }
