@@ -701,7 +701,7 @@ function budget(rows) {
 // scenario k: scenario b's keys and load with a 3-primary Redis Cluster as the store
 
 /**
- * Starts the cluster, moves every key of the standalone Redis into it the way the README tells operators to
+ * Starts the cluster, moves every key of the standalone Redis into it the way docs/redis.md tells operators to
  * (`tollgate keys export`, then `keys import` with a cluster config: timed), and starts a Tollgate on it with the
  * main one's settings. The keys spread over the primaries by hash slot; the per-primary figures show how evenly.
  */
@@ -1093,7 +1093,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     );
   for (const r of rows.filter((x) => x.redisTrouble))
     print(
-      `WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see README).`,
+      `WARNING: ${r.target} in ${SCENARIOS[r.scenario].title}: Redis trouble ${JSON.stringify(r.redisTrouble)}: part of that scenario ran degraded (see bench/README.md).`,
     );
   print();
   // A smoke run (--quick: one round of 2 s after 0.5 s of warm-up) shows the bench works; its verdicts are noise.

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The tollgate command: serve, petstore, dev, keys and config check (README, "Running it for real"), as a process.
+// The tollgate command: serve, petstore, dev, keys and config check (docs/cli.md), as a process.
 // Exit codes: 0 success, 1 a clear error on stderr, 2 usage. The commands themselves are in commands/program.ts.
 import { LONG_RUNNING, runProgram } from './commands/program.js';
 

@@ -1,4 +1,4 @@
-// The admin HTTP API (README: "Admin API") on real Redis, through the real listeners: two gateway instances composed
+// The admin HTTP API (docs: "Admin API") on real Redis, through the real listeners: two gateway instances composed
 // as `tollgate serve` composes them (composeGateway + startGateway), one with admin tokens and one without, in front
 // of one upstream. Every endpoint's success and failures; changes through the API reach the other instance within
 // a second; every change is audited; and every answer the admin API gives here is checked against

@@ -1,4 +1,4 @@
-// The built CLI as users run it (README: "Running it for real", "Configuration reference", "The request path"): `node dist/cli.js` in a child process.
+// The built CLI as users run it (docs: "Running it for real", "Configuration reference", "The request path"): `node dist/cli.js` in a child process.
 // Needs dist/ (npm test builds first). Uses loopback only: a TestUpstream, and a private TestRedis for the petstore.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// The config's JSON Schema for editors (README: "Configuration reference"): `tollgate config schema` prints what the
+// The config's JSON Schema for editors (docs: "Configuration reference"): `tollgate config schema` prints what the
 // zod schema says, config/gateway.schema.json is exactly that output (so it cannot drift), the example configs carry
 // the YAML language server's modeline and validate against it, and it catches what an editor should flag.
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// The configuration loader (README: "Configuration reference"): defaults, unknown keys, every error at once with its path,
+// The configuration loader (docs: "Configuration reference"): defaults, unknown keys, every error at once with its path,
 // environment overrides, cross-field rules, file and YAML failures, and a frozen result.
 // Each failure mode has a fixture in test/fixtures/config/ whose "# expect:" comment lines are the exact errors.
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,10 +1,10 @@
-// The error catalogue (README: "Error codes"): one JSON shape, and README.md's error table lists every code with its status.
+// The error catalogue (docs/errors.md): one JSON shape, and the error table in docs/errors.md lists every code with its status.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERRORS, HttpError, errorBody, type ErrorCode } from '../src/http/errors.js';
 
-const README = fileURLToPath(new URL('../README.md', import.meta.url));
+const README = fileURLToPath(new URL('../docs/errors.md', import.meta.url));
 const codes = Object.keys(ERRORS) as ErrorCode[];
 
 /** Rows like "| 404 | `not_found` | ... |" or "| 401 | `missing_api_key` / `invalid_api_key` | ... |". */
@@ -64,9 +64,9 @@ describe('the catalogue', () => {
   });
 });
 
-describe("README.md's error table", () => {
+describe("docs/errors.md's error table", () => {
   it('exists', () => {
-    expect(existsSync(README), 'README.md must document every error code in a table of "| status | `code` | when |" rows').toBe(true);
+    expect(existsSync(README), 'docs/errors.md must document every error code in a table of "| status | `code` | when |" rows').toBe(true);
   });
 
   it('lists every catalogue code with the same status', () => {

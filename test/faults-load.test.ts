@@ -1,4 +1,4 @@
-// Faults under load (README: "The request path", "Error codes", "Reliability"): a real `node dist/cli.js serve` on a private redis-server in front
+// Faults under load (docs: "The request path", "Error codes", "Reliability"): a real `node dist/cli.js serve` on a private redis-server in front
 // of an upstream that misbehaves on demand, driven by 20 concurrent keep-alive request loops (a few hundred
 // requests/s, a few seconds per fault). For each fault: the gateway never exits and never answers 500; every request
 // gets a contract status (with the JSON error body for errors) within its bound; requests that did not overlap the

@@ -1,4 +1,4 @@
-// Fuzz: Authorization values against a real listening gateway (README: "The request path", "Error codes"). Every byte 0x00-0xFF
+// Fuzz: Authorization values against a real listening gateway (docs: "The request path", "Error codes"). Every byte 0x00-0xFF
 // inside the token, random token68 and non-token68 strings, huge values, repeated headers, scheme spellings.
 // Expected: 200 for the valid key only, 401 missing_api_key / invalid_api_key (JSON error body, WWW-Authenticate)
 // for everything else the parser accepts, and Node's own 400 (illegal bytes) or 431 (header section over Node's

@@ -1,4 +1,4 @@
-// Fuzz: request targets against a real listening gateway (README: "The request path"). Percent-encodings valid and not, dot-segments raw and encoded, `//`,
+// Fuzz: request targets against a real listening gateway (docs: "The request path"). Percent-encodings valid and not, dot-segments raw and encoded, `//`,
 // overlong paths, absolute-form targets naming other hosts (among them a live canary server that must stay
 // untouched), `//host` paths, `*`, CONNECT.
 // Expected: a /v1 path is proxied byte for byte to the TestUpstream (Host: the upstream's own), a path an upstream

@@ -1,4 +1,4 @@
-// The proxy stage and the endpoints outside /v1, in process against a real loopback upstream (README: "The request path", "Error codes"): what reaches the upstream, what comes back, and every failure the gateway answers itself.
+// The proxy stage and the endpoints outside /v1, in process against a real loopback upstream (docs: "The request path", "Error codes"): what reaches the upstream, what comes back, and every failure the gateway answers itself.
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';

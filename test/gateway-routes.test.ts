@@ -1,4 +1,4 @@
-// Route policy (README: "The request path"): Deprecation (RFC 9745), Sunset (RFC 8594) and Link headers on matching routes,
+// Route policy (docs: "The request path"): Deprecation (RFC 9745), Sunset (RFC 8594) and Link headers on matching routes,
 // 410 gone after the sunset without calling the upstream, and live route swaps through Runtime.apply.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,4 +1,4 @@
-// Limits across a fleet (README: "Running it for real", "Configuration reference", "The request path", "Reliability"): two `node dist/cli.js serve` processes on one
+// Limits across a fleet (docs: "Running it for real", "Configuration reference", "The request path", "Reliability"): two `node dist/cli.js serve` processes on one
 // private Redis in front of one upstream. One key's limit holds exactly across both instances under concurrency,
 // the day window binds and shows in both instances' headers, `keys show` reports a ban and `keys unban` lifts it
 // everywhere within a second, and SIGHUP applies a new plan limit without dropping a keep-alive connection.

@@ -1,6 +1,6 @@
 // Plans, limits and bans through the whole gateway, in process (composeGateway, as
 // `tollgate serve` wires them) in front of a real loopback upstream, on the memory store and on a private Redis
-// (README: "The request path", "Headers on every /v1 response", "Error codes"): rate-limit headers on every kind of /v1 answer, 429s and bans, the anonymous
+// (docs: "The request path", "Headers on every /v1 response", "Error codes"): rate-limit headers on every kind of /v1 answer, 429s and bans, the anonymous
 // per-IP limit, per-key overrides, reloads, metrics, and how many Redis calls a request costs.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';

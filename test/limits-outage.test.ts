@@ -1,4 +1,4 @@
-// Redis outages on the request path (README: "Configuration reference", "Reliability"): an in-process gateway wired like
+// Redis outages on the request path (docs: "Configuration reference", "Reliability"): an in-process gateway wired like
 // `tollgate serve` on a private redis-server that the tests kill, restart on the same port, and hang (SIGSTOP).
 // failMode open keeps answering on per-instance memory limits within a bound and recovers by itself; failMode
 // closed answers 503. Log lines are read from a pino destination stream.

@@ -1,4 +1,4 @@
-// The limiter store (README: "The request path", "Reliability"): ONE behaviour suite run over both MemoryLimiterStore (time moved
+// The limiter store (docs: "The request path", "Reliability"): ONE behaviour suite run over both MemoryLimiterStore (time moved
 // by a ManualClock) and RedisLimiterStore (a private redis-server; time "moved" by shifting every TTL and ban
 // timestamp of the id back, which is what the passing of time does to that state), plus Redis-only checks:
 // real-time ban expiry on Redis TIME, atomicity under concurrency, and the Cluster hash tag of every key touched.

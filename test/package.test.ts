@@ -1,4 +1,4 @@
-// The installable package (README: "Running it for real"): `npm pack` makes a tarball of only what a user needs
+// The installable package (docs: "Running it for real"): `npm pack` makes a tarball of only what a user needs
 // (dist, the example configs, the admin API's OpenAPI document, README, LICENSE), and that tarball installed into an
 // empty directory runs: `tollgate config check` on its own example config, `tollgate config schema`, and `tollgate dev`,
 // whose printed demo key is answered by its gateway and whose dashboard page is served.

@@ -1,4 +1,4 @@
-// The Prometheus rules and the Grafana dashboard (README: "Operations"), checked by a real Prometheus (Debian's
+// The Prometheus rules and the Grafana dashboard (docs: "Operations"), checked by a real Prometheus (Debian's
 // package; .ci/run installs it when missing) scraping a real gateway under a little traffic: `promtool check rules`
 // and `check config` pass, every rule loads and evaluates without error, and every expression of the rules and of the
 // dashboard is valid PromQL evaluated through Prometheus's HTTP API and names only metrics Tollgate exports.

@@ -1,5 +1,5 @@
 // Tollgate on a Redis reached over TLS (certificates made by the test with openssl) as an ACL user that holds only
-// the commands, keys and channels Tollgate needs: the least-privilege ACL the README documents. The gateway serves
+// the commands, keys and channels Tollgate needs: the least-privilege ACL docs/redis.md documents. The gateway serves
 // keyed and anonymous requests and /readyz, and every key command works; a wrong CA or password fails clearly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway } from '../src/compose.js';
@@ -11,7 +11,7 @@ import { makeCertificates, type TestCertificates } from './helpers/tls.js';
 import { TestUpstream } from './helpers/upstream.js';
 
 /**
- * The least-privilege ACL, as the README gives it: Tollgate's keys and channel under its prefix, and the commands
+ * The least-privilege ACL, as docs/redis.md gives it: Tollgate's keys and channel under its prefix, and the commands
  * its clients send (or its scripts run), nothing else.
  */
 const TOLLGATE_ACL = [

@@ -1,4 +1,4 @@
-// No key leaks, anywhere a gateway speaks (README: "The request path", "Error codes", "Reliability"): two real
+// No key leaks, anywhere a gateway speaks (docs: "The request path", "Error codes", "Reliability"): two real
 // `node dist/cli.js serve` processes on one private Redis (one logging at trace, one at info in front of a dead
 // upstream), a broad mix of traffic (valid, unknown, mistyped, revoked, rotated, expired, banned and unverifiable
 // keys; keys in every wrong place; anonymous 429s; upstream 4xx/5xx, resets and timeouts; 404/410/413/400; ops

@@ -1,4 +1,4 @@
-// The quota endpoint for key holders (README: "Limits, windows and bans", "Your own quota: GET /ratelimit"), on real
+// The quota endpoint for key holders (docs: "Limits, windows and bans", "Your own quota: GET /ratelimit"), on real
 // Redis: a key reads its own plan, windows and ban without spending a request (the counters in Redis stay exactly
 // as they were, the upstream never hears of it), and the figures agree with the headers of the next /v1 answer. A
 // bad or missing key is a 401 that counts toward the anonymous per-address limit, as on /v1.

@@ -1,4 +1,4 @@
-// Graceful shutdown under load (README: "Operations"; server.workers): `node dist/cli.js serve`
+// Graceful shutdown under load (docs: "Operations"; server.workers): `node dist/cli.js serve`
 // with about 20 requests in flight to a slow upstream. On SIGTERM every request already in flight completes 200, new
 // connections are refused, and the process exits 0 within drainTimeoutMs; with an upstream slower than the drain
 // time it still exits on time and the in-flight requests are cut. With `server.workers: 2` the primary drains both

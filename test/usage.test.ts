@@ -1,4 +1,4 @@
-// The usage ledger and the deprecated-route report (README: "Usage and deprecated routes"), on real Redis with two
+// The usage ledger and the deprecated-route report (docs: "Usage and deprecated routes"), on real Redis with two
 // gateway instances: admitted requests in the ledger are exactly those clients saw admitted (counted inside the limit
 // script), refusals by window and by ban are counted (ban-cache refusals flushed in batches), a day of the ledger
 // expires after the retention, the deprecated-route report names the keys still calling each route, and the admin

@@ -11,7 +11,7 @@ export function configJsonSchema(): Record<string, unknown> {
     $schema: generated.$schema,
     $id: 'https://tollgate.dev/schemas/gateway.schema.json',
     title: 'Tollgate gateway configuration',
-    description: 'The gateway config file (YAML). Every field and its default; README "Configuration reference" has the details.',
+    description: 'The gateway config file (YAML). Every field and its default; docs/configuration.md has the details.',
     ...Object.fromEntries(Object.entries(generated).filter(([k]) => k !== '$schema')),
   };
 }

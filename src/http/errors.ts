@@ -1,5 +1,5 @@
 // The error catalogue: every error code Tollgate (gateway or petstore) can answer, with its status.
-// One module so the README table, the tests and the wire format cannot drift apart.
+// One module so the table in docs/errors.md, the tests and the wire format cannot drift apart.
 import type { Response } from 'express';
 
 export const ERRORS = {

@@ -1,7 +1,7 @@
 // Stages 9-11 of the request path (src/pipeline/stages.ts): declaredBodyLimit, prepareUpstreamHeaders and
 // proxyToUpstream, which forwards to the one configured upstream with http-proxy-middleware (httpxy),
 // streaming bodies both ways and mending what the library leaves to its caller (hop-by-hop headers,
-// timeouts reported as resets, text/plain errors: README, "Dependencies").
+// timeouts reported as resets, text/plain errors: docs/architecture.md, "Dependencies").
 import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import type { Socket } from 'node:net';
