@@ -30,6 +30,8 @@ import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import type { BanStore } from './limits/types.js';
 import { Runtime } from './config/runtime.js';
+import { readFileSync } from 'node:fs';
+import { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
 import { auditKeyChanges } from './admin/audit.js';
 import { adminOpenApi } from './admin/openapi.js';
@@ -108,6 +110,15 @@ function reportTimeouts(breaker: Breaker, metrics: Metrics, logger: Logger, cloc
     loggedAt = now;
     since = 0;
   });
+}
+
+/** This package's version (package.json sits one level above src/ and dist/). */
+function packageVersion(): string {
+  try {
+    return String((JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string }).version ?? '0.0.0');
+  } catch {
+    return '0.0.0';
+  }
 }
 
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
@@ -225,6 +236,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   keys.onChange((id) => keyLimiter.forget(id));
   const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });
 
+  // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
+  const { otlpEndpoint } = config.tracing;
+  const tracing = otlpEndpoint ? new Tracing({ ...config.tracing, otlpEndpoint }, packageVersion()) : undefined;
   const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
   const app = buildGatewayApp({
     runtime,
@@ -235,6 +249,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     opsOnGatewayPort: !config.ops,
     observers: [requestMetrics(metrics)],
     accessLog: accessLog(logger),
+    ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,
     ...(recorder ? { usage: recorder } : {}),
@@ -262,6 +277,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       proxy.agent.destroy();
       memoryPolicy?.stop();
       await recorder?.close();
+      await tracing?.shutdown();
       await keys.close();
       await redis?.close();
     },

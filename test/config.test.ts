@@ -64,6 +64,7 @@ describe('defaults', () => {
       admin: { host: '127.0.0.1', port: 8079, tokens: [], maxFailuresPerMinute: 10 },
       selfService: { enabled: true, path: '/ratelimit' },
       usage: { enabled: true, retentionDays: 35, flushIntervalMs: 5000 },
+      tracing: { serviceName: 'tollgate', exportIntervalMs: 1000 },
     };
     expect(ok('')).toEqual(expected);
     expect(ok('# nothing but a comment\n')).toEqual(expected);

@@ -113,6 +113,15 @@ const usage = z.strictObject({
   flushIntervalMs: positiveInt().min(100).max(60_000).default(5000).describe('How often each instance writes what it counts locally (ban-cache refusals, deprecated-route calls).'),
 });
 
+const tracing = z.strictObject({
+  otlpEndpoint: z
+    .url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' })
+    .optional()
+    .describe('OTLP/HTTP endpoint of a collector (e.g. http://otel-collector:4318): spans go to <endpoint>/v1/traces. Leave out: no tracing, and no cost.'),
+  serviceName: z.string().min(1).default('tollgate').describe('service.name of the spans.'),
+  exportIntervalMs: positiveInt().max(60_000).default(1000).describe('How often finished spans are sent in a batch.'),
+});
+
 const log = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info').describe('Log level (LOG_LEVEL overrides it; a reload applies it).'),
   maxBufferBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(16_777_216).describe('Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up).'),
@@ -180,6 +189,7 @@ export const configSchema = z
     admin: admin.prefault({}).describe('The admin HTTP API (keys, plans), on a listener of its own.'),
     selfService: selfService.prefault({}).describe('The quota endpoint key holders call on the gateway port.'),
     usage: usage.prefault({}).describe('Usage per key and deprecated-route callers, kept in Redis.'),
+    tracing: tracing.prefault({}).describe('OpenTelemetry traces over OTLP/HTTP (off unless otlpEndpoint is set).'),
     log: log.prefault({}).describe('Logging.'),
     plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Consumer } from '../keys/consumer.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Decision } from '../limits/types.js';
+import type { RequestTrace } from '../observability/tracing.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -35,6 +36,8 @@ export class RequestContext {
   decision: Decision | undefined = undefined;
   /** Set by the proxy stage: its per-request state, which http-proxy-middleware's callbacks reach through req. */
   proxy: unknown = undefined;
+  /** This request's trace, when tracing is on (tracing.otlpEndpoint): stages start their spans under it. */
+  trace: RequestTrace | undefined = undefined;
   private clientKeyText: string | undefined = undefined;
 
   constructor(

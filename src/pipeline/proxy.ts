@@ -13,6 +13,7 @@ import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.
 import { continueIfExpected } from '../http/expect-continue.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import { endSpan, SpanKind } from '../observability/tracing.js';
 
 /** Per-request proxy state, kept in the request's context (req.ctx.proxy) so the library's callbacks can reach it. */
 interface ProxyState {
@@ -102,6 +103,18 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     if (consumer) {
       out[H.consumerId] = consumer.id;
       out[H.consumerPlan] = consumer.plan;
+    }
+    // With tracing on, the upstream call is a span of its own, and the upstream gets its trace context (the same trace
+    // id as the caller's traceparent, the call span as parent; the caller's tracestate carried). Off, both headers pass
+    // as the client sent them, like any other.
+    const traced = req.ctx.trace;
+    if (traced) {
+      const span = traced.start('tollgate.upstream', SpanKind.CLIENT, { 'server.address': new URL(upstream.url).host });
+      traced.inject(span, out);
+      res.once('close', () => {
+        span.setAttribute('http.response.status_code', res.statusCode);
+        endSpan(span, undefined, res.statusCode >= 500);
+      });
     }
     for (const name in h) {
       const value = h[name];

@@ -33,6 +33,7 @@ import { DAY_MS, MINUTE_MS } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { isRetired, matchRoute } from '../routes/policy.js';
 import type { Clock } from '../util/clock.js';
+import { endSpan, SpanKind, type Tracing } from '../observability/tracing.js';
 import { RequestContext, type RequestObserver } from './context.js';
 import { declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
 import { ambiguityOf } from './request-target.js';
@@ -45,6 +46,8 @@ export interface RequestPathParts {
   observers: readonly RequestObserver[];
   /** The access log (pino-http): started for every request in stage 1, it writes its line when the response is over. */
   accessLog?: (req: Request, res: Response) => void;
+  /** OpenTelemetry traces, when tracing.otlpEndpoint is set: a server span per request, child spans in stages 4, 7, 10. */
+  tracing?: Tracing;
   /**
    * The key stages' decisions (4-7). Always there in the gateway composeGateway builds; left out only by tests of
    * the proxy and route policy, which then run without keys.
@@ -77,7 +80,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     ? inSequence([authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
   return inSequence([
-    observeRequest(p.observers, p.accessLog),
+    observeRequest(p.observers, p.accessLog, p.tracing),
     securityHeaders(),
     function underV1(req, res, next) {
       if (UNDER_V1.test(req.url)) v1(req, res, next);
@@ -101,7 +104,7 @@ function isQuotaRequest(req: Request, runtime: Runtime): boolean {
  * 1. Gives each request its id (the caller's X-Request-Id when sane, else a new UUID; echoed in the response) and
  * its context, and tells the observers once the response is over: one `close` listener per request.
  */
-export function observeRequest(observers: readonly RequestObserver[], accessLog?: (req: Request, res: Response) => void): RequestHandler {
+export function observeRequest(observers: readonly RequestObserver[], accessLog?: (req: Request, res: Response) => void, tracing?: Tracing): RequestHandler {
   return function observeRequestStage(req, res, next) {
     const given = req.headers[H.requestId];
     const id = isSaneRequestId(given) ? given : randomUUID();
@@ -110,9 +113,18 @@ export function observeRequest(observers: readonly RequestObserver[], accessLog?
     req.ctx = ctx;
     res.setHeader(H.requestId, id);
     // `close` comes after `finish` for a response sent in full, and alone for one cut short (the client left).
+    if (tracing) ctx.trace = tracing.startRequest(req);
     res.once('close', () => {
       const end = { ms: performance.now() - ctx.startedAt, finished: res.writableFinished };
       for (const o of observers) o.requestEnded(ctx, res, end);
+      if (tracing && ctx.trace)
+        tracing.endRequest(ctx.trace, res, {
+          route: ctx.route,
+          plan: ctx.consumer?.plan,
+          keyId: ctx.consumer?.id,
+          decision: ctx.decision?.outcome,
+          finished: end.finished,
+        });
     });
     accessLog?.(req, res);
     next();
@@ -149,7 +161,9 @@ export function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunc
 export function authenticate(authenticator: Authenticator, logger: Logger): RequestHandler {
   return async function authenticateStage(req, res, next) {
     const ctx = req.ctx;
+    const span = ctx.trace?.start('tollgate.authenticate');
     const outcome = await authenticator.authenticate(req.headers.authorization, ctx);
+    if (span) endSpan(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
     if (typeof outcome === 'object') ctx.consumer = outcome;
     else if (outcome === 'unavailable') {
       // The key may be fine: the store did not answer. Not a 401, which would tell the client its key is wrong.
@@ -225,10 +239,17 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
     sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${window} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
   };
   return function keyLimitsStage(req, res, next) {
+    const span = req.ctx.trace?.start('tollgate.limit_check', SpanKind.CLIENT, { 'db.system.name': 'redis' });
     limiter
       .check(req.ctx.consumer!, req.ctx)
-      .then((o) => answer(req, res, next, o))
-      .catch(next);
+      .then((o) => {
+        if (span) endSpan(span, o.kind === 'decided' ? o.decision.outcome : o.kind, o.kind === 'unavailable');
+        answer(req, res, next, o);
+      })
+      .catch((err: unknown) => {
+        if (span) endSpan(span, 'error', true);
+        next(err);
+      });
   };
 }
 
