@@ -9,7 +9,7 @@ import type { z } from 'zod';
 import type { Runtime } from '../config/runtime.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId } from '../http/headers.js';
-import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
+import { KeyAdminError, replicationShown, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -29,7 +29,7 @@ import {
   usageQuery,
   type Problem,
 } from './schemas.js';
-import type { UsageReports } from '../usage/reports.js';
+import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
@@ -98,7 +98,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res
       .status(201)
       .location(`/keys/${created.record.id}`)
-      .json({ ...view(created.record), key: created.key, ...replicationOf(created) });
+      .json({ ...view(created.record), key: created.key, ...replicationShown(created) });
   });
 
   app.get('/keys', async (req, res) => {
@@ -137,7 +137,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const id = String(req.params.id);
     const rotated = await keys.rotate(id, body.graceSeconds, actor(req));
     if (!rotated) throw new KeyAdminError('not_found', `no key with id "${id}"`);
-    res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, ...replicationOf(rotated) });
+    res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, ...replicationShown(rotated) });
   });
 
   app.post('/keys/:id/revoke', keyId, async (req, res) => {
@@ -163,15 +163,15 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     defaultMs: number,
     res: Response,
   ): { fromMs: number; toMs: number } | undefined => {
-    const keptMs = (runtime.config.usage.retentionDays + 1) * DAY_MS;
-    const toMs = q.to !== undefined ? Date.parse(q.to) : Date.now();
-    const fromMs = q.from !== undefined ? Date.parse(q.from) : toMs - Math.min(defaultMs, keptMs);
-    if (fromMs >= toMs) return void sendProblems(res, [{ path: 'query.from', message: 'must be before to' }]);
-    if (toMs - fromMs > keptMs)
-      return void sendProblems(res, [
-        { path: 'query.from', message: `the period may span at most ${runtime.config.usage.retentionDays + 1} days (usage.retentionDays + 1)` },
-      ]);
-    return { fromMs, toMs };
+    const p = resolvePeriod(
+      { fromMs: q.from !== undefined ? Date.parse(q.from) : undefined, toMs: q.to !== undefined ? Date.parse(q.to) : undefined },
+      defaultMs,
+      runtime.config.usage.retentionDays,
+      Date.now(),
+    );
+    if (!('problem' in p)) return p;
+    const message = p.problem === 'order' ? 'must be before to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)`;
+    return void sendProblems(res, [{ path: 'query.from', message }]);
   };
   const periodView = (p: { fromMs: number; toMs: number }) => ({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString() });
 
@@ -218,11 +218,10 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   });
 
   app.get('/status', async (_req, res) => {
-    const plans = runtime.config.plans;
     res.json({
       redis: await o.redisState(),
       usageRetentionDays: runtime.config.usage.retentionDays,
-      plans: Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay })),
+      plans: plansView(runtime),
     });
   });
 
@@ -242,13 +241,18 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   });
 
   app.get('/plans', (_req, res) => {
-    const plans = runtime.config.plans;
-    res.json({ plans: Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay })) });
+    res.json({ plans: plansView(runtime) });
   });
 
   app.use((_req, res) => sendError(res, 'not_found'));
   app.use(adminErrors(logger));
   return app;
+}
+
+/** The plans in force, as the API lists them (read per call: a reload applies at once). */
+function plansView(runtime: Runtime): Array<{ name: string; perMinute: number; perDay: number }> {
+  const plans = runtime.config.plans;
+  return Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay }));
 }
 
 /** Validates with a schema; on failure answers 400 with every problem and returns undefined. */
@@ -289,10 +293,6 @@ function requireJsonBody(req: Request, res: Response, next: (err?: unknown) => v
   const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
   if (hasBody && req.body === undefined) return sendError(res, 'unsupported_media_type', 'The request body must be application/json.');
   next();
-}
-
-function replicationOf(r: { replication?: { replicas: number; acked: number } }): { replication?: { replicas: number; acked: number } } {
-  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
 }
 
 /** Request id (the caller's X-Request-Id when sane) and one log line per admin request once it is answered. */

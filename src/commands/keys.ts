@@ -6,7 +6,7 @@ import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, type KeyUpdate, type Replication } from '../keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, replicationShown, type KeyUpdate, type Replication } from '../keys/admin.js';
 import { metadataSchema } from '../keys/fields.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
@@ -128,11 +128,6 @@ function nonNegativeInt(name: string) {
   };
 }
 
-/** In --json output: how many replicas confirmed the write, where the store has replicas. */
-function replicationOf(r: { replication?: Replication }): { replication?: Replication } {
-  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
-}
-
 /** Says so when the key store's primary has replicas and none confirmed the write in time (the key could be lost). */
 function unconfirmed(r: { replication?: Replication }): void {
   const rep = r.replication;
@@ -190,7 +185,7 @@ export function registerKeysCommands(program: Command): void {
             ...(expiresAt !== undefined ? { expiresAt } : {}),
             ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
           });
-          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationOf(created) }));
+          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationShown(created) }));
           out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
           out('');
           out(`  ${created.key}`);
@@ -306,7 +301,7 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const rotated = await s.keys.rotate(id, o.grace);
         if (!rotated) throw new CliError(`no key with id "${id}"`);
-        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, ...replicationOf(rotated) }));
+        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, ...replicationShown(rotated) }));
         out(`Rotated key ${id}. The old key ${o.grace > 0 ? `keeps working for ${o.grace} s` : 'has stopped working'}.`);
         out('');
         out(`  ${rotated.key}`);

@@ -2,7 +2,7 @@
 // Redis, as a table, JSON or CSV (for billing exports and migration mail-outs). The admin API answers the same from
 // the same code (src/usage/reports.ts).
 import { type Command, Option } from 'commander';
-import { UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
+import { resolvePeriod, UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore } from '../usage/store.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
@@ -13,11 +13,17 @@ function reports(s: Session): UsageReports {
 }
 
 function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {
-  const toMs = o.to !== undefined ? Date.parse(isoOption('--to', o.to)) : Date.now();
-  const fromMs = o.from !== undefined ? Date.parse(isoOption('--from', o.from)) : toMs - Math.min(defaultMs, (retentionDays + 1) * DAY_MS);
-  if (fromMs >= toMs) throw new CliError('--from must be before --to', 2);
-  if (toMs - fromMs > (retentionDays + 1) * DAY_MS) throw new CliError(`the period may span at most ${retentionDays + 1} days (usage.retentionDays + 1)`, 2);
-  return { fromMs, toMs };
+  const p = resolvePeriod(
+    {
+      fromMs: o.from !== undefined ? Date.parse(isoOption('--from', o.from)) : undefined,
+      toMs: o.to !== undefined ? Date.parse(isoOption('--to', o.to)) : undefined,
+    },
+    defaultMs,
+    retentionDays,
+    Date.now(),
+  );
+  if (!('problem' in p)) return p;
+  throw new CliError(p.problem === 'order' ? '--from must be before --to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)`, 2);
 }
 
 export function registerUsageCommands(program: Command): void {

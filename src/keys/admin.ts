@@ -107,6 +107,11 @@ export interface Replication {
   acked: number;
 }
 
+/** What an answer shows of a write's replication: `replication` only where the store's primary has replicas. */
+export function replicationShown(r: { replication?: Replication }): { replication?: Replication } {
+  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
+}
+
 /** The longest a create or rotate waits for a replica to confirm the write (Redis WAIT). */
 export const KEY_REPLICATION_WAIT_MS = 1000;
 
@@ -318,8 +323,8 @@ export class KeyAdmin {
 
   /** The key's ban now, as the limit check sees it (the store's clock). */
   async banState(id: string): Promise<BanView> {
-    const s = await this.bans.banState(id, this.policy.ban());
-    return { bannedUntil: s.bannedUntilMs === null ? null : new Date(s.bannedUntilMs).toISOString(), banLevel: s.level };
+    const s = await this.bans.snapshot(id, this.policy.ban());
+    return { bannedUntil: s.banMs > 0 ? new Date(s.now + s.banMs).toISOString() : null, banLevel: s.banLevel };
   }
 
   /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */

@@ -152,7 +152,6 @@ export class MemoryLimiterStore implements LimiterStore {
 /** The memory store's bans as a BanStore, for a Redis-less gateway's key administration (`tollgate dev`). */
 export function memoryBanStore(store: MemoryLimiterStore): BanStore {
   return {
-    banState: async (id, ban) => store.banState(id, ban),
     snapshot: (id, ban) => store.snapshot(id, ban),
     unban: async (id) => store.unban(id),
   };

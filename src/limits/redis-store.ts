@@ -10,7 +10,6 @@ import type { Keyspace } from '../storage/keyspace.js';
 import {
   DAY_MS,
   MINUTE_MS,
-  type BanState,
   type BanStore,
   type BanPolicy,
   type Decision,
@@ -280,31 +279,12 @@ function readSnapshot(redis: RedisCommands, ks: Keyspace, id: string, ban: BanPo
   );
 }
 
-/**
- * A key's ban as the limit script sees it: its `until` and `level`, the level forgotten resetAfter after the ban's
- * `lastEnd`, both on Redis's clock (TIME), the one the script bans by. Returns {until (0: not banned), level}.
- */
-const BAN_STATE_SCRIPT = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ban = redis.call('HMGET', KEYS[1], 'until', 'level', 'lastEnd')
-local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
-if lastEnd > 0 and now >= lastEnd + tonumber(ARGV[1]) then level = 0 end
-if banUntil <= now then banUntil = 0 end
-return {banUntil, level}
-`;
-
 /** Bans in Redis, for administration: read on Redis's clock, lifted with the strikes toward the next one. */
 export class RedisBanStore implements BanStore {
   constructor(
     private readonly redis: RedisCommands,
     private readonly ks: Keyspace,
   ) {}
-
-  async banState(id: string, ban: BanPolicy): Promise<BanState> {
-    const [until, level] = (await this.redis.eval(BAN_STATE_SCRIPT, 1, this.ks.ban(id), ban.resetAfterSeconds * 1000)) as [number, number];
-    return { bannedUntilMs: until > 0 ? until : null, level };
-  }
 
   snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot> {
     return readSnapshot(this.redis, this.ks, id, ban);

@@ -108,10 +108,11 @@ export interface LimitSnapshot {
 
 /** Where bans live, for administration (`keys show`, `keys unban`); the limit check writes them. */
 export interface BanStore {
-  /** The key's windows and ban now, counting nothing (one read-only call). */
+  /**
+   * The key's windows and ban now, counting nothing (one read-only call), on the store's own clock (Redis TIME: the
+   * clock the limit script bans by).
+   */
   snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot>;
-  /** The key's ban now, on the store's own clock (Redis TIME: the clock the limit script bans by). */
-  banState(id: string, ban: BanPolicy): Promise<BanState>;
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
   unban(id: string): Promise<void>;
 }

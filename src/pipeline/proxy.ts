@@ -68,6 +68,8 @@ export function createUpstreamAgent(upstream: Upstream): HttpAgent {
  * Runs before the proxy because httpxy copies req.headers into the upstream request as they stand.
  */
 export function prepareUpstreamHeaders(upstream: Upstream) {
+  // The upstream span's server.address, worked out once rather than per traced request.
+  const upstreamHost = new URL(upstream.url).host;
   return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
     // The upstream gets the path as the client sent it (req.url is already that: /v1 is not an Express mount).
     req.url = req.originalUrl;
@@ -109,7 +111,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     // as the client sent them, like any other.
     const traced = req.ctx.trace;
     if (traced) {
-      const span = traced.start('tollgate.upstream', SpanKind.CLIENT, { 'server.address': new URL(upstream.url).host });
+      const span = traced.start('tollgate.upstream', SpanKind.CLIENT, { 'server.address': upstreamHost });
       traced.inject(span, out);
       res.once('close', () => {
         span.setAttribute('http.response.status_code', res.statusCode);

@@ -205,17 +205,22 @@ export function requireApiKey(req: Request, res: Response, next: NextFunction): 
   sendError(res, code);
 }
 
+/**
+ * The store no longer accepts the key authentication found (revoked, rotated past its grace, unreadable since it was
+ * cached): the request is answered as one without a valid key, 401.
+ */
+function disownKey(req: Request, res: Response, next: NextFunction): void {
+  req.ctx.consumer = undefined;
+  req.ctx.authFailure = 'invalid_api_key';
+  requireApiKey(req, res, next);
+}
+
 /** 7. Ban check and plan limits for the consumer: RateLimit headers on every answer, 429 for a refusal. */
 export function keyLimits(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
-    if (o.kind === 'invalid_key') {
-      // The store no longer accepts the key (revoked, rotated past its grace, unreadable since it was cached).
-      req.ctx.consumer = undefined;
-      req.ctx.authFailure = 'invalid_api_key';
-      return requireApiKey(req, res, next);
-    }
+    if (o.kind === 'invalid_key') return disownKey(req, res, next);
     const { decision: d, limits } = o;
     setRateLimitHeaders(
       res,
@@ -263,11 +268,7 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: QuotaOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be read right now. Retry shortly.');
-    if (o.kind === 'invalid_key') {
-      req.ctx.consumer = undefined;
-      req.ctx.authFailure = 'invalid_api_key';
-      return requireApiKey(req, res, next);
-    }
+    if (o.kind === 'invalid_key') return disownKey(req, res, next);
     const { snapshot: s, limits, now } = o;
     const windows = [
       {

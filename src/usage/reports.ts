@@ -3,6 +3,7 @@
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
 import type { KeyAdmin } from '../keys/admin.js';
+import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
 
@@ -40,12 +41,62 @@ export interface DeprecatedRouteReport {
   keys: Array<{ id: string; calls: number; lastSeen: string | null }>;
 }
 
+/**
+ * A report's period from what was asked (either end may be left out): to defaults to now, from to `defaultMs` before
+ * it (no more than is kept); from must come before to, and the whole span within what the ledger keeps
+ * (retentionDays + 1 days). The API and the CLI word the problems their own way.
+ */
+export function resolvePeriod(
+  asked: { fromMs?: number | undefined; toMs?: number | undefined },
+  defaultMs: number,
+  retentionDays: number,
+  nowMs: number,
+): { fromMs: number; toMs: number } | { problem: 'order' | 'span'; maxDays: number } {
+  const maxDays = retentionDays + 1;
+  const toMs = asked.toMs ?? nowMs;
+  const fromMs = asked.fromMs ?? toMs - Math.min(defaultMs, maxDays * DAY_MS);
+  if (fromMs >= toMs) return { problem: 'order', maxDays };
+  if (toMs - fromMs > maxDays * DAY_MS) return { problem: 'span', maxDays };
+  return { fromMs, toMs };
+}
+
 const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
+}
+
+function addCounts(to: UsageCounts, from: UsageCounts): void {
+  to.admitted += from.admitted;
+  to.rateLimited += from.rateLimited;
+  to.banned += from.banned;
+}
+
+/** Where the first bucket of a period starts: its first whole hour or UTC day. */
+function bucketStart(fromMs: number, granularity: Granularity): number {
+  const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
+  return Math.floor(fromMs / step) * step;
+}
+
+/** A period's buckets and totals from a key's counts by day (a day missing from `byDay` counts as empty). */
+function bucketize(
+  byDay: ReadonlyMap<number, DayCounts>,
+  fromMs: number,
+  toMs: number,
+  granularity: Granularity,
+): { buckets: UsageBucket[]; totals: UsageCounts } {
+  const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
+  const buckets: UsageBucket[] = [];
+  const totals = zero();
+  for (let start = bucketStart(fromMs, granularity); start < toMs; start += step) {
+    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
+    for (let h = start; h < start + step; h += HOUR_MS) add(b, byDay.get(dayOf(h)) ?? {}, Math.floor((h % DAY_MS) / HOUR_MS));
+    addCounts(totals, b);
+    buckets.push(b);
+  }
+  return { buckets, totals };
 }
 
 /** The whole days a period touches, in order. */
@@ -67,22 +118,9 @@ export class UsageReports {
    * touches. Buckets without any request are included (zeros), so a chart has every point.
    */
   async keyUsage(id: string, fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
-    const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
-    const first = Math.floor(fromMs / step) * step;
-    const days = daysOf(first, toMs);
+    const days = daysOf(bucketStart(fromMs, granularity), toMs);
     const counts = await this.store.days(id, days);
-    const byDay = new Map(days.map((d, i) => [d, counts[i]!]));
-    const buckets: UsageBucket[] = [];
-    const totals = zero();
-    for (let start = first; start < toMs; start += step) {
-      const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
-      for (let h = start; h < start + step; h += HOUR_MS) add(b, byDay.get(dayOf(h)) ?? {}, Math.floor((h % DAY_MS) / HOUR_MS));
-      totals.admitted += b.admitted;
-      totals.rateLimited += b.rateLimited;
-      totals.banned += b.banned;
-      buckets.push(b);
-    }
-    return { buckets, totals };
+    return bucketize(new Map(days.map((d, i) => [d, counts[i]!])), fromMs, toMs, granularity);
   }
 
   /**
@@ -90,29 +128,14 @@ export class UsageReports {
    * day of the period, like totals().
    */
   async summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
-    let sum: { buckets: UsageBucket[]; totals: UsageCounts } | undefined;
-    let after: string | undefined;
-    for (;;) {
-      const page = await this.keys.page({ limit: 1000, ...(after !== undefined ? { after } : {}) });
-      const each = await Promise.all(page.keys.map((k) => this.keyUsage(k.id, fromMs, toMs, granularity)));
-      for (const u of each) {
-        if (!sum) sum = u;
-        else {
-          u.buckets.forEach((b, i) => {
-            const s = sum!.buckets[i]!;
-            s.admitted += b.admitted;
-            s.rateLimited += b.rateLimited;
-            s.banned += b.banned;
-          });
-          sum.totals.admitted += u.totals.admitted;
-          sum.totals.rateLimited += u.totals.rateLimited;
-          sum.totals.banned += u.totals.banned;
-        }
+    const sum = bucketize(new Map(), fromMs, toMs, granularity);
+    for await (const page of this.keyPages()) {
+      for (const u of await Promise.all(page.map((k) => this.keyUsage(k.id, fromMs, toMs, granularity)))) {
+        u.buckets.forEach((b, i) => addCounts(sum.buckets[i]!, b));
+        addCounts(sum.totals, u.totals);
       }
-      if (page.next === undefined) break;
-      after = page.next;
     }
-    return sum ?? (await this.keyUsage('', fromMs, toMs, granularity));
+    return sum;
   }
 
   /**
@@ -125,34 +148,35 @@ export class UsageReports {
     toMs: number,
     q: { sort: TotalsSort; order: 'asc' | 'desc'; offset: number; limit: number },
   ): Promise<{ keys: KeyTotals[]; total: number }> {
-    const first = Math.floor(fromMs / HOUR_MS) * HOUR_MS;
-    const days = daysOf(first, toMs);
     const all: KeyTotals[] = [];
-    let after: string | undefined;
-    for (;;) {
-      const page = await this.keys.page({ limit: 1000, ...(after !== undefined ? { after } : {}) });
-      const rows = await Promise.all(
-        page.keys.map(async (k) => {
-          const counts = await this.store.days(k.id, days);
-          const t: KeyTotals = { id: k.id, ...(k.name !== undefined ? { name: k.name } : {}), plan: k.plan, ...zero() };
-          days.forEach((d, i) => {
-            for (let h = 0; h < 24; h++) {
-              const at = d * DAY_MS + h * HOUR_MS;
-              if (at >= first && at < toMs) add(t, counts[i]!, h);
-            }
-          });
-          return t;
-        }),
+    for await (const page of this.keyPages()) {
+      all.push(
+        ...(await Promise.all(
+          page.map(async (k) => ({
+            id: k.id,
+            ...(k.name !== undefined ? { name: k.name } : {}),
+            plan: k.plan,
+            ...(await this.keyUsage(k.id, fromMs, toMs, 'hour')).totals,
+          })),
+        )),
       );
-      all.push(...rows);
-      if (page.next === undefined) break;
-      after = page.next;
     }
     const dir = q.order === 'asc' ? 1 : -1;
     const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
     // Ties in a count go by id, ascending, whatever the order: pages stay stable.
     all.sort((x, y) => (q.sort === 'id' ? dir * byId(x, y) : dir * (x[q.sort] - y[q.sort]) || byId(x, y)));
     return { keys: all.slice(q.offset, q.offset + q.limit), total: all.length };
+  }
+
+  /** Every key, a page (of the key store's, in id order) at a time. */
+  private async *keyPages(): AsyncGenerator<KeyRecord[]> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.keys.page({ limit: 1000, ...(after !== undefined ? { after } : {}) });
+      yield page.keys;
+      if (page.next === undefined) return;
+      after = page.next;
+    }
   }
 
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */
