@@ -31,7 +31,7 @@ import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import type { BanStore } from './limits/types.js';
 import { Runtime } from './config/runtime.js';
 import { readFileSync } from 'node:fs';
-import { Tracing } from './observability/tracing.js';
+import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
 import { auditKeyChanges } from './admin/audit.js';
 import { adminOpenApi } from './admin/openapi.js';
@@ -238,7 +238,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
 
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
-  const tracing = otlpEndpoint ? new Tracing({ ...config.tracing, otlpEndpoint }, packageVersion()) : undefined;
+  // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.
+  const tracing: Tracing | undefined = otlpEndpoint
+    ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
+    : undefined;
   const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
   const app = buildGatewayApp({
     runtime,

@@ -2,8 +2,10 @@
 // request (its parent taken from the caller's W3C traceparent) with child spans for authentication, the limit check
 // (the Redis round trip) and the upstream call, exported over OTLP/HTTP in batches. The upstream receives the trace
 // context of its call span, so its spans join the same trace. Attributes: route, method, status, plan, key id and the
-// limit decision; never the key itself. Off (no endpoint), nothing here runs: the request path only tests that
-// `ctx.trace` is undefined, and traceparent/tracestate pass to the upstream as the client sent them.
+// limit decision; never the key itself. Off (no endpoint), nothing here runs or is even loaded (compose.ts imports
+// this module only for an endpoint: OpenTelemetry's packages take about 17 MB of memory): the request path only
+// tests that `ctx.trace` is undefined, and traceparent/tracestate pass to the upstream as the client sent them. The
+// stages use RequestTrace's methods and import only its type.
 import { context as otelContext, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -38,8 +40,16 @@ export class RequestTrace {
   }
 
   /** A child span of the request's server span (kind internal, or client for calls out). */
-  start(name: string, kind: SpanKind = SpanKind.INTERNAL, attributes?: Record<string, string | number>): Span {
-    return this.tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}) }, this.parent);
+  start(name: string, kind: 'internal' | 'client' = 'internal', attributes?: Record<string, string | number>): Span {
+    return this.tracer.startSpan(name, { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, ...(attributes ? { attributes } : {}) }, this.parent);
+  }
+
+  /** Ends a child span: the outcome as an attribute, an error status for failures, and a status code when given. */
+  end(span: Span, outcome?: string, failed = false, statusCode?: number): void {
+    if (outcome) span.setAttribute('tollgate.outcome', outcome);
+    if (statusCode !== undefined) span.setAttribute('http.response.status_code', statusCode);
+    if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
   }
 
   /** Puts `span`'s trace context on outgoing headers (traceparent, and the caller's tracestate carried along). */
@@ -98,13 +108,3 @@ export class Tracing {
     await this.provider.shutdown().catch(() => {});
   }
 }
-
-/** Ends a child span with a status: an error for failures, and the outcome as an attribute. */
-export function endSpan(span: Span | undefined, outcome?: string, failed = false): void {
-  if (!span) return;
-  if (outcome) span.setAttribute('tollgate.outcome', outcome);
-  if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
-  span.end();
-}
-
-export { SpanKind };

@@ -13,7 +13,6 @@ import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.
 import { continueIfExpected } from '../http/expect-continue.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { endSpan, SpanKind } from '../observability/tracing.js';
 
 /** Per-request proxy state, kept in the request's context (req.ctx.proxy) so the library's callbacks can reach it. */
 interface ProxyState {
@@ -111,12 +110,9 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     // as the client sent them, like any other.
     const traced = req.ctx.trace;
     if (traced) {
-      const span = traced.start('tollgate.upstream', SpanKind.CLIENT, { 'server.address': upstreamHost });
+      const span = traced.start('tollgate.upstream', 'client', { 'server.address': upstreamHost });
       traced.inject(span, out);
-      res.once('close', () => {
-        span.setAttribute('http.response.status_code', res.statusCode);
-        endSpan(span, undefined, res.statusCode >= 500);
-      });
+      res.once('close', () => traced.end(span, undefined, res.statusCode >= 500, res.statusCode));
     }
     for (const name in h) {
       const value = h[name];

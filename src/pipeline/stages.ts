@@ -33,7 +33,7 @@ import { DAY_MS, MINUTE_MS } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { isRetired, matchRoute } from '../routes/policy.js';
 import type { Clock } from '../util/clock.js';
-import { endSpan, SpanKind, type Tracing } from '../observability/tracing.js';
+import type { Tracing } from '../observability/tracing.js';
 import { RequestContext, type RequestObserver } from './context.js';
 import { declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
 import { ambiguityOf } from './request-target.js';
@@ -163,7 +163,7 @@ export function authenticate(authenticator: Authenticator, logger: Logger): Requ
     const ctx = req.ctx;
     const span = ctx.trace?.start('tollgate.authenticate');
     const outcome = await authenticator.authenticate(req.headers.authorization, ctx);
-    if (span) endSpan(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
+    if (span) ctx.trace!.end(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
     if (typeof outcome === 'object') ctx.consumer = outcome;
     else if (outcome === 'unavailable') {
       // The key may be fine: the store did not answer. Not a 401, which would tell the client its key is wrong.
@@ -244,15 +244,16 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
     sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${window} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
   };
   return function keyLimitsStage(req, res, next) {
-    const span = req.ctx.trace?.start('tollgate.limit_check', SpanKind.CLIENT, { 'db.system.name': 'redis' });
+    const traced = req.ctx.trace;
+    const span = traced?.start('tollgate.limit_check', 'client', { 'db.system.name': 'redis' });
     limiter
       .check(req.ctx.consumer!, req.ctx)
       .then((o) => {
-        if (span) endSpan(span, o.kind === 'decided' ? o.decision.outcome : o.kind, o.kind === 'unavailable');
+        if (span) traced!.end(span, o.kind === 'decided' ? o.decision.outcome : o.kind, o.kind === 'unavailable');
         answer(req, res, next, o);
       })
       .catch((err: unknown) => {
-        if (span) endSpan(span, 'error', true);
+        if (span) traced!.end(span, 'error', true);
         next(err);
       });
   };
