@@ -37,7 +37,8 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
                         (src/server/http-server.ts expressPrototypes): what Tollgate's features cost over a tuned Express,
                         not the budget's baseline (bench/README.md)
   --profile             run Tollgate and the baseline under node --cpu-prof (profiles in bench/results/):
-                        Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function
+                        Tollgate's hot spots, and its CPU per request minus the baseline's, by package and function;
+                        with k among the scenarios (--scenarios b,k) also the cluster's Tollgate against b's
   --loader NAME         autocannon or wrk (default: wrk when \`command -v wrk\` finds it, else autocannon)
   --wrk-threads N       wrk threads (default 1)
   --strict              exit 1 when a budget check fails
@@ -705,7 +706,7 @@ function budget(rows) {
  * (`tollgate keys export`, then `keys import` with a cluster config: timed), and starts a Tollgate on it with the
  * main one's settings. The keys spread over the primaries by hash slot; the per-primary figures show how evenly.
  */
-async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig, instances, clusterPids, setup, name }) {
+async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig, instances, clusterPids, setup, name, profileDir }) {
   const t0 = Date.now();
   const cluster = await startRedisCluster(procs, join(tmp, 'cluster'), 3);
   clusterPids.push(...cluster.nodes.map((n) => n.child.pid));
@@ -718,6 +719,7 @@ async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig
     port: await freePort(),
     upstreamUrl,
     redis: { cluster: { nodes: cluster.urls } },
+    profileDir,
     nodeFlags: opts.nodeFlags,
   });
   tg.writeConfig();
@@ -734,7 +736,10 @@ async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig
   return {
     target: { name, url: tg.url, pid: tg.pid, tollgate: tg, prober: tg.prober },
     redisNodes: cluster.nodes.map((n) => ({ name: `127.0.0.1:${n.port}`, pid: n.child.pid, client: n.client })),
-    stop: async () => {
+    /** Requests the cluster's Tollgate served in its lifetime (what its profile covers); read by stop(). */
+    served: undefined,
+    async stop() {
+      if (profileDir) this.served = (await tg.prober.read()).requests;
       await tg.stop();
       for (const n of cluster.nodes) {
         n.client.disconnect();
@@ -797,7 +802,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const baselineProbeDir = join(tmp, 'probe-baseline');
   const profileDir = opts.profile ? join(opts.outDir, `profile-${stamp}`) : undefined;
   // --profile profiles the baseline too, so Tollgate's costs can be read as differences per request.
-  if (profileDir) for (const d of ['baseline', 'tollgate']) mkdirSync(join(profileDir, d), { recursive: true });
+  // With k among the scenarios, the cluster's Tollgate is profiled too: what the cluster costs per request against b.
+  if (profileDir) for (const d of ['baseline', 'tollgate', 'tollgate-cluster']) mkdirSync(join(profileDir, d), { recursive: true });
   const baselineProc = await procs.forkHelper('baseline', join(HERE, 'baseline-proxy.mjs'), [upstreamUrl], {
     execArgv: ['--import', PROBE_URL, ...(profileDir ? cpuProfFlags(join(profileDir, 'baseline')) : [])],
     env: childEnv({
@@ -908,14 +914,27 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     log(`  primed the key cache with ${keys.length} keys in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   };
 
+  let clusterServed;
   for (const s of ['a', 'b', 'd', 'e', 'k', 'c'].filter((x) => opts.scenarios.includes(x))) {
     log(`scenario ${SCENARIOS[s].title}`);
     if (s === 'k') {
-      const k = await clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig: tg.configPath, instances, clusterPids, setup, name: mainName });
+      const k = await clusterScenario({
+        opts,
+        procs,
+        tmp,
+        upstreamUrl,
+        standaloneConfig: tg.configPath,
+        instances,
+        clusterPids,
+        setup,
+        name: mainName,
+        profileDir: profileDir && join(profileDir, 'tollgate-cluster'),
+      });
       await sanity(k.target, rotating[rotating.length - 1], 200);
       await prime(rotating, k.target.url);
       await runScenario('k', rotating, [baseline, k.target], k.redisNodes);
       await k.stop();
+      clusterServed = k.served;
     } else if (s === 'c') {
       const existing = await redis.client.scard('tollgate:keys');
       const more = Math.max(opts.keyCount, opts.storedKeys - existing);
@@ -1034,6 +1053,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   let profile;
   let profileDiff;
+  let clusterDiff;
   if (profileDir) {
     // A profile is written when its process exits.
     await procs.stop(baselineProc.child);
@@ -1045,6 +1065,9 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     const mine = load('tollgate');
     profile = mine.map((p) => ({ file: p.file, summary: summarizeProfile(p.profile, { top: 25, root: REPO }) }));
     if (base && mine.length === 1) profileDiff = compareProfiles(base.profile, served.baseline, mine[0].profile, served.tollgate, { root: REPO });
+    const [onCluster] = load('tollgate-cluster');
+    if (onCluster && mine.length === 1 && clusterServed)
+      clusterDiff = compareProfiles(mine[0].profile, served.tollgate, onCluster.profile, clusterServed, { root: REPO });
   }
 
   const finishedAt = new Date();
@@ -1067,6 +1090,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     runs,
     ...(profile ? { profile } : {}),
     ...(profileDiff ? { profileDiff } : {}),
+    ...(clusterDiff ? { clusterDiff } : {}),
   };
   const out = join(opts.outDir, `${stamp}.json`);
   writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
@@ -1114,6 +1138,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   if (profileDiff) {
     print();
     print(formatComparison(profileDiff, { top: 25, a: 'baseline', b: 'Tollgate' }));
+  }
+  if (clusterDiff) {
+    print();
+    print(formatComparison(clusterDiff, { top: 25, a: 'Tollgate on standalone Redis', b: 'Tollgate on the cluster' }));
   }
   print();
   print(`results: ${relative(process.cwd(), out)}`);

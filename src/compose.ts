@@ -131,7 +131,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let redis: RedisConnection | undefined;
   let closing = false;
   let keyStore: KeyStore;
-  let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker } | undefined;
+  let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
   const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
@@ -188,7 +188,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     );
     policy.start();
     keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
-    shared = { client, keyspace, breaker };
+    shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
     readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {
     keyStore = new MemoryKeyStore(() => clock.now());
@@ -225,7 +225,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     ...(shared && redisCfg
       ? {
           shared: {
-            store: new RedisLimiterStore(shared.client, shared.keyspace, ledgerTtlMs),
+            store: new RedisLimiterStore(shared.client, shared.keyspace, ledgerTtlMs, shared.clientForSlotOf),
             breaker: shared.breaker,
             failMode: redisCfg.failMode,
             commandTimeoutMs: redisCfg.commandTimeoutMs,

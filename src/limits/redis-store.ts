@@ -5,7 +5,7 @@
 // Why not rate-limiter-flexible here (it meters the anonymous limit instead): its RateLimiterUnion consumes every
 // window with no rollback, so a request refused by the minute window would still spend day quota, and separate
 // consume() calls plus a ban check would be three round trips.
-import type { RedisCommands } from '../storage/redis.js';
+import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import {
   DAY_MS,
@@ -130,7 +130,7 @@ return {'admitted', m, mttl, d, dttl, 0, level, same}
 type ScriptReply = [Outcome, number, number, number, number, number, number, number];
 
 /**
- * The script is defined on the client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
+ * The script is defined on a client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
  * and one it sends at once (it is in the client's autoPipeliningIgnoredCommands).
  */
 const PIPELINED = 'tollgateCheck';
@@ -138,51 +138,61 @@ const AT_ONCE = 'tollgateCheckNow';
 type CheckCommand = (...args: Array<string | number>) => Promise<ScriptReply>;
 type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
 
+/** The check script's two commands on a client, defined the first time the client is used (once per connection). */
+function withCheck(redis: RedisCommands): WithCheck {
+  if (!(PIPELINED in redis)) {
+    // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
+    redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+    redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+    // A new array: ioredis's default one is shared by every client.
+    redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
+  }
+  return redis as WithCheck;
+}
+
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
   private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, { arg: string; ledgerMs: number }>>();
 
-  /** `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger. */
+  /**
+   * `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger.
+   * `clientForSlotOf`: the connection serving a key's slot (RedisConnection.clientForSlotOf; on a cluster, its
+   * primary's own connection): every key of a check shares the id's slot, so the check goes straight there.
+   */
   constructor(
     redis: RedisCommands,
     private readonly ks: Keyspace,
     private readonly ledgerTtlMs: () => number = () => 0,
+    private readonly clientForSlotOf: (key: string) => RedisCommands = () => redis,
   ) {
-    // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
-    if (!(PIPELINED in redis)) {
-      redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
-      redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
-      // A new array: ioredis's default one is shared by every client.
-      redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
-    }
-    this.redis = redis as WithCheck;
+    this.redis = withCheck(redis);
   }
 
   /** Checks sent and not yet answered. */
   private awaiting = 0;
 
   async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = '', keyRevision = '', credit?: WindowCredit): Promise<Decision> {
+    const record = this.ks.keyRecord(id);
+    const policy = this.policyArg(limits, ban);
+    const creditArg = credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
     // 0.9 ms (bench/README.md, "p99 at one connection: the limit check's write"). Checks that overlap (concurrent
-    // requests) still share one write per turn.
-    const send = this.awaiting === 0 ? this.redis[AT_ONCE] : this.redis[PIPELINED];
+    // requests) still share one write per turn (per node, on a cluster).
+    const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
+    const send = (client: WithCheck): Promise<ScriptReply> =>
+      client[command](this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.ban(id), this.ks.strikes(id), record, policy, keyHash, keyRevision, creditArg);
+    const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;
     try {
-      reply = await send.call(
-        this.redis,
-        this.ks.minuteWindow(id),
-        this.ks.dayWindow(id),
-        this.ks.ban(id),
-        this.ks.strikes(id),
-        this.ks.keyRecord(id),
-        this.policyArg(limits, ban),
-        keyHash,
-        keyRevision,
-        credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '',
-      );
+      reply = await send(direct).catch((err: unknown) => {
+        // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;
+        // the cluster client follows the redirection and refreshes its table for the next check.
+        if (direct === this.redis || !isRedirection(err)) throw err;
+        return send(this.redis);
+      });
     } finally {
       this.awaiting--;
     }

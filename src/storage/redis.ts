@@ -5,6 +5,7 @@
 // every multi-key command or script touches keys of one slot (hash-tagged, see keyspace.ts).
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
 
@@ -91,6 +92,16 @@ export interface RedisConnection {
   /** The primaries commands that carry no key should go to each of (a cluster's every primary; else the client). */
   primaries(): RedisCommands[];
   /**
+   * The connection to send a command on whose keys all share this key's hash slot: on a cluster, the connection to
+   * the slot's primary as the client's slot table names it, when that connection is ready; otherwise (and on every
+   * other topology) `client`. Sending there skips the cluster client's routing of each command (a slot worked out
+   * for every key, a pipeline per node and turn): on the request path that routing cost the gateway about a tenth
+   * more CPU per request than a standalone Redis (bench/README.md, scenario k). A slot that has moved since the
+   * table was read answers MOVED or ASK (isRedirection): send the command again on `client`, which follows the
+   * redirection and refreshes its table.
+   */
+  clientForSlotOf(key: string): RedisCommands;
+  /**
    * A cluster's primaries that do not answer a PING within timeoutMs, each named by the slots it serves (not its
    * address: /readyz may be public); always empty for a standalone or Sentinel-managed Redis (one primary, which
    * the readiness write probe reaches).
@@ -142,6 +153,10 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       {
         redisOptions: {
           ...perConnection,
+          // For the commands clientForSlotOf() sends straight to a node: one write per turn of the event loop, as on
+          // a standalone Redis. (The cluster client's own commands reach a node through sendCommand, which this
+          // option leaves alone.)
+          enableAutoPipelining: true,
           // Credentials from the seed URL unless the config names them.
           ...(target.username === undefined && first.username ? { username: decodeURIComponent(first.username) } : {}),
           ...(target.password === undefined && first.password ? { password: decodeURIComponent(first.password) } : {}),
@@ -197,6 +212,17 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   // Without a listener ioredis logs "Unhandled error event" on every failed reconnect; callers observe state via events.
   client.on('error', () => {});
   const c = client;
+  // A cluster's node connections by "host:port", the form its slot table names them in; kept by the client's events.
+  const nodeByAddress = new Map<string, Redis>();
+  if (c instanceof Cluster) {
+    const address = (node: Redis): string => `${node.options.host}:${node.options.port}`;
+    // The seed nodes' connections were made in the constructor, before these listeners.
+    for (const node of c.nodes('all')) nodeByAddress.set(address(node), node);
+    c.on('+node', (node: Redis) => nodeByAddress.set(address(node), node));
+    c.on('-node', (node: Redis) => {
+      if (nodeByAddress.get(address(node)) === node) nodeByAddress.delete(address(node));
+    });
+  }
   return {
     client: c,
     where,
@@ -226,6 +252,12 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       return worst ?? { replicas: 0, acked: 0 };
     },
     primaries: () => (c instanceof Cluster ? c.nodes('master') : [c]),
+    clientForSlotOf(key) {
+      if (!(c instanceof Cluster)) return c;
+      const owner = c.slots[calculateSlot(key)]?.[0];
+      const node = owner === undefined ? undefined : nodeByAddress.get(owner);
+      return node?.status === 'ready' ? node : c;
+    },
     async silentPrimaries(timeoutMs) {
       if (!(c instanceof Cluster)) return [];
       const ranges = slotRanges(c.slots);
@@ -367,6 +399,14 @@ function waitForReady(client: Redis | Cluster, timeoutMs: number, opts: { failOn
     client.on('ready', onReady);
     if (opts.failOnError) client.on('error', onError);
   });
+}
+
+/**
+ * Whether a cluster answered that a slot is served elsewhere (MOVED, ASK), is being moved (TRYAGAIN) or is not served
+ * now (CLUSTERDOWN): the command did not run, and the cluster client, which follows these, may send it again.
+ */
+export function isRedirection(err: unknown): boolean {
+  return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message);
 }
 
 /** Redis URL with any password removed, for logs and error messages. */

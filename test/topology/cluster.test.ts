@@ -5,7 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway } from '../../src/compose.js';
 import { startPetstore } from '../../src/petstore/server.js';
+import type { Cluster, Redis } from 'ioredis';
+import { RedisLimiterStore } from '../../src/limits/redis-store.js';
 import { Keyspace } from '../../src/storage/keyspace.js';
+import { connectRedis } from '../../src/storage/redis.js';
 import { runCli, tempDir, withoutAudit } from '../helpers/cli.js';
 import { silentLogger, testConfig } from '../helpers/gateway.js';
 import { metricValue, startLimitsGateway, type LimitsGateway } from '../helpers/limits.js';
@@ -126,6 +129,43 @@ describe('the gateway on the cluster', () => {
     // One admitted request went before the burst.
     expect(statuses.filter((s) => s === 200)).toHaveLength(49);
     expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
+  });
+});
+
+describe('limit checks on the cluster', () => {
+  it("go straight to the connection of their slot's primary; a stale slot table (MOVED) sends the check again through the cluster client, counted once", async () => {
+    const connection = connectRedis({ redis: { cluster: { nodes: cluster.urls } }, commandTimeoutMs: 1000, purpose: 'gateway' });
+    try {
+      await connection.waitForReady(10_000);
+      const ks = new Keyspace('route:');
+      const store = new RedisLimiterStore(connection.client, ks, () => 0, connection.clientForSlotOf);
+      const limits = { perMinute: 100, perDay: 1000 };
+      const ban = { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 600 };
+      const record = ks.keyRecord('route-key');
+      const c = connection.client as unknown as Cluster;
+      // Every primary's connection up (a node's connection opens with the first command the cluster client routes there).
+      await Promise.all(c.nodes('master').map((n) => n.ping()));
+      const owner = await cluster.primaryOf(record);
+      const direct = connection.clientForSlotOf(record) as unknown as Redis;
+      expect(direct).not.toBe(c);
+      expect(direct.options.port).toBe(owner.port);
+      expect((await store.check('route-key', limits, ban)).minute.used).toBe(1);
+
+      // The client's table says another primary owns the slot (as after a resharding it has not yet seen).
+      const slot = Number(await c.cluster('KEYSLOT', record));
+      const other = c.nodes('master').find((n) => n.options.port !== owner.port)!;
+      c.slots[slot] = [`${other.options.host}:${other.options.port}`];
+      expect(connection.clientForSlotOf(record)).toBe(other);
+      const d = await store.check('route-key', limits, ban);
+      expect(d.outcome).toBe('admitted');
+      expect(d.minute.used).toBe(2);
+      // The cluster client followed the redirection and mended its table: the next check goes straight to the owner.
+      expect(c.slots[slot]?.[0]).toBe(`127.0.0.1:${owner.port}`);
+      expect((connection.clientForSlotOf(record) as unknown as Redis).options.port).toBe(owner.port);
+      expect((await store.check('route-key', limits, ban)).minute.used).toBe(3);
+    } finally {
+      await connection.close();
+    }
   });
 });
 
