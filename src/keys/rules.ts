@@ -4,7 +4,17 @@
 import type { KeyRecord, StoredKey } from './types.js';
 
 export function isExpired(k: Pick<KeyRecord, 'expiresAt'>, nowMs: number): boolean {
-  return k.expiresAt !== undefined && nowMs >= Date.parse(k.expiresAt);
+  return expiredAt(expiryMs(k), nowMs);
+}
+
+/** The key's expiry as epoch ms (undefined: none), for callers that keep it parsed (the key cache). */
+export function expiryMs(k: Pick<KeyRecord, 'expiresAt'>): number | undefined {
+  return k.expiresAt === undefined ? undefined : Date.parse(k.expiresAt);
+}
+
+/** Whether a key with this expiry (epoch ms; undefined: none) has expired at nowMs. */
+export function expiredAt(expiry: number | undefined, nowMs: number): boolean {
+  return expiry !== undefined && nowMs >= expiry;
 }
 
 export type KeyStatus = 'active' | 'revoked' | 'expired';

@@ -6,8 +6,11 @@ import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
-import { isExpired, toRecord } from './rules.js';
+import { expiredAt, expiryMs } from './rules.js';
 import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
+
+/** Who a verified key belongs to and its own limits: what the request path takes from the record. */
+export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay'>;
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
 export type VerifyResult =
@@ -18,7 +21,7 @@ export type VerifyResult =
    * (recordChecked).
    */
   (
-    | { ok: true; key: KeyRecord; keyHash?: string; revision?: string }
+    | { ok: true; key: KeyIdentity; keyHash?: string; revision?: string }
     | { ok: false; reason: 'malformed' | 'unknown' | 'revoked' | 'expired' }
     /** The store could not answer in time and nothing usable was cached: the key may well be valid. */
     | { ok: false; reason: 'unavailable' }
@@ -63,8 +66,35 @@ export const DEFAULT_KEY_CACHE: KeyCacheOptions = {
   lookupTimeoutMs: 100,
 };
 
+/**
+ * What the cache keeps of a stored key, made once per read: its identity (handed out as it is: the request path
+ * copies nothing per request) and what decides validity. The rest of the record (name, dates, metadata) stays in the
+ * store: with tens of thousands of keys in use, every byte per entry is resident memory (bench/README.md, RSS).
+ */
+interface CachedKey {
+  identity: KeyIdentity;
+  status: KeyRecord['status'];
+  /** expiresAt as epoch ms, parsed once. */
+  expiresAtMs?: number;
+  hash: string;
+  prevHash?: string;
+  prevHashUntil?: number;
+}
+
+function toCached(k: StoredKey): CachedKey {
+  const identity: KeyIdentity = { id: k.id, plan: k.plan };
+  if (k.perMinute !== undefined) identity.perMinute = k.perMinute;
+  if (k.perDay !== undefined) identity.perDay = k.perDay;
+  const cached: CachedKey = { identity, status: k.status, hash: k.hash };
+  const expiry = expiryMs(k);
+  if (expiry !== undefined) cached.expiresAtMs = expiry;
+  if (k.prevHash !== undefined) cached.prevHash = k.prevHash;
+  if (k.prevHashUntil !== undefined) cached.prevHashUntil = k.prevHashUntil;
+  return cached;
+}
+
 interface CacheEntry {
-  key: StoredKey | null;
+  key: CachedKey | null;
   revision: string | undefined;
   /** When the record was read, or last confirmed unchanged by a limit check. */
   readAt: number;
@@ -74,7 +104,8 @@ interface CacheEntry {
 
 export class KeyVerifier {
   private readonly cache: LRUCache<string, CacheEntry>;
-  private readonly inflight = new Map<string, Promise<FoundKey | undefined>>();
+  private readonly staticKeys: ReadonlyMap<string, CachedKey>;
+  private readonly inflight = new Map<string, Promise<CachedKey | null>>();
   /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
   private generation = 0;
   /**
@@ -94,35 +125,42 @@ export class KeyVerifier {
     readonly store: KeyStore,
     private readonly clock: Clock,
     opts: Partial<KeyCacheOptions> = {},
-    private readonly staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
+    staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
   ) {
     this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
+    this.staticKeys = new Map([...staticKeys].map(([hash, k]) => [hash, toCached(k)]));
     this.cache = new LRUCache({
       max: this.opts.maxEntries,
       // Keeps hashesById in step with whatever leaves the cache (eviction, delete, overwrite, clear).
       dispose: (entry, hash) => {
-        const id = entry.key?.id;
+        const id = entry.key?.identity.id;
         if (id === undefined) return;
         const hashes = this.hashesById.get(id);
-        hashes?.delete(hash);
-        if (hashes?.size === 0) this.hashesById.delete(id);
+        if (hashes === hash) this.hashesById.delete(id);
+        else if (typeof hashes === 'object') {
+          hashes.delete(hash);
+          if (hashes.size === 1) this.hashesById.set(id, hashes.values().next().value!);
+        }
       },
     });
   }
 
   /**
-   * Cached hashes by key id (a key has two while a rotation's grace lasts), so a change message drops its key's
-   * entries directly instead of walking a cache of up to maxEntries on every message.
+   * Cached hashes by key id, so a change message drops its key's entries directly instead of walking a cache of up
+   * to maxEntries on every message. One hash (nearly every key) is kept as the string itself; a Set only while a
+   * rotation's grace gives the key two: a Set per key was about 120 bytes of every entry.
    */
-  private readonly hashesById = new Map<string, Set<string>>();
+  private readonly hashesById = new Map<string, string | Set<string>>();
 
   private remember(hash: string, entry: CacheEntry): void {
     this.cache.set(hash, entry);
-    const id = entry.key?.id;
+    const id = entry.key?.identity.id;
     if (id === undefined) return;
-    let hashes = this.hashesById.get(id);
-    if (!hashes) this.hashesById.set(id, (hashes = new Set()));
-    hashes.add(hash);
+    const hashes = this.hashesById.get(id);
+    if (hashes === undefined) this.hashesById.set(id, hash);
+    else if (typeof hashes === 'string') {
+      if (hashes !== hash) this.hashesById.set(id, new Set([hashes, hash]));
+    } else hashes.add(hash);
   }
 
   /** Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache. */
@@ -165,7 +203,7 @@ export class KeyVerifier {
     const fixed = this.staticKeys.get(hash);
     if (fixed) return this.judge(fixed, hash, now);
     const cached = this.cache.get(hash);
-    let stored: StoredKey | null;
+    let stored: CachedKey | null;
     let revision: string | undefined;
     if (
       cached &&
@@ -182,7 +220,7 @@ export class KeyVerifier {
       const started = this.clock.now();
       try {
         // Just read: nothing to confirm yet.
-        return { ...this.judge((await this.lookup(hash))?.key ?? null, hash, now), storeMs: this.clock.now() - started };
+        return { ...this.judge(await this.lookup(hash), hash, now), storeMs: this.clock.now() - started };
       } catch {
         // The store failed: a key read recently enough keeps working, and the wait is reported (it came out of the
         // request's Redis budget, which the limit check then shares); anything else cannot be verified.
@@ -209,31 +247,32 @@ export class KeyVerifier {
   }
 
   /** Validity rules, applied to cached and fresh records alike. */
-  private judge(stored: StoredKey | null, hash: string, now: number, revision?: string): VerifyResult {
+  private judge(stored: CachedKey | null, hash: string, now: number, revision?: string): VerifyResult {
     if (!stored) return { ok: false, reason: 'unknown' };
     const current = hashesEqual(stored.hash, hash);
     const inGrace = !current && stored.prevHash !== undefined && hashesEqual(stored.prevHash, hash) && now < (stored.prevHashUntil ?? 0);
     if (!current && !inGrace) return { ok: false, reason: 'unknown' };
     if (stored.status === 'revoked') return { ok: false, reason: 'revoked' };
-    if (isExpired(stored, now)) return { ok: false, reason: 'expired' };
-    if (this.staticKeys.has(hash)) return { ok: true, key: toRecord(stored) };
-    const fromStore: VerifyResult & { ok: true } = { ok: true, key: toRecord(stored), keyHash: hash };
+    if (expiredAt(stored.expiresAtMs, now)) return { ok: false, reason: 'expired' };
+    if (this.staticKeys.has(hash)) return { ok: true, key: stored.identity };
+    const fromStore: VerifyResult & { ok: true } = { ok: true, key: stored.identity, keyHash: hash };
     if (revision !== undefined) fromStore.revision = revision;
     return fromStore;
   }
 
   /** One store read per hash at a time, however many requests carry it. */
-  private lookup(hash: string): Promise<FoundKey | undefined> {
+  private lookup(hash: string): Promise<CachedKey | null> {
     let p = this.inflight.get(hash);
     if (!p) {
       const generation = this.generation;
       // A reset while this read is in flight: what it read may predate a missed change, so it is cached as due.
       const resets = this.resets;
       p = withDeadline(this.store.findByHash(hash), this.opts.lookupTimeoutMs, 'key lookup')
-        .then((found) => {
+        .then((found: FoundKey | undefined) => {
+          const key = found ? toCached(found.key) : null;
           // A change announced while this read was in flight may postdate what it read: answer, but do not cache.
-          if (generation === this.generation) this.remember(hash, { key: found?.key ?? null, revision: found?.revision, readAt: this.clock.now(), resets });
-          return found;
+          if (generation === this.generation) this.remember(hash, { key, revision: found?.revision, readAt: this.clock.now(), resets });
+          return key;
         })
         .finally(() => this.inflight.delete(hash));
       this.inflight.set(hash, p);
@@ -258,7 +297,7 @@ export class KeyVerifier {
     for (const fn of this.changeListeners) fn(id);
     const hashes = this.hashesById.get(id);
     // A copy: each delete's dispose edits the set.
-    if (hashes) for (const hash of [...hashes]) this.cache.delete(hash);
+    if (hashes) for (const hash of typeof hashes === 'string' ? [hashes] : [...hashes]) this.cache.delete(hash);
   }
 }
 

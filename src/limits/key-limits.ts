@@ -163,7 +163,7 @@ export class KeyLimiter {
       // instance's own: the credit puts them in the fleet's windows, so no instance admits them again, the decision
       // (and its strikes and bans) stays the script's alone, and a Redis that came back empty learns them too.
       let rec = this.lastCounts.get(consumer.id);
-      const credit = rec && (rec.owedMinute > 0 || rec.owedDay > 0) ? this.lastCounts.takeCredit(rec, now) : undefined;
+      const credit = rec?.owed ? this.lastCounts.takeCredit(rec, now) : undefined;
       try {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ctx.redisMs;

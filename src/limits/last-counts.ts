@@ -6,12 +6,20 @@ import type { SeenWindows } from './memory-store.js';
 import type { Decision, WindowCredit } from './types.js';
 
 export interface KeyWindows extends SeenWindows {
+  /**
+   * What memory admitted while Redis was out of reach; made the first time that happens to the key. Apart, so the
+   * record of every other key (nearly all of them) is four numbers: it is kept per key in use, resident memory.
+   */
+  owed: Owed | undefined;
+}
+
+interface Owed {
   /** Requests admitted from the memory minute window and not yet counted in Redis; that window's end. */
-  owedMinute: number;
-  owedMinuteEndsAt: number;
+  minute: number;
+  minuteEndsAt: number;
   /** The same for the day window. */
-  owedDay: number;
-  owedDayEndsAt: number;
+  day: number;
+  dayEndsAt: number;
 }
 
 export class LastCounts {
@@ -32,7 +40,7 @@ export class LastCounts {
     let rec = this.byId.get(id);
     if (!rec) {
       if (this.byId.size >= this.maxKeys) this.byId.delete(this.byId.keys().next().value!);
-      rec = { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0, owedMinute: 0, owedMinuteEndsAt: 0, owedDay: 0, owedDayEndsAt: 0 };
+      rec = { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0, owed: undefined };
       this.byId.set(id, rec);
     }
     return rec;
@@ -48,10 +56,11 @@ export class LastCounts {
 
   /** Memory admitted a request while Redis was out of reach: Redis is owed it, in the memory windows `d` reports. */
   owe(rec: KeyWindows, d: Decision, now: number): void {
-    rec.owedMinute = rec.owedMinuteEndsAt > now ? rec.owedMinute + 1 : 1;
-    rec.owedMinuteEndsAt = now + d.minute.resetMs;
-    rec.owedDay = rec.owedDayEndsAt > now ? rec.owedDay + 1 : 1;
-    rec.owedDayEndsAt = now + d.day.resetMs;
+    const o = (rec.owed ??= { minute: 0, minuteEndsAt: 0, day: 0, dayEndsAt: 0 });
+    o.minute = o.minuteEndsAt > now ? o.minute + 1 : 1;
+    o.minuteEndsAt = now + d.minute.resetMs;
+    o.day = o.dayEndsAt > now ? o.day + 1 : 1;
+    o.dayEndsAt = now + d.day.resetMs;
   }
 
   /**
@@ -59,12 +68,14 @@ export class LastCounts {
    * is (nearly always: a cheap test on the request path).
    */
   takeCredit(rec: KeyWindows, now: number): WindowCredit | undefined {
-    const minute = rec.owedMinuteEndsAt > now ? rec.owedMinute : 0;
-    const day = rec.owedDayEndsAt > now ? rec.owedDay : 0;
-    rec.owedMinute = 0;
-    rec.owedDay = 0;
+    const o = rec.owed;
+    if (o === undefined || (o.minute === 0 && o.day === 0)) return undefined;
+    const minute = o.minuteEndsAt > now ? o.minute : 0;
+    const day = o.dayEndsAt > now ? o.day : 0;
+    o.minute = 0;
+    o.day = 0;
     if (minute === 0 && day === 0) return undefined;
-    return { minute, minuteMs: minute > 0 ? rec.owedMinuteEndsAt - now : 0, day, dayMs: day > 0 ? rec.owedDayEndsAt - now : 0 };
+    return { minute, minuteMs: minute > 0 ? o.minuteEndsAt - now : 0, day, dayMs: day > 0 ? o.dayEndsAt - now : 0 };
   }
 
   /**
@@ -72,7 +83,8 @@ export class LastCounts {
    * request twice errs toward refusing, dropping it toward admitting past the limit.
    */
   restore(rec: KeyWindows, credit: WindowCredit): void {
-    rec.owedMinute += credit.minute;
-    rec.owedDay += credit.day;
+    // A credit was taken from rec.owed, so it exists.
+    rec.owed!.minute += credit.minute;
+    rec.owed!.day += credit.day;
   }
 }
