@@ -82,17 +82,30 @@ export async function startRedisCluster(procs, dir, primaries = 3) {
   const ports = [];
   for (let i = 0; i < primaries; i++) ports.push(await freeBusPort(ports));
   const nodes = await Promise.all(
-    ports.map((port) => startRedisNode(procs, join(dir, `cluster-${port}`), port, ['--cluster-enabled', 'yes', '--cluster-node-timeout', '5000'])),
-  );
-  await new Promise((resolve, reject) =>
-    execFile(
-      'redis-cli',
-      ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
-      { timeout: 30_000 },
-      (err, stdout, stderr) =>
-        err ? reject(new Error(`redis-cli --cluster create failed (is redis-cli on the PATH?): ${stderr || stdout || err.message}`)) : resolve(),
+    ports.map((port) =>
+      startRedisNode(procs, join(dir, `cluster-${port}`), port, [
+        '--cluster-enabled',
+        'yes',
+        '--cluster-node-timeout',
+        '5000',
+        '--cluster-announce-ip',
+        '127.0.0.1',
+      ]),
     ),
   );
+  // redis-cli --cluster create wants three primaries at least; one node is given every slot itself. (Alone, a node
+  // would not know its own address for CLUSTER SLOTS: hence --cluster-announce-ip.)
+  if (primaries === 1) await nodes[0].client.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
+  else
+    await new Promise((resolve, reject) =>
+      execFile(
+        'redis-cli',
+        ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'],
+        { timeout: 30_000 },
+        (err, stdout, stderr) =>
+          err ? reject(new Error(`redis-cli --cluster create failed (is redis-cli on the PATH?): ${stderr || stdout || err.message}`)) : resolve(),
+      ),
+    );
   await waitFor(
     async () => (await Promise.all(nodes.map(async (n) => /cluster_state:ok/.test(await n.client.cluster('INFO'))))).every(Boolean),
     20_000,
