@@ -181,18 +181,22 @@ export class RedisLimiterStore implements LimiterStore {
     // 0.9 ms (bench/README.md, "p99 at one connection: the limit check's write"). Checks that overlap (concurrent
     // requests) still share one write per turn (per node, on a cluster).
     const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
-    const send = (client: WithCheck): Promise<ScriptReply> =>
-      client[command](this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.ban(id), this.ks.strikes(id), record, policy, keyHash, keyRevision, creditArg);
+    const minute = this.ks.minuteWindow(id);
+    const day = this.ks.dayWindow(id);
+    const banKey = this.ks.ban(id);
+    const strikes = this.ks.strikes(id);
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;
     try {
-      reply = await send(direct).catch((err: unknown) => {
+      try {
+        reply = await direct[command](minute, day, banKey, strikes, record, policy, keyHash, keyRevision, creditArg);
+      } catch (err) {
         // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;
         // the cluster client follows the redirection and refreshes its table for the next check.
         if (direct === this.redis || !isRedirection(err)) throw err;
-        return send(this.redis);
-      });
+        reply = await this.redis[command](minute, day, banKey, strikes, record, policy, keyHash, keyRevision, creditArg);
+      }
     } finally {
       this.awaiting--;
     }
