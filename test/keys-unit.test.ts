@@ -391,9 +391,8 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect((await service.verify(key)).ok).toBe(false);
   });
 
-  it('asks for a confirmation once the copy is confirmAfterMs old; a confirmation restarts its ttl, a change drops it, an older revision touches nothing', async () => {
+  it('a cached copy sends its revision with every request (not the one that read it, not a key in its grace); a confirmation restarts its ttl, a change drops it, an older revision touches nothing', async () => {
     const ttlMs = 1_000;
-    const confirmAfterMs = 500;
     const clock = new ManualClock();
     // The memory store names no revision; this one names one per record content, as the Redis store does.
     class RevisionedStore extends MemoryKeyStore {
@@ -404,29 +403,27 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     }
     const store = new RevisionedStore(() => clock.now());
     const spy = new SpyKeyStore(store);
-    const service = new KeyVerifier(spy, clock, { ttlMs, confirmAfterMs });
-    const { key } = await testKeyAdmin(store, clock).create({ plan: 'free' });
+    const service = new KeyVerifier(spy, clock, { ttlMs });
+    const admin = testKeyAdmin(store, clock);
+    const created = await admin.create({ plan: 'free' });
+    const { key } = created;
     const hash = hashKey(key);
-    const verify = async () => {
-      const r = await service.verify(key);
+    const verify = async (k = key) => {
+      const r = await service.verify(k);
       if (!r.ok) throw new Error(`key refused: ${r.reason}`);
       return r;
     };
 
-    // Just read, and younger than confirmAfterMs: no revision, so the limit check compares nothing.
+    // Just read: no revision, so the limit check judges the record itself. From the cache: the copy's revision.
     expect((await verify()).revision).toBeUndefined();
-    clock.advance(confirmAfterMs - 1);
-    expect((await verify()).revision).toBeUndefined();
-    clock.advance(1);
     const revision = (await verify()).revision;
     expect(revision).toMatch(/^[0-9a-f]{64}$/);
     expect(spy.calls.findByHash).toBe(1);
     // Confirmed every 0.6 ttl: three ttls go by with no further read.
     for (let i = 0; i < 5; i++) {
       service.recordChecked(hash, revision!, true);
-      expect((await verify()).revision, 'just confirmed').toBeUndefined();
-      clock.advance(ttlMs * 0.6);
       expect((await verify()).revision).toBe(revision);
+      clock.advance(ttlMs * 0.6);
     }
     expect(spy.calls.findByHash).toBe(1);
     // Unconfirmed for a whole ttl: read again.
@@ -435,7 +432,6 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(spy.calls.findByHash).toBe(2);
 
     // A check that compared another revision (a read this entry has replaced) changes nothing, either way.
-    clock.advance(confirmAfterMs);
     service.recordChecked(hash, 'older', false);
     service.recordChecked(hash, 'older', true);
     expect((await verify()).revision).toBe(revision);
@@ -444,9 +440,17 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     service.recordChecked(hash, revision!, false);
     await verify();
     expect(spy.calls.findByHash).toBe(3);
+
+    // Rotated with a grace: the new key's copy sends its revision, the old key (its grace on Redis's clock) none.
+    const rotated = (await admin.rotate(created.record.id, 60))!;
+    service.forget(created.record.id);
+    await verify();
+    await verify(rotated.key);
+    expect((await verify()).revision, 'the old key, in its grace').toBeUndefined();
+    expect((await verify(rotated.key)).revision).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it('a subscriber reconnect keeps the cache: known keys are still served without a store read, each due for confirmation by its next limit check; unknown hashes are read again', async () => {
+  it('a subscriber reconnect keeps the cache: known keys are still served without a store read, each confirmed by its next limit check; unknown hashes are read again', async () => {
     const clock = new ManualClock();
     let reconnected: (() => void) | undefined;
     // Names a revision per record content, as the Redis store does.
@@ -465,7 +469,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     }
     const store = new RevisionedStore(() => clock.now());
     const spy = new ReconnectingSpy(store);
-    const service = new KeyVerifier(spy, clock, { ttlMs: 60_000, confirmAfterMs: 30_000 });
+    const service = new KeyVerifier(spy, clock, { ttlMs: 60_000 });
     const heard: Array<string | undefined> = [];
     service.onChange((id) => heard.push(id));
     await service.start();
@@ -498,9 +502,10 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect((await service.verify(unknown)).ok).toBe(false);
     expect(spy.calls.findByHash).toBe(3);
 
-    // Confirmed by a limit check: no longer due.
+    // Confirmed by a limit check (its revision still goes along with every check, as for any cached copy).
     service.recordChecked(hashKey(key), due.revision!, true);
-    expect((await verify()).revision).toBeUndefined();
+    expect((await verify()).revision).toBe(due.revision);
+    expect(spy.calls.findByHash).toBe(3);
 
     // Another reconnect while the store is down: the known key keeps working, still due.
     reconnected!();

@@ -173,7 +173,14 @@ describe.each(harnesses)('$name', (h) => {
     expect(later.outcome).toBe('limited_day');
     expect(later.minute.used).toBe(0);
     expectAbout(later.retryMs, DAY_MS - 61 * SECOND);
-    await h.advance(id, DAY_MS - 61 * SECOND);
+    // A refusal opens no window: 30 s later the minute is still a whole one away, with nothing used.
+    expectAbout(later.minute.resetMs, MINUTE_MS);
+    await h.advance(id, 30 * SECOND);
+    const again = await check(id, limits);
+    expect(again.outcome).toBe('limited_day');
+    expect(again.minute.used).toBe(0);
+    expectAbout(again.minute.resetMs, MINUTE_MS);
+    await h.advance(id, DAY_MS - 91 * SECOND);
     const nextDay = await check(id, limits);
     expect(nextDay.outcome).toBe('admitted');
     expect(nextDay.day.used).toBe(1);
@@ -538,6 +545,29 @@ describe('RedisLimiterStore only', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('refusals leave no key without an expiry: a window a refused request would have opened is gone again', async () => {
+    const id = newId('expiry');
+    const limits = { perMinute: 5, perDay: 2 };
+    const expectAllExpiring = async () => {
+      for (const k of await keysOf(id)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
+    };
+    for (let i = 0; i < 2; i++) expect((await redisStore.check(id, limits, NO_BANS)).outcome).toBe('admitted');
+    // The minute window lapses; the day is spent: each refusal counts in both windows and takes itself out again.
+    await admin.del(keyspace.minuteWindow(id));
+    for (let i = 0; i < 3; i++) expect((await redisStore.check(id, limits, NO_BANS)).outcome).toBe('limited_day');
+    expect(await admin.exists(keyspace.minuteWindow(id))).toBe(0);
+    expect(await admin.get(keyspace.dayWindow(id))).toBe('2');
+    await expectAllExpiring();
+    // A minute refusal: the day window keeps its count and its expiry.
+    const minuteFirst = { perMinute: 1, perDay: 10 };
+    const other = newId('expiry-minute');
+    expect((await redisStore.check(other, minuteFirst, NO_BANS)).outcome).toBe('admitted');
+    expect((await redisStore.check(other, minuteFirst, NO_BANS)).outcome).toBe('limited_minute');
+    expect(await admin.get(keyspace.minuteWindow(other))).toBe('1');
+    expect(await admin.get(keyspace.dayWindow(other))).toBe('1');
+    for (const k of await keysOf(other)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
   });
 
   it('every key the script touches for one id shares the hash tag {id} (SCAN and MONITOR)', async () => {

@@ -7,6 +7,6 @@ export interface Consumer {
   perDay?: number;
   /** SHA-256 of the key presented, for keys from the key store (not static ones): the limit check re-validates it. */
   keyHash?: string;
-  /** The cached key record's revision, when the copy is due for confirmation: the limit check compares it. */
+  /** The cached key record's revision, when the key is that copy's current hash: the limit check compares it. */
   keyRevision?: string;
 }

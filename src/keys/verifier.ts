@@ -16,9 +16,10 @@ export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay'
 export type VerifyResult =
   /**
    * keyHash: set for keys from the store (not static ones), so the limit check can re-validate them; revision:
-   * the cached record's, when the store names one and the copy is due for confirmation (confirmAfterMs, or read
-   * before the change feed's subscriber reconnected), so the limit check compares it with the stored record
-   * (recordChecked).
+   * the cached record's, when the store names one and the key is that copy's current hash, so the limit check
+   * compares it with the stored record (recordChecked) and, while they are the same bytes, has nothing to decode
+   * (the copy is the one this key was just judged valid against). A key in its rotation's grace gets none: its
+   * grace ends on Redis's clock, which only the full check reads.
    */
   (
     | { ok: true; key: KeyIdentity; keyHash?: string; revision?: string }
@@ -42,12 +43,6 @@ export interface KeyCacheOptions {
    * use is not re-read.
    */
   ttlMs: number;
-  /**
-   * A cached key's requests ask the limit check to compare its record once the copy is this old, not before: the
-   * comparison (a SHA-1 of the record in the script) costs Redis about 1 µs of CPU, 6% of a check, and one
-   * confirmation per half ttl is enough to keep a key in use from ever being re-read.
-   */
-  confirmAfterMs: number;
   /** Unknown hashes are remembered this long, so a flood of bad keys is not a flood of store reads. */
   negativeTtlMs: number;
   /** While the store fails, a cached key stays usable for at most this long after it was read or confirmed. */
@@ -59,7 +54,6 @@ export interface KeyCacheOptions {
 
 export const DEFAULT_KEY_CACHE: KeyCacheOptions = {
   ttlMs: 60_000,
-  confirmAfterMs: 30_000,
   negativeTtlMs: 2_000,
   maxStaleMs: 3_600_000,
   maxEntries: 100_000,
@@ -109,8 +103,9 @@ export class KeyVerifier {
   /** Bumped whenever cached keys are dropped, so a lookup that started before cannot re-cache what it read. */
   private generation = 0;
   /**
-   * Bumped when the change feed may have missed messages (its subscriber reconnected). Entries read before are kept
-   * and served, but due for confirmation: marking them all costs one increment, not a scan.
+   * Bumped when the change feed may have missed messages (its subscriber reconnected). Entries of known keys read
+   * before are kept and served (their limit checks compare their revisions anyway); negative entries read before are
+   * read again: marking them all costs one increment, not a scan.
    */
   private resets = 0;
   private unsubscribe: (() => Promise<void>) | undefined;
@@ -211,8 +206,9 @@ export class KeyVerifier {
       (cached.resets === this.resets || cached.revision !== undefined)
     ) {
       stored = cached.key;
-      // Due for confirmation: old enough, or read before changes may have been missed.
-      if (now - cached.readAt >= this.opts.confirmAfterMs || cached.resets !== this.resets) revision = cached.revision;
+      // Every request of a cached key has its copy compared (judge decides whether it goes along): comparing costs
+      // Redis a SHA-1 of the record, less than decoding it, which an unchanged record spares the check.
+      revision = cached.revision;
     } else {
       // A key this instance has read before is never declined: it was valid, and a gate that throttles guessing
       // should not cost its owner a request. What is declined is a token nothing here has vouched for.
@@ -256,7 +252,7 @@ export class KeyVerifier {
     if (expiredAt(stored.expiresAtMs, now)) return { ok: false, reason: 'expired' };
     if (this.staticKeys.has(hash)) return { ok: true, key: stored.identity };
     const fromStore: VerifyResult & { ok: true } = { ok: true, key: stored.identity, keyHash: hash };
-    if (revision !== undefined) fromStore.revision = revision;
+    if (revision !== undefined && current) fromStore.revision = revision;
     return fromStore;
   }
 

@@ -25,14 +25,18 @@ import {
 // the same slot; no KEYS entry of its own, which measurably cost Redis CPU on every call): a hash of per-hour counts,
 // a<h> admitted, r<h> refused by a window, b<h> refused by a ban (h = UTC hour 0-23), expiring ledgerMs after the
 // first count of each kind in each hour.
-// ARGV: 1 the policy, numbers separated by spaces (perMinute perDay threshold strikeWindowMs resetAfterMs minuteMs
-// dayMs ledgerMs (0: no ledger) durationsMs...: built once per plan and ban ladder, not per request), 2 keyHash ('' = skip), 3 the revision
-// of the record the gateway has cached ('' = skip): the SHA-1 of its bytes (recordRevision in src/keys/redis-store.ts),
-// 4 a credit ('' = none): "minute minuteMs day dayMs", requests the gateway admitted from its memory windows while
-// Redis was out of reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max).
+// ARGV: 1 perMinute, 2 perDay, 3 ledgerMs (0: no ledger), 4 the ban ladder, numbers separated by spaces (threshold
+// strikeWindowMs resetAfterMs durationsMs...: built once per ladder, not per request, and parsed only when a request
+// meets a ban or a full window), 5 keyHash ('' = skip), 6 the revision of the record the gateway has cached, sent
+// only when that copy is active and holds keyHash as its current hash ('' = skip): the SHA-1 of its bytes
+// (recordRevision in src/keys/redis-store.ts), 7 a credit ('' = none): "minute minuteMs day dayMs", requests the
+// gateway admitted from its memory windows while Redis was out of reach, counted here before the decision (see
+// KeyLimiter: why a credit, and not a local max).
 // Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
+// Its cost is Redis CPU on every admitted request, so the admitted path makes as few calls as it can (TIME, GET of
+// the record, HMGET of the ban, INCR and PTTL per window, the ledger's HINCRBY): bench/README.md has the figures.
 /** The ledger's count of one request of a kind (a, r, b), inlined where the script decides: no closure per call. */
 function ledger(kind: 'a' | 'r' | 'b'): string {
   return `if ledgerMs > 0 then local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000); if redis.call('HINCRBY', day, '${kind}' .. math.floor((now % 86400000) / 3600000), 1) == 1 then redis.call('PEXPIRE', day, ledgerMs) end end`;
@@ -41,10 +45,8 @@ function ledger(kind: 'a' | 'r' | 'b'): string {
 const CHECK_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local p = {}
-for v in string.gmatch(ARGV[1], '%S+') do p[#p + 1] = tonumber(v) end
-local perMinute, perDay, threshold, strikeWindow, resetAfter, minuteMs, dayMs, ledgerMs = p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]
-local keyHash = ARGV[2]
+local perMinute, perDay, ledgerMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local keyHash = ARGV[5]
 local same = -1
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
@@ -54,19 +56,23 @@ if keyHash ~= '' then
   local raw = redis.pcall('GET', KEYS[5])
   if not raw then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
   if type(raw) ~= 'string' then return {'invalid_record', 0, 0, 0, 0, 0, 0, -1} end
-  local ok, rec = pcall(cjson.decode, raw)
-  if not ok or type(rec) ~= 'table' then return {'invalid_record', 0, 0, 0, 0, 0, 0, -1} end
-  local current = rec.hash == keyHash
-  local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
-  if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
-  if ARGV[3] ~= '' then same = (redis.sha1hex(raw) == ARGV[3]) and 1 or 0 end
+  if ARGV[6] ~= '' then same = (redis.sha1hex(raw) == ARGV[6]) and 1 or 0 end
+  -- Still, byte for byte, the copy the gateway judged this key valid against (active, the key its current hash):
+  -- nothing to decode. Anything else is decoded and judged here.
+  if same ~= 1 then
+    local ok, rec = pcall(cjson.decode, raw)
+    if not ok or type(rec) ~= 'table' then return {'invalid_record', 0, 0, 0, 0, 0, 0, -1} end
+    local current = rec.hash == keyHash
+    local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
+    if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, 0, 0, 0, 0, -1} end
+  end
 end
 
 -- A credit goes into the window as it stands; a window that lapsed meanwhile starts with it, for what was left of the
 -- gateway's memory window. (Nearly every call has none: nothing of this runs then.)
-if ARGV[4] ~= '' then
+if ARGV[7] ~= '' then
   local c = {}
-  for v in string.gmatch(ARGV[4], '%S+') do c[#c + 1] = tonumber(v) end
+  for v in string.gmatch(ARGV[7], '%S+') do c[#c + 1] = tonumber(v) end
   for i = 0, 1 do
     local n, ttl = c[1 + 2 * i], c[2 + 2 * i]
     if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
@@ -78,6 +84,17 @@ if ARGV[4] ~= '' then
   end
 end
 
+-- The ban ladder (ARGV[4]): threshold, strike window, reset after, then the ban durations, level 1 first.
+local p
+local function ladder()
+  if not p then
+    p = {}
+    for v in string.gmatch(ARGV[4], '%S+') do p[#p + 1] = tonumber(v) end
+  end
+  return p
+end
+
+-- A window's count and time left as it stands (a lapsed window: 0, and the whole length).
 local function window(key, len)
   local used = tonumber(redis.call('GET', key) or '0')
   local ttl = redis.call('PTTL', key)
@@ -85,30 +102,41 @@ local function window(key, len)
   return used, ttl
 end
 
-local m, mttl = window(KEYS[1], minuteMs)
-local d, dttl = window(KEYS[2], dayMs)
-
 local ban = redis.call('HMGET', KEYS[3], 'until', 'level', 'lastEnd')
 local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
-if lastEnd > 0 and now >= lastEnd + resetAfter then level = 0 end
+if lastEnd > 0 and now >= lastEnd + ladder()[3] then level = 0 end
 if banUntil > now then
+  local m, mttl = window(KEYS[1], ${MINUTE_MS})
+  local d, dttl = window(KEYS[2], ${DAY_MS})
   ${ledger('b')}
   return {'banned', m, mttl, d, dttl, banUntil - now, level, same}
 end
 
-local minuteFull, dayFull = m >= perMinute, d >= perDay
-if minuteFull or dayFull then
+-- The request is counted in both windows at once (most are admitted: one call per window). One that either window
+-- refuses is taken out of both again before anyone else can see it (the script is atomic), so a refusal spends no
+-- quota, and a window this request opened is removed: a window starts with its first admitted request.
+local m = redis.call('INCR', KEYS[1])
+local d = redis.call('INCR', KEYS[2])
+if m > perMinute or d > perDay then
+  if m == 1 then redis.call('DEL', KEYS[1]) else redis.call('DECR', KEYS[1]) end
+  if d == 1 then redis.call('DEL', KEYS[2]) else redis.call('DECR', KEYS[2]) end
+  m, d = m - 1, d - 1
+  local mttl, dttl = ${MINUTE_MS}, ${DAY_MS}
+  if m > 0 then mttl = redis.call('PTTL', KEYS[1]); if mttl < 0 then mttl = ${MINUTE_MS} end end
+  if d > 0 then dttl = redis.call('PTTL', KEYS[2]); if dttl < 0 then dttl = ${DAY_MS} end end
+  local minuteFull, dayFull = m >= perMinute, d >= perDay
   local outcome, retry
   if minuteFull and dayFull then outcome = 'limited_both'; retry = math.max(mttl, dttl)
   elseif minuteFull then outcome = 'limited_minute'; retry = mttl
   else outcome = 'limited_day'; retry = dttl end
+  local lad = ladder()
   local strikes = redis.call('INCR', KEYS[4])
-  if strikes == 1 then redis.call('PEXPIRE', KEYS[4], strikeWindow) end
-  if strikes >= threshold then
+  if strikes == 1 then redis.call('PEXPIRE', KEYS[4], lad[2]) end
+  if strikes >= lad[1] then
     level = level + 1
-    local dur = p[8 + math.min(level, #p - 8)]
+    local dur = lad[3 + math.min(level, #lad - 3)]
     redis.call('HSET', KEYS[3], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
-    redis.call('PEXPIRE', KEYS[3], dur + resetAfter)
+    redis.call('PEXPIRE', KEYS[3], dur + lad[3])
     redis.call('DEL', KEYS[4])
     ${ledger('b')}
     return {'banned_now', m, mttl, d, dttl, dur, level, same}
@@ -117,11 +145,17 @@ if minuteFull or dayFull then
   return {outcome, m, mttl, d, dttl, retry, level, same}
 end
 
--- Admitted: only now does the request use up quota, in both windows; a window starts with its first request.
-m = redis.call('INCR', KEYS[1])
-if m == 1 then redis.call('PEXPIRE', KEYS[1], minuteMs); mttl = minuteMs end
-d = redis.call('INCR', KEYS[2])
-if d == 1 then redis.call('PEXPIRE', KEYS[2], dayMs); dttl = dayMs end
+-- Admitted. A window that this request opened (or that has somehow lost its expiry) runs from now.
+local function started(key, n, len)
+  if n > 1 then
+    local ttl = redis.call('PTTL', key)
+    if ttl > 0 then return ttl end
+  end
+  redis.call('PEXPIRE', key, len)
+  return len
+end
+local mttl = started(KEYS[1], m, ${MINUTE_MS})
+local dttl = started(KEYS[2], d, ${DAY_MS})
 -- The usage ledger, counted here in the same call as the decision: exact across the fleet, no round trip of its own.
 ${ledger('a')}
 return {'admitted', m, mttl, d, dttl, 0, level, same}
@@ -152,7 +186,7 @@ function withCheck(redis: RedisCommands): WithCheck {
 
 export class RedisLimiterStore implements LimiterStore {
   private readonly redis: WithCheck;
-  private readonly policies = new WeakMap<BanPolicy, WeakMap<KeyLimits, { arg: string; ledgerMs: number }>>();
+  private readonly ladders = new WeakMap<BanPolicy, string>();
 
   /**
    * `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger.
@@ -173,7 +207,8 @@ export class RedisLimiterStore implements LimiterStore {
 
   async check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash = '', keyRevision = '', credit?: WindowCredit): Promise<Decision> {
     const record = this.ks.keyRecord(id);
-    const policy = this.policyArg(limits, ban);
+    const ladder = this.ladderArg(ban);
+    const ledgerMs = this.ledgerTtlMs();
     const creditArg = credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
@@ -190,12 +225,25 @@ export class RedisLimiterStore implements LimiterStore {
     let reply: ScriptReply;
     try {
       try {
-        reply = await direct[command](minute, day, banKey, strikes, record, policy, keyHash, keyRevision, creditArg);
+        reply = await direct[command](minute, day, banKey, strikes, record, limits.perMinute, limits.perDay, ledgerMs, ladder, keyHash, keyRevision, creditArg);
       } catch (err) {
         // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;
         // the cluster client follows the redirection and refreshes its table for the next check.
         if (direct === this.redis || !isRedirection(err)) throw err;
-        reply = await this.redis[command](minute, day, banKey, strikes, record, policy, keyHash, keyRevision, creditArg);
+        reply = await this.redis[command](
+          minute,
+          day,
+          banKey,
+          strikes,
+          record,
+          limits.perMinute,
+          limits.perDay,
+          ledgerMs,
+          ladder,
+          keyHash,
+          keyRevision,
+          creditArg,
+        );
       }
     } finally {
       this.awaiting--;
@@ -216,30 +264,14 @@ export class RedisLimiterStore implements LimiterStore {
     return readSnapshot(this.redis, this.ks, id, ban, keyHash);
   }
 
-  /**
-   * The script's policy argument, kept per ban ladder (the config's, replaced whole on reload) and KeyLimits object
-   * (the key limiter hands out one per distinct pair).
-   */
-  private policyArg(limits: KeyLimits, ban: BanPolicy): string {
-    let byLimits = this.policies.get(ban);
-    if (!byLimits) this.policies.set(ban, (byLimits = new WeakMap()));
-    const ledgerMs = this.ledgerTtlMs();
-    let cached = byLimits.get(limits);
-    if (cached === undefined || cached.ledgerMs !== ledgerMs) {
-      const arg = [
-        limits.perMinute,
-        limits.perDay,
-        ban.threshold,
-        ban.windowSeconds * 1000,
-        ban.resetAfterSeconds * 1000,
-        MINUTE_MS,
-        DAY_MS,
-        ledgerMs,
-        ...ban.durationsSeconds.map((s) => s * 1000),
-      ].join(' ');
-      byLimits.set(limits, (cached = { arg, ledgerMs }));
+  /** The script's ban ladder argument, built once per ladder (the config's, replaced whole on reload). */
+  private ladderArg(ban: BanPolicy): string {
+    let arg = this.ladders.get(ban);
+    if (arg === undefined) {
+      arg = [ban.threshold, ban.windowSeconds * 1000, ban.resetAfterSeconds * 1000, ...ban.durationsSeconds.map((s) => s * 1000)].join(' ');
+      this.ladders.set(ban, arg);
     }
-    return cached.arg;
+    return arg;
   }
 }
 

@@ -70,7 +70,9 @@ export interface LimiterStore {
   /**
    * `keyHash`, when given, is re-checked against the key's record in the same atomic call, so a revoke or a
    * rotation takes effect on the next request on every instance, whatever the key cache holds. `keyRevision`,
-   * when given with it, is compared with the record too (Decision.keyRecord), so the cache knows its copy is current.
+   * when given with it, is compared with the record too (Decision.keyRecord), so the cache knows its copy is current;
+   * the caller gives it only for a copy it has judged the key valid against as its current hash, so a record that is
+   * still that revision is accepted without being decoded again.
    * `credit`, when given, is added to the windows before the decision (the shared store; memory ignores it).
    */
   check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
