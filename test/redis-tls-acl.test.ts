@@ -41,6 +41,7 @@ const TOLLGATE_ACL = [
     'hincrby',
     'incr',
     'incrby',
+    'decr',
     'pexpire',
     'expire',
     'pttl',
