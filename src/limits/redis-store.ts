@@ -224,26 +224,29 @@ export class RedisLimiterStore implements LimiterStore {
     this.awaiting++;
     let reply: ScriptReply;
     try {
-      try {
-        reply = await direct[command](minute, day, banKey, strikes, record, limits.perMinute, limits.perDay, ledgerMs, ladder, keyHash, keyRevision, creditArg);
-      } catch (err) {
-        // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;
-        // the cluster client follows the redirection and refreshes its table for the next check.
-        if (direct === this.redis || !isRedirection(err)) throw err;
-        reply = await this.redis[command](
-          minute,
-          day,
-          banKey,
-          strikes,
-          record,
-          limits.perMinute,
-          limits.perDay,
-          ledgerMs,
-          ladder,
-          keyHash,
-          keyRevision,
-          creditArg,
-        );
+      // At most twice: straight to the slot's primary, then (after a redirection) through the cluster client.
+      for (let client = direct; ; client = this.redis) {
+        try {
+          reply = await client[command](
+            minute,
+            day,
+            banKey,
+            strikes,
+            record,
+            limits.perMinute,
+            limits.perDay,
+            ledgerMs,
+            ladder,
+            keyHash,
+            keyRevision,
+            creditArg,
+          );
+          break;
+        } catch (err) {
+          // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;
+          // the cluster client follows the redirection and refreshes its table for the next check.
+          if (client === this.redis || !isRedirection(err)) throw err;
+        }
       }
     } finally {
       this.awaiting--;
