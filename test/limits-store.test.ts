@@ -568,6 +568,13 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.get(keyspace.minuteWindow(other))).toBe('1');
     expect(await admin.get(keyspace.dayWindow(other))).toBe('1');
     for (const k of await keysOf(other)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
+    // A full window that lost its expiry (PERSIST by hand) would refuse forever: the next refusal gives it a whole one.
+    await admin.persist(keyspace.minuteWindow(other));
+    const refused = await redisStore.check(other, minuteFirst, NO_BANS);
+    expect(refused.outcome).toBe('limited_minute');
+    expect(refused.retryMs).toBeGreaterThan(MINUTE_MS - 5 * SECOND);
+    expect(refused.retryMs).toBeLessThanOrEqual(MINUTE_MS);
+    expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
   });
 
   it('every key the script touches for one id shares the hash tag {id} (SCAN and MONITOR)', async () => {

@@ -94,6 +94,15 @@ local function ladder()
   return p
 end
 
+-- The time left in a window that holds a count. One without an expiry (a PERSIST by hand) would never end, and a full
+-- one would refuse for good: it is given a whole window from now.
+local function remaining(key, len)
+  local ttl = redis.call('PTTL', key)
+  if ttl >= 0 then return ttl end
+  redis.call('PEXPIRE', key, len)
+  return len
+end
+
 -- A window's count and time left as it stands (a lapsed window: 0, and the whole length).
 local function window(key, len)
   local used = tonumber(redis.call('GET', key) or '0')
@@ -121,9 +130,8 @@ if m > perMinute or d > perDay then
   if m == 1 then redis.call('DEL', KEYS[1]) else redis.call('DECR', KEYS[1]) end
   if d == 1 then redis.call('DEL', KEYS[2]) else redis.call('DECR', KEYS[2]) end
   m, d = m - 1, d - 1
-  local mttl, dttl = ${MINUTE_MS}, ${DAY_MS}
-  if m > 0 then mttl = redis.call('PTTL', KEYS[1]); if mttl < 0 then mttl = ${MINUTE_MS} end end
-  if d > 0 then dttl = redis.call('PTTL', KEYS[2]); if dttl < 0 then dttl = ${DAY_MS} end end
+  local mttl = m > 0 and remaining(KEYS[1], ${MINUTE_MS}) or ${MINUTE_MS}
+  local dttl = d > 0 and remaining(KEYS[2], ${DAY_MS}) or ${DAY_MS}
   local minuteFull, dayFull = m >= perMinute, d >= perDay
   local outcome, retry
   if minuteFull and dayFull then outcome = 'limited_both'; retry = math.max(mttl, dttl)
@@ -145,17 +153,10 @@ if m > perMinute or d > perDay then
   return {outcome, m, mttl, d, dttl, retry, level, same}
 end
 
--- Admitted. A window that this request opened (or that has somehow lost its expiry) runs from now.
-local function started(key, n, len)
-  if n > 1 then
-    local ttl = redis.call('PTTL', key)
-    if ttl > 0 then return ttl end
-  end
-  redis.call('PEXPIRE', key, len)
-  return len
-end
-local mttl = started(KEYS[1], m, ${MINUTE_MS})
-local dttl = started(KEYS[2], d, ${DAY_MS})
+-- Admitted. A window that this request opened runs from now.
+local mttl, dttl = ${MINUTE_MS}, ${DAY_MS}
+if m == 1 then redis.call('PEXPIRE', KEYS[1], mttl) else mttl = remaining(KEYS[1], mttl) end
+if d == 1 then redis.call('PEXPIRE', KEYS[2], dttl) else dttl = remaining(KEYS[2], dttl) end
 -- The usage ledger, counted here in the same call as the decision: exact across the fleet, no round trip of its own.
 ${ledger('a')}
 return {'admitted', m, mttl, d, dttl, 0, level, same}
