@@ -541,6 +541,19 @@ function summarize(runs) {
     row.ratio = median(ratios);
     row.ratios = ratios;
     row.p99AddedMs = median(p99Added);
+    // A target measured against another Tollgate in the same rounds (c and k against b's, the ledger on against off):
+    // per-round paired ratios, so the comparison is of runs seconds apart rather than of scenarios minutes apart.
+    const ref = mine[0]?.pairedWith;
+    if (ref) {
+      const pairs = mine
+        .map((r) => [r, runs.find((x) => x.scenario === r.scenario && x.target === ref && x.round === r.round)])
+        .filter(([, x]) => x);
+      const per = (f) => pairs.map(([r, x]) => f(r) / f(x));
+      const rps = per((r) => r.rps);
+      const redisCpu = pairs[0]?.[0].redis && pairs[0][1].redis ? per((r) => r.redis.redisCpuUsPerReq) : [];
+      const cpu = per((r) => r.cpuUsPerReq);
+      row.vsRef = { target: ref, ratio: median(rps), ratios: rps, redisCpuRatio: median(redisCpu), redisCpuRatios: redisCpu, cpuRatio: median(cpu) };
+    }
   }
   const order = 'abkcdewl';
   rows.sort(
@@ -607,33 +620,27 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
       [s],
     );
   }
-  {
-    // Compared through each scenario's own same-run baseline: (b) and (c) run minutes apart, and on a shared
-    // machine their absolute req/s differ by more than 5% from drift alone.
-    const b = get('b', T);
-    const c = get('c', T);
-    const rel = b && c ? c.ratio / b.ratio : NaN;
+  // c and k against b: each round runs b's Tollgate (10,000 keys on the standalone Redis) beside the one under test,
+  // with the same load, and the line is the median of the per-round ratios. Comparing c's and b's medians instead,
+  // measured minutes apart, judged this machine's drift: the same code's CPU per request moves 15% between half hours.
+  const vsB = (s, title) => {
+    const r = get(s, T);
+    const v = r?.vsRef;
     add(
-      '(c) throughput within 5% of (b)',
-      b && c ? rel >= 0.95 : undefined,
-      b && c
-        ? `(c/baseline) / (b/baseline) = ${fmt(c.ratio, 3)} / ${fmt(b.ratio, 3)} = ${fmt(rel, 3)} (absolute ${fmt(c.rps, 0)} vs ${fmt(b.rps, 0)} req/s)`
-        : 'needs b and c',
-      ['b', 'c'],
+      title,
+      v ? v.ratio >= 0.95 : undefined,
+      v
+        ? `${s}/b req/s, paired per round = ${fmt(v.ratio, 3)} (per round: ${v.ratios.map((x) => fmt(x, 3)).join(', ')}); T/B ${fmt(r.ratio, 3)} vs b's ${fmt(get(s, v.target)?.ratio, 3)} in these rounds; gateway CPU/req ${fmt(v.cpuRatio, 3)} x b's`
+        : `needs ${s} (with b's Tollgate beside it)`,
+      [s],
     );
-  }
+    return r;
+  };
+  vsB('c', '(c) throughput within 5% of (b)');
   {
-    // The same comparison for the cluster: (k) is (b)'s keys and load with a 3-primary cluster as the store.
-    const b = get('b', T);
-    const k = get('k', T);
-    const rel = b && k ? k.ratio / b.ratio : NaN;
-    add(
+    const k = vsB(
+      'k',
       `(k) throughput on a ${clusterPrimaries}-primary cluster within 5% of standalone (b)${clusterPrimaries === 3 ? '' : ' [not the budget: the budget is 3 primaries]'}`,
-      b && k ? rel >= 0.95 : undefined,
-      b && k
-        ? `(k/baseline) / (b/baseline) = ${fmt(k.ratio, 3)} / ${fmt(b.ratio, 3)} = ${fmt(rel, 3)} (absolute ${fmt(k.rps, 0)} vs ${fmt(b.rps, 0)} req/s)`
-        : 'needs b and k',
-      ['b', 'k'],
     );
     const nodes = k?.perNode ?? [];
     const mean = nodes.reduce((a, n) => a + n.commandsPerReq, 0) / (nodes.length || 1);
@@ -676,12 +683,12 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
     // the ledger on against off, medians over rounds.
     const on = get('l', 'tollgate(ledger)');
     const off = get('l', 'tollgate(no ledger)');
-    const rel = on && off ? on.redisCpuUsPerReq / off.redisCpuUsPerReq : NaN;
+    const rel = on?.vsRef?.redisCpuRatio ?? NaN;
     add(
       '(l) usage ledger: Redis CPU per request rises <= 15%',
       on && off ? rel <= 1.15 : undefined,
       on && off
-        ? `${fmt(on.redisCpuUsPerReq, 1)} vs ${fmt(off.redisCpuUsPerReq, 1)} us/req = ${fmt(rel, 3)}; Redis commands/req ${fmt(on.cmdsPerReq, 2)} vs ${fmt(off.cmdsPerReq, 2)}; gateway CPU ${fmt(on.cpuUsPerReq, 0)} vs ${fmt(off.cpuUsPerReq, 0)} us/req; Tollgate/baseline ${fmt(on.ratio, 3)} vs ${fmt(off.ratio, 3)}`
+        ? `paired per round ${fmt(rel, 3)} (per round: ${on.vsRef.redisCpuRatios.map((x) => fmt(x, 3)).join(', ')}); medians ${fmt(on.redisCpuUsPerReq, 1)} vs ${fmt(off.redisCpuUsPerReq, 1)} us/req; Redis commands/req ${fmt(on.cmdsPerReq, 2)} vs ${fmt(off.cmdsPerReq, 2)}; gateway CPU ${fmt(on.cpuUsPerReq, 0)} vs ${fmt(off.cpuUsPerReq, 0)} us/req; Tollgate/baseline ${fmt(on.ratio, 3)} vs ${fmt(off.ratio, 3)}`
         : 'needs --compare-ledger',
       ['l'],
     );
@@ -712,10 +719,10 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
  * (`tollgate keys export`, then `keys import` with a cluster config: timed), and starts a Tollgate on it with the
  * main one's settings. The keys spread over the primaries by hash slot; the per-primary figures show how evenly.
  */
-async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig, instances, clusterPids, setup, name, profileDir }) {
+async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig, instances, storePids, setup, name, profileDir }) {
   const t0 = Date.now();
   const cluster = await startRedisCluster(procs, join(tmp, 'cluster'), opts.clusterPrimaries);
-  clusterPids.push(...cluster.nodes.map((n) => n.child.pid));
+  storePids.push(...cluster.nodes.map((n) => n.child.pid));
   log(
     `  Redis Cluster of ${opts.clusterPrimaries} primaries (ports ${cluster.nodes.map((n) => n.port).join(', ')}) up in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
   );
@@ -798,7 +805,7 @@ async function main() {
 }
 
 async function bench(opts, { procs, tmp, stamp, startedAt }) {
-  const totalRuns = opts.rounds * 2 * opts.scenarios.length + (opts.compareWorkers ? opts.rounds * 3 : 0) + (opts.compareLedger ? opts.rounds * 3 : 0);
+  const totalRuns = opts.rounds * (2 * opts.scenarios.length + opts.scenarios.filter((x) => x === 'c' || x === 'k').length) + (opts.compareWorkers ? opts.rounds * 3 : 0) + (opts.compareLedger ? opts.rounds * 3 : 0);
   log(
     `loader ${opts.loader}; scenarios ${opts.scenarios.join(',')}${opts.compareWorkers ? ',w' : ''}; ${opts.rounds} round(s) x ${opts.durationS} s (+${opts.warmupS} s warm-up); ~${Math.ceil((totalRuns * (opts.durationS + opts.warmupS + 1)) / 60)} min of load`,
   );
@@ -842,8 +849,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   });
   tg.writeConfig();
   const instances = [tg];
-  const clusterPids = [];
-  ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...clusterPids, ...instances.filter((t) => t.pid).map((t) => t.pid)];
+  const storePids = []; // the Redis servers of scenarios c and k
+  ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...storePids, ...instances.filter((t) => t.pid).map((t) => t.pid)];
 
   // Keys: two through the real CLI, the rest in bulk.
   const format = await loadFormat(REPO);
@@ -852,7 +859,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const flood = await cliCreateKey({ repoRoot: REPO, configPath: tg.configPath, plan: 'flood', name: 'bench-flood', env });
   const setup = {};
   let rotating = [];
-  if (opts.scenarios.includes('b') || opts.scenarios.includes('k') || opts.compareLedger) {
+  if (['b', 'c', 'k'].some((x) => opts.scenarios.includes(x)) || opts.compareLedger) {
     const t0 = Date.now();
     rotating = await bulkCreateKeys({
       redis: redis.client,
@@ -890,7 +897,9 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       // Odd rounds baseline first, even rounds baseline last: slow drift (thermal, other work) hits both sides.
       const order = round % 2 ? targets : [...targets].reverse();
       for (const t of order) {
-        const r = await measure({ opts, scenario, target: t, round, keys, tmp, redisNodes });
+        // A target may bring its own keys and store (c's and k's Tollgates beside b's, the reference they are judged by).
+        const r = await measure({ opts, scenario, target: t, round, keys: t.keys ?? keys, tmp, redisNodes: t.redisNodes ?? redisNodes });
+        if (t.pairedWith) r.pairedWith = t.pairedWith;
         runs.push(r);
         const extra = r.redis ? `, Redis RT/req ${fmt(r.redis.roundTripsPerReq, 3)}, RSS ${fmt(r.rssMB, 0)} MB` : '';
         const non2xx = Object.entries(r.statuses)
@@ -923,6 +932,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     log(`  primed the key cache with ${keys.length} keys in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   };
 
+  // b's Tollgate as it runs beside c's and k's in their rounds: the reference those two lines are judged by.
+  const bBeside = { ...target, name: `${mainName}(b)`, keys: rotating, redisNodes: standalone };
   let clusterServed;
   for (const s of ['a', 'b', 'd', 'e', 'k', 'c'].filter((x) => opts.scenarios.includes(x))) {
     log(`scenario ${SCENARIOS[s].title}`);
@@ -934,43 +945,62 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
         upstreamUrl,
         standaloneConfig: tg.configPath,
         instances,
-        clusterPids,
+        storePids,
         setup,
         name: mainName,
         profileDir: profileDir && join(profileDir, 'tollgate-cluster'),
       });
       await sanity(k.target, rotating[rotating.length - 1], 200);
       await prime(rotating, k.target.url);
-      await runScenario('k', rotating, [baseline, k.target], k.redisNodes);
+      await prime(rotating);
+      await runScenario('k', rotating, [baseline, bBeside, { ...k.target, redisNodes: k.redisNodes, pairedWith: bBeside.name }]);
       await k.stop();
       clusterServed = k.served;
     } else if (s === 'c') {
-      const existing = await redis.client.scard('tollgate:keys');
-      const more = Math.max(opts.keyCount, opts.storedKeys - existing);
+      // A store of its own, so b's Tollgate keeps its 10,000 keys and can run beside c's in every round.
+      const store = await startRedis(procs, join(tmp, 'redis-c'));
+      storePids.push(store.child.pid);
       const t0 = Date.now();
       let lastLog = 0;
       const stored = await bulkCreateKeys({
-        redis: redis.client,
+        redis: store.client,
         format,
         prefix: 'tollgate:',
         plan: 'bench',
-        total: more,
+        total: opts.storedKeys,
         withPlaintext: opts.keyCount,
         namePrefix: 'bench-c',
         onProgress: (n) => {
           if (Date.now() - lastLog > 10_000) {
             lastLog = Date.now();
-            log(`  bulk load: ${n}/${more} keys`);
+            log(`  bulk load: ${n}/${opts.storedKeys} keys`);
           }
         },
       });
       setup.cKeysSeconds = (Date.now() - t0) / 1000;
-      setup.storedKeys = await redis.client.scard('tollgate:keys');
-      setup.redisUsedMemoryMB = Number(/^used_memory:(\d+)/m.exec(await redis.client.info('memory'))?.[1] ?? 0) / 1048576;
-      log(`  ${more} keys written in ${setup.cKeysSeconds.toFixed(1)} s: ${setup.storedKeys} keys stored, Redis uses ${setup.redisUsedMemoryMB.toFixed(0)} MB`);
-      await sanity(target, stored[0], 200);
-      await prime(stored);
-      await runScenario('c', stored, [baseline, target]);
+      setup.storedKeys = await store.client.scard('tollgate:keys');
+      setup.redisUsedMemoryMB = Number(/^used_memory:(\d+)/m.exec(await store.client.info('memory'))?.[1] ?? 0) / 1048576;
+      log(`  ${setup.storedKeys} keys written in ${setup.cKeysSeconds.toFixed(1)} s to a second redis-server (port ${store.port}), which uses ${setup.redisUsedMemoryMB.toFixed(0)} MB`);
+      const tgC = new Tollgate({ procs, tmp, name: 'tollgate-c', workers: opts.workers, port: await freePort(), upstreamUrl, redis: { url: store.url }, nodeFlags: opts.nodeFlags });
+      instances.push(tgC);
+      await tgC.start();
+      const cTarget = {
+        name: mainName,
+        url: tgC.url,
+        pid: tgC.pid,
+        tollgate: tgC,
+        prober: tgC.prober,
+        keys: stored,
+        redisNodes: [{ name: `127.0.0.1:${store.port}`, pid: store.child.pid, client: store.client }],
+        pairedWith: bBeside.name,
+      };
+      await sanity(cTarget, stored[0], 200);
+      await prime(stored, tgC.url);
+      await prime(rotating);
+      await runScenario('c', stored, [baseline, bBeside, cTarget]);
+      await tgC.stop();
+      store.client.disconnect();
+      await procs.stop(store.child);
     } else {
       const keys = s === 'b' ? rotating : s === 'e' ? [flood.key] : [hot.key];
       if (s === 'b') await prime(keys);
@@ -1000,7 +1030,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       }
       await runScenario('l', rotating, [
         baseline,
-        { name: 'tollgate(ledger)', url: on.url, pid: on.pid, tollgate: on, prober: on.prober },
+        { name: 'tollgate(ledger)', url: on.url, pid: on.pid, tollgate: on, prober: on.prober, pairedWith: 'tollgate(no ledger)' },
         { name: 'tollgate(no ledger)', url: off.url, pid: off.pid, tollgate: off, prober: off.prober },
       ]);
     } catch (err) {
@@ -1122,7 +1152,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   print('CPU us/req: the target process(es) only. non-2xx: as the load generator saw them; "gw" = counted by the gateway\'s metrics where that differs.');
   for (const r of rows.filter((x) => x.perNode))
     print(
-      `Redis CPU us/req (INFO cpu) in ${SCENARIOS[r.scenario].title}: ${fmt(r.redisCpuUsPerReq, 1)}${r.perNode.length > 1 ? ` = ${r.perNode.map((n) => `${n.node} ${fmt(n.cpuUsPerReq, 1)}`).join(' + ')}` : ''}; gateway CPU us/req ${fmt(r.cpuUsPerReq, 0)}`,
+      `Redis CPU us/req (INFO cpu) in ${SCENARIOS[r.scenario].title}, ${r.target}: ${fmt(r.redisCpuUsPerReq, 1)}${r.perNode.length > 1 ? ` = ${r.perNode.map((n) => `${n.node} ${fmt(n.cpuUsPerReq, 1)}`).join(' + ')}` : ''}; gateway CPU us/req ${fmt(r.cpuUsPerReq, 0)}`,
     );
   for (const r of rows.filter((x) => x.redisTrouble))
     print(
