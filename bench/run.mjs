@@ -552,7 +552,9 @@ function summarize(runs) {
       const rps = per((r) => r.rps);
       const redisCpu = pairs[0]?.[0].redis && pairs[0][1].redis ? per((r) => r.redis.redisCpuUsPerReq) : [];
       const cpu = per((r) => r.cpuUsPerReq);
-      row.vsRef = { target: ref, ratio: median(rps), ratios: rps, redisCpuRatio: median(redisCpu), redisCpuRatios: redisCpu, cpuRatio: median(cpu) };
+      // All rounds together (total req/s over total req/s): printed beside the median, as a check on it.
+      const pooled = pairs.reduce((a, [r]) => a + r.rps, 0) / pairs.reduce((a, [, x]) => a + x.rps, 0);
+      row.vsRef = { target: ref, ratio: median(rps), ratios: rps, pooled, redisCpuRatio: median(redisCpu), redisCpuRatios: redisCpu, cpuRatio: median(cpu) };
     }
   }
   const order = 'abkcdewl';
@@ -630,7 +632,7 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
       title,
       v ? v.ratio >= 0.95 : undefined,
       v
-        ? `${s}/b req/s, paired per round = ${fmt(v.ratio, 3)} (per round: ${v.ratios.map((x) => fmt(x, 3)).join(', ')}); T/B ${fmt(r.ratio, 3)} vs b's ${fmt(get(s, v.target)?.ratio, 3)} in these rounds; gateway CPU/req ${fmt(v.cpuRatio, 3)} x b's`
+        ? `${s}/b req/s, paired per round = ${fmt(v.ratio, 3)} (per round: ${v.ratios.map((x) => fmt(x, 3)).join(', ')}; all rounds together ${fmt(v.pooled, 3)}); T/B ${fmt(r.ratio, 3)} vs b's ${fmt(get(s, v.target)?.ratio, 3)} in these rounds; gateway CPU/req ${fmt(v.cpuRatio, 3)} x b's`
         : `needs ${s} (with b's Tollgate beside it)`,
       [s],
     );
