@@ -545,9 +545,7 @@ function summarize(runs) {
     // per-round paired ratios, so the comparison is of runs seconds apart rather than of scenarios minutes apart.
     const ref = mine[0]?.pairedWith;
     if (ref) {
-      const pairs = mine
-        .map((r) => [r, runs.find((x) => x.scenario === r.scenario && x.target === ref && x.round === r.round)])
-        .filter(([, x]) => x);
+      const pairs = mine.map((r) => [r, runs.find((x) => x.scenario === r.scenario && x.target === ref && x.round === r.round)]).filter(([, x]) => x);
       const per = (f) => pairs.map(([r, x]) => f(r) / f(x));
       const rps = per((r) => r.rps);
       const redisCpu = pairs[0]?.[0].redis && pairs[0][1].redis ? per((r) => r.redis.redisCpuUsPerReq) : [];
@@ -807,7 +805,10 @@ async function main() {
 }
 
 async function bench(opts, { procs, tmp, stamp, startedAt }) {
-  const totalRuns = opts.rounds * (2 * opts.scenarios.length + opts.scenarios.filter((x) => x === 'c' || x === 'k').length) + (opts.compareWorkers ? opts.rounds * 3 : 0) + (opts.compareLedger ? opts.rounds * 3 : 0);
+  const totalRuns =
+    opts.rounds * (2 * opts.scenarios.length + opts.scenarios.filter((x) => x === 'c' || x === 'k').length) +
+    (opts.compareWorkers ? opts.rounds * 3 : 0) +
+    (opts.compareLedger ? opts.rounds * 3 : 0);
   log(
     `loader ${opts.loader}; scenarios ${opts.scenarios.join(',')}${opts.compareWorkers ? ',w' : ''}; ${opts.rounds} round(s) x ${opts.durationS} s (+${opts.warmupS} s warm-up); ~${Math.ceil((totalRuns * (opts.durationS + opts.warmupS + 1)) / 60)} min of load`,
   );
@@ -982,8 +983,19 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
       setup.cKeysSeconds = (Date.now() - t0) / 1000;
       setup.storedKeys = await store.client.scard('tollgate:keys');
       setup.redisUsedMemoryMB = Number(/^used_memory:(\d+)/m.exec(await store.client.info('memory'))?.[1] ?? 0) / 1048576;
-      log(`  ${setup.storedKeys} keys written in ${setup.cKeysSeconds.toFixed(1)} s to a second redis-server (port ${store.port}), which uses ${setup.redisUsedMemoryMB.toFixed(0)} MB`);
-      const tgC = new Tollgate({ procs, tmp, name: 'tollgate-c', workers: opts.workers, port: await freePort(), upstreamUrl, redis: { url: store.url }, nodeFlags: opts.nodeFlags });
+      log(
+        `  ${setup.storedKeys} keys written in ${setup.cKeysSeconds.toFixed(1)} s to a second redis-server (port ${store.port}), which uses ${setup.redisUsedMemoryMB.toFixed(0)} MB`,
+      );
+      const tgC = new Tollgate({
+        procs,
+        tmp,
+        name: 'tollgate-c',
+        workers: opts.workers,
+        port: await freePort(),
+        upstreamUrl,
+        redis: { url: store.url },
+        nodeFlags: opts.nodeFlags,
+      });
       instances.push(tgC);
       await tgC.start();
       const cTarget = {
