@@ -680,7 +680,7 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
   }
   {
     // The usage ledger's cost on Redis, from the same run (scenario l, --compare-ledger): Redis CPU per request with
-    // the ledger on against off, medians over rounds.
+    // the ledger on against off in the same round, the median over rounds.
     const on = get('l', 'tollgate(ledger)');
     const off = get('l', 'tollgate(no ledger)');
     const rel = on?.vsRef?.redisCpuRatio ?? NaN;
