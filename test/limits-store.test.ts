@@ -417,6 +417,25 @@ describe('RedisLimiterStore only', () => {
     expect(restarted.day.resetMs).toBeGreaterThan(DAY_MS - 1500);
   });
 
+  it("puts a credit's requests in the usage ledger too, with this request's own count, and gives a new day its expiry", async () => {
+    const ledgerMs = 3 * 86_400_000;
+    const store = new RedisLimiterStore(client, keyspace, () => ledgerMs);
+    const limits = { perMinute: 100, perDay: 1000 };
+    const id = newId('credit-ledger');
+    // The ledger's day and hour on Redis's clock, as the script reads it.
+    const [seconds] = await admin.time();
+    const day = keyspace.usageDay(id, Math.floor(Number(seconds) / 86_400));
+    const field = `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`;
+    // A credit of 5 admitted from memory (its day count: the minute's may have rolled over meanwhile), then this one.
+    const credited = await store.check(id, limits, NO_BANS, '', '', { minute: 2, minuteMs: 30 * SECOND, day: 5, dayMs: 3600 * SECOND });
+    expect(credited.outcome).toBe('admitted');
+    expect(await admin.hget(day, field)).toBe('6');
+    expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
+    // An empty credit adds nothing of its own.
+    await store.check(id, limits, NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0 });
+    expect(await admin.hget(day, field)).toBe('7');
+  });
+
   it('re-validates the key against its record in the same call: revoked, rotated past grace or missing -> invalid_key', async () => {
     const limits = { perMinute: 100, perDay: 1000 };
     const ban: BanPolicy = { threshold: 100, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
