@@ -37,9 +37,12 @@ import {
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows and bans.
 // Its cost is Redis CPU on every admitted request, so the admitted path makes as few calls as it can (TIME, GET of
 // the record, HMGET of the ban, INCR and PTTL per window, the ledger's HINCRBY): bench/README.md has the figures.
-/** The ledger's count of one request of a kind (a, r, b), inlined where the script decides: no closure per call. */
-function ledger(kind: 'a' | 'r' | 'b'): string {
-  return `if ledgerMs > 0 then local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000); if redis.call('HINCRBY', day, '${kind}' .. math.floor((now % 86400000) / 3600000), 1) == 1 then redis.call('PEXPIRE', day, ledgerMs) end end`;
+/**
+ * The ledger's count of `n` requests of a kind (a, r, b; n a Lua expression, 1 for this request), inlined where the
+ * script decides: no closure per call. A count that creates its hour's field gives the day its expiry.
+ */
+function ledger(kind: 'a' | 'r' | 'b', n = '1'): string {
+  return `if ledgerMs > 0 then local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000); if redis.call('HINCRBY', day, '${kind}' .. math.floor((now % 86400000) / 3600000), ${n}) == ${n} then redis.call('PEXPIRE', day, ledgerMs) end end`;
 }
 
 const CHECK_SCRIPT = `
@@ -78,10 +81,7 @@ if ARGV[7] ~= '' then
     if n > 0 and redis.call('INCRBY', KEYS[1 + i], n) == n then redis.call('PEXPIRE', KEYS[1 + i], ttl) end
   end
   -- Requests admitted from memory while Redis was away: in the ledger too, in the hour they reached it.
-  if ledgerMs > 0 and c[3] > 0 then
-    local day = KEYS[5] .. ':usage:' .. math.floor(now / 86400000)
-    if redis.call('HINCRBY', day, 'a' .. math.floor((now % 86400000) / 3600000), c[3]) == c[3] then redis.call('PEXPIRE', day, ledgerMs) end
-  end
+  if c[3] > 0 then ${ledger('a', 'c[3]')} end
 end
 
 -- The ban ladder (ARGV[4]): threshold, strike window, reset after, then the ban durations, level 1 first.
