@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { ManualClock } from '../src/util/clock.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { recordRevision } from '../src/keys/redis-store.js';
-import { RedisLimiterStore } from '../src/limits/redis-store.js';
+import { ledgerHourField, RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
@@ -434,6 +434,38 @@ describe('RedisLimiterStore only', () => {
     // An empty credit adds nothing of its own.
     await store.check(id, limits, NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0 });
     expect(await admin.hget(day, field)).toBe('7');
+  });
+
+  it("names the ledger's day on Redis's clock when the gateway's clock says another day", async () => {
+    const ledgerMs = 3 * 86_400_000;
+    const store = new RedisLimiterStore(client, keyspace, () => ledgerMs);
+    const limits = { perMinute: 100, perDay: 1000 };
+    const id = newId('skewed-ledger');
+    const [seconds] = await admin.time();
+    const redisDay = Math.floor(Number(seconds) / 86_400);
+    const field = `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`;
+    // The gateway's clock two days ahead: the day it sends is not Redis's, so the script names the day itself.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Number(seconds) * 1000 + 2 * DAY_MS);
+      expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
+      expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(await admin.hgetall(keyspace.usageDay(id, redisDay))).toEqual({ [field]: '2' });
+    expect(await admin.pttl(keyspace.usageDay(id, redisDay))).toBeGreaterThan(ledgerMs - 5 * SECOND);
+    expect(await admin.exists(keyspace.usageDay(id, redisDay + 2))).toBe(0);
+    // The gateway's own day when it is Redis's: the same hash.
+    await store.check(id, limits, NO_BANS);
+    expect(await admin.hget(keyspace.usageDay(id, redisDay), field)).toBe('3');
+  });
+
+  it("names every hour's ledger field, a0 to a23, for each kind, without formatting a number", async () => {
+    for (const kind of ['a', 'r', 'b'] as const) {
+      const fields = await Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(`local h = tonumber(ARGV[1]); return ${ledgerHourField(kind)}`, 0, h)));
+      expect(fields).toEqual(Array.from({ length: 24 }, (_, h) => `${kind}${h}`));
+    }
   });
 
   it('re-validates the key against its record in the same call: revoked, rotated past grace or missing -> invalid_key', async () => {
