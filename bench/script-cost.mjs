@@ -1,0 +1,208 @@
+// What the limit script costs Redis per check, the usage ledger off and on, measured two ways where nothing but Redis
+// and this process run (the full bench's Redis CPU lines share two cores with the gateway, the load generator and
+// the upstream, and move with them by more than the ledger's cost):
+// 1. instructions: redis-server under valgrind's callgrind, which counts the instructions it executes: the same count
+//    for the same work whatever else the machine is doing;
+// 2. Redis CPU per check from INFO (used_cpu_user + used_cpu_sys), the ledger off and on in alternating runs.
+//
+//   npm run bench:script-cost                       # both; about 3 minutes
+//   npm run bench:script-cost -- --dist /other/build/dist --rounds 10
+//
+// Checks go through RedisLimiterStore as the gateway sends them (the record's revision; auto-pipelined), every one
+// admitted. Needs valgrind (Debian's package) on the PATH for the first part; --no-callgrind skips it.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { Procs, freePort, waitFor } from './lib/procs.mjs';
+import { redisDelta, redisSnapshot, startRedis } from './lib/redis.mjs';
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+const { values: opts } = parseArgs({
+  options: {
+    checks: { type: 'string', default: '5000' },
+    rounds: { type: 'string', default: '6' },
+    dist: { type: 'string', default: join(repoRoot, 'dist') },
+    'no-callgrind': { type: 'boolean', default: false },
+  },
+});
+const CHECKS = Number(opts.checks);
+if (!Number.isInteger(CHECKS) || CHECKS < 100 || CHECKS > 1_000_000) {
+  console.error('--checks: a whole number from 100 to 1000000');
+  process.exit(1);
+}
+const ROUNDS = Number(opts.rounds);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 50) {
+  console.error('--rounds: a whole number from 1 to 50');
+  process.exit(1);
+}
+if (!opts['no-callgrind']) {
+  try {
+    execFileSync('valgrind', ['--version'], { stdio: 'ignore' });
+  } catch {
+    console.error('valgrind is not on the PATH (Debian: apt-get install valgrind), or run with --no-callgrind');
+    process.exit(1);
+  }
+}
+const dist = resolve(opts.dist);
+const { RedisLimiterStore } = await import(pathToFileURL(join(dist, 'limits/redis-store.js')).href);
+const { Keyspace } = await import(pathToFileURL(join(dist, 'storage/keyspace.js')).href);
+
+const LEDGER_MS = 35 * 86_400_000;
+const limits = { perMinute: 1e9, perDay: 1e9 };
+const ban = { threshold: 10, windowSeconds: 60, resetAfterSeconds: 3600, durationsSeconds: [60, 600, 3600] };
+const ks = new Keyspace('bench:');
+
+/** Active key records for ids k0..k<n-1>: each key's plaintext hash and its record's revision, as the key cache holds them. */
+async function seedKeys(redis, n) {
+  const keys = [];
+  for (let i = 0; i < n; i++) {
+    const hash = createHash('sha256').update(`key ${i}`).digest('hex');
+    const record = JSON.stringify({ id: `k${i}`, name: `key ${i}`, plan: 'pro', status: 'active', hash, createdAt: '2026-01-01T00:00:00.000Z' });
+    await redis.set(ks.keyRecord(`k${i}`), record);
+    keys.push({ id: `k${i}`, hash, revision: createHash('sha1').update(record).digest('hex') });
+  }
+  return keys;
+}
+
+/** `n` checks over the keys in turn, `concurrency` at a time (ioredis batches what overlaps, as under load). */
+async function drive(store, keys, n, concurrency, from = { next: 0 }) {
+  let sent = 0;
+  const worker = async () => {
+    while (sent < n) {
+      sent++;
+      const k = keys[from.next++ % keys.length];
+      const d = await store.check(k.id, limits, ban, k.hash, k.revision);
+      if (d.outcome !== 'admitted') throw new Error(`a check was not admitted: ${d.outcome}`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+function connect(port) {
+  const redis = new Redis({ host: '127.0.0.1', port, lazyConnect: true, enableAutoPipelining: true, retryStrategy: () => 200 });
+  redis.on('error', () => {});
+  return redis;
+}
+
+/** Part 1: instructions per check and Redis commands per check, the ledger on or off (200 keys, 20 checks at a time). */
+async function instructions(procs, ledgerMs) {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-script-cost-'));
+  procs.scratch(dir);
+  const port = await freePort();
+  const out = join(dir, 'callgrind.out');
+  const server = procs.spawn(
+    'redis-server (callgrind)',
+    'valgrind',
+    [
+      '--tool=callgrind',
+      `--callgrind-out-file=${out}`,
+      'redis-server',
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    { cwd: dir, stdio: 'ignore' },
+  );
+  const redis = connect(port);
+  try {
+    await waitFor(
+      async () => {
+        if (server.exitCode !== null) throw new Error(`valgrind redis-server exited with code ${server.exitCode}`);
+        if (redis.status === 'wait') await redis.connect();
+        return (await redis.ping()) === 'PONG';
+      },
+      60_000,
+      'redis-server under callgrind',
+      300,
+    );
+    const keys = await seedKeys(redis, 200);
+    const store = new RedisLimiterStore(redis, ks, () => ledgerMs);
+    await drive(store, keys, 1000, 20);
+    execFileSync('callgrind_control', ['--zero', String(server.pid)], { cwd: dir, stdio: 'ignore' });
+    const before = await redisSnapshot(redis);
+    await drive(store, keys, CHECKS, 20);
+    execFileSync('callgrind_control', ['--dump', String(server.pid)], { cwd: dir, stdio: 'ignore' });
+    const { commands } = redisDelta(before, await redisSnapshot(redis));
+    const dump = readdirSync(dir).find((f) => f.startsWith('callgrind.out.'));
+    const total = Number(/^(?:summary|totals):\s*(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1]);
+    if (!Number.isFinite(total) || total <= 0) throw new Error(`no instruction total in ${dump}`);
+    return { instructions: total / CHECKS, commands: commands / CHECKS };
+  } finally {
+    redis.disconnect();
+    await procs.stop(server);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Part 2: Redis CPU per check from INFO, the ledger off and on in alternating runs on one redis-server (10,000 keys
+ * in turn, 64 checks at a time, 60,000 checks per run): per round, the ratio of the two.
+ */
+async function redisCpu(procs) {
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-script-cost-'));
+  procs.scratch(dir);
+  const server = await startRedis(procs, dir);
+  const redis = connect(server.port);
+  try {
+    await redis.connect();
+    const keys = await seedKeys(redis, 10_000);
+    const stores = { off: new RedisLimiterStore(redis, ks, () => 0), on: new RedisLimiterStore(redis, ks, () => LEDGER_MS) };
+    const cursor = { next: 0 };
+    for (const store of Object.values(stores)) await drive(store, keys, 20_000, 64, cursor);
+    const perCheck = { off: [], on: [] };
+    const n = 60_000;
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const which of round % 2 ? ['on', 'off'] : ['off', 'on']) {
+        const before = await redisSnapshot(redis);
+        await drive(stores[which], keys, n, 64, cursor);
+        const after = await redisSnapshot(redis);
+        perCheck[which].push(((after.cpuSeconds - before.cpuSeconds) / n) * 1e6);
+      }
+      console.log(`  round ${round + 1}: Redis CPU ${perCheck.off.at(-1).toFixed(2)} us/check without the ledger, ${perCheck.on.at(-1).toFixed(2)} with it`);
+    }
+    return perCheck;
+  } finally {
+    redis.disconnect();
+    server.client.disconnect();
+    await procs.stop(server.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const pct = (r) => `${r >= 1 ? '+' : ''}${((r - 1) * 100).toFixed(1)}%`;
+
+const procs = new Procs();
+process.on('exit', () => procs.killAllSync());
+try {
+  console.log(`limit script from ${dist}`);
+  if (!opts['no-callgrind']) {
+    console.log(`1. instructions, redis-server under callgrind: ${CHECKS} admitted checks over 200 keys`);
+    const off = await instructions(procs, 0);
+    const on = await instructions(procs, LEDGER_MS);
+    console.log(`  without the ledger: ${Math.round(off.instructions)} instructions per check, ${off.commands.toFixed(2)} Redis commands per check`);
+    console.log(`  with the ledger:    ${Math.round(on.instructions)} instructions per check, ${on.commands.toFixed(2)} Redis commands per check`);
+    console.log(`  the ledger: +${Math.round(on.instructions - off.instructions)} instructions per check, ${pct(on.instructions / off.instructions)}`);
+  }
+  console.log(`2. Redis CPU (INFO), Redis alone with this process: ${ROUNDS} rounds, 60000 checks per run over 10000 keys`);
+  const cpu = await redisCpu(procs);
+  const paired = median(cpu.on.map((v, i) => v / cpu.off[i]));
+  console.log(`  the ledger: ${median(cpu.on).toFixed(2)} against ${median(cpu.off).toFixed(2)} us/check (medians); paired per round ${pct(paired)}`);
+} finally {
+  await procs.stopAll();
+}
