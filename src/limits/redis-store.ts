@@ -36,12 +36,12 @@ import {
 // ledger; Redis reads it, the script never needs it as a number).
 // Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
 // that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
-// Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows, bans and the ledger's hours.
-// Its cost is Redis CPU on every admitted request, so the admitted path makes as few calls as it can (TIME, GET of
-// the record, HMGET of the ban, INCR and PTTL per window, the ledger's HINCRBY), and turns no number into a string:
-// Lua does that with sprintf("%.14g"), and formatting the ledger's two names cost Redis nearly as many instructions
-// as the HINCRBY itself (bench/README.md, "What the ledger costs Redis"). So the day's number comes from the gateway,
-// checked against Redis's clock, and the hour's field is cut from a constant string.
+// Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows, bans and the ledger's
+// hours. Its cost is Redis CPU on every admitted request, so the admitted path makes as few calls as it can (TIME,
+// GET of the record, HMGET of the ban, INCR and PTTL per window, the ledger's HINCRBY), and turns no number into a
+// string: Lua does that with sprintf("%.14g"), and formatting the ledger's two names cost Redis nearly as many
+// instructions as the HINCRBY itself (bench/README.md, "What the usage ledger costs Redis"). So the day's number
+// comes from the gateway, checked against Redis's clock, and the hour's field is cut from a constant string.
 /**
  * The ledger's count of `n` requests of a kind (a, r, b; n a Lua expression, 1 for this request), inlined where the
  * script decides: no closure per call. A count that creates its hour's field gives the day its expiry.
