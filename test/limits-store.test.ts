@@ -417,15 +417,27 @@ describe('RedisLimiterStore only', () => {
     expect(restarted.day.resetMs).toBeGreaterThan(DAY_MS - 1500);
   });
 
-  it("puts a credit's requests in the usage ledger too, with this request's own count, and gives a new day its expiry", async () => {
+  /** A store with the usage ledger on (kept 3 days), a new id, and the ledger's day and hour on Redis's clock now. */
+  async function withLedger(name: string) {
     const ledgerMs = 3 * 86_400_000;
     const store = new RedisLimiterStore(client, keyspace, () => ledgerMs);
-    const limits = { perMinute: 100, perDay: 1000 };
-    const id = newId('credit-ledger');
-    // The ledger's day and hour on Redis's clock, as the script reads it.
+    const id = newId(name);
     const [seconds] = await admin.time();
-    const day = keyspace.usageDay(id, Math.floor(Number(seconds) / 86_400));
-    const field = `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`;
+    const redisDay = Math.floor(Number(seconds) / 86_400);
+    return {
+      ledgerMs,
+      store,
+      id,
+      seconds: Number(seconds),
+      redisDay,
+      day: keyspace.usageDay(id, redisDay),
+      field: `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`,
+    };
+  }
+
+  it("puts a credit's requests in the usage ledger too, with this request's own count, and gives a new day its expiry", async () => {
+    const { ledgerMs, store, id, day, field } = await withLedger('credit-ledger');
+    const limits = { perMinute: 100, perDay: 1000 };
     // A credit of 5 admitted from memory (its day count: the minute's may have rolled over meanwhile), then this one.
     const credited = await store.check(id, limits, NO_BANS, '', '', { minute: 2, minuteMs: 30 * SECOND, day: 5, dayMs: 3600 * SECOND });
     expect(credited.outcome).toBe('admitted');
@@ -437,28 +449,23 @@ describe('RedisLimiterStore only', () => {
   });
 
   it("names the ledger's day on Redis's clock when the gateway's clock says another day", async () => {
-    const ledgerMs = 3 * 86_400_000;
-    const store = new RedisLimiterStore(client, keyspace, () => ledgerMs);
+    const { ledgerMs, store, id, seconds, redisDay, day, field } = await withLedger('skewed-ledger');
     const limits = { perMinute: 100, perDay: 1000 };
-    const id = newId('skewed-ledger');
-    const [seconds] = await admin.time();
-    const redisDay = Math.floor(Number(seconds) / 86_400);
-    const field = `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`;
     // The gateway's clock two days ahead: the day it sends is not Redis's, so the script names the day itself.
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
-      vi.setSystemTime(Number(seconds) * 1000 + 2 * DAY_MS);
+      vi.setSystemTime(seconds * 1000 + 2 * DAY_MS);
       expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
       expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
     } finally {
       vi.useRealTimers();
     }
-    expect(await admin.hgetall(keyspace.usageDay(id, redisDay))).toEqual({ [field]: '2' });
-    expect(await admin.pttl(keyspace.usageDay(id, redisDay))).toBeGreaterThan(ledgerMs - 5 * SECOND);
+    expect(await admin.hgetall(day)).toEqual({ [field]: '2' });
+    expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
     expect(await admin.exists(keyspace.usageDay(id, redisDay + 2))).toBe(0);
     // The gateway's own day when it is Redis's: the same hash.
     await store.check(id, limits, NO_BANS);
-    expect(await admin.hget(keyspace.usageDay(id, redisDay), field)).toBe('3');
+    expect(await admin.hget(day, field)).toBe('3');
   });
 
   it("names every hour's ledger field, a0 to a23, for each kind, without formatting a number", async () => {
