@@ -360,7 +360,7 @@ describe('keys through the admin API', () => {
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);
-    expect((await admin('GET', '/usage/summary?granularity=day')).body.totals.admitted).toBeGreaterThan(0);
+    expect(((await admin('GET', '/usage/summary?granularity=day')).body.totals as { admitted: number }).admitted).toBeGreaterThan(0);
     expect((await admin('GET', '/status')).body.redis).toBe('ok');
     expect((await admin('GET', '/keys/key_doesNotExist0000/usage')).status).toBe(404);
   });

@@ -48,9 +48,13 @@ async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
 }
 
-/** Whether the page scrolls sideways (it must not, at a phone's width). */
+/** Whether the page scrolls sideways (it must not, at a phone's width). The function runs in the browser. */
 async function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1);
+  return page.evaluate(() => {
+    // The browser's globals, typed here: the tests compile without the DOM library (it would retype fetch for Node).
+    const browser = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
+    return browser.document.documentElement.scrollWidth > browser.innerWidth + 1;
+  });
 }
 
 beforeAll(async () => {

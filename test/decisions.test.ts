@@ -19,7 +19,7 @@ import { Breaker } from '../src/storage/breaker.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
-import { metricValue } from './helpers/limits.js';
+import { checkOnlyStore, metricValue } from './helpers/limits.js';
 
 const UPSTREAM = { url: 'http://127.0.0.1:9' };
 
@@ -151,7 +151,7 @@ describe('KeyLimiter', () => {
   });
 
   it('Redis failing: failMode closed answers unavailable; failMode open decides in memory', async () => {
-    const failing: LimiterStore = { check: () => Promise.reject(new Error('down')) };
+    const failing = checkOnlyStore(() => Promise.reject(new Error('down')));
     expect(await limiter({ store: failing, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, context())).toEqual({ kind: 'unavailable' });
     expect(await limiter({ store: failing, failMode: 'open' }).l.check({ id: 'k', plan: 'free' }, context())).toMatchObject({
       kind: 'decided',
@@ -160,9 +160,9 @@ describe('KeyLimiter', () => {
   });
 
   it('the store no longer accepts the key: invalid_key, and the key is forgotten locally', async () => {
-    const revoked: LimiterStore = {
-      check: () => Promise.resolve({ outcome: 'invalid_key', minute: { used: 0, resetMs: 0 }, day: { used: 0, resetMs: 0 }, retryMs: 0, banLevel: 0 }),
-    };
+    const revoked = checkOnlyStore(() =>
+      Promise.resolve({ outcome: 'invalid_key', minute: { used: 0, resetMs: 0 }, day: { used: 0, resetMs: 0 }, retryMs: 0, banLevel: 0 }),
+    );
     const { l, invalid } = limiter({ store: revoked, failMode: 'open' });
     expect(await l.check({ id: 'key_gone', plan: 'free' }, context())).toEqual({ kind: 'invalid_key' });
     expect(invalid).toEqual(['key_gone']);
@@ -170,12 +170,10 @@ describe('KeyLimiter', () => {
 
   it('the Redis budget is what the key lookup left: none left fails over without calling the store', async () => {
     let calls = 0;
-    const store: LimiterStore = {
-      check: () => {
-        calls++;
-        return Promise.reject(new Error('not reached'));
-      },
-    };
+    const store = checkOnlyStore(() => {
+      calls++;
+      return Promise.reject(new Error('not reached'));
+    });
     const ctx = context();
     ctx.redisMs = 100;
     expect(await limiter({ store, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, ctx)).toEqual({ kind: 'unavailable' });

@@ -129,7 +129,7 @@ const generators: Record<string, Gen> = {
     );
     const bytes = head({ lines }, id);
     const size = nodeHeaderBytes(bytes);
-    const fields = bytes.toString('latin1').split('\r\n\r\n')[0]!.split('\r\n').length - 1;
+    const fields = bytes.split('\r\n\r\n')[0]!.split('\r\n').length - 1;
     return {
       kind: 'many-headers',
       bytes,

@@ -15,7 +15,6 @@ import { RequestContext } from '../src/pipeline/context.js';
 import { keyLimits } from '../src/pipeline/stages.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
-import type { LimiterStore } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { Runtime } from '../src/config/runtime.js';
 import { Breaker } from '../src/storage/breaker.js';
@@ -23,7 +22,7 @@ import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { checkOnlyStore, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
 
 const PER_MINUTE = 60;
 const KILL_EVERY_MS = 150;
@@ -76,7 +75,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       const store = new RedisLimiterStore(client, keyspace);
       let calls = 0;
       // Fails before anything reaches Redis, so every count in Redis is exact and can be compared.
-      const flapping: LimiterStore = { check: (...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)) };
+      const flapping = checkOnlyStore((...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)));
       const config = testConfig({ upstream: { url: up.url }, ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 } });
       const limiter = new KeyLimiter({
         runtime: new Runtime(config),

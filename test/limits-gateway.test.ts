@@ -11,7 +11,7 @@ import { KeyLimiter } from '../src/limits/key-limits.js';
 import { RequestContext } from '../src/pipeline/context.js';
 import { keyLimits } from '../src/pipeline/stages.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
-import type { Decision, LimiterStore } from '../src/limits/types.js';
+import type { Decision, LimiterStore, LimitSnapshot } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { Runtime } from '../src/config/runtime.js';
 import { Breaker } from '../src/storage/breaker.js';
@@ -527,6 +527,9 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     check(): Promise<Decision> {
       this.calls++;
       return new Promise((resolve) => this.pending.push(resolve));
+    }
+    snapshot(): Promise<LimitSnapshot> {
+      return Promise.reject(new Error('snapshot: not used by this test'));
     }
     answer(d: Decision): void {
       const next = this.pending.shift();

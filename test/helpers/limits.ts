@@ -13,6 +13,7 @@ import { Metrics } from '../../src/observability/metrics.js';
 import type { Runtime } from '../../src/config/runtime.js';
 import { composeGateway, type ComposedGateway } from '../../src/compose.js';
 import { silentLogger } from './gateway.js';
+import type { LimiterStore } from '../../src/limits/types.js';
 
 export { waitFor } from './wait.js';
 
@@ -166,4 +167,9 @@ export async function clientAddresses(admin: Redis, name: string): Promise<Set<s
     if (fields.get('name') === name && fields.get('addr')) out.add(fields.get('addr')!);
   }
   return out;
+}
+
+/** A limit store for tests that only decide: none of them reads a snapshot, so asking for one fails loudly. */
+export function checkOnlyStore(check: LimiterStore['check']): LimiterStore {
+  return { check, snapshot: () => Promise.reject(new Error('snapshot: not used by this test')) };
 }
