@@ -7,7 +7,7 @@
 // consume() calls plus a ban check would be three round trips.
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { UsageKind } from '../usage/store.js';
+import { dayOf, type UsageKind } from '../usage/store.js';
 import {
   DAY_MS,
   MINUTE_MS,
@@ -299,7 +299,7 @@ export class RedisLimiterStore implements LimiterStore {
 
   /** The UTC day of `nowMs` as the script's ledger argument (days since 1970), formatted once a day. */
   private dayArg(nowMs: number): string {
-    const at = Math.floor(nowMs / DAY_MS);
+    const at = dayOf(nowMs);
     if (at !== this.day.at) this.day = { at, arg: String(at) };
     return this.day.arg;
   }
