@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { Procs, freePort, sleep, waitFor, descendants, memoryOf, cpuSecondsOf, selfCpuSeconds, clockTicks } from './lib/procs.mjs';
 import { startRedis, startRedisCluster, redisSnapshot, redisDelta } from './lib/redis.mjs';
 import { runLoad, wrkAvailable, onSpawn } from './lib/load.mjs';
+import { median } from './lib/stats.mjs';
 import { loadFormat, cliCreateKey, bulkCreateKeys, runCli } from './lib/keys.mjs';
 import { summarizeProfile, formatSummary, compareProfiles, formatComparison } from './profile-summary.mjs';
 
@@ -145,13 +146,6 @@ function usage(msg) {
 // helpers
 
 const log = (msg) => process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
-
-function median(xs) {
-  const v = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (v.length === 0) return NaN;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
 
 /** The environment for every child: nothing that could point Tollgate at another Redis, port or config. */
 function childEnv(extra = {}) {

@@ -11,15 +11,16 @@
 // Checks go through RedisLimiterStore as the gateway sends them (the record's revision; auto-pipelined), every one
 // admitted. Needs valgrind (Debian's package) on the PATH for the first part; --no-callgrind skips it.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { Procs, freePort, waitFor } from './lib/procs.mjs';
+import { bulkCreateKeys, loadFormat } from './lib/keys.mjs';
+import { Procs } from './lib/procs.mjs';
 import { redisDelta, redisSnapshot, startRedis } from './lib/redis.mjs';
+import { median } from './lib/stats.mjs';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const { values: opts } = parseArgs({
@@ -50,23 +51,28 @@ if (!opts['no-callgrind']) {
 }
 const dist = resolve(opts.dist);
 const { RedisLimiterStore } = await import(pathToFileURL(join(dist, 'limits/redis-store.js')).href);
-const { Keyspace } = await import(pathToFileURL(join(dist, 'storage/keyspace.js')).href);
+const { recordRevision } = await import(pathToFileURL(join(dist, 'keys/redis-store.js')).href);
+const format = await loadFormat(dirname(dist));
 
 const LEDGER_MS = 35 * 86_400_000;
 const limits = { perMinute: 1e9, perDay: 1e9 };
 const ban = { threshold: 10, windowSeconds: 60, resetAfterSeconds: 3600, durationsSeconds: [60, 600, 3600] };
-const ks = new Keyspace('bench:');
+const PREFIX = 'bench:';
+const ks = new format.Keyspace(PREFIX);
 
-/** Active key records for ids k0..k<n-1>: each key's plaintext hash and its record's revision, as the key cache holds them. */
+/**
+ * `n` active keys written as the bench writes them (bench/lib/keys.mjs), each with what the gateway's key cache would
+ * hold for it: the id, the plaintext's hash, and the record's revision (the same function the key store uses).
+ */
 async function seedKeys(redis, n) {
-  const keys = [];
-  for (let i = 0; i < n; i++) {
-    const hash = createHash('sha256').update(`key ${i}`).digest('hex');
-    const record = JSON.stringify({ id: `k${i}`, name: `key ${i}`, plan: 'pro', status: 'active', hash, createdAt: '2026-01-01T00:00:00.000Z' });
-    await redis.set(ks.keyRecord(`k${i}`), record);
-    keys.push({ id: `k${i}`, hash, revision: createHash('sha1').update(record).digest('hex') });
-  }
-  return keys;
+  const plaintexts = await bulkCreateKeys({ redis, format, prefix: PREFIX, plan: 'pro', total: n, withPlaintext: n, namePrefix: 'script-cost' });
+  return Promise.all(
+    plaintexts.map(async (plaintext) => {
+      const hash = format.hashKey(plaintext);
+      const id = await redis.get(ks.keyByHash(hash));
+      return { id, hash, revision: recordRevision(await redis.getBuffer(ks.keyRecord(id))) };
+    }),
+  );
 }
 
 /** `n` checks over the keys in turn, `concurrency` at a time (ioredis batches what overlaps, as under load). */
@@ -93,47 +99,21 @@ function connect(port) {
 async function instructions(procs, ledgerMs) {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-script-cost-'));
   procs.scratch(dir);
-  const port = await freePort();
   const out = join(dir, 'callgrind.out');
-  const server = procs.spawn(
-    'redis-server (callgrind)',
-    'valgrind',
-    [
-      '--tool=callgrind',
-      `--callgrind-out-file=${out}`,
-      'redis-server',
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
-    { cwd: dir, stdio: 'ignore' },
-  );
-  const redis = connect(port);
+  const server = await startRedis(procs, dir, {
+    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${out}`, `--log-file=${join(dir, 'valgrind.log')}`],
+    startTimeoutMs: 60_000,
+  });
+  const redis = connect(server.port);
   try {
-    await waitFor(
-      async () => {
-        if (server.exitCode !== null) throw new Error(`valgrind redis-server exited with code ${server.exitCode}`);
-        if (redis.status === 'wait') await redis.connect();
-        return (await redis.ping()) === 'PONG';
-      },
-      60_000,
-      'redis-server under callgrind',
-      300,
-    );
+    await redis.connect();
     const keys = await seedKeys(redis, 200);
     const store = new RedisLimiterStore(redis, ks, () => ledgerMs);
     await drive(store, keys, 1000, 20);
-    execFileSync('callgrind_control', ['--zero', String(server.pid)], { cwd: dir, stdio: 'ignore' });
+    execFileSync('callgrind_control', ['--zero', String(server.child.pid)], { cwd: dir, stdio: 'ignore' });
     const before = await redisSnapshot(redis);
     await drive(store, keys, CHECKS, 20);
-    execFileSync('callgrind_control', ['--dump', String(server.pid)], { cwd: dir, stdio: 'ignore' });
+    execFileSync('callgrind_control', ['--dump', String(server.child.pid)], { cwd: dir, stdio: 'ignore' });
     const { commands } = redisDelta(before, await redisSnapshot(redis));
     const dump = readdirSync(dir).find((f) => f.startsWith('callgrind.out.'));
     const total = Number(/^(?:summary|totals):\s*(\d+)/m.exec(readFileSync(join(dir, dump), 'utf8'))?.[1]);
@@ -141,7 +121,8 @@ async function instructions(procs, ledgerMs) {
     return { instructions: total / CHECKS, commands: commands / CHECKS };
   } finally {
     redis.disconnect();
-    await procs.stop(server);
+    server.client.disconnect();
+    await procs.stop(server.child);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -181,10 +162,6 @@ async function redisCpu(procs) {
   }
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const pct = (r) => `${r >= 1 ? '+' : ''}${((r - 1) * 100).toFixed(1)}%`;
 
 const procs = new Procs();

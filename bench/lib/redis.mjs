@@ -6,20 +6,37 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { freePort, waitFor } from './procs.mjs';
 
-export async function startRedis(procs, dir) {
+/**
+ * A private redis-server on a free port. `wrapper`: a command line it runs under (script-cost.mjs runs it under
+ * valgrind), given more time to start.
+ */
+export async function startRedis(procs, dir, { wrapper = [], startTimeoutMs = 15_000 } = {}) {
   const port = await freePort();
   if (port === 6379) throw new Error('refusing to use port 6379 (the shared Redis)');
-  return startRedisNode(procs, dir, port, []);
+  return startRedisNode(procs, dir, port, [], { wrapper, startTimeoutMs });
 }
 
-async function startRedisNode(procs, dir, port, extraArgs) {
+async function startRedisNode(procs, dir, port, extraArgs, { wrapper = [], startTimeoutMs = 15_000 } = {}) {
   mkdirSync(dir, { recursive: true });
-  const child = procs.spawn(
-    'redis-server',
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes', '--logfile', '', ...extraArgs],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+    '--protected-mode',
+    'yes',
+    '--logfile',
+    '',
+    ...extraArgs,
+  ];
+  const [cmd, ...cmdArgs] = [...wrapper, 'redis-server', ...args];
+  const child = procs.spawn('redis-server', cmd, cmdArgs, { ...(wrapper.length ? { cwd: dir } : {}), stdio: ['ignore', 'ignore', 'inherit'] });
   child.once('error', (err) => console.error(`redis-server: ${err.message} (is redis-server on the PATH?)`));
   const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: true, retryStrategy: () => 100 });
   client.on('error', () => {});
@@ -29,7 +46,7 @@ async function startRedisNode(procs, dir, port, extraArgs) {
       if (client.status === 'wait') await client.connect();
       return (await client.ping()) === 'PONG';
     },
-    15_000,
+    startTimeoutMs,
     `redis-server on port ${port}`,
   );
   return { port, url: `redis://127.0.0.1:${port}`, child, client };
