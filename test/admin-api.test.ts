@@ -162,17 +162,35 @@ describe('the admin listener', () => {
     expect((await admin('GET', '/plans', { token: ENV_TOKEN })).status).toBe(200);
   });
 
-  it('throttles token guessing per address: 429 past maxFailuresPerMinute, a right token included', async () => {
+  it('throttles token guessing per address: wrong tokens get 429 past maxFailuresPerMinute, a right token and a live session never do', async () => {
     const log = captureLogger();
     const gw = await start(config([{ id: 'portal', sha256: hashAdminToken(PORTAL_TOKEN) }], 3), log);
     try {
+      // An admin signed in to the dashboard before someone behind the same address (a TLS proxy) starts guessing.
+      const signIn = (token: string) =>
+        fetch(`${gw.adminUrl}/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+      const signedIn = await signIn(PORTAL_TOKEN);
+      expect(signedIn.status).toBe(204);
+      const cookie = (signedIn.headers.get('set-cookie') ?? '').split(';')[0]!;
       for (let i = 0; i < 3; i++) expect((await admin('GET', '/keys', { base: gw.adminUrl, token: `tga_guess${i}` })).status).toBe(401);
       const fourth = await admin('GET', '/keys', { base: gw.adminUrl, token: 'tga_guess3' });
       expect(fourth.status).toBe(429);
       expect(fourth.body.code).toBe('rate_limit_exceeded');
       expect(Number(fourth.headers.get('retry-after'))).toBeGreaterThan(0);
-      expect((await admin('GET', '/keys', { base: gw.adminUrl })).status).toBe(429);
-      expect(metricValue(await gw.metrics.registry.metrics(), 'tollgate_admin_auth_failures_total', { reason: 'throttled' })).toBe(2);
+      // The right token reads and changes; the session reads; a new sign-in with the right token works.
+      expect((await admin('GET', '/keys', { base: gw.adminUrl })).status).toBe(200);
+      expect((await admin('POST', '/keys', { base: gw.adminUrl, body: { plan: 'big' } })).status).toBe(201);
+      const bySession = await fetch(`${gw.adminUrl}/keys`, { headers: { cookie } });
+      expect(bySession.status).toBe(200);
+      expect((await signIn(PORTAL_TOKEN)).status).toBe(204);
+      // Wrong guesses stay throttled, by bearer, by sign-in, and a request with no credential at all.
+      expect((await admin('GET', '/keys', { base: gw.adminUrl, token: 'tga_guess4' })).status).toBe(429);
+      expect((await admin('GET', '/keys', { base: gw.adminUrl, token: 'tga_guess5' })).status).toBe(429);
+      expect((await signIn('tga_guess6')).status).toBe(429);
+      expect((await admin('GET', '/keys', { base: gw.adminUrl, token: null })).status).toBe(429);
+      // A forged or stale cookie is no credential: throttled like a guess.
+      expect((await fetch(`${gw.adminUrl}/keys`, { headers: { cookie: 'tollgate_session=forged' } })).status).toBe(429);
+      expect(metricValue(await gw.metrics.registry.metrics(), 'tollgate_admin_auth_failures_total', { reason: 'throttled' })).toBe(6);
     } finally {
       await gw.shutdown();
     }

@@ -70,7 +70,13 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.set('etag', false);
   app.set('query parser', false);
 
-  const guard = new AdminGuard(o.tokens, runtime.config.admin.maxFailuresPerMinute, o.metrics, new Sessions());
+  const guard = new AdminGuard(o.tokens, () => runtime.config.admin.maxFailuresPerMinute, o.metrics, new Sessions());
+  // A reload's tokens are in force from the next admin request on: a removed (or re-hashed) token, and every
+  // session it opened, is refused at once, and such sessions stay ended if the token comes back.
+  runtime.onChange((next) => {
+    o.tokens.replace(next.config.admin.tokens);
+    guard.endSessionsOfRevokedTokens();
+  });
   app.use(adminRequestLog(logger));
   // The dashboard's page, assets and sign-in: before the API's own headers (the page has a CSP of its own).
   app.use(dashboardRouter(guard));

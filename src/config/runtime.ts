@@ -8,14 +8,25 @@ export interface RuntimeConfig {
   readonly routes: readonly CompiledRoute[];
 }
 
-/** Fields a reload cannot change in a running process (sockets, pools and clients are built from them). */
-const RESTART_ONLY: ReadonlyArray<[keyof Config, string]> = [
-  ['server', 'server.*'],
-  ['upstream', 'upstream.*'],
-  ['redis', 'redis.*'],
-  ['ops', 'ops.*'],
-  ['keys', 'keys'],
-];
+/**
+ * What a reload cannot change in a running process, because sockets, pools, clients or timers are built from it at
+ * start-up: whole sections, and single fields of sections that otherwise reload. A reload keeps their old values and
+ * names those that differ (the "needsRestart" of its log line). Every other field applies to the next request:
+ * selfService, usage.retentionDays, log.level, plans, anonymous, ban, routes, admin.tokens and
+ * admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it opened, are refused at once).
+ */
+const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
+const RESTART_ONLY_FIELDS = [
+  // The admin listener's address: the socket is bound at start-up.
+  ['admin', 'host'],
+  ['admin', 'port'],
+  // Whether the usage recorder exists and its flush timer are decided at start-up; half a switch (the limit script's
+  // ledger on, the recorder's counts off) would make the ledger wrong.
+  ['usage', 'enabled'],
+  ['usage', 'flushIntervalMs'],
+  // The log queue's bound belongs to the stream built at start-up.
+  ['log', 'maxBufferBytes'],
+] as const;
 
 export class Runtime {
   private state: RuntimeConfig;
@@ -42,21 +53,21 @@ export class Runtime {
    * (they keep their old values until a restart) so the caller can log them.
    */
   apply(next: Config): string[] {
-    const ignored = RESTART_ONLY.filter(([k]) => JSON.stringify(next[k]) !== JSON.stringify(this.state.config[k])).map(([, label]) => label);
-    // The log level is reloaded; the log queue's bound belongs to the stream built at start-up.
-    const maxBufferBytes = this.state.config.log.maxBufferBytes;
-    if (next.log.maxBufferBytes !== maxBufferBytes) ignored.push('log.maxBufferBytes');
-    const merged: Config = Object.freeze({
-      ...next,
-      server: this.state.config.server,
-      upstream: this.state.config.upstream,
-      redis: this.state.config.redis,
-      ops: this.state.config.ops,
-      keys: this.state.config.keys,
-      log: { ...next.log, maxBufferBytes },
-    });
+    const now = this.state.config;
+    const ignored: string[] = [];
+    const merged: Record<string, unknown> = { ...next };
+    for (const section of RESTART_ONLY_SECTIONS) {
+      if (JSON.stringify(next[section]) !== JSON.stringify(now[section])) ignored.push(section === 'keys' ? 'keys' : `${section}.*`);
+      merged[section] = now[section];
+    }
+    for (const [section, field] of RESTART_ONLY_FIELDS) {
+      const kept = (now[section] as Record<string, unknown>)[field];
+      if (JSON.stringify((next[section] as Record<string, unknown>)[field]) !== JSON.stringify(kept)) ignored.push(`${section}.${field}`);
+      merged[section] = { ...(merged[section] as object), [field]: kept };
+    }
+    Object.freeze(merged);
     const prev = this.state;
-    this.state = { config: merged, routes: compileRoutes(merged.routes) };
+    this.state = { config: merged as Config, routes: compileRoutes((merged as Config).routes) };
     for (const fn of this.listeners) fn(this.state, prev);
     return ignored;
   }

@@ -1,6 +1,7 @@
 // Dashboard sessions: an admin token, checked once at sign-in, exchanged for a random session id the browser keeps in
 // an HttpOnly, SameSite=Strict cookie, so the page's script never holds the token. Sessions live in this process's
-// memory (a restart, or another worker, signs the browser out) and end after SESSION_TTL_MS or at sign-out.
+// memory (a restart, or another worker, signs the browser out) and end after SESSION_TTL_MS or at sign-out. Each
+// remembers the token it was opened with, so that the admin guard ends it once a reload takes that token away.
 import { randomBytes } from 'node:crypto';
 
 export const SESSION_COOKIE = 'tollgate_session';
@@ -12,6 +13,8 @@ const MAX_SESSIONS = 10_000;
 export interface Session {
   /** The admin token's id it was opened with: audit lines name it. */
   tokenId: string;
+  /** The token it was opened with (id and SHA-256): the session is live only while that token is in force. */
+  token: { readonly id: string; readonly sha256: string };
   expiresAt: number;
 }
 
@@ -20,10 +23,10 @@ export class Sessions {
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  open(tokenId: string): { id: string; session: Session } {
+  open(token: Session['token']): { id: string; session: Session } {
     if (this.byId.size >= MAX_SESSIONS) this.byId.delete(this.byId.keys().next().value!);
     const id = randomBytes(32).toString('base64url');
-    const session = { tokenId, expiresAt: this.now() + SESSION_TTL_MS };
+    const session = { tokenId: token.id, token, expiresAt: this.now() + SESSION_TTL_MS };
     this.byId.set(id, session);
     return { id, session };
   }
@@ -41,6 +44,11 @@ export class Sessions {
 
   close(id: string | undefined): void {
     if (id) this.byId.delete(id);
+  }
+
+  /** Ends every session `ended` says is over. */
+  closeWhere(ended: (s: Session) => boolean): void {
+    for (const [id, s] of this.byId) if (ended(s)) this.byId.delete(id);
   }
 }
 

@@ -95,7 +95,11 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       return false;
     }
     try {
+      const before = runtime.config.admin.tokens;
       const restartOnly = runtime.apply(next);
+      // Tokens apply on reload to a running admin API; one that was off (no token at start-up) has no listener to
+      // start until a restart.
+      if (!admin && JSON.stringify(next.admin.tokens) !== JSON.stringify(before)) restartOnly.push('admin.tokens');
       metrics.configReloads.inc({ result: 'applied' });
       logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
       return true;
