@@ -31,7 +31,12 @@ const KEYS = Number(opts.keys);
 const DAYS = Number(opts.days);
 const RATE = Number(opts.rate);
 const SECONDS = Number(opts.seconds);
-for (const [name, v, lo, hi] of [['--keys', KEYS, 10, 200_000], ['--days', DAYS, 1, 35], ['--rate', RATE, 1, 2000], ['--seconds', SECONDS, 2, 300]]) {
+for (const [name, v, lo, hi] of [
+  ['--keys', KEYS, 10, 200_000],
+  ['--days', DAYS, 1, 35],
+  ['--rate', RATE, 1, 2000],
+  ['--seconds', SECONDS, 2, 300],
+]) {
   if (!Number.isInteger(v) || v < lo || v > hi) {
     console.error(`${name}: a whole number from ${lo} to ${hi}`);
     process.exit(1);
