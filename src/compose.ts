@@ -38,6 +38,8 @@ import { adminOpenApi } from './admin/openapi.js';
 import { AdminTokens } from './admin/tokens.js';
 import { UsageRecorder } from './usage/recorder.js';
 import { UsageReports } from './usage/reports.js';
+import { OverviewCache } from './usage/overview.js';
+import { readLimit } from './storage/read-limit.js';
 import { DAY_MS, MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 
 export interface ComposeOptions {
@@ -80,6 +82,8 @@ export interface ComposedGateway {
   flushUsage(): Promise<void>;
   /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
   redis: RedisConnection | undefined;
+  /** The admin API's and reports' own Redis connection (absent without Redis). */
+  adminRedis: RedisConnection | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
   close(): Promise<void>;
 }
@@ -129,6 +133,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const config = runtime.config;
   const redisCfg = config.redis;
   let redis: RedisConnection | undefined;
+  // The admin API's and reports' own connection: their reads never queue on the request path's socket.
+  let adminRedis: RedisConnection | undefined;
   let closing = false;
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
@@ -188,6 +194,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     );
     policy.start();
     keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
+    // Same topology, credentials and TLS, its own timeout and no breaker: a slow report neither trips the request
+    // path into degraded mode nor waits on the request path's 100 ms budget.
+    adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.adminCommandTimeoutMs, purpose: 'admin' });
     shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
     readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {
@@ -203,7 +212,24 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: config.usage.flushIntervalMs, ttlMs: ledgerTtlMs })
     : undefined;
   const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
-  const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban }, auditKeyChanges(logger, metrics));
+  // Key administration and reports read through the admin connection, their reads in flight bounded together.
+  const adminReads = readLimit();
+  const adminStores =
+    adminRedis && shared && !opts.keyStore
+      ? {
+          keys: new RedisKeyStore(adminRedis, shared.keyspace),
+          bans: new RedisBanStore(adminRedis.client, shared.keyspace),
+          usage: new RedisUsageStore(adminRedis.client, shared.keyspace, adminReads),
+        }
+      : undefined;
+  const admin = new KeyAdmin(
+    adminStores?.keys ?? keyStore,
+    adminStores?.bans ?? bans,
+    clock,
+    { plans: () => runtime.config.plans, ban: () => runtime.config.ban },
+    auditKeyChanges(logger, metrics),
+    adminReads,
+  );
   const keys = new KeyVerifier(
     keyStore,
     clock,
@@ -257,12 +283,15 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     proxyToUpstream: proxy.handler,
     ...(recorder ? { usage: recorder } : {}),
   });
-  const usage = new UsageReports(usageStore, admin, () => runtime.config.routes);
+  const usage = new UsageReports(adminStores?.usage ?? usageStore, admin, () => runtime.config.routes);
+  const overview = new OverviewCache(usage, () => clock.now());
 
   const redisState = async (): Promise<'ok' | 'degraded' | 'none'> =>
     !redis ? 'none' : (await metrics.degraded.get()).values[0]?.value === 1 ? 'degraded' : 'ok';
   const tokens = new AdminTokens(config.admin.tokens, (opts.env ?? process.env).TOLLGATE_ADMIN_TOKEN || undefined);
-  const adminApp = tokens.any ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage, redisState }) : undefined;
+  const adminApp = tokens.any
+    ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage, overview, redisState })
+    : undefined;
 
   return {
     app,
@@ -275,6 +304,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     usage,
     flushUsage: async () => recorder?.flush(),
     redis,
+    adminRedis,
     async close() {
       closing = true;
       proxy.agent.destroy();
@@ -282,7 +312,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();
-      await redis?.close();
+      await Promise.all([redis?.close(), adminRedis?.close()]);
     },
   };
 }

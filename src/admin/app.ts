@@ -30,6 +30,7 @@ import {
   type Problem,
 } from './schemas.js';
 import { resolvePeriod, type UsageReports } from '../usage/reports.js';
+import type { OverviewCache } from '../usage/overview.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
@@ -44,6 +45,8 @@ export interface AdminAppOptions {
   openapi: unknown;
   /** The usage ledger and deprecated-route report. */
   usage: UsageReports;
+  /** The overview's summary, computed once and shared (usage/overview.ts). */
+  overview: OverviewCache;
   /** Whether the gateway's Redis answers ('ok'), is being worked around ('degraded'), or there is none ('none'). */
   redisState: () => Promise<'ok' | 'degraded' | 'none'>;
 }
@@ -61,6 +64,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   invalid_record: 'invalid_record',
   invalid: 'invalid_request',
   contended: 'service_unavailable',
+  incomplete: 'service_unavailable',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
@@ -219,8 +223,8 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     if (!q) return;
     const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, res);
     if (!p) return;
-    const u = await o.usage.summary(p.fromMs, p.toMs, q.granularity);
-    res.json({ granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
+    const u = await o.overview.get(p.fromMs, p.toMs, q.granularity);
+    res.json({ granularity: q.granularity, ...periodView(u), asOf: new Date(u.asOfMs).toISOString(), totals: u.totals, buckets: u.buckets });
   });
 
   app.get('/status', async (_req, res) => {

@@ -9,7 +9,7 @@ import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
 
 function reports(s: Session): UsageReports {
-  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace), s.keys, () => s.config.routes);
+  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys, () => s.config.routes);
 }
 
 function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {

@@ -9,6 +9,7 @@ import type { WindowState } from '../limits/types.js';
 import { sortedMetadata } from './fields.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
+import { readLimit, type ReadLimit } from '../storage/read-limit.js';
 
 export type KeyAdminErrorCode =
   /** No key with that id. */
@@ -22,7 +23,9 @@ export type KeyAdminErrorCode =
   /** A value given is out of range (e.g. a negative grace period). */
   | 'invalid'
   /** Other changes to the key kept coming in between this change's read and its write. */
-  | 'contended';
+  | 'contended'
+  /** A list or report over many keys could not read them all (Redis failed or timed out): nothing partial is given. */
+  | 'incomplete';
 
 export class KeyAdminError extends Error {
   constructor(
@@ -135,13 +138,27 @@ export interface BanView {
   banLevel: number;
 }
 
+/** Why a list or report over many keys failed, as its error message says it. */
+export function incomplete(what: string, err: unknown): KeyAdminError {
+  if (err instanceof KeyAdminError && err.code === 'incomplete') return err;
+  // An unreadable record stays unreadable: retrying will not help, repairing or deleting it will (its message says so).
+  const unreadable = err instanceof KeyStoreError && err.code === 'invalid_record';
+  const cause = (err as Error)?.message ?? String(err);
+  return new KeyAdminError('incomplete', `${what} could not be completed (nothing partial was returned): ${cause}${unreadable ? '' : '; retry shortly'}`);
+}
+
 export class KeyAdmin {
+  /**
+   * `reads` bounds the record reads of pages and passes over every key (shared with the usage reports on the same
+   * connection, so that concurrent reports together stay within it).
+   */
   constructor(
     private readonly store: KeyStore,
     private readonly bans: BanStore,
     private readonly clock: Clock,
     private readonly policy: KeyAdminPolicy,
     private readonly onChange: KeyChangeListener = () => {},
+    readonly reads: ReadLimit = readLimit(),
   ) {}
 
   /** Issues a key: the plaintext is returned once here and never stored. */
@@ -180,29 +197,59 @@ export class KeyAdmin {
   /**
    * One page of keys in id order, after the id `after`, matching the filters. Reads the id set, then only as many
    * records as the page needs (plus those the filters skip); `next` is the id to pass as `after` for the next page,
-   * absent once the last id has been read. Unreadable records are skipped (the store reports them).
+   * absent once the last id has been read. Unreadable records (not a JSON key record) are skipped (the store
+   * reports them); any other failed read fails the whole page (KeyAdminError 'incomplete'), never a page with keys
+   * silently missing.
    */
   async page(q: KeyPageQuery): Promise<{ keys: KeyRecord[]; next?: string }> {
-    const ids = await this.store.ids();
-    let i = q.after === undefined ? 0 : firstAfter(ids, q.after);
-    const keys: KeyRecord[] = [];
-    const now = this.clock.now();
-    while (i < ids.length && keys.length < q.limit) {
-      const batch = ids.slice(i, i + PAGE_READ_BATCH);
-      const records = await Promise.all(batch.map((id) => this.store.get(id).catch(() => undefined)));
-      let j = 0;
-      for (; j < batch.length && keys.length < q.limit; j++) {
-        const k = records[j];
-        if (!k) continue;
-        if (q.plan !== undefined && k.plan !== q.plan) continue;
-        if (q.status !== undefined && keyStatus(k, now) !== q.status) continue;
-        if (q.namePrefix !== undefined && !(k.name ?? '').startsWith(q.namePrefix)) continue;
-        keys.push(toRecord(k));
+    try {
+      const ids = await this.store.ids();
+      let i = q.after === undefined ? 0 : firstAfter(ids, q.after);
+      const keys: KeyRecord[] = [];
+      const now = this.clock.now();
+      while (i < ids.length && keys.length < q.limit) {
+        const batch = ids.slice(i, i + PAGE_READ_BATCH);
+        const records = await Promise.all(batch.map((id) => this.reads(() => this.store.get(id)).catch(skipUnreadable)));
+        let j = 0;
+        for (; j < batch.length && keys.length < q.limit; j++) {
+          const k = records[j];
+          if (!k) continue;
+          if (q.plan !== undefined && k.plan !== q.plan) continue;
+          if (q.status !== undefined && keyStatus(k, now) !== q.status) continue;
+          if (q.namePrefix !== undefined && !(k.name ?? '').startsWith(q.namePrefix)) continue;
+          keys.push(toRecord(k));
+        }
+        i += j;
       }
-      i += j;
+      // The last id read (a full page stops right after its last key): the next page starts after it.
+      return { keys, ...(i > 0 && i < ids.length ? { next: ids[i - 1]! } : {}) };
+    } catch (err) {
+      throw incomplete('the key list', err);
     }
-    // The last id read (a full page stops right after its last key): the next page starts after it.
-    return { keys, ...(i > 0 && i < ids.length ? { next: ids[i - 1]! } : {}) };
+  }
+
+  /**
+   * Every key's record, a batch at a time, in one pass over the id set (never read again from its start): what
+   * reports over every key go through. Complete or failing: a record that cannot be read (Redis failed, or the
+   * record is not a JSON key record) throws, so a report never leaves a key out silently. Keys added or removed
+   * during the pass may or may not be included; every key present for the whole pass is, once.
+   */
+  async *all(what: string): AsyncGenerator<KeyRecord[]> {
+    const batches = this.store.idBatches();
+    for (;;) {
+      let next: IteratorResult<string[]>;
+      let records: Array<StoredKey | undefined>;
+      try {
+        next = await batches.next();
+        if (next.done) return;
+        records = await Promise.all(next.value.map((id) => this.reads(() => this.store.get(id))));
+      } catch (err) {
+        await batches.return(undefined).catch(() => undefined);
+        throw incomplete(what, err);
+      }
+      // A key deleted between the id set's read and its record's: not a key any more.
+      yield records.filter((k): k is StoredKey => k !== undefined).map(toRecord);
+    }
   }
 
   /** The key's windows and ban as they stand (one read-only store call): nothing is counted. */
@@ -358,6 +405,12 @@ export class KeyAdmin {
     if (!k) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     return k;
   }
+}
+
+/** A page skips a record that is not a JSON key record (the key is unusable; the store reports it); other errors stand. */
+function skipUnreadable(err: unknown): undefined {
+  if (err instanceof KeyStoreError && err.code === 'invalid_record') return undefined;
+  throw err;
 }
 
 /** The index of the first id greater than `after` in sorted `ids`. */

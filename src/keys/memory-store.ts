@@ -28,6 +28,11 @@ export class MemoryKeyStore implements KeyStore {
     return [...this.byId.keys()].sort();
   }
 
+  async *idBatches(): AsyncGenerator<string[]> {
+    const ids = [...this.byId.keys()].sort();
+    for (let i = 0; i < ids.length; i += 1000) yield ids.slice(i, i + 1000);
+  }
+
   async list(): Promise<StoredKey[]> {
     return [...this.byId.values()].map((k) => ({ ...k }));
   }

@@ -125,6 +125,19 @@ export class RedisKeyStore implements KeyStore {
     return [...ids].sort();
   }
 
+  async *idBatches(): AsyncGenerator<string[]> {
+    // One SSCAN pass: an id the scan returns twice (it may, when the set grows meanwhile) is yielded once.
+    const seen = new Set<string>();
+    let cursor = '0';
+    do {
+      const [next, page] = await this.client.sscan(this.ks.keyIds(), cursor, 'COUNT', 1000);
+      const fresh = page.filter((id) => !seen.has(id));
+      for (const id of fresh) seen.add(id);
+      if (fresh.length > 0) yield fresh;
+      cursor = next;
+    } while (cursor !== '0');
+  }
+
   async list(): Promise<StoredKey[]> {
     // One GET per record, in bounded batches, never one pipeline or MGET across them: records live in different hash
     // slots on a cluster.

@@ -49,6 +49,12 @@ export interface KeyStore {
   list(): Promise<StoredKey[]>;
   /** Every key id, sorted (no records read): what a page of `GET /keys` starts from. */
   ids(): Promise<string[]>;
+  /**
+   * Every key id, one batch at a time, in one pass over the id set (never started again from the beginning): what
+   * reports over every key read. An id added or removed while the pass runs may or may not be yielded; every id
+   * present for the whole pass is yielded exactly once.
+   */
+  idBatches(): AsyncGenerator<string[]>;
   /** Fails if the id or hash already exists. */
   create(key: StoredKey): Promise<void>;
   /**

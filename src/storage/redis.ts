@@ -47,8 +47,12 @@ export interface RedisSubscriber {
   disconnect(): void;
 }
 
-/** What a connection is for: its client name in CLIENT LIST, and how it waits while Redis is away. */
-export type RedisPurpose = 'gateway' | 'cli' | 'petstore';
+/**
+ * What a connection is for: its client name in CLIENT LIST, and how it waits while Redis is away. 'admin' is the
+ * gateway's second connection, for the admin API's reads and reports: their commands never queue on the request
+ * path's socket, nor wait for its short timeout.
+ */
+export type RedisPurpose = 'gateway' | 'admin' | 'cli' | 'petstore';
 
 /** The parts of the `redis` config section that say where Redis is and how to reach it. */
 export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'>;

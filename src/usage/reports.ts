@@ -2,8 +2,7 @@
 // period (sortable, paged), and each deprecated route with the keys still calling it. The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
-import type { KeyAdmin } from '../keys/admin.js';
-import type { KeyRecord } from '../keys/types.js';
+import { incomplete, type KeyAdmin } from '../keys/admin.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
 
@@ -99,6 +98,32 @@ function bucketize(
   return { buckets, totals };
 }
 
+/** A period's totals from a key's counts by day, whole hours (as bucketize's by hour), without making its buckets. */
+function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toMs: number): UsageCounts {
+  const totals = zero();
+  const first = bucketStart(fromMs, 'hour');
+  for (const [day, counts] of byDay) {
+    const start = day * DAY_MS;
+    if (start >= first && start + DAY_MS <= toMs) {
+      // The whole day is in the period: every field counts.
+      for (const [field, n] of Object.entries(counts)) {
+        const kind = field[0];
+        if (kind === 'a') totals.admitted += n;
+        else if (kind === 'r') totals.rateLimited += n;
+        else if (kind === 'b') totals.banned += n;
+      }
+      continue;
+    }
+    for (let h = Math.max(start, first); h < Math.min(start + DAY_MS, toMs); h += HOUR_MS) add(totals, counts, Math.floor((h % DAY_MS) / HOUR_MS));
+  }
+  return totals;
+}
+
+/** Adds one day's counts into another's, field by field. */
+function addDay(to: DayCounts, from: DayCounts): void {
+  for (const [field, n] of Object.entries(from)) to[field] = (to[field] ?? 0) + n;
+}
+
 /** The whole days a period touches, in order. */
 function daysOf(fromMs: number, toMs: number): number[] {
   const out: number[] = [];
@@ -125,23 +150,27 @@ export class UsageReports {
 
   /**
    * Every key's counts added up, by hour or day (the dashboard's overview charts): reads every key's ledger for every
-   * day of the period, like totals().
+   * day of the period, in one pass over the keys, then makes the buckets once. Complete or failing (KeyAdminError
+   * 'incomplete'). The admin API answers it from a cache (overview.ts): it is not cheap.
    */
   async summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
-    const sum = bucketize(new Map(), fromMs, toMs, granularity);
-    for await (const page of this.keyPages()) {
-      for (const u of await Promise.all(page.map((k) => this.keyUsage(k.id, fromMs, toMs, granularity)))) {
-        u.buckets.forEach((b, i) => addCounts(sum.buckets[i]!, b));
-        addCounts(sum.totals, u.totals);
-      }
+    const days = daysOf(bucketStart(fromMs, granularity), toMs);
+    const sum = new Map<number, DayCounts>(days.map((d) => [d, {}]));
+    const what = 'the usage summary';
+    for await (const page of this.keys.all(what)) {
+      const perKey = await Promise.all(page.map((k) => this.store.days(k.id, days))).catch((err: unknown) => {
+        throw incomplete(what, err);
+      });
+      for (const counts of perKey) counts.forEach((c, i) => addDay(sum.get(days[i]!)!, c));
     }
-    return sum;
+    return bucketize(sum, fromMs, toMs, granularity);
   }
 
   /**
    * Every key's totals in [fromMs, toMs) (whole hours), sorted, one page at a time (`offset`, `limit`). Reads each
-   * key's ledger for every day of the period: a cost in proportion to keys x days, for billing runs, not for the
-   * request path.
+   * key's ledger for every day of the period, in one pass over the keys with bounded reads in flight (the store's):
+   * a cost in proportion to keys x days, for billing runs, not for the request path. Complete or failing: a read
+   * that fails fails the report (KeyAdminError 'incomplete'), never a report with keys left out.
    */
   async totals(
     fromMs: number,
@@ -149,34 +178,22 @@ export class UsageReports {
     q: { sort: TotalsSort; order: 'asc' | 'desc'; offset: number; limit: number },
   ): Promise<{ keys: KeyTotals[]; total: number }> {
     const all: KeyTotals[] = [];
-    for await (const page of this.keyPages()) {
-      all.push(
-        ...(await Promise.all(
-          page.map(async (k) => ({
-            id: k.id,
-            ...(k.name !== undefined ? { name: k.name } : {}),
-            plan: k.plan,
-            ...(await this.keyUsage(k.id, fromMs, toMs, 'hour')).totals,
-          })),
-        )),
-      );
+    const days = daysOf(bucketStart(fromMs, 'hour'), toMs);
+    const what = 'the usage report';
+    for await (const page of this.keys.all(what)) {
+      const perKey = await Promise.all(page.map((k) => this.store.days(k.id, days))).catch((err: unknown) => {
+        throw incomplete(what, err);
+      });
+      page.forEach((k, i) => {
+        const byDay = new Map(days.map((d, j) => [d, perKey[i]![j]!]));
+        all.push({ id: k.id, ...(k.name !== undefined ? { name: k.name } : {}), plan: k.plan, ...periodTotals(byDay, fromMs, toMs) });
+      });
     }
     const dir = q.order === 'asc' ? 1 : -1;
     const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
     // Ties in a count go by id, ascending, whatever the order: pages stay stable.
     all.sort((x, y) => (q.sort === 'id' ? dir * byId(x, y) : dir * (x[q.sort] - y[q.sort]) || byId(x, y)));
     return { keys: all.slice(q.offset, q.offset + q.limit), total: all.length };
-  }
-
-  /** Every key, a page (of the key store's, in id order) at a time. */
-  private async *keyPages(): AsyncGenerator<KeyRecord[]> {
-    let after: string | undefined;
-    for (;;) {
-      const page = await this.keys.page({ limit: 1000, ...(after !== undefined ? { after } : {}) });
-      yield page.keys;
-      if (page.next === undefined) return;
-      after = page.next;
-    }
   }
 
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */

@@ -4,6 +4,7 @@
 // writes what instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
+import type { ReadLimit } from '../storage/read-limit.js';
 
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
@@ -48,9 +49,11 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
 `;
 
 export class RedisUsageStore implements UsageStore {
+  /** `reads` bounds days()'s reads in flight (a report's thousands of them); writes are not bounded by it. */
   constructor(
     private readonly redis: RedisCommands,
     private readonly ks: Keyspace,
+    private readonly reads: ReadLimit = (fn) => fn(),
   ) {}
 
   async add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void> {
@@ -65,7 +68,7 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
-    return Promise.all(days.map(async (d) => toCounts(await this.redis.hgetall(this.ks.usageDay(id, d)))));
+    return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(id, d))))));
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {

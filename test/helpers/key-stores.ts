@@ -56,6 +56,11 @@ export class SpyKeyStore implements KeyStore {
   list(): Promise<StoredKey[]> {
     return this.run('list', () => this.inner.list());
   }
+  async *idBatches(): AsyncGenerator<string[]> {
+    this.calls.list++;
+    if (this.mode === 'fail') throw new Error('key store down (test)');
+    yield* this.inner.idBatches();
+  }
   create(key: StoredKey): Promise<void> {
     return this.run('create', () => this.inner.create(key));
   }

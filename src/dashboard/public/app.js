@@ -106,6 +106,12 @@ function tile(label, value, cls) {
   return h('div', { class: 'tile' }, h('div', { class: `value ${cls || ''}` }, value), h('div', { class: 'label' }, label));
 }
 
+/** "12 s", "3 min": how long ago, roughly. */
+function ageOf(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 120 ? `${s} s` : `${Math.round(s / 60)} min`;
+}
+
 async function overview() {
   const now = Date.now();
   const status = await api('/status');
@@ -119,6 +125,8 @@ async function overview() {
   show(
     h('h1', {}, 'Overview'),
     h('p', {}, 'Redis: ', h('span', { class: `badge ${status.redis}`, id: 'redis-state' }, status.redis === 'none' ? 'not used (memory)' : status.redis)),
+    // The figures are computed at most once a minute and shared by every viewer: say how old they are.
+    h('p', { id: 'figures-as-of' }, `Usage figures as of ${new Date(hourly.asOf).toLocaleTimeString()} (${ageOf(now - Date.parse(hourly.asOf))} ago)`),
     h(
       'div',
       { class: 'tiles' },
