@@ -1,7 +1,8 @@
 // `serve --watch-config` (and server.watchConfig) with a real gateway process and the file laid out as the kubelet
 // lays out a mounted ConfigMap: the file is a symlink through `..data`, itself a symlink to a timestamped directory,
 // and an update swaps `..data` atomically (a new symlink under a temporary name, renamed over the old). Each swap
-// reloads as SIGHUP does: new plan limits apply, a bad file is rejected and logged while the old config stays.
+// reloads as SIGHUP does: new plan limits apply, a bad or missing file is rejected and logged while the old config
+// stays, a burst of swaps is one reload, and with server.workers the primary watches and its workers apply.
 // Needs dist/ (npm test builds first); loopback only.
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { CliProcess, assertBuilt } from './helpers/cli.js';
+import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
+import { waitFor } from './helpers/wait.js';
 
 /** A ConfigMap volume as the kubelet writes it, with `swap` doing what the kubelet does when the ConfigMap changes. */
 class ConfigMapVolume {
@@ -29,7 +32,8 @@ class ConfigMapVolume {
     return join(this.dir, 'gateway.yaml');
   }
 
-  swap(text: string): void {
+  /** `null`: the new generation lacks the file, as when the key is removed from the ConfigMap. */
+  swap(text: string | null): void {
     const next = this.writeGeneration(text);
     symlinkSync(next, join(this.dir, '..data_tmp'));
     renameSync(join(this.dir, '..data_tmp'), join(this.dir, '..data'));
@@ -37,11 +41,11 @@ class ConfigMapVolume {
     this.current = next;
   }
 
-  private writeGeneration(text: string): string {
+  private writeGeneration(text: string | null): string {
     this.generation++;
-    const name = `..2026_11_26_14_00_0${this.generation}.00000000${this.generation}`;
+    const name = `..2026_11_26_14_00_${String(this.generation).padStart(2, '0')}.${this.generation}`;
     mkdirSync(join(this.dir, name));
-    writeFileSync(join(this.dir, name, 'gateway.yaml'), text);
+    if (text !== null) writeFileSync(join(this.dir, name, 'gateway.yaml'), text);
     return name;
   }
 }
@@ -126,6 +130,25 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
       expect(await statuses(url, 2)).toEqual([200, 200]);
 
+      // The ConfigMap's key removed (the file's symlink now dangles): rejected as a missing file, the old config stays;
+      // the file back is applied.
+      mark = proc.logs.length;
+      volume.swap(null);
+      const missing = await proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 10_000 });
+      expect(JSON.stringify(missing.errors)).toContain('file not found');
+      expect(await statuses(url, 1)).toEqual([200]);
+      mark = proc.logs.length;
+      volume.swap(yaml(1000, { watchConfig: inFile }));
+      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+
+      // A burst of swaps inside the debounce window: one reload, of the last file (a limit of 1: the next is 429).
+      mark = proc.logs.length;
+      for (const perMinute of [500, 400, 1]) volume.swap(yaml(perMinute, { watchConfig: inFile }));
+      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await new Promise((r) => setTimeout(r, 600));
+      expect(proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded')).toHaveLength(1);
+      expect(await statuses(url, 1)).toEqual([429]);
+
       // A file beside it that changes leaves the config alone: nothing is reloaded.
       mark = proc.logs.length;
       writeFileSync(join(dir, 'unrelated.txt'), 'x');
@@ -135,6 +158,33 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
     } finally {
       proc.signal('SIGTERM');
       await proc.waitForExit(10_000);
+    }
+  });
+
+  it('with server.workers 2: the primary watches and forwards, as for SIGHUP; each worker applies the new file', async () => {
+    const redis = await TestRedis.start();
+    const dir = join(root, 'workers');
+    mkdirSync(dir);
+    const withWorkers = (perMinute: number) =>
+      yaml(perMinute).replace('  port: 0', '  port: 0\n  workers: 2').replace('log:', `redis:\n  url: ${redis.url}\nlog:`);
+    const volume = new ConfigMapVolume(dir, withWorkers(1000));
+    const proc = CliProcess.start(['serve', '--config', volume.path, '--watch-config']);
+    try {
+      await proc.waitForLog('tollgate primary started workers');
+      await proc.waitForLog('watching the config file');
+      // Both workers up (each logs its own "listening", and only then takes the primary's SIGHUP).
+      await waitFor(() => proc.logs.filter((l) => l.msg === 'tollgate gateway listening').length === 2, 'both workers listening', 15_000);
+      const url = String(proc.logs.find((l) => l.msg === 'tollgate gateway listening')!.url);
+      expect(await statuses(url, 2)).toEqual([200, 200]);
+      const mark = proc.logs.length;
+      volume.swap(withWorkers(1));
+      await waitFor(() => proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded').length === 2, 'both workers reloaded', 10_000);
+      expect(await statuses(url, 2)).toEqual([429, 429]);
+      expect(proc.logs.filter((l) => String(l.msg).includes('worker died'))).toEqual([]);
+    } finally {
+      proc.signal('SIGTERM');
+      await proc.waitForExit(15_000);
+      await redis.stop();
     }
   });
 
