@@ -1,5 +1,8 @@
 # Tollgate image: one image runs the gateway (`serve`, the default) and the reference upstream (`petstore`).
-# Build: docker build -t tollgate .    Run: docker run -p 8080:8080 tollgate serve --config /app/config/gateway.yaml
+# Build: docker build -t tollgate .
+# Run:   docker run --rm -p 8080:8080 -e UPSTREAM_URL=http://upstream.example:8081 -e REDIS_URL=redis://redis.example:6379/0 tollgate
+# The gateway listens on all interfaces (HOST below), so the published port reaches it. docs/kubernetes.md has more.
+# Built from Node.js 24, the active LTS line (maintained until April 2028); scripts/check-compose.mjs checks it.
 
 # ---- build stage: full dependencies, compile TypeScript to dist/
 FROM node:24-bookworm-slim AS build
@@ -14,6 +17,9 @@ RUN npm run build
 # ---- runtime stage: production dependencies, compiled code and config only
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# All interfaces: config/gateway.yaml says 127.0.0.1, which inside a container no published port or Service reaches.
+# HOST overrides server.host; the ops and admin listeners keep their own (loopback) addresses unless configured.
+ENV HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
@@ -21,8 +27,9 @@ COPY --from=build /app/dist ./dist
 COPY config ./config
 # Served by the admin API at GET /openapi.json (read at start-up when an admin token is configured).
 COPY docs/admin.openapi.yaml ./docs/admin.openapi.yaml
-# Files stay root-owned (read-only to the process); the process runs as the image's unprivileged user.
-USER node
+# Files stay root-owned (read-only to the process); the process runs as the image's unprivileged user `node`, named
+# by its numeric id: Kubernetes' runAsNonRoot can only verify a numeric user, and refuses to start a named one.
+USER 1000:1000
 EXPOSE 8080
 # The admin API, when admin.tokens (or TOLLGATE_ADMIN_TOKEN) is set; it listens on admin.host, 127.0.0.1 unless configured.
 EXPOSE 8079

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Validates docker-compose.yml without a Docker engine (CI has none): structure, cross-references,
-// files it mounts or names, and the gateway config through the built CLI (`npm run build` first).
+// files it mounts or names, the gateway config through the built CLI (`npm run build` first), and what the
+// Dockerfile it builds promises (maintained Node.js LTS, non-root, listening on all interfaces, HEALTHCHECK).
 // Usage: node scripts/check-compose.mjs [path/to/docker-compose.yml]   Exit 0 when valid, 1 listing every problem.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -66,6 +67,7 @@ function main() {
   }
 
   for (const file of configFiles) runConfigCheck(file);
+  for (const file of dockerfiles(services)) checkDockerfile(file);
 
   if (errors.length > 0) {
     console.error(`check-compose: ${rel(composePath)} has ${errors.length} problem${errors.length === 1 ? '' : 's'}:`);
@@ -89,6 +91,62 @@ function checkImageOrBuild(at, svc) {
   const dockerfile = resolve(context, build.dockerfile ?? 'Dockerfile');
   if (!existsSync(context)) fail(`${at}.build.context: ${rel(context)} does not exist`);
   else if (!isFile(dockerfile)) fail(`${at}.build: Dockerfile ${rel(dockerfile)} does not exist`);
+}
+
+/** The Dockerfiles the services build, each once. */
+function dockerfiles(services) {
+  const files = new Set();
+  for (const svc of Object.values(services)) {
+    if (!isMapping(svc) || !svc.build) continue;
+    const build = typeof svc.build === 'string' ? { context: svc.build } : svc.build;
+    const file = resolve(projectDir, build.context ?? '.', build.dockerfile ?? 'Dockerfile');
+    if (isFile(file)) files.add(file);
+  }
+  return files;
+}
+
+/**
+ * Node.js LTS lines still maintained (22 until April 2027, 24 until April 2028): an image built from another line
+ * gets no security fixes.
+ */
+const MAINTAINED_NODE_LTS = new Set([22, 24]);
+
+/**
+ * What the image promises whoever runs it: built from a maintained Node.js LTS line; its final stage runs as a numeric,
+ * non-root user (Kubernetes' runAsNonRoot cannot verify a named one); the gateway listens on all interfaces (else
+ * neither a published port nor a Service reaches it); a HEALTHCHECK; the gateway port exposed.
+ */
+function checkDockerfile(file) {
+  const where = rel(file);
+  // Instructions with their continuation lines joined, comments dropped.
+  const lines = readFileSync(file, 'utf8')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
+  const froms = lines.map((l, i) => [l, i]).filter(([l]) => /^FROM\s/i.test(l));
+  if (froms.length === 0) return fail(`${where}: no FROM`);
+  for (const [line] of froms) {
+    const image = line.split(/\s+/)[1] ?? '';
+    const m = /^(?:docker\.io\/(?:library\/)?)?node:(\d+)/.exec(image);
+    if (!m) fail(`${where}: ${line}: expected an official node:<LTS> base image`);
+    else if (!MAINTAINED_NODE_LTS.has(Number(m[1])))
+      fail(`${where}: ${line}: Node.js ${m[1]} is not a maintained LTS line (${[...MAINTAINED_NODE_LTS].join(', ')})`);
+  }
+  const last = lines.slice(froms[froms.length - 1][1]);
+  const users = last.filter((l) => /^USER\s/i.test(l)).map((l) => l.split(/\s+/)[1] ?? '');
+  const user = users[users.length - 1];
+  if (user === undefined) fail(`${where}: the final stage has no USER: the process would run as root`);
+  else if (!/^\d+(:\d+)?$/.test(user) || Number(user.split(':')[0]) === 0)
+    fail(`${where}: USER ${user}: expected a numeric non-root user (uid[:gid], not 0): Kubernetes' runAsNonRoot cannot verify a name`);
+  const env = {};
+  for (const l of last.filter((x) => /^ENV\s/i.test(x))) {
+    for (const m of l.slice(4).matchAll(/([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)/g)) env[m[1]] = m[2].replace(/^"|"$/g, '');
+  }
+  if (!['0.0.0.0', '::'].includes(env.HOST))
+    fail(`${where}: the final stage must set ENV HOST=0.0.0.0: config/gateway.yaml listens on 127.0.0.1, unreachable from outside the container`);
+  if (!last.some((l) => /^HEALTHCHECK\s+(?!NONE)/i.test(l))) fail(`${where}: the final stage has no HEALTHCHECK`);
+  if (!last.some((l) => /^EXPOSE\s+(.*\s)?8080(\/tcp)?(\s|$)/i.test(l))) fail(`${where}: the final stage does not EXPOSE 8080, the gateway port`);
 }
 
 function dockerfileHasHealthcheck(svc) {

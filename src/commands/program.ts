@@ -34,8 +34,9 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     .command('serve')
     .description('run the gateway')
     .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
-    .action(async (opts: { config?: string }) => {
-      await runServe(resolveConfigPath(opts.config, process.env));
+    .option('--watch-config', 'reload when the config file changes (a mounted ConfigMap too), as SIGHUP does')
+    .action(async (opts: { config?: string; watchConfig?: boolean }) => {
+      await runServe(resolveConfigPath(opts.config, process.env), { watchConfig: opts.watchConfig === true });
     });
 
   program

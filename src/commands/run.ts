@@ -2,7 +2,8 @@
 import { loadConfigFile, validateConfig } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
-import { createLogger, logDestination, reportLogDrops } from '../observability/logger.js';
+import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
+import { watchConfigFile } from '../server/config-watch.js';
 import { startPetstore } from '../petstore/server.js';
 import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
@@ -11,7 +12,7 @@ import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 
-export async function runServe(configPath: string): Promise<void> {
+export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
   const result = loadConfigFile(configPath, process.env);
   if (!result.ok) {
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
@@ -23,6 +24,7 @@ export async function runServe(configPath: string): Promise<void> {
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
     runPrimary(config, workers, logger, () => readReloadedConfig(configPath, process.env, logger) !== undefined);
+    watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -31,6 +33,8 @@ export async function runServe(configPath: string): Promise<void> {
   const gateway = await composeGateway({ config, logger, metrics });
   const gw = await startGateway({ gateway, logger, configPath, env: process.env });
   handleSignals(gw, logger);
+  // In a worker the primary watches and forwards its SIGHUP, as it does for the operator's.
+  if (isPrimary()) watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
   reportWorkerReady();
   logger.info(
     {
@@ -42,6 +46,15 @@ export async function runServe(configPath: string): Promise<void> {
     },
     'tollgate gateway listening',
   );
+}
+
+/**
+ * A changed file is handled exactly as `kill -HUP`: the process signals itself, so the handler already installed
+ * (a single gateway's, or a node:cluster primary's that validates once and forwards) does the reload and its logging.
+ */
+function watchIfAsked(configPath: string, enabled: boolean, logger: Logger): void {
+  if (!enabled) return;
+  watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger);
 }
 
 export async function runPetstore(opts: { port: number; host: string; config?: string }): Promise<void> {

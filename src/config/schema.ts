@@ -17,6 +17,7 @@ const server = z.strictObject({
   headersTimeoutMs: z.number().int().positive().default(10_000).describe('A client must send its full request headers within this time (slowloris guard).'),
   requestTimeoutMs: z.number().int().positive().default(30_000).describe('A client must send its full request (headers and body) within this time.'),
   keepAliveTimeoutMs: z.number().int().positive().default(5_000).describe('Idle keep-alive connections from clients are closed after this time.'),
+  watchConfig: z.boolean().default(false).describe('Reload when the config file changes (also when a mounted Kubernetes ConfigMap is swapped), as SIGHUP does; `serve --watch-config` turns it on too (read at start-up).'),
 });
 
 const upstream = z.strictObject({
