@@ -23,9 +23,7 @@ let gw: TestGateway;
 beforeAll(async () => {
   assertBuilt();
   up = await TestUpstream.start();
-  gw = await startTestGateway(
-    testConfig({ upstream: { url: up.url }, routes: Object.entries(CRAFTED).map(([name, link]) => route(`/v1/${name}`, link)) }),
-  );
+  gw = await startTestGateway(testConfig({ upstream: { url: up.url }, routes: Object.entries(CRAFTED).map(([name, link]) => route(`/v1/${name}`, link)) }));
 });
 
 afterAll(async () => {
@@ -47,7 +45,13 @@ describe('a route link', () => {
   it('config check refuses a non-http(s) link, naming the field', async () => {
     const dir = tempDir();
     try {
-      for (const link of ['javascript:alert(document.domain)', 'data:text/html,<script>alert(1)</script>', 'ftp://files.example.com/m', 'file:///etc/passwd', 'mailto:a@b.c']) {
+      for (const link of [
+        'javascript:alert(document.domain)',
+        'data:text/html,<script>alert(1)</script>',
+        'ftp://files.example.com/m',
+        'file:///etc/passwd',
+        'mailto:a@b.c',
+      ]) {
         const file = dir.write('gateway.yaml', { routes: [{ path: '/v1/ok' }, route('/v1/pets/:id', link)] });
         const r = await runCli(['config', 'check', '--config', file]);
         expect(r.code, link).toBe(1);
