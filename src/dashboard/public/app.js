@@ -375,7 +375,7 @@ async function deprecatedView() {
           : h(
               'table',
               {},
-              h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'calls'), h('th', {}, 'last seen'))),
+              h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'name'), h('th', {}, 'calls'), h('th', {}, 'last seen'))),
               h(
                 'tbody',
                 {},
@@ -384,6 +384,7 @@ async function deprecatedView() {
                     'tr',
                     {},
                     h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+                    h('td', { class: 'key-name' }, k.name || '-'),
                     h('td', {}, fmt(k.calls)),
                     h('td', {}, k.lastSeen ? new Date(k.lastSeen).toLocaleString() : '-'),
                   ),
