@@ -211,7 +211,7 @@ describe('deprecated routes', () => {
       const csv = await runCli(['routes', 'deprecated', '--csv', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const lines = csv.stdout.trimEnd().split('\r\n');
-      expect(lines[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen');
+      expect(lines[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata');
       expect(lines.slice(1).map((l) => l.split(',').slice(4, 6))).toEqual([
         [k1.id, '3'],
         [k2.id, '1'],
@@ -219,8 +219,8 @@ describe('deprecated routes', () => {
       const usage = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(usage.code, usage.stderr).toBe(0);
       const rows = usage.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned');
-      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,metadata');
+      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,`);
       const one = await runCli(['usage', '--key', k2.id, '--granularity', 'day', '--json', '--config', file]);
       expect(JSON.parse(one.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0 });
       expect((await runCli(['usage', '--key', 'key_nope0000000000', '--config', file])).code).toBe(1);
@@ -238,6 +238,12 @@ describe('deprecated routes', () => {
     expect(csvField('-1')).toBe("'-1");
     expect(csvField(-1)).toBe('-1');
     expect(csvField(null)).toBe('');
+    // Every place a cell could start, whatever separator a spreadsheet splits on (a semicolon locale here).
+    expect(csvField('x;=1+1')).toBe(`"x;'=1+1"`);
+    expect(csvField('a, @b|-c\t+d')).toBe(`"a,' @b|'-c\t'+d"`);
+    expect(csvField('\r=1')).toBe(`"'\r'=1"`);
+    expect(csvField('x;"=1"')).toBe(`"x;'""=1"""`);
+    expect(csvField('\u001b[2Jcleared\u009b')).toBe('\\x1b[2Jcleared\\x9b');
   });
 
   it('GET /usage/summary adds every key up; GET /status says Redis is answering; the CSV export', async () => {
@@ -251,7 +257,7 @@ describe('deprecated routes', () => {
     expect(status.body.plans.map((p: { name: string }) => p.name)).toEqual(['metered', 'tiny']);
     const csv = await admin('/routes/deprecated.csv');
     expect(csv.headers['content-type']).toMatch(/^text\/csv/);
-    expect(csv.text.split('\r\n')[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen');
+    expect(csv.text.split('\r\n')[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata');
   });
 
   it('every admin answer above matches the OpenAPI document', () => {

@@ -21,6 +21,7 @@ import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
+import { terminalSafe, visible } from '../util/visible.js';
 
 export interface CommonOpts {
   config?: string;
@@ -86,8 +87,9 @@ export async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promi
   }
 }
 
+/** One answer on stdout; any control character left in it (a DEL or C1 in JSON) is escaped, never sent raw. */
 export function out(line: string): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${terminalSafe(line)}\n`);
 }
 
 function positiveInt(name: string) {
@@ -138,7 +140,8 @@ function unconfirmed(r: { replication?: Replication }): void {
   );
 }
 
-function table(rows: string[][]): string {
+function table(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(visible));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
   return rows
     .map((r) =>

@@ -4,9 +4,10 @@
 import { type Command, Option } from 'commander';
 import { resolvePeriod, UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore } from '../usage/store.js';
-import { csv, deprecatedRows } from '../usage/csv.js';
+import { csv, deprecatedRows, metadataCell } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
+import { tabbed } from './terminal.js';
 
 function reports(s: Session): UsageReports {
   return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys, () => s.config.routes);
@@ -47,7 +48,7 @@ export function registerUsageCommands(program: Command): void {
           if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
           const rows = [['start', 'admitted', 'rate_limited', 'banned'], ...u.buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned])];
           if (o.csv) return void process.stdout.write(csv(rows));
-          return out(rows.map((row) => row.map(String).join('\t')).join('\n'));
+          return out(tabbed(rows));
         }
         const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
         const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
@@ -56,8 +57,9 @@ export function registerUsageCommands(program: Command): void {
           ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned'],
           ...t.keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned]),
         ];
-        if (o.csv) return void process.stdout.write(csv(rows));
-        out(rows.map((row) => row.map(String).join('\t')).join('\n'));
+        // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
+        if (o.csv) return void process.stdout.write(csv(rows.map((row, i) => [...row, i === 0 ? 'metadata' : metadataCell(t.keys[i - 1]!.metadata)])));
+        out(tabbed(rows));
       });
     });
 
@@ -76,7 +78,7 @@ export function registerUsageCommands(program: Command): void {
         const rows = deprecatedRows(list);
         if (o.csv) return void process.stdout.write(csv(rows));
         if (list.length === 0) return out('No deprecated routes in the config.');
-        out(rows.map((row) => row.map((c) => String(c ?? '')).join('\t')).join('\n'));
+        out(tabbed(rows));
       });
     });
 }

@@ -168,7 +168,10 @@ const route = z.strictObject({
     .describe('Express-style path under /v1, e.g. /v1/pets/:petId; also the route label in metrics.'),
   deprecation: isoInstant().optional().describe('When the route became deprecated (Deprecation header, RFC 9745).'),
   sunset: isoInstant().optional().describe('When the route stops being served (Sunset header, RFC 8594).'),
-  link: z.url().optional().describe('Migration documentation, sent as Link: <url>; rel="deprecation".'),
+  link: z
+    .url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' })
+    .optional()
+    .describe('Migration documentation (an http or https URL), sent as Link: <url>; rel="deprecation", percent-encoded.'),
   afterSunset: z.enum(['gone', 'pass']).default('pass').describe('After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying.'),
 });
 

@@ -26,9 +26,15 @@ export function formatSunset(epochMs: number): string {
   return new Date(epochMs).toUTCString();
 }
 
-/** RFC 8288 link with a relation type, e.g. `<https://example.com/m>; rel="deprecation"`. */
+/**
+ * RFC 8288 link with a relation type, e.g. `<https://example.com/m>; rel="deprecation"`. The target is the URL as
+ * WHATWG URL serialises it (space, `"`, `<`, `>` and controls percent-encoded, the host in ASCII), then every character
+ * RFC 3986 does not allow in a URI, and `,` and `;` (which naive Link parsers split on), percent-encoded on top: nothing
+ * in it can close the `<...>` or start another link or parameter, so the header carries exactly one relation.
+ */
 export function formatLink(url: string, rel: string): string {
-  return `<${url}>; rel="${rel}"`;
+  const target = new URL(url).href.replace(/[^A-Za-z0-9\-._~:/?#[\]@!$&'()*+=%]/g, (c) => encodeURIComponent(c));
+  return `<${target}>; rel="${rel}"`;
 }
 
 /** RFC 9110 Retry-After as delay-seconds: a whole number, never a fraction, at least 1. */

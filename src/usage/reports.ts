@@ -2,7 +2,8 @@
 // period (sortable, paged), and each deprecated route with the keys still calling it. The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
-import { incomplete, type KeyAdmin } from '../keys/admin.js';
+import { incomplete, KeyAdminError, type KeyAdmin } from '../keys/admin.js';
+import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
 
@@ -24,7 +25,15 @@ export type Granularity = 'hour' | 'day';
 export interface KeyTotals extends UsageCounts {
   id: string;
   name?: string;
+  metadata?: Record<string, string>;
   plan: string;
+}
+
+/** A key as a report names it: its id, and its name and metadata where it has them (so a report needs no join). */
+export interface NamedKey {
+  id: string;
+  name?: string;
+  metadata?: Record<string, string>;
 }
 
 export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'id';
@@ -37,7 +46,7 @@ export interface DeprecatedRouteReport {
   link?: string;
   afterSunset: 'gone' | 'pass';
   /** Keys that called it in the period, most calls first. */
-  keys: Array<{ id: string; calls: number; lastSeen: string | null }>;
+  keys: Array<NamedKey & { calls: number; lastSeen: string | null }>;
 }
 
 /**
@@ -186,7 +195,7 @@ export class UsageReports {
       });
       page.forEach((k, i) => {
         const byDay = new Map(days.map((d, j) => [d, perKey[i]![j]!]));
-        all.push({ id: k.id, ...(k.name !== undefined ? { name: k.name } : {}), plan: k.plan, ...periodTotals(byDay, fromMs, toMs) });
+        all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...periodTotals(byDay, fromMs, toMs) });
       });
     }
     const dir = q.order === 'asc' ? 1 : -1;
@@ -199,7 +208,7 @@ export class UsageReports {
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */
   async deprecatedRoutes(fromMs: number, toMs: number): Promise<DeprecatedRouteReport[]> {
     const days = daysOf(fromMs, toMs);
-    return Promise.all(
+    const routes = await Promise.all(
       this.routes()
         .filter((r) => r.deprecation !== undefined)
         .map(async (r) => {
@@ -217,5 +226,34 @@ export class UsageReports {
           };
         }),
     );
+    const named = await this.namedKeys(new Set(routes.flatMap((r) => r.keys.map((k) => k.id))));
+    for (const r of routes) r.keys = r.keys.map((k) => ({ ...named.get(k.id), ...k }));
+    return routes;
   }
+
+  /**
+   * The name and metadata of each key id, read a batch at a time. A key since deleted, or whose record cannot be
+   * read, is named by its id alone; any other read failure fails the report (it is complete or it fails).
+   */
+  private async namedKeys(ids: ReadonlySet<string>): Promise<Map<string, NamedKey>> {
+    const all = [...ids];
+    const out = new Map<string, NamedKey>();
+    for (let i = 0; i < all.length; i += NAME_READ_BATCH) {
+      const batch = all.slice(i, i + NAME_READ_BATCH);
+      const records = await Promise.all(
+        batch.map((id) =>
+          this.keys.get(id).catch((err: unknown) => (err instanceof KeyAdminError && err.code === 'invalid_record' ? undefined : Promise.reject(err))),
+        ),
+      );
+      records.forEach((k, j) => out.set(batch[j]!, { id: batch[j]!, ...(k ? namesOf(k) : {}) }));
+    }
+    return out;
+  }
+}
+
+/** Key records read at once for a report's names: the key store's own page batch. */
+const NAME_READ_BATCH = 100;
+
+function namesOf(k: KeyRecord): Omit<NamedKey, 'id'> {
+  return { ...(k.name !== undefined ? { name: k.name } : {}), ...(k.metadata !== undefined ? { metadata: k.metadata } : {}) };
 }

@@ -383,7 +383,7 @@ async function deprecatedView() {
           : h(
               'table',
               {},
-              h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'calls'), h('th', {}, 'last seen'))),
+              h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'name'), h('th', {}, 'calls'), h('th', {}, 'last seen'))),
               h(
                 'tbody',
                 {},
@@ -392,6 +392,7 @@ async function deprecatedView() {
                     'tr',
                     {},
                     h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+                    h('td', { class: 'key-name' }, k.name || '-'),
                     h('td', {}, fmt(k.calls)),
                     h('td', {}, k.lastSeen ? new Date(k.lastSeen).toLocaleString() : '-'),
                   ),
