@@ -218,6 +218,12 @@ describe('the dashboard in a browser', () => {
   });
 
   it("the keys page draws each key's day window as a bar as wide as its share of the quota", async () => {
+    // The page's Content-Security-Policy stays strict (no inline styles), and nothing on the page trips it.
+    const violations: string[] = [];
+    const onConsole = (m: { text(): string }) => void (/Content Security Policy/i.test(m.text()) && violations.push(m.text()));
+    page.on('console', onConsole);
+    const csp = (await page.context().request.get(`${gw.adminUrl}/`)).headers()['content-security-policy'];
+    expect(csp).toContain("style-src 'self';");
     await page.goto(`${gw.adminUrl}/#/keys?name=bar-`);
     await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
     const rows = await page.locator('#keys-table tbody tr').allTextContents();
@@ -234,6 +240,8 @@ describe('the dashboard in a browser', () => {
     expect(Math.abs(fills[half]!.width / bars[half]!.width - 0.5)).toBeLessThan(0.03);
     expect(fills[zero]!.width).toBeLessThan(1);
     await shot(page, 'keys-bars');
+    page.off('console', onConsole);
+    expect(violations).toEqual([]);
   });
 
   it("a key's usage chart scales to its traffic, with the hourly cap drawn only when the traffic comes near it", async () => {
@@ -294,6 +302,12 @@ describe('the dashboard in a browser', () => {
     expect(await page.locator('#rotate-grace').inputValue()).toBe('24');
     expect(await page.locator('label[for=rotate-grace]').textContent()).toContain('Old key keeps working for (hours');
     await shot(page, 'rotate-dialog');
+    // A negative grace is refused by the form itself: the dialog stays, nothing is rotated.
+    await page.locator('#rotate-grace').fill('-5');
+    await page.locator('#rotate-form button', { hasText: 'Rotate' }).click();
+    expect(await page.locator('#rotate-key').isVisible()).toBe(true);
+    expect(await page.locator('#new-key').isVisible()).toBe(false);
+    await page.locator('#rotate-grace').fill('24');
     await page.locator('#rotate-form button', { hasText: 'Rotate' }).click();
     await page.locator('#new-key[open]').waitFor();
     const fresh = (await page.locator('#new-key-value').textContent())!;

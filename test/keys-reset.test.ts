@@ -5,6 +5,7 @@
 // counts the fleet has dropped, while keeping the key's cached record (a reset changes no record).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway, type ComposedGateway } from '../src/compose.js';
+import { changeMessage, parseChangeMessage } from '../src/keys/types.js';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
@@ -59,6 +60,18 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await up?.close();
+});
+
+describe("the change feed's message", () => {
+  it('says a reset apart from a record change; anything else after an id counts as a record change', () => {
+    expect(changeMessage('key_a', 'record')).toBe('key_a');
+    expect(changeMessage('key_a', 'windows')).toBe('key_a windows');
+    expect(parseChangeMessage('key_a')).toEqual({ id: 'key_a', change: 'record' });
+    expect(parseChangeMessage('key_a windows')).toEqual({ id: 'key_a', change: 'windows' });
+    // Unknown (a newer version's, or garbage): the safe reading drops the cached record too.
+    expect(parseChangeMessage('key_a windows extra')).toEqual({ id: 'key_a', change: 'record' });
+    expect(parseChangeMessage('key_a plans')).toEqual({ id: 'key_a', change: 'record' });
+  });
 });
 
 describe('tollgate keys reset (the built CLI, on real Redis)', () => {
