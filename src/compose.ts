@@ -259,7 +259,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
         }
       : {}),
   });
-  keys.onChange((id) => keyLimiter.forget(id));
+  keys.onChange((id, change) => keyLimiter.forget(id, change));
   const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });
 
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.

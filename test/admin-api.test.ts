@@ -353,6 +353,39 @@ describe('keys through the admin API', () => {
     expect((await admin('POST', '/keys/key_doesNotExist0000/unban')).status).toBe(404);
   });
 
+  it("reset empties a spent key's windows and strikes on every instance, leaves a ban, and is audited", async () => {
+    const { id, key } = await createKey({ plan: 'small' });
+    for (let i = 0; i < 3; i++) expect((await call(b, key)).status).toBe(200);
+    // One strike of the two that ban (threshold 2).
+    expect((await call(b, key)).body.code).toBe('rate_limit_exceeded');
+    const r = await admin('POST', `/keys/${id}/reset`);
+    expect(r.status, r.text).toBe(200);
+    expect((r.body.windows as Array<{ name: string; used: number }>).map((w) => [w.name, w.used])).toEqual([
+      ['minute', 0],
+      ['day', 0],
+    ]);
+    expect(audits().at(-1)).toMatchObject({ action: 'reset', keyId: id, by: 'portal' });
+    // The other instance admits the key again, a whole minute's worth.
+    for (let i = 0; i < 3; i++) expect((await call(b, key)).status).toBe(200);
+    // The strike went too: this refusal is the first again, not the second (which would ban).
+    expect((await call(b, key)).body.code).toBe('rate_limit_exceeded');
+    expect((await call(b, key)).body.code).toBe('api_key_banned');
+    // A ban stays (unban lifts it); the windows are emptied all the same.
+    const banned = await admin('POST', `/keys/${id}/reset`, { body: {} });
+    expect(banned.body).toMatchObject({ ban: { level: 1 } });
+    expect((await call(b, key)).body.code).toBe('api_key_banned');
+    // Bad input: an unknown id, a body with fields, not JSON, another media type.
+    const unknown = await admin('POST', '/keys/key_doesNotExist0000/reset');
+    expect([unknown.status, unknown.body.code]).toEqual([404, 'not_found']);
+    const fields = await admin('POST', `/keys/${id}/reset`, { body: { windows: ['minute'] } });
+    expect([fields.status, fields.body.code]).toEqual([400, 'invalid_request']);
+    expect((await admin('POST', `/keys/${id}/reset`, { raw: '{"', type: 'application/json' })).status).toBe(400);
+    expect((await admin('POST', `/keys/${id}/reset`, { raw: 'x', type: 'text/plain' })).status).toBe(415);
+    expect((await admin('POST', `/keys/${id}/reset`, { token: null })).status).toBe(401);
+    // Nothing but a path segment reaches the store: an id with Redis syntax is just not found.
+    expect((await admin('POST', `/keys/${encodeURIComponent('key_x} *')}/reset`)).status).toBe(404);
+  });
+
   it('concurrent changes never overwrite each other: every PATCH lands, and a revoke stays a revoke', async () => {
     const { id, key } = await createKey({ plan: 'big' });
     const fields = [{ name: 'n1' }, { perDay: 900 }, { perMinute: 90 }, { metadata: { a: '1' } }, { expiresAt: '2099-01-01T00:00:00Z' }];

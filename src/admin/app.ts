@@ -1,8 +1,8 @@
 // The admin HTTP API, on a listener of its own (admin.host:admin.port): issue, list, read (with live limits), change,
-// rotate, revoke and unban keys, the plans in force, and the API's own OpenAPI document. Every change goes through
-// KeyAdmin, the service the CLI uses too: one set of rules and error codes, and one audit line per change. Bodies and
-// queries are validated with zod (src/admin/schemas.ts), every problem listed. No listen() here:
-// src/server/gateway-server.ts binds it.
+// rotate, revoke and unban keys, reset their windows, the plans in force, and the API's own OpenAPI document. Every
+// change goes through KeyAdmin, the service the CLI uses too: one set of rules and error codes, and one audit line
+// per change. Bodies and queries are validated with zod (src/admin/schemas.ts), every problem listed. No listen()
+// here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
@@ -163,6 +163,14 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
     await keys.unban(id, actor(req));
+    const k = await mustGet(id);
+    res.json({ ...view(k), ...(await keys.liveState(k)) });
+  });
+
+  app.post('/keys/:id/reset', keyId, async (req, res) => {
+    if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
+    const id = String(req.params.id);
+    await keys.resetWindows(id, actor(req));
     const k = await mustGet(id);
     res.json({ ...view(k), ...(await keys.liveState(k)) });
   });

@@ -1,7 +1,7 @@
-// `tollgate keys ...`: issue, list, show, update, revoke, rotate and unban API keys in the shared Redis key store,
-// and export or import every record. Plaintext keys are printed once, at create and rotate; list and show never
-// print a key or a hash; export prints hashes (Tollgate has no plaintext to print). Every change writes its audit
-// line ("admin change", by "cli") to stderr as one JSON log line: stdout stays the command's answer.
+// `tollgate keys ...`: issue, list, show, update, revoke, rotate and unban API keys and reset their windows, in the
+// shared Redis key store, and export or import every record. Plaintext keys are printed once, at create and rotate;
+// list and show never print a key or a hash; export prints hashes (Tollgate has no plaintext to print). Every change
+// writes its audit line ("admin change", by "cli") to stderr as one JSON log line: stdout stays the command's answer.
 import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
@@ -321,6 +321,16 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         await s.keys.unban(id);
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
+      });
+    });
+
+  common(keys.command('reset'))
+    .description("empty the key's minute and day windows and its strikes (a ban stays: unban lifts it)")
+    .argument('<id>', 'key id')
+    .action(async (id: string, o: CommonOpts) => {
+      await withSession(o, async (s) => {
+        await s.keys.resetWindows(id);
+        out(`Reset the windows of key ${id}; its next request starts them afresh.`);
       });
     });
 

@@ -1,7 +1,7 @@
-// Key administration: issue, read, list, update, rotate, revoke and unban keys, and read a key's ban state. The one
-// service the `tollgate keys` commands and `tollgate dev` (and an HTTP admin API) go through, so each rule has one
-// implementation and each failure one error code (KeyAdminError). Every change is announced to every gateway
-// instance (publishChange), which drops the key from its cache before its next request.
+// Key administration: issue, read, list, update, rotate, revoke and unban keys, reset their windows, and read a
+// key's ban state. The one service the `tollgate keys` commands and `tollgate dev` (and an HTTP admin API) go
+// through, so each rule has one implementation and each failure one error code (KeyAdminError). Every change is
+// announced to every gateway instance (publishChange), which drops the key from its cache before its next request.
 import type { Clock } from '../util/clock.js';
 import type { BanPolicy, BanStore } from '../limits/types.js';
 import { generateKey, generateKeyId, hashKey } from './format.js';
@@ -124,7 +124,7 @@ export interface Actor {
   requestId?: string;
 }
 
-export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban';
+export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban' | 'reset';
 
 /** Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). */
 export type KeyChangeListener = (change: { action: KeyChangeAction; keyId: string; actor: Actor }) => void;
@@ -380,6 +380,17 @@ export class KeyAdmin {
     await this.bans.unban(id);
     await this.store.publishChange(id);
     this.onChange({ action: 'unban', keyId: id, actor });
+  }
+
+  /**
+   * Empties the key's minute and day windows and its strikes (a ban in force stays: unban lifts it), so a customer
+   * whose quota was spent by mistake is admitted again; every instance drops its own copy of the key's windows.
+   */
+  async resetWindows(id: string, actor: Actor = CLI): Promise<void> {
+    await this.mustRead(id);
+    await this.bans.resetWindows(id);
+    await this.store.publishChange(id, 'windows');
+    this.onChange({ action: 'reset', keyId: id, actor });
   }
 
   private requirePlan(plan: string): void {

@@ -1,11 +1,11 @@
 // In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
-import type { FoundKey, KeyStore, StoredKey } from './types.js';
+import type { FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
 
 export class MemoryKeyStore implements KeyStore {
   private readonly byId = new Map<string, StoredKey>();
   private readonly idByHash = new Map<string, { id: string; untilMs?: number }>();
-  private readonly listeners = new Set<(id: string) => void>();
+  private readonly listeners = new Set<(id: string, change?: KeyChange) => void>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -59,11 +59,11 @@ export class MemoryKeyStore implements KeyStore {
     if (opts.expireHash) this.idByHash.set(opts.expireHash.hash, { id: key.id, untilMs: opts.expireHash.atMs });
   }
 
-  async publishChange(id: string): Promise<void> {
-    for (const fn of this.listeners) fn(id);
+  async publishChange(id: string, change: KeyChange = 'record'): Promise<void> {
+    for (const fn of this.listeners) fn(id, change);
   }
 
-  async subscribe(onChange: (id: string) => void): Promise<() => Promise<void>> {
+  async subscribe(onChange: (id: string, change?: KeyChange) => void): Promise<() => Promise<void>> {
     this.listeners.add(onChange);
     return async () => void this.listeners.delete(onChange);
   }

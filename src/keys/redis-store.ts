@@ -5,8 +5,8 @@ import { ReplyError } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { FoundKey, KeyStore, StoredKey } from './types.js';
-import { KeyStoreError } from './types.js';
+import type { FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
+import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
 
 /**
  * A record's revision: the SHA-1 hex of its bytes as Redis holds them, which is what the limit script's
@@ -200,11 +200,11 @@ export class RedisKeyStore implements KeyStore {
     return this.redis.waitForReplicas(keys, timeoutMs);
   }
 
-  async publishChange(id: string): Promise<void> {
-    await this.client.publish(this.ks.keyEvents(), id);
+  async publishChange(id: string, change: KeyChange = 'record'): Promise<void> {
+    await this.client.publish(this.ks.keyEvents(), changeMessage(id, change));
   }
 
-  async subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>> {
+  async subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>> {
     const sub = this.redis.subscriber();
     this.subscriber = sub;
     let connectedOnce = false;
@@ -214,7 +214,9 @@ export class RedisKeyStore implements KeyStore {
       connectedOnce = true;
     });
     sub.on('message', (channel: string, message: string) => {
-      if (channel === this.ks.keyEvents()) onChange(message);
+      if (channel !== this.ks.keyEvents()) return;
+      const { id, change } = parseChangeMessage(message);
+      onChange(id, change);
     });
     // Not awaited: Redis may be down at start-up; ioredis subscribes once connected (and again after every
     // reconnect), and the cache TTL bounds staleness meanwhile.

@@ -72,11 +72,32 @@ export interface KeyStore {
    * created or rotated must survive the failover of the Redis that took the write. Absent for stores without.
    */
   confirmReplicated?(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }>;
-  /** Tells every gateway instance that a key changed. */
-  publishChange(id: string): Promise<void>;
-  /** Calls onChange(id) when any instance changes a key, and onReset() when changes may have been missed. */
-  subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>>;
+  /** Tells every gateway instance that a key changed: its record (the default), or only its windows (a reset). */
+  publishChange(id: string, change?: KeyChange): Promise<void>;
+  /** Calls onChange(id, change) when any instance changes a key, and onReset() when changes may have been missed. */
+  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
+}
+
+/**
+ * What a change message says changed: 'record' (create, update, rotate, revoke, unban: caches drop the key and what
+ * they remember of its ban) or 'windows' (a reset: the record is unchanged, each instance drops its own copy of the
+ * key's windows).
+ */
+export type KeyChange = 'record' | 'windows';
+
+/**
+ * The change feed's message: the key id, with " windows" after it for a reset (key ids never hold a space). An
+ * instance of an older version reads the whole message as an id it does not know, and drops nothing.
+ */
+export function changeMessage(id: string, change: KeyChange): string {
+  return change === 'windows' ? `${id} windows` : id;
+}
+
+export function parseChangeMessage(message: string): { id: string; change: KeyChange } {
+  const space = message.indexOf(' ');
+  if (space < 0) return { id: message, change: 'record' };
+  return { id: message.slice(0, space), change: message.slice(space + 1) === 'windows' ? 'windows' : 'record' };
 }
 
 export class KeyStoreError extends Error {

@@ -7,7 +7,7 @@ import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
 import { expiredAt, expiryMs } from './rules.js';
-import type { FoundKey, KeyRecord, KeyStore, StoredKey } from './types.js';
+import type { FoundKey, KeyChange, KeyRecord, KeyStore, StoredKey } from './types.js';
 
 /** Who a verified key belongs to and its own limits: what the request path takes from the record. */
 export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay'>;
@@ -109,7 +109,7 @@ export class KeyVerifier {
    */
   private resets = 0;
   private unsubscribe: (() => Promise<void>) | undefined;
-  private readonly changeListeners: Array<(id: string | undefined) => void> = [];
+  private readonly changeListeners: Array<(id: string | undefined, change: KeyChange) => void> = [];
   readonly opts: KeyCacheOptions;
 
   /**
@@ -161,7 +161,7 @@ export class KeyVerifier {
   /** Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache. */
   async start(): Promise<void> {
     this.unsubscribe = await this.store.subscribe(
-      (id) => this.forget(id),
+      (id, change) => this.forget(id, change),
       () => this.changesMayBeMissed(),
     );
   }
@@ -176,7 +176,7 @@ export class KeyVerifier {
    */
   private changesMayBeMissed(): void {
     this.resets++;
-    for (const fn of this.changeListeners) fn(undefined);
+    for (const fn of this.changeListeners) fn(undefined, 'record');
   }
 
   /** Stops listening for changes and closes the store. */
@@ -277,20 +277,22 @@ export class KeyVerifier {
   }
 
   /**
-   * Called with a key id whenever any instance changes that key (revoke, rotate, unban), and with undefined
-   * when changes may have been missed (the subscriber reconnected).
+   * Called with a key id whenever any instance changes that key (revoke, rotate, unban: 'record'; a reset of its
+   * windows: 'windows'), and with undefined when changes may have been missed (the subscriber reconnected).
    */
-  onChange(fn: (id: string | undefined) => void): void {
+  onChange(fn: (id: string | undefined, change: KeyChange) => void): void {
     this.changeListeners.push(fn);
   }
 
   /**
    * Drops a key from this instance's cache and tells the change listeners: on a change message from any instance,
-   * and when the limit check found the stored record no longer accepts the key.
+   * and when the limit check found the stored record no longer accepts the key. A reset of the key's windows leaves
+   * its record, so the cache keeps it: only the listeners hear of it.
    */
-  forget(id: string): void {
-    this.generation++;
-    for (const fn of this.changeListeners) fn(id);
+  forget(id: string, change: KeyChange = 'record'): void {
+    if (change === 'record') this.generation++;
+    for (const fn of this.changeListeners) fn(id, change);
+    if (change === 'windows') return;
     const hashes = this.hashesById.get(id);
     // A copy: each delete's dispose edits the set.
     if (hashes) for (const hash of typeof hashes === 'string' ? [hashes] : [...hashes]) this.cache.delete(hash);

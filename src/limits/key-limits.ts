@@ -103,8 +103,19 @@ export class KeyLimiter {
 
   constructor(private readonly deps: KeyLimiterDeps) {}
 
-  /** Drops what this instance remembers about a key (after `keys unban` anywhere in the fleet); undefined: every key. */
-  forget(id: string | undefined): void {
+  /**
+   * Drops what this instance remembers about a key after a change anywhere in the fleet; undefined: every key.
+   * 'record' (`keys unban`, and every other change to the record): its known ban, and its ban and strikes in memory.
+   * 'windows' (`keys reset`): its memory windows and strikes, what Redis last reported of them and what memory
+   * admitted since (owed to windows that are gone), so a fall-back to memory does not refuse the key on counts the
+   * fleet has dropped.
+   */
+  forget(id: string | undefined, change: 'record' | 'windows' = 'record'): void {
+    if (id !== undefined && change === 'windows') {
+      this.deps.memory.resetWindows(id);
+      this.lastCounts.drop(id);
+      return;
+    }
     this.forgets++;
     if (id === undefined) {
       this.knownBans.clear();

@@ -35,6 +35,14 @@ export class LastCounts {
     return this.byId.get(id);
   }
 
+  /**
+   * The key's windows were reset in the shared store: what Redis last reported is stale, and what memory admitted
+   * is not owed to windows that no longer hold it. The key's next Redis answer makes a new record.
+   */
+  drop(id: string): void {
+    this.byId.delete(id);
+  }
+
   /** `id`'s record, made on first use. When full, the oldest record goes: its key's next Redis answer makes a new one. */
   ensure(id: string): KeyWindows {
     let rec = this.byId.get(id);

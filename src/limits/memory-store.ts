@@ -99,6 +99,13 @@ export class MemoryLimiterStore implements LimiterStore {
     this.countersCache?.delete(`${id}:s`);
   }
 
+  /** `keys reset` for a Redis-less gateway, and every instance's fallback windows after a reset anywhere in the fleet. */
+  resetWindows(id: string): void {
+    this.countersCache?.delete(`${id}:m`);
+    this.countersCache?.delete(`${id}:d`);
+    this.countersCache?.delete(`${id}:s`);
+  }
+
   /** The key's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
   async snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot> {
     const now = this.clock.now();
@@ -154,5 +161,6 @@ export function memoryBanStore(store: MemoryLimiterStore): BanStore {
   return {
     snapshot: (id, ban) => store.snapshot(id, ban),
     unban: async (id) => store.unban(id),
+    resetWindows: async (id) => store.resetWindows(id),
   };
 }

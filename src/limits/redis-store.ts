@@ -380,4 +380,10 @@ export class RedisBanStore implements BanStore {
     // One slot: both keys carry the id's hash tag.
     await this.redis.del(this.ks.ban(id), this.ks.strikes(id));
   }
+
+  async resetWindows(id: string): Promise<void> {
+    // One DEL in one slot (every key carries the id's hash tag): a check runs wholly before or wholly after it, so no
+    // request is counted in one window and not the other.
+    await this.redis.del(this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.strikes(id));
+  }
 }

@@ -108,7 +108,7 @@ export interface LimitSnapshot {
   banLevel: number;
 }
 
-/** Where bans live, for administration (`keys show`, `keys unban`); the limit check writes them. */
+/** Where bans and windows live, for administration (`keys show`, `keys unban`, `keys reset`); the limit check writes them. */
 export interface BanStore {
   /**
    * The key's windows and ban now, counting nothing (one read-only call), on the store's own clock (Redis TIME: the
@@ -117,4 +117,9 @@ export interface BanStore {
   snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot>;
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
   unban(id: string): Promise<void>;
+  /**
+   * Empties the key's minute and day windows and its strikes toward a ban, so its next request starts both windows
+   * afresh. A ban in force stays (unban lifts it); the usage ledger keeps what was counted.
+   */
+  resetWindows(id: string): Promise<void>;
 }

@@ -1,7 +1,7 @@
 // KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
 import { KeyAdmin } from '../../src/keys/admin.js';
-import type { FoundKey, KeyStore, StoredKey } from '../../src/keys/types.js';
+import type { FoundKey, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
 import { memoryBanStore, MemoryLimiterStore } from '../../src/limits/memory-store.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { testConfig } from './gateway.js';
@@ -67,11 +67,11 @@ export class SpyKeyStore implements KeyStore {
   update(key: StoredKey, opts?: Parameters<KeyStore['update']>[1]): Promise<void> {
     return this.run('update', () => this.inner.update(key, opts));
   }
-  publishChange(id: string): Promise<void> {
+  publishChange(id: string, change?: KeyChange): Promise<void> {
     this.calls.publishChange++;
-    return this.pubsub ? this.inner.publishChange(id) : Promise.resolve();
+    return this.pubsub ? this.inner.publishChange(id, change) : Promise.resolve();
   }
-  subscribe(onChange: (id: string) => void, onReset: () => void): Promise<() => Promise<void>> {
+  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>> {
     this.calls.subscribe++;
     return this.pubsub ? this.inner.subscribe(onChange, onReset) : Promise.resolve(async () => {});
   }

@@ -79,7 +79,10 @@ $('#sign-out').addEventListener('click', async () => {
   showSignIn('Signed out.');
 });
 
-/** A line chart of usage buckets (admitted, rate limited, banned), optionally with a limit line. */
+/**
+ * A line chart of usage buckets (admitted, rate limited, banned), optionally with a limit line. The y-axis scales to
+ * what is drawn: the data, and the limit line when there is one.
+ */
 function chart(box, buckets, limit) {
   const xs = buckets.map((b) => Date.parse(b.start) / 1000);
   const series = [
@@ -158,6 +161,16 @@ async function overview() {
   chart(c7, daily.buckets);
 }
 
+/**
+ * A quota bar's fill, `share` percent wide. The width is set through the CSSOM: the page's Content-Security-Policy
+ * (style-src 'self') blocks style attributes in markup, and one set with setAttribute, but not element.style.
+ */
+function barFill(share) {
+  const fill = h('span');
+  fill.style.width = `${share}%`;
+  return fill;
+}
+
 async function keysView(params) {
   const name = params.get('name') || '';
   const status = params.get('status') || '';
@@ -195,12 +208,7 @@ async function keysView(params) {
         'td',
         {},
         day
-          ? h(
-              'div',
-              { title: `${day.used} of ${day.limit} today` },
-              h('div', { class: 'bar' }, h('span', { style: `width:${share}%` })),
-              `${fmt(day.used)} / ${fmt(day.limit)}`,
-            )
+          ? h('div', { title: `${day.used} of ${day.limit} today` }, h('div', { class: 'bar' }, barFill(share)), `${fmt(day.used)} / ${fmt(day.limit)}`)
           : '-',
       ),
     );
@@ -226,6 +234,41 @@ async function keysView(params) {
       page.nextCursor ? h('button', { type: 'button', id: 'next-page', onclick: () => go(page.nextCursor) }, 'Next page') : null,
     ),
   );
+}
+
+/**
+ * The most requests a key can be admitted in one hour: its per-minute limit × 60, or its day quota when that is
+ * smaller (a 5/min plan with 50 a day can never see 300 in an hour). Undefined without a usable plan.
+ */
+function hourlyCap(windows) {
+  const minute = windows && windows.find((w) => w.name === 'minute');
+  const day = windows && windows.find((w) => w.name === 'day');
+  return minute && day ? Math.min(minute.limit * 60, day.limit) : undefined;
+}
+
+/**
+ * The hourly cap is drawn only when the busiest hour reached this share of it: a line far above the traffic would
+ * squash the traffic into a flat line at zero, and a cap that far off is not what the chart is for.
+ */
+const CAP_IN_SIGHT = 0.25;
+
+/** Asks for the grace of a rotation in the rotate dialog: seconds, or undefined when cancelled. */
+function askGrace() {
+  const dialog = $('#rotate-key');
+  const input = $('#rotate-grace');
+  input.value = '24';
+  dialog.returnValue = '';
+  return new Promise((resolve) => {
+    dialog.addEventListener(
+      'close',
+      () => {
+        const hours = Number(input.value);
+        resolve(dialog.returnValue === 'rotate' && Number.isFinite(hours) && hours >= 0 ? Math.round(hours * 3600) : undefined);
+      },
+      { once: true },
+    );
+    dialog.showModal();
+  });
 }
 
 async function keyView(id) {
@@ -259,7 +302,6 @@ async function keyView(id) {
     { id: 'plan-select', 'aria-label': 'Plan' },
     plans.plans.map((p) => h('option', { value: p.name, selected: p.name === k.plan }, `${p.name} (${fmt(p.perMinute)}/min, ${fmt(p.perDay)}/day)`)),
   );
-  const minute = k.windows && k.windows.find((w) => w.name === 'minute');
   const active = k.status === 'active';
   show(
     h('p', {}, h('a', { href: '#/keys' }, '← Keys')),
@@ -317,16 +359,31 @@ async function keyView(id) {
           act(
             'Rotate',
             async () => {
-              if (!confirm('Issue a new key for this id? The current key stops working now.')) return;
-              const r = await api(`/keys/${encodeURIComponent(id)}/rotate`, { method: 'POST', body: { graceSeconds: 0 } });
+              const graceSeconds = await askGrace();
+              if (graceSeconds === undefined) return;
+              const r = await api(`/keys/${encodeURIComponent(id)}/rotate`, { method: 'POST', body: { graceSeconds } });
+              $('#new-key-grace').textContent =
+                graceSeconds > 0
+                  ? `The old key keeps working until ${new Date(Date.now() + graceSeconds * 1000).toLocaleString()}.`
+                  : 'The old key has stopped working.';
               $('#new-key-value').textContent = r.key;
               $('#new-key').showModal();
             },
             'primary',
           ),
           k.ban || k.banLevel > 0
-            ? act('Unban', async () => (await api(`/keys/${encodeURIComponent(id)}/unban`, { method: 'POST', body: {} }), keyView(id)))
+            ? act('Unban', async () => {
+                await api(`/keys/${encodeURIComponent(id)}/unban`, { method: 'POST', body: {} });
+                await keyView(id);
+                $('#key-message').textContent = 'Unbanned. Its windows are as they were: Reset windows empties them.';
+              })
             : null,
+          act('Reset windows', async () => {
+            if (!confirm("Empty this key's minute and day windows? Its next request starts them afresh.")) return;
+            await api(`/keys/${encodeURIComponent(id)}/reset`, { method: 'POST', body: {} });
+            await keyView(id);
+            $('#key-message').textContent = 'Windows reset: the key is admitted again up to its quota.';
+          }),
           act(
             'Revoke',
             async () => {
@@ -341,11 +398,23 @@ async function keyView(id) {
       : null,
     message,
   );
-  chart(box, usage.buckets, minute ? { label: 'most per hour (per-minute limit × 60)', value: minute.limit * 60 } : undefined);
+  const cap = hourlyCap(k.windows);
+  const peak = Math.max(0, ...usage.buckets.map((b) => b.admitted));
+  const capInSight = cap !== undefined && peak >= cap * CAP_IN_SIGHT;
+  if (cap !== undefined && !capInSight)
+    box.after(
+      h(
+        'p',
+        { class: 'muted', id: 'cap-note' },
+        `Hourly cap ${fmt(cap)} not drawn: the busiest hour used ${fmt(peak)} (under ${CAP_IN_SIGHT * 100}% of it), so the chart scales to the traffic.`,
+      ),
+    );
+  chart(box, usage.buckets, capInSight ? { label: `hourly cap (${fmt(cap)})`, value: cap } : undefined);
 }
 
 $('#new-key').addEventListener('close', () => {
   $('#new-key-value').textContent = '';
+  $('#new-key-grace').textContent = '';
   const id = decodeURIComponent((location.hash.match(/^#\/keys\/(.+)$/) || [])[1] || '');
   if (id) keyView(id).catch(() => {});
 });
@@ -414,7 +483,6 @@ async function route() {
   try {
     $('#sign-in').hidden = true;
     view.hidden = false;
-    $('#nav').hidden = false;
     const id = (path || '').match(/^\/keys\/(.+)$/);
     if (id) await keyView(decodeURIComponent(id[1]));
     else if (name === 'keys') await keysView(params);
@@ -424,6 +492,8 @@ async function route() {
     if (err instanceof Unauthorized) return showSignIn();
     show(h('p', { class: 'error', role: 'alert' }, err.message));
   }
+  // Only a signed-in page has the nav bar (and Sign out): not the sign-in form, nor while finding out which to show.
+  $('#nav').hidden = false;
 }
 
 window.addEventListener('hashchange', route);
