@@ -635,8 +635,12 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
   });
 
-  it('every key the script touches for one id shares the hash tag {id} (SCAN and MONITOR)', async () => {
+  it('every key the script touches for one id shares the hash tag {id} and is declared, the ledger day too (SCAN and MONITOR)', async () => {
     const id = newId('tag');
+    // The usage ledger on: its day hash is one of the script's keys.
+    const ledgerStore = new RedisLimiterStore(client, keyspace, () => 3 * DAY_MS);
+    const [seconds] = await admin.time();
+    const ledgerDay = keyspace.usageDay(id, Math.floor(Number(seconds) / 86_400));
     const limits = { perMinute: 1, perDay: 1000 };
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
     const storeAddrs = await clientAddresses(admin, 'tollgate-cli');
@@ -646,39 +650,39 @@ describe('RedisLimiterStore only', () => {
     const scanNow = async () => {
       for (const k of await keysOf(id)) seen.add(k);
     };
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('admitted');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('admitted');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('limited_minute');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned_now');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned_now');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned');
     const commands = await mon.stop();
 
     // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
-    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id)].sort());
+    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), ledgerDay].sort());
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 
-    // MONITOR: each EVALSHA/EVAL names 5 keys (the 5th, the key record, is read only when a key hash is passed; the
-    // usage ledger's day is named after it), all tagged {id}; every key a script command touched is one of them, or a
-    // day of that ledger.
+    // MONITOR: each EVALSHA/EVAL names 6 keys (the 5th, the key record, is read only when a key hash is passed; the 6th
+    // is the usage ledger's day), all tagged {id}; every key a script command touched is one of them.
     const scriptCalls = commands.filter((c) => storeAddrs.has(c.source) && /^eval/i.test(c.args[0] ?? ''));
     expect(scriptCalls.length).toBeGreaterThanOrEqual(4);
     for (const c of scriptCalls) {
-      expect(c.args[2]).toBe('5');
-      const keys = c.args.slice(3, 8);
+      expect(c.args[2]).toBe('6');
+      const keys = c.args.slice(3, 9);
       expect(keys[4]).toBe(keyspace.keyRecord(id));
+      expect(keys[5]).toBe(ledgerDay);
       for (const k of keys) expect(hashTag(k)).toBe(id);
     }
     const inScript = commands.filter((c) => c.source === 'lua');
     expect(inScript.length).toBeGreaterThan(0);
-    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id)]);
+    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id), ledgerDay]);
     for (const c of inScript) {
       const cmd = (c.args[0] ?? '').toUpperCase();
       if (cmd === 'TIME') continue;
       const key = c.args[1] ?? '';
-      expect(named.has(key) || key.startsWith(`${keyspace.keyRecord(id)}:usage:`), `${c.args.join(' ')}`).toBe(true);
+      expect(named.has(key), `${c.args.join(' ')}`).toBe(true);
       expect(hashTag(key)).toBe(id);
     }
   });

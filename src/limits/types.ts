@@ -49,6 +49,11 @@ export interface Decision {
    * exactly that revision ('current') or has changed since the caller read it ('changed').
    */
   keyRecord?: 'current' | 'changed';
+  /**
+   * With the usage ledger on Redis: the UTC hour (hours since 1970, Redis's clock) the ledger counted this decision in,
+   * so a refund takes it back from the same hour.
+   */
+  ledgerHour?: number;
 }
 
 /**

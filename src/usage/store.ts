@@ -8,7 +8,7 @@ import type { RedisCommands } from '../storage/redis.js';
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
-export type UsageKind = 'a' | 'r' | 'b';
+export type UsageKind = 'a' | 'r' | 'b' | 'f';
 
 /** Days since 1970-01-01 (UTC) of an instant. */
 export function dayOf(ms: number): number {
