@@ -242,7 +242,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const tracing: Tracing | undefined = otlpEndpoint
     ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
     : undefined;
-  const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
+  const proxy = createProxy({
+    upstream: config.upstream,
+    maxBodyBytes: config.server.maxBodyBytes,
+    logger,
+    metrics,
+    // The upstream gave no response: what the key's request was charged is given back (windows and usage ledger).
+    onUpstreamFailed: (ctx) => keyLimiter.refund(ctx),
+  });
   const app = buildGatewayApp({
     runtime,
     clock,

@@ -354,6 +354,57 @@ describe.each(harnesses)('$name', (h) => {
     expect(third.banLevel).toBe(1);
     expect(third.retryMs).toBe(60 * SECOND);
   });
+
+  it('refund: gives an admitted request back to the windows it was counted in, never below zero, never to a window opened since, and leaves bans alone', async () => {
+    const id = newId('refund');
+    const limits = { perMinute: 3, perDay: 1000 };
+    const snap = () => h.store().snapshot(id, LADDER);
+    const first = await check(id, limits);
+    await check(id, limits);
+    await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
+    expect((await snap()).minute.used).toBe(1);
+    expect((await snap()).day.used).toBe(1);
+    // More refunds than requests: the windows stop at zero.
+    for (let i = 0; i < 3; i++) await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
+    expect((await snap()).minute.used).toBe(0);
+    expect((await snap()).day.used).toBe(0);
+
+    // Counted in one minute window, refunded after that window reset and a new one opened: the new one keeps its
+    // count; the day window (the same one still) gets the request back.
+    const a = await check(id, limits);
+    await h.advance(id, MINUTE_MS + SECOND);
+    const b = await check(id, limits);
+    expect(b.minute.used).toBe(1);
+    expect(b.day.used).toBe(2);
+    const late = MINUTE_MS + SECOND;
+    await h.store().refund(id, { minuteMs: a.minute.resetMs - late, dayMs: a.day.resetMs - late });
+    expect((await snap()).minute.used).toBe(1);
+    expect((await snap()).day.used).toBe(1);
+    // A window that lapsed is not brought back by a refund (no count below zero, no window without an end).
+    await h.advance(id, MINUTE_MS + SECOND);
+    await h.store().refund(id, { minuteMs: b.minute.resetMs - late, dayMs: b.day.resetMs - late });
+    const lapsed = await snap();
+    expect(lapsed.minute.used).toBe(0);
+    expectAbout(lapsed.minute.resetMs, MINUTE_MS);
+    expect(lapsed.day.used).toBe(0);
+
+    // A ban: a refund of the last admitted request lifts nothing, and the strikes toward the next ban still count.
+    const banned = newId('refund-ban');
+    const one = { perMinute: 1, perDay: 1000 };
+    const admitted = await h.store().check(banned, one, LADDER);
+    for (let i = 0; i < 2; i++) expect((await h.store().check(banned, one, LADDER)).outcome).toBe('limited_minute');
+    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
+    // The window has room again (the refund), so this one is admitted, and the next one is the third strike.
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('admitted');
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned_now');
+    const during = await h.store().snapshot(banned, LADDER);
+    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
+    const after = await h.store().snapshot(banned, LADDER);
+    expect(after.banLevel).toBe(1);
+    expect(after.banMs).toBeGreaterThan(0);
+    expectAbout(after.banMs, during.banMs);
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned');
+  });
 });
 
 describe('MemoryLimiterStore only', () => {

@@ -18,6 +18,7 @@ import {
   type LimiterStore,
   type LimitSnapshot,
   type Outcome,
+  type Refund,
   type WindowCredit,
 } from './types.js';
 
@@ -344,6 +345,23 @@ export class RedisLimiterStore implements LimiterStore {
     return readSnapshot(this.redis, this.ks, id, ban, keyHash);
   }
 
+  async refund(id: string, r: Refund): Promise<void> {
+    if (!(REFUND in this.redis)) this.redis.defineCommand(REFUND, { numberOfKeys: 3, lua: REFUND_SCRIPT });
+    const hour = r.ledgerHour;
+    const day = hour === undefined ? 0 : Math.floor(hour / 24);
+    const h = hour === undefined ? 0 : hour % 24;
+    const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
+    await client[REFUND](
+      this.ks.minuteWindow(id),
+      this.ks.dayWindow(id),
+      this.ks.usageDay(id, day),
+      Math.round(r.minuteMs),
+      Math.round(r.dayMs),
+      hour === undefined ? '' : `a${h}`,
+      `f${h}`,
+    );
+  }
+
   private day = { at: -1, arg: '' };
 
   /** The UTC day of `nowMs` as the script's ledger argument (days since 1970), formatted once a day. */
@@ -396,6 +414,32 @@ if lastEnd > 0 and now >= lastEnd + tonumber(ARGV[1]) then level = 0 end
 return {'ok', now, m, mttl, d, dttl, math.max(0, banUntil - now), level}
 `;
 const SNAPSHOT = 'tollgateSnapshot';
+
+/**
+ * One admitted request given back (the upstream failed it). KEYS: 1 minute counter, 2 day counter, 3 the ledger's day
+ * the check counted it in (one slot: the id's hash tag). ARGV: 1, 2 how long the minute and day windows the check
+ * counted in run from now, as the gateway reckons it (their reset then, less the time since: no clock is compared),
+ * 3 the ledger's admitted field of that hour ('' = not counted there), 4 its upstreamFailed field.
+ * A window is given the request back only while it is the same window: one opened since ends at least a whole window
+ * later than the one the check saw, so a remaining time past half a window more than reckoned is another window (and
+ * left alone); never below zero. The ledger moves one count from admitted to upstreamFailed only when there is one.
+ * Strikes and bans are not touched: a refund never lifts or shortens a ban, nor takes back a strike.
+ */
+const REFUND_SCRIPT = `
+local lens = {${MINUTE_MS}, ${DAY_MS}}
+for i = 1, 2 do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl > 0 and ttl < tonumber(ARGV[i]) + lens[i] / 2 and (tonumber(redis.call('GET', KEYS[i])) or 0) > 0 then
+    redis.call('DECR', KEYS[i])
+  end
+end
+if ARGV[3] ~= '' and (tonumber(redis.call('HGET', KEYS[3], ARGV[3])) or 0) > 0 then
+  redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
+  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+end
+return 1
+`;
+const REFUND = 'tollgateRefund';
 type SnapshotReply = [LimitSnapshot['key'], number, number, number, number, number, number, number];
 
 /** The snapshot script on a client (defined once per client: EVALSHA, EVAL once after a Redis restart). */

@@ -13,6 +13,8 @@ export interface UsageCounts {
   rateLimited: number;
   /** Refused by a ban (429 api_key_banned). */
   banned: number;
+  /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
+  upstreamFailed: number;
 }
 
 export interface UsageBucket extends UsageCounts {
@@ -28,7 +30,7 @@ export interface KeyTotals extends UsageCounts {
   plan: string;
 }
 
-export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'id';
+export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
@@ -60,18 +62,20 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
+  to.upstreamFailed += day[`f${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.admitted += from.admitted;
   to.rateLimited += from.rateLimited;
   to.banned += from.banned;
+  to.upstreamFailed += from.upstreamFailed;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
