@@ -139,7 +139,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
     const mismatch = await topologyMismatch(redisCfg, Math.max(1000, redisCfg.commandTimeoutMs * 10));
     if (mismatch) throw new Error(`invalid configuration: ${mismatch}`);
-    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway' });
+    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway', logger });
     redis = connection;
     const { client, where } = connection;
     const keyspace = new Keyspace(redisCfg.prefix);
