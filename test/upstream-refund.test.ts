@@ -149,6 +149,22 @@ describe('requests the upstream failed', () => {
     }
   });
 
+  it('a client that leaves before the upstream answers is not refunded: aborting cannot buy free requests', async () => {
+    const { id, key } = await slowGw.createKey({ plan: 'five' });
+    const before = hung.requests;
+    for (let i = 0; i < 3; i++) {
+      const ac = new AbortController();
+      const pending = fetch(`${slowGw.url}/v1/things`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
+      await waitFor(() => hung.requests > before + i, 'the upstream got the request', 3000, 10);
+      ac.abort();
+      await expect(pending).rejects.toThrow();
+    }
+    // Past the upstream's timeout, whatever the gateway does about the requests it was left with.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await remaining(slowGw, key)).toEqual({ minute: 2, day: 97 });
+    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 3, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+  });
+
   it('a refund never lifts a ban nor takes back a strike', async () => {
     if (!up.listening) await up.listenAgain();
     const { id, key } = await gw.createKey({ plan: 'five', perMinute: 1 });

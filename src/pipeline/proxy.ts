@@ -257,8 +257,9 @@ export function createProxy(opts: ProxyOptions) {
       else sendError(expressRes, 'bad_gateway');
     };
     // Only a request the upstream answered nothing (no response headers) is the gateway's own 502/504: one cut off
-    // mid-response keeps its charge, as the upstream did serve it.
-    if (!onUpstreamFailed || state.responded) return answer();
+    // mid-response keeps its charge, as the upstream did serve it; so does one whose client left first (nobody gets
+    // the 502, and aborting must not buy free requests).
+    if (!onUpstreamFailed || state.responded || expressRes.destroyed || !expressRes.socket || expressRes.socket.destroyed) return answer();
     // The refund is made before the answer, so a client that reads its quota right after a 502 sees it given back.
     onUpstreamFailed(req.ctx).then(answer, answer);
   };
