@@ -1,8 +1,9 @@
-// Requests the upstream gave no response are given back (docs: keys-and-limits.md, "When the upstream fails"): a keyed
+// Requests the upstream gave no response are given back (docs: keys-and-limits.md, "Limits, windows and bans"): a keyed
 // request the gateway answers 502 (connection refused) or 504 (no response headers in time) itself leaves the key's
 // windows as they were and is counted upstreamFailed in the usage ledger, not admitted, on real Redis with real
-// upstreams, and through the memory fallback while Redis hangs (failMode open). The admin API, `tollgate usage` and its
-// CSV show the new count. A success costs Redis nothing more (INFO commandstats), and a refund touches no strike or ban.
+// upstreams, and through the memory fallback while Redis is down (failMode open). The admin API, `tollgate usage` and its
+// CSV show the new count; a gateway without Redis does the same in memory. A success costs Redis nothing more (INFO
+// commandstats), a refund touches no strike or ban, and a client that aborts is not refunded.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import type { Redis } from 'ioredis';
@@ -299,5 +300,40 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
     expect(await call(fallback, key)).toBe(200);
     expect(await ownClient.get(ks.minuteWindow(id))).toBe('1');
     expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2 });
+  });
+});
+
+describe('requests the upstream failed, on a gateway without Redis (memory limits and ledger)', () => {
+  let memoryGw: LimitsGateway;
+  let gone: FaultUpstream;
+
+  beforeAll(async () => {
+    gone = await FaultUpstream.start();
+    memoryGw = await startLimitsGateway(
+      testConfig({
+        server: { host: '127.0.0.1', port: 0 },
+        upstream: { url: gone.url, timeoutMs: 400 },
+        plans: { five: { perMinute: 5, perDay: 100 } },
+        anonymous: { perMinute: 1000 },
+        usage: { flushIntervalMs: 60_000 },
+      }),
+    );
+  });
+
+  afterAll(async () => {
+    await memoryGw?.close();
+    await gone?.close();
+  });
+
+  it('memory windows get the request back; the ledger moves it from admitted to upstreamFailed in its hour', async () => {
+    const { id, key } = await memoryGw.createKey({ plan: 'five' });
+    expect(await call(memoryGw, key)).toBe(200);
+    await gone.stopListening();
+    for (let i = 0; i < 7; i++) expect(await call(memoryGw, key)).toBe(502);
+    expect(await remaining(memoryGw, key)).toEqual({ minute: 4, day: 99 });
+    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 7 });
+    await gone.listenAgain();
+    expect(await call(memoryGw, key)).toBe(200);
+    expect(await remaining(memoryGw, key)).toEqual({ minute: 3, day: 98 });
   });
 });
