@@ -145,7 +145,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
     const mismatch = await topologyMismatch(redisCfg, Math.max(1000, redisCfg.commandTimeoutMs * 10));
     if (mismatch) throw new Error(`invalid configuration: ${mismatch}`);
-    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway' });
+    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway', logger });
     redis = connection;
     const { client, where } = connection;
     const keyspace = new Keyspace(redisCfg.prefix);
@@ -268,7 +268,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const tracing: Tracing | undefined = otlpEndpoint
     ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
     : undefined;
-  const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
+  const proxy = createProxy({
+    upstream: config.upstream,
+    maxBodyBytes: config.server.maxBodyBytes,
+    logger,
+    metrics,
+    // The upstream gave no response: what the key's request was charged is given back (windows and usage ledger).
+    onUpstreamFailed: (ctx) => keyLimiter.refund(ctx),
+  });
   const app = buildGatewayApp({
     runtime,
     clock,

@@ -215,6 +215,20 @@ describe('keys through the admin API', () => {
     expect(JSON.stringify(logA.lines)).not.toContain(PORTAL_TOKEN);
   });
 
+  it('answers that carry a plaintext key (POST /keys, rotate) are never stored by a cache; other key answers carry no such rule', async () => {
+    const created = await admin('POST', '/keys', { body: { plan: 'big', name: 'no-store' } });
+    expect(created.status).toBe(201);
+    expect(created.headers.get('cache-control')).toBe('no-store');
+    const rotated = await admin('POST', `/keys/${String(created.body.id)}/rotate`, { body: { graceSeconds: 0 } });
+    expect(rotated.status).toBe(200);
+    expect(String(rotated.body.key)).not.toBe(String(created.body.key));
+    expect(rotated.headers.get('cache-control')).toBe('no-store');
+    // A read never shows the key: no reason to forbid caching it here (the header is for secrets only).
+    const read = await admin('GET', `/keys/${String(created.body.id)}`);
+    expect(read.status).toBe(200);
+    expect(read.headers.get('cache-control')).toBeNull();
+  });
+
   it('POST /keys refuses bad JSON, unknown fields, wrong types, an unknown plan, other media types and big bodies', async () => {
     const badJson = await admin('POST', '/keys', { raw: '{"plan": ' });
     expect([badJson.status, badJson.body.code]).toEqual([400, 'invalid_json']);
@@ -407,7 +421,7 @@ describe('keys through the admin API', () => {
     const { id, key } = await createKey({ plan: 'big' });
     expect((await call(b, key)).status).toBe(200);
     const u = await admin('GET', `/keys/${id}/usage`);
-    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0 });
+    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0 });
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);

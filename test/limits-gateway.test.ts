@@ -531,6 +531,9 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     snapshot(): Promise<LimitSnapshot> {
       return Promise.reject(new Error('snapshot: not used by this test'));
     }
+    refund(): Promise<void> {
+      return Promise.reject(new Error('refund: not used by this test'));
+    }
     answer(d: Decision): void {
       const next = this.pending.shift();
       if (!next) throw new Error('no check is waiting');

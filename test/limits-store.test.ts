@@ -354,6 +354,57 @@ describe.each(harnesses)('$name', (h) => {
     expect(third.banLevel).toBe(1);
     expect(third.retryMs).toBe(60 * SECOND);
   });
+
+  it('refund: gives an admitted request back to the windows it was counted in, never below zero, never to a window opened since, and leaves bans alone', async () => {
+    const id = newId('refund');
+    const limits = { perMinute: 3, perDay: 1000 };
+    const snap = () => h.store().snapshot(id, LADDER);
+    const first = await check(id, limits);
+    await check(id, limits);
+    await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
+    expect((await snap()).minute.used).toBe(1);
+    expect((await snap()).day.used).toBe(1);
+    // More refunds than requests: the windows stop at zero.
+    for (let i = 0; i < 3; i++) await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
+    expect((await snap()).minute.used).toBe(0);
+    expect((await snap()).day.used).toBe(0);
+
+    // Counted in one minute window, refunded after that window reset and a new one opened: the new one keeps its
+    // count; the day window (the same one still) gets the request back.
+    const a = await check(id, limits);
+    await h.advance(id, MINUTE_MS + SECOND);
+    const b = await check(id, limits);
+    expect(b.minute.used).toBe(1);
+    expect(b.day.used).toBe(2);
+    const late = MINUTE_MS + SECOND;
+    await h.store().refund(id, { minuteMs: a.minute.resetMs - late, dayMs: a.day.resetMs - late });
+    expect((await snap()).minute.used).toBe(1);
+    expect((await snap()).day.used).toBe(1);
+    // A window that lapsed is not brought back by a refund (no count below zero, no window without an end).
+    await h.advance(id, MINUTE_MS + SECOND);
+    await h.store().refund(id, { minuteMs: b.minute.resetMs - late, dayMs: b.day.resetMs - late });
+    const lapsed = await snap();
+    expect(lapsed.minute.used).toBe(0);
+    expectAbout(lapsed.minute.resetMs, MINUTE_MS);
+    expect(lapsed.day.used).toBe(0);
+
+    // A ban: a refund of the last admitted request lifts nothing, and the strikes toward the next ban still count.
+    const banned = newId('refund-ban');
+    const one = { perMinute: 1, perDay: 1000 };
+    const admitted = await h.store().check(banned, one, LADDER);
+    for (let i = 0; i < 2; i++) expect((await h.store().check(banned, one, LADDER)).outcome).toBe('limited_minute');
+    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
+    // The window has room again (the refund), so this one is admitted, and the next one is the third strike.
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('admitted');
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned_now');
+    const during = await h.store().snapshot(banned, LADDER);
+    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
+    const after = await h.store().snapshot(banned, LADDER);
+    expect(after.banLevel).toBe(1);
+    expect(after.banMs).toBeGreaterThan(0);
+    expectAbout(after.banMs, during.banMs);
+    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned');
+  });
 });
 
 describe('MemoryLimiterStore only', () => {
@@ -635,8 +686,12 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
   });
 
-  it('every key the script touches for one id shares the hash tag {id} (SCAN and MONITOR)', async () => {
+  it('every key the script touches for one id shares the hash tag {id} and is declared, the ledger day too (SCAN and MONITOR)', async () => {
     const id = newId('tag');
+    // The usage ledger on: its day hash is one of the script's keys.
+    const ledgerStore = new RedisLimiterStore(client, keyspace, () => 3 * DAY_MS);
+    const [seconds] = await admin.time();
+    const ledgerDay = keyspace.usageDay(id, Math.floor(Number(seconds) / 86_400));
     const limits = { perMinute: 1, perDay: 1000 };
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
     const storeAddrs = await clientAddresses(admin, 'tollgate-cli');
@@ -646,39 +701,39 @@ describe('RedisLimiterStore only', () => {
     const scanNow = async () => {
       for (const k of await keysOf(id)) seen.add(k);
     };
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('admitted');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('admitted');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('limited_minute');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned_now');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned_now');
     await scanNow();
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('banned');
+    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned');
     const commands = await mon.stop();
 
     // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
-    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id)].sort());
+    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), ledgerDay].sort());
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 
-    // MONITOR: each EVALSHA/EVAL names 5 keys (the 5th, the key record, is read only when a key hash is passed; the
-    // usage ledger's day is named after it), all tagged {id}; every key a script command touched is one of them, or a
-    // day of that ledger.
+    // MONITOR: each EVALSHA/EVAL names 6 keys (the 5th, the key record, is read only when a key hash is passed; the 6th
+    // is the usage ledger's day), all tagged {id}; every key a script command touched is one of them.
     const scriptCalls = commands.filter((c) => storeAddrs.has(c.source) && /^eval/i.test(c.args[0] ?? ''));
     expect(scriptCalls.length).toBeGreaterThanOrEqual(4);
     for (const c of scriptCalls) {
-      expect(c.args[2]).toBe('5');
-      const keys = c.args.slice(3, 8);
+      expect(c.args[2]).toBe('6');
+      const keys = c.args.slice(3, 9);
       expect(keys[4]).toBe(keyspace.keyRecord(id));
+      expect(keys[5]).toBe(ledgerDay);
       for (const k of keys) expect(hashTag(k)).toBe(id);
     }
     const inScript = commands.filter((c) => c.source === 'lua');
     expect(inScript.length).toBeGreaterThan(0);
-    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id)]);
+    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id), ledgerDay]);
     for (const c of inScript) {
       const cmd = (c.args[0] ?? '').toUpperCase();
       if (cmd === 'TIME') continue;
       const key = c.args[1] ?? '';
-      expect(named.has(key) || key.startsWith(`${keyspace.keyRecord(id)}:usage:`), `${c.args.join(' ')}`).toBe(true);
+      expect(named.has(key), `${c.args.join(' ')}`).toBe(true);
       expect(hashTag(key)).toBe(id);
     }
   });

@@ -8,7 +8,7 @@ import express, { type ErrorRequestHandler, type Request, type RequestHandler, t
 import type { z } from 'zod';
 import type { Runtime } from '../config/runtime.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
-import { H, isSaneRequestId } from '../http/headers.js';
+import { H, isSaneRequestId, NO_STORE } from '../http/headers.js';
 import { KeyAdminError, replicationShown, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { Logger } from '../observability/logger.js';
@@ -105,6 +105,8 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const body = parse(createKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
     const created = await keys.create(body, actor(req));
+    // The plaintext key is in this answer and nowhere else: no cache between here and the caller may keep it.
+    res.setHeader(H.cacheControl, NO_STORE);
     res
       .status(201)
       .location(`/keys/${created.record.id}`)
@@ -147,6 +149,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const id = String(req.params.id);
     const rotated = await keys.rotate(id, body.graceSeconds, actor(req));
     if (!rotated) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    res.setHeader(H.cacheControl, NO_STORE);
     res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, ...replicationShown(rotated) });
   });
 

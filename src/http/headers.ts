@@ -14,7 +14,11 @@ export const H = {
   rateLimitReset: 'x-ratelimit-reset',
   rateLimitPolicy: 'ratelimit-policy',
   rateLimit: 'ratelimit',
+  cacheControl: 'cache-control',
 } as const;
+
+/** For an answer that carries a secret (a plaintext key): no cache, shared or private, may keep a copy. */
+export const NO_STORE = 'no-store';
 
 /** RFC 9745: `Deprecation: @<unix-seconds>` (a Structured Fields date). */
 export function formatDeprecation(epochMs: number): string {

@@ -14,7 +14,7 @@ import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { type Decision, type KeyLimits, type LimiterStore, type LimitSnapshot } from './types.js';
+import { type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitSnapshot } from './types.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -39,7 +39,7 @@ export interface KeyLimiterDeps {
    * The usage ledger's count of decisions made outside the limit script (which counts its own): 'a' admitted, 'r'
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
-  usage?: { count(id: string, kind: 'a' | 'r' | 'b'): void };
+  usage?: { count(id: string, kind: 'a' | 'r' | 'b' | 'f'): void; upstreamFailed(id: string, atMs: number): void };
 }
 
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
@@ -161,6 +161,7 @@ export class KeyLimiter {
     if (known) this.knownBans.delete(consumer.id);
 
     let decision: Decision;
+    let by: Charge['by'] = 'shared';
     const forgets = this.forgets;
     const shared = this.deps.shared;
     // Decided here rather than by the limit script: the ledger hears of it from this instance.
@@ -168,6 +169,7 @@ export class KeyLimiter {
     if (!shared) {
       decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
       local = true;
+      by = 'memory';
     } else {
       // Requests this instance admitted from memory while Redis was out of reach are credited to Redis in this same
       // check (one round trip still). Why a credit rather than deciding on the larger of Redis's count and this
@@ -196,6 +198,7 @@ export class KeyLimiter {
         // last reported for it (a Redis connection that flaps would otherwise open a fresh memory window each time).
         this.deps.memory.raiseTo(consumer.id, rec, now);
         decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+        by = 'fallback';
         if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now);
         // Admitted ones reach the ledger with the credit the next Redis check carries; refusals only from here.
         if (decision.outcome !== 'admitted') local = true;
@@ -215,6 +218,7 @@ export class KeyLimiter {
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
       this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
+    if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, by, decision, at: clock.now() };
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
       logger.warn(
@@ -223,6 +227,48 @@ export class KeyLimiter {
       );
     }
     return this.decided(consumer, limits, decision, now, ctx);
+  }
+
+  /**
+   * Gives back what an admitted request was charged, once, when the upstream gave it no response (the gateway answered
+   * 502 or 504 itself): its windows get the request back and the ledger counts it as upstreamFailed, not admitted.
+   * On Redis, one call (through the breaker, within commandTimeoutMs); in memory, by the same rules. A refund Redis
+   * cannot take is logged and dropped (the request stays charged). Strikes and bans are never touched.
+   */
+  async refund(ctx: RequestContext): Promise<void> {
+    const charge = ctx.charge;
+    if (!charge) return;
+    ctx.charge = undefined;
+    const { clock, logger, metrics } = this.deps;
+    const now = clock.now();
+    const elapsed = now - charge.at;
+    const d = charge.decision;
+    const refund = {
+      minuteMs: d.minute.resetMs - elapsed,
+      dayMs: d.day.resetMs - elapsed,
+      ...(d.ledgerHour !== undefined ? { ledgerHour: d.ledgerHour } : {}),
+    };
+    const shared = this.deps.shared;
+    if (charge.by === 'shared' && shared) {
+      try {
+        await shared.breaker.run(() => shared.store.refund(charge.id, refund), shared.commandTimeoutMs);
+      } catch (err) {
+        metrics.redisErrors.inc({ op: 'refund' });
+        logger.warn(
+          { reqId: ctx.id, consumer: charge.id, err: { message: String((err as Error)?.message ?? err) } },
+          'upstream failure not refunded: Redis unavailable',
+        );
+      }
+      return;
+    }
+    await this.deps.memory.refund(charge.id, refund);
+    if (charge.by === 'memory') this.deps.usage?.upstreamFailed(charge.id, charge.at);
+    else {
+      // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more and
+      // the ledger hears of it from here. Already credited to Redis by a later check: it stays charged there.
+      const rec = this.lastCounts.get(charge.id);
+      if (rec && this.lastCounts.unowe(rec, now)) this.deps.usage?.count(charge.id, 'f');
+    }
   }
 
   /**

@@ -87,6 +87,18 @@ export class LastCounts {
   }
 
   /**
+   * A request memory admitted (and Redis is owed) was given back: Redis is owed it no more, if it still is (the credit
+   * not yet taken by a Redis check) and its windows still run. Whether it was still owed.
+   */
+  unowe(rec: KeyWindows, now: number): boolean {
+    const o = rec.owed;
+    if (o === undefined || o.day <= 0 || o.dayEndsAt <= now) return false;
+    o.day -= 1;
+    if (o.minute > 0 && o.minuteEndsAt > now) o.minute -= 1;
+    return true;
+  }
+
+  /**
    * The check that carried `credit` failed. It may still have run (a timeout), but the credit stays owed: counting a
    * request twice errs toward refusing, dropping it toward admitting past the limit.
    */

@@ -13,6 +13,7 @@ import {
   type LimiterStore,
   type LimitSnapshot,
   type Outcome,
+  type Refund,
   type WindowState,
 } from './types.js';
 
@@ -91,6 +92,22 @@ export class MemoryLimiterStore implements LimiterStore {
   raiseTo(id: string, seen: SeenWindows, now: number): void {
     this.raise(`${id}:m`, seen.minuteUsed, seen.minuteEndsAt, now);
     this.raise(`${id}:d`, seen.dayUsed, seen.dayEndsAt, now);
+  }
+
+  /**
+   * Gives one admitted request back to the windows it was counted in, by the same rule as the Redis store: only a
+   * window that is still that one (it ends within half a window of where the check saw its end; one opened since ends
+   * a whole window later), never below zero; bans and strikes are left alone.
+   */
+  async refund(id: string, r: Refund): Promise<void> {
+    const now = this.clock.now();
+    this.giveBack(`${id}:m`, now + r.minuteMs, MINUTE_MS, now);
+    this.giveBack(`${id}:d`, now + r.dayMs, DAY_MS, now);
+  }
+
+  private giveBack(key: string, endsAt: number, len: number, now: number): void {
+    const c = this.countersCache?.get(key);
+    if (c && c.endsAt > now && c.endsAt < endsAt + len / 2 && c.used > 0) c.used -= 1;
   }
 
   /** `keys unban` for a Redis-less gateway. */

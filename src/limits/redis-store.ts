@@ -7,7 +7,7 @@
 // consume() calls plus a ban check would be three round trips.
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { dayOf, type UsageKind } from '../usage/store.js';
+import { dayOf, HOUR_MS, type UsageKind } from '../usage/store.js';
 import {
   DAY_MS,
   MINUTE_MS,
@@ -18,14 +18,15 @@ import {
   type LimiterStore,
   type LimitSnapshot,
   type Outcome,
+  type Refund,
   type WindowCredit,
 } from './types.js';
 
-// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record.
-// The usage ledger's day is the record's name + ":usage:<UTC day number>" (Keyspace.usageDay: the same hash tag, so
-// the same slot; no KEYS entry of its own, which measurably cost Redis CPU on every call): a hash of per-hour counts,
-// a<h> admitted, r<h> refused by a window, b<h> refused by a ban (h = UTC hour 0-23), expiring ledgerMs after the
-// first count of each kind in each hour.
+// KEYS: 1 minute counter, 2 day counter, 3 ban hash (until, level, lastEnd), 4 strike counter, 5 the key record, 6 the
+// usage ledger's day as the gateway's clock has it (Keyspace.usageDay, the same hash tag: the same slot; declared like
+// every other key, as Redis Cluster's slot migrations and Redis-compatible servers require): a hash of per-hour counts,
+// a<h> admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but failed by the upstream (h = UTC
+// hour 0-23), expiring ledgerMs after the first count of each kind in each hour.
 // ARGV: 1 perMinute, 2 perDay, 3 the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no
 // ledger), 4 the ban ladder, numbers separated by spaces (threshold strikeWindowMs resetAfterMs durationsMs...: built
 // once per ladder, not per request, and parsed only when a request meets a ban or a full window), 5 keyHash ('' =
@@ -35,13 +36,17 @@ import {
 // reach, counted here before the decision (see KeyLimiter: why a credit, and not a local max), 8 ledgerMs ('' with no
 // ledger; Redis reads it, the script never needs it as a number).
 // Reply: outcome ('invalid_record': the key record is not a JSON object), minute used, minute ttl, day used, day ttl, retry ms, ban level, and whether the record is still
-// that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read.
+// that revision (1 yes, 0 changed, -1 not compared), so a key in steady use never needs its cache entry re-read; with
+// the ledger, the hour it counts in on Redis's clock (hours since 1970). When that hour is not in the declared day
+// (Redis's clock in another UTC day than the gateway's: a request at midnight, or a gateway clock that is off) the
+// script counts nothing in the ledger and the gateway counts the request in Redis's day itself (a second call, only
+// then), and sends Redis's day from then on.
 // Time is Redis's own clock (TIME), so instances with skewed clocks still agree on windows, bans and the ledger's
 // hours. Its cost is Redis CPU on every admitted request, so the admitted path makes as few calls as it can (TIME,
 // GET of the record, HMGET of the ban, INCR and PTTL per window, the ledger's HINCRBY), and turns no number into a
 // string: Lua does that with sprintf("%.14g"), and formatting the ledger's two names cost Redis nearly as many
-// instructions as the HINCRBY itself (bench/README.md, "What the usage ledger costs Redis"). So the day's number
-// comes from the gateway, checked against Redis's clock, and the hour's field is cut from a constant string.
+// instructions as the HINCRBY itself (bench/README.md, "What the usage ledger costs Redis"). So the day's key comes
+// from the gateway, checked against Redis's clock, and the hour's field is cut from a constant string.
 /**
  * The ledger's count of `n` requests of a kind (a, r, b; n a Lua expression, 1 for this request), inlined where the
  * script decides: no closure per call. A count that creates its hour's field gives the day its expiry.
@@ -87,13 +92,13 @@ if keyHash ~= '' then
   end
 end
 
--- The ledger's day, by its number as the gateway sent it when Redis's clock agrees (nearly always), else as Redis's
--- clock has it (a gateway clock that is off, or a request at midnight); and the hour on Redis's clock.
-local usageDay, h
+-- The ledger's hour on Redis's clock, counted in the day the gateway declared (KEYS[6]) when Redis's clock is in that
+-- day (nearly always); else not here: the gateway counts it in Redis's day from the hour in the reply.
+local usageDay, h, hour
 if ledgerDay then
-  local dayStart = now - now % 86400000
-  usageDay = KEYS[5] .. ':usage:' .. (dayStart == ledgerDay * 86400000 and ARGV[3] or dayStart / 86400000)
-  h = (now - dayStart - now % 3600000) / 3600000
+  hour = (now - now % 3600000) / 3600000
+  h = hour - ledgerDay * 24
+  if h >= 0 and h < 24 then usageDay = KEYS[6] end
 end
 
 -- A credit goes into the window as it stands; a window that lapsed meanwhile starts with it, for what was left of the
@@ -143,7 +148,7 @@ if banUntil > now then
   local m, mttl = window(KEYS[1], ${MINUTE_MS})
   local d, dttl = window(KEYS[2], ${DAY_MS})
   ${ledger('b')}
-  return {'banned', m, mttl, d, dttl, banUntil - now, level, same}
+  return {'banned', m, mttl, d, dttl, banUntil - now, level, same, hour}
 end
 
 -- The request is counted in both windows at once (most are admitted: one call per window). One that either window
@@ -172,10 +177,10 @@ if m > perMinute or d > perDay then
     redis.call('PEXPIRE', KEYS[3], dur + lad[3])
     redis.call('DEL', KEYS[4])
     ${ledger('b')}
-    return {'banned_now', m, mttl, d, dttl, dur, level, same}
+    return {'banned_now', m, mttl, d, dttl, dur, level, same, hour}
   end
   ${ledger('r')}
-  return {outcome, m, mttl, d, dttl, retry, level, same}
+  return {outcome, m, mttl, d, dttl, retry, level, same, hour}
 end
 
 -- Admitted. A window that this request opened runs from now.
@@ -184,10 +189,22 @@ if m == 1 then redis.call('PEXPIRE', KEYS[1], mttl) else mttl = remaining(KEYS[1
 if d == 1 then redis.call('PEXPIRE', KEYS[2], dttl) else dttl = remaining(KEYS[2], dttl) end
 -- The usage ledger, counted here in the same call as the decision: exact across the fleet, no round trip of its own.
 ${ledger('a')}
-return {'admitted', m, mttl, d, dttl, 0, level, same}
+return {'admitted', m, mttl, d, dttl, 0, level, same, hour}
 `;
 
-type ScriptReply = [Outcome, number, number, number, number, number, number, number];
+/** The ledger's kind of each outcome the script counts. */
+const LEDGER_KIND: Record<Outcome, UsageKind> = {
+  admitted: 'a',
+  limited_minute: 'r',
+  limited_day: 'r',
+  limited_both: 'r',
+  banned: 'b',
+  banned_now: 'b',
+  invalid_key: 'r',
+  invalid_record: 'r',
+};
+
+type ScriptReply = [Outcome, number, number, number, number, number, number, number, number?];
 
 /**
  * The script is defined on a client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
@@ -202,8 +219,8 @@ type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, Check
 function withCheck(redis: RedisCommands): WithCheck {
   if (!(PIPELINED in redis)) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
-    redis.defineCommand(PIPELINED, { numberOfKeys: 5, lua: CHECK_SCRIPT });
-    redis.defineCommand(AT_ONCE, { numberOfKeys: 5, lua: CHECK_SCRIPT });
+    redis.defineCommand(PIPELINED, { numberOfKeys: 6, lua: CHECK_SCRIPT });
+    redis.defineCommand(AT_ONCE, { numberOfKeys: 6, lua: CHECK_SCRIPT });
     // A new array: ioredis's default one is shared by every client.
     redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
   }
@@ -235,7 +252,9 @@ export class RedisLimiterStore implements LimiterStore {
     const record = this.ks.keyRecord(id);
     const ladder = this.ladderArg(ban);
     const ledgerMs = this.ledgerTtlMs();
-    const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now()) : '';
+    const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now() + this.redisAheadMs) : '';
+    // Declared even with no ledger (the script then leaves it alone): the script's keys are always six.
+    const usageDay = `${record}:usage:${ledgerDay === '' ? this.day.arg : ledgerDay}`;
     const creditArg = credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
@@ -260,6 +279,7 @@ export class RedisLimiterStore implements LimiterStore {
             banKey,
             strikes,
             record,
+            usageDay,
             limits.perMinute,
             limits.perDay,
             ledgerDay,
@@ -279,7 +299,7 @@ export class RedisLimiterStore implements LimiterStore {
     } finally {
       this.awaiting--;
     }
-    const [outcome, m, mttl, d, dttl, retryMs, banLevel, same] = reply;
+    const [outcome, m, mttl, d, dttl, retryMs, banLevel, same, hour] = reply;
     const decision: Decision = {
       outcome,
       minute: { used: Number(m), resetMs: Number(mttl) },
@@ -288,11 +308,58 @@ export class RedisLimiterStore implements LimiterStore {
       banLevel: Number(banLevel),
     };
     if (same !== -1) decision.keyRecord = same === 1 ? 'current' : 'changed';
+    if (hour !== undefined && hour !== null) {
+      decision.ledgerHour = Number(hour);
+      if (Math.floor(decision.ledgerHour / 24) !== Number(ledgerDay)) await this.countInRedisDay(id, decision, credit, ledgerMs);
+    }
     return decision;
+  }
+
+  /** How far Redis's clock runs ahead of this process's (negative: behind), learned when their UTC days differed. */
+  private redisAheadMs = 0;
+
+  /**
+   * The script counted nothing in the ledger: Redis's clock was in another UTC day than the one declared. The
+   * request (and a credit's requests) is counted here, in Redis's hour, and the gateway's clock is corrected by what
+   * it was off at least, so its next checks declare Redis's day. Rare (midnight, or a clock that is off); a count that
+   * fails here is lost, never retried as a second decision.
+   */
+  private async countInRedisDay(id: string, d: Decision, credit: WindowCredit | undefined, ledgerMs: number): Promise<void> {
+    const client = this.redis;
+    const hour = d.ledgerHour!;
+    const hourStart = hour * HOUR_MS;
+    const now = Date.now();
+    this.redisAheadMs = now < hourStart ? hourStart - now : now >= hourStart + HOUR_MS ? hourStart + HOUR_MS - 1 - now : 0;
+    const key = this.ks.usageDay(id, Math.floor(hour / 24));
+    const h = hour % 24;
+    try {
+      await client.hincrby(key, `${LEDGER_KIND[d.outcome]}${h}`, 1);
+      if (credit && credit.day > 0) await client.hincrby(key, `a${h}`, credit.day);
+      await client.pexpire(key, ledgerMs);
+    } catch {
+      // Redis failed right after deciding: the decision stands; these counts are lost.
+    }
   }
 
   snapshot(id: string, ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot> {
     return readSnapshot(this.redis, this.ks, id, ban, keyHash);
+  }
+
+  async refund(id: string, r: Refund): Promise<void> {
+    if (!(REFUND in this.redis)) this.redis.defineCommand(REFUND, { numberOfKeys: 3, lua: REFUND_SCRIPT });
+    const hour = r.ledgerHour;
+    const day = hour === undefined ? 0 : Math.floor(hour / 24);
+    const h = hour === undefined ? 0 : hour % 24;
+    const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
+    await client[REFUND](
+      this.ks.minuteWindow(id),
+      this.ks.dayWindow(id),
+      this.ks.usageDay(id, day),
+      Math.round(r.minuteMs),
+      Math.round(r.dayMs),
+      hour === undefined ? '' : `a${h}`,
+      `f${h}`,
+    );
   }
 
   private day = { at: -1, arg: '' };
@@ -347,6 +414,32 @@ if lastEnd > 0 and now >= lastEnd + tonumber(ARGV[1]) then level = 0 end
 return {'ok', now, m, mttl, d, dttl, math.max(0, banUntil - now), level}
 `;
 const SNAPSHOT = 'tollgateSnapshot';
+
+/**
+ * One admitted request given back (the upstream failed it). KEYS: 1 minute counter, 2 day counter, 3 the ledger's day
+ * the check counted it in (one slot: the id's hash tag). ARGV: 1, 2 how long the minute and day windows the check
+ * counted in run from now, as the gateway reckons it (their reset then, less the time since: no clock is compared),
+ * 3 the ledger's admitted field of that hour ('' = not counted there), 4 its upstreamFailed field.
+ * A window is given the request back only while it is the same window: one opened since ends at least a whole window
+ * later than the one the check saw, so a remaining time past half a window more than reckoned is another window (and
+ * left alone); never below zero. The ledger moves one count from admitted to upstreamFailed only when there is one.
+ * Strikes and bans are not touched: a refund never lifts or shortens a ban, nor takes back a strike.
+ */
+const REFUND_SCRIPT = `
+local lens = {${MINUTE_MS}, ${DAY_MS}}
+for i = 1, 2 do
+  local ttl = redis.call('PTTL', KEYS[i])
+  if ttl > 0 and ttl < tonumber(ARGV[i]) + lens[i] / 2 and (tonumber(redis.call('GET', KEYS[i])) or 0) > 0 then
+    redis.call('DECR', KEYS[i])
+  end
+end
+if ARGV[3] ~= '' and (tonumber(redis.call('HGET', KEYS[3], ARGV[3])) or 0) > 0 then
+  redis.call('HINCRBY', KEYS[3], ARGV[3], -1)
+  redis.call('HINCRBY', KEYS[3], ARGV[4], 1)
+end
+return 1
+`;
+const REFUND = 'tollgateRefund';
 type SnapshotReply = [LimitSnapshot['key'], number, number, number, number, number, number, number];
 
 /** The snapshot script on a client (defined once per client: EVALSHA, EVAL once after a Redis restart). */

@@ -49,6 +49,11 @@ export interface Decision {
    * exactly that revision ('current') or has changed since the caller read it ('changed').
    */
   keyRecord?: 'current' | 'changed';
+  /**
+   * With the usage ledger on Redis: the UTC hour (hours since 1970, Redis's clock) the ledger counted this decision in,
+   * so a refund takes it back from the same hour.
+   */
+  ledgerHour?: number;
 }
 
 /**
@@ -61,6 +66,30 @@ export interface WindowCredit {
   minuteMs: number;
   day: number;
   dayMs: number;
+}
+
+/**
+ * A refund: one admitted request given back to the windows it was counted in (the upstream gave no response). Only a
+ * window that is still the one the check counted in is given it back (a window that reset since is left alone), never
+ * below zero; the ban ladder (strikes, bans, levels) is not touched.
+ */
+export interface Refund {
+  /** How long the minute window the check counted in runs from now, as the check saw it (its reset less the time since). */
+  minuteMs: number;
+  /** The same for the day window. */
+  dayMs: number;
+  /** Decision.ledgerHour: the ledger's admitted count to move to upstreamFailed (absent: the store did not count it). */
+  ledgerHour?: number;
+}
+
+/** What an admitted request was charged, kept in its context until its response (KeyLimiter.refund). */
+export interface Charge {
+  id: string;
+  /** Which store counted it: the shared one, memory alone (no Redis), or memory while Redis failed (failMode open). */
+  by: 'shared' | 'memory' | 'fallback';
+  decision: Decision;
+  /** The gateway's clock when the store answered. */
+  at: number;
 }
 
 export const MINUTE_MS = 60_000;
@@ -81,6 +110,8 @@ export interface LimiterStore {
    * key's record is checked to accept it in the same call, as check() does.
    */
   snapshot(id: string, ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
+  /** Gives one admitted request back (see Refund): one call, made only when the upstream failed the request. */
+  refund(id: string, refund: Refund): Promise<void>;
 }
 
 /** A key's ban as an administrator sees it. */

@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Consumer } from '../keys/consumer.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
-import type { Decision } from '../limits/types.js';
+import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
 
 declare module 'node:http' {
@@ -34,6 +34,8 @@ export class RequestContext {
   route: string | undefined = undefined;
   /** The key limit check's decision, for keyed requests that reached it. */
   decision: Decision | undefined = undefined;
+  /** What the key limit check charged an admitted request, so the request can be given back if the upstream fails it. */
+  charge: Charge | undefined = undefined;
   /** Set by the proxy stage: its per-request state, which http-proxy-middleware's callbacks reach through req. */
   proxy: unknown = undefined;
   /** This request's trace, when tracing is on (tracing.otlpEndpoint): stages start their spans under it. */

@@ -13,6 +13,7 @@ import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.
 import { continueIfExpected } from '../http/expect-continue.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { RequestContext } from './context.js';
 
 /** Per-request proxy state, kept in the request's context (req.ctx.proxy) so the library's callbacks can reach it. */
 interface ProxyState {
@@ -47,6 +48,11 @@ export interface ProxyOptions {
   maxBodyBytes: number;
   logger: Logger;
   metrics: Metrics;
+  /**
+   * The upstream gave a request no response (refused, reset, timed out): called before the gateway answers 502 or 504
+   * itself, so what the request was charged is given back first (KeyLimiter.refund). Not for a 413.
+   */
+  onUpstreamFailed?: (ctx: RequestContext) => Promise<void>;
 }
 
 export function createUpstreamAgent(upstream: Upstream): HttpAgent {
@@ -155,7 +161,7 @@ export function declaredBodyLimit(maxBodyBytes: number) {
 }
 
 export function createProxy(opts: ProxyOptions) {
-  const { upstream, maxBodyBytes, logger, metrics } = opts;
+  const { upstream, maxBodyBytes, logger, metrics, onUpstreamFailed } = opts;
   const agent = createUpstreamAgent(upstream);
 
   const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage): void => {
@@ -244,8 +250,18 @@ export function createProxy(opts: ProxyOptions) {
     if (state.tooLarge) {
       expressRes.setHeader('connection', 'close');
       sendError(expressRes, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
-    } else if (state.timedOut) sendError(expressRes, 'gateway_timeout', `The upstream did not answer within ${upstream.timeoutMs} ms.`);
-    else sendError(expressRes, 'bad_gateway');
+      return;
+    }
+    const answer = (): void => {
+      if (state.timedOut) sendError(expressRes, 'gateway_timeout', `The upstream did not answer within ${upstream.timeoutMs} ms.`);
+      else sendError(expressRes, 'bad_gateway');
+    };
+    // Only a request the upstream answered nothing (no response headers) is the gateway's own 502/504: one cut off
+    // mid-response keeps its charge, as the upstream did serve it; so does one whose client left first (nobody gets
+    // the 502, and aborting must not buy free requests).
+    if (!onUpstreamFailed || state.responded || expressRes.destroyed || !expressRes.socket || expressRes.socket.destroyed) return answer();
+    // The refund is made before the answer, so a client that reads its quota right after a 502 sees it given back.
+    onUpstreamFailed(req.ctx).then(answer, answer);
   };
 
   const proxy = createProxyMiddleware<Request, Response>({

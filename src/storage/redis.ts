@@ -8,6 +8,8 @@ import type { ConnectionOptions } from 'node:tls';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import { connectionProblemLog } from './connection-problems.js';
 
 /** The commands Tollgate's stores send, and the one option the limit store sets; every ioredis client has them. */
 export type RedisCommands = Pick<
@@ -65,6 +67,8 @@ export interface RedisConnectOptions {
   /** A command with no answer in this time fails (a hung Redis must not hang requests). */
   commandTimeoutMs: number;
   purpose: RedisPurpose;
+  /** Where connection failures are logged: one error line per change of cause (connection-problems.ts). */
+  logger?: Logger;
 }
 
 export interface RedisConnection {
@@ -213,8 +217,16 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
     topology = 'standalone';
     where = redactRedisUrl(url);
   }
-  // Without a listener ioredis logs "Unhandled error event" on every failed reconnect; callers observe state via events.
-  client.on('error', () => {});
+  // Without a listener ioredis logs "Unhandled error event" on every failed reconnect. With a logger, why it fails is
+  // logged when the cause changes (refused, timeout, not Redis, auth, TLS), never once per retry.
+  const usesTls = (target.cluster?.nodes[0] ?? target.sentinel?.sentinels[0] ?? target.url ?? '').startsWith('rediss:');
+  const secrets = [target.password ?? '', ...[target.url, ...(target.cluster?.nodes ?? []), ...(target.sentinel?.sentinels ?? [])].map(urlPassword)];
+  const problems = opts.logger ? connectionProblemLog(opts.logger, where, usesTls, secrets) : undefined;
+  // Whether the TCP connection was up (a TLS handshake then got no answer, rather than the host none).
+  const tcpUp = (): boolean => !(client instanceof Cluster) && (client.stream as { connecting?: boolean } | undefined)?.connecting === false;
+  client.on('error', (err: unknown) => problems?.error(err, tcpUp()));
+  if (client instanceof Cluster) client.on('node error', (err: unknown) => problems?.error(err));
+  client.on('ready', () => problems?.connected());
   const c = client;
   // A cluster's node connections by "host:port", the form its slot table names them in; kept by the client's events.
   const nodeByAddress = new Map<string, Redis>();
@@ -411,6 +423,15 @@ function waitForReady(client: Redis | Cluster, timeoutMs: number, opts: { failOn
  */
 export function isRedirection(err: unknown): boolean {
   return err instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN) /.test(err.message);
+}
+
+/** The password a Redis URL carries ('' for none). */
+function urlPassword(url: string | undefined): string {
+  try {
+    return url === undefined ? '' : decodeURIComponent(new URL(url).password);
+  } catch {
+    return '';
+  }
 }
 
 /** Redis URL with any password removed, for logs and error messages. */

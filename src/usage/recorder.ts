@@ -32,15 +32,30 @@ export class UsageRecorder {
     this.timer.unref();
   }
 
-  /** One decision made outside the limit script: `a` admitted (Redis-less only), `r` refused by a window, `b` by a ban. */
+  /**
+   * One decision made outside the limit script: `a` admitted (Redis-less only), `r` refused by a window, `b` by a ban,
+   * `f` admitted from memory while Redis was away, then failed by the upstream.
+   */
   count(id: string, kind: UsageKind): void {
-    const now = this.o.clock.now();
-    const hour = Math.floor(now / HOUR_MS);
+    this.add(id, kind, this.o.clock.now(), 1);
+  }
+
+  private add(id: string, kind: UsageKind, atMs: number, n: number): void {
+    const hour = Math.floor(atMs / HOUR_MS);
     const key = `${id}\u0000${kind}\u0000${hour}`;
     const e = this.counts.get(key);
-    if (e) e.n++;
-    else if (this.counts.size < MAX_PENDING) this.counts.set(key, { id, kind, atMs: hour * HOUR_MS, n: 1 });
+    if (e) e.n += n;
+    else if (this.counts.size < MAX_PENDING) this.counts.set(key, { id, kind, atMs: hour * HOUR_MS, n });
     else this.dropped++;
+  }
+
+  /**
+   * A request counted admitted here (at `atMs`) that the upstream then failed: moved to upstreamFailed in the hour it
+   * was admitted in (a count of -1 admitted that the flush adds up with the one already counted).
+   */
+  upstreamFailed(id: string, atMs: number): void {
+    this.add(id, 'a', atMs, -1);
+    this.add(id, 'f', atMs, 1);
   }
 
   /** A keyed call of a deprecated route (`route` as "<METHOD> <pattern>"). */

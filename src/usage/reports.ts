@@ -13,6 +13,8 @@ export interface UsageCounts {
   rateLimited: number;
   /** Refused by a ban (429 api_key_banned). */
   banned: number;
+  /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
+  upstreamFailed: number;
 }
 
 export interface UsageBucket extends UsageCounts {
@@ -36,7 +38,7 @@ export interface NamedKey {
   metadata?: Record<string, string>;
 }
 
-export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'id';
+export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
@@ -68,18 +70,20 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
+  to.upstreamFailed += day[`f${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.admitted += from.admitted;
   to.rateLimited += from.rateLimited;
   to.banned += from.banned;
+  to.upstreamFailed += from.upstreamFailed;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
@@ -120,6 +124,7 @@ function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toM
         if (kind === 'a') totals.admitted += n;
         else if (kind === 'r') totals.rateLimited += n;
         else if (kind === 'b') totals.banned += n;
+        else if (kind === 'f') totals.upstreamFailed += n;
       }
       continue;
     }

@@ -1,7 +1,8 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
-// admitted, r<h> refused by a window, b<h> refused by a ban); per deprecated route and day, calls by key id, and when
-// each key last called. Redis holds them for the fleet (the limit script itself counts what it decides; this file
-// writes what instances count locally and reads everything back); memory holds them for a Redis-less gateway.
+// admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
+// refunded); per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
+// fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
+// instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
@@ -9,7 +10,7 @@ import type { ReadLimit } from '../storage/read-limit.js';
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
-export type UsageKind = 'a' | 'r' | 'b';
+export type UsageKind = 'a' | 'r' | 'b' | 'f';
 
 /** Days since 1970-01-01 (UTC) of an instant. */
 export function dayOf(ms: number): number {

@@ -169,7 +169,11 @@ export async function clientAddresses(admin: Redis, name: string): Promise<Set<s
   return out;
 }
 
-/** A limit store for tests that only decide: none of them reads a snapshot, so asking for one fails loudly. */
+/** A limit store for tests that only decide: none of them reads a snapshot or refunds, so asking for one fails loudly. */
 export function checkOnlyStore(check: LimiterStore['check']): LimiterStore {
-  return { check, snapshot: () => Promise.reject(new Error('snapshot: not used by this test')) };
+  return {
+    check,
+    snapshot: () => Promise.reject(new Error('snapshot: not used by this test')),
+    refund: () => Promise.reject(new Error('refund: not used by this test')),
+  };
 }
