@@ -223,8 +223,8 @@ describe('requests the upstream failed', () => {
       const csv = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const rows = csv.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed');
-      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,metadata');
+      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
       expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2 });
