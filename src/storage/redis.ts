@@ -19,6 +19,7 @@ export type RedisCommands = Pick<
   | 'sadd'
   | 'srem'
   | 'sscan'
+  | 'scard'
   | 'smembers'
   | 'pexpireat'
   | 'publish'
