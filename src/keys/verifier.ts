@@ -234,7 +234,13 @@ export class KeyVerifier {
       // A key this instance has read before is never declined: it was valid, and a gate that throttles guessing
       // should not cost its owner a request. Nor is one the key filter may hold (a valid key this instance has not
       // cached, or was told of by the change feed): what is declined is a token no stored key can have.
-      if (gate && !cached?.key && !this.knownHashes.mayOpenAKey(hash) && !gate(ctx as C)) return { ok: false, reason: 'not_looked_up' };
+      if (gate && !cached?.key && !this.knownHashes.mayOpenAKey(hash) && !gate(ctx as C)) {
+        // A key created on another instance just before its owner's request came here: the change feed's message
+        // naming its hash left Redis before the creator had its answer, so it is at latest in this turn's input.
+        // Let this turn's I/O be read, then ask the filter again.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (!this.knownHashes.mayOpenAKey(hash)) return { ok: false, reason: 'not_looked_up' };
+      }
       const started = this.clock.now();
       try {
         // Just read: nothing to confirm yet.
