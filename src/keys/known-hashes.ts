@@ -75,7 +75,8 @@ export class KnownHashes {
     if (!SHA256_HEX.test(hash)) return;
     this.current?.add(hash);
     this.building?.add(hash);
-    if (this.current && ++this.held > this.capacity) this.rebuild();
+    // Over capacity the false-positive rate climbs: rebuilt larger (once; the build counts what it finds).
+    if (this.current && ++this.held > this.capacity && !this.running) this.rebuild();
   }
 
   /** The change feed reconnected: messages may have been lost, so "no" is not certain until the next build. */
