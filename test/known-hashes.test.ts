@@ -9,12 +9,19 @@ import { filterShape, KnownHashes, MIN_CAPACITY, type HashSource } from '../src/
 const hash = () => randomBytes(32).toString('hex');
 
 /** A store of `hashes`; `fail` makes the next reads reject; `hold` keeps forEachHash open until released. */
-function source(hashes: string[]) {
-  const s = {
+interface TestSource extends HashSource {
+  hashes: string[];
+  fail: boolean;
+  reads: number;
+  hold: Promise<void> | undefined;
+}
+
+function source(hashes: string[]): TestSource {
+  const s: TestSource = {
     hashes,
     fail: false,
     reads: 0,
-    hold: undefined as Promise<void> | undefined,
+    hold: undefined,
     async keyCount() {
       if (s.fail) throw new Error('store down (test)');
       return s.hashes.length;
@@ -25,7 +32,7 @@ function source(hashes: string[]) {
       if (s.hold) await s.hold;
       for (let i = 0; i < s.hashes.length; i += 1000) each(s.hashes.slice(i, i + 1000));
     },
-  } satisfies HashSource & Record<string, unknown>;
+  };
   return s;
 }
 
@@ -55,7 +62,7 @@ describe('KnownHashes', () => {
     filter.add(early);
     expect(filter.mayOpenAKey(early)).toBe(true);
     let release!: () => void;
-    src.hold = new Promise((r) => (release = r));
+    src.hold = new Promise<void>((r) => (release = r));
     filter.rebuild();
     await sleep(10);
     const during = hash();
@@ -84,7 +91,7 @@ describe('KnownHashes', () => {
     expect(filter.isCertain).toBe(false);
     expect(filter.mayOpenAKey(hash())).toBe(true);
     let release!: () => void;
-    src.hold = new Promise((r) => (release = r));
+    src.hold = new Promise<void>((r) => (release = r));
     filter.rebuild();
     await sleep(10);
     filter.changesMayBeMissed();

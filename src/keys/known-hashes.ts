@@ -47,8 +47,14 @@ export class KnownHashes {
   private running: Promise<void> | undefined;
   private again = false;
   private retryMs = RETRY_MIN_MS;
-  private retry: NodeJS.Timeout | undefined;
+  /** A build waiting its turn: a retry after a failure, or spacing after the last build. */
+  private timer: NodeJS.Timeout | undefined;
+  /** When the last build ended and how long it took: the next waits at least that long (a flapping feed would
+   * otherwise keep one full read of the store running back to back). */
+  private lastEndedAt = 0;
+  private lastBuildMs = 0;
   private closed = false;
+  private failed = false;
 
   constructor(
     private readonly source: HashSource,
@@ -87,14 +93,18 @@ export class KnownHashes {
 
   /** Builds the filter anew from the store (now, or after the build under way). */
   rebuild(): void {
-    if (this.closed) return;
+    if (this.closed || this.timer) return;
     if (this.running) {
       this.again = true;
       return;
     }
-    clearTimeout(this.retry);
+    const wait = this.lastBuildMs - (performance.now() - this.lastEndedAt);
+    if (wait > 0) return this.later(wait);
+    const started = performance.now();
     this.running = this.build().finally(() => {
       this.running = undefined;
+      this.lastEndedAt = performance.now();
+      this.lastBuildMs = this.lastEndedAt - started;
       if (this.again) {
         this.again = false;
         this.rebuild();
@@ -102,14 +112,27 @@ export class KnownHashes {
     });
   }
 
-  /** Resolves when no build is running (tests, shutdown). */
+  private later(ms: number): void {
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.rebuild();
+    }, ms);
+    this.timer.unref();
+  }
+
+  /** Resolves when no build is running or waiting its spacing (tests); a retry after a failure is not waited for. */
   async settled(): Promise<void> {
-    while (this.running) await this.running;
+    for (;;) {
+      if (this.running) await this.running;
+      else if (this.timer && !this.failed) await new Promise((r) => setTimeout(r, 5));
+      else return;
+    }
   }
 
   close(): void {
     this.closed = true;
-    clearTimeout(this.retry);
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private async build(): Promise<void> {
@@ -133,12 +156,13 @@ export class KnownHashes {
       this.held = held;
       this.certain = epoch === this.epoch;
       this.retryMs = RETRY_MIN_MS;
+      this.failed = false;
       this.onBuilt({ hashes: held, bytes: next.buckets.byteLength, ms: performance.now() - started });
     } catch (error) {
       if (this.closed) return;
+      this.failed = true;
       this.onBuilt({ error });
-      this.retry = setTimeout(() => this.rebuild(), this.retryMs);
-      this.retry.unref();
+      this.later(this.retryMs);
       this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
     } finally {
       this.building = undefined;
