@@ -77,14 +77,22 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     const ip = '198.51.100.20';
     await overAnonymousLimit(b.url, ip);
     const statuses: number[] = [];
+    const ids: string[] = [];
     for (let i = 0; i < 12; i++) {
       // Created on instance a, used at once on instance b, which has never seen it.
       const fresh = await a.createKey({ plan: 'free' });
+      ids.push(fresh.id);
       statuses.push((await send(b.url, ip, fresh.key)).status);
       statuses.push((await send(b.url, ip, fresh.key)).status);
       expect((await send(b.url, ip)).status).toBe(429);
     }
     expect(statuses).toEqual(Array(24).fill(200));
+    // Each key's usage ledger has its two requests, admitted: nothing refused in its name.
+    await b.gateway.flushUsage();
+    for (const id of ids) {
+      const u = await b.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
+      expect(u.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0 });
+    }
   });
 
   it('made-up keys from that refused client cost Redis no key lookup (INFO commandstats), and stay 429', async () => {
