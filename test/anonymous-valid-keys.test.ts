@@ -148,7 +148,9 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     const connection = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
     const store = new RedisKeyStore(connection, new Keyspace(prefix));
     const keys = Array.from({ length: 5 }, () => generateKey());
-    const lines = keys.map((key, i) => JSON.stringify({ id: `imported_${i}`, plan: 'free', createdAt: new Date().toISOString(), status: 'active', hash: hashKey(key) }));
+    const lines = keys.map((key, i) =>
+      JSON.stringify({ id: `imported_${i}`, plan: 'free', createdAt: new Date().toISOString(), status: 'active', hash: hashKey(key) }),
+    );
     try {
       expect((await importKeys(store, lines, Date.now())).imported).toBe(5);
     } finally {
@@ -185,7 +187,8 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     const ip = '198.51.100.25';
     await overAnonymousLimit(gw.url, ip);
     const made = generateKey();
-    for (const junk of ['+', '+nothex', `+${'A'.repeat(64)}`, `+${hashKey(made)}x`, `+${'0'.repeat(100_000)}`]) await admin.publish(`${prefix}keys:events`, junk);
+    for (const junk of ['+', '+nothex', `+${'A'.repeat(64)}`, `+${hashKey(made)}x`, `+${'0'.repeat(100_000)}`])
+      await admin.publish(`${prefix}keys:events`, junk);
     // A well-formed hash of no stored key: it is only looked up, and found to be no key.
     await admin.publish(`${prefix}keys:events`, `+${hashKey(made)}`);
     await sleep(100);
