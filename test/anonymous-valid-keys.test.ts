@@ -118,6 +118,26 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     expect(delta('info')).toBe(1);
   });
 
+  it('a revoked key replayed from a refused address (its hash still in the filter) costs one lookup per negative-cache period, not one per request', async () => {
+    const prefix = `avk${++prefixSeq}:`;
+    const gw = await gateway(prefix);
+    const k = await gw.createKey({ plan: 'free' });
+    await filterBuilt(gw);
+    const ip = '198.51.100.26';
+    expect((await send(gw.url, ip, k.key)).status).toBe(200);
+    expect(await gw.gateway.admin.revoke(k.id)).toBe(true);
+    await overAnonymousLimit(gw.url, ip);
+    const before = await commandCalls(admin);
+    const started = Date.now();
+    const statuses = new Set<number>();
+    for (let i = 0; i < 100; i++) statuses.add((await send(gw.url, ip, k.key)).status);
+    const seconds = (Date.now() - started) / 1000;
+    const after = await commandCalls(admin);
+    expect([...statuses]).toEqual([429]);
+    // The lookup is one GET of its (deleted) keyhash link, then "no such key" is remembered for 2 s.
+    expect((after.get('get') ?? 0) - (before.get('get') ?? 0)).toBeLessThanOrEqual(Math.ceil(seconds / 2) + 1);
+  });
+
   it("a rotated key's new value is admitted at once from a refused address (rotated on another instance, old value cached here)", async () => {
     const prefix = `avk${++prefixSeq}:`;
     const [a, b] = [await gateway(prefix), await gateway(prefix)];
