@@ -267,6 +267,13 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     (service as unknown as { changesMayBeMissed(): void }).changesMayBeMissed();
     expect((await service.verify(generateKey(), decline, 'after reset')).ok).toBe(false);
     expect(spy.calls.findByHash).toBe(3);
+    // And when that read fails (the outage that dropped the feed), the last filter's "no" stands for a declined
+    // client (not_looked_up: 429 from the anonymous limit), while any other gets unavailable (503) as before.
+    spy.mode = 'fail';
+    expect(await service.verify(generateKey(), decline, 'outage')).toEqual({ ok: false, reason: 'not_looked_up' });
+    expect(await service.verify(generateKey(), () => true, 'outage, admitted')).toEqual({ ok: false, reason: 'unavailable' });
+    expect(asked).toEqual(['guess', 'outage']);
+    spy.mode = 'ok';
     await service.close();
   });
 

@@ -66,6 +66,14 @@ export class KnownHashes {
     return !this.certain || this.current === undefined || this.current.test(hash);
   }
 
+  /**
+   * The last filter built says no stored key had this hash, certain or not: what is left to go on when the store
+   * cannot be asked (it can only be wrong about a key created while the change feed was away).
+   */
+  saidNo(hash: string): boolean {
+    return this.current !== undefined && !this.current.test(hash);
+  }
+
   /** Whether a "no" from mayOpenAKey can be trusted right now (for metrics and tests). */
   get isCertain(): boolean {
     return this.certain;

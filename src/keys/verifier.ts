@@ -249,6 +249,10 @@ export class KeyVerifier {
         // The store failed: a key read recently enough keeps working, and the wait is reported (it came out of the
         // request's Redis budget, which the limit check then shares); anything else cannot be verified.
         if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) return { ...this.judge(cached.key, hash, now), storeMs: this.clock.now() - started };
+        // A key filter made uncertain by the outage itself (the change feed dropped) still knew every key up to it:
+        // a hash it never held, from a client the gate declines, is answered as a declined read (429 for a refused
+        // client, as before the outage), not as a key that may be fine (503).
+        if (gate && !cached?.key && this.knownHashes.saidNo(hash) && !gate(ctx as C)) return { ok: false, reason: 'not_looked_up' };
         return { ok: false, reason: 'unavailable' };
       }
     }
