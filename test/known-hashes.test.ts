@@ -121,6 +121,38 @@ describe('KnownHashes', () => {
     filter.close();
   });
 
+  it("the change feed coming back does not wait for a failed build's retry", async () => {
+    const src = source(Array.from({ length: 10 }, hash));
+    src.fail = true;
+    const filter = new KnownHashes(src);
+    filter.rebuild();
+    await filter.settled();
+    src.fail = false;
+    filter.rebuild();
+    await filter.settled();
+    expect(filter.isCertain).toBe(true);
+    filter.close();
+  });
+
+  it('a build waits at least as long as the last one took: back-to-back requests make one more build, not one each', async () => {
+    const src = source(Array.from({ length: 10 }, hash));
+    const filter = new KnownHashes(src);
+    let release!: () => void;
+    src.hold = new Promise<void>((r) => (release = r));
+    filter.rebuild();
+    setTimeout(() => release(), 100);
+    await filter.settled();
+    src.hold = undefined;
+    expect(src.reads).toBe(1);
+    const ended = Date.now();
+    for (let i = 0; i < 20; i++) filter.rebuild();
+    expect(src.reads).toBe(1);
+    await filter.settled();
+    expect(src.reads).toBe(2);
+    expect(Date.now() - ended).toBeGreaterThanOrEqual(90);
+    filter.close();
+  });
+
   it('is rebuilt larger once the feed has added more hashes than it was sized for', async () => {
     const src = source([]);
     const filter = new KnownHashes(src);

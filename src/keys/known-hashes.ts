@@ -54,7 +54,8 @@ export class KnownHashes {
   private lastEndedAt = 0;
   private lastBuildMs = 0;
   private closed = false;
-  private failed = false;
+  /** The timer is a retry after a failed build (not the spacing after a build). */
+  private retrying = false;
 
   constructor(
     private readonly source: HashSource,
@@ -99,9 +100,18 @@ export class KnownHashes {
     this.certain = false;
   }
 
-  /** Builds the filter anew from the store (now, or after the build under way). */
+  /**
+   * Builds the filter anew from the store: now, after the build under way, or once the spacing after the last build
+   * has passed. A retry waiting after a failure is not waited for: this is called when the change feed is back
+   * (Redis answering again), or when the filter is full.
+   */
   rebuild(): void {
-    if (this.closed || this.timer) return;
+    if (this.closed) return;
+    if (this.timer) {
+      if (!this.retrying) return;
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
     if (this.running) {
       this.again = true;
       return;
@@ -120,7 +130,8 @@ export class KnownHashes {
     });
   }
 
-  private later(ms: number): void {
+  private later(ms: number, retrying = false): void {
+    this.retrying = retrying;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.rebuild();
@@ -132,7 +143,7 @@ export class KnownHashes {
   async settled(): Promise<void> {
     for (;;) {
       if (this.running) await this.running;
-      else if (this.timer && !this.failed) await new Promise((r) => setTimeout(r, 5));
+      else if (this.timer && !this.retrying) await new Promise((r) => setTimeout(r, 5));
       else return;
     }
   }
@@ -164,13 +175,11 @@ export class KnownHashes {
       this.held = held;
       this.certain = epoch === this.epoch;
       this.retryMs = RETRY_MIN_MS;
-      this.failed = false;
       this.onBuilt({ hashes: held, bytes: next.buckets.byteLength, ms: performance.now() - started });
     } catch (error) {
       if (this.closed) return;
-      this.failed = true;
       this.onBuilt({ error });
-      this.later(this.retryMs);
+      this.later(this.retryMs, true);
       this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
     } finally {
       this.building = undefined;
