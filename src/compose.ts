@@ -235,6 +235,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     clock,
     { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
     staticKeyMap(config.keys, new Date(clock.now()).toISOString()),
+    (built) => {
+      if ('error' in built)
+        logger.warn({ err: built.error }, 'key filter could not be built (tried again shortly): unknown keys from refused clients are looked up meanwhile');
+      else logger.info({ hashes: built.hashes, bytes: built.bytes, ms: Math.round(built.ms) }, 'key filter built');
+    },
   );
   await keys.start();
 

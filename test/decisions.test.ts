@@ -33,7 +33,11 @@ describe('Authenticator', () => {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const store = new MemoryKeyStore(() => clock.now());
     const keys = testKeyAdmin(store, clock);
-    const auth = new Authenticator(new KeyVerifier(store, clock), refused);
+    const verifier = new KeyVerifier(store, clock);
+    // Listening to the change feed, the key filter built: as composeGateway starts it.
+    await verifier.start();
+    await verifier.knownHashes.settled();
+    const auth = new Authenticator(verifier, refused);
     return { clock, store, keys, auth };
   }
 
@@ -59,9 +63,9 @@ describe('Authenticator', () => {
     expect(await auth.authenticate(`Bearer ${generateKey()}`, context())).toBe('unavailable');
   });
 
-  it('a client the anonymous limit refuses gets no store read for an unknown key; the refusal is left in the context', async () => {
+  it('a client the anonymous limit refuses gets no store read for a made-up key (the refusal is left in the context), and its valid key is admitted', async () => {
     let reads = 0;
-    const { auth, store } = await setup({ refusedUntil: (client) => (client === '192.0.2.7' ? 12_345 : 0) });
+    const { auth, store, keys } = await setup({ refusedUntil: (client) => (client === '192.0.2.7' ? 12_345 : 0) });
     const find = store.findByHash.bind(store);
     store.findByHash = (hash) => {
       reads++;
@@ -75,6 +79,10 @@ describe('Authenticator', () => {
     await auth.authenticate(`Bearer ${generateKey()}`, other);
     expect(reads).toBe(1);
     expect(other.anonymousRefusedUntil).toBe(0);
+    // A valid key from the refused address, never seen by this verifier: read, and a consumer.
+    const { key, record } = await keys.create({ plan: 'free' });
+    expect(await auth.authenticate(`Bearer ${key}`, context())).toMatchObject({ id: record.id, plan: 'free' });
+    expect(reads).toBe(2);
   });
 });
 

@@ -229,30 +229,52 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(spy.calls.findByHash).toBe(28);
   });
 
-  it('a lookup gate is asked only when a store read is needed; declined, nothing is read and the key is not_looked_up', async () => {
+  it('a lookup gate is asked only when a store read is needed and the key filter is certain no key has the hash; declined, nothing is read', async () => {
     const { clock, spy, service, admin } = memoryService();
-    const { key } = await admin.create({ plan: 'free' });
     const asked: string[] = [];
     const decline = (who: string) => {
       asked.push(who);
       return false;
     };
-    // Unknown to this instance: the gate declines, no store read, no negative entry.
-    expect(await service.verify(key, decline, 'first')).toEqual({ ok: false, reason: 'not_looked_up' });
+    // Before the filter is built nothing is certain: even a declined guess is read (a valid key is never refused).
+    expect(await service.verify(generateKey(), decline, 'uncertain')).toEqual({ ok: false, reason: 'unknown', storeMs: 0 });
+    expect(spy.calls.findByHash).toBe(1);
+    expect(asked).toEqual([]);
+    await service.start();
+    await service.knownHashes.settled();
+    expect(service.knownHashes.isCertain).toBe(true);
+    spy.reset();
+    // Created after start: the change feed put its hash in the filter, so it is read whatever the gate says.
+    const { key } = await admin.create({ plan: 'free' });
+    expect((await service.verify(key, decline, 'first')).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(1);
+    expect(asked).toEqual([]);
+    // A made-up key: the gate is asked, declines, no store read, no negative entry.
     expect(await service.verify(generateKey(), decline, 'guess')).toEqual({ ok: false, reason: 'not_looked_up' });
-    expect(spy.calls.findByHash).toBe(0);
-    expect(asked).toEqual(['first', 'guess']);
-    // Admitted: the read happens and the key is cached; from then on the gate is not asked.
-    expect((await service.verify(key, () => true, 'x')).ok).toBe(true);
+    expect(spy.calls.findByHash).toBe(1);
+    expect(asked).toEqual(['guess']);
+    // Cached: from then on the gate is not asked.
     expect((await service.verify(key, decline, 'cached')).ok).toBe(true);
     // A known key whose copy is due to be read again is read, not declined: it was valid here before.
     clock.advance(DEFAULT_KEY_CACHE.ttlMs);
     expect((await service.verify(key, decline, 'stale')).ok).toBe(true);
     expect(spy.calls.findByHash).toBe(2);
-    expect(asked).toEqual(['first', 'guess']);
+    expect(asked).toEqual(['guess']);
     // Malformed keys never get as far as the gate.
     expect(await service.verify('tg_nope', decline, 'malformed')).toMatchObject({ ok: false, reason: 'malformed' });
-    expect(asked).toEqual(['first', 'guess']);
+    expect(asked).toEqual(['guess']);
+    // The feed may have missed messages (a reconnect): uncertain again, so a guess is read until the next build.
+    (service as unknown as { changesMayBeMissed(): void }).changesMayBeMissed();
+    expect((await service.verify(generateKey(), decline, 'after reset')).ok).toBe(false);
+    expect(spy.calls.findByHash).toBe(3);
+    // And when that read fails (the outage that dropped the feed), the last filter's "no" stands for a declined
+    // client (not_looked_up: 429 from the anonymous limit), while any other gets unavailable (503) as before.
+    spy.mode = 'fail';
+    expect(await service.verify(generateKey(), decline, 'outage')).toEqual({ ok: false, reason: 'not_looked_up' });
+    expect(await service.verify(generateKey(), () => true, 'outage, admitted')).toEqual({ ok: false, reason: 'unavailable' });
+    expect(asked).toEqual(['guess', 'outage']);
+    spy.mode = 'ok';
+    await service.close();
   });
 
   it('honours expiry', async () => {

@@ -28,6 +28,7 @@ const TOLLGATE_ACL = [
     'del',
     'sadd',
     'sscan',
+    'scard',
     'pexpireat',
     'publish',
     'subscribe',

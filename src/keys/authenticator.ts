@@ -1,7 +1,8 @@
 // The authentication decision: who is calling, from the Authorization header (a bearer API key, RFC 6750).
 // It answers with an outcome and writes nothing to the response: the request path's authenticate and requireApiKey
 // stages turn outcomes into HTTP. A client the anonymous limit already refuses gets no key-store read for a key
-// this instance does not know: it could only have been answered 429 anyway.
+// the key filter is certain no stored key has (a made-up key: it could only have been answered 429 anyway); a valid
+// key this instance has not cached is looked up and admitted, whatever else comes from its address.
 import type { AuthFailure, RequestContext } from '../pipeline/context.js';
 import type { Consumer } from './consumer.js';
 import type { LookupGate, VerifyResult } from './verifier.js';

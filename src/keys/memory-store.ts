@@ -1,11 +1,12 @@
 // In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
-import type { FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
+import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
 
 export class MemoryKeyStore implements KeyStore {
   private readonly byId = new Map<string, StoredKey>();
   private readonly idByHash = new Map<string, { id: string; untilMs?: number }>();
   private readonly listeners = new Set<(id: string, change?: KeyChange) => void>();
+  private readonly hashListeners = new Set<(hash: string) => void>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -33,6 +34,14 @@ export class MemoryKeyStore implements KeyStore {
     for (let i = 0; i < ids.length; i += 1000) yield ids.slice(i, i + 1000);
   }
 
+  async keyCount(): Promise<number> {
+    return this.byId.size;
+  }
+
+  async forEachHash(each: (hashes: readonly string[]) => void): Promise<void> {
+    each([...this.idByHash.keys()]);
+  }
+
   async list(): Promise<StoredKey[]> {
     return [...this.byId.values()].map((k) => ({ ...k }));
   }
@@ -42,6 +51,11 @@ export class MemoryKeyStore implements KeyStore {
     if (this.idByHash.has(key.hash)) throw new KeyStoreError('key hash already exists');
     this.byId.set(key.id, { ...key });
     this.idByHash.set(key.hash, { id: key.id });
+    this.tellHash(key.hash);
+  }
+
+  private tellHash(hash: string): void {
+    for (const fn of this.hashListeners) fn(hash);
   }
 
   async getVersioned(id: string): Promise<{ key: StoredKey; revision: string } | undefined> {
@@ -57,19 +71,28 @@ export class MemoryKeyStore implements KeyStore {
     for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
     if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });
     if (opts.expireHash) this.idByHash.set(opts.expireHash.hash, { id: key.id, untilMs: opts.expireHash.atMs });
+    if (opts.linkHash) this.tellHash(opts.linkHash);
   }
 
   async publishChange(id: string, change: KeyChange = 'record'): Promise<void> {
     for (const fn of this.listeners) fn(id, change);
   }
 
-  async subscribe(onChange: (id: string, change?: KeyChange) => void): Promise<() => Promise<void>> {
+  async subscribe(onChange: (id: string, change?: KeyChange) => void, _onReset?: () => void, more: ChangeFeedListeners = {}): Promise<() => Promise<void>> {
     this.listeners.add(onChange);
-    return async () => void this.listeners.delete(onChange);
+    const onHash = more.onKeyHash?.bind(more);
+    if (onHash) this.hashListeners.add(onHash);
+    // In process, nothing is ever missed: listening from now on.
+    more.onListening?.();
+    return async () => {
+      this.listeners.delete(onChange);
+      if (onHash) this.hashListeners.delete(onHash);
+    };
   }
 
   async close(): Promise<void> {
     this.listeners.clear();
+    this.hashListeners.clear();
   }
 
   private copy(k: StoredKey | undefined): StoredKey | undefined {

@@ -1,11 +1,12 @@
 // Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
-// pub/sub channel that tells every instance to drop a changed key from its cache.
+// pub/sub channel that tells every instance to drop a changed key from its cache, and which hashes now open a key
+// (for each instance's key filter, known-hashes.ts).
 import { createHash } from 'node:crypto';
 import { ReplyError } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
+import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
 import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
 
 /**
@@ -44,6 +45,12 @@ return 1
 
 /** How many records list() reads at once (one GET each: records live in different hash slots on a cluster). */
 const LIST_BATCH = 100;
+
+/**
+ * A change-feed message naming a hash that now opens a key: the hash after this mark. Key ids are letters, digits,
+ * "_" and "-", so no id message starts with it; an instance that predates it reads it as an unknown id (a no-op).
+ */
+const HASH_MESSAGE = '+';
 
 /** A record key holding another type (WRONGTYPE) is as unreadable as bad JSON: read as empty bytes; other errors stand. */
 function unreadableIfWrongType(err: unknown): Buffer {
@@ -138,6 +145,32 @@ export class RedisKeyStore implements KeyStore {
     } while (cursor !== '0');
   }
 
+  async keyCount(): Promise<number> {
+    return this.client.scard(this.ks.keyIds());
+  }
+
+  async forEachHash(each: (hashes: readonly string[]) => void): Promise<void> {
+    // SSCAN pages of ids, then their records LIST_BATCH at a time, one batch in flight: a bounded read beside the
+    // request path's commands, never one reply of every record. Not through the breaker: a failure here is the
+    // filter's (it stays uncertain and tries again), not the request path's.
+    let cursor = '0';
+    do {
+      const [next, page] = await this.client.sscan(this.ks.keyIds(), cursor, 'COUNT', 1000);
+      for (let i = 0; i < page.length; i += LIST_BATCH) {
+        const raws = await Promise.all(page.slice(i, i + LIST_BATCH).map((id) => this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType)));
+        const hashes: string[] = [];
+        for (const raw of raws) {
+          const key = raw && parseRecord(raw);
+          if (!key) continue;
+          hashes.push(key.hash);
+          if (key.prevHash !== undefined) hashes.push(key.prevHash);
+        }
+        each(hashes);
+      }
+      cursor = next;
+    } while (cursor !== '0');
+  }
+
   async list(): Promise<StoredKey[]> {
     // One GET per record, in bounded batches, never one pipeline or MGET across them: records live in different hash
     // slots on a cluster.
@@ -166,6 +199,12 @@ export class RedisKeyStore implements KeyStore {
       throw new KeyStoreError('key hash already exists');
     }
     await this.client.sadd(this.ks.keyIds(), key.id);
+    await this.publishHash(key.hash);
+  }
+
+  /** Tells every instance's key filter that this hash opens a key now (after its link and record are written). */
+  private async publishHash(hash: string): Promise<void> {
+    await this.client.publish(this.ks.keyEvents(), HASH_MESSAGE + hash);
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
@@ -191,6 +230,7 @@ export class RedisKeyStore implements KeyStore {
     const index: Array<Promise<unknown>> = [];
     for (const h of opts.unlinkHashes ?? []) index.push(this.client.del(this.ks.keyByHash(h)));
     if (opts.expireHash) index.push(this.client.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs));
+    if (opts.linkHash) index.push(this.publishHash(opts.linkHash));
     await Promise.all(index);
   }
 
@@ -204,23 +244,36 @@ export class RedisKeyStore implements KeyStore {
     await this.client.publish(this.ks.keyEvents(), changeMessage(id, change));
   }
 
-  async subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>> {
+  async subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void, more: ChangeFeedListeners = {}): Promise<() => Promise<void>> {
     const sub = this.redis.subscriber();
     this.subscriber = sub;
+    const channel = this.ks.keyEvents();
     let connectedOnce = false;
+    // Resolves once Redis has confirmed the subscription: from then on no message is missed (until a reconnect).
+    const listen = (): void => {
+      sub.subscribe(channel).then(
+        () => more.onListening?.(),
+        () => {},
+      );
+    };
     // After any reconnect, messages sent while we were away are lost: the cache must start over.
     sub.on('ready', () => {
-      if (connectedOnce) onReset();
+      if (connectedOnce) {
+        onReset();
+        // ioredis subscribes again by itself; this SUBSCRIBE (a no-op for Redis) tells us when that is in place.
+        listen();
+      }
       connectedOnce = true;
     });
-    sub.on('message', (channel: string, message: string) => {
-      if (channel !== this.ks.keyEvents()) return;
+    sub.on('message', (from: string, message: string) => {
+      if (from !== channel) return;
+      if (message.startsWith(HASH_MESSAGE)) return more.onKeyHash?.(message.slice(HASH_MESSAGE.length));
       const { id, change } = parseChangeMessage(message);
       onChange(id, change);
     });
     // Not awaited: Redis may be down at start-up; ioredis subscribes once connected (and again after every
     // reconnect), and the cache TTL bounds staleness meanwhile.
-    sub.subscribe(this.ks.keyEvents()).catch(() => {});
+    listen();
     return async () => {
       sub.disconnect();
     };

@@ -55,13 +55,21 @@ export interface KeyStore {
    * present for the whole pass is yielded exactly once.
    */
   idBatches(): AsyncGenerator<string[]>;
-  /** Fails if the id or hash already exists. */
+  /** How many keys the store holds (sizes each instance's key filter, src/keys/known-hashes.ts). */
+  keyCount(): Promise<number>;
+  /**
+   * Every hash that may open a stored key (current and grace), in bounded batches, read off the request path: what
+   * each instance's key filter is built from. Unreadable records are skipped.
+   */
+  forEachHash(each: (hashes: readonly string[]) => void): Promise<void>;
+  /** Fails if the id or hash already exists. Tells every instance the new hash (subscribe's onKeyHash). */
   create(key: StoredKey): Promise<void>;
   /**
    * Replaces an existing record (a KeyStoreError if the id is unknown, and then nothing else changes), then adjusts
    * the hash index: `linkHash` now finds the key, `unlinkHashes` no longer do, `expireHash` stops at `atMs`. With
    * `ifRevision`, the record is replaced only if it is still that revision (getVersioned), atomically; otherwise a
    * KeyStoreError with code 'conflict' and nothing changed: two administrators' changes never overwrite each other.
+   * A `linkHash` is told to every instance (subscribe's onKeyHash) once the record names it.
    */
   update(
     key: StoredKey,
@@ -74,8 +82,12 @@ export interface KeyStore {
   confirmReplicated?(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }>;
   /** Tells every gateway instance that a key changed: its record (the default), or only its windows (a reset). */
   publishChange(id: string, change?: KeyChange): Promise<void>;
-  /** Calls onChange(id, change) when any instance changes a key, and onReset() when changes may have been missed. */
-  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>>;
+  /**
+   * Calls onChange(id, change) when any instance changes a key, and onReset() when changes may have been missed;
+   * `more`: onKeyHash(hash) when any instance links a hash to a key (create, rotate, import), onListening() each time
+   * the subscription is in place (first, and again after every reconnect): from then on no change is missed.
+   */
+  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void, more?: ChangeFeedListeners): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -98,6 +110,12 @@ export function parseChangeMessage(message: string): { id: string; change: KeyCh
   const space = message.indexOf(' ');
   if (space < 0) return { id: message, change: 'record' };
   return { id: message.slice(0, space), change: message.slice(space + 1) === 'windows' ? 'windows' : 'record' };
+}
+
+/** The change feed's further listeners (KeyStore.subscribe). */
+export interface ChangeFeedListeners {
+  onKeyHash?(hash: string): void;
+  onListening?(): void;
 }
 
 export class KeyStoreError extends Error {

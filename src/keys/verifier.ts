@@ -1,11 +1,13 @@
 // Key verification on the request path, above the KeyStore interface: the validity rules (status, expiry, grace),
-// the in-process cache that keeps steady traffic off Redis, and change propagation between instances. Changing keys
-// is KeyAdmin's job (admin.ts): the verifier only reads, and hears of changes.
+// the in-process cache that keeps steady traffic off Redis, change propagation between instances, and the key filter
+// (known-hashes.ts) that says which uncached hashes are worth a store read when the caller's gate would decline it.
+// Changing keys is KeyAdmin's job (admin.ts): the verifier only reads, and hears of changes.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
+import { KnownHashes } from './known-hashes.js';
 import { expiredAt, expiryMs } from './rules.js';
 import type { FoundKey, KeyChange, KeyRecord, KeyStore, StoredKey } from './types.js';
 
@@ -31,8 +33,10 @@ export type VerifyResult =
   ) & { storeMs?: number };
 
 /**
- * Asked by verify() only when answering would take a key-store read (nothing usable cached): false declines the
- * read. `ctx` is the caller's, passed through, so the caller needs no closure per call.
+ * Asked by verify() only when answering would take a key-store read (nothing usable cached) and the key filter is
+ * certain no stored key has the hash: false declines the read. A hash the filter may hold is always read, whatever
+ * the gate says, so a valid key is never declined. `ctx` is the caller's, passed through, so the caller needs no
+ * closure per call.
  */
 export type LookupGate<C> = (ctx: C) => boolean;
 
@@ -111,6 +115,8 @@ export class KeyVerifier {
   private unsubscribe: (() => Promise<void>) | undefined;
   private readonly changeListeners: Array<(id: string | undefined, change: KeyChange) => void> = [];
   readonly opts: KeyCacheOptions;
+  /** Every hash that opens a stored key, as a Bloom filter: built once the change feed listens (start()). */
+  readonly knownHashes: KnownHashes;
 
   /**
    * `store` holds issued keys (Redis in production); `staticKeys`, the config's `keys:` list, is consulted
@@ -121,8 +127,10 @@ export class KeyVerifier {
     private readonly clock: Clock,
     opts: Partial<KeyCacheOptions> = {},
     staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
+    onFilterBuilt?: ConstructorParameters<typeof KnownHashes>[1],
   ) {
     this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
+    this.knownHashes = new KnownHashes(store, onFilterBuilt);
     this.staticKeys = new Map([...staticKeys].map(([hash, k]) => [hash, toCached(k)]));
     this.cache = new LRUCache({
       max: this.opts.maxEntries,
@@ -158,12 +166,23 @@ export class KeyVerifier {
     } else hashes.add(hash);
   }
 
-  /** Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache. */
+  /**
+   * Listens for key changes made by any instance (revoke, rotate, plan change) and drops them from the cache; each
+   * time the subscription is in place (first, and after a reconnect) the key filter is built anew from the store, in
+   * the background, and hashes the feed names (create, rotate, import) go into it as they come.
+   */
   async start(): Promise<void> {
     this.unsubscribe = await this.store.subscribe(
       (id, change) => this.forget(id, change),
       () => this.changesMayBeMissed(),
+      { onKeyHash: (hash) => this.hashLinked(hash), onListening: () => this.knownHashes.rebuild() },
     );
+  }
+
+  /** A hash now opens a key: into the filter, and a "no such key" remembered for it is dropped. */
+  private hashLinked(hash: string): void {
+    this.knownHashes.add(hash);
+    if (this.cache.peek(hash)?.key === null) this.cache.delete(hash);
   }
 
   /**
@@ -176,11 +195,13 @@ export class KeyVerifier {
    */
   private changesMayBeMissed(): void {
     this.resets++;
+    this.knownHashes.changesMayBeMissed();
     for (const fn of this.changeListeners) fn(undefined, 'record');
   }
 
   /** Stops listening for changes and closes the store. */
   async close(): Promise<void> {
+    this.knownHashes.close();
     await this.unsubscribe?.();
     await this.store.close();
   }
@@ -211,8 +232,15 @@ export class KeyVerifier {
       revision = cached.revision;
     } else {
       // A key this instance has read before is never declined: it was valid, and a gate that throttles guessing
-      // should not cost its owner a request. What is declined is a token nothing here has vouched for.
-      if (gate && !cached?.key && !gate(ctx as C)) return { ok: false, reason: 'not_looked_up' };
+      // should not cost its owner a request. Nor is one the key filter may hold (a valid key this instance has not
+      // cached, or was told of by the change feed): what is declined is a token no stored key can have.
+      if (gate && !cached?.key && !this.knownHashes.mayOpenAKey(hash) && !gate(ctx as C)) {
+        // A key created on another instance just before its owner's request came here: the change feed's message
+        // naming its hash left Redis before the creator had its answer, so it is at latest in this turn's input.
+        // Let this turn's I/O be read, then ask the filter again.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (!this.knownHashes.mayOpenAKey(hash)) return { ok: false, reason: 'not_looked_up' };
+      }
       const started = this.clock.now();
       try {
         // Just read: nothing to confirm yet.
@@ -221,6 +249,10 @@ export class KeyVerifier {
         // The store failed: a key read recently enough keeps working, and the wait is reported (it came out of the
         // request's Redis budget, which the limit check then shares); anything else cannot be verified.
         if (cached?.key && now - cached.readAt < this.opts.maxStaleMs) return { ...this.judge(cached.key, hash, now), storeMs: this.clock.now() - started };
+        // A key filter made uncertain by the outage itself (the change feed dropped) still knew every key up to it:
+        // a hash it never held, from a client the gate declines, is answered as a declined read (429 for a refused
+        // client, as before the outage), not as a key that may be fine (503).
+        if (gate && !cached?.key && this.knownHashes.saidNo(hash) && !gate(ctx as C)) return { ok: false, reason: 'not_looked_up' };
         return { ok: false, reason: 'unavailable' };
       }
     }

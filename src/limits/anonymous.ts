@@ -3,7 +3,8 @@
 // fails (no insurance limiter: it would absorb the failures, which then went uncounted and unseen by the breaker). The
 // address is anonymousClientKey's (validated, IPv6 by /64). Each instance also remembers, bounded, which clients
 // it has refused and until when: it answers them again without Redis, and the authentication decision asks it
-// before looking up a key, so a refused client's made-up keys cost no Redis read either. No Express here: the
+// before looking up a key the key filter says no stored key has, so a refused client's made-up keys cost no Redis
+// read either (a valid key from the same address is still looked up: src/keys/known-hashes.ts). No Express here: the
 // anonymousLimit stage (src/pipeline/stages.ts) turns decisions into headers and 429s.
 import type { RedisCommands } from '../storage/redis.js';
 import { LRUCache } from 'lru-cache';

@@ -21,6 +21,7 @@ export type RedisCommands = Pick<
   | 'sadd'
   | 'srem'
   | 'sscan'
+  | 'scard'
   | 'smembers'
   | 'pexpireat'
   | 'publish'

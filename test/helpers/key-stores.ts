@@ -1,15 +1,16 @@
 // KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
 import { KeyAdmin } from '../../src/keys/admin.js';
-import type { FoundKey, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
+import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
 import { memoryBanStore, MemoryLimiterStore } from '../../src/limits/memory-store.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { testConfig } from './gateway.js';
 
-export type StoreMethod = 'findByHash' | 'get' | 'list' | 'create' | 'update' | 'publishChange' | 'subscribe' | 'close';
+/** `scan`: keyCount and forEachHash, the key filter's build (not a verification's read). */
+export type StoreMethod = 'findByHash' | 'get' | 'list' | 'scan' | 'create' | 'update' | 'publishChange' | 'subscribe' | 'close';
 
 export class SpyKeyStore implements KeyStore {
-  readonly calls: Record<StoreMethod, number> = { findByHash: 0, get: 0, list: 0, create: 0, update: 0, publishChange: 0, subscribe: 0, close: 0 };
+  readonly calls: Record<StoreMethod, number> = { findByHash: 0, get: 0, list: 0, scan: 0, create: 0, update: 0, publishChange: 0, subscribe: 0, close: 0 };
   /** 'ok' delegates; 'fail' rejects at once; 'hang' never settles (a SIGSTOPped Redis). Counted either way. */
   mode: 'ok' | 'fail' | 'hang' = 'ok';
   /** When false, publishChange and subscribe do nothing: pub/sub is down. */
@@ -61,6 +62,12 @@ export class SpyKeyStore implements KeyStore {
     if (this.mode === 'fail') throw new Error('key store down (test)');
     yield* this.inner.idBatches();
   }
+  keyCount(): Promise<number> {
+    return this.run('scan', () => this.inner.keyCount());
+  }
+  forEachHash(each: (hashes: readonly string[]) => void): Promise<void> {
+    return this.run('scan', () => this.inner.forEachHash(each));
+  }
   create(key: StoredKey): Promise<void> {
     return this.run('create', () => this.inner.create(key));
   }
@@ -71,9 +78,9 @@ export class SpyKeyStore implements KeyStore {
     this.calls.publishChange++;
     return this.pubsub ? this.inner.publishChange(id, change) : Promise.resolve();
   }
-  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void): Promise<() => Promise<void>> {
+  subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void, more?: ChangeFeedListeners): Promise<() => Promise<void>> {
     this.calls.subscribe++;
-    return this.pubsub ? this.inner.subscribe(onChange, onReset) : Promise.resolve(async () => {});
+    return this.pubsub ? this.inner.subscribe(onChange, onReset, more) : Promise.resolve(async () => {});
   }
   close(): Promise<void> {
     this.calls.close++;
