@@ -6,7 +6,7 @@ import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, replicationShown, type KeyUpdate, type Replication } from '../keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, unconfirmed, type KeyUpdate, type Replication } from '../keys/admin.js';
 import { metadataSchema } from '../keys/fields.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
@@ -128,13 +128,14 @@ function nonNegativeInt(name: string) {
   };
 }
 
-/** Says so when the key store's primary has replicas and none confirmed the write in time (the key could be lost). */
-function unconfirmed(r: { replication?: Replication }): void {
-  const rep = r.replication;
-  if (!rep || rep.replicas === 0 || rep.acked > 0) return;
-  out('');
-  out(
-    `Warning: no replica confirmed this write within ${KEY_REPLICATION_WAIT_MS / 1000} s (the primary has ${rep.replicas}): if that primary fails before it replicates, the key is lost.`,
+/**
+ * One line on stderr when replicas are expected and none confirmed the change in time: stdout stays the command's
+ * answer, and a script that ignores stderr still gets it. The change is made; what is at risk is a failover.
+ */
+function warnUnconfirmed(what: string, r: Replication): void {
+  if (!unconfirmed(r)) return;
+  process.stderr.write(
+    `Warning: no replica confirmed this ${what} within ${KEY_REPLICATION_WAIT_MS / 1000} s (${r.expected} expected): if the primary fails over before it replicates, the ${what} is undone. Check the replicas (INFO replication), then run the command again.\n`,
   );
 }
 
@@ -185,13 +186,13 @@ export function registerKeysCommands(program: Command): void {
             ...(expiresAt !== undefined ? { expiresAt } : {}),
             ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
           });
-          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationShown(created) }));
+          warnUnconfirmed('new key', created.replication);
+          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
           out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
           out('');
           out(`  ${created.key}`);
           out('');
           out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
-          unconfirmed(created);
         });
       },
     );
@@ -275,8 +276,9 @@ export function registerKeysCommands(program: Command): void {
         if (Object.keys(patch).length === 0)
           throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
         await withSession(o, async (s) => {
-          const k = await s.keys.update(id, patch);
-          if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k) }));
+          const { record: k, replication } = await s.keys.update(id, patch);
+          warnUnconfirmed('change', replication);
+          if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k), replication }));
           out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
         });
       },
@@ -285,9 +287,13 @@ export function registerKeysCommands(program: Command): void {
   common(keys.command('revoke'))
     .description('the key stops working on every instance within 1 second')
     .argument('<id>', 'key id')
-    .action(async (id: string, o: CommonOpts) => {
+    .option('--json', 'print one JSON object')
+    .action(async (id: string, o: CommonOpts & { json?: boolean }) => {
       await withSession(o, async (s) => {
-        if (!(await s.keys.revoke(id))) throw new CliError(`no key with id "${id}"`);
+        const revoked = await s.keys.revoke(id);
+        if (!revoked) throw new CliError(`no key with id "${id}"`);
+        warnUnconfirmed('revocation', revoked.replication);
+        if (o.json) return out(JSON.stringify({ id, status: 'revoked', replication: revoked.replication }));
         out(`Revoked key ${id}.`);
       });
     });
@@ -301,22 +307,25 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const rotated = await s.keys.rotate(id, o.grace);
         if (!rotated) throw new CliError(`no key with id "${id}"`);
-        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, ...replicationShown(rotated) }));
+        warnUnconfirmed('rotation', rotated.replication);
+        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, replication: rotated.replication }));
         out(`Rotated key ${id}. The old key ${o.grace > 0 ? `keeps working for ${o.grace} s` : 'has stopped working'}.`);
         out('');
         out(`  ${rotated.key}`);
         out('');
         out('This is the only time the new key is shown.');
-        unconfirmed(rotated);
       });
     });
 
   common(keys.command('unban'))
     .description('lift a ban and reset the escalation level')
     .argument('<id>', 'key id')
-    .action(async (id: string, o: CommonOpts) => {
+    .option('--json', 'print one JSON object')
+    .action(async (id: string, o: CommonOpts & { json?: boolean }) => {
       await withSession(o, async (s) => {
-        await s.keys.unban(id);
+        const { replication } = await s.keys.unban(id);
+        warnUnconfirmed('unban', replication);
+        if (o.json) return out(JSON.stringify({ id, ...(await s.keys.banState(id)), replication }));
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
       });
     });
