@@ -185,9 +185,9 @@ describe('the key commands on the cluster', () => {
       ) {
         const created = await cli('create', '--plan', 'free', '--json');
         expect(withoutAudit(created.stderr)).toBe('');
-        const parsed = JSON.parse(created.stdout) as { id: string; replication?: { replicas: number; acked: number } };
+        const parsed = JSON.parse(created.stdout) as { id: string; replication?: { expected: number; acked: number } };
         // Each primary holding the record, its hash link or the id set has a replica, and it confirmed the write.
-        expect(parsed.replication).toEqual({ replicas: 1, acked: 1 });
+        expect(parsed.replication).toEqual({ expected: 1, acked: 1 });
         ids.push(parsed.id);
       }
       // Records of different ids live in different slots: list reads them one by one.

@@ -44,9 +44,9 @@ describe('Sentinel', () => {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
       const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
       const created = JSON.parse((await cli('create', '--plan', 'free', '--json')).stdout) as { id: string; replication?: unknown };
-      expect(created.replication).toEqual({ replicas: 1, acked: 1 });
+      expect(created.replication).toEqual({ expected: 1, acked: 1 });
       const rotated = JSON.parse((await cli('rotate', created.id, '--json')).stdout) as { replication?: unknown };
-      expect(rotated.replication).toEqual({ replicas: 1, acked: 1 });
+      expect(rotated.replication).toEqual({ expected: 1, acked: 1 });
       // A replica that does not answer: the write stands, and the output says it is not confirmed.
       sentinel.replica.pause();
       let unconfirmed;
