@@ -16,7 +16,7 @@ import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { exportKeys, importKeys } from '../keys/transfer.js';
+import { exportKeys, parseImportLines } from '../keys/transfer.js';
 import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
@@ -347,7 +347,7 @@ export function registerKeysCommands(program: Command): void {
     });
 
   common(keys.command('import'))
-    .description('import key records from `keys export` (a file, or - for stdin); idempotent: records already there are left alone')
+    .description('import key records from `keys export` (a file, or - for stdin): all or nothing; records already there as given are left alone')
     .argument('<file>', 'JSON lines file, or - for standard input')
     .action(async (file: string, o: CommonOpts) => {
       let text: string;
@@ -357,11 +357,11 @@ export function registerKeysCommands(program: Command): void {
         throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       }
       await withSession(o, async (s) => {
-        const r = await importKeys(s.store, text.split('\n'), Date.now());
-        for (const bad of r.invalid) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
-        for (const id of r.conflicts) process.stderr.write(`key ${id}: exists with other content; left as it is\n`);
-        out(`Imported ${r.imported}, unchanged ${r.unchanged}, conflicts ${r.conflicts.length}, invalid ${r.invalid.length}.`);
-        if (r.invalid.length > 0 || r.conflicts.length > 0) throw new CliError('some records were not imported (see above)');
+        const parsed = parseImportLines(text.split('\n'));
+        const r = await s.keys.importKeys(parsed.candidates, undefined, parsed.refusals);
+        for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+        out(`Imported ${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}.`);
+        if (r.refusals.length > 0) throw new CliError('nothing was imported: every record must pass before any is written (see above)');
       });
     });
 

@@ -9,6 +9,7 @@ import type { WindowState } from '../limits/types.js';
 import { sortedMetadata } from './fields.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
+import { checkImport, type ImportCandidate, type ImportRefusal } from './import-check.js';
 
 export type KeyAdminErrorCode =
   /** No key with that id. */
@@ -125,10 +126,22 @@ export interface Actor {
   requestId?: string;
 }
 
-export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban';
+export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban' | 'import';
 
-/** Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). */
-export type KeyChangeListener = (change: { action: KeyChangeAction; keyId: string; actor: Actor }) => void;
+/** What an import did: records created, records already there as given, records refused (then none was created). */
+export interface ImportCounts {
+  imported: number;
+  unchanged: number;
+  refused: number;
+}
+
+/**
+ * Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). An import is one
+ * change of many keys: no keyId, its counts instead.
+ */
+export type KeyChangeListener = (
+  change: { action: Exclude<KeyChangeAction, 'import'>; keyId: string; actor: Actor } | { action: 'import'; counts: ImportCounts; actor: Actor },
+) => void;
 
 /** A change with no actor named: the CLI's, which passes none. */
 const CLI: Actor = { by: 'cli' };
@@ -336,6 +349,54 @@ export class KeyAdmin {
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(CHANGE_BACKOFF_MAX_MS, 2 ** attempt)));
     }
     throw new KeyAdminError('contended', `key ${id} kept changing while this change was being made; try again`);
+  }
+
+  /**
+   * Imports key records (parsed, each with its line): every one is checked first (checkImport: schema, plans, ids and
+   * hashes against the store and each other), and if any is refused nothing is written. `refused` adds refusals found
+   * before (lines that did not parse), which also stop the import. Records already stored as given are left alone, so
+   * importing the same export again changes nothing. Then each new record is created, with its grace hash linked while
+   * the grace lasts, announced to every instance, and the import audited once with its counts.
+   */
+  async importKeys(
+    candidates: readonly ImportCandidate[],
+    actor: Actor = CLI,
+    refused: readonly ImportRefusal[] = [],
+  ): Promise<{ imported: number; unchanged: number; refusals: ImportRefusal[] }> {
+    const [ids, existing] = await Promise.all([this.store.ids(), this.store.list()]);
+    const readable = new Set(existing.map((k) => k.id));
+    const check = checkImport(candidates, {
+      plans: new Set(Object.keys(this.policy.plans())),
+      existing,
+      unreadable: new Set(ids.filter((id) => !readable.has(id))),
+    });
+    const refusals = [...refused, ...check.refusals].sort((a, b) => a.line - b.line);
+    if (refusals.length > 0) {
+      this.onChange({ action: 'import', counts: { imported: 0, unchanged: check.unchanged.length, refused: refusals.length }, actor });
+      return { imported: 0, unchanged: check.unchanged.length, refusals };
+    }
+    const now = this.clock.now();
+    let imported = 0;
+    try {
+      for (const { line, key } of check.create) {
+        try {
+          await this.store.create(key);
+        } catch (err) {
+          // Only another change made between the check and this write gets here (the check saw the id and hash free).
+          if (err instanceof KeyStoreError)
+            throw new KeyAdminError('contended', `line ${line}: ${err.message} (changed while importing); ${imported} records before it were imported`);
+          throw err;
+        }
+        // A rotation's old key still in its grace period keeps working until it ends, on the new Redis too.
+        if (key.prevHash !== undefined && key.prevHashUntil !== undefined && key.prevHashUntil > now)
+          await this.store.update(key, { linkHash: key.prevHash, expireHash: { hash: key.prevHash, atMs: key.prevHashUntil } });
+        await this.store.publishChange(key.id);
+        imported++;
+      }
+    } finally {
+      this.onChange({ action: 'import', counts: { imported, unchanged: check.unchanged.length, refused: 0 }, actor });
+    }
+    return { imported, unchanged: check.unchanged.length, refusals: [] };
   }
 
   /** The key's ban now, as the limit check sees it (the store's clock). */
