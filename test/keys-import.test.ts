@@ -58,7 +58,8 @@ const fresh = (over: Partial<StoredKey> = {}): StoredKey => ({
   hash: newHash(),
   ...over,
 });
-const file = (...records: unknown[]): string => dir.write(`import-${++counter}.jsonl`, records.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n') + '\n');
+const file = (...records: unknown[]): string =>
+  dir.write(`import-${++counter}.jsonl`, records.map((r) => (typeof r === 'string' ? r : JSON.stringify(r))).join('\n') + '\n');
 
 /** Imports `path`, expecting a refusal: the exit code, the refusal lines, and Redis as it was. */
 async function refused(path: string): Promise<{ lines: string[]; stdout: string; audit: Array<Record<string, unknown>> }> {
@@ -75,14 +76,20 @@ beforeAll(async () => {
   assertBuilt();
   redis = await TestRedis.start();
   dir = tempDir();
-  config = dir.write('gateway.yaml', { redis: { url: redis.url, prefix: PREFIX }, plans: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 20, perDay: 200 } } });
+  config = dir.write('gateway.yaml', {
+    redis: { url: redis.url, prefix: PREFIX },
+    plans: { free: { perMinute: 10, perDay: 100 }, pro: { perMinute: 20, perDay: 200 } },
+  });
   const ids: string[] = [];
   for (let i = 0; i < 3; i++) ids.push((JSON.parse((await keysOk('create', '--plan', 'free', '--json')).stdout) as { id: string }).id);
   await keysOk('rotate', ids[1]!, '--grace', '3600');
   await keysOk('revoke', ids[2]!);
   exportFile = `${dir.dir}/keys.jsonl`;
   await keysOk('export', '--out', exportFile);
-  const records = readFileSync(exportFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StoredKey);
+  const records = readFileSync(exportFile, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as StoredKey);
   const byId = (id: string) => records.find((r) => r.id === id)!;
   [active, rotated, revoked] = [byId(ids[0]!), byId(ids[1]!), byId(ids[2]!)];
   expect(rotated.prevHash).toMatch(/^[0-9a-f]{64}$/);

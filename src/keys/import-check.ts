@@ -91,7 +91,7 @@ export function checkImport(candidates: readonly ImportCandidate[], ctx: ImportC
       continue;
     }
     if (key.prevHash !== undefined && key.prevHash === key.hash) {
-      refuse('prevHash is the key\'s own hash');
+      refuse("prevHash is the key's own hash");
       continue;
     }
     if (sameHash !== undefined) {
