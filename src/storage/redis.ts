@@ -141,20 +141,30 @@ class ExpectedReplicas {
   }
 }
 
-/** WAIT for one replica on one primary, unless none is connected (WAIT would only sit out its timeout). */
+/**
+ * WAIT for one replica on one primary, unless none is connected (WAIT would only sit out its timeout). Never throws:
+ * the change is made by now, and a primary that refuses INFO (an ACL) or WAIT, or went away meanwhile, has simply
+ * confirmed nothing (acked 0).
+ */
 async function waitOnPrimary(node: Pick<Redis, 'info' | 'wait'>, timeoutMs: number, primary: string, expected: ExpectedReplicas): Promise<Replication> {
-  const connected = await connectedReplicas(node);
-  expected.note(primary, connected);
-  const acked = connected === 0 ? 0 : await node.wait(1, timeoutMs);
+  const connected = await connectedReplicas(node).catch(() => undefined);
+  if (connected !== undefined) expected.note(primary, connected);
+  const acked = connected === 0 ? 0 : await node.wait(1, timeoutMs).catch(() => 0);
   return { expected: expected.of(primary), acked };
 }
 
-/** Whether `a` is the worse outcome: a primary with replicas expected and none acknowledging first, then fewer acks. */
+/**
+ * Whether `a` is the outcome to report over `b`: a primary with replicas expected and none acknowledging first; then
+ * one meant to have replicas over one that is not (nothing to wait for there); then fewer acks.
+ */
 function riskier(a: Replication, b: Replication): boolean {
   const atRisk = (r: Replication) => r.expected > 0 && r.acked === 0;
   if (atRisk(a) !== atRisk(b)) return atRisk(a);
+  if (a.expected > 0 !== b.expected > 0) return a.expected > 0;
   return a.acked < b.acked || (a.acked === b.acked && a.expected > b.expected);
 }
+
+const SENTINEL_ASK_EVERY_MS = 60_000;
 
 /** How many replicas the sentinels know for the primary (down ones included); 0 when none answers. */
 async function sentinelReplicas(target: RedisTopology, timeoutMs: number): Promise<number> {
@@ -281,6 +291,7 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   // A standalone or Sentinel-managed primary: its replicas as seen at every (re)connection, so one that drops out
   // later still counts. (A cluster's come from its slot map.)
   const PRIMARY = 'primary';
+  let sentinelsAskedAt = -Infinity;
   if (!(c instanceof Cluster))
     c.on('ready', () => {
       connectedReplicas(c).then(
@@ -311,14 +322,17 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
         : ((c.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0),
     async waitForReplicas(keys, timeoutMs) {
       if (!(c instanceof Cluster)) {
-        if (target.sentinel) expected.note(PRIMARY, await sentinelReplicas(target, timeoutMs));
+        // The sentinels' view, asked at most once a minute: a connection of its own each time.
+        if (target.sentinel && Date.now() - sentinelsAskedAt > SENTINEL_ASK_EVERY_MS) {
+          sentinelsAskedAt = Date.now();
+          expected.note(PRIMARY, await sentinelReplicas(target, Math.min(timeoutMs, 1000)));
+        }
         return waitOnPrimary(c, timeoutMs, PRIMARY, expected);
       }
       // WAIT counts the replicas of the primary it is sent to, so it goes to each primary holding one of the keys.
       const primaries = new Set<string>();
       for (const key of keys) {
-        const slot = Number(await c.cluster('KEYSLOT', key));
-        const owners = c.slots[slot];
+        const owners = c.slots[calculateSlot(key)];
         if (!owners?.[0]) continue;
         primaries.add(owners[0]);
         expected.note(owners[0], owners.length - 1);

@@ -438,3 +438,55 @@ describe("the cluster's memory policy and persistence", () => {
     await waitFor(async () => (await readyz()).status === 200, 'ready again with noeviction everywhere', 3000, 50);
   });
 });
+
+describe('a failover does not undo a key change', () => {
+  it("a revoked key stays revoked, and a rotated key's old value stays refused, after their primary is killed", async () => {
+    const prefix = 'undo:';
+    const ks = new Keyspace(prefix);
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', {
+        upstream: { url: up.url },
+        redis: { cluster: { nodes: cluster.urls }, prefix },
+        plans: { free: { perMinute: 100, perDay: 1000 } },
+      });
+      const cli = async (...args: string[]) => {
+        const r = await runCli(['keys', ...args, '--json', '--config', file], { timeoutMs: 20_000 });
+        if (r.code !== 0) throw new Error(`keys ${args.join(' ')}: ${r.stderr}`);
+        return JSON.parse(r.stdout) as { id: string; key: string; replication: unknown };
+      };
+      // Two keys whose records live on one primary that has a replica (an earlier test left one without).
+      const withReplica = async (node: Awaited<ReturnType<typeof cluster.primaryOf>>) => {
+        const c = node.client();
+        try {
+          return /^connected_slaves:[1-9]/m.test(await c.info('replication'));
+        } finally {
+          c.disconnect();
+        }
+      };
+      const created: Array<{ id: string; key: string }> = [];
+      let victim: Awaited<ReturnType<typeof cluster.primaryOf>> | undefined;
+      for (let i = 0; i < 60 && created.length < 2; i++) {
+        const k = await cli('create', '--plan', 'free');
+        const node = await cluster.primaryOf(ks.keyRecord(k.id));
+        if (victim === undefined && (await withReplica(node))) victim = node;
+        if (node === victim) created.push(k);
+      }
+      expect(created, 'two keys on a primary with a replica').toHaveLength(2);
+      const [revokedKey, rotatedKey] = created as [{ id: string; key: string }, { id: string; key: string }];
+      expect((await cli('revoke', revokedKey.id)).replication).toEqual({ expected: 1, acked: 1 });
+      const rotated = await cli('rotate', rotatedKey.id);
+      expect(rotated.replication).toEqual({ expected: 1, acked: 1 });
+      // At once: whatever the replica has now is all the new primary will have.
+      await victim!.kill();
+      await waitFor(async () => (await cluster.primaryOf(ks.keyRecord(revokedKey.id))) !== victim, 'a replica took over the slot', 20_000, 100);
+      // A gateway that never cached either key: what it answers is what the promoted replica holds.
+      const g = await gateway(prefix, { redis: { cluster: { nodes: cluster.urls }, prefix, commandTimeoutMs: 1000 }, plans: { free: { perMinute: 100, perDay: 1000 } } });
+      await waitFor(async () => (await get(g, rotated.key)).status === 200, 'the rotated key answered by the promoted replica', 15_000, 100);
+      expect(await get(g, revokedKey.key)).toMatchObject({ status: 401 });
+      expect(await get(g, rotatedKey.key)).toMatchObject({ status: 401 });
+    } finally {
+      dir.remove();
+    }
+  }, 90_000);
+});
