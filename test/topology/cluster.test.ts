@@ -481,7 +481,10 @@ describe('a failover does not undo a key change', () => {
       await victim!.kill();
       await waitFor(async () => (await cluster.primaryOf(ks.keyRecord(revokedKey.id))) !== victim, 'a replica took over the slot', 20_000, 100);
       // A gateway that never cached either key: what it answers is what the promoted replica holds.
-      const g = await gateway(prefix, { redis: { cluster: { nodes: cluster.urls }, prefix, commandTimeoutMs: 1000 }, plans: { free: { perMinute: 100, perDay: 1000 } } });
+      const g = await gateway(prefix, {
+        redis: { cluster: { nodes: cluster.urls }, prefix, commandTimeoutMs: 1000 },
+        plans: { free: { perMinute: 100, perDay: 1000 } },
+      });
       await waitFor(async () => (await get(g, rotated.key)).status === 200, 'the rotated key answered by the promoted replica', 15_000, 100);
       expect(await get(g, revokedKey.key)).toMatchObject({ status: 401 });
       expect(await get(g, rotatedKey.key)).toMatchObject({ status: 401 });
