@@ -12,7 +12,7 @@ import { createProxy } from './pipeline/proxy.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
-import { KeyAdmin } from './keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
@@ -86,6 +86,8 @@ export interface ComposedGateway {
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
 const BREAKER_COOLDOWN_MS = 1000;
+/** Key administration's command budget: room for a WAIT that sits out its whole time, and the change before it. */
+const ADMIN_COMMAND_TIMEOUT_MS = KEY_REPLICATION_WAIT_MS + 1000;
 
 /** Overload is logged at most this often (a flood of late timeouts is one condition, not one line each). */
 const OVERLOAD_LOG_EVERY_MS = 1000;
@@ -133,6 +135,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
+  let adminStores: { keyStore: KeyStore; bans: BanStore; redis: RedisConnection } | undefined;
   const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
@@ -189,6 +192,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     policy.start();
     keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
     shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
+    // Key changes wait up to a second for a replica (WAIT), and a connection waiting in WAIT answers nothing else
+    // meanwhile: key administration has a connection of its own, so no limit check queues behind it.
+    const adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: Math.max(redisCfg.commandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS), purpose: 'admin' });
+    await adminRedis.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).catch(() => {});
+    adminStores = { keyStore: new RedisKeyStore(adminRedis, keyspace), bans: new RedisBanStore(adminRedis.client, keyspace), redis: adminRedis };
     readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {
     keyStore = new MemoryKeyStore(() => clock.now());
@@ -202,8 +210,16 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const recorder = config.usage.enabled
     ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: config.usage.flushIntervalMs, ttlMs: ledgerTtlMs })
     : undefined;
-  const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
-  const admin = new KeyAdmin(keyStore, bans, clock, { plans: () => runtime.config.plans, ban: () => runtime.config.ban }, auditKeyChanges(logger, metrics));
+  // A key store a test passes in stands for every key store, the admin's included.
+  const adminKeyStore = adminStores && !opts.keyStore ? adminStores.keyStore : keyStore;
+  const bans: BanStore = adminStores ? adminStores.bans : memoryBanStore(memoryLimits);
+  const admin = new KeyAdmin(
+    adminKeyStore,
+    bans,
+    clock,
+    { plans: () => runtime.config.plans, ban: () => runtime.config.ban },
+    auditKeyChanges(logger, metrics),
+  );
   const keys = new KeyVerifier(
     keyStore,
     clock,
@@ -283,6 +299,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await tracing?.shutdown();
       await keys.close();
       await redis?.close();
+      await adminStores?.redis.close();
     },
   };
 }

@@ -10,20 +10,21 @@ import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { assertBuilt, runCli, tempDir, withoutAudit, type CliResult } from './helpers/cli.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { waitFor } from './helpers/limits.js';
+import { metricValue, waitFor } from './helpers/limits.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
 const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const TOKEN = generateAdminToken();
-const PLANS = { free: { perMinute: 100, perDay: 1000 }, pro: { perMinute: 200, perDay: 2000 } };
+const PLANS = { free: { perMinute: 100, perDay: 1000 }, pro: { perMinute: 200, perDay: 2000 }, busy: { perMinute: 100_000, perDay: 1_000_000 } };
 
 let primary: TestRedis;
 let replica: TestRedis;
 let lone: TestRedis;
 let up: TestUpstream;
 let gw: RunningGateway;
+const metrics = new Metrics();
 let dir: ReturnType<typeof tempDir>;
 const problems: string[] = [];
 
@@ -49,12 +50,13 @@ beforeAll(async () => {
     config: testConfig({
       server: { host: '127.0.0.1', port: 0 },
       upstream: { url: up.url },
-      redis: { url: primary.url, prefix: 'rep:', commandTimeoutMs: 2000 },
+      // The request path's budget as a production config would set it: far below the second a WAIT may take.
+      redis: { url: primary.url, prefix: 'rep:', commandTimeoutMs: 200, failMode: 'open' },
       admin: { port: 0, tokens: [{ id: 'portal', sha256: hashAdminToken(TOKEN) }] },
       plans: PLANS,
     }),
     logger: silentLogger,
-    metrics: new Metrics(),
+    metrics,
     env: {},
     upstreamCheckTimeoutMs: 500,
   });
@@ -147,6 +149,44 @@ describe('key changes wait for a replica and say how far they reached', () => {
     } finally {
       replica.resume();
     }
+  }, 60_000);
+
+  it("a change waiting out its second for a silent replica holds up no request: the request path's Redis never times out", async () => {
+    const user = await admin('POST', '/keys', { plan: 'busy' });
+    const errors = async () => {
+      const text = await metrics.registry.metrics();
+      return {
+        limitCheckErrors: metricValue(text, 'tollgate_redis_errors_total', { op: 'limit_check' }) ?? 0,
+        degraded: metricValue(text, 'tollgate_redis_degraded_transitions_total', { to: 'degraded' }) ?? 0,
+      };
+    };
+    const before = await errors();
+    replica.pause();
+    const statuses: number[] = [];
+    let running = true;
+    const load = (async () => {
+      for (let i = 0; running && i < 2000; i++) {
+        const res = await fetch(`${gw.url}/v1/categories`, {
+          headers: { authorization: `Bearer ${String(user.body.key)}` },
+          signal: AbortSignal.timeout(5000),
+        });
+        await res.arrayBuffer();
+        statuses.push(res.status);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      const api = await everyChangeByApi();
+      for (const a of api) expect(a, a.action).toMatchObject({ replication: { expected: 1, acked: 0 } });
+    } finally {
+      running = false;
+      await load;
+      replica.resume();
+    }
+    expect(statuses.length).toBeGreaterThan(10);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    // Every limit check reached Redis in its 200 ms budget, though each change held a connection for a second.
+    expect(await errors()).toEqual(before);
   }, 60_000);
 
   it('the replica gone: the gateway, which saw it, still expects it; the CLI expects it when redis.replicas says so', async () => {

@@ -48,7 +48,7 @@ export interface RedisSubscriber {
 }
 
 /** What a connection is for: its client name in CLIENT LIST, and how it waits while Redis is away. */
-export type RedisPurpose = 'gateway' | 'cli' | 'petstore';
+export type RedisPurpose = 'gateway' | 'admin' | 'cli' | 'petstore';
 
 /** The parts of the `redis` config section that say where Redis is and how to reach it. */
 export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'> & { replicas?: number | undefined };
@@ -203,9 +203,9 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
 
 export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   const target: RedisTopology = opts.redis ?? { url: opts.url };
-  // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
+  // The gateway's requests (and its key administration) fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
   // reconnect; the CLI and the pet store prefer to wait for the connection.
-  const failFast = opts.purpose === 'gateway';
+  const failFast = opts.purpose === 'gateway' || opts.purpose === 'admin';
   const perConnection = {
     // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
     protocol: 2 as const,
