@@ -154,6 +154,38 @@ describe('keys import refuses what would take over or revive a key, and writes n
   });
 });
 
+describe('keys import against malformed and hostile lines', () => {
+  it('refuses prototype tricks, non-objects, unknown fields and a prevHash equal to the hash, each by line', async () => {
+    const own = fresh();
+    const r = await refused(
+      file(
+        '{"__proto__":{"plan":"free"},"id":"key_proto"}',
+        'null',
+        '[1,2]',
+        '"key"',
+        { ...fresh(), status: 'active', admin: true },
+        { ...own, prevHash: own.hash, prevHashUntil: Date.now() + 60_000 },
+        { ...fresh(), id: '../../etc' },
+        { ...fresh(), plan: '__proto__' },
+        { ...fresh(), plan: 'toString' },
+      ),
+    );
+    expect(r.lines.map((l) => l.replace(/:.*/, ''))).toEqual(['line 1', 'line 2', 'line 3', 'line 4', 'line 5', 'line 6', 'line 7', 'line 8', 'line 9']);
+    expect(r.lines[5]).toBe("line 6: prevHash is the key's own hash");
+    expect(r.lines[7]).toBe('line 8: unknown plan "__proto__"; plans: free, pro');
+    expect(r.lines[8]).toBe('line 9: unknown plan "toString"; plans: free, pro');
+  });
+
+  it('an empty file imports nothing and succeeds; a missing file is one line on stderr', async () => {
+    const empty = await keys('import', file());
+    expect(empty.code, empty.stderr).toBe(0);
+    expect(empty.stdout.trim()).toBe('Imported 0, unchanged 0.');
+    const missing = await keys('import', `${dir.dir}/nope.jsonl`);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr.trim()).toMatch(/^error: cannot read .*nope\.jsonl: ENOENT$/);
+  });
+});
+
 describe('keys import that passes', () => {
   it('writes every record, and one audit line says who, when and how many', async () => {
     const a = fresh();

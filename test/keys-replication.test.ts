@@ -214,6 +214,16 @@ describe('key changes wait for a replica and say how far they reached', () => {
     expect(await everyChangeByCli(fileFor(primary.url))).toEqual(each({ expected: 0, acked: 0 }, ''));
   }, 60_000);
 
+  it('redis.replicas takes a whole number from 0 to 16; anything else is refused naming the field', async () => {
+    for (const bad of [-1, 1.5, 'two', 17, null]) {
+      const r = await runCli(['config', 'check', '--config', dir.write(`bad-${String(bad)}.yaml`, { redis: { url: lone.url, replicas: bad }, plans: PLANS })]);
+      expect(r.code, String(bad)).toBe(1);
+      expect(r.stderr, String(bad)).toMatch(/redis\.replicas/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+    expect((await runCli(['config', 'check', '--config', dir.write('good.yaml', { redis: { url: lone.url, replicas: 0 }, plans: PLANS })])).code).toBe(0);
+  });
+
   it('the plain CLI output carries the same warning, on stderr only', async () => {
     const configured = fileFor(primary.url, { replicas: 1 }, 'plain.yaml');
     const created = await keys(configured, 'create', '--plan', 'free');
