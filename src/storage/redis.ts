@@ -86,8 +86,8 @@ export interface RedisConnection {
   /**
    * Waits (at most timeoutMs) until at least one replica of every primary holding these keys has acknowledged the
    * writes made so far on this connection (WAIT on each such primary). `expected`: the replicas that primary is meant
-   * to have (expectedReplicas); `acked`: how many acknowledged in time. Reported for the primary that fared worst
-   * (fewest acked). A primary with no replica connected is not waited on (acked 0 at once).
+   * to have (ExpectedReplicas); `acked`: how many acknowledged in time. Reported for the primary that fared worst
+   * (riskier). A primary with no replica connected is not waited on (acked 0 at once). Never rejects.
    */
   waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
   /** The primaries commands that carry no key should go to each of (a cluster's every primary; else the client). */
