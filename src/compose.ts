@@ -194,8 +194,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
     // Key changes wait up to a second for a replica (WAIT), and a connection waiting in WAIT answers nothing else
     // meanwhile: key administration has a connection of its own, so no limit check queues behind it.
+    // Not awaited: its commands wait for the connection (one retry), so a Redis down at start-up delays nothing.
     const adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: Math.max(redisCfg.commandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS), purpose: 'admin' });
-    await adminRedis.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).catch(() => {});
     adminStores = { keyStore: new RedisKeyStore(adminRedis, keyspace), bans: new RedisBanStore(adminRedis.client, keyspace), redis: adminRedis };
     readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {

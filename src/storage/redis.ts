@@ -203,9 +203,9 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
 
 export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   const target: RedisTopology = opts.redis ?? { url: opts.url };
-  // The gateway's requests (and its key administration) fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
-  // reconnect; the CLI and the pet store prefer to wait for the connection.
-  const failFast = opts.purpose === 'gateway' || opts.purpose === 'admin';
+  // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
+  // reconnect; key administration, the CLI and the pet store prefer to wait for the connection.
+  const failFast = opts.purpose === 'gateway';
   const perConnection = {
     // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
     protocol: 2 as const,
@@ -395,6 +395,8 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       return sub as RedisSubscriber;
     },
     async close() {
+      // Not connected: nothing in flight to wait for, and a connection with an offline queue would only queue the QUIT.
+      if (c.status !== 'ready') return void c.disconnect();
       // QUIT waits for a reply that a dead Redis never sends: capped.
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([c.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
