@@ -12,7 +12,7 @@ import { createProxy } from './pipeline/proxy.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
-import { KeyAdmin } from './keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
@@ -90,6 +90,8 @@ export interface ComposedGateway {
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
 const BREAKER_COOLDOWN_MS = 1000;
+/** Key administration's command budget: room for a WAIT that sits out its whole time, and the change before it. */
+const ADMIN_COMMAND_TIMEOUT_MS = KEY_REPLICATION_WAIT_MS + 1000;
 
 /** Overload is logged at most this often (a flood of late timeouts is one condition, not one line each). */
 const OVERLOAD_LOG_EVERY_MS = 1000;
@@ -195,8 +197,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     policy.start();
     keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
     // Same topology, credentials and TLS, its own timeout and no breaker: a slow report neither trips the request
-    // path into degraded mode nor waits on the request path's 100 ms budget.
-    adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.adminCommandTimeoutMs, purpose: 'admin' });
+    // path into degraded mode nor waits on the request path's 100 ms budget. Key changes wait up to a second for a
+    // replica (WAIT), and a connection waiting in WAIT answers nothing else meanwhile: on this connection no limit
+    // check queues behind it. Not awaited: its commands wait for the connection, so a Redis down at start-up delays
+    // nothing.
+    adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: Math.max(redisCfg.adminCommandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS), purpose: 'admin' });
     shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
     readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
   } else {

@@ -8,10 +8,6 @@ import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { RedisKeyStore } from '../src/keys/redis-store.js';
-import { importKeys } from '../src/keys/transfer.js';
-import { Keyspace } from '../src/storage/keyspace.js';
-import { connectRedis } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { testConfig } from './helpers/gateway.js';
@@ -164,18 +160,20 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     await filterBuilt(b);
     const ip = '198.51.100.23';
     await overAnonymousLimit(b.url, ip);
-    // As `tollgate keys import` runs it: its own connection, the store's import.
-    const connection = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
-    const store = new RedisKeyStore(connection, new Keyspace(prefix));
+    // Through `tollgate keys import` itself (the built CLI, its own connection, KeyAdmin's import).
     const keys = Array.from({ length: 5 }, () => generateKey());
     const lines = keys.map((key, i) =>
       JSON.stringify({ id: `imported_${i}`, plan: 'free', createdAt: new Date().toISOString(), status: 'active', hash: hashKey(key) }),
     );
+    const dir = tempDir();
     try {
-      expect((await importKeys(store, lines, Date.now())).imported).toBe(5);
+      const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { url: redis.url, prefix } });
+      const records = dir.write('keys.jsonl', lines.join('\n') + '\n');
+      const r = await runCli(['keys', 'import', records, '--config', file]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain('Imported 5');
     } finally {
-      await store.close();
-      await connection.close();
+      dir.remove();
     }
     for (const key of keys) expect((await send(b.url, ip, key)).status).toBe(200);
   });

@@ -55,7 +55,14 @@ describe('KeyAdmin (memory stores)', () => {
     verifier.onChange((id) => void (id && heard.push(id)));
     await verifier.start();
     const { key, record } = await admin.create({ plan: 'free', name: 'acme', perMinute: 5 });
-    const updated = await admin.update(record.id, { plan: 'pro', name: null, perMinute: null, perDay: 77, expiresAt: '2030-01-01T00:00:00.000Z' });
+    const { record: updated, replication } = await admin.update(record.id, {
+      plan: 'pro',
+      name: null,
+      perMinute: null,
+      perDay: 77,
+      expiresAt: '2030-01-01T00:00:00.000Z',
+    });
+    expect(replication).toEqual({ expected: 0, acked: 0 });
     expect(updated).toEqual({ ...record, plan: 'pro', perDay: 77, expiresAt: '2030-01-01T00:00:00.000Z', name: undefined, perMinute: undefined });
     expect(updated).not.toHaveProperty('name');
     expect(updated).not.toHaveProperty('perMinute');

@@ -296,7 +296,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect((await service.verify(oldKey)).ok).toBe(true);
     expect((await service.verify(rotated!.key)).ok).toBe(true);
     expect(service.cacheSize).toBe(2);
-    expect(await admin.revoke(record.id)).toBe(true);
+    expect(await admin.revoke(record.id)).toEqual({ replication: { expected: 0, acked: 0 } });
     expect(service.cacheSize).toBe(0);
     expect((await service.verify(oldKey)).ok).toBe(false);
     expect((await service.verify(rotated!.key)).ok).toBe(false);
@@ -304,7 +304,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const shown = await admin.get(record.id);
     expect(shown).toMatchObject({ status: 'revoked' });
     expect(shown?.revokedAt).toBeTruthy();
-    expect(await admin.revoke('key_unknown')).toBe(false);
+    expect(await admin.revoke('key_unknown')).toBeUndefined();
   });
 
   it("a change message drops that key's cached hashes by id, without walking the cache; evicted entries leave the index", async () => {

@@ -48,6 +48,7 @@ const TOLLGATE_ACL = [
     'pttl',
     'ping',
     'info',
+    'wait',
     'select',
     'client|setname',
     'config|get',

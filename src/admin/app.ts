@@ -9,7 +9,7 @@ import type { z } from 'zod';
 import type { Runtime } from '../config/runtime.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId, NO_STORE } from '../http/headers.js';
-import { KeyAdminError, replicationShown, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
+import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -110,7 +110,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res
       .status(201)
       .location(`/keys/${created.record.id}`)
-      .json({ ...view(created.record), key: created.key, ...replicationShown(created) });
+      .json({ ...view(created.record), key: created.key, replication: created.replication });
   });
 
   app.get('/keys', async (req, res) => {
@@ -140,7 +140,8 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.patch('/keys/:id', keyId, async (req, res) => {
     const body = parse(patchKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    res.json(view(await keys.update(String(req.params.id), body, actor(req))));
+    const updated = await keys.update(String(req.params.id), body, actor(req));
+    res.json({ ...view(updated.record), replication: updated.replication });
   });
 
   app.post('/keys/:id/rotate', keyId, async (req, res) => {
@@ -150,24 +151,26 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const rotated = await keys.rotate(id, body.graceSeconds, actor(req));
     if (!rotated) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     res.setHeader(H.cacheControl, NO_STORE);
-    res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, ...replicationShown(rotated) });
+    res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, replication: rotated.replication });
   });
 
   app.post('/keys/:id/revoke', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
     const k = await mustGet(id);
-    // Revoking a revoked key changes nothing: the same answer, no second audit line.
-    if (k.status !== 'revoked' && !(await keys.revoke(id, actor(req)))) throw new KeyAdminError('not_found', `no key with id "${id}"`);
-    res.json(view(await mustGet(id)));
+    // Revoking a revoked key changes nothing: the same answer, no second audit line; its replication is still
+    // asked, so a retry after an unconfirmed revoke learns whether the revocation has reached a replica since.
+    const revoked = k.status === 'revoked' ? { replication: await keys.replicated(id, []) } : await keys.revoke(id, actor(req));
+    if (!revoked) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    res.json({ ...view(await mustGet(id)), replication: revoked.replication });
   });
 
   app.post('/keys/:id/unban', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    await keys.unban(id, actor(req));
+    const { replication } = await keys.unban(id, actor(req));
     const k = await mustGet(id);
-    res.json({ ...view(k), ...(await keys.liveState(k)) });
+    res.json({ ...view(k), ...(await keys.liveState(k)), replication });
   });
 
   app.post('/keys/:id/reset', keyId, async (req, res) => {

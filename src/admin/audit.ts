@@ -1,4 +1,4 @@
-// The audit trail of key changes: one "admin change" log line per change (action, key id, who: an admin token's id
+// The audit trail of key changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
 // or "cli", and the admin API request id) and a count of it. KeyAdmin calls it once a change is stored, so the CLI and
 // the admin API are audited by the same code. It never sees a key, a hash or a token: only ids.
 import type { KeyChangeListener } from '../keys/admin.js';
@@ -6,8 +6,11 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 
 export function auditKeyChanges(logger: Logger, metrics?: Pick<Metrics, 'adminChanges'>): KeyChangeListener {
-  return ({ action, keyId, actor }) => {
-    logger.info({ audit: true, action, keyId, by: actor.by, ...(actor.requestId ? { reqId: actor.requestId } : {}) }, 'admin change');
+  return (change) => {
+    const { action, actor } = change;
+    // An import is one line with its counts (records imported, already there, refused), not one per key.
+    const what = change.action === 'import' ? change.counts : { keyId: change.keyId };
+    logger.info({ audit: true, action, ...what, by: actor.by, ...(actor.requestId ? { reqId: actor.requestId } : {}) }, 'admin change');
     metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
   };
 }

@@ -6,7 +6,7 @@ import { type Command, Option } from 'commander';
 import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, replicationShown, type KeyUpdate, type Replication } from '../keys/admin.js';
+import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, unconfirmed, type KeyUpdate, type Replication } from '../keys/admin.js';
 import { metadataSchema } from '../keys/fields.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
@@ -16,7 +16,7 @@ import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { exportKeys, importKeys } from '../keys/transfer.js';
+import { exportKeys, parseImportLines } from '../keys/transfer.js';
 import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
@@ -130,13 +130,14 @@ function nonNegativeInt(name: string) {
   };
 }
 
-/** Says so when the key store's primary has replicas and none confirmed the write in time (the key could be lost). */
-function unconfirmed(r: { replication?: Replication }): void {
-  const rep = r.replication;
-  if (!rep || rep.replicas === 0 || rep.acked > 0) return;
-  out('');
-  out(
-    `Warning: no replica confirmed this write within ${KEY_REPLICATION_WAIT_MS / 1000} s (the primary has ${rep.replicas}): if that primary fails before it replicates, the key is lost.`,
+/**
+ * One line on stderr when replicas are expected and none confirmed the change in time: stdout stays the command's
+ * answer, and a script that ignores stderr still gets it. The change is made; what is at risk is a failover.
+ */
+function warnUnconfirmed(what: string, r: Replication): void {
+  if (!unconfirmed(r)) return;
+  process.stderr.write(
+    `Warning: no replica confirmed this ${what} within ${KEY_REPLICATION_WAIT_MS / 1000} s (${r.expected} expected): if the primary fails over before it replicates, the ${what} is undone. Check the replicas (INFO replication), then run the command again.\n`,
   );
 }
 
@@ -188,13 +189,13 @@ export function registerKeysCommands(program: Command): void {
             ...(expiresAt !== undefined ? { expiresAt } : {}),
             ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
           });
-          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, ...replicationShown(created) }));
+          warnUnconfirmed('new key', created.replication);
+          if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
           out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
           out('');
           out(`  ${created.key}`);
           out('');
           out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
-          unconfirmed(created);
         });
       },
     );
@@ -278,8 +279,9 @@ export function registerKeysCommands(program: Command): void {
         if (Object.keys(patch).length === 0)
           throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
         await withSession(o, async (s) => {
-          const k = await s.keys.update(id, patch);
-          if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k) }));
+          const { record: k, replication } = await s.keys.update(id, patch);
+          warnUnconfirmed('change', replication);
+          if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k), replication }));
           out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
         });
       },
@@ -288,9 +290,13 @@ export function registerKeysCommands(program: Command): void {
   common(keys.command('revoke'))
     .description('the key stops working on every instance within 1 second')
     .argument('<id>', 'key id')
-    .action(async (id: string, o: CommonOpts) => {
+    .option('--json', 'print one JSON object')
+    .action(async (id: string, o: CommonOpts & { json?: boolean }) => {
       await withSession(o, async (s) => {
-        if (!(await s.keys.revoke(id))) throw new CliError(`no key with id "${id}"`);
+        const revoked = await s.keys.revoke(id);
+        if (!revoked) throw new CliError(`no key with id "${id}"`);
+        warnUnconfirmed('revocation', revoked.replication);
+        if (o.json) return out(JSON.stringify({ id, status: 'revoked', replication: revoked.replication }));
         out(`Revoked key ${id}.`);
       });
     });
@@ -304,22 +310,25 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const rotated = await s.keys.rotate(id, o.grace);
         if (!rotated) throw new CliError(`no key with id "${id}"`);
-        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, ...replicationShown(rotated) }));
+        warnUnconfirmed('rotation', rotated.replication);
+        if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, replication: rotated.replication }));
         out(`Rotated key ${id}. The old key ${o.grace > 0 ? `keeps working for ${o.grace} s` : 'has stopped working'}.`);
         out('');
         out(`  ${rotated.key}`);
         out('');
         out('This is the only time the new key is shown.');
-        unconfirmed(rotated);
       });
     });
 
   common(keys.command('unban'))
     .description('lift a ban and reset the escalation level')
     .argument('<id>', 'key id')
-    .action(async (id: string, o: CommonOpts) => {
+    .option('--json', 'print one JSON object')
+    .action(async (id: string, o: CommonOpts & { json?: boolean }) => {
       await withSession(o, async (s) => {
-        await s.keys.unban(id);
+        const { replication } = await s.keys.unban(id);
+        warnUnconfirmed('unban', replication);
+        if (o.json) return out(JSON.stringify({ id, ...(await s.keys.banState(id)), replication }));
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
       });
     });
@@ -351,7 +360,7 @@ export function registerKeysCommands(program: Command): void {
     });
 
   common(keys.command('import'))
-    .description('import key records from `keys export` (a file, or - for stdin); idempotent: records already there are left alone')
+    .description('import key records from `keys export` (a file, or - for stdin): all or nothing; records already there as given are left alone')
     .argument('<file>', 'JSON lines file, or - for standard input')
     .action(async (file: string, o: CommonOpts) => {
       let text: string;
@@ -361,11 +370,11 @@ export function registerKeysCommands(program: Command): void {
         throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       }
       await withSession(o, async (s) => {
-        const r = await importKeys(s.store, text.split('\n'), Date.now());
-        for (const bad of r.invalid) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
-        for (const id of r.conflicts) process.stderr.write(`key ${id}: exists with other content; left as it is\n`);
-        out(`Imported ${r.imported}, unchanged ${r.unchanged}, conflicts ${r.conflicts.length}, invalid ${r.invalid.length}.`);
-        if (r.invalid.length > 0 || r.conflicts.length > 0) throw new CliError('some records were not imported (see above)');
+        const parsed = parseImportLines(text.split('\n'));
+        const r = await s.keys.importKeys(parsed.candidates, undefined, parsed.refusals);
+        for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+        out(`Imported ${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}.`);
+        if (r.refusals.length > 0) throw new CliError('nothing was imported: every record must pass before any is written (see above)');
       });
     });
 

@@ -46,6 +46,7 @@ const redis = z
     username: z.string().min(1).optional().describe('ACL user and password (REDIS_USERNAME / REDIS_PASSWORD override them); they win over credentials in URLs.'),
     password: z.string().min(1).optional().describe('The ACL user\'s password (REDIS_PASSWORD overrides it, so it need not sit in the file). Never logged.'),
     tls: redisTls.optional().describe('TLS options for rediss:// URLs.'),
+    replicas: z.number().int().min(0).max(16).optional().describe('How many replicas the key store\'s primary (each primary of a cluster) is meant to have. Key changes wait for one to acknowledge and report `replication: {expected, acked}`; without this, expected is what the topology shows (replicas seen connected since start, the slot map, the sentinels), which forgets a replica that was already gone when the process started.'),
     prefix: z.string().default('tollgate:').describe('Prepended to every Redis key Tollgate writes.'),
     failMode: z.enum(['open', 'closed']).default('open').describe('Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503.'),
     commandTimeoutMs: positiveInt().default(100).describe('No request waits longer than this on Redis in total.'),

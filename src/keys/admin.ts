@@ -10,6 +10,7 @@ import { sortedMetadata } from './fields.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
+import { checkImport, type ImportCandidate, type ImportRefusal } from './import-check.js';
 
 export type KeyAdminErrorCode =
   /** No key with that id. */
@@ -102,21 +103,25 @@ export interface KeyAdminPolicy {
 }
 
 /**
- * How far a new or rotated key's write has reached: `replicas` the store's primary has, `acked` how many confirmed it
- * within KEY_REPLICATION_WAIT_MS. Absent for stores without replicas to ask (memory).
+ * How far a key change has reached: `expected` replicas the store's primary is meant to have (src/storage/redis.ts,
+ * ExpectedReplicas), `acked` how many confirmed it within KEY_REPLICATION_WAIT_MS. expected > 0 with acked 0: the
+ * change is on the primary alone, and a failover before it replicates would undo it (a revoked key working again).
+ * `{expected: 0, acked: 0}` for stores without replicas (memory, a standalone Redis without any).
  */
 export interface Replication {
-  replicas: number;
+  expected: number;
   acked: number;
 }
 
-/** What an answer shows of a write's replication: `replication` only where the store's primary has replicas. */
-export function replicationShown(r: { replication?: Replication }): { replication?: Replication } {
-  return r.replication && r.replication.replicas > 0 ? { replication: r.replication } : {};
+/** Whether a change is at risk: replicas are expected and none confirmed it. */
+export function unconfirmed(r: Replication): boolean {
+  return r.expected > 0 && r.acked === 0;
 }
 
-/** The longest a create or rotate waits for a replica to confirm the write (Redis WAIT). */
+/** The longest a key change waits for a replica to confirm it (Redis WAIT). */
 export const KEY_REPLICATION_WAIT_MS = 1000;
+
+const NO_REPLICAS: Replication = { expected: 0, acked: 0 };
 
 /** Who makes a change: an admin token's id or "cli", and the admin API request it came in (for the audit line). */
 export interface Actor {
@@ -124,10 +129,22 @@ export interface Actor {
   requestId?: string;
 }
 
-export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban' | 'reset';
+export type KeyChangeAction = 'create' | 'update' | 'rotate' | 'revoke' | 'unban' | 'reset' | 'import';
 
-/** Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). */
-export type KeyChangeListener = (change: { action: KeyChangeAction; keyId: string; actor: Actor }) => void;
+/** What an import did: records created, records already there as given, records refused (then none was created). */
+export interface ImportCounts {
+  imported: number;
+  unchanged: number;
+  refused: number;
+}
+
+/**
+ * Told of every change once it is stored (src/admin/audit.ts writes the audit line and counts it). An import is one
+ * change of many keys: no keyId, its counts instead.
+ */
+export type KeyChangeListener = (
+  change: { action: Exclude<KeyChangeAction, 'import'>; keyId: string; actor: Actor } | { action: 'import'; counts: ImportCounts; actor: Actor },
+) => void;
 
 /** A change with no actor named: the CLI's, which passes none. */
 const CLI: Actor = { by: 'cli' };
@@ -162,7 +179,7 @@ export class KeyAdmin {
   ) {}
 
   /** Issues a key: the plaintext is returned once here and never stored. */
-  async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication }> {
+  async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication }> {
     this.requirePlan(input.plan);
     const plaintext = generateKey();
     const stored: StoredKey = {
@@ -179,8 +196,8 @@ export class KeyAdmin {
     };
     await this.store.create(stored);
     this.onChange({ action: 'create', keyId: stored.id, actor });
-    const replication = await this.store.confirmReplicated?.(stored, KEY_REPLICATION_WAIT_MS);
-    return { key: plaintext, record: toRecord(stored), ...(replication ? { replication } : {}) };
+    const replication = await this.replicated(stored.id, [stored.hash]);
+    return { key: plaintext, record: toRecord(stored), replication };
   }
 
   /** The key's record, never its hash; undefined for an unknown id. */
@@ -276,7 +293,7 @@ export class KeyAdmin {
   }
 
   /** Changes a key's plan, name, overrides or expiry in place; the key itself (and its hash) stays. */
-  async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<KeyRecord> {
+  async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<{ record: KeyRecord; replication: Replication }> {
     if (patch.plan !== undefined) this.requirePlan(patch.plan);
     const next = await this.change(id, (k) => {
       if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
@@ -293,28 +310,31 @@ export class KeyAdmin {
     if (!next) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     await this.store.publishChange(id);
     this.onChange({ action: 'update', keyId: id, actor });
-    return toRecord(next);
+    return { record: toRecord(next), replication: await this.replicated(id, []) };
   }
 
-  /** Revokes the key: no hash opens it any more. Returns false for an unknown id. */
-  async revoke(id: string, actor: Actor = CLI): Promise<boolean> {
+  /** Revokes the key: no hash opens it any more. Undefined for an unknown id. */
+  async revoke(id: string, actor: Actor = CLI): Promise<{ replication: Replication } | undefined> {
+    let unlinked: string[] = [];
     const next = await this.change(id, (k) => {
       const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
       delete next.prevHash;
       delete next.prevHashUntil;
-      return { next, opts: { unlinkHashes: [k.hash, ...(k.prevHash ? [k.prevHash] : [])] } };
+      unlinked = [k.hash, ...(k.prevHash ? [k.prevHash] : [])];
+      return { next, opts: { unlinkHashes: unlinked } };
     });
-    if (!next) return false;
+    if (!next) return undefined;
     await this.store.publishChange(id);
     this.onChange({ action: 'revoke', keyId: id, actor });
-    return true;
+    return { replication: await this.replicated(id, unlinked) };
   }
 
   /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
-  async rotate(id: string, graceSeconds: number, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication } | undefined> {
+  async rotate(id: string, graceSeconds: number, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication } | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
     let plaintext = '';
+    let touched: string[] = [];
     const next = await this.change(id, (k) => {
       if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
       plaintext = generateKey();
@@ -329,6 +349,7 @@ export class KeyAdmin {
         delete next.prevHashUntil;
         unlink.push(k.hash);
       }
+      touched = [next.hash, k.hash, ...unlink];
       return {
         next,
         opts: { linkHash: next.hash, unlinkHashes: unlink, ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}) },
@@ -337,8 +358,17 @@ export class KeyAdmin {
     if (!next) return undefined;
     await this.store.publishChange(id);
     this.onChange({ action: 'rotate', keyId: id, actor });
-    const replication = await this.store.confirmReplicated?.(next, KEY_REPLICATION_WAIT_MS);
-    return { key: plaintext, record: toRecord(next), ...(replication ? { replication } : {}) };
+    const replication = await this.replicated(id, touched);
+    return { key: plaintext, record: toRecord(next), replication };
+  }
+
+  /**
+   * Waits (at most KEY_REPLICATION_WAIT_MS) until a replica has the key's record and everything else this process
+   * wrote for it (its ban state shares the record's slot; `hashes`: the hash links it set or dropped). Also what an
+   * idempotent change that wrote nothing answers, so its caller learns whether the state it relies on is replicated.
+   */
+  async replicated(id: string, hashes: readonly string[]): Promise<Replication> {
+    return (await this.store.confirmReplicated?.(id, [...new Set(hashes)], KEY_REPLICATION_WAIT_MS)) ?? NO_REPLICAS;
   }
 
   /**
@@ -368,6 +398,54 @@ export class KeyAdmin {
     throw new KeyAdminError('contended', `key ${id} kept changing while this change was being made; try again`);
   }
 
+  /**
+   * Imports key records (parsed, each with its line): every one is checked first (checkImport: schema, plans, ids and
+   * hashes against the store and each other), and if any is refused nothing is written. `refused` adds refusals found
+   * before (lines that did not parse), which also stop the import. Records already stored as given are left alone, so
+   * importing the same export again changes nothing. Then each new record is created, with its grace hash linked while
+   * the grace lasts, announced to every instance, and the import audited once with its counts.
+   */
+  async importKeys(
+    candidates: readonly ImportCandidate[],
+    actor: Actor = CLI,
+    refused: readonly ImportRefusal[] = [],
+  ): Promise<{ imported: number; unchanged: number; refusals: ImportRefusal[] }> {
+    const [ids, existing] = await Promise.all([this.store.ids(), this.store.list()]);
+    const readable = new Set(existing.map((k) => k.id));
+    const check = checkImport(candidates, {
+      plans: new Set(Object.keys(this.policy.plans())),
+      existing,
+      unreadable: new Set(ids.filter((id) => !readable.has(id))),
+    });
+    const refusals = [...refused, ...check.refusals].sort((a, b) => a.line - b.line);
+    if (refusals.length > 0) {
+      this.onChange({ action: 'import', counts: { imported: 0, unchanged: check.unchanged.length, refused: refusals.length }, actor });
+      return { imported: 0, unchanged: check.unchanged.length, refusals };
+    }
+    const now = this.clock.now();
+    let imported = 0;
+    try {
+      for (const { line, key } of check.create) {
+        try {
+          await this.store.create(key);
+        } catch (err) {
+          // Only another change made between the check and this write gets here (the check saw the id and hash free).
+          if (err instanceof KeyStoreError)
+            throw new KeyAdminError('contended', `line ${line}: ${err.message} (changed while importing); ${imported} records before it were imported`);
+          throw err;
+        }
+        // A rotation's old key still in its grace period keeps working until it ends, on the new Redis too.
+        if (key.prevHash !== undefined && key.prevHashUntil !== undefined && key.prevHashUntil > now)
+          await this.store.update(key, { linkHash: key.prevHash, expireHash: { hash: key.prevHash, atMs: key.prevHashUntil } });
+        await this.store.publishChange(key.id);
+        imported++;
+      }
+    } finally {
+      this.onChange({ action: 'import', counts: { imported, unchanged: check.unchanged.length, refused: 0 }, actor });
+    }
+    return { imported, unchanged: check.unchanged.length, refusals: [] };
+  }
+
   /** The key's ban now, as the limit check sees it (the store's clock). */
   async banState(id: string): Promise<BanView> {
     const s = await this.bans.snapshot(id, this.policy.ban());
@@ -375,11 +453,12 @@ export class KeyAdmin {
   }
 
   /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */
-  async unban(id: string, actor: Actor = CLI): Promise<void> {
+  async unban(id: string, actor: Actor = CLI): Promise<{ replication: Replication }> {
     await this.mustRead(id);
     await this.bans.unban(id);
     await this.store.publishChange(id);
     this.onChange({ action: 'unban', keyId: id, actor });
+    return { replication: await this.replicated(id, []) };
   }
 
   /**

@@ -234,9 +234,8 @@ export class RedisKeyStore implements KeyStore {
     await Promise.all(index);
   }
 
-  async confirmReplicated(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }> {
-    const keys = [this.ks.keyRecord(key.id), this.ks.keyByHash(key.hash), this.ks.keyIds()];
-    if (key.prevHash) keys.push(this.ks.keyByHash(key.prevHash));
+  async confirmReplicated(id: string, hashes: readonly string[], timeoutMs: number): Promise<{ expected: number; acked: number }> {
+    const keys = [this.ks.keyRecord(id), this.ks.keyIds(), ...hashes.map((h) => this.ks.keyByHash(h))];
     return this.redis.waitForReplicas(keys, timeoutMs);
   }
 

@@ -76,10 +76,12 @@ export interface KeyStore {
     opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number }; ifRevision?: string },
   ): Promise<void>;
   /**
-   * Waits (bounded) until a replica has the key's record and hash links, where the store has replicas: a key just
-   * created or rotated must survive the failover of the Redis that took the write. Absent for stores without.
+   * Waits (bounded) until a replica has what this process wrote for the key (its record, the ids set, the state in
+   * its slot) and the hash links named, where the store has replicas: a key change must survive the failover of the
+   * Redis that took it. `expected`: the replicas meant to be there; `acked`: those that confirmed. Absent for stores
+   * without replicas.
    */
-  confirmReplicated?(key: StoredKey, timeoutMs: number): Promise<{ replicas: number; acked: number }>;
+  confirmReplicated?(id: string, hashes: readonly string[], timeoutMs: number): Promise<{ expected: number; acked: number }>;
   /** Tells every gateway instance that a key changed: its record (the default), or only its windows (a reset). */
   publishChange(id: string, change?: KeyChange): Promise<void>;
   /**

@@ -58,7 +58,7 @@ export interface RedisSubscriber {
 export type RedisPurpose = 'gateway' | 'admin' | 'cli' | 'petstore';
 
 /** The parts of the `redis` config section that say where Redis is and how to reach it. */
-export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'>;
+export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'> & { replicas?: number | undefined };
 
 export interface RedisConnectOptions {
   /** A standalone Redis's URL (shorthand for `redis: { url }`). */
@@ -94,8 +94,9 @@ export interface RedisConnection {
   subscriber(): RedisSubscriber;
   /**
    * Waits (at most timeoutMs) until at least one replica of every primary holding these keys has acknowledged the
-   * writes made so far (WAIT on each such primary). `replicas`: the fewest replicas any of those primaries has;
-   * `acked`: the fewest that acknowledged in time. No replicas: nothing to wait for, { replicas: 0, acked: 0 }.
+   * writes made so far on this connection (WAIT on each such primary). `expected`: the replicas that primary is meant
+   * to have (ExpectedReplicas); `acked`: how many acknowledged in time. Reported for the primary that fared worst
+   * (riskier). A primary with no replica connected is not waited on (acked 0 at once). Never rejects.
    */
   waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
   /** The primaries commands that carry no key should go to each of (a cluster's every primary; else the client). */
@@ -120,16 +121,90 @@ export interface RedisConnection {
   close(): Promise<void>;
 }
 
+/** How far a write reached: `expected` replicas (see expectedReplicas), `acked` of them confirmed it in time. */
 export interface Replication {
-  replicas: number;
+  expected: number;
   acked: number;
 }
 
-/** WAIT for one replica on one primary; its connected replicas first, so a primary without any is not waited on. */
-async function waitOnPrimary(node: Pick<Redis, 'info' | 'wait'>, timeoutMs: number): Promise<Replication> {
-  const replicas = Number(/^connected_slaves:(\d+)/m.exec(await node.info('replication'))?.[1] ?? 0);
-  if (replicas === 0) return { replicas, acked: 0 };
-  return { replicas, acked: await node.wait(1, timeoutMs) };
+/** A primary's replicas connected now (INFO replication's connected_slaves). */
+async function connectedReplicas(node: Pick<Redis, 'info'>): Promise<number> {
+  return Number(/^connected_slaves:(\d+)/m.exec(await node.info('replication'))?.[1] ?? 0);
+}
+
+/**
+ * The replicas a primary is meant to have, so that a write at risk is reported as such: a replica that dropped out
+ * must still count, or the answer would say "nothing expected" exactly when nothing acknowledged. The most of:
+ * `redis.replicas` when the config names it; the most this process has seen connected to that primary (at connect,
+ * and at every wait since); on a cluster, the replicas the slot map lists for the primary; behind Sentinel, the
+ * replicas the sentinels know of (they remember one that is down).
+ */
+class ExpectedReplicas {
+  private readonly seen = new Map<string, number>();
+  constructor(private readonly configured = 0) {}
+  note(primary: string, count: number): void {
+    if (count > (this.seen.get(primary) ?? 0)) this.seen.set(primary, count);
+  }
+  of(primary: string): number {
+    return Math.max(this.configured, this.seen.get(primary) ?? 0);
+  }
+}
+
+/**
+ * WAIT for one replica on one primary, unless none is connected (WAIT would only sit out its timeout). Never throws:
+ * the change is made by now, and a primary that refuses INFO (an ACL) or WAIT, or went away meanwhile, has simply
+ * confirmed nothing (acked 0).
+ */
+async function waitOnPrimary(node: Pick<Redis, 'info' | 'wait'>, timeoutMs: number, primary: string, expected: ExpectedReplicas): Promise<Replication> {
+  const connected = await connectedReplicas(node).catch(() => undefined);
+  if (connected !== undefined) expected.note(primary, connected);
+  const acked = connected === 0 ? 0 : await node.wait(1, timeoutMs).catch(() => 0);
+  return { expected: expected.of(primary), acked };
+}
+
+/**
+ * Whether `a` is the outcome to report over `b`: a primary with replicas expected and none acknowledging first; then
+ * one meant to have replicas over one that is not (nothing to wait for there); then fewer acks.
+ */
+function riskier(a: Replication, b: Replication): boolean {
+  const atRisk = (r: Replication) => r.expected > 0 && r.acked === 0;
+  if (atRisk(a) !== atRisk(b)) return atRisk(a);
+  if (a.expected > 0 !== b.expected > 0) return a.expected > 0;
+  return a.acked < b.acked || (a.acked === b.acked && a.expected > b.expected);
+}
+
+const SENTINEL_ASK_EVERY_MS = 60_000;
+
+/** How many replicas the sentinels know for the primary (down ones included); 0 when none answers. */
+async function sentinelReplicas(target: RedisTopology, timeoutMs: number): Promise<number> {
+  const { masterName, sentinels } = target.sentinel!;
+  for (const url of sentinels) {
+    const u = new URL(url);
+    const tls = tlsOptions(target.tls, url);
+    const s = new Redis({
+      host: u.hostname,
+      port: Number(u.port || 26379),
+      ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+      ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+      ...(tls ? { tls } : {}),
+      connectTimeout: timeoutMs,
+      commandTimeout: timeoutMs,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      lazyConnect: true,
+    });
+    s.on('error', () => {});
+    try {
+      await s.connect();
+      const replicas = (await s.call('SENTINEL', 'REPLICAS', masterName)) as unknown[];
+      return replicas.length;
+    } catch {
+      // this sentinel did not answer: ask the next
+    } finally {
+      s.disconnect();
+    }
+  }
+  return 0;
 }
 
 /** Reconnect quickly and keep trying: an outage should end the moment Redis is back. */
@@ -138,7 +213,7 @@ const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(tim
 export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   const target: RedisTopology = opts.redis ?? { url: opts.url };
   // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
-  // reconnect; the CLI and the pet store prefer to wait for the connection.
+  // reconnect; key administration, the CLI and the pet store prefer to wait for the connection.
   const failFast = opts.purpose === 'gateway';
   const perConnection = {
     // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
@@ -229,6 +304,18 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
   if (client instanceof Cluster) client.on('node error', (err: unknown) => problems?.error(err));
   client.on('ready', () => problems?.connected());
   const c = client;
+  const expected = new ExpectedReplicas(target.replicas ?? 0);
+  // A standalone or Sentinel-managed primary: its replicas as seen at every (re)connection, so one that drops out
+  // later still counts. (A cluster's come from its slot map.)
+  const PRIMARY = 'primary';
+  let sentinelsAskedAt = -Infinity;
+  if (!(c instanceof Cluster))
+    c.on('ready', () => {
+      connectedReplicas(c).then(
+        (n) => expected.note(PRIMARY, n),
+        () => {},
+      );
+    });
   // A cluster's node connections by "host:port", the form its slot table names them in; kept by the client's events.
   const nodeByAddress = new Map<string, Redis>();
   if (c instanceof Cluster) {
@@ -251,22 +338,30 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
         ? c.nodes().reduce((n, node) => n + ((node.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0), 0)
         : ((c.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0),
     async waitForReplicas(keys, timeoutMs) {
-      if (!(c instanceof Cluster)) return waitOnPrimary(c, timeoutMs);
+      if (!(c instanceof Cluster)) {
+        // The sentinels' view, asked at most once a minute: a connection of its own each time.
+        if (target.sentinel && Date.now() - sentinelsAskedAt > SENTINEL_ASK_EVERY_MS) {
+          sentinelsAskedAt = Date.now();
+          expected.note(PRIMARY, await sentinelReplicas(target, Math.min(timeoutMs, 1000)));
+        }
+        return waitOnPrimary(c, timeoutMs, PRIMARY, expected);
+      }
       // WAIT counts the replicas of the primary it is sent to, so it goes to each primary holding one of the keys.
       const primaries = new Set<string>();
       for (const key of keys) {
-        const slot = Number(await c.cluster('KEYSLOT', key));
-        const owner = c.slots[slot]?.[0];
-        if (owner) primaries.add(owner);
+        const owners = c.slots[calculateSlot(key)];
+        if (!owners?.[0]) continue;
+        primaries.add(owners[0]);
+        expected.note(owners[0], owners.length - 1);
       }
       let worst: Replication | undefined;
       for (const owner of primaries) {
         const node = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
-        if (!node) continue;
-        const r = await waitOnPrimary(node, timeoutMs);
-        if (!worst || r.acked < worst.acked || (r.acked === worst.acked && r.replicas < worst.replicas)) worst = r;
+        // The slot's primary is not reachable: nothing could acknowledge there.
+        const r = node ? await waitOnPrimary(node, timeoutMs, owner, expected) : { expected: expected.of(owner), acked: 0 };
+        if (!worst || riskier(r, worst)) worst = r;
       }
-      return worst ?? { replicas: 0, acked: 0 };
+      return worst ?? { expected: 0, acked: 0 };
     },
     primaries: () => (c instanceof Cluster ? c.nodes('master') : [c]),
     clientForSlotOf(key) {
@@ -317,6 +412,8 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       return sub as RedisSubscriber;
     },
     async close() {
+      // Not connected: nothing in flight to wait for, and a connection with an offline queue would only queue the QUIT.
+      if (c.status !== 'ready') return void c.disconnect();
       // QUIT waits for a reply that a dead Redis never sends: capped.
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([c.quit().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 1000)))]);
