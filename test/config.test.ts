@@ -77,7 +77,14 @@ describe('defaults', () => {
   it('fills defaults inside a partly given section', () => {
     const c = ok('server:\n  port: 9090\nredis:\n  url: redis://127.0.0.1:6390/2\nroutes:\n  - path: /v1/pets/:petId\n');
     expect(c.server).toMatchObject({ port: 9090, host: '127.0.0.1', maxBodyBytes: 1_048_576 });
-    expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6390/2', prefix: 'tollgate:', failMode: 'open', commandTimeoutMs: 100, allowEviction: false });
+    expect(c.redis).toEqual({
+      url: 'redis://127.0.0.1:6390/2',
+      prefix: 'tollgate:',
+      failMode: 'open',
+      commandTimeoutMs: 100,
+      adminCommandTimeoutMs: 5000,
+      allowEviction: false,
+    });
     expect(c.routes[0]).toEqual({ path: '/v1/pets/:petId', method: '*', afterSunset: 'pass' });
   });
 
@@ -104,7 +111,14 @@ describe('defaults', () => {
     expect(r.path).toBe(REPO_CONFIG);
     expect(r.config.server).toMatchObject({ host: '127.0.0.1', port: 8080, trustProxy: false, maxBodyBytes: 1_048_576 });
     expect(r.config.upstream).toMatchObject({ url: 'http://127.0.0.1:8081', timeoutMs: 10_000, hideCredentials: true });
-    expect(r.config.redis).toEqual({ url: 'redis://127.0.0.1:6379/0', prefix: 'tollgate:', failMode: 'open', commandTimeoutMs: 100, allowEviction: false });
+    expect(r.config.redis).toEqual({
+      url: 'redis://127.0.0.1:6379/0',
+      prefix: 'tollgate:',
+      failMode: 'open',
+      commandTimeoutMs: 100,
+      adminCommandTimeoutMs: 5000,
+      allowEviction: false,
+    });
     expect(r.config.plans.free).toEqual({ perMinute: 60, perDay: 1000 });
     expect(r.config.routes).toEqual([
       {
@@ -222,7 +236,14 @@ describe('environment overrides', () => {
     expect(c.server.port).toBe(9999);
     expect(c.server.host).toBe('::1');
     expect(c.upstream.url).toBe('https://backend.internal:8443/base');
-    expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6391/3', prefix: 'tollgate:', failMode: 'open', commandTimeoutMs: 100, allowEviction: false });
+    expect(c.redis).toEqual({
+      url: 'redis://127.0.0.1:6391/3',
+      prefix: 'tollgate:',
+      failMode: 'open',
+      commandTimeoutMs: 100,
+      adminCommandTimeoutMs: 5000,
+      allowEviction: false,
+    });
     expect(c.log.level).toBe('debug');
     // Fields of the same section that the environment does not name keep the file's values and defaults.
     expect(c.upstream.timeoutMs).toBe(10_000);
@@ -230,7 +251,14 @@ describe('environment overrides', () => {
 
   it('REDIS_URL replaces only the url of a redis section the file has', () => {
     const c = ok('redis:\n  url: redis://127.0.0.1:6379/0\n  prefix: "acme:"\n  failMode: closed\n', { REDIS_URL: 'redis://127.0.0.1:6392/1' });
-    expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6392/1', prefix: 'acme:', failMode: 'closed', commandTimeoutMs: 100, allowEviction: false });
+    expect(c.redis).toEqual({
+      url: 'redis://127.0.0.1:6392/1',
+      prefix: 'acme:',
+      failMode: 'closed',
+      commandTimeoutMs: 100,
+      adminCommandTimeoutMs: 5000,
+      allowEviction: false,
+    });
   });
 
   it('empty or unset variables do not override', () => {

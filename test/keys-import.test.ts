@@ -194,7 +194,9 @@ describe('keys import that passes', () => {
     // The change feed: every instance drops the imported ids from its cache (a key looked up before it existed).
     const sub = redis.client();
     const heard: string[] = [];
-    sub.on('message', (_channel: string, id: string) => heard.push(id));
+    // Besides the ids, each hash an import links is announced ("+<sha256>") for every instance's key filter.
+    const hashes: string[] = [];
+    sub.on('message', (_channel: string, m: string) => (m.startsWith('+') ? hashes.push(m.slice(1)) : heard.push(m)));
     await sub.subscribe(`${PREFIX}keys:events`);
     const t0 = Date.now();
     const r = await keys('import', file(a, b, active));
@@ -205,9 +207,10 @@ describe('keys import that passes', () => {
     expect(audit).toEqual([expect.objectContaining({ audit: true, action: 'import', by: 'cli', imported: 2, unchanged: 1, refused: 0 })]);
     expect(Date.parse(String(audit[0]!.time))).toBeGreaterThanOrEqual(t0 - 1000);
     expect(audit[0]).not.toHaveProperty('keyId');
-    await waitFor(() => heard.length >= 2, 'the change feed', 5000);
+    await waitFor(() => heard.length >= 2 && hashes.length >= 2, 'the change feed', 5000);
     sub.disconnect();
     expect(heard.sort()).toEqual([a.id, b.id].sort());
+    expect(hashes).toEqual(expect.arrayContaining([a.hash, b.hash]));
     const c = redis.client();
     try {
       expect(await c.get(`${PREFIX}keyhash:${a.hash}`)).toBe(a.id);
