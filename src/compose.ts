@@ -14,6 +14,8 @@ import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
 import { KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
+import { isAcceptableKey } from './keys/format.js';
+import { compileKeySources } from './keys/sources.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
@@ -226,7 +228,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminStores?.keys ?? keyStore,
     adminStores?.bans ?? bans,
     clock,
-    { plans: () => runtime.config.plans, ban: () => runtime.config.ban },
+    { plans: () => runtime.config.plans, ban: () => runtime.config.ban, issuedPrefix: () => runtime.config.auth.issuedPrefix },
     auditKeyChanges(logger, metrics),
     adminReads,
   );
@@ -235,6 +237,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     clock,
     { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
     staticKeyMap(config.keys, new Date(clock.now()).toISOString()),
+    // Read per key: a reload's foreignKeys applies at once (issuedPrefix needs a restart and keeps its value).
+    (token) => isAcceptableKey(token, runtime.config.auth),
   );
   await keys.start();
 
@@ -277,7 +281,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     opsOnGatewayPort: !config.ops,
     observers: [requestMetrics(metrics)],
-    accessLog: accessLog(logger),
+    accessLog: accessLog(logger, () => compileKeySources(runtime.config.auth.sources).params),
     ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,

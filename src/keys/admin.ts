@@ -99,6 +99,8 @@ export interface KeyAdminPolicy {
   plans(): Readonly<Record<string, unknown>>;
   /** The ban ladder in force, for the level reset. */
   ban(): BanPolicy;
+  /** The prefix new and rotated keys are issued with (auth.issuedPrefix); "tg_" when left out. */
+  issuedPrefix?(): string;
 }
 
 /**
@@ -164,7 +166,7 @@ export class KeyAdmin {
   /** Issues a key: the plaintext is returned once here and never stored. */
   async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication?: Replication }> {
     this.requirePlan(input.plan);
-    const plaintext = generateKey();
+    const plaintext = generateKey(this.policy.issuedPrefix?.());
     const stored: StoredKey = {
       id: generateKeyId(),
       ...(input.name !== undefined ? { name: input.name } : {}),
@@ -317,7 +319,7 @@ export class KeyAdmin {
     let plaintext = '';
     const next = await this.change(id, (k) => {
       if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
-      plaintext = generateKey();
+      plaintext = generateKey(this.policy.issuedPrefix?.());
       const now = this.clock.now();
       const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
       const unlink = k.prevHash ? [k.prevHash] : [];

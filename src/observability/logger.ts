@@ -1,6 +1,6 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { redactKeyShapes } from '../keys/format.js';
+import { KEY_PREFIX, keyShapeText } from '../keys/format.js';
 
 export type { Logger };
 
@@ -21,7 +21,12 @@ export function redactRequestHeaders(req: unknown): unknown {
   return { ...(req as object), headers: safe };
 }
 
-export function createLogger(level: LevelWithSilent, destination?: DestinationStream): Logger {
+/**
+ * `issuedPrefix` (auth.issuedPrefix): text shaped like a key with it (or with "tg_") is redacted from every line. A key
+ * of another shape is kept out by where it is read: the access log's URL has key parameters redacted
+ * (observability/requests.ts) and no line carries request headers but through the `req` serializer below.
+ */
+export function createLogger(level: LevelWithSilent, destination?: DestinationStream, issuedPrefix: string = KEY_PREFIX): Logger {
   return pino(
     {
       level,
@@ -31,7 +36,7 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       timestamp: isoTime,
       // Text shaped like a key is redacted from the whole serialized line, whatever field it came in (a URL, an error
       // message, a header value): one `includes('tg_')` per line when there is none.
-      hooks: { streamWrite: redactKeyShapes },
+      hooks: { streamWrite: keyShapeText(issuedPrefix).redact },
     },
     destination ?? logDestination(1),
   );
