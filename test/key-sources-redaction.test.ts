@@ -73,9 +73,7 @@ function send(port: number, path: string, headers: OutgoingHttpHeaders = {}): Pr
     const req = httpRequest({ host: '127.0.0.1', port, path, headers, agent: false }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, head: JSON.stringify(res.rawHeaders), body: Buffer.concat(chunks).toString('utf8') }),
-      );
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, head: JSON.stringify(res.rawHeaders), body: Buffer.concat(chunks).toString('utf8') }));
     });
     req.setTimeout(5000, () => req.destroy(new Error('timed out')));
     req.on('error', reject);

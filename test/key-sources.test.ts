@@ -327,12 +327,20 @@ describe('auth config errors name the path', () => {
   it.each(cases)('%j', (auth, error) => {
     const result = validateConfig({ auth });
     expect(result.ok).toBe(false);
-    if (!result.ok) expect(result.errors.some((e) => e.startsWith(error)), result.errors.join('\n')).toBe(true);
+    if (!result.ok)
+      expect(
+        result.errors.some((e) => e.startsWith(error)),
+        result.errors.join('\n'),
+      ).toBe(true);
   });
 
   it('takes the documented defaults and every valid source', () => {
     const result = validateConfig({ auth: { sources: ['query:api_key', 'header:X-API-Key', 'bearer', 'header:Api-Key'] } });
-    expect(result.ok && result.config.auth).toEqual({ sources: ['query:api_key', 'header:X-API-Key', 'bearer', 'header:Api-Key'], foreignKeys: false, issuedPrefix: 'tg_' });
+    expect(result.ok && result.config.auth).toEqual({
+      sources: ['query:api_key', 'header:X-API-Key', 'bearer', 'header:Api-Key'],
+      foreignKeys: false,
+      issuedPrefix: 'tg_',
+    });
     const defaults = validateConfig({});
     expect(defaults.ok && defaults.config.auth).toEqual({ sources: ['bearer'], foreignKeys: false, issuedPrefix: 'tg_' });
   });

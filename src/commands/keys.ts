@@ -360,7 +360,7 @@ export function registerKeysCommands(program: Command): void {
     .command('generate')
     .description("print a new key and its SHA-256 for the config's static `keys:` list (stores nothing)")
     .option('--json', 'print one JSON object')
-    .option('--config <file>', "config file whose auth.issuedPrefix the key gets (else TOLLGATE_CONFIG; neither: the default tg_)")
+    .option('--config <file>', 'config file whose auth.issuedPrefix the key gets (else TOLLGATE_CONFIG; neither: the default tg_)')
     .action((o: { json?: boolean; config?: string }) => {
       const key = generateKey(issuedPrefixOf(o.config ?? (process.env.TOLLGATE_CONFIG || undefined)));
       const sha256 = hashKey(key);

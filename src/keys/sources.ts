@@ -90,7 +90,9 @@ export function compileKeySources(texts: readonly string[]): KeySources {
   let made = compiled.get(texts);
   if (made) return made;
   const list = texts.map(parseKeySource).filter((s): s is KeySource => typeof s !== 'string');
-  const how = list.map((s) => (s.kind === 'bearer' ? '"Authorization: Bearer <key>"' : s.kind === 'header' ? `"${s.label}: <key>"` : `the query parameter "${s.name}"`));
+  const how = list.map((s) =>
+    s.kind === 'bearer' ? '"Authorization: Bearer <key>"' : s.kind === 'header' ? `"${s.label}: <key>"` : `the query parameter "${s.name}"`,
+  );
   made = Object.freeze({
     list,
     headers: list.flatMap((s) => (s.kind === 'header' ? [s.name] : [])),
