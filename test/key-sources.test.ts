@@ -6,7 +6,12 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import type { Redis } from 'ioredis';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { validateConfig } from '../src/config/load.js';
-import { testConfig } from './helpers/gateway.js';
+import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
+import { composeGateway } from '../src/compose.js';
+import { Metrics } from '../src/observability/metrics.js';
+import { startGateway } from '../src/server/gateway-server.js';
+import { OpenApiDocument } from './helpers/openapi.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -301,6 +306,33 @@ describe('auth.issuedPrefix', () => {
   });
 });
 
+describe('the admin API issues keys with auth.issuedPrefix', () => {
+  it('POST /keys and POST /keys/{id}/rotate answer keys with the prefix, as docs/admin.openapi.yaml describes them', async () => {
+    const token = generateAdminToken();
+    const cfg = config({ issuedPrefix: 'acme_' }, { admin: { port: 0, tokens: [{ id: 'portal', sha256: hashAdminToken(token) }] } });
+    const gateway = await composeGateway({ config: cfg, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
+    const running = await startGateway({ gateway, logger: silentLogger });
+    onTestFinished(() => running.shutdown());
+    const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
+    const call = async (path: string, body: unknown): Promise<{ key?: string; id?: string }> => {
+      const res = await fetch(`${running.adminUrl!}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      expect(doc.check('POST', path, res.status, Object.fromEntries(res.headers), text)).toEqual([]);
+      return JSON.parse(text) as { key?: string; id?: string };
+    };
+    const created = await call('/keys', { plan: 'free' });
+    expect(created.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
+    const rotated = await call(`/keys/${created.id}/rotate`, {});
+    expect(rotated.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
+    const res = await fetch(`${running.url}/v1/things`, { headers: { authorization: `Bearer ${rotated.key}` } });
+    expect(res.status).toBe(200);
+  });
+});
+
 describe('auth config errors name the path', () => {
   const cases: Array<[Record<string, unknown>, string]> = [
     [{ sources: ['cookie:session'] }, 'auth.sources[0]: "cookie:session": expected "bearer", "header:<Name>" or "query:<param>"'],
@@ -321,6 +353,8 @@ describe('auth config errors name the path', () => {
     [{ issuedPrefix: '' }, 'auth.issuedPrefix: expected 1-32 characters of A-Z a-z 0-9 . _ ~ -'],
     [{ issuedPrefix: 'tg/' }, 'auth.issuedPrefix: expected 1-32 characters'],
     [{ issuedPrefix: 'tg_ ' }, 'auth.issuedPrefix: expected 1-32 characters'],
+    [{ issuedPrefix: 'x'.repeat(33) }, 'auth.issuedPrefix: expected 1-32 characters'],
+    [{ issuedPrefix: 'tga_live_' }, 'auth.issuedPrefix: must not start with tga_: admin tokens have that prefix'],
     [{ foreignKeys: 'yes' }, 'auth.foreignKeys:'],
     [{ header: 'X-API-Key' }, 'auth.header: unknown field'],
   ];

@@ -4,6 +4,7 @@ import { match } from 'path-to-regexp';
 import { z } from 'zod';
 import { parseKeySource } from '../keys/sources.js';
 import { ISSUED_PREFIX_SHAPE, KEY_PREFIX } from '../keys/format.js';
+import { ADMIN_TOKEN_PREFIX } from '../admin/tokens.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -184,6 +185,7 @@ const auth = z.strictObject({
   issuedPrefix: z
     .string()
     .regex(ISSUED_PREFIX_SHAPE, 'expected 1-32 characters of A-Z a-z 0-9 . _ ~ - (they travel unescaped in headers, bearer tokens and query strings)')
+    .refine((p) => !p.startsWith(ADMIN_TOKEN_PREFIX), `must not start with ${ADMIN_TOKEN_PREFIX}: admin tokens have that prefix`)
     .default(KEY_PREFIX)
     .describe('The prefix of the keys Tollgate issues (tollgate keys create, the admin API, keys generate); needs a restart.'),
 });
