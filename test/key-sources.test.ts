@@ -12,7 +12,8 @@ import { Metrics } from '../src/observability/metrics.js';
 import { startGateway } from '../src/server/gateway-server.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { captureLogger, commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { compileKeySources } from '../src/keys/sources.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
@@ -216,6 +217,16 @@ describe('auth.sources: where a key is read', () => {
     expect(up.seen[0]!.headers['x-request-id']).toBe(res.headers['x-request-id']);
     // An id that is not the key is kept.
     expect((await send(gw, '/v1/things', { 'x-api-key': LEGACY, 'x-request-id': 'order-4711-retry-2' })).headers['x-request-id']).toBe('order-4711-retry-2');
+  });
+});
+
+describe('the logger redacts key headers by name', () => {
+  it('a request logged with its headers has every configured key header redacted, whatever the key looks like', () => {
+    compileKeySources(['bearer', 'header:X-Legacy-Token']);
+    const { logger, lines } = captureLogger();
+    logger.info({ req: { method: 'GET', headers: { 'x-legacy-token': LEGACY, accept: '*/*' } } }, 'a request');
+    expect(lines[0]!.req).toEqual({ method: 'GET', headers: { 'x-legacy-token': '[redacted]', accept: '*/*' } });
+    expect(JSON.stringify(lines)).not.toContain(LEGACY);
   });
 });
 

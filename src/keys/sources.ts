@@ -85,6 +85,16 @@ export interface KeySources {
 
 const compiled = new WeakMap<readonly string[], KeySources>();
 
+/**
+ * Every header name a source has named in this process, the config in force or an earlier one: the logger redacts
+ * them wherever request headers are logged. It only grows: redacting a header that no longer carries keys costs
+ * nothing, forgetting one that did could leak a key logged late.
+ */
+const everKeyHeaders = new Set<string>();
+export function keyHeaderNames(): ReadonlySet<string> {
+  return everKeyHeaders;
+}
+
 /** `texts` as validated by the config schema; parsed once per array (a reload brings a new one). */
 export function compileKeySources(texts: readonly string[]): KeySources {
   let made = compiled.get(texts);
@@ -100,6 +110,7 @@ export function compileKeySources(texts: readonly string[]): KeySources {
     bearerOnly: list.length === 1 && list[0]!.kind === 'bearer',
     howToSend: how.join(' or '),
   });
+  for (const name of made.headers) everKeyHeaders.add(name);
   compiled.set(texts, made);
   return made;
 }

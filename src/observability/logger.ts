@@ -1,6 +1,7 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
 import { KEY_PREFIX, keyShapeText } from '../keys/format.js';
+import { keyHeaderNames } from '../keys/sources.js';
 
 export type { Logger };
 
@@ -12,12 +13,16 @@ export const REDACT_PATHS = ['headers.authorization', 'authorization'];
 /** Request headers that carry credentials: replaced wherever a `req` with headers is logged. */
 const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie'];
 
-/** The `req` serializer: an object with headers is logged with its credential headers redacted; anything else as is. */
+/**
+ * The `req` serializer: an object with headers is logged with its credential headers redacted (and every header an
+ * auth.sources entry names, by name: a key there may have any shape); anything else as is.
+ */
 export function redactRequestHeaders(req: unknown): unknown {
   const headers = (req as { headers?: unknown } | null | undefined)?.headers;
   if (headers === null || typeof headers !== 'object') return req;
   const safe: Record<string, unknown> = { ...(headers as Record<string, unknown>) };
   for (const name of SECRET_HEADERS) if (safe[name] !== undefined) safe[name] = '[redacted]';
+  for (const name of keyHeaderNames()) if (safe[name] !== undefined) safe[name] = '[redacted]';
   return { ...(req as object), headers: safe };
 }
 
