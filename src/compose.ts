@@ -14,6 +14,8 @@ import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
 import { KEY_REPLICATION_WAIT_MS, KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
+import { isAcceptableKey } from './keys/format.js';
+import { compileKeySources } from './keys/sources.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
@@ -231,7 +233,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminStores?.keys ?? keyStore,
     adminStores?.bans ?? bans,
     clock,
-    { plans: () => runtime.config.plans, ban: () => runtime.config.ban },
+    { plans: () => runtime.config.plans, ban: () => runtime.config.ban, issuedPrefix: () => runtime.config.auth.issuedPrefix },
     auditKeyChanges(logger, metrics),
     adminReads,
   );
@@ -245,6 +247,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
         logger.warn({ err: built.error }, 'key filter could not be built (tried again shortly): unknown keys from refused clients are looked up meanwhile');
       else logger.info({ hashes: built.hashes, bytes: built.bytes, ms: Math.round(built.ms) }, 'key filter built');
     },
+    // Read per key: a reload's foreignKeys applies at once (issuedPrefix needs a restart and keeps its value).
+    (token) => isAcceptableKey(token, runtime.config.auth),
   );
   await keys.start();
 
@@ -294,7 +298,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     opsOnGatewayPort: !config.ops,
     observers: [requestMetrics(metrics)],
-    accessLog: accessLog(logger),
+    accessLog: accessLog(logger, () => compileKeySources(runtime.config.auth.sources).params),
     ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,

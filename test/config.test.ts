@@ -66,6 +66,7 @@ describe('defaults', () => {
       selfService: { enabled: true, path: '/ratelimit' },
       usage: { enabled: true, retentionDays: 35, flushIntervalMs: 5000 },
       tracing: { serviceName: 'tollgate', exportIntervalMs: 1000 },
+      auth: { sources: ['bearer'], foreignKeys: false, issuedPrefix: 'tg_' },
     };
     expect(ok('')).toEqual(expected);
     expect(ok('# nothing but a comment\n')).toEqual(expected);

@@ -4,7 +4,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { Runtime } from '../src/config/runtime.js';
-import { Authenticator } from '../src/keys/authenticator.js';
+import { Authenticator, parseBearer } from '../src/keys/authenticator.js';
 import { generateKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
@@ -43,16 +43,16 @@ describe('Authenticator', () => {
 
   it('no header or another scheme: missing_api_key; a malformed or unknown bearer token: invalid_api_key', async () => {
     const { auth } = await setup();
-    expect(await auth.authenticate(undefined, context())).toBe('missing_api_key');
-    expect(await auth.authenticate('Basic dXNlcjpwYXNz', context())).toBe('missing_api_key');
-    expect(await auth.authenticate('Bearer a,b', context())).toBe('invalid_api_key');
-    expect(await auth.authenticate(`Bearer ${generateKey()}`, context())).toBe('invalid_api_key');
+    expect(await auth.authenticate(parseBearer(undefined), context())).toBe('missing_api_key');
+    expect(await auth.authenticate(parseBearer('Basic dXNlcjpwYXNz'), context())).toBe('missing_api_key');
+    expect(await auth.authenticate(parseBearer('Bearer a,b'), context())).toBe('invalid_api_key');
+    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), context())).toBe('invalid_api_key');
   });
 
   it('a valid key: the consumer with its plan, overrides and the hash the limit check re-validates', async () => {
     const { auth, keys } = await setup();
     const { key, record } = await keys.create({ plan: 'pro', perMinute: 7 });
-    const consumer = await auth.authenticate(`Bearer ${key}`, context());
+    const consumer = await auth.authenticate(parseBearer(`Bearer ${key}`), context());
     expect(consumer).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7 });
     expect(typeof consumer === 'object' && consumer.keyHash).toMatch(/^[0-9a-f]{64}$/);
   });
@@ -60,7 +60,7 @@ describe('Authenticator', () => {
   it('a store that fails with nothing cached: unavailable (the key may be fine), never invalid_api_key', async () => {
     const { auth, store } = await setup();
     store.findByHash = () => Promise.reject(new Error('store down'));
-    expect(await auth.authenticate(`Bearer ${generateKey()}`, context())).toBe('unavailable');
+    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), context())).toBe('unavailable');
   });
 
   it('a client the anonymous limit refuses gets no store read for a made-up key (the refusal is left in the context), and its valid key is admitted', async () => {
@@ -72,16 +72,16 @@ describe('Authenticator', () => {
       return find(hash);
     };
     const ctx = context();
-    expect(await auth.authenticate(`Bearer ${generateKey()}`, ctx)).toBe('invalid_api_key');
+    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), ctx)).toBe('invalid_api_key');
     expect(reads).toBe(0);
     expect(ctx.anonymousRefusedUntil).toBe(12_345);
     const other = context('198.51.100.1');
-    await auth.authenticate(`Bearer ${generateKey()}`, other);
+    await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), other);
     expect(reads).toBe(1);
     expect(other.anonymousRefusedUntil).toBe(0);
     // A valid key from the refused address, never seen by this verifier: read, and a consumer.
     const { key, record } = await keys.create({ plan: 'free' });
-    expect(await auth.authenticate(`Bearer ${key}`, context())).toMatchObject({ id: record.id, plan: 'free' });
+    expect(await auth.authenticate(parseBearer(`Bearer ${key}`), context())).toMatchObject({ id: record.id, plan: 'free' });
     expect(reads).toBe(2);
   });
 });

@@ -68,7 +68,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     store,
     new RedisBanStore(redis.client, keyspace),
     systemClock,
-    { plans: () => config.plans, ban: () => config.ban },
+    { plans: () => config.plans, ban: () => config.ban, issuedPrefix: () => config.auth.issuedPrefix },
     auditKeyChanges(audit),
   );
   return { config, redis, keyspace, store, keys };
@@ -382,8 +382,9 @@ export function registerKeysCommands(program: Command): void {
     .command('generate')
     .description("print a new key and its SHA-256 for the config's static `keys:` list (stores nothing)")
     .option('--json', 'print one JSON object')
-    .action((o: { json?: boolean }) => {
-      const key = generateKey();
+    .option('--config <file>', 'config file whose auth.issuedPrefix the key gets (else TOLLGATE_CONFIG; neither: the default tg_)')
+    .action((o: { json?: boolean; config?: string }) => {
+      const key = generateKey(issuedPrefixOf(o.config ?? (process.env.TOLLGATE_CONFIG || undefined)));
       const sha256 = hashKey(key);
       if (o.json) return out(JSON.stringify({ key, sha256 }));
       out(`key:    ${key}`);
@@ -391,4 +392,12 @@ export function registerKeysCommands(program: Command): void {
       out('');
       out(`Add to the config:  keys: [{ id: <id>, plan: <plan>, sha256: "${sha256}" }]`);
     });
+}
+
+/** auth.issuedPrefix of the config file named, or the default prefix when none is named. */
+function issuedPrefixOf(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
+  const loaded = loadConfigFile(path, process.env);
+  if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration: ${loaded.errors.join('; ')}`);
+  return loaded.config.auth.issuedPrefix;
 }

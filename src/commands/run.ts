@@ -18,7 +18,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
   }
   const config = result.config;
-  const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes));
+  const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), config.auth.issuedPrefix);
   exitOnFatalError(logger);
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {

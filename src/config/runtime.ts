@@ -12,8 +12,8 @@ export interface RuntimeConfig {
  * What a reload cannot change in a running process, because sockets, pools, clients or timers are built from it at
  * start-up: whole sections, and single fields of sections that otherwise reload. A reload keeps their old values and
  * names those that differ (the "needsRestart" of its log line). Every other field applies to the next request:
- * selfService, usage.retentionDays, log.level, plans, anonymous, ban, routes, admin.tokens and
- * admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it opened, are refused at once).
+ * selfService, usage.retentionDays, log.level, plans, anonymous, ban, routes, auth.sources, auth.foreignKeys,
+ * admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it opened, are refused at once).
  */
 const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
 const RESTART_ONLY_FIELDS = [
@@ -26,6 +26,8 @@ const RESTART_ONLY_FIELDS = [
   ['usage', 'flushIntervalMs'],
   // The log queue's bound belongs to the stream built at start-up.
   ['log', 'maxBufferBytes'],
+  // The logs redact text shaped like an issued key by the prefix the logger was built with at start-up.
+  ['auth', 'issuedPrefix'],
 ] as const;
 
 export class Runtime {

@@ -2,6 +2,9 @@
 // Types are derived from it; unknown keys are errors; cross-field rules are named functions below.
 import { match } from 'path-to-regexp';
 import { z } from 'zod';
+import { parseKeySource } from '../keys/sources.js';
+import { ISSUED_PREFIX_SHAPE, KEY_PREFIX } from '../keys/format.js';
+import { ADMIN_TOKEN_PREFIX } from '../admin/tokens.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -23,7 +26,7 @@ const server = z.strictObject({
 const upstream = z.strictObject({
   url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
   timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
-  hideCredentials: z.boolean().default(true).describe('Strip Authorization before forwarding, so the upstream never sees the API key.'),
+  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (Authorization, and the headers and query parameters auth.sources names), so the upstream never sees it.'),
   healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
   maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
 });
@@ -176,6 +179,26 @@ const route = z.strictObject({
   afterSunset: z.enum(['gone', 'pass']).default('pass').describe('After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying.'),
 });
 
+const auth = z.strictObject({
+  sources: z
+    .array(z.string().superRefine(validKeySource))
+    .min(1, 'name at least one source (bearer, header:<Name> or query:<param>)')
+    .default(['bearer'])
+    .describe('Where a key is read, in order: "bearer" (Authorization: Bearer), "header:<Name>", "query:<param>". The first that carries a key is used; two different keys in one request are refused (401).'),
+  foreignKeys: z.boolean().default(false).describe('true: keys of any shape (16-256 visible ASCII characters, e.g. a legacy system\'s sk_live_...) are accepted and looked up by their SHA-256. A key that starts with issuedPrefix is still checked as an issued key (its checksum) first.'),
+  issuedPrefix: z
+    .string()
+    .regex(ISSUED_PREFIX_SHAPE, 'expected 1-32 characters of A-Z a-z 0-9 . _ ~ - (they travel unescaped in headers, bearer tokens and query strings)')
+    .refine((p) => !p.startsWith(ADMIN_TOKEN_PREFIX), `must not start with ${ADMIN_TOKEN_PREFIX}: admin tokens have that prefix`)
+    .default(KEY_PREFIX)
+    .describe('The prefix of the keys Tollgate issues (tollgate keys create, the admin API, keys generate); needs a restart.'),
+});
+
+function validKeySource(text: string, ctx: Ctx): void {
+  const parsed = parseKeySource(text);
+  if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed, input: text });
+}
+
 const staticKey = z.strictObject({
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -').describe('The static key\'s id (X-Consumer-Id upstream).'),
   plan: z.string().min(1).describe('A plan from plans.'),
@@ -202,6 +225,7 @@ export const configSchema = z
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
     routes: z.array(route).default([]).describe('Route policy under /v1 (deprecation, sunset), first match wins.'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
+    auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })
   .superRefine(sunsetNotBeforeDeprecation)
   .superRefine(afterSunsetNeedsSunset)
@@ -210,7 +234,8 @@ export const configSchema = z
   .superRefine(workersNeedRedis)
   .superRefine(opsPortDiffers)
   .superRefine(adminPortDiffers)
-  .superRefine(adminTokenIdsUnique);
+  .superRefine(adminTokenIdsUnique)
+  .superRefine(keySourcesDistinct);
 
 // Refinements only add issues, so any context will do for their signatures.
 type Ctx = z.RefinementCtx<unknown>;
@@ -295,7 +320,20 @@ function staticKeyIdsUnique(cfg: { keys: StaticKeyConfig[] }, ctx: Ctx): void {
   });
 }
 
+function keySourcesDistinct(cfg: { auth: { sources: string[] } }, ctx: Ctx): void {
+  const seen = new Set<string>();
+  cfg.auth.sources.forEach((text, i) => {
+    const s = parseKeySource(text);
+    if (typeof s === 'string') return;
+    // Header names are case-insensitive; query parameter names are not.
+    const id = s.kind === 'header' ? `header:${s.name}` : s.kind === 'query' ? `query:${s.name}` : 'bearer';
+    if (seen.has(id)) ctx.addIssue({ code: 'custom', path: ['auth', 'sources', i], message: 'this source is listed twice', input: text });
+    seen.add(id);
+  });
+}
+
 export type Config = z.output<typeof configSchema>;
+export type AuthConfig = z.output<typeof auth>;
 export type RouteConfig = z.output<typeof route>;
 export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;

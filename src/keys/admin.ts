@@ -100,6 +100,8 @@ export interface KeyAdminPolicy {
   plans(): Readonly<Record<string, unknown>>;
   /** The ban ladder in force, for the level reset. */
   ban(): BanPolicy;
+  /** The prefix new and rotated keys are issued with (auth.issuedPrefix); "tg_" when left out. */
+  issuedPrefix?(): string;
 }
 
 /**
@@ -181,7 +183,7 @@ export class KeyAdmin {
   /** Issues a key: the plaintext is returned once here and never stored. */
   async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication }> {
     this.requirePlan(input.plan);
-    const plaintext = generateKey();
+    const plaintext = generateKey(this.policy.issuedPrefix?.());
     const stored: StoredKey = {
       id: generateKeyId(),
       ...(input.name !== undefined ? { name: input.name } : {}),
@@ -337,7 +339,7 @@ export class KeyAdmin {
     let touched: string[] = [];
     const next = await this.change(id, (k) => {
       if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
-      plaintext = generateKey();
+      plaintext = generateKey(this.policy.issuedPrefix?.());
       const now = this.clock.now();
       const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
       const unlink = k.prevHash ? [k.prevHash] : [];

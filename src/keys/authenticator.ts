@@ -1,10 +1,12 @@
-// The authentication decision: who is calling, from the Authorization header (a bearer API key, RFC 6750).
+// The authentication decision: who is calling, from the key the request presents (read from the configured sources
+// by keys/sources.ts: a bearer token, RFC 6750, a header or a query parameter).
 // It answers with an outcome and writes nothing to the response: the request path's authenticate and requireApiKey
 // stages turn outcomes into HTTP. A client the anonymous limit already refuses gets no key-store read for a key
 // the key filter is certain no stored key has (a made-up key: it could only have been answered 429 anyway); a valid
 // key this instance has not cached is looked up and admitted, whatever else comes from its address.
 import type { AuthFailure, RequestContext } from '../pipeline/context.js';
 import type { Consumer } from './consumer.js';
+import type { PresentedKey } from './sources.js';
 import type { LookupGate, VerifyResult } from './verifier.js';
 
 /** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
@@ -61,10 +63,9 @@ export class Authenticator {
   }
 
   /** Time spent reading the key store (a cache miss) is added to ctx.redisMs: it comes out of the request's Redis budget. */
-  async authenticate(authorization: string | undefined, ctx: RequestContext): Promise<AuthOutcome> {
-    const parsed = parseBearer(authorization);
+  async authenticate(parsed: PresentedKey, ctx: RequestContext): Promise<AuthOutcome> {
     if (parsed.kind === 'missing') return 'missing_api_key';
-    if (parsed.kind === 'malformed') return 'invalid_api_key';
+    if (parsed.kind !== 'token') return 'invalid_api_key';
     const result = await this.keys.verify(parsed.token, this.lookupGate, ctx);
     if (result.storeMs !== undefined) ctx.redisMs += result.storeMs;
     if (result.ok) {

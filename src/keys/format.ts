@@ -1,5 +1,7 @@
-// The API key format: "tg_" + 43 base62 characters of crypto randomness (256 bits) + a 6-character base62 CRC32.
-// The checksum lets the gateway refuse a mistyped or made-up key without a key-store lookup.
+// The API key format: the issued prefix (auth.issuedPrefix, "tg_" by default) + 43 base62 characters of crypto
+// randomness (256 bits) + a 6-character base62 CRC32. The checksum lets the gateway refuse a mistyped or made-up key
+// without a key-store lookup. With auth.foreignKeys, keys of other shapes (a legacy system's) are accepted too and
+// looked up by their SHA-256 like any other; a key that starts with the issued prefix is still judged as an issued one.
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
@@ -7,7 +9,26 @@ export const KEY_PREFIX = 'tg_';
 const BODY_LENGTH = 43; // ceil(256 / log2(62))
 const CHECKSUM_LENGTH = 6; // 62^6 > 2^32
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`);
+const ISSUED_BODY = new RegExp(`^[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`);
+
+/**
+ * What an issued prefix may be made of: RFC 3986's unreserved characters, which are also HTTP token and bearer
+ * token68 characters, so an issued key travels unescaped in a header, a bearer token and a query string alike.
+ */
+export const ISSUED_PREFIX_SHAPE = /^[A-Za-z0-9._~-]{1,32}$/;
+
+/** A foreign key: 16 to 256 visible ASCII characters (no space, no control character). */
+const FOREIGN_KEY = /^[\x21-\x7e]{16,256}$/;
+export const FOREIGN_KEY_MIN = 16;
+export const FOREIGN_KEY_MAX = 256;
+
+/** How presented keys are judged before any lookup (auth.issuedPrefix and auth.foreignKeys). */
+export interface KeyShapeRules {
+  issuedPrefix: string;
+  foreignKeys: boolean;
+}
+
+export const DEFAULT_KEY_SHAPE: KeyShapeRules = Object.freeze({ issuedPrefix: KEY_PREFIX, foreignKeys: false });
 
 function toBase62(n: bigint, length: number): string {
   let out = '';
@@ -22,33 +43,72 @@ function checksum(body: string): string {
   return toBase62(BigInt(crc32(body)), CHECKSUM_LENGTH);
 }
 
-/** A new plaintext key. Shown to the operator once; only its SHA-256 is kept. */
-export function generateKey(): string {
+/** A new plaintext key with the issued prefix. Shown to the operator once; only its SHA-256 is kept. */
+export function generateKey(prefix: string = KEY_PREFIX): string {
   const body = toBase62(BigInt(`0x${randomBytes(32).toString('hex')}`), BODY_LENGTH);
-  return KEY_PREFIX + body + checksum(body);
+  return prefix + body + checksum(body);
 }
 
-/** True when the token has the key shape and its checksum matches: worth a key-store lookup. */
-export function isWellFormedKey(token: string): boolean {
-  if (!KEY_SHAPE.test(token)) return false;
-  const body = token.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH);
-  return token.slice(KEY_PREFIX.length + BODY_LENGTH) === checksum(body);
+/** True when the token is an issued key (the prefix, the body, a matching checksum). */
+export function isWellFormedKey(token: string, prefix: string = KEY_PREFIX): boolean {
+  if (!token.startsWith(prefix)) return false;
+  const rest = token.slice(prefix.length);
+  if (!ISSUED_BODY.test(rest)) return false;
+  return rest.slice(BODY_LENGTH) === checksum(rest.slice(0, BODY_LENGTH));
 }
 
 /**
- * Text shaped like a key, or like the start of one (a key cut short is still most of a secret): "tg_" and 20 or more
- * base62 characters, anywhere. Logs never carry it and a request id may not be one.
+ * True when the token is worth a key-store lookup: an issued key with its checksum right, or, with foreignKeys, any
+ * other 16-256 visible ASCII characters. A token that starts with the issued prefix is judged as an issued key only,
+ * so a mistyped issued key is refused here even when foreign keys are accepted.
  */
-const KEY_IN_TEXT = /tg_[0-9A-Za-z]{20,}/;
-const KEYS_IN_TEXT = new RegExp(KEY_IN_TEXT.source, 'g');
-
-export function holdsKeyShape(text: string): boolean {
-  return text.includes(KEY_PREFIX) && KEY_IN_TEXT.test(text);
+export function isAcceptableKey(token: string, rules: KeyShapeRules): boolean {
+  if (token.startsWith(rules.issuedPrefix)) return isWellFormedKey(token, rules.issuedPrefix);
+  return rules.foreignKeys && FOREIGN_KEY.test(token);
 }
 
-/** The text with everything shaped like a key replaced by `tg_[redacted]`; the same string when there is none. */
+/**
+ * Text shaped like an issued key, or like the start of one (a key cut short is still most of a secret): the prefix
+ * and 20 or more base62 characters, anywhere. Logs never carry it and a request id may not be one. "tg_" is always
+ * looked for, as well as a configured prefix: keys issued before the prefix changed stay secrets.
+ */
+export interface KeyShapeText {
+  holds(text: string): boolean;
+  /** The text with everything shaped like a key replaced by `<prefix>[redacted]`; the same string when there is none. */
+  redact(text: string): string;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+const shapeTexts = new Map<string, KeyShapeText>();
+
+/** The matcher of key-shaped text for an issued prefix (made once per prefix). */
+export function keyShapeText(prefix: string = KEY_PREFIX): KeyShapeText {
+  let made = shapeTexts.get(prefix);
+  if (made) return made;
+  const prefixes = prefix === KEY_PREFIX ? [KEY_PREFIX] : [KEY_PREFIX, prefix];
+  const one = new RegExp(`(${prefixes.map(escapeRegExp).join('|')})[0-9A-Za-z]{20,}`);
+  const all = new RegExp(one.source, 'g');
+  const mentioned = (text: string): boolean => prefixes.some((p) => text.includes(p));
+  made = {
+    holds: (text) => mentioned(text) && one.test(text),
+    redact: (text) => (mentioned(text) ? text.replace(all, '$1[redacted]') : text),
+  };
+  shapeTexts.set(prefix, made);
+  return made;
+}
+
+const DEFAULT_SHAPE_TEXT = keyShapeText(KEY_PREFIX);
+
+export function holdsKeyShape(text: string): boolean {
+  return DEFAULT_SHAPE_TEXT.holds(text);
+}
+
+/** The text with everything shaped like a "tg_" key replaced by `tg_[redacted]`; the same string when there is none. */
 export function redactKeyShapes(text: string): string {
-  return text.includes(KEY_PREFIX) ? text.replace(KEYS_IN_TEXT, `${KEY_PREFIX}[redacted]`) : text;
+  return DEFAULT_SHAPE_TEXT.redact(text);
 }
 
 export function hashKey(token: string): string {

@@ -128,6 +128,8 @@ export class KeyVerifier {
     opts: Partial<KeyCacheOptions> = {},
     staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
     onFilterBuilt?: ConstructorParameters<typeof KnownHashes>[1],
+    /** Whether a token is worth a lookup at all (auth.issuedPrefix and auth.foreignKeys: isAcceptableKey). */
+    private readonly acceptsShape: (token: string) => boolean = (token) => isWellFormedKey(token),
   ) {
     this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
     this.knownHashes = new KnownHashes(store, onFilterBuilt);
@@ -213,7 +215,7 @@ export class KeyVerifier {
 
   /** `gate`: see LookupGate; it is never asked for static keys, cached ones, or a known key whose copy is stale. */
   async verify<C>(token: string, gate?: LookupGate<C>, ctx?: C): Promise<VerifyResult> {
-    if (!isWellFormedKey(token)) return { ok: false, reason: 'malformed' };
+    if (!this.acceptsShape(token)) return { ok: false, reason: 'malformed' };
     const hash = hashKey(token);
     const now = this.clock.now();
     const fixed = this.staticKeys.get(hash);

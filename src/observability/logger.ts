@@ -1,6 +1,7 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { redactKeyShapes } from '../keys/format.js';
+import { KEY_PREFIX, keyShapeText } from '../keys/format.js';
+import { keyHeaderNames } from '../keys/sources.js';
 
 export type { Logger };
 
@@ -12,16 +13,25 @@ export const REDACT_PATHS = ['headers.authorization', 'authorization'];
 /** Request headers that carry credentials: replaced wherever a `req` with headers is logged. */
 const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie'];
 
-/** The `req` serializer: an object with headers is logged with its credential headers redacted; anything else as is. */
+/**
+ * The `req` serializer: an object with headers is logged with its credential headers redacted (and every header an
+ * auth.sources entry names, by name: a key there may have any shape); anything else as is.
+ */
 export function redactRequestHeaders(req: unknown): unknown {
   const headers = (req as { headers?: unknown } | null | undefined)?.headers;
   if (headers === null || typeof headers !== 'object') return req;
   const safe: Record<string, unknown> = { ...(headers as Record<string, unknown>) };
   for (const name of SECRET_HEADERS) if (safe[name] !== undefined) safe[name] = '[redacted]';
+  for (const name of keyHeaderNames()) if (safe[name] !== undefined) safe[name] = '[redacted]';
   return { ...(req as object), headers: safe };
 }
 
-export function createLogger(level: LevelWithSilent, destination?: DestinationStream): Logger {
+/**
+ * `issuedPrefix` (auth.issuedPrefix): text shaped like a key with it (or with "tg_") is redacted from every line. A key
+ * of another shape is kept out by where it is read: the access log's URL has key parameters redacted
+ * (observability/requests.ts) and no line carries request headers but through the `req` serializer below.
+ */
+export function createLogger(level: LevelWithSilent, destination?: DestinationStream, issuedPrefix: string = KEY_PREFIX): Logger {
   return pino(
     {
       level,
@@ -31,7 +41,7 @@ export function createLogger(level: LevelWithSilent, destination?: DestinationSt
       timestamp: isoTime,
       // Text shaped like a key is redacted from the whole serialized line, whatever field it came in (a URL, an error
       // message, a header value): one `includes('tg_')` per line when there is none.
-      hooks: { streamWrite: redactKeyShapes },
+      hooks: { streamWrite: keyShapeText(issuedPrefix).redact },
     },
     destination ?? logDestination(1),
   );

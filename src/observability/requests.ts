@@ -4,6 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { RequestContext, RequestEnd, RequestObserver } from '../pipeline/context.js';
+import { redactParams } from '../keys/sources.js';
 import { pathOf } from '../routes/policy.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
@@ -54,7 +55,12 @@ interface PinoHttpOptions {
 }
 const { pinoHttp } = createRequire(import.meta.url)('pino-http') as { pinoHttp: (o: PinoHttpOptions) => (req: IncomingMessage, res: ServerResponse) => void };
 
-export function accessLog(logger: Logger): (req: IncomingMessage, res: ServerResponse) => void {
+/**
+ * `keyParams`: the query parameters that carry API keys (auth.sources), read per request: the URL is logged with
+ * their values replaced by `[redacted]`, whatever the key's shape, and whether or not the request got as far as
+ * authentication.
+ */
+export function accessLog(logger: Logger, keyParams: () => readonly string[] = () => []): (req: IncomingMessage, res: ServerResponse) => void {
   const middleware = pinoHttp({
     logger,
     wrapSerializers: false,
@@ -62,7 +68,7 @@ export function accessLog(logger: Logger): (req: IncomingMessage, res: ServerRes
       req: (req: IncomingMessage & { originalUrl?: string }) => ({
         id: req.id,
         method: req.method,
-        url: req.originalUrl ?? req.url,
+        url: redactParams(req.originalUrl ?? req.url ?? '/', keyParams()),
         remoteAddress: req.socket.remoteAddress,
       }),
       res: (res: ServerResponse) => ({ statusCode: res.statusCode }),

@@ -3,6 +3,7 @@
 // reachable as `req.ctx` from every stage and from the proxy's callbacks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Consumer } from '../keys/consumer.js';
+import type { KeySources } from '../keys/sources.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -23,6 +24,13 @@ export class RequestContext {
   /** The authenticated key; undefined until authentication found one (and again if the limit check disowns it). */
   consumer: Consumer | undefined = undefined;
   authFailure: AuthFailure = 'missing_api_key';
+  /** The 401's message when the default one would not say what is wrong (two different keys in one request). */
+  authFailureMessage: string | undefined = undefined;
+  /**
+   * Where this request's key was read from (auth.sources as authentication read them): the proxy removes those
+   * headers and query parameters with hideCredentials. Undefined until authentication ran.
+   */
+  keySources: KeySources | undefined = undefined;
   /**
    * Set when authentication skipped a key lookup because the anonymous limit is refusing this client (until that
    * clock time): the anonymous stage answers 429 from it without asking Redis again.

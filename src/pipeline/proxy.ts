@@ -11,6 +11,7 @@ import type { Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
+import { withoutParams } from '../keys/sources.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';
@@ -69,15 +70,19 @@ export function createUpstreamAgent(upstream: Upstream): HttpAgent {
 
 /**
  * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
- * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on.
+ * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on
+ * (Authorization, and the headers and query parameters auth.sources names).
  * Runs before the proxy because httpxy copies req.headers into the upstream request as they stand.
  */
 export function prepareUpstreamHeaders(upstream: Upstream) {
   // The upstream span's server.address, worked out once rather than per traced request.
   const upstreamHost = new URL(upstream.url).host;
   return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
-    // The upstream gets the path as the client sent it (req.url is already that: /v1 is not an Express mount).
-    req.url = req.originalUrl;
+    // The upstream gets the path as the client sent it (req.url is already that: /v1 is not an Express mount), less a
+    // key sent as a query parameter when hideCredentials is on (the rest of the query as sent).
+    const keySources = upstream.hideCredentials ? req.ctx.keySources : undefined;
+    req.url = keySources ? withoutParams(req.originalUrl, keySources.params) : req.originalUrl;
+    const keyHeaders = keySources?.headers;
     const h = req.headers as Record<string, string | string[] | undefined>;
     // The body keeps its framing on the upstream hop. Without a length or chunked, Node sends a GET/DELETE/OPTIONS
     // body raw and the upstream parses it as a next request: smuggled past authentication, with any X-Consumer-Id.
@@ -124,6 +129,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
       const value = h[name];
       if (value === undefined || Object.hasOwn(out, name) || NOT_FORWARDED.has(name) || dropped?.has(name) || claimsGatewayHeader(name)) continue;
       if (name === 'authorization' && upstream.hideCredentials) continue;
+      if (keyHeaders && keyHeaders.length > 0 && keyHeaders.includes(name)) continue;
       out[name] = value;
     }
     req.headers = out;

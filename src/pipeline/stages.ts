@@ -8,7 +8,7 @@
 //   2. securityHeaders          helmet, for a JSON API
 //   -- requests under /v1 only --
 //   3. refuseAmbiguousPaths     400 for a path an upstream may read as another (dot segments, %2F, \, ;)
-//   4. authenticate             bearer key -> consumer (the key cache; a store read on a miss)
+//   4. authenticate             key from auth.sources (bearer, header, query) -> consumer (key cache; store read on a miss)
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
 //   6. requireApiKey            401 for whoever is still without a valid key
 //   7. keyLimits                ban check and plan limits, one Redis round trip (429, with RateLimit headers)
@@ -27,6 +27,8 @@ import type { Runtime } from '../config/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
+import { keyShapeText } from '../keys/format.js';
+import { compileKeySources, DEFAULT_KEY_SOURCES, mentionsPresentedKey, readPresentedKey, type KeySources } from '../keys/sources.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import { DAY_MS, MINUTE_MS } from '../limits/types.js';
@@ -67,20 +69,24 @@ const UNDER_V1 = /^\/v1(?:[/?]|$)/i;
  * without the mount's rewriting of req.url around the stages: they and the upstream see the full path.
  */
 export function requestPath(p: RequestPathParts): RequestHandler {
-  const { server, upstream } = p.runtime.config;
+  const { server, upstream, auth } = p.runtime.config;
+  // Read per request: a reload's sources apply to the next request (parsed once per config).
+  const sources = (): KeySources => compileKeySources(p.runtime.config.auth.sources);
+  const keyShaped = keyShapeText(auth.issuedPrefix);
+  const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || mentionsPresentedKey(req, sources(), id);
   const v1 = inSequence([
     refuseAmbiguousPaths,
-    ...(p.keys ? [authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)] : []),
+    ...(p.keys ? [authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)] : []),
     routePolicy(p.runtime, p.clock, p.usage),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),
     p.proxyToUpstream,
   ]);
   const quota = p.keys
-    ? inSequence([authenticate(p.keys.authenticator, p.logger), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
+    ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
   return inSequence([
-    observeRequest(p.observers, p.accessLog, p.tracing),
+    observeRequest(p.observers, p.accessLog, p.tracing, idCarriesKey),
     securityHeaders(),
     function underV1(req, res, next) {
       if (UNDER_V1.test(req.url)) v1(req, res, next);
@@ -101,13 +107,19 @@ function isQuotaRequest(req: Request, runtime: Runtime): boolean {
 }
 
 /**
- * 1. Gives each request its id (the caller's X-Request-Id when sane, else a new UUID; echoed in the response) and
- * its context, and tells the observers once the response is over: one `close` listener per request.
+ * 1. Gives each request its id (the caller's X-Request-Id when sane and not carrying the request's own key, else a new
+ * UUID; echoed in the response) and its context, and tells the observers once the response is over: one `close`
+ * listener per request.
  */
-export function observeRequest(observers: readonly RequestObserver[], accessLog?: (req: Request, res: Response) => void, tracing?: Tracing): RequestHandler {
+export function observeRequest(
+  observers: readonly RequestObserver[],
+  accessLog?: (req: Request, res: Response) => void,
+  tracing?: Tracing,
+  idCarriesKey?: (req: Request, id: string) => boolean,
+): RequestHandler {
   return function observeRequestStage(req, res, next) {
     const given = req.headers[H.requestId];
-    const id = isSaneRequestId(given) ? given : randomUUID();
+    const id = isSaneRequestId(given) && !idCarriesKey?.(req, given) ? given : randomUUID();
     const ctx = new RequestContext(id, performance.now(), req);
     req.id = id;
     req.ctx = ctx;
@@ -157,12 +169,19 @@ export function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunc
   next();
 }
 
-/** 4. Finds out who is calling; only a key store that cannot answer is answered here (503, never a 401). */
-export function authenticate(authenticator: Authenticator, logger: Logger): RequestHandler {
+/**
+ * 4. Finds out who is calling, from the key the configured sources present (keys/sources.ts); only a key store that
+ * cannot answer is answered here (503, never a 401).
+ */
+export function authenticate(authenticator: Authenticator, logger: Logger, sources: () => KeySources = () => DEFAULT_KEY_SOURCES): RequestHandler {
   return async function authenticateStage(req, res, next) {
     const ctx = req.ctx;
     const span = ctx.trace?.start('tollgate.authenticate');
-    const outcome = await authenticator.authenticate(req.headers.authorization, ctx);
+    const from = sources();
+    ctx.keySources = from;
+    const presented = readPresentedKey(req, from);
+    if (presented.kind === 'conflict') ctx.authFailureMessage = 'The request carries two different API keys; send one key, in one place.';
+    const outcome = await authenticator.authenticate(presented, ctx);
     if (span) ctx.trace!.end(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
     if (typeof outcome === 'object') ctx.consumer = outcome;
     else if (outcome === 'unavailable') {
@@ -202,7 +221,9 @@ export function requireApiKey(req: Request, res: Response, next: NextFunction): 
   if (ctx.consumer) return next();
   const code = ctx.authFailure;
   res.setHeader('www-authenticate', code === 'missing_api_key' ? 'Bearer realm="tollgate"' : 'Bearer realm="tollgate", error="invalid_token"');
-  sendError(res, code);
+  const sources = ctx.keySources;
+  if (code === 'missing_api_key' && sources && !sources.bearerOnly) return sendError(res, code, `An API key is required: send ${sources.howToSend}.`);
+  sendError(res, code, code === 'invalid_api_key' ? ctx.authFailureMessage : undefined);
 }
 
 /**

@@ -1,0 +1,243 @@
+// Where a request's API key is read (auth.sources): the bearer token, a header, a query parameter, in the configured
+// order. The first source that carries a key gives it; every other source that carries one must carry the same key,
+// or the request is refused (a client that sends two different keys is confused or probing). The same rules say
+// which header and which query parameter the proxy removes (hideCredentials) and the access log redacts: whatever
+// a configured source names, whatever the key's shape.
+import type { IncomingMessage } from 'node:http';
+import { parseBearer } from './authenticator.js';
+
+export type KeySource = { kind: 'bearer' } | { kind: 'header'; name: string; label: string } | { kind: 'query'; name: string };
+
+/** What was found in a request's sources: no key, a key in a bad shape, two different keys, or the key. */
+export type PresentedKey = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'conflict' } | { kind: 'token'; token: string };
+
+const MISSING: PresentedKey = Object.freeze({ kind: 'missing' });
+const MALFORMED: PresentedKey = Object.freeze({ kind: 'malformed' });
+const CONFLICT: PresentedKey = Object.freeze({ kind: 'conflict' });
+
+/** An HTTP field name (RFC 9110 §5.1: a token), at most 64 characters. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
+/** A query parameter name: RFC 3986's unreserved characters, so it reads the same escaped or not. */
+const PARAM_NAME = /^[A-Za-z0-9._~-]{1,64}$/;
+
+/**
+ * Headers that cannot carry a key: the framing and routing of the message (Host, Content-Length, ...), hop-by-hop
+ * headers (removed by every proxy on the way), Authorization (that is the `bearer` source), Cookie (one line holding
+ * every cookie, not one key), and the headers the gateway sets for the upstream (X-Forwarded-*, X-Consumer-*,
+ * X-Request-Id, trace context), which would either be overwritten or echoed.
+ */
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'upgrade',
+  'proxy-connection',
+  'proxy-authorization',
+  'expect',
+  'authorization',
+  'cookie',
+  'forwarded',
+  'x-real-ip',
+  'x-request-id',
+  'traceparent',
+  'tracestate',
+]);
+const RESERVED_HEADER_PREFIXES = ['x-forwarded-', 'x-consumer-'];
+
+/** A source's text parsed, or why it is not one (a config error's message). */
+export function parseKeySource(text: string): KeySource | string {
+  if (text === 'bearer') return { kind: 'bearer' };
+  const colon = text.indexOf(':');
+  const kind = colon === -1 ? text : text.slice(0, colon);
+  const name = colon === -1 ? '' : text.slice(colon + 1);
+  if (kind === 'header') {
+    if (!HEADER_NAME.test(name)) return `"${text}": a header name is 1-64 token characters (A-Z a-z 0-9 and !#$%&'*+-.^_\`|~), e.g. header:X-API-Key`;
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower) || RESERVED_HEADER_PREFIXES.some((p) => lower.startsWith(p)))
+      return `"${text}": ${name} cannot carry an API key (${lower === 'authorization' ? 'use the "bearer" source' : 'a reserved, hop-by-hop or gateway-set header'})`;
+    return { kind: 'header', name: lower, label: name };
+  }
+  if (kind === 'query') {
+    if (!PARAM_NAME.test(name)) return `"${text}": a query parameter name is 1-64 characters of A-Z a-z 0-9 . _ ~ -, e.g. query:api_key`;
+    return { kind: 'query', name };
+  }
+  return `"${text}": expected "bearer", "header:<Name>" or "query:<param>"`;
+}
+
+/** The configured sources, parsed once per config, with what the proxy and the logs need of them. */
+export interface KeySources {
+  readonly list: readonly KeySource[];
+  /** Lower-case names of header sources. */
+  readonly headers: readonly string[];
+  /** Names of query sources. */
+  readonly params: readonly string[];
+  /** Only `bearer`: the request path reads the Authorization header and nothing else (the default). */
+  readonly bearerOnly: boolean;
+  /** How to send a key, for the 401 without one: `"Authorization: Bearer <key>" or "X-API-Key: <key>"`. */
+  readonly howToSend: string;
+}
+
+const compiled = new WeakMap<readonly string[], KeySources>();
+
+/**
+ * Every header name a source has named in this process, the config in force or an earlier one: the logger redacts
+ * them wherever request headers are logged. It only grows: redacting a header that no longer carries keys costs
+ * nothing, forgetting one that did could leak a key logged late.
+ */
+const everKeyHeaders = new Set<string>();
+export function keyHeaderNames(): ReadonlySet<string> {
+  return everKeyHeaders;
+}
+
+/** `texts` as validated by the config schema; parsed once per array (a reload brings a new one). */
+export function compileKeySources(texts: readonly string[]): KeySources {
+  let made = compiled.get(texts);
+  if (made) return made;
+  const list = texts.map(parseKeySource).filter((s): s is KeySource => typeof s !== 'string');
+  const how = list.map((s) =>
+    s.kind === 'bearer' ? '"Authorization: Bearer <key>"' : s.kind === 'header' ? `"${s.label}: <key>"` : `the query parameter "${s.name}"`,
+  );
+  made = Object.freeze({
+    list,
+    headers: list.flatMap((s) => (s.kind === 'header' ? [s.name] : [])),
+    params: list.flatMap((s) => (s.kind === 'query' ? [s.name] : [])),
+    bearerOnly: list.length === 1 && list[0]!.kind === 'bearer',
+    howToSend: how.join(' or '),
+  });
+  for (const name of made.headers) everKeyHeaders.add(name);
+  compiled.set(texts, made);
+  return made;
+}
+
+export const DEFAULT_KEY_SOURCES = compileKeySources(['bearer']);
+
+type UrlRequest = IncomingMessage & { originalUrl?: string };
+
+/** The key a request presents through `sources`. Reads no URL unless a query source is configured. */
+export function readPresentedKey(req: UrlRequest, sources: KeySources): PresentedKey {
+  if (sources.bearerOnly) return parseBearer(req.headers.authorization);
+  let found: string | undefined;
+  let malformed = false;
+  const offer = (value: string): boolean => {
+    if (found === undefined) found = value;
+    return found === value;
+  };
+  for (const s of sources.list) {
+    if (s.kind === 'bearer') {
+      const b = parseBearer(req.headers.authorization);
+      if (b.kind === 'malformed') malformed = true;
+      else if (b.kind === 'token' && !offer(b.token)) return CONFLICT;
+    } else if (s.kind === 'header') {
+      for (const value of headerValues(req, s.name)) if (!offer(value)) return CONFLICT;
+    } else {
+      const values = paramValues(req.originalUrl ?? req.url ?? '/', s.name);
+      if (values === undefined) malformed = true;
+      else for (const value of values) if (!offer(value)) return CONFLICT;
+    }
+  }
+  if (malformed) return MALFORMED;
+  return found === undefined ? MISSING : { kind: 'token', token: found };
+}
+
+/** A header's non-empty values; repeated header lines count as separate values (Node joins them with ", "). */
+function headerValues(req: IncomingMessage, name: string): string[] {
+  const joined = req.headers[name];
+  if (joined === undefined || joined === '') return [];
+  if (typeof joined === 'string' && !joined.includes(',')) return [joined];
+  return (req.headersDistinct[name] ?? []).filter((v) => v !== '');
+}
+
+/** Decodes a query component as forms do ("+" is a space); undefined for a broken %-escape. */
+function decodeComponent(text: string): string | undefined {
+  if (!text.includes('%') && !text.includes('+')) return text;
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The query segments (between "&") of `url` whose decoded name is `name`, as [start, end) offsets. */
+function* paramSegments(url: string, names: readonly string[]): Generator<[number, number]> {
+  const q = url.indexOf('?');
+  if (q === -1) return;
+  let start = q + 1;
+  while (start <= url.length) {
+    let end = url.indexOf('&', start);
+    if (end === -1) end = url.length;
+    const eq = url.indexOf('=', start);
+    const nameEnd = eq === -1 || eq > end ? end : eq;
+    const decoded = decodeComponent(url.slice(start, nameEnd));
+    if (decoded !== undefined && names.includes(decoded)) yield [start, end];
+    start = end + 1;
+  }
+}
+
+/** The non-empty values of query parameter `name`; undefined when one of them is not decodable. */
+function paramValues(url: string, name: string): string[] | undefined {
+  const values: string[] = [];
+  for (const [start, end] of paramSegments(url, [name])) {
+    const eq = url.indexOf('=', start);
+    if (eq === -1 || eq >= end) continue;
+    const value = decodeComponent(url.slice(eq + 1, end));
+    if (value === undefined) return undefined;
+    if (value !== '') values.push(value);
+  }
+  return values;
+}
+
+/**
+ * `url` without the query parameters named (every occurrence), the rest of the query byte for byte as sent; a query
+ * left empty loses its "?". The same string when none is there.
+ */
+export function withoutParams(url: string, names: readonly string[]): string {
+  const q = names.length === 0 ? -1 : url.indexOf('?');
+  if (q === -1) return url;
+  const parts = url.slice(q + 1).split('&');
+  const kept = parts.filter((part) => {
+    const eq = part.indexOf('=');
+    const name = decodeComponent(eq === -1 ? part : part.slice(0, eq));
+    return name === undefined || !names.includes(name);
+  });
+  if (kept.length === parts.length) return url;
+  const query = kept.join('&');
+  return query === '' ? url.slice(0, q) : `${url.slice(0, q)}?${query}`;
+}
+
+/** `url` with the values of the query parameters named replaced by `[redacted]` (for logs). */
+export function redactParams(url: string, names: readonly string[]): string {
+  if (names.length === 0 || !url.includes('?')) return url;
+  let out = '';
+  let from = 0;
+  for (const [s, e] of paramSegments(url, names)) {
+    const eq = url.indexOf('=', s);
+    if (eq === -1 || eq >= e) continue;
+    out += `${url.slice(from, eq + 1)}[redacted]`;
+    from = e;
+  }
+  return from === 0 ? url : out + url.slice(from);
+}
+
+/**
+ * Whether `text` (a caller's X-Request-Id) holds a key the request presents in any source, or a part of one: such an
+ * id would be echoed, forwarded and logged, so the request gets a fresh one.
+ */
+export function mentionsPresentedKey(req: UrlRequest, sources: KeySources, text: string): boolean {
+  // Fewer than 8 characters is no secret, and matching them would replace ids for nothing.
+  const hit = (value: string): boolean => (value.length >= 8 && text.includes(value)) || (text.length >= 8 && value.includes(text));
+  for (const s of sources.list) {
+    if (s.kind === 'bearer') {
+      const b = parseBearer(req.headers.authorization);
+      if (b.kind === 'token' && hit(b.token)) return true;
+    } else if (s.kind === 'header') {
+      if (headerValues(req, s.name).some(hit)) return true;
+    } else if ((paramValues(req.originalUrl ?? req.url ?? '/', s.name) ?? []).some(hit)) return true;
+  }
+  return false;
+}
