@@ -1,11 +1,16 @@
-// What a big usage report does to the gateway instance that serves it: a private redis-server seeded with --keys
-// keys (default 20,000), each with 35 days of ledger; one gateway (`tollgate serve`, its own process) under a steady
-// keyed load from this process (--rate requests/s over 8 keep-alive connections, loopback); the request path's p99
-// measured for --seconds without a report, then while a 35-day GET /usage runs on the same instance's admin API.
-// Prints the report's status and time, both p99s and their ratio.
+// What usage reports do to the gateway instance that serves them: a private redis-server seeded with --keys keys
+// (default 20,000), each with --ledger-days days of ledger (default 5) spread over a --days window (default 35); one
+// gateway (`tollgate serve`, its own process) under a steady keyed load from this process (--rate requests/s over 8
+// keep-alive connections, loopback). Paired rounds, in alternating order: --seconds of load alone, and --seconds of
+// load while reports run back to back on the same instance's admin API (a billing export: every page of a --days
+// GET /usage, limit 1000; then the dashboard overview: GET /usage/summary by hour over 24 h and by day over 7 days,
+// each a period the overview's cache has not seen, so each is computed). Prints per round the request path's p99
+// alone and with reports, and their ratio; then the median ratio, the reports' status and time, the gateway's CPU
+// per export and Redis's commands per export (INFO commandstats).
 //
 //   npm run bench:reports
-//   npm run bench:reports -- --keys 5000 --rate 150 --seconds 15
+//   npm run bench:reports -- --keys 2000 --rounds 3 --seconds 10
+//   node bench/report-load.mjs --cli /path/to/other/dist/cli.js   (another build of the gateway, to compare)
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,27 +20,35 @@ import { parseArgs } from 'node:util';
 import { Agent, request } from 'node:http';
 import { Redis } from 'ioredis';
 import { bulkCreateKeys, loadFormat } from './lib/keys.mjs';
-import { Procs, freePort, sleep, waitFor } from './lib/procs.mjs';
-import { startRedis } from './lib/redis.mjs';
+import { Procs, cpuSecondsOf, freePort, sleep, waitFor } from './lib/procs.mjs';
+import { redisDelta, redisSnapshot, startRedis } from './lib/redis.mjs';
+import { median } from './lib/stats.mjs';
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const { values: opts } = parseArgs({
   options: {
     keys: { type: 'string', default: '20000' },
     days: { type: 'string', default: '35' },
+    'ledger-days': { type: 'string', default: '5' },
     rate: { type: 'string', default: '100' },
     seconds: { type: 'string', default: '20' },
+    rounds: { type: 'string', default: '5' },
+    cli: { type: 'string', default: join(repoRoot, 'dist/cli.js') },
   },
 });
 const KEYS = Number(opts.keys);
 const DAYS = Number(opts.days);
+const LEDGER_DAYS = Number(opts['ledger-days']);
 const RATE = Number(opts.rate);
 const SECONDS = Number(opts.seconds);
+const ROUNDS = Number(opts.rounds);
 for (const [name, v, lo, hi] of [
   ['--keys', KEYS, 10, 200_000],
   ['--days', DAYS, 1, 35],
+  ['--ledger-days', LEDGER_DAYS, 1, DAYS],
   ['--rate', RATE, 1, 2000],
   ['--seconds', SECONDS, 2, 300],
+  ['--rounds', ROUNDS, 1, 50],
 ]) {
   if (!Number.isInteger(v) || v < lo || v > hi) {
     console.error(`${name}: a whole number from ${lo} to ${hi}`);
@@ -49,29 +62,32 @@ const procs = new Procs();
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-report-load-'));
 procs.scratch(dir);
 const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
 
-function get(agent, port, path, headers) {
+function get(agent, port, path, headers, { body = false } = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     const req = request({ host: '127.0.0.1', port, path, agent, headers }, (res) => {
-      res.resume();
-      res.on('end', () => resolve({ status: res.statusCode, ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
+      const chunks = [];
+      if (body) res.on('data', (c) => chunks.push(c));
+      else res.resume();
+      res.on('end', () =>
+        resolve({ status: res.statusCode, ms: Number(process.hrtime.bigint() - t0) / 1e6, text: body ? Buffer.concat(chunks).toString('utf8') : '' }),
+      );
     });
-    req.on('error', () => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
-    req.setTimeout(30_000, () => req.destroy());
+    req.on('error', () => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6, text: '' }));
+    req.setTimeout(120_000, () => req.destroy());
     req.end();
   });
 }
 
-/** Steady keyed load at RATE/s for `ms` (or until `until` settles): every request's latency and status. */
-async function steadyLoad(port, plaintexts, ms, until) {
+/** Steady keyed load at RATE/s for `ms`: every request's latency and status. */
+async function steadyLoad(port, plaintexts, ms) {
   const agent = new Agent({ keepAlive: true, maxSockets: 8 });
   const out = [];
   const pending = [];
   const start = Date.now();
-  let stop = false;
-  until?.then(() => (stop = true));
-  for (let i = 0; !stop && Date.now() - start < ms; i++) {
+  for (let i = 0; Date.now() - start < ms; i++) {
     const due = start + (i * 1000) / RATE;
     if (due > Date.now()) await sleep(due - Date.now());
     pending.push(get(agent, port, '/v1/bench', { authorization: `Bearer ${plaintexts[i % plaintexts.length]}` }).then((r) => out.push(r)));
@@ -86,21 +102,63 @@ function p99(rs) {
   return xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))];
 }
 
+const admin = new Agent({ keepAlive: true, maxSockets: 2 });
+let periodSalt = 0;
+
+/** Every page of a DAYS-day GET /usage, as a billing export fetches them: status, pages, time, and every id once. */
+async function exportAll(adminPort) {
+  const now = Date.now();
+  const base = `/usage?from=${new Date(now - DAYS * DAY_MS).toISOString()}&to=${new Date(now).toISOString()}&limit=1000`;
+  const t0 = Date.now();
+  const ids = new Set();
+  let rows = 0;
+  let pages = 0;
+  let cursor = null;
+  do {
+    const r = await get(admin, adminPort, cursor ? `${base}&cursor=${cursor}` : base, { authorization: `Bearer ${TOKEN}` }, { body: true });
+    pages++;
+    if (r.status !== 200) return { status: r.status, pages, ms: Date.now() - t0, complete: false, message: r.text.slice(0, 200) };
+    const body = JSON.parse(r.text);
+    for (const k of body.keys) ids.add(k.id);
+    rows += body.keys.length;
+    cursor = body.nextCursor;
+  } while (cursor && pages < 10_000);
+  return { status: 200, pages, ms: Date.now() - t0, complete: ids.size === KEYS && rows === KEYS };
+}
+
+/** The dashboard overview's two summaries, over periods not seen before (so computed, not served from the cache). */
+async function overview(adminPort) {
+  // A period of a length not asked before: the cache keeps figures by granularity and length.
+  const now = Date.now();
+  const salt = ++periodSalt * 1000;
+  const t0 = Date.now();
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  const rs = await Promise.all([
+    get(admin, adminPort, `/usage/summary?granularity=hour&from=${new Date(now - 24 * HOUR_MS - salt).toISOString()}&to=${new Date(now).toISOString()}`, auth),
+    get(admin, adminPort, `/usage/summary?granularity=day&from=${new Date(now - 7 * DAY_MS - salt).toISOString()}&to=${new Date(now).toISOString()}`, auth),
+  ]);
+  return { status: rs.every((r) => r.status === 200) ? 200 : rs.find((r) => r.status !== 200).status, ms: Date.now() - t0 };
+}
+
 try {
   const format = await loadFormat(repoRoot);
   const redisNode = await startRedis(procs, join(dir, 'redis'));
   const redis = new Redis(redisNode.port, '127.0.0.1');
-  process.stdout.write(`seeding ${KEYS} keys with ${DAYS} days of ledger… `);
+  process.stdout.write(`seeding ${KEYS} keys with ${LEDGER_DAYS} days of ledger each within ${DAYS} days… `);
   const t0 = Date.now();
   const plaintexts = await bulkCreateKeys({ redis, format, prefix: PREFIX, plan: 'bench', total: KEYS, withPlaintext: 200, namePrefix: 'bench' });
   const ks = new format.Keyspace(PREFIX);
   const ids = await redis.smembers(ks.keyIds());
   const today = Math.floor(Date.now() / DAY_MS);
   const day = {};
-  for (let h = 0; h < 24; h++) day[`a${h}`] = '7';
-  for (let i = 0; i < ids.length; i += 200) {
+  for (let h = 0; h < 24; h++) Object.assign(day, { [`a${h}`]: '7', [`r${h}`]: '1' });
+  day.b3 = '2';
+  for (let i = 0; i < ids.length; i += 500) {
     const p = redis.pipeline();
-    for (const id of ids.slice(i, i + 200)) for (let d = 0; d < DAYS; d++) p.hset(ks.usageDay(id, today - d), day);
+    ids.slice(i, i + 500).forEach((id, j) => {
+      // Distinct days per key, spread over the window.
+      for (let d = 0; d < LEDGER_DAYS; d++) p.hset(ks.usageDay(id, today - ((((i + j) % DAYS) + Math.floor((d * DAYS) / LEDGER_DAYS)) % DAYS)), day);
+    });
     await p.exec();
   }
   console.log(`${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -123,7 +181,7 @@ try {
   );
   const gw = procs.track(
     'gateway',
-    spawn(process.execPath, [join(repoRoot, 'dist/cli.js'), 'serve', '--config', configPath], {
+    spawn(process.execPath, [opts.cli, 'serve', '--config', configPath], {
       env: { ...process.env, TOLLGATE_ADMIN_TOKEN: TOKEN },
       stdio: ['ignore', 'ignore', 'inherit'],
     }),
@@ -131,19 +189,65 @@ try {
   await waitFor(async () => (await get(undefined, port, '/healthz', {})).status === 200, 15_000, 'the gateway');
   await steadyLoad(port, plaintexts, 2000); // warm-up: key cache, connections
 
-  const quiet = await steadyLoad(port, plaintexts, SECONDS * 1000);
-  const now = Date.now();
-  const path = `/usage?from=${new Date(now - DAYS * DAY_MS).toISOString()}&to=${new Date(now).toISOString()}&limit=1000`;
-  const report = get(new Agent(), adminPort, path, { authorization: `Bearer ${TOKEN}` });
-  // Load for as long as the report runs (at most 10 minutes), then stop.
-  const during = await steadyLoad(port, plaintexts, 600_000, report);
-  const r = await report;
-  const bad = (rs) => rs.filter((x) => x.status !== 200).length;
-  console.log(`report: GET /usage over ${DAYS} days, ${KEYS} keys: status ${r.status} in ${(r.ms / 1000).toFixed(1)} s`);
-  console.log(`request path, ${RATE}/s: p99 ${p99(quiet).toFixed(2)} ms without a report (${quiet.length} requests, ${bad(quiet)} not 200)`);
-  console.log(`request path, ${RATE}/s: p99 ${p99(during).toFixed(2)} ms while it runs (${during.length} requests, ${bad(during)} not 200)`);
-  console.log(`ratio: ${(p99(during) / p99(quiet)).toFixed(2)}x`);
+  // One export and one overview with no load: Redis's commands and the gateway's CPU for each.
+  let before = await redisSnapshot(redis);
+  let cpu0 = cpuSecondsOf(gw.pid);
+  const first = await exportAll(adminPort);
+  const exportCpu = cpuSecondsOf(gw.pid) - cpu0;
+  const exportCalls = redisDelta(before, await redisSnapshot(redis)).calls;
+  before = await redisSnapshot(redis);
+  cpu0 = cpuSecondsOf(gw.pid);
+  const ov = await overview(adminPort);
+  const overviewCpu = cpuSecondsOf(gw.pid) - cpu0;
+  const overviewCalls = redisDelta(before, await redisSnapshot(redis)).calls;
+  console.log(
+    `export alone: status ${first.status}, ${first.pages} pages, ${(first.ms / 1000).toFixed(2)} s, every key once: ${first.complete}; ` +
+      `gateway CPU ${exportCpu.toFixed(2)} s; Redis calls ${JSON.stringify(exportCalls)}${first.message ? ` ${first.message}` : ''}`,
+  );
+  console.log(
+    `overview alone: status ${ov.status}, ${(ov.ms / 1000).toFixed(2)} s; gateway CPU ${overviewCpu.toFixed(2)} s; Redis calls ${JSON.stringify(overviewCalls)}`,
+  );
+
+  const ratios = [];
+  const reports = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const quietPhase = () => steadyLoad(port, plaintexts, SECONDS * 1000);
+    const reportPhase = async () => {
+      let stop = false;
+      const runs = (async () => {
+        // Reports back to back for the whole phase (at least one export and one overview).
+        do {
+          reports.push({ kind: 'export', ...(await exportAll(adminPort)) });
+          reports.push({ kind: 'overview', ...(await overview(adminPort)) });
+        } while (!stop);
+      })();
+      const load = await steadyLoad(port, plaintexts, SECONDS * 1000);
+      stop = true;
+      await runs;
+      return load;
+    };
+    const [quiet, during] = round % 2 ? [await quietPhase(), await reportPhase()] : [undefined, await reportPhase()];
+    const q = quiet ?? (await quietPhase());
+    const bad = (rs) => rs.filter((x) => x.status !== 200).length;
+    const ratio = p99(during) / p99(q);
+    ratios.push(ratio);
+    console.log(
+      `round ${round} (${round % 2 ? 'alone first' : 'reports first'}): p99 ${p99(q).toFixed(2)} ms alone (${q.length} requests, ${bad(q)} not 200), ` +
+        `${p99(during).toFixed(2)} ms with reports (${during.length}, ${bad(during)} not 200): ${ratio.toFixed(2)}x`,
+    );
+  }
+  const exports = reports.filter((r) => r.kind === 'export');
+  const overviews = reports.filter((r) => r.kind === 'overview');
+  console.log(
+    `exports under load: ${exports.length}, statuses ${[...new Set(exports.map((r) => r.status))].join(',')}, every key once: ${exports.every((r) => r.complete)}, ` +
+      `median ${(median(exports.map((r) => r.ms)) / 1000).toFixed(2)} s`,
+  );
+  console.log(
+    `overviews under load: ${overviews.length}, statuses ${[...new Set(overviews.map((r) => r.status))].join(',')}, median ${(median(overviews.map((r) => r.ms)) / 1000).toFixed(2)} s`,
+  );
+  console.log(`median ratio over ${ROUNDS} rounds: ${median(ratios).toFixed(2)}x`);
   redis.disconnect();
+  admin.destroy();
   await procs.stop(gw);
 } finally {
   await procs.stopAll();

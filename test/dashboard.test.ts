@@ -281,6 +281,29 @@ describe('the dashboard in a browser', () => {
     await shot(page, 'reset');
   });
 
+  it('the overview says how old its usage figures are, and the figures stay those of one computation for a minute', async () => {
+    await page.goto(`${gw.adminUrl}/#/overview`);
+    const line = page.locator('#figures-as-of');
+    await line.waitFor();
+    const asOf = /^Usage figures as of (\d{1,2}:\d{2}:\d{2}(?: [AP]M)?) \((\d+) s ago\)$/;
+    const first = asOf.exec(await line.innerText());
+    expect(first, await line.innerText()).not.toBeNull();
+    // Seen: a line of text between the Redis state and the tiles, not hidden or zero-sized.
+    const [box, redisBox, tilesBox] = await Promise.all([line.boundingBox(), page.locator('#redis-state').boundingBox(), page.locator('.tiles').boundingBox()]);
+    expect(box!.width).toBeGreaterThan(200);
+    expect(box!.height).toBeGreaterThan(8);
+    expect(box!.y).toBeGreaterThan(redisBox!.y);
+    expect(box!.y + box!.height).toBeLessThanOrEqual(tilesBox!.y);
+    // Opened again 2 s later: the same figures (computed once, shared), now older.
+    await new Promise((r) => setTimeout(r, 2100));
+    await page.reload();
+    await line.waitFor();
+    const again = asOf.exec(await line.innerText());
+    expect(again![1]).toBe(first![1]);
+    expect(Number(again![2])).toBeGreaterThanOrEqual(Number(first![2]) + 2);
+    await shot(page, 'overview-figures-as-of');
+  });
+
   it('finds a key, shows its usage chart, rotates it (the new key once) and revokes it', async () => {
     await page.goto(`${gw.adminUrl}/#/keys`);
     await page.locator('#key-search').fill('acme');

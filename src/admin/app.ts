@@ -31,6 +31,7 @@ import {
 } from './schemas.js';
 import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import type { OverviewCache } from '../usage/overview.js';
+import { ReportPages, decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
@@ -209,26 +210,40 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res.json({ id: k.id, plan: k.plan, granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
   });
 
+  // GET /usage's reports, kept for their pages (report-pages.ts).
+  const reportPages = new ReportPages(o.usage);
+
   app.get('/usage', async (req, res) => {
-    const q = parse(usageQuery, queryOf(req, res), 'query', res);
+    const raw = queryOf(req, res);
+    const q = parse(usageQuery, raw, 'query', res);
     if (!q) return;
-    const p = periodOf(q, 7 * DAY_MS, res);
-    if (!p) return;
-    let offset = 0;
+    let at: ReportCursor | undefined;
     if (q.cursor !== undefined) {
-      offset = Number(Buffer.from(q.cursor, 'base64url').toString('utf8'));
-      if (!Number.isInteger(offset) || offset <= 0 || Buffer.from(String(offset)).toString('base64url') !== q.cursor)
+      at = decodeCursor(q.cursor);
+      const kept = runtime.config.usage.retentionDays;
+      if (!at || 'problem' in resolvePeriod(at, 0, kept, Date.now()))
         return sendProblems(res, [{ path: 'query.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous page)' }]);
+      // The cursor's report decides the period and order; the same query repeated with it is welcome, another is not.
+      const other =
+        (q.from !== undefined && Date.parse(q.from) !== at.fromMs) ||
+        (q.to !== undefined && Date.parse(q.to) !== at.toMs) ||
+        (raw!.sort !== undefined && q.sort !== at.sort) ||
+        (raw!.order !== undefined && q.order !== at.order);
+      if (other)
+        return sendProblems(res, [
+          { path: 'query.cursor', message: "belongs to a report with another from, to, sort or order: leave them out or give the first page's" },
+        ]);
     }
-    const page = await o.usage.totals(p.fromMs, p.toMs, { sort: q.sort, order: q.order, offset, limit: q.limit });
-    const next = offset + page.keys.length;
+    const p = at ?? periodOf(q, 7 * DAY_MS, res);
+    if (!p) return;
+    const page = await reportPages.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order }, q.limit);
     res.json({
-      ...periodView(p),
-      sort: q.sort,
-      order: q.order,
+      ...periodView(page.query),
+      sort: page.query.sort,
+      order: page.query.order,
       keys: page.keys,
       total: page.total,
-      nextCursor: next < page.total ? Buffer.from(String(next)).toString('base64url') : null,
+      nextCursor: page.next,
     });
   });
 

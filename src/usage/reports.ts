@@ -5,17 +5,10 @@ import type { RouteConfig } from '../config/schema.js';
 import { incomplete, KeyAdminError, type KeyAdmin } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
-import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { DAY_MS, HOUR_MS, dayOf, spanOf, type DayCounts, type LedgerSpan, type SumBy, type UsageCounts, type UsageStore } from './store.js';
 
-export interface UsageCounts {
-  admitted: number;
-  /** Refused by the minute or day window (429 rate_limit_exceeded). */
-  rateLimited: number;
-  /** Refused by a ban (429 api_key_banned). */
-  banned: number;
-  /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
-  upstreamFailed: number;
-}
+export type { UsageCounts } from './store.js';
 
 export interface UsageBucket extends UsageCounts {
   /** The bucket's first instant (ISO-8601, UTC). */
@@ -111,33 +104,6 @@ function bucketize(
   return { buckets, totals };
 }
 
-/** A period's totals from a key's counts by day, whole hours (as bucketize's by hour), without making its buckets. */
-function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toMs: number): UsageCounts {
-  const totals = zero();
-  const first = bucketStart(fromMs, 'hour');
-  for (const [day, counts] of byDay) {
-    const start = day * DAY_MS;
-    if (start >= first && start + DAY_MS <= toMs) {
-      // The whole day is in the period: every field counts.
-      for (const [field, n] of Object.entries(counts)) {
-        const kind = field[0];
-        if (kind === 'a') totals.admitted += n;
-        else if (kind === 'r') totals.rateLimited += n;
-        else if (kind === 'b') totals.banned += n;
-        else if (kind === 'f') totals.upstreamFailed += n;
-      }
-      continue;
-    }
-    for (let h = Math.max(start, first); h < Math.min(start + DAY_MS, toMs); h += HOUR_MS) add(totals, counts, Math.floor((h % DAY_MS) / HOUR_MS));
-  }
-  return totals;
-}
-
-/** Adds one day's counts into another's, field by field. */
-function addDay(to: DayCounts, from: DayCounts): void {
-  for (const [field, n] of Object.entries(from)) to[field] = (to[field] ?? 0) + n;
-}
-
 /** The whole days a period touches, in order. */
 function daysOf(fromMs: number, toMs: number): number[] {
   const out: number[] = [];
@@ -163,51 +129,70 @@ export class UsageReports {
   }
 
   /**
-   * Every key's counts added up, by hour or day (the dashboard's overview charts): reads every key's ledger for every
-   * day of the period, in one pass over the keys, then makes the buckets once. Complete or failing (KeyAdminError
-   * 'incomplete'). The admin API answers it from a cache (overview.ts): it is not cheap.
+   * Every key's counts added up, by hour or day (the dashboard's overview charts): each key's ledger over the period
+   * added up in Redis by hour or day (one call per key), in one pass over the keys, then the buckets made once.
+   * Complete or failing (KeyAdminError 'incomplete'). The admin API answers it from a cache (overview.ts).
    */
   async summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
-    const days = daysOf(bucketStart(fromMs, granularity), toMs);
-    const sum = new Map<number, DayCounts>(days.map((d) => [d, {}]));
-    const what = 'the usage summary';
-    for await (const page of this.keys.all(what)) {
-      const perKey = await Promise.all(page.map((k) => this.store.days(k.id, days))).catch((err: unknown) => {
-        throw incomplete(what, err);
-      });
-      for (const counts of perKey) counts.forEach((c, i) => addDay(sum.get(days[i]!)!, c));
+    const first = bucketStart(fromMs, granularity);
+    // Day buckets are whole days (as bucketize makes them); hour buckets the whole hours of the period.
+    const span = granularity === 'day' ? { days: daysOf(first, toMs), firstHour: 0, endHour: 24 } : spanOf(first, toMs);
+    const sum: UsageCounts[] = [];
+    await this.eachKey('the usage summary', span, granularity, (_k, counts) => counts.forEach((c, i) => addCounts((sum[i] ??= zero()), c)));
+    const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
+    const origin = span.days[0]! * DAY_MS;
+    const buckets: UsageBucket[] = [];
+    const totals = zero();
+    for (let start = first; start < toMs; start += step) {
+      const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
+      addCounts(b, sum[Math.round((start - origin) / step)] ?? zero());
+      addCounts(totals, b);
+      buckets.push(b);
     }
-    return bucketize(sum, fromMs, toMs, granularity);
+    return { buckets, totals };
   }
 
   /**
-   * Every key's totals in [fromMs, toMs) (whole hours), sorted, one page at a time (`offset`, `limit`). Reads each
-   * key's ledger for every day of the period, in one pass over the keys with bounded reads in flight (the store's):
-   * a cost in proportion to keys x days, for billing runs, not for the request path. Complete or failing: a read
-   * that fails fails the report (KeyAdminError 'incomplete'), never a report with keys left out.
+   * Every key's totals in [fromMs, toMs) (whole hours), sorted: ties in a count go by id, ascending, whatever the
+   * order, so pages cut from it are stable. One pass over the keys, each key's ledger added up in Redis (one call per
+   * key, bounded in flight by the store): a cost in proportion to keys, for billing runs, not for the request path.
+   * Complete or failing: a read that fails fails the report (KeyAdminError 'incomplete'), never a report with keys
+   * left out. The admin API keeps it for its pages (report-pages.ts).
    */
+  async report(fromMs: number, toMs: number, sort: TotalsSort, order: 'asc' | 'desc'): Promise<KeyTotals[]> {
+    const all: KeyTotals[] = [];
+    await this.eachKey('the usage report', spanOf(bucketStart(fromMs, 'hour'), toMs), 'total', (k, [t]) =>
+      all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...t! }),
+    );
+    const dir = order === 'asc' ? 1 : -1;
+    const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
+    all.sort((x, y) => (sort === 'id' ? dir * byId(x, y) : dir * (x[sort] - y[sort]) || byId(x, y)));
+    return all;
+  }
+
+  /** One page of report() (the CLI asks for all of it). */
   async totals(
     fromMs: number,
     toMs: number,
     q: { sort: TotalsSort; order: 'asc' | 'desc'; offset: number; limit: number },
   ): Promise<{ keys: KeyTotals[]; total: number }> {
-    const all: KeyTotals[] = [];
-    const days = daysOf(bucketStart(fromMs, 'hour'), toMs);
-    const what = 'the usage report';
+    const all = await this.report(fromMs, toMs, q.sort, q.order);
+    return { keys: all.slice(q.offset, q.offset + q.limit), total: all.length };
+  }
+
+  /**
+   * Every key with its ledger over the span added up as asked, a batch of keys at a time. Between batches the event
+   * loop gets a turn of its own (setImmediate), so the request path's I/O on the same process runs between them
+   * rather than after the whole report.
+   */
+  private async eachKey(what: string, span: LedgerSpan, by: SumBy, fn: (k: KeyRecord, counts: UsageCounts[]) => void): Promise<void> {
     for await (const page of this.keys.all(what)) {
-      const perKey = await Promise.all(page.map((k) => this.store.days(k.id, days))).catch((err: unknown) => {
+      const perKey = await Promise.all(page.map((k) => this.store.sums(k.id, span, by))).catch((err: unknown) => {
         throw incomplete(what, err);
       });
-      page.forEach((k, i) => {
-        const byDay = new Map(days.map((d, j) => [d, perKey[i]![j]!]));
-        all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...periodTotals(byDay, fromMs, toMs) });
-      });
+      page.forEach((k, i) => fn(k, perKey[i]!));
+      await nextTurn();
     }
-    const dir = q.order === 'asc' ? 1 : -1;
-    const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
-    // Ties in a count go by id, ascending, whatever the order: pages stay stable.
-    all.sort((x, y) => (q.sort === 'id' ? dir * byId(x, y) : dir * (x[q.sort] - y[q.sort]) || byId(x, y)));
-    return { keys: all.slice(q.offset, q.offset + q.limit), total: all.length };
   }
 
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */

@@ -20,11 +20,65 @@ export function dayOf(ms: number): number {
 /** A key's counts over one UTC day: field `<kind><hour>` -> count. */
 export type DayCounts = Record<string, number>;
 
+export interface UsageCounts {
+  admitted: number;
+  /** Refused by the minute or day window (429 rate_limit_exceeded). */
+  rateLimited: number;
+  /** Refused by a ban (429 api_key_banned). */
+  banned: number;
+  /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
+  upstreamFailed: number;
+}
+
+/** Each counted kind's letter in the ledger and its name in reports, in the order sums() returns them. */
+const KINDS: ReadonlyArray<readonly [UsageKind, keyof UsageCounts]> = [
+  ['a', 'admitted'],
+  ['r', 'rateLimited'],
+  ['b', 'banned'],
+  ['f', 'upstreamFailed'],
+];
+const KIND_LETTERS = KINDS.map(([letter]) => letter).join('');
+
+const noCounts = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+
+/**
+ * Whole hours of consecutive UTC days: every hour of each day but the first (from `firstHour`) and the last (up to
+ * `endHour`, exclusive; 24 for the whole day). One day alone runs from firstHour to endHour.
+ */
+export interface LedgerSpan {
+  days: readonly number[];
+  firstHour: number;
+  endHour: number;
+}
+
+/** How a report wants a span's counts: all added up, by day, or by hour (a day's 24 hours in order). */
+export type SumBy = 'total' | 'day' | 'hour';
+
+/** The hour of its UTC day (0-23) of an instant. */
+export const hourOfDay = (ms: number): number => Math.floor((((ms % DAY_MS) + DAY_MS) % DAY_MS) / HOUR_MS);
+
+/** The whole hours [fromMs, toMs) touches. */
+export function spanOf(fromMs: number, toMs: number): LedgerSpan {
+  const days: number[] = [];
+  for (let d = dayOf(fromMs); d <= dayOf(toMs - 1); d++) days.push(d);
+  return { days, firstHour: hourOfDay(fromMs), endHour: hourOfDay(toMs - 1) + 1 };
+}
+
+/** Whether the span counts hour `h` of its `i`-th day. */
+function inSpan(span: LedgerSpan, i: number, h: number): boolean {
+  return (i > 0 || h >= span.firstHour) && (i < span.days.length - 1 || h < span.endHour);
+}
+
 export interface UsageStore {
   /** Adds counts made outside the limit script (one entry per key, kind and hour). */
   add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void>;
   /** The key's counts for each day asked, in order (an empty object for a day without any). */
   days(id: string, days: readonly number[]): Promise<DayCounts[]>;
+  /**
+   * The key's counts over the span's hours, added up as asked: one for 'total', one per day for 'day', 24 per day
+   * for 'hour' (hours outside the span count zero). What reports over every key read: numbers, not the day hashes.
+   */
+  sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]>;
   /** Adds calls of deprecated routes by keys, and raises each key's last-seen time. */
   addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void>;
   /** Per key: calls of the route over the days asked, and when it last called (ever, within retention). */
@@ -49,13 +103,79 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 `;
 
+/**
+ * A key's ledger over a span, added up in Redis: a report over 20,000 keys then reads a few numbers per key in one call
+ * instead of a day hash (up to 96 fields) per key and day, parsed and added up on the event loop that serves the
+ * request path (bench/README.md, "Reports"). Read-only; its keys are one key's days, which share its hash tag (one
+ * slot on a cluster), and a call touches at most retentionDays + 1 small hashes, so Redis spends well under a
+ * millisecond on it. KEYS: the day hashes, in order. ARGV: 1 the first day's first hour, 2 the last day's end hour
+ * (exclusive), 3 'total', 'day' or 'hour', 4 the kinds' letters to add up, in order (KIND_LETTERS). Returns one count
+ * per kind: once, once per day, or 24 times per day.
+ */
+const SUM_LEDGER = `
+local first, last, by, kinds = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local nk = #kinds
+local slot = {}
+for k = 1, nk do slot[string.sub(kinds, k, k)] = k - 1 end
+local out = {}
+local total = {}
+for k = 0, nk - 1 do total[k] = 0 end
+for i = 1, #KEYS do
+  local lo = 0
+  local hi = 24
+  if i == 1 then lo = first end
+  if i == #KEYS then hi = last end
+  local hours = {}
+  if by == 'hour' then for x = 0, 24 * nk - 1 do hours[x] = 0 end end
+  local day = {}
+  for k = 0, nk - 1 do day[k] = 0 end
+  local f = redis.call('HGETALL', KEYS[i])
+  for j = 1, #f, 2 do
+    local k = slot[string.sub(f[j], 1, 1)]
+    local h = tonumber(string.sub(f[j], 2))
+    if k and h and h >= lo and h < hi then
+      local n = tonumber(f[j + 1]) or 0
+      day[k] = day[k] + n
+      if by == 'hour' then hours[h * nk + k] = hours[h * nk + k] + n end
+    end
+  end
+  if by == 'hour' then
+    for x = 0, 24 * nk - 1 do out[#out + 1] = hours[x] end
+  elseif by == 'day' then
+    for k = 0, nk - 1 do out[#out + 1] = day[k] end
+  else
+    for k = 0, nk - 1 do total[k] = total[k] + day[k] end
+  end
+end
+if by == 'total' then
+  for k = 0, nk - 1 do out[#out + 1] = total[k] end
+end
+return out
+`;
+
+/** A flat list of numbers, one per kind in KINDS' order, as counts. */
+function groups(xs: readonly number[]): UsageCounts[] {
+  const out: UsageCounts[] = [];
+  for (let i = 0; i + KINDS.length <= xs.length; i += KINDS.length) {
+    const c = noCounts();
+    KINDS.forEach(([, name], k) => (c[name] = xs[i + k]!));
+    out.push(c);
+  }
+  return out;
+}
+
+const SUM_LEDGER_COMMAND = 'tollgateSumLedger';
+
 export class RedisUsageStore implements UsageStore {
   /** `reads` bounds days()'s reads in flight (a report's thousands of them); writes are not bounded by it. */
   constructor(
     private readonly redis: RedisCommands,
     private readonly ks: Keyspace,
     private readonly reads: ReadLimit = (fn) => fn(),
-  ) {}
+  ) {
+    // defineCommand sends EVALSHA, and EVAL once where Redis does not have the script yet (e.g. after a restart).
+    if (!(SUM_LEDGER_COMMAND in redis)) redis.defineCommand(SUM_LEDGER_COMMAND, { lua: SUM_LEDGER });
+  }
 
   async add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void> {
     // One command per entry, never a pipeline across keys: on a cluster each key's ledger lives in its own slot.
@@ -70,6 +190,12 @@ export class RedisUsageStore implements UsageStore {
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
     return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(id, d))))));
+  }
+
+  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]> {
+    const keys = span.days.map((d) => this.ks.usageDay(id, d));
+    const r = this.redis as RedisCommands & Record<typeof SUM_LEDGER_COMMAND, (...args: Array<string | number>) => Promise<number[]>>;
+    return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS)));
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {
@@ -125,6 +251,23 @@ export class MemoryUsageStore implements UsageStore {
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
     return days.map((d) => ({ ...(this.ledger.get(`${id}:${d}`) ?? {}) }));
+  }
+
+  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]> {
+    const out: UsageCounts[] = [];
+    const total = noCounts();
+    span.days.forEach((d, i) => {
+      const counts = this.ledger.get(`${id}:${d}`) ?? {};
+      const day = noCounts();
+      for (let h = 0; h < 24; h++) {
+        const c = noCounts();
+        if (inSpan(span, i, h)) for (const [letter, name] of KINDS) c[name] = counts[`${letter}${h}`] ?? 0;
+        if (by === 'hour') out.push(c);
+        for (const to of [day, total]) for (const [, name] of KINDS) to[name] += c[name];
+      }
+      if (by === 'day') out.push(day);
+    });
+    return by === 'total' ? [total] : out;
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>): Promise<void> {
