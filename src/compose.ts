@@ -242,10 +242,13 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     clock,
     { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
     staticKeyMap(config.keys, new Date(clock.now()).toISOString()),
-    (built) => {
-      if ('error' in built)
-        logger.warn({ err: built.error }, 'key filter could not be built (tried again shortly): unknown keys from refused clients are looked up meanwhile');
-      else logger.info({ hashes: built.hashes, bytes: built.bytes, ms: Math.round(built.ms) }, 'key filter built');
+    {
+      source: adminStores?.keys,
+      onBuilt: (built) => {
+        if ('error' in built)
+          logger.warn({ err: built.error }, 'key filter could not be built (tried again shortly): unknown keys from refused clients are looked up meanwhile');
+        else logger.info({ hashes: built.hashes, bytes: built.bytes, ms: Math.round(built.ms) }, 'key filter built');
+      },
     },
     // Read per key: a reload's foreignKeys applies at once (issuedPrefix needs a restart and keeps its value).
     (token) => isAcceptableKey(token, runtime.config.auth),

@@ -9,10 +9,20 @@ import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { DAY_MS, dayOf } from '../src/usage/store.js';
 import { runCli, tempDir } from './helpers/cli.js';
-import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+import { startTestGateway as startGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { clientAddresses, commandCalls, monitorRedis } from './helpers/limits.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
+
+/**
+ * A gateway whose key filter has finished its first build: the build reads every key record (SSCAN, GET) in the
+ * background, and these tests count what reports send Redis.
+ */
+async function startTestGateway(...args: Parameters<typeof startGateway>): Promise<TestGateway> {
+  const gw = await startGateway(...args);
+  for (let i = 0; i < 500 && !gw.gateway.keys.knownHashes.isCertain; i++) await new Promise((r) => setTimeout(r, 10));
+  return gw;
+}
 
 const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const TOKEN = 'tga_reports-test-token';
@@ -100,8 +110,10 @@ describe('usage reports over many keys', () => {
         await new Promise((r) => setTimeout(r, 20));
         adminAddrs = await clientAddresses(client, 'tollgate-admin');
       }
-      expect(gatewayAddrs.size).toBe(1);
+      // The request path's connection (and the change feed's subscriber, which shares its name).
+      expect(gatewayAddrs.size).toBeGreaterThanOrEqual(1);
       expect(adminAddrs.size).toBe(1);
+      for (const a of gatewayAddrs) expect(adminAddrs.has(a)).toBe(false);
       const watcher = redis.client();
       const mon = await monitorRedis(watcher);
       const res = await admin(gw, '/usage?limit=100');

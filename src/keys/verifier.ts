@@ -7,7 +7,7 @@ import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
 import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
-import { KnownHashes } from './known-hashes.js';
+import { KnownHashes, type HashSource } from './known-hashes.js';
 import { expiredAt, expiryMs } from './rules.js';
 import type { FoundKey, KeyChange, KeyRecord, KeyStore, StoredKey } from './types.js';
 
@@ -127,12 +127,16 @@ export class KeyVerifier {
     private readonly clock: Clock,
     opts: Partial<KeyCacheOptions> = {},
     staticKeys: ReadonlyMap<string, StoredKey> = new Map(),
-    onFilterBuilt?: ConstructorParameters<typeof KnownHashes>[1],
+    /**
+     * The key filter: where it reads the stored hashes (default `store`; the gateway gives it the admin connection's
+     * store, so its full reads never queue on the request path's connection) and who hears of each build.
+     */
+    filter: { source?: HashSource; onBuilt?: ConstructorParameters<typeof KnownHashes>[1] } = {},
     /** Whether a token is worth a lookup at all (auth.issuedPrefix and auth.foreignKeys: isAcceptableKey). */
     private readonly acceptsShape: (token: string) => boolean = (token) => isWellFormedKey(token),
   ) {
     this.opts = { ...DEFAULT_KEY_CACHE, ...opts };
-    this.knownHashes = new KnownHashes(store, onFilterBuilt);
+    this.knownHashes = new KnownHashes(filter.source ?? store, filter.onBuilt);
     this.staticKeys = new Map([...staticKeys].map(([hash, k]) => [hash, toCached(k)]));
     this.cache = new LRUCache({
       max: this.opts.maxEntries,
