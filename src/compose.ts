@@ -9,6 +9,7 @@ import { Authenticator } from './keys/authenticator.js';
 import { accessLog, requestMetrics } from './observability/requests.js';
 import { httpUpstreamCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
+import { ServiceRegistry } from './routing/services.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
@@ -58,6 +59,8 @@ export interface ComposeOptions {
   keyStages?: boolean;
   /** The key store to use instead of the one the config names (tests: a store that counts or fails its reads). */
   keyStore?: KeyStore;
+  /** false: no active health checks are started (tests that drive target health themselves). */
+  healthChecks?: boolean;
   /** Where TOLLGATE_ADMIN_TOKEN is read (default process.env). */
   env?: NodeJS.ProcessEnv;
 }
@@ -78,6 +81,12 @@ export interface ComposedGateway {
   usage: UsageReports;
   /** Writes what this instance counted itself (ban-cache refusals, deprecated-route calls) now, not at the next flush. */
   flushUsage(): Promise<void>;
+  /**
+   * The services and their targets' health. Its snapshot() is the read-only view (per service: healthy and total
+   * targets; per target: state, in-flight requests, failures in a row, recent errors) for /readyz, an admin endpoint
+   * or a dashboard page.
+   */
+  services: ServiceRegistry;
   /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
   redis: RedisConnection | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
@@ -242,7 +251,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const tracing: Tracing | undefined = otlpEndpoint
     ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
     : undefined;
-  const proxy = createProxy({ upstream: config.upstream, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
+  const services = new ServiceRegistry(config, { logger, metrics, ...(opts.healthChecks === false ? { healthChecks: false } : {}) });
+  // Services and routes apply on reload: targets that stay keep their health and pools, removed ones finish.
+  runtime.onChange((next) => services.apply(next.config));
+  const proxy = createProxy({ services, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
   const app = buildGatewayApp({
     runtime,
     clock,
@@ -255,6 +267,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,
+    services,
     ...(recorder ? { usage: recorder } : {}),
   });
   const usage = new UsageReports(usageStore, admin, () => runtime.config.routes);
@@ -274,10 +287,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminApp,
     usage,
     flushUsage: async () => recorder?.flush(),
+    services,
     redis,
     async close() {
       closing = true;
-      proxy.agent.destroy();
+      services.close();
       memoryPolicy?.stop();
       await recorder?.close();
       await tracing?.shutdown();
