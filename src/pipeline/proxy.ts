@@ -50,6 +50,8 @@ interface ProxyState {
   source: PassThrough | undefined;
   /** This try's response is written here, not by httpxy, so a status in retryOn can be dropped and retried. */
   selfHandle: boolean;
+  /** Ends the current try's count of requests in flight on its target (least-requests); idempotent. */
+  endTry: () => void;
 }
 
 /**
@@ -172,12 +174,12 @@ export function createProxy(opts: ProxyOptions) {
 
   const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage): void => {
     const state = stateOf(req);
-    const target = state.target!;
     const { connectTimeoutMs } = state.service.settings;
     state.reusedSocket = proxyReq.reusedSocket;
     state.responded = false;
     state.connectTimedOut = false;
-    proxyReq.once('close', target.begin());
+    // The try counted as in flight on its target since it was picked (attempt()); it ends with its upstream request.
+    proxyReq.once('close', state.endTry);
     // httpxy reports its own proxyTimeout as a plain ECONNRESET (indistinguishable from a real reset), so the deadline is kept here. A retried
     // try gets what is left of the first one's time: the client never waits longer than timeoutMs for headers.
     const timer = setTimeout(
@@ -283,6 +285,7 @@ export function createProxy(opts: ProxyOptions) {
       return;
     }
     const state = stateOf(req);
+    state.endTry();
     const code = (err as NodeJS.ErrnoException).code;
     if (staleSocket(state, code, req, res)) {
       // A pooled keep-alive socket the upstream had already closed (its idle timeout raced this request): the
@@ -376,8 +379,13 @@ export function createProxy(opts: ProxyOptions) {
       if (state.tried.size === 0) return answerNoHealthyUpstream(res, state.service);
       return answerUpstreamFailure(req, res, 'refused');
     }
+    state.endTry();
     state.target = target;
     state.tried.add(target);
+    // In flight from the moment it is picked, so that concurrent picks already see it (least-requests).
+    const endTry = target.begin();
+    state.endTry = endTry;
+    res.once('close', endTry);
     const settings = state.service.settings;
     state.selfHandle = settings.retryOn.size > 0 && state.retries < settings.retries && IDEMPOTENT.has(req.method) && !hasBody(req);
     proxy(req, res, () => undefined).catch(() => undefined);
@@ -424,6 +432,7 @@ export function createProxy(opts: ProxyOptions) {
       replay: undefined,
       source: undefined,
       selfHandle: false,
+      endTry: () => undefined,
     };
     req.ctx.proxy = state;
     service.budget.request(Date.now());
