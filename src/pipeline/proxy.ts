@@ -341,7 +341,9 @@ export function createProxy(opts: ProxyOptions) {
     // Could not connect: nothing was sent, any method goes again (its body replayed). Otherwise only an idempotent
     // request without a body, and never once response bytes have gone to the client.
     if (reason !== 'connect' && (!IDEMPOTENT.has(req.method ?? '') || hasBody(req))) return false;
-    if (!state.service.budget.tryRetry(Date.now())) {
+    // A try that could not connect reached no target: its retry adds no load over the request itself, so it is
+    // outside the budget (which bounds the extra load retries put on a service's targets).
+    if (reason !== 'connect' && !state.service.budget.tryRetry(Date.now())) {
       metrics.serviceRetries.inc({ service: state.service.name, reason: 'budget_exhausted' });
       return false;
     }
@@ -388,6 +390,7 @@ export function createProxy(opts: ProxyOptions) {
     res.once('close', endTry);
     const settings = state.service.settings;
     state.selfHandle = settings.retryOn.size > 0 && state.retries < settings.retries && IDEMPOTENT.has(req.method) && !hasBody(req);
+    // hpm calls next(err) after its error event, which onError has answered (or retried): nothing more to do there.
     proxy(req, res, () => undefined).catch(() => undefined);
   }
 
