@@ -7,7 +7,7 @@ import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { Authenticator } from './keys/authenticator.js';
 import { accessLog, requestMetrics } from './observability/requests.js';
-import { httpUpstreamCheck } from './observability/ops.js';
+import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
 import { ServiceRegistry } from './routing/services.js';
 import { buildGatewayApp } from './server/app.js';
@@ -142,7 +142,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
-  const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
+  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); services have their own health.
+  const readiness: ReadinessCheck[] = config.services
+    ? []
+    : [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
     // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
@@ -254,6 +257,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const services = new ServiceRegistry(config, { logger, metrics, ...(opts.healthChecks === false ? { healthChecks: false } : {}) });
   // Services and routes apply on reload: targets that stay keep their health and pools, removed ones finish.
   runtime.onChange((next) => services.apply(next.config));
+  readiness.push(servicesCheck(() => services.snapshot()));
   const proxy = createProxy({ services, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
   const app = buildGatewayApp({
     runtime,

@@ -212,7 +212,7 @@ describe('active health checks', () => {
       services: {
         web: {
           targets: [`${flaky.url}/base`, steady.url],
-          healthCheck: { path: '/healthz', intervalMs: 100, timeoutMs: 200, unhealthyAfter: 2, healthyAfter: 2 },
+          healthCheck: { path: '/healthz', intervalMs: 100, timeoutMs: 1000, unhealthyAfter: 2, healthyAfter: 2 },
         },
       },
       defaultService: 'web',

@@ -48,11 +48,15 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** Refreshes tollgate_target_healthy at scrape time (set by the services: a rest ends with time, not an event). */
+  refreshTargetHealth: (() => void) | undefined = undefined;
+
   readonly targetHealthy = new Gauge({
     name: 'tollgate_target_healthy',
     help: '1 while a target may be picked (passing its health checks, not ejected), 0 while it is out; by service and target.',
     labelNames: ['service', 'target'] as const,
     registers: [this.registry],
+    collect: () => this.refreshTargetHealth?.(),
   });
 
   readonly targetEjections = new Counter({

@@ -12,6 +12,8 @@ export interface ReadinessCheck {
    * the problem in the 503 body; any other error only marks the dependency down (its message may hold addresses).
    */
   check(): Promise<void>;
+  /** What the /readyz body shows of it besides up or down, under its own keys (the services and their targets). */
+  details?(): Record<string, unknown>;
 }
 
 /** A dependency answers but is unfit to serve; `reason` is shown in the /readyz body, so it never holds an address or secret. */
@@ -39,8 +41,9 @@ export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
     );
     const down = results.filter((r) => r.state === 'down');
     const checksBody = Object.fromEntries(results.map((r) => [r.name, r.state]));
+    const details = Object.assign({}, ...checks.map((c) => c.details?.() ?? {})) as Record<string, unknown>;
     if (down.length === 0) {
-      res.status(200).json({ status: 'ready', checks: checksBody });
+      res.status(200).json({ status: 'ready', checks: checksBody, ...details });
       return;
     }
     const reasons = down.filter((r) => r.reason !== undefined).map((r) => [r.name, r.reason!] as const);
@@ -51,6 +54,7 @@ export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
       status: 503,
       checks: checksBody,
       ...(reasons.length > 0 ? { reasons: Object.fromEntries(reasons) } : {}),
+      ...details,
     });
   };
 }
@@ -71,6 +75,22 @@ export function httpUpstreamCheck(url: string, path: string, timeoutMs: number):
       const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
       await res.body?.cancel();
     },
+  };
+}
+
+/**
+ * Readiness of the services: lists each with its healthy and total targets, and is down only when no service has a
+ * healthy target (one service out is that service's 503 no_healthy_upstream, not the whole gateway's).
+ */
+export function servicesCheck(snapshot: () => Array<{ name: string; healthy: number; total: number }>): ReadinessCheck {
+  return {
+    name: 'services',
+    check() {
+      const all = snapshot();
+      if (all.length > 0 && all.every((s) => s.healthy === 0)) return Promise.reject(new NotReadyError('no service has a healthy target'));
+      return Promise.resolve();
+    },
+    details: () => ({ services: Object.fromEntries(snapshot().map((s) => [s.name, { healthy: s.healthy, total: s.total }])) }),
   };
 }
 

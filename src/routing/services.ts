@@ -88,6 +88,7 @@ export class ServiceRegistry {
     private readonly opts: ServiceRegistryOptions,
   ) {
     this.now = opts.now ?? Date.now;
+    opts.metrics.refreshTargetHealth = () => this.publishHealth();
     this.apply(config);
   }
 
