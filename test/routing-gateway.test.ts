@@ -143,6 +143,34 @@ describe('routes to services', () => {
   });
 });
 
+describe('what a hostile or buggy client sends', () => {
+  let g: TestGateway;
+  beforeAll(async () => {
+    g = await startTestGateway(routingConfig(), { keyStages: true });
+  });
+  afterAll(async () => g.close());
+
+  it("Host values that only look like the route's host do not match it", async () => {
+    for (const host of ['api.example.com.evil', 'evil@api.example.com', 'api.example.com@evil', 'xapi.example.com', 'api.example.com.']) {
+      orders.seen.length = 0;
+      const res = await send(g, 'POST', '/orders/1', [`host: ${host}`, AUTH()], '{}');
+      expect(orders.seen, host).toHaveLength(0);
+      expect([200, 400], host).toContain(res.status);
+    }
+  });
+
+  it('dot segments and encoded slashes cannot climb out of a stripped prefix: 400 before anything is called', async () => {
+    for (const target of ['/orders/../admin', '/orders/%2e%2e/admin', '/orders/a%2F..%2Fadmin', '/orders/a%5C..%5Cb']) {
+      const res = await send(g, 'POST', target, ['host: api.example.com', AUTH()], '{}');
+      expect(res.status, target).toBe(400);
+      expect(res.json().code).toBe('invalid_request');
+    }
+    // One segment that merely spells the prefix with an encoded slash matches no route at all.
+    expect((await send(g, 'POST', '/orders%2F..%2Fadmin', ['host: api.example.com', AUTH()], '{}')).status).toBe(404);
+    expect(orders.seen.length + legacy.seen.length).toBe(0);
+  });
+});
+
 describe('defaultService and the gateway paths', () => {
   let g: TestGateway;
   beforeAll(async () => {
