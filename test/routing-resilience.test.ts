@@ -129,6 +129,29 @@ describe('retries', () => {
     expect(posts.find((p) => p.status === 503)!.body).toBe('from the bad target');
   });
 
+  it('retryOn: a 503 whose body is cut off after its headers is dropped whole; the client gets the other answer intact', async () => {
+    const bad = await upstream();
+    bad.behaviour = (_req, res) => {
+      res.statusCode = 503;
+      res.setHeader('content-length', '100000');
+      res.flushHeaders();
+      res.write('x'.repeat(1000), () => setTimeout(() => res.socket?.destroy(), 5));
+    };
+    const good = await upstream();
+    const g = await gateway({
+      services: { web: { targets: [bad.url, good.url], retries: 1, retryOn: [503], eject: NO_EJECT } },
+      defaultService: 'web',
+    });
+    // Within the retry budget's floor (3 a second): each of these is retried.
+    for (let i = 0; i < 3; i++) {
+      const r = await call(`${g.url}/cut/${i}`);
+      expect(r.status).toBe(200);
+      expect(JSON.parse(r.body).url).toBe(`/cut/${i}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(bad.seen.length).toBeGreaterThan(0);
+  });
+
   it('the retry budget holds under a failing service: tries stay within 20% over the requests (plus 3 a second)', async () => {
     const a = await upstream();
     const b = await upstream();

@@ -52,6 +52,8 @@ interface ProxyState {
   selfHandle: boolean;
   /** Ends the current try's count of requests in flight on its target (least-requests); idempotent. */
   endTry: () => void;
+  /** The current try's upstream request. */
+  proxyReq: ClientRequest | undefined;
 }
 
 /**
@@ -175,6 +177,7 @@ export function createProxy(opts: ProxyOptions) {
   const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage): void => {
     const state = stateOf(req);
     const { connectTimeoutMs } = state.service.settings;
+    state.proxyReq = proxyReq;
     state.reusedSocket = proxyReq.reusedSocket;
     state.responded = false;
     state.connectTimedOut = false;
@@ -241,8 +244,19 @@ export function createProxy(opts: ProxyOptions) {
     metrics.serviceRequests.inc({ service: service.name, target: target.url, outcome: `${Math.floor(status / 100)}xx` });
     services.recordResult(service, target, status >= 500, `status_${status}`);
     if (state.selfHandle && service.settings.retryOn.has(status) && mayRetry(state, 'status', req, res)) {
-      // Dropped unread: only response headers came from this try, and none of it reaches the client.
-      proxyRes.resume();
+      // Dropped: only response headers came from this try, and none of it reaches the client. httpxy ties the
+      // response to the client's once this callback returns (a response that ends early cuts the client off), so
+      // that tie is undone first, and the connection of this try is closed rather than drained.
+      // Its upstream request's errors are this try's, not the next one's: they go nowhere.
+      const dropped = state.proxyReq;
+      dropped?.removeAllListeners('error');
+      dropped?.on('error', () => undefined);
+      process.nextTick(() => {
+        proxyRes.removeAllListeners('close');
+        proxyRes.removeAllListeners('error');
+        proxyRes.on('error', () => undefined);
+        proxyRes.destroy();
+      });
       retry(req, res, 'status');
       return;
     }
@@ -436,6 +450,7 @@ export function createProxy(opts: ProxyOptions) {
       source: undefined,
       selfHandle: false,
       endTry: () => undefined,
+      proxyReq: undefined,
     };
     req.ctx.proxy = state;
     service.budget.request(Date.now());
