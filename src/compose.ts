@@ -142,10 +142,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
-  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); services have their own health.
-  const readiness: ReadinessCheck[] = config.services
-    ? []
-    : [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
+  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
+  // (the config in force says which: a reload may add services).
+  const readiness: ReadinessCheck[] = [
+    httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
+  ];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
     // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
@@ -257,7 +258,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const services = new ServiceRegistry(config, { logger, metrics, ...(opts.healthChecks === false ? { healthChecks: false } : {}) });
   // Services and routes apply on reload: targets that stay keep their health and pools, removed ones finish.
   runtime.onChange((next) => services.apply(next.config));
-  readiness.push(servicesCheck(() => services.snapshot()));
+  readiness.push(
+    servicesCheck(
+      () => services.snapshot(),
+      () => runtime.config.services !== undefined,
+    ),
+  );
   const proxy = createProxy({ services, maxBodyBytes: config.server.maxBodyBytes, logger, metrics });
   const app = buildGatewayApp({
     runtime,

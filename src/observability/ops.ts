@@ -14,6 +14,8 @@ export interface ReadinessCheck {
   check(): Promise<void>;
   /** What the /readyz body shows of it besides up or down, under its own keys (the services and their targets). */
   details?(): Record<string, unknown>;
+  /** Whether it is checked now (the config in force decides: the upstream check only without services); default yes. */
+  applies?(): boolean;
 }
 
 /** A dependency answers but is unfit to serve; `reason` is shown in the /readyz body, so it never holds an address or secret. */
@@ -30,14 +32,16 @@ export function healthz(_req: Request, res: Response): void {
 export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
   return async function readyzHandler(_req: Request, res: Response): Promise<void> {
     const results = await Promise.all(
-      checks.map(async (c) => {
-        try {
-          await withDeadline(c.check(), timeoutMs, c.name);
-          return { name: c.name, state: 'up' as const };
-        } catch (err) {
-          return { name: c.name, state: 'down' as const, reason: err instanceof NotReadyError ? err.reason : undefined };
-        }
-      }),
+      checks
+        .filter((c) => c.applies?.() ?? true)
+        .map(async (c) => {
+          try {
+            await withDeadline(c.check(), timeoutMs, c.name);
+            return { name: c.name, state: 'up' as const };
+          } catch (err) {
+            return { name: c.name, state: 'down' as const, reason: err instanceof NotReadyError ? err.reason : undefined };
+          }
+        }),
     );
     const down = results.filter((r) => r.state === 'down');
     const checksBody = Object.fromEntries(results.map((r) => [r.name, r.state]));
@@ -67,10 +71,11 @@ export function metricsHandler(metrics: Metrics) {
 }
 
 /** Readiness of an HTTP upstream: any HTTP answer counts (even 404); a refused or silent one does not. */
-export function httpUpstreamCheck(url: string, path: string, timeoutMs: number): ReadinessCheck {
+export function httpUpstreamCheck(url: string, path: string, timeoutMs: number, applies?: () => boolean): ReadinessCheck {
   const target = new URL(path, url).toString();
   return {
     name: 'upstream',
+    ...(applies ? { applies } : {}),
     async check() {
       const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
       await res.body?.cancel();
@@ -82,9 +87,10 @@ export function httpUpstreamCheck(url: string, path: string, timeoutMs: number):
  * Readiness of the services: lists each with its healthy and total targets, and is down only when no service has a
  * healthy target (one service out is that service's 503 no_healthy_upstream, not the whole gateway's).
  */
-export function servicesCheck(snapshot: () => Array<{ name: string; healthy: number; total: number }>): ReadinessCheck {
+export function servicesCheck(snapshot: () => Array<{ name: string; healthy: number; total: number }>, applies: () => boolean): ReadinessCheck {
   return {
     name: 'services',
+    applies,
     check() {
       const all = snapshot();
       if (all.length > 0 && all.every((s) => s.healthy === 0)) return Promise.reject(new NotReadyError('no service has a healthy target'));
