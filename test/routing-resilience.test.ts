@@ -292,6 +292,31 @@ describe('no healthy target', () => {
   });
 });
 
+describe('a reload removing a target', () => {
+  it('lets the requests in flight to it finish, whole; new requests go to the targets that stay', async () => {
+    const leaving = await upstream();
+    leaving.behaviour = (req, res, body) => {
+      res.setHeader('content-type', 'application/json');
+      res.flushHeaders();
+      res.write('{"part":1,');
+      setTimeout(() => res.end(`"url":${JSON.stringify(req.url)},"len":${body.length}}`), 400);
+    };
+    const staying = await upstream();
+    const raw = (targets: string[]) => ({ services: { web: { targets } }, defaultService: 'web' });
+    const g = await gateway(raw([leaving.url, staying.url]));
+    // Round-robin: the first request goes to the leaving target and is still streaming when the reload lands.
+    const inFlight = call(`${g.url}/slow`);
+    await new Promise((r) => setTimeout(r, 150));
+    g.runtime.apply(testConfig(raw([staying.url])));
+    for (let i = 0; i < 4; i++) expect((await call(`${g.url}/after/${i}`)).status).toBe(200);
+    const r = await inFlight;
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.body)).toEqual({ part: 1, url: '/slow', len: 0 });
+    expect(leaving.seen.map((s) => s.url)).toEqual(['/slow']);
+    expect(g.gateway.services.snapshot()[0]!.targets.map((t) => t.url)).toEqual([staying.url]);
+  });
+});
+
 describe('SIGHUP reload of services (built CLI)', () => {
   it('adds and removes targets under load without a failed request; the removed one gets nothing after the reload', async () => {
     const { CliProcess, assertBuilt, tempDir } = await import('./helpers/cli.js');
