@@ -1,8 +1,9 @@
 // Retries, the retry budget, passive ejection, active health checks and no_healthy_upstream (docs/routing.md), on
 // real upstream servers on loopback that the tests stop, hang, reset or make answer 5xx. Each upstream counts the
 // tries that reach it, so "retried" and "not retried" are counted where they land.
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { FaultUpstream, slow } from './helpers/fault-upstream.js';
@@ -59,6 +60,41 @@ async function resettingUpstream(): Promise<{ url: string; tries: () => number }
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, tries: () => tries };
 }
 
+/**
+ * A loopback URL whose connections never complete: a listener (backlog 1) in a stopped process, its accept queue
+ * filled, so the kernel drops further SYNs and a connect just waits, as for a host that went dark.
+ */
+async function blackholeUrl(): Promise<string> {
+  const child = spawn(process.execPath, [
+    '-e',
+    "require('net').createServer().listen({ port: 0, host: '127.0.0.1', backlog: 1 }, function () { console.log(this.address().port) })",
+  ]);
+  const port = await new Promise<number>((resolve, reject) => {
+    child.stdout.once('data', (d: Buffer) => resolve(Number(String(d).trim())));
+    child.once('error', reject);
+  });
+  child.kill('SIGSTOP');
+  const fillers: Socket[] = [];
+  cleanup.push(async () => {
+    for (const s of fillers) s.destroy();
+    child.kill('SIGKILL');
+  });
+  for (let i = 0; i < 8; i++) {
+    const s = connect(port, '127.0.0.1');
+    s.on('error', () => undefined);
+    fillers.push(s);
+    const connected = await new Promise<boolean>((resolve) => {
+      const t = setTimeout(() => resolve(false), 300);
+      s.once('connect', () => {
+        clearTimeout(t);
+        resolve(true);
+      });
+    });
+    if (!connected) return `http://127.0.0.1:${port}`;
+  }
+  throw new Error('the accept queue never filled');
+}
+
 const NO_EJECT = { consecutiveFailures: 1000, forMs: 1000 };
 
 describe('retries', () => {
@@ -84,6 +120,24 @@ describe('retries', () => {
     expect(live.seen.filter((s) => s.method === 'GET')).toHaveLength(6);
     const metrics = await (await fetch(`${g.url}/metrics`)).text();
     expect(metrics).toContain('tollgate_service_retries_total{service="web",reason="connect"} 6');
+  });
+
+  it('a target that never completes a connect: after connectTimeoutMs the try goes to the other target, POST body and all', async () => {
+    const live = await upstream();
+    const g = await gateway({
+      services: { web: { targets: [await blackholeUrl(), live.url], connectTimeoutMs: 200, timeoutMs: 5000, retries: 1, eject: NO_EJECT } },
+      defaultService: 'web',
+    });
+    for (let i = 0; i < 2; i++) {
+      const get = await call(`${g.url}/g/${i}`);
+      expect(get.status).toBe(200);
+      const post = await call(`${g.url}/p/${i}`, { method: 'POST', body: `body-${i}` });
+      expect(post.status).toBe(200);
+      expect(post.ms).toBeLessThan(3000);
+    }
+    expect(live.seen.filter((s) => s.method === 'POST').map((s) => s.body.toString())).toEqual(['body-0', 'body-1']);
+    const text = await (await fetch(`${g.url}/metrics`)).text();
+    expect(text).toMatch(/tollgate_service_requests_total\{service="web",target="[^"]+",outcome="connect_timeout"\} 2/);
   });
 
   it('a POST whose connection breaks after it was sent is not retried: 502, one try; a GET is retried once', async () => {

@@ -36,7 +36,7 @@ export class Metrics {
 
   readonly serviceRequests = new Counter({
     name: 'tollgate_service_requests_total',
-    help: "Tries sent to a service's targets, by service, target and outcome (2xx..5xx: the status class it answered; refused, reset, timeout: no answer).",
+    help: "Tries sent to a service's targets, by service, target and outcome (2xx..5xx: the status class it answered; refused, connect_timeout, reset, timeout: no answer).",
     labelNames: ['service', 'target', 'outcome'] as const,
     registers: [this.registry],
   });
