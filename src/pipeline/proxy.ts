@@ -202,10 +202,14 @@ export function createProxy(opts: ProxyOptions) {
     const socket = proxyReq.socket;
     if (socket && socket.connecting) {
       state.connected = false;
-      const connectTimer = setTimeout(() => {
-        state.connectTimedOut = true;
-        proxyReq.destroy();
-      }, connectTimeoutMs);
+      // Only a connect timeout that comes before the request's deadline is one (else the deadline answers 504).
+      const connectTimer =
+        connectTimeoutMs < state.deadlineAt - Date.now()
+          ? setTimeout(() => {
+              state.connectTimedOut = true;
+              proxyReq.destroy();
+            }, connectTimeoutMs)
+          : undefined;
       socket.once('connect', () => {
         clearTimeout(connectTimer);
         connectedNow(state);
