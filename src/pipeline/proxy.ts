@@ -323,7 +323,8 @@ export function createProxy(opts: ProxyOptions) {
             : 'refused'
           : 'reset';
     if (kind !== 'too_large' && state.target) {
-      metrics.serviceRequests.inc({ service: state.service.name, target: state.target.url, outcome: kind });
+      // A response cut off after its headers was counted by its status already; it is still a failure of the target.
+      if (!state.responded) metrics.serviceRequests.inc({ service: state.service.name, target: state.target.url, outcome: kind });
       services.recordResult(state.service, state.target, true, kind);
       const reason = kind === 'refused' || kind === 'connect_timeout' ? 'connect' : kind === 'reset' ? 'reset' : undefined;
       if (reason && mayRetry(state, reason, req, res)) {
