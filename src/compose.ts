@@ -7,8 +7,9 @@ import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { Authenticator } from './keys/authenticator.js';
 import { accessLog, requestMetrics } from './observability/requests.js';
-import { httpUpstreamCheck } from './observability/ops.js';
+import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
+import { ServiceRegistry } from './routing/services.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
 import { RedisKeyStore } from './keys/redis-store.js';
@@ -62,6 +63,8 @@ export interface ComposeOptions {
   keyStages?: boolean;
   /** The key store to use instead of the one the config names (tests: a store that counts or fails its reads). */
   keyStore?: KeyStore;
+  /** false: no active health checks are started (tests that drive target health themselves). */
+  healthChecks?: boolean;
   /** Where TOLLGATE_ADMIN_TOKEN is read (default process.env). */
   env?: NodeJS.ProcessEnv;
 }
@@ -82,6 +85,12 @@ export interface ComposedGateway {
   usage: UsageReports;
   /** Writes what this instance counted itself (ban-cache refusals, deprecated-route calls) now, not at the next flush. */
   flushUsage(): Promise<void>;
+  /**
+   * The services and their targets' health. Its snapshot() is the read-only view (per service: healthy and total
+   * targets; per target: state, in-flight requests, failures in a row, recent errors) for /readyz, an admin endpoint
+   * or a dashboard page.
+   */
+  services: ServiceRegistry;
   /** The request path's Redis connection (absent without Redis): for diagnostics and tests that wrap it. */
   redis: RedisConnection | undefined;
   /** The admin API's and reports' own Redis connection (absent without Redis). */
@@ -143,7 +152,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
-  const readiness: ReadinessCheck[] = [httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000)];
+  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
+  // (the config in force says which: a reload may add services).
+  const readiness: ReadinessCheck[] = [
+    httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
+  ];
   const invalidRecords = new InvalidKeyRecords(logger, metrics);
   if (redisCfg) {
     // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
@@ -285,12 +298,21 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const tracing: Tracing | undefined = otlpEndpoint
     ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
     : undefined;
+  const services = new ServiceRegistry(config, { logger, metrics, ...(opts.healthChecks === false ? { healthChecks: false } : {}) });
+  // Services and routes apply on reload: targets that stay keep their health and pools, removed ones finish.
+  runtime.onChange((next) => services.apply(next.config));
+  readiness.push(
+    servicesCheck(
+      () => services.snapshot(),
+      () => runtime.config.services !== undefined,
+    ),
+  );
   const proxy = createProxy({
-    upstream: config.upstream,
+    services,
     maxBodyBytes: config.server.maxBodyBytes,
     logger,
     metrics,
-    // The upstream gave no response: what the key's request was charged is given back (windows and usage ledger).
+    // No target gave the request a response: what the key's request was charged is given back (windows and ledger).
     onUpstreamFailed: (ctx) => keyLimiter.refund(ctx),
   });
   const app = buildGatewayApp({
@@ -305,6 +327,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
     proxyToUpstream: proxy.handler,
+    services,
     ...(recorder ? { usage: recorder } : {}),
   });
   const usage = new UsageReports(adminStores?.usage ?? usageStore, admin, () => runtime.config.routes);
@@ -327,11 +350,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminApp,
     usage,
     flushUsage: async () => recorder?.flush(),
+    services,
     redis,
     adminRedis,
     async close() {
       closing = true;
-      proxy.agent.destroy();
+      services.close();
       memoryPolicy?.stop();
       await recorder?.close();
       await tracing?.shutdown();

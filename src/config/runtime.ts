@@ -1,19 +1,29 @@
 // The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
 // so a reload applies to the next request without dropping any connection.
 import type { Config } from './schema.js';
-import { compileRoutes, type CompiledRoute } from '../routes/policy.js';
+import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from '../routes/policy.js';
 
 export interface RuntimeConfig {
   readonly config: Config;
+  /** The configured routes in file order, compiled once per config. */
   readonly routes: readonly CompiledRoute[];
+  /** What requests are matched against: the routes, then the upstream shorthand's /v1/* when it is a service. */
+  readonly routing: readonly CompiledRoute[];
+}
+
+function compiled(config: Config): RuntimeConfig {
+  const routes = compileRoutes(config.routes);
+  return { config, routes, routing: withUpstreamCatchAll(routes, config) };
 }
 
 /**
  * What a reload cannot change in a running process, because sockets, pools, clients or timers are built from it at
  * start-up: whole sections, and single fields of sections that otherwise reload. A reload keeps their old values and
  * names those that differ (the "needsRestart" of its log line). Every other field applies to the next request:
- * selfService, usage.retentionDays, log.level, plans, anonymous, ban, routes, auth.sources, auth.foreignKeys,
- * admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it opened, are refused at once).
+ * selfService, usage.retentionDays, log.level, plans, anonymous, ban, services, routes, defaultService (targets that
+ * stay keep their health; requests in flight to a removed one finish: src/routing/services.ts), auth.sources,
+ * auth.foreignKeys, admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it
+ * opened, are refused at once).
  */
 const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
 const RESTART_ONLY_FIELDS = [
@@ -35,7 +45,7 @@ export class Runtime {
   private readonly listeners: Array<(next: RuntimeConfig, prev: RuntimeConfig) => void> = [];
 
   constructor(config: Config) {
-    this.state = { config, routes: compileRoutes(config.routes) };
+    this.state = compiled(config);
   }
 
   get current(): RuntimeConfig {
@@ -69,7 +79,7 @@ export class Runtime {
     }
     Object.freeze(merged);
     const prev = this.state;
-    this.state = { config: merged as Config, routes: compileRoutes((merged as Config).routes) };
+    this.state = compiled(merged as Config);
     for (const fn of this.listeners) fn(this.state, prev);
     return ignored;
   }

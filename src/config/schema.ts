@@ -158,6 +158,51 @@ const ban = z.strictObject({
 
 const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', '*'] as const;
 
+/** A backend address: http(s), an optional base path, nothing else (no credentials, query or fragment). */
+const targetUrl = z
+  .url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' })
+  .refine((u) => {
+    const url = new URL(u);
+    return url.username === '' && url.password === '' && url.search === '' && url.hash === '';
+  }, 'a target URL carries scheme, host, port and an optional base path only (no credentials, query or fragment)');
+
+const target = z
+  .union([
+    targetUrl,
+    z.strictObject({
+      url: targetUrl.describe('The instance\'s URL (scheme, host, port, optional base path).'),
+      weight: z.number().int().min(1).max(1000).default(1).describe('Its share of requests under round-robin (1-1000).'),
+    }),
+  ])
+  .transform((t) => (typeof t === 'string' ? { url: t, weight: 1 } : t));
+
+const healthCheck = z.strictObject({
+  path: z.string().startsWith('/').describe('Path requested (GET) on every target; a 2xx-4xx answer in time counts as healthy.'),
+  intervalMs: z.number().int().min(100).default(5000).describe('Time between two checks of one target.'),
+  timeoutMs: positiveInt().default(1000).describe('A check without an answer in this time fails.'),
+  unhealthyAfter: positiveInt().max(100).default(3).describe('Consecutive failed checks (no answer in time, or a 5xx) that take a target out.'),
+  healthyAfter: positiveInt().max(100).default(2).describe('Consecutive passed checks that bring it back.'),
+});
+
+const eject = z.strictObject({
+  consecutiveFailures: positiveInt().max(1000).default(5).describe('Failed requests in a row (could not connect, reset, timeout, a 5xx from it) that make a target rest.'),
+  forMs: positiveInt().default(30_000).describe('How long an ejected target rests before it is picked again.'),
+});
+
+/** Names appear in metrics labels and log lines. */
+const SERVICE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+const service = z.strictObject({
+  targets: z.array(target).min(1, 'a service needs at least one target').describe('Its instances: a URL, or { url, weight } (weight default 1).'),
+  balance: z.enum(['round-robin', 'least-requests']).default('round-robin').describe('round-robin (weighted), or least-requests (the less busy of two targets picked at random).'),
+  timeoutMs: positiveInt().default(10_000).describe('No response headers within this time: 504 gateway_timeout (the whole request, retries included).'),
+  connectTimeoutMs: positiveInt().default(2000).describe('A try that has not connected within this time counts as "could not connect".'),
+  retries: z.number().int().min(0).max(5).default(1).describe('Further tries after the first, each on another target when there is one (rules in docs/routing.md).'),
+  retryOn: z.array(z.number().int().min(500).max(599)).default([]).describe('Statuses that also retry an idempotent request without a body, e.g. [502, 503].'),
+  healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
+  eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
+});
+
 const route = z.strictObject({
   method: z
     .string()
@@ -167,9 +212,18 @@ const route = z.strictObject({
     .describe('HTTP method, or "*" for any; a GET route also matches HEAD.'),
   path: z
     .string()
-    .regex(/^\/v1(\/|$)/, 'expected a path under /v1/, such as /v1/pets/:petId')
+    .regex(/^\//, 'expected an absolute path such as /v1/pets/:petId or /orders/*')
     .superRefine(validRoutePattern)
-    .describe('Express-style path under /v1, e.g. /v1/pets/:petId; also the route label in metrics.'),
+    .describe('Exact (/status), a pattern (/v1/pets/:petId) or a prefix ending in /* (/orders/*); also the route label in metrics. Under /v1 when the route names no service.'),
+  host: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name without port, such as api.example.com')
+    .transform((h) => h.toLowerCase())
+    .optional()
+    .describe('Matches the Host header (case-insensitive, port ignored); leave out for any host.'),
+  service: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('The service it goes to; left out, the upstream (upstream.url).'),
+  stripPrefix: z.string().optional().describe('A literal leading part of path removed before proxying; the target gets X-Forwarded-Prefix with it.'),
+  auth: z.enum(['key', 'none']).optional().describe('"none": a public route, no key needed, metered by the anonymous limit alone. Default "key".'),
   deprecation: isoInstant().optional().describe('When the route became deprecated (Deprecation header, RFC 9745).'),
   sunset: isoInstant().optional().describe('When the route stops being served (Sunset header, RFC 8594).'),
   link: z
@@ -212,7 +266,7 @@ const staticKey = z.strictObject({
 export const configSchema = z
   .strictObject({
     server: server.prefault({}).describe('The gateway\'s listener and its timeouts.'),
-    upstream: upstream.prefault({}).describe('The service behind the gateway.'),
+    upstream: upstream.optional().describe('One backend that receives every request under /v1 (the shorthand for one service); its timeouts, pool and hideCredentials apply to every service.'),
     redis: redis.optional().describe('The shared Redis (one of url, cluster, sentinel); leave it out for the in-memory stores (one instance only).'),
     ops: ops.optional().describe('A separate listener for /readyz and /metrics; leave out to serve them on the gateway port.'),
     admin: admin.prefault({}).describe('The admin HTTP API (keys, plans), on a listener of its own.'),
@@ -223,7 +277,9 @@ export const configSchema = z
     plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
-    routes: z.array(route).default([]).describe('Route policy under /v1 (deprecation, sunset), first match wins.'),
+    services: z.record(z.string().regex(SERVICE_NAME, 'service names are 1-64 characters of A-Z a-z 0-9 _ . -'), service).optional().describe('Backends by name, each with its targets, balancing, retries and health checks (docs/routing.md).'),
+    routes: z.array(route).default([]).describe('Routes to services, with their policy (auth, deprecation, sunset); first match in file order wins.'),
+    defaultService: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('Where requests that match no route go; left out, they get 404 not_found.'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })
@@ -235,17 +291,144 @@ export const configSchema = z
   .superRefine(opsPortDiffers)
   .superRefine(adminPortDiffers)
   .superRefine(adminTokenIdsUnique)
-  .superRefine(keySourcesDistinct);
+  .superRefine(keySourcesDistinct)
+  .superRefine(routesNameKnownServices)
+  .superRefine(routesWithoutServiceNeedUpstream)
+  .superRefine(routesLeaveGatewayPathsAlone)
+  .superRefine(stripPrefixLeadsPath)
+  .transform(withUpstream);
+
+/** The upstream section's defaults, for a config that leaves it out. */
+const UPSTREAM_DEFAULTS = upstream.parse({});
+
+/**
+ * upstream.url is a service (named "upstream": it takes every request under /v1 and routes without a service) when
+ * the file writes an upstream section or has no services; the section's defaults are always filled in.
+ */
+function withUpstream<T extends { upstream?: z.output<typeof upstream> | undefined; services?: Record<string, unknown> | undefined }>(
+  cfg: T,
+): Omit<T, 'upstream'> & { upstream: z.output<typeof upstream>; upstreamIsService?: boolean } {
+  const { upstream: given, ...rest } = cfg;
+  return { ...rest, upstream: given ?? UPSTREAM_DEFAULTS, ...(cfg.services ? { upstreamIsService: given !== undefined } : {}) };
+}
 
 // Refinements only add issues, so any context will do for their signatures.
 type Ctx = z.RefinementCtx<unknown>;
 
 function validRoutePattern(path: string, ctx: Ctx): void {
   try {
-    match(path);
+    match(path.endsWith('/*') ? path.slice(0, -2) || '/' : path);
   } catch (err) {
     ctx.addIssue({ code: 'custom', message: `not a valid route pattern (${(err as Error).message.split(';')[0]})`, input: path });
   }
+}
+
+type RoutingCfg = {
+  services?: Record<string, unknown> | undefined;
+  upstream?: unknown;
+  routes: RouteConfig[];
+  defaultService?: string | undefined;
+  selfService: { path: string; enabled: boolean };
+  ops?: unknown;
+};
+
+/** A route's name in messages: its method (when not any), host (when given) and path. */
+function routeName(r: RouteConfig): string {
+  return `${r.method === '*' ? '' : `${r.method} `}${r.host ? `${r.host}` : ''}${r.path}`;
+}
+
+function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
+  const known = Object.keys(cfg.services ?? {});
+  const expected = known.length ? `expected one of ${known.join(', ')}` : 'no services are configured';
+  cfg.routes.forEach((r, i) => {
+    if (r.service !== undefined && !known.includes(r.service))
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'service'], message: `route ${routeName(r)}: unknown service; ${expected}`, input: r.service });
+  });
+  if (cfg.defaultService !== undefined && !known.includes(cfg.defaultService))
+    ctx.addIssue({ code: 'custom', path: ['defaultService'], message: `unknown service; ${expected}`, input: cfg.defaultService });
+  if (cfg.services && cfg.upstream !== undefined && Object.hasOwn(cfg.services, 'upstream'))
+    ctx.addIssue({ code: 'custom', path: ['services', 'upstream'], message: 'the name "upstream" is taken by the upstream section (its service); rename one', input: 'upstream' });
+}
+
+/**
+ * A route without a service goes to upstream.url, which takes /v1: so it must be under /v1, and with services
+ * configured, an upstream section must be there to take it.
+ */
+function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
+  const upstreamIsService = !cfg.services || cfg.upstream !== undefined;
+  cfg.routes.forEach((r, i) => {
+    if (r.service !== undefined) return;
+    if (!upstreamIsService)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', i, 'service'],
+        message: `route ${routeName(r)} names no service and there is no upstream section to take it; name one of the services`,
+        input: undefined,
+      });
+    else if (!/^\/v1(\/|$)/.test(r.path))
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: 'expected a path under /v1/, such as /v1/pets/:petId', input: r.path });
+    else if (r.stripPrefix !== undefined)
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'stripPrefix'], message: `route ${routeName(r)}: stripPrefix needs a service (the upstream gets /v1 paths whole)`, input: r.stripPrefix });
+  });
+}
+
+/** The gateway's own paths are never routed: /healthz, the quota endpoint and (on the gateway port) /readyz, /metrics. */
+export function gatewayPaths(cfg: { selfService: { path: string; enabled: boolean }; ops?: unknown }): string[] {
+  return ['/healthz', ...(cfg.selfService.enabled ? [cfg.selfService.path] : []), ...(cfg.ops ? [] : ['/readyz', '/metrics'])];
+}
+
+function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
+  const own = gatewayPaths(cfg);
+  cfg.routes.forEach((r, i) => {
+    let m: ((p: string) => unknown) | undefined;
+    try {
+      m = routeMatcher(r.path);
+    } catch {
+      return; // reported by validRoutePattern
+    }
+    const taken = own.filter((p) => m(p) || m(p.toLowerCase()));
+    if (taken.length > 0)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', i, 'path'],
+        message: `route ${routeName(r)} would take the gateway's own ${taken.join(', ')}; those are never routed`,
+        input: r.path,
+      });
+  });
+}
+
+function stripPrefixLeadsPath(cfg: RoutingCfg, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    const p = r.stripPrefix;
+    if (p === undefined) return;
+    const literal = /^(\/[A-Za-z0-9._~!$&'()+,=@%-]+)+$/.test(p);
+    const leads = r.path === p || r.path.startsWith(`${p}/`);
+    if (!literal || !leads)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', i, 'stripPrefix'],
+        message: `route ${routeName(r)}: stripPrefix must be a literal leading part of the path, whole segments, such as ${exampleStrip(r.path)}`,
+        input: p,
+      });
+  });
+}
+
+function exampleStrip(path: string): string {
+  const first = path.split('/')[1] ?? '';
+  return /^[A-Za-z0-9._~-]+$/.test(first) ? `/${first}` : '/orders';
+}
+
+/**
+ * A route path's matcher (path-to-regexp, undecoded): exact or a pattern matches the whole path; a prefix ending in
+ * /* matches the prefix itself and everything under it. Used by the config rules and compiled once per config.
+ */
+export function routeMatcher(path: string): (p: string) => false | { params: Partial<Record<string, string | string[]>> } {
+  if (path.endsWith('/*')) {
+    const base = path.slice(0, -2);
+    if (base === '') return () => ({ params: {} });
+    return match(base, { decode: false, end: false });
+  }
+  return match(path, { decode: false, end: true });
 }
 
 function workersNeedRedis(cfg: { server: { workers: number | 'auto' }; redis?: unknown }, ctx: Ctx): void {
@@ -334,6 +517,9 @@ function keySourcesDistinct(cfg: { auth: { sources: string[] } }, ctx: Ctx): voi
 
 export type Config = z.output<typeof configSchema>;
 export type AuthConfig = z.output<typeof auth>;
+export type ServiceConfig = z.output<typeof service>;
+export type TargetConfig = z.output<typeof target>;
+export type UpstreamConfig = z.output<typeof upstream>;
 export type RouteConfig = z.output<typeof route>;
 export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;

@@ -22,6 +22,7 @@ export const ERRORS = {
   internal_error: { status: 500, message: 'An unexpected error occurred.' },
   bad_gateway: { status: 502, message: 'The upstream service could not be reached.' },
   service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' },
+  no_healthy_upstream: { status: 503, message: 'No instance of the backend service is healthy right now. Retry after the time in Retry-After.' },
   gateway_timeout: { status: 504, message: 'The upstream service did not answer in time.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

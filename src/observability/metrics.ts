@@ -34,6 +34,38 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly serviceRequests = new Counter({
+    name: 'tollgate_service_requests_total',
+    help: "Tries sent to a service's targets, by service, target and outcome (2xx..5xx: the status class it answered; refused, connect_timeout, reset, timeout: no answer).",
+    labelNames: ['service', 'target', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly serviceRetries = new Counter({
+    name: 'tollgate_service_retries_total',
+    help: 'Tries repeated on another target, by service and reason (connect, reset, status); budget_exhausted: a retry the retry budget refused.',
+    labelNames: ['service', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  /** Refreshes tollgate_target_healthy at scrape time (set by the services: a rest ends with time, not an event). */
+  refreshTargetHealth: (() => void) | undefined = undefined;
+
+  readonly targetHealthy = new Gauge({
+    name: 'tollgate_target_healthy',
+    help: '1 while a target may be picked (passing its health checks, not ejected), 0 while it is out; by service and target.',
+    labelNames: ['service', 'target'] as const,
+    registers: [this.registry],
+    collect: () => this.refreshTargetHealth?.(),
+  });
+
+  readonly targetEjections = new Counter({
+    name: 'tollgate_target_ejections_total',
+    help: 'Targets taken out for a rest after failed requests in a row (passive ejection), by service and target.',
+    labelNames: ['service', 'target'] as const,
+    registers: [this.registry],
+  });
+
   readonly configReloads = new Counter({
     name: 'tollgate_config_reloads_total',
     help: 'SIGHUP configuration reloads, by result (applied, rejected).',

@@ -12,6 +12,10 @@ export interface ReadinessCheck {
    * the problem in the 503 body; any other error only marks the dependency down (its message may hold addresses).
    */
   check(): Promise<void>;
+  /** What the /readyz body shows of it besides up or down, under its own keys (the services and their targets). */
+  details?(): Record<string, unknown>;
+  /** Whether it is checked now (the config in force decides: the upstream check only without services); default yes. */
+  applies?(): boolean;
 }
 
 /** A dependency answers but is unfit to serve; `reason` is shown in the /readyz body, so it never holds an address or secret. */
@@ -28,19 +32,22 @@ export function healthz(_req: Request, res: Response): void {
 export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
   return async function readyzHandler(_req: Request, res: Response): Promise<void> {
     const results = await Promise.all(
-      checks.map(async (c) => {
-        try {
-          await withDeadline(c.check(), timeoutMs, c.name);
-          return { name: c.name, state: 'up' as const };
-        } catch (err) {
-          return { name: c.name, state: 'down' as const, reason: err instanceof NotReadyError ? err.reason : undefined };
-        }
-      }),
+      checks
+        .filter((c) => c.applies?.() ?? true)
+        .map(async (c) => {
+          try {
+            await withDeadline(c.check(), timeoutMs, c.name);
+            return { name: c.name, state: 'up' as const };
+          } catch (err) {
+            return { name: c.name, state: 'down' as const, reason: err instanceof NotReadyError ? err.reason : undefined };
+          }
+        }),
     );
     const down = results.filter((r) => r.state === 'down');
     const checksBody = Object.fromEntries(results.map((r) => [r.name, r.state]));
+    const details = Object.assign({}, ...checks.map((c) => c.details?.() ?? {})) as Record<string, unknown>;
     if (down.length === 0) {
-      res.status(200).json({ status: 'ready', checks: checksBody });
+      res.status(200).json({ status: 'ready', checks: checksBody, ...details });
       return;
     }
     const reasons = down.filter((r) => r.reason !== undefined).map((r) => [r.name, r.reason!] as const);
@@ -51,6 +58,7 @@ export function readyz(checks: readonly ReadinessCheck[], timeoutMs = 1000) {
       status: 503,
       checks: checksBody,
       ...(reasons.length > 0 ? { reasons: Object.fromEntries(reasons) } : {}),
+      ...details,
     });
   };
 }
@@ -63,14 +71,32 @@ export function metricsHandler(metrics: Metrics) {
 }
 
 /** Readiness of an HTTP upstream: any HTTP answer counts (even 404); a refused or silent one does not. */
-export function httpUpstreamCheck(url: string, path: string, timeoutMs: number): ReadinessCheck {
+export function httpUpstreamCheck(url: string, path: string, timeoutMs: number, applies?: () => boolean): ReadinessCheck {
   const target = new URL(path, url).toString();
   return {
     name: 'upstream',
+    ...(applies ? { applies } : {}),
     async check() {
       const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
       await res.body?.cancel();
     },
+  };
+}
+
+/**
+ * Readiness of the services: lists each with its healthy and total targets, and is down only when no service has a
+ * healthy target (one service out is that service's 503 no_healthy_upstream, not the whole gateway's).
+ */
+export function servicesCheck(snapshot: () => Array<{ name: string; healthy: number; total: number }>, applies: () => boolean): ReadinessCheck {
+  return {
+    name: 'services',
+    applies,
+    check() {
+      const all = snapshot();
+      if (all.length > 0 && all.every((s) => s.healthy === 0)) return Promise.reject(new NotReadyError('no service has a healthy target'));
+      return Promise.resolve();
+    },
+    details: () => ({ services: Object.fromEntries(snapshot().map((s) => [s.name, { healthy: s.healthy, total: s.total }])) }),
   };
 }
 

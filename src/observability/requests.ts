@@ -12,11 +12,14 @@ import type { Metrics } from './metrics.js';
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
-/** The metrics' route label: the matched route pattern, an ops path, `/v1/*` for other /v1 paths, else `unmatched`. */
+/**
+ * The metrics' route label: the matched route's pattern (set before authentication, so a 401 or 429 carries it too;
+ * `/v1/*` for the upstream shorthand's other /v1 paths, `(default)` for defaultService), an ops path, else `unmatched`.
+ */
 function routeLabel(ctx: RequestContext, url: string): string {
   if (ctx.route !== undefined) return ctx.route;
   const path = pathOf(url);
-  return OPS_PATHS.has(path) ? path : path === '/v1' || path.startsWith('/v1/') ? '/v1/*' : 'unmatched';
+  return OPS_PATHS.has(path) ? path : 'unmatched';
 }
 
 /** Requests by route, method and status, and their durations; only for responses sent in full. */

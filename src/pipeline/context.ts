@@ -7,6 +7,8 @@ import type { KeySources } from '../keys/sources.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
+import type { CompiledRoute } from '../routes/policy.js';
+import type { Service } from '../routing/services.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -38,8 +40,12 @@ export class RequestContext {
   anonymousRefusedUntil = 0;
   /** Milliseconds this request has waited on Redis so far; the request's Redis budget is what is left of commandTimeoutMs. */
   redisMs = 0;
-  /** The configured route pattern the request matched (the metrics' route label), once route policy ran. */
+  /** The configured route pattern the request matched (the metrics' route label), set by the route match stage. */
   route: string | undefined = undefined;
+  /** The route the request matched (matched once, before authentication), when one did. */
+  matchedRoute: CompiledRoute | undefined = undefined;
+  /** The service the request goes to: its route's, or defaultService's. */
+  service: Service | undefined = undefined;
   /** The key limit check's decision, for keyed requests that reached it. */
   decision: Decision | undefined = undefined;
   /** What the key limit check charged an admitted request, so the request can be given back if the upstream fails it. */

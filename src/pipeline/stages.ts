@@ -6,16 +6,21 @@
 //   0. normalizeRequestTarget   absolute-form target -> path, fragment dropped (before Express routes; server/app.ts)
 //   1. observeRequest           request id, context, req.log (pino-http); access log and metrics once the response is over
 //   2. securityHeaders          helmet, for a JSON API
-//   -- requests under /v1 only --
-//   3. refuseAmbiguousPaths     400 for a path an upstream may read as another (dot segments, %2F, \, ;)
-//   4. authenticate             key from auth.sources (bearer, header, query) -> consumer (key cache; store read on a miss)
+//   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
+//   M. matchRoute               the route (host, method, path; first in file order) and its service, or defaultService;
+//                               neither: the request leaves the request path (404 not_found)
+//   -- requests with a service only --
+//   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
+//   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
+//   4. authenticate             key from auth.sources (bearer, header, query) -> consumer (key cache; store read on a
+//                               miss)                                                                 [not for auth: none]
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
-//   6. requireApiKey            401 for whoever is still without a valid key
-//   7. keyLimits                ban check and plan limits, one Redis round trip (429, with RateLimit headers)
+//   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
+//   7. keyLimits                ban check and plan limits, one Redis round trip (429, with RateLimit headers) [not for auth: none]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
-//  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own)
-//  11. proxyToUpstream          stream to the upstream and back (src/pipeline/proxy.ts)
+//  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
+//  11. proxyToUpstream          a target of the service, retries on another; stream there and back (src/pipeline/proxy.ts)
 //
 //   -- GET selfService.path (/ratelimit) only: the quota endpoint --
 //   4-6 as above (a bad or missing key is a 401 that counts toward the anonymous limit), then
@@ -33,11 +38,13 @@ import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import { DAY_MS, MINUTE_MS } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
-import { isRetired, matchRoute } from '../routes/policy.js';
+import { gatewayPaths } from '../config/schema.js';
+import { isRetired, matchRoute as findMatchingRoute, pathOf } from '../routes/policy.js';
+import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
 import { RequestContext, type RequestObserver } from './context.js';
-import { declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
+import { answerNoHealthyUpstream, declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
 import { ambiguityOf } from './request-target.js';
 
 export interface RequestPathParts {
@@ -55,18 +62,17 @@ export interface RequestPathParts {
    * the proxy and route policy, which then run without keys.
    */
   keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter };
-  /** Stage 11, created with its upstream connection pool (createProxy). */
+  /** Stage 11, created with the services' connection pools (createProxy). */
   proxyToUpstream: RequestHandler;
+  /** The services routes go to, with their targets' health (src/routing/services.ts). */
+  services: ServiceRegistry;
   /** Counts keyed calls of deprecated routes for the usage report (stage 8); absent: not counted. */
   usage?: { deprecatedCall(route: string, id: string): void };
 }
 
-/** A request target under /v1: the segment itself, then a slash, a query or the end. */
-const UNDER_V1 = /^\/v1(?:[/?]|$)/i;
-
 /**
- * Stages 1-11 as one handler. /v1 is matched here as Express would mount it (case-insensitive, a whole segment) but
- * without the mount's rewriting of req.url around the stages: they and the upstream see the full path.
+ * The request path as one handler: every stage in order. A stage that calls next('route') sends the request out of
+ * it, to the gateway's own routes after it (/healthz, /readyz, /metrics, and the 404).
  */
 export function requestPath(p: RequestPathParts): RequestHandler {
   const { server, upstream, auth } = p.runtime.config;
@@ -74,26 +80,78 @@ export function requestPath(p: RequestPathParts): RequestHandler {
   const sources = (): KeySources => compileKeySources(p.runtime.config.auth.sources);
   const keyShaped = keyShapeText(auth.issuedPrefix);
   const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || mentionsPresentedKey(req, sources(), id);
-  const v1 = inSequence([
-    refuseAmbiguousPaths,
-    ...(p.keys ? [authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, keyLimits(p.keys.limiter)] : []),
-    routePolicy(p.runtime, p.clock, p.usage),
-    declaredBodyLimit(server.maxBodyBytes),
-    prepareUpstreamHeaders(upstream),
-    p.proxyToUpstream,
-  ]);
   const quota = p.keys
     ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
   return inSequence([
     observeRequest(p.observers, p.accessLog, p.tracing, idCarriesKey),
     securityHeaders(),
-    function underV1(req, res, next) {
-      if (UNDER_V1.test(req.url)) v1(req, res, next);
-      else if (quota && isQuotaRequest(req, p.runtime)) quota(req, res, next);
-      else next();
-    },
+    ownEndpoints(p.runtime, quota),
+    matchRoute(p.runtime, p.services),
+    refuseAmbiguousPaths,
+    requireHealthyService,
+    ...(p.keys
+      ? [
+          keyedRoutesOnly(authenticate(p.keys.authenticator, p.logger, sources)),
+          anonymousLimit(p.keys.anonymous),
+          keyedRoutesOnly(requireApiKey),
+          keyedRoutesOnly(keyLimits(p.keys.limiter)),
+        ]
+      : []),
+    routePolicy(p.clock, p.usage),
+    declaredBodyLimit(server.maxBodyBytes),
+    prepareUpstreamHeaders(upstream),
+    p.proxyToUpstream,
   ]);
+}
+
+/**
+ * R. The gateway's own endpoints are never routed: the quota endpoint is answered here (Q), and /healthz (and
+ * /readyz, /metrics on the gateway port) leave the request path for their handlers, whatever defaultService says.
+ */
+function ownEndpoints(runtime: Runtime, quota: RequestHandler | undefined): RequestHandler {
+  return function ownEndpointsStage(req, res, next) {
+    if (quota && isQuotaRequest(req, runtime)) return quota(req, res, (err?: unknown) => next(err ?? 'route'));
+    const path = pathOf(req.url).toLowerCase();
+    if (gatewayPaths(runtime.config).some((own) => own.toLowerCase() === path)) return next('route');
+    next();
+  };
+}
+
+/** Labels requests that defaultService takes (they match no route) in metrics and traces. */
+export const DEFAULT_ROUTE_LABEL = '(default)';
+
+/**
+ * M. The route, matched once per request before anything else is decided (its pattern labels the metrics of every
+ * answer, 401 and 429 included), and the service it goes to; defaultService for a request no route matches.
+ */
+export function matchRoute(runtime: Runtime, services: ServiceRegistry): RequestHandler {
+  return function matchRouteStage(req, res, next) {
+    const { routing, config } = runtime.current;
+    const route = findMatchingRoute(routing, req.method, req.originalUrl, req.headers.host ?? '');
+    const serviceName = route?.service ?? config.defaultService;
+    const service = serviceName === undefined ? undefined : services.get(serviceName);
+    if (!service) return next('route');
+    req.ctx.matchedRoute = route;
+    req.ctx.route = route?.pattern ?? DEFAULT_ROUTE_LABEL;
+    req.ctx.service = service;
+    next();
+  };
+}
+
+/** H. Every target of the service is out: 503 at once, before any limit counts the request (it costs nothing). */
+export function requireHealthyService(req: Request, res: Response, next: NextFunction): void {
+  const service = req.ctx.service!;
+  if (!service.hasAvailable(Date.now())) return answerNoHealthyUpstream(res, service);
+  next();
+}
+
+/** A key stage that a public route (auth: none) skips: such requests are metered by the anonymous limit alone. */
+function keyedRoutesOnly(stage: RequestHandler): RequestHandler {
+  return function keyedRouteStage(req, res, next) {
+    if (req.ctx.matchedRoute?.auth === 'none') return next();
+    return stage(req, res, next);
+  };
 }
 
 /** GET (or HEAD) of selfService.path, read per request (a reload applies at once); the query is ignored. */
@@ -322,11 +380,10 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
  * 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired. A keyed
  * call of a deprecated route is counted for the usage report (who still calls it), in memory, written in batches.
  */
-export function routePolicy(runtime: Runtime, clock: Clock, usage?: RequestPathParts['usage']): RequestHandler {
+export function routePolicy(clock: Clock, usage?: RequestPathParts['usage']): RequestHandler {
   return function routePolicyStage(req, res, next) {
-    const route = matchRoute(runtime.current.routes, req.method, req.originalUrl);
+    const route = req.ctx.matchedRoute;
     if (!route) return next();
-    req.ctx.route = route.pattern;
     if (usage && route.deprecatedAs !== undefined && req.ctx.consumer) usage.deprecatedCall(route.deprecatedAs, req.ctx.consumer.id);
     for (const [name, value] of route.headers) res.setHeader(name, value);
     if (isRetired(route, clock.now())) {
@@ -344,6 +401,8 @@ export function inSequence(stages: readonly RequestHandler[]): RequestHandler {
   return function stagesInSequence(req, res, done) {
     let i = 0;
     const next = (err?: unknown): void => {
+      // next('route'): the request leaves the sequence for the handlers after it, as in Express.
+      if (err === 'route') return done();
       if (err !== undefined && err !== null) return done(err);
       const stage = stages[i++];
       if (!stage) return done();

@@ -1,19 +1,41 @@
-// Route policy: deprecation and sunset of configured routes (RFC 9745, RFC 8594), as a decision with no Express.
-// Route patterns are compiled once per config load (Runtime); per request only the compiled matchers run.
-import { match, type MatchFunction } from 'path-to-regexp';
-import type { RouteConfig } from '../config/schema.js';
+// Routes: where a request goes (its service, host and method, stripPrefix, auth) and its policy (deprecation and
+// sunset, RFC 9745, RFC 8594), as a decision with no Express. Route patterns are compiled once per config load
+// (Runtime) with path-to-regexp; per request the compiled matchers run in file order and the first match wins (a
+// plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
+import type { Config, RouteConfig } from '../config/schema.js';
+import { routeMatcher } from '../config/schema.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
 
 export interface CompiledRoute {
   readonly method: string;
   readonly pattern: string;
-  readonly matches: MatchFunction<Record<string, string | string[]>>;
+  readonly matches: (path: string) => unknown;
+  /** Lower-case host name the Host header must carry (port ignored); undefined: any host. */
+  readonly host: string | undefined;
+  /** The service the route goes to (UPSTREAM_SERVICE for routes that name none). */
+  readonly service: string;
+  readonly stripPrefix: string | undefined;
+  /** "none": no key needed, the anonymous limit alone applies. */
+  readonly auth: 'key' | 'none';
+  /** Matched against the path exactly as sent (the upstream shorthand's /v1/*: `//v1/x` is not under /v1). */
+  readonly asSent?: boolean;
+  /** A route of the upstream shorthand: it applies only to requests under /v1 as sent, as it did before services. */
+  readonly upstreamRoute: boolean;
   readonly sunsetMs: number | undefined;
   readonly gone: boolean;
   /** For a deprecated route, its name in the usage report ("<METHOD> <pattern>"): keyed calls of it are counted. */
   readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
+}
+
+/** The service routes without one go to: upstream.url (src/routing/services.ts names it the same). */
+const UPSTREAM_SERVICE = 'upstream';
+
+/** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
+export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: Pick<Config, 'upstreamIsService'>): CompiledRoute[] {
+  if (config.upstreamIsService === false) return [...routes];
+  return [...routes, { ...compileRoutes([{ method: '*', path: '/v1/*', afterSunset: 'pass' }])[0]!, asSent: true }];
 }
 
 export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
@@ -28,7 +50,12 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
     return {
       method: r.method,
       pattern: r.path,
-      matches: match(r.path, { decode: false, end: true }),
+      matches: routeMatcher(r.path),
+      host: r.host,
+      service: r.service ?? UPSTREAM_SERVICE,
+      upstreamRoute: r.service === undefined,
+      stripPrefix: r.stripPrefix,
+      auth: r.auth ?? 'key',
       sunsetMs: r.sunset ? Date.parse(r.sunset) : undefined,
       gone: r.afterSunset === 'gone',
       deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
@@ -42,13 +69,18 @@ export function deprecatedRouteName(r: Pick<RouteConfig, 'method' | 'path'>): st
   return `${r.method} ${r.path}`;
 }
 
-export function findRoute(routes: readonly CompiledRoute[], method: string, path: string): CompiledRoute | undefined {
+export function findRoute(routes: readonly CompiledRoute[], method: string, path: string, host?: string, asSent = path): CompiledRoute | undefined {
   for (const r of routes) {
     if (r.method !== '*' && r.method !== method && !(r.method === 'GET' && method === 'HEAD')) continue;
-    if (r.matches(path)) return r;
+    if (r.host !== undefined && r.host !== host) continue;
+    if (r.upstreamRoute && !UNDER_V1.test(asSent)) continue;
+    if (r.matches(r.asSent ? asSent : path)) return r;
   }
   return undefined;
 }
+
+/** A path under /v1 as sent: the segment itself, then a slash or the end (any case, as the gateway always took it). */
+const UNDER_V1 = /^\/v1(?:\/|$)/i;
 
 /** A request target's path: everything before the query. */
 export function pathOf(url: string): string {
@@ -78,9 +110,29 @@ export function policyPath(path: string): string {
  * and whether that route is retired (afterSunset: gone, and its sunset has passed). The routePolicy stage
  * (src/pipeline/stages.ts) adds the route's headers and answers 410 for a retired one.
  */
-export function matchRoute(routes: readonly CompiledRoute[], method: string, requestPath: string): CompiledRoute | undefined {
+export function matchRoute(routes: readonly CompiledRoute[], method: string, requestPath: string, hostHeader?: string): CompiledRoute | undefined {
   // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.
-  return findRoute(routes, method, policyPath(pathOf(requestPath)));
+  const path = pathOf(requestPath);
+  return findRoute(routes, method, policyPath(path), hostHeader === undefined ? undefined : hostName(hostHeader), path);
+}
+
+/** A Host header's name, lower-case, without its port ("[::1]:8080" -> "[::1]"). */
+export function hostName(host: string): string {
+  const h = host.toLowerCase();
+  if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
+  const colon = h.indexOf(':');
+  return colon === -1 ? h : h.slice(0, colon);
+}
+
+/**
+ * The path a route sends to its service: with stripPrefix, the path as matched (policyPath) less the prefix (at
+ * least "/"), the query kept as sent; without, the request target as the client sent it.
+ */
+export function forwardedTarget(route: Pick<CompiledRoute, 'stripPrefix'>, url: string): string {
+  if (route.stripPrefix === undefined) return url;
+  const q = url.indexOf('?');
+  const rest = policyPath(q === -1 ? url : url.slice(0, q)).slice(route.stripPrefix.length);
+  return (rest === '' ? '/' : rest) + (q === -1 ? '' : url.slice(q));
 }
 
 export function isRetired(route: CompiledRoute, nowMs: number): boolean {

@@ -1,0 +1,250 @@
+// The services the gateway routes to, built from the config and kept across reloads: each service's targets (with
+// their health), its balancing, timeouts, retry rules and budget, and its health checks. A reload (apply) keeps
+// the Target objects whose URL stays, so health state and pools survive it; removed targets finish what is in
+// flight and then close. snapshot() is the read-only view for /readyz, an admin endpoint or a dashboard page.
+import type { Config, ServiceConfig, UpstreamConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
+import { pickTarget, type Balance } from './balancer.js';
+import { HealthChecker, type HealthCheckSettings } from './health.js';
+import { RetryBudget } from './retry-budget.js';
+import { Target, type TargetError } from './target.js';
+
+/** The service upstream.url stands for: every request under /v1 and the routes that name no service. */
+export const UPSTREAM_SERVICE = 'upstream';
+
+export interface ServiceSettings {
+  balance: Balance;
+  timeoutMs: number;
+  connectTimeoutMs: number;
+  retries: number;
+  retryOn: ReadonlySet<number>;
+  healthCheck: HealthCheckSettings | undefined;
+  /** Passive ejection; undefined: never (the upstream shorthand, as before services existed). */
+  eject: { consecutiveFailures: number; forMs: number } | undefined;
+}
+
+export class Service {
+  targets: Target[] = [];
+  readonly budget = new RetryBudget();
+  readonly checkers = new Map<Target, HealthChecker>();
+
+  constructor(
+    readonly name: string,
+    public settings: ServiceSettings,
+  ) {}
+
+  pick(now: number, avoid?: ReadonlySet<Target>): Target | undefined {
+    return pickTarget(this.settings.balance, this.targets, now, avoid);
+  }
+
+  hasAvailable(now: number): boolean {
+    return this.targets.some((t) => t.available(now));
+  }
+
+  /** Seconds until a target may be available again: the soonest passive rest to end, else one check interval. */
+  retryAfterSeconds(now: number): number {
+    const rests = this.targets.filter((t) => t.checkHealthy && t.ejectedUntil > now).map((t) => t.ejectedUntil - now);
+    const ms = rests.length > 0 ? Math.min(...rests) : (this.settings.healthCheck?.intervalMs ?? 1000);
+    return Math.max(1, Math.ceil(ms / 1000));
+  }
+}
+
+export interface TargetSnapshot {
+  url: string;
+  weight: number;
+  healthy: boolean;
+  /** Why not: "health_check" (failed its active checks), "ejected" (resting after failed requests). */
+  state: 'healthy' | 'health_check' | 'ejected';
+  ejectedUntil: string | null;
+  activeRequests: number;
+  consecutiveFailures: number;
+  recentErrors: TargetError[];
+}
+
+export interface ServiceSnapshot {
+  name: string;
+  balance: Balance;
+  healthy: number;
+  total: number;
+  targets: TargetSnapshot[];
+}
+
+export interface ServiceRegistryOptions {
+  logger: Logger;
+  metrics: Metrics;
+  /** Date.now() unless a test moves time. */
+  now?: () => number;
+  /** false: no active checks are started (tests of the proxy alone). */
+  healthChecks?: boolean;
+}
+
+export class ServiceRegistry {
+  private services = new Map<string, Service>();
+  private readonly now: () => number;
+
+  constructor(
+    config: Config,
+    private readonly opts: ServiceRegistryOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    opts.metrics.refreshTargetHealth = () => this.publishHealth();
+    this.apply(config);
+  }
+
+  get(name: string): Service | undefined {
+    return this.services.get(name);
+  }
+
+  all(): Service[] {
+    return [...this.services.values()];
+  }
+
+  /** Builds or updates every service from a (new) config: targets whose URL stays keep their state. */
+  apply(config: Config): void {
+    const next = new Map<string, Service>();
+    for (const [name, { settings, targets }] of desiredServices(config)) {
+      const service = this.services.get(name) ?? new Service(name, settings);
+      service.settings = settings;
+      const old = new Map(service.targets.map((t) => [t.url, t]));
+      service.targets = targets.map(({ url, weight }) => {
+        const kept = old.get(url);
+        old.delete(url);
+        if (kept) {
+          kept.weight = weight;
+          return kept;
+        }
+        return new Target(url, weight, { maxSockets: config.upstream.maxSockets });
+      });
+      for (const gone of old.values()) this.removeTarget(service, gone);
+      this.reconcileChecks(service);
+      next.set(name, service);
+    }
+    for (const [name, service] of this.services) if (!next.has(name)) for (const t of service.targets) this.removeTarget(service, t);
+    this.services = next;
+    this.publishHealth();
+  }
+
+  /** A try's outcome, for passive ejection (failure: could not connect, reset, timeout, a 5xx). */
+  recordResult(service: Service, target: Target, failed: boolean, kind?: string): void {
+    const now = this.now();
+    if (!failed) {
+      target.consecutiveFailures = 0;
+      return;
+    }
+    target.consecutiveFailures++;
+    target.noteError(kind ?? 'failure', now);
+    const eject = service.settings.eject;
+    // As nginx does with max_fails: a service's only target is never taken out by failed requests.
+    if (!eject || service.targets.length < 2 || target.consecutiveFailures < eject.consecutiveFailures) return;
+    target.ejectedUntil = now + eject.forMs;
+    target.consecutiveFailures = 0;
+    this.opts.metrics.targetEjections.inc({ service: service.name, target: target.url });
+    this.opts.logger.warn({ service: service.name, target: target.url, forMs: eject.forMs }, 'target ejected after failed requests in a row');
+    this.publishHealth();
+  }
+
+  snapshot(): ServiceSnapshot[] {
+    const now = this.now();
+    return this.all().map((s) => {
+      const targets = s.targets.map((t): TargetSnapshot => {
+        const state = !t.checkHealthy ? 'health_check' : t.ejectedUntil > now ? 'ejected' : 'healthy';
+        return {
+          url: t.url,
+          weight: t.weight,
+          healthy: state === 'healthy',
+          state,
+          ejectedUntil: t.ejectedUntil > now ? new Date(t.ejectedUntil).toISOString() : null,
+          activeRequests: t.active,
+          consecutiveFailures: t.consecutiveFailures,
+          recentErrors: [...t.recentErrors],
+        };
+      });
+      return { name: s.name, balance: s.settings.balance, healthy: targets.filter((t) => t.healthy).length, total: targets.length, targets };
+    });
+  }
+
+  /** The health gauge per service and target (1 available, 0 not), refreshed on every change and on scrape. */
+  publishHealth(): void {
+    const gauge = this.opts.metrics.targetHealthy;
+    gauge.reset();
+    const now = this.now();
+    for (const s of this.services.values()) for (const t of s.targets) gauge.set({ service: s.name, target: t.url }, t.available(now) ? 1 : 0);
+  }
+
+  close(): void {
+    for (const s of this.services.values()) {
+      for (const c of s.checkers.values()) c.stop();
+      for (const t of s.targets) t.agent.destroy();
+    }
+  }
+
+  private removeTarget(service: Service, target: Target): void {
+    service.checkers.get(target)?.stop();
+    service.checkers.delete(target);
+    target.retire();
+  }
+
+  private reconcileChecks(service: Service): void {
+    const settings = service.settings.healthCheck;
+    for (const [t, c] of service.checkers) {
+      if (!settings || !service.targets.includes(t)) {
+        c.stop();
+        service.checkers.delete(t);
+        // Without checks nothing could bring it back: the checks' verdict no longer applies.
+        if (!settings) t.checkHealthy = true;
+      }
+    }
+    if (!settings || this.opts.healthChecks === false) return;
+    for (const t of service.targets) {
+      const existing = service.checkers.get(t);
+      if (existing) existing.update(settings);
+      else {
+        const checker = new HealthChecker(t, settings, (target, healthy, changed) => {
+          if (!changed) return;
+          this.opts.logger.warn(
+            { service: service.name, target: target.url, healthy },
+            healthy ? 'target passed its health checks: back in' : 'target failed its health checks: taken out',
+          );
+          this.publishHealth();
+        });
+        service.checkers.set(t, checker);
+        checker.start();
+      }
+    }
+  }
+}
+
+/** The services a config asks for, the upstream shorthand included when it is one. */
+function desiredServices(config: Config): Map<string, { settings: ServiceSettings; targets: Array<{ url: string; weight: number }> }> {
+  const out = new Map<string, { settings: ServiceSettings; targets: Array<{ url: string; weight: number }> }>();
+  if (config.upstreamIsService !== false)
+    out.set(UPSTREAM_SERVICE, { settings: upstreamSettings(config.upstream), targets: [{ url: config.upstream.url, weight: 1 }] });
+  for (const [name, s] of Object.entries(config.services ?? {})) out.set(name, { settings: serviceSettings(s), targets: s.targets });
+  return out;
+}
+
+/** The upstream shorthand behaves as it always has: one target, no connect timeout of its own, no retries, no ejection. */
+function upstreamSettings(u: UpstreamConfig): ServiceSettings {
+  return {
+    balance: 'round-robin',
+    timeoutMs: u.timeoutMs,
+    connectTimeoutMs: u.timeoutMs,
+    retries: 0,
+    retryOn: new Set(),
+    healthCheck: undefined,
+    eject: undefined,
+  };
+}
+
+function serviceSettings(s: ServiceConfig): ServiceSettings {
+  return {
+    balance: s.balance,
+    timeoutMs: s.timeoutMs,
+    connectTimeoutMs: s.connectTimeoutMs,
+    retries: s.retries,
+    retryOn: new Set(s.retryOn),
+    healthCheck: s.healthCheck,
+    eject: s.eject,
+  };
+}

@@ -1,0 +1,80 @@
+// One instance of a backend service: its address, keep-alive pool, and what the gateway knows of its health: the
+// requests in flight on it (least-requests), failures in a row (passive ejection), the active checks' verdict, and its
+// last errors (the read-only snapshot). A target keeps this state across a reload for as long as its URL stays.
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+
+export interface TargetSettings {
+  maxSockets: number;
+}
+
+/** Errors kept per target for the snapshot: the last few, newest last. */
+const RECENT_ERRORS = 5;
+
+export interface TargetError {
+  at: string;
+  kind: string;
+}
+
+export class Target {
+  readonly url: string;
+  readonly agent: HttpAgent;
+  weight: number;
+  /** Tries on this target that have not ended. */
+  active = 0;
+  /** Failed requests in a row (passive); a success resets it. */
+  consecutiveFailures = 0;
+  /** Date.now() until which the target rests after passive ejection (0: not ejected). */
+  ejectedUntil = 0;
+  /** The active checks' verdict (true until checks say otherwise, and always without checks). */
+  checkHealthy = true;
+  checkPasses = 0;
+  checkFailures = 0;
+  /** Taken out of its service by a reload: picks never choose it; its pool closes once its last request ends. */
+  removed = false;
+  /** Smooth weighted round-robin's running weight (nginx's algorithm). */
+  current = 0;
+  readonly recentErrors: TargetError[] = [];
+
+  constructor(url: string, weight: number, settings: TargetSettings) {
+    this.url = url;
+    this.weight = weight;
+    const opts = {
+      keepAlive: true,
+      maxSockets: settings.maxSockets,
+      maxFreeSockets: Math.min(settings.maxSockets, 64),
+      // Free sockets are dropped before a typical backend's own 5 s keep-alive timeout closes them under us.
+      timeout: 4_000,
+      scheduling: 'lifo' as const,
+    };
+    this.agent = new URL(url).protocol === 'https:' ? new HttpsAgent(opts) : new HttpAgent(opts);
+  }
+
+  /** Whether it may be picked now: not removed, passed its checks, not resting. */
+  available(now: number): boolean {
+    return !this.removed && this.checkHealthy && this.ejectedUntil <= now;
+  }
+
+  noteError(kind: string, now: number): void {
+    this.recentErrors.push({ at: new Date(now).toISOString(), kind });
+    if (this.recentErrors.length > RECENT_ERRORS) this.recentErrors.shift();
+  }
+
+  /** A try started on it; returns the function that ends it (once). */
+  begin(): () => void {
+    this.active++;
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.active--;
+      if (this.removed && this.active === 0) this.agent.destroy();
+    };
+  }
+
+  /** Removed by a reload: requests in flight finish on their sockets; the pool closes when the last one ends. */
+  retire(): void {
+    this.removed = true;
+    if (this.active === 0) this.agent.destroy();
+  }
+}
