@@ -203,6 +203,8 @@ describe('traffic', () => {
     }
     // B's upstream is dead: its admitted request is a 502, and given back to the key's windows (so A's next is admitted).
     expect(seen).toEqual([200, 502, 200, 'rate_limit_exceeded', 'rate_limit_exceeded', 'api_key_banned']);
+    // The ban's log line is written as the ban is answered: allow it a moment to arrive (bounded).
+    for (let i = 0; i < 100 && !A.proc.logs.concat(B.proc.logs).some((l) => l.msg === 'api key banned'); i++) await new Promise((r) => setTimeout(r, 20));
     expect(A.proc.logs.concat(B.proc.logs).some((l) => l.msg === 'api key banned')).toBe(true);
     await keysCli('unban', keys.tiny!.id);
   });
