@@ -15,11 +15,15 @@ export interface UsageCounts {
   banned: number;
   /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
   upstreamFailed: number;
+  /** Would have been refused by a window in shadow mode, and was proxied (the ledger's s<h>). */
+  shadowRefused: number;
 }
 
 export interface UsageBucket extends UsageCounts {
   /** The bucket's first instant (ISO-8601, UTC). */
   start: string;
+  /** The highest count any check reported of the key's minute window in the bucket's hours (0: none recorded). */
+  peakMinute: number;
 }
 
 export type Granularity = 'hour' | 'day';
@@ -38,7 +42,7 @@ export interface NamedKey {
   metadata?: Record<string, string>;
 }
 
-export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'id';
+export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
@@ -70,13 +74,14 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
   to.upstreamFailed += day[`f${hour}`] ?? 0;
+  to.shadowRefused += day[`s${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
@@ -84,6 +89,7 @@ function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.rateLimited += from.rateLimited;
   to.banned += from.banned;
   to.upstreamFailed += from.upstreamFailed;
+  to.shadowRefused += from.shadowRefused;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
@@ -103,8 +109,14 @@ function bucketize(
   const buckets: UsageBucket[] = [];
   const totals = zero();
   for (let start = bucketStart(fromMs, granularity); start < toMs; start += step) {
-    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
-    for (let h = start; h < start + step; h += HOUR_MS) add(b, byDay.get(dayOf(h)) ?? {}, Math.floor((h % DAY_MS) / HOUR_MS));
+    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero(), peakMinute: 0 };
+    for (let h = start; h < start + step; h += HOUR_MS) {
+      const day = byDay.get(dayOf(h)) ?? {};
+      const hour = Math.floor((h % DAY_MS) / HOUR_MS);
+      add(b, day, hour);
+      // A maximum, not a sum: a day's bucket shows its busiest hour's busiest minute.
+      b.peakMinute = Math.max(b.peakMinute, day[`m${hour}`] ?? 0);
+    }
     addCounts(totals, b);
     buckets.push(b);
   }
@@ -125,6 +137,7 @@ function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toM
         else if (kind === 'r') totals.rateLimited += n;
         else if (kind === 'b') totals.banned += n;
         else if (kind === 'f') totals.upstreamFailed += n;
+        else if (kind === 's') totals.shadowRefused += n;
       }
       continue;
     }
@@ -133,9 +146,9 @@ function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toM
   return totals;
 }
 
-/** Adds one day's counts into another's, field by field. */
+/** Adds one day's counts into another's, field by field; peakMinute (m<h>) is the larger of the two, not a sum. */
 function addDay(to: DayCounts, from: DayCounts): void {
-  for (const [field, n] of Object.entries(from)) to[field] = (to[field] ?? 0) + n;
+  for (const [field, n] of Object.entries(from)) to[field] = field[0] === 'm' ? Math.max(to[field] ?? 0, n) : (to[field] ?? 0) + n;
 }
 
 /** The whole days a period touches, in order. */

@@ -1,6 +1,7 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
-// refunded); per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
+// refunded; m<h> peakMinute: the highest minute-window count a check reported in the hour, raised, never added);
+// per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
@@ -11,6 +12,13 @@ export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
 export type UsageKind = 'a' | 'r' | 'b' | 'f';
+
+/** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
+export interface MinutePeak {
+  id: string;
+  atMs: number;
+  peak: number;
+}
 
 /** Days since 1970-01-01 (UTC) of an instant. */
 export function dayOf(ms: number): number {
@@ -23,6 +31,8 @@ export type DayCounts = Record<string, number>;
 export interface UsageStore {
   /** Adds counts made outside the limit script (one entry per key, kind and hour). */
   add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void>;
+  /** Raises each key's peakMinute field (m<h>) to the value given where it is larger: one write per key and day. */
+  raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void>;
   /** The key's counts for each day asked, in order (an empty object for a day without any). */
   days(id: string, days: readonly number[]): Promise<DayCounts[]>;
   /** Adds calls of deprecated routes by keys, and raises each key's last-seen time. */
@@ -38,7 +48,8 @@ function toCounts(raw: Record<string, string>): DayCounts {
 }
 
 /**
- * Raises hash fields to values only where they are larger (last-seen times from instances whose flushes interleave).
+ * Raises hash fields to values only where they are larger (last-seen times, peakMinute maxima: from instances whose
+ * flushes interleave; a read and a write in one script, so no instance's larger value is overwritten).
  * KEYS: 1 the hash. ARGV: 1 its time to live in ms, then field, value pairs.
  */
 const RAISE_LAST_SEEN = `
@@ -70,6 +81,15 @@ export class RedisUsageStore implements UsageStore {
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
     return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(id, d))))));
+  }
+
+  async raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void> {
+    // One script call per key and day (each key's ledger in its own slot), every hour of it in the same call.
+    await Promise.all(
+      [...peakFields(entries)].map(([key, fields]) =>
+        this.redis.eval(RAISE_LAST_SEEN, 1, this.ks.usageDay(key.id, key.day), String(ttlMs), ...[...fields].flatMap(([f, v]) => [f, String(v)])),
+      ),
+    );
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {
@@ -107,6 +127,20 @@ export class RedisUsageStore implements UsageStore {
   }
 }
 
+/** Entries grouped by key and day, each hour's field (m<h>) with the largest value given for it. */
+function peakFields(entries: readonly MinutePeak[]): Map<{ id: string; day: number }, Map<string, number>> {
+  const byName = new Map<string, { key: { id: string; day: number }; fields: Map<string, number> }>();
+  for (const e of entries) {
+    const day = dayOf(e.atMs);
+    const name = `${e.id}\u0000${day}`;
+    let g = byName.get(name);
+    if (!g) byName.set(name, (g = { key: { id: e.id, day }, fields: new Map() }));
+    const field = `m${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
+    g.fields.set(field, Math.max(g.fields.get(field) ?? 0, e.peak));
+  }
+  return new Map([...byName.values()].map((g) => [g.key, g.fields]));
+}
+
 /** The same data in process memory, for a Redis-less gateway (`tollgate dev`): one instance, lost on restart. */
 export class MemoryUsageStore implements UsageStore {
   private readonly ledger = new Map<string, DayCounts>();
@@ -120,6 +154,15 @@ export class MemoryUsageStore implements UsageStore {
       const field = `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
       day[field] = (day[field] ?? 0) + e.n;
       this.ledger.set(key, day);
+    }
+  }
+
+  async raisePeaks(entries: readonly MinutePeak[]): Promise<void> {
+    for (const [key, fields] of peakFields(entries)) {
+      const name = `${key.id}:${key.day}`;
+      const day = this.ledger.get(name) ?? {};
+      for (const [f, v] of fields) day[f] = Math.max(day[f] ?? 0, v);
+      this.ledger.set(name, day);
     }
   }
 
