@@ -72,6 +72,16 @@ export const usageQuery = z.strictObject({
 
 export const deprecatedQuery = z.strictObject(period);
 
+/** The what-if: a plan and at least one new value; the period as a report's (from, to: ISO-8601, both optional). */
+export const simulateBody = z
+  .strictObject({
+    plan: z.string().min(1),
+    perMinute: positiveInt.optional(),
+    perDay: positiveInt.optional(),
+    ...period,
+  })
+  .refine((b) => b.perMinute !== undefined || b.perDay !== undefined, 'nothing to simulate: give perMinute, perDay or both');
+
 export interface Problem {
   path: string;
   message: string;

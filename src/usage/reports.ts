@@ -6,6 +6,7 @@ import { incomplete, KeyAdminError, type KeyAdmin } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
+import { simulate, type SimulateInput, type Simulation } from './whatif.js';
 
 export interface UsageCounts {
   admitted: number;
@@ -221,6 +222,14 @@ export class UsageReports {
     // Ties in a count go by id, ascending, whatever the order: pages stay stable.
     all.sort((x, y) => (q.sort === 'id' ? dir * byId(x, y) : dir * (x[q.sort] - y[q.sort]) || byId(x, y)));
     return { keys: all.slice(q.offset, q.offset + q.limit), total: all.length };
+  }
+
+  /** The what-if of a plan's new limits over [fromMs, toMs) (whole hours): see whatif.ts. Complete or failing. */
+  async simulate(input: SimulateInput): Promise<Simulation> {
+    const what = 'the what-if';
+    return simulate(this.store, this.keys.all(what), input).catch((err: unknown) => {
+      throw err instanceof KeyAdminError ? err : incomplete(what, err);
+    });
   }
 
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */

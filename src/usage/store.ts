@@ -11,7 +11,8 @@ import type { ReadLimit } from '../storage/read-limit.js';
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
-export type UsageKind = 'a' | 'r' | 'b' | 'f';
+/** a admitted, r refused by a window, b by a ban, f failed by the upstream, s refused by a window in shadow mode (proxied). */
+export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
 
 /** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 export interface MinutePeak {
