@@ -270,7 +270,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.post('/plans/simulate', async (req, res) => {
     const body = parse(simulateBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    const current = runtime.config.plans[body.plan];
+    const current = Object.hasOwn(runtime.config.plans, body.plan) ? runtime.config.plans[body.plan] : undefined;
     if (!current) return sendError(res, 'unknown_plan', `no plan named "${body.plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
     const p = resolvePeriod(
       { fromMs: body.from !== undefined ? Date.parse(body.from) : undefined, toMs: body.to !== undefined ? Date.parse(body.to) : undefined },

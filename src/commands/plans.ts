@@ -50,7 +50,7 @@ export function registerPlansCommands(program: Command): void {
     .action(async (o: SimulateOpts) => {
       if (o.perMinute === undefined && o.perDay === undefined) throw new CliError('nothing to simulate: give --per-minute, --per-day or both', 2);
       await withSession(o, async (s) => {
-        const current = s.config.plans[o.plan];
+        const current = Object.hasOwn(s.config.plans, o.plan) ? s.config.plans[o.plan] : undefined;
         if (!current) throw new CliError(`no plan named "${o.plan}" (configured: ${Object.keys(s.config.plans).join(', ')})`);
         const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
         const sim = await reports(s).simulate({
