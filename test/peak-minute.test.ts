@@ -9,7 +9,7 @@ import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { dayOf, HOUR_MS, MemoryUsageStore } from '../src/usage/store.js';
+import { dayOf, HOUR_MS, MemoryUsageStore, type UsageStore } from '../src/usage/store.js';
 import { UsageRecorder } from '../src/usage/recorder.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
@@ -139,7 +139,7 @@ describe('peakMinute', () => {
   });
 
   it('keeps each hour apart, and a late reply for an earlier hour raises that hour, not the current one', async () => {
-    const store = new MemoryUsageStore();
+    const store: UsageStore = new MemoryUsageStore();
     const recorder = new UsageRecorder({ store, clock: { now: () => Date.now() }, logger: silentLogger, flushIntervalMs: 60_000, ttlMs: () => 1 });
     const h = Math.floor(Date.now() / HOUR_MS) - 3; // three hours ago: hours h and h + 1 of whatever day they fall in
     for (const n of [3, 5, 4]) recorder.minuteCount('key_x', n, h);
