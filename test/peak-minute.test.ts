@@ -2,7 +2,8 @@
 // key's minute window that any limit check reported in that hour. Two gateway instances on one real Redis: each learns
 // the fleet's count from its own checks' replies, keeps its maximum in memory and raises the ledger's m<h> with its
 // usage flush, so the ledger holds the larger of the two, never an instance's smaller one. It costs the request path
-// no Redis command (INFO commandstats while flushes wait), and a flush one script call per key and day. The memory
+// no Redis command (INFO commandstats while flushes wait), and a flush one script call per key and day whose figure
+// grew since the instance last wrote it (none when nothing grew). The memory
 // store (tollgate dev) keeps it too; a reply arriving late for an earlier hour is not lost.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
@@ -122,6 +123,12 @@ describe('peakMinute', () => {
     expect(delta('eval', during, flushed)).toBe(4);
     expect(delta('evalsha', during, flushed)).toBe(0);
     expect(delta('hincrby', during, flushed)).toBe(0);
+    // Nothing grew since: the next flush writes nothing. A new window that stays below the hour's figure neither.
+    await a.gateway.admin.resetWindows(k1.id);
+    expect(await call(a, k1.key)).toBe(200);
+    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
+    const idle = await commandCalls(client);
+    expect(delta('eval', flushed, idle)).toBe(0);
   });
 
   it('a Redis-less gateway (tollgate dev) keeps it in its memory ledger', async () => {

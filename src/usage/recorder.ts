@@ -25,8 +25,12 @@ const MAX_PENDING = 100_000;
 export class UsageRecorder {
   private counts = new Map<string, { id: string; kind: UsageKind; atMs: number; n: number }>();
   private calls = new Map<string, { route: string; id: string; day: number; n: number; lastMs: number }>();
-  /** Per key: the hour being watched and its highest count; an hour that ends is moved to `closedPeaks`. */
-  private peaks = new Map<string, { hour: number; peak: number }>();
+  /**
+   * Per key: the hour being watched, its highest count, and the highest already written (a flush writes only a key
+   * whose figure grew since, so a key in steady use costs one write per hour, not one per flush). An hour that ends
+   * with a figure not yet written is moved to `closedPeaks`.
+   */
+  private peaks = new Map<string, { hour: number; peak: number; written: number }>();
   private closedPeaks: MinutePeak[] = [];
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
@@ -77,13 +81,17 @@ export class UsageRecorder {
     if (count <= 0) return;
     if (e) {
       // A new hour for this key (or a reply from an earlier one, arriving late): the other hour is kept for the flush.
-      const closed = hour < e.hour ? { id, atMs: hour * HOUR_MS, peak: count } : { id, atMs: e.hour * HOUR_MS, peak: e.peak };
-      if (this.closedPeaks.length < MAX_PENDING) this.closedPeaks.push(closed);
-      else this.dropped++;
-      if (hour < e.hour) return;
+      if (hour < e.hour) return this.closePeak({ id, atMs: hour * HOUR_MS, peak: count });
+      if (e.peak > e.written) this.closePeak({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
       e.hour = hour;
       e.peak = count;
-    } else if (this.peaks.size < MAX_PENDING) this.peaks.set(id, { hour, peak: count });
+      e.written = 0;
+    } else if (this.peaks.size < MAX_PENDING) this.peaks.set(id, { hour, peak: count, written: 0 });
+    else this.dropped++;
+  }
+
+  private closePeak(p: MinutePeak): void {
+    if (this.closedPeaks.length < MAX_PENDING) this.closedPeaks.push(p);
     else this.dropped++;
   }
 
@@ -105,11 +113,18 @@ export class UsageRecorder {
     this.flushing ??= (async () => {
       const counts = [...this.counts.values()];
       const calls = [...this.calls.values()];
-      const peaks = [...this.closedPeaks];
-      for (const [id, e] of this.peaks) peaks.push({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+      const peaks = this.closedPeaks;
+      const hourNow = Math.floor(this.o.clock.now() / HOUR_MS);
+      for (const [id, e] of this.peaks) {
+        if (e.peak > e.written) {
+          peaks.push({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+          e.written = e.peak;
+        }
+        // A key not seen this hour: its figure is written (or in `peaks`, kept on failure); its entry is done.
+        if (e.hour < hourNow) this.peaks.delete(id);
+      }
       this.counts = new Map();
       this.calls = new Map();
-      this.peaks = new Map();
       this.closedPeaks = [];
       try {
         if (counts.length) await this.o.store.add(counts, this.o.ttlMs());
@@ -133,7 +148,7 @@ export class UsageRecorder {
         if (peaks.length) await this.o.store.raisePeaks(peaks, this.o.ttlMs());
       } catch (err) {
         // A maximum written twice changes nothing: what failed is simply kept for the next flush.
-        for (const p of peaks) if (this.closedPeaks.length < MAX_PENDING) this.closedPeaks.push(p);
+        for (const p of peaks) this.closePeak(p);
         this.o.logger.warn(
           { err: { message: String((err as Error)?.message ?? err) }, entries: peaks.length },
           'usage peakMinute not written yet: kept for the next flush',
