@@ -180,6 +180,7 @@ describe('POST /plans/simulate', () => {
       [{ plan: 'free', perDay: 10, from: TO, to: FROM }, 'body.from'],
       [{ plan: 'free', perDay: 10, from: new Date(Date.now() - 30 * DAY_MS).toISOString() }, 'body.from'],
       [[1, 2], 'body'],
+      [{ plan: 'p'.repeat(201), perDay: 10 }, 'body.plan'],
     ];
     for (const [body, path] of bad) {
       const res = await simulate(body);
@@ -243,6 +244,10 @@ describe('tollgate plans simulate', () => {
       const unknown = await runCli(['plans', 'simulate', '--plan', 'gold', '--per-minute', '5', '--config', file]);
       expect(unknown.code).toBe(1);
       expect(unknown.stderr).toBe('error: no plan named "gold" (configured: free, pro)\n');
+      // A plan name is shown, never obeyed, by the terminal.
+      const hostile = await runCli(['plans', 'simulate', '--plan', 'g\u001b[2Jx', '--per-minute', '5', '--config', file]);
+      expect(hostile.code).toBe(1);
+      expect(hostile.stderr).toBe('error: no plan named "g\\x1b[2Jx" (configured: free, pro)\n');
     } finally {
       dir.remove();
     }

@@ -75,7 +75,7 @@ export const deprecatedQuery = z.strictObject(period);
 /** The what-if: a plan and at least one new value; the period as a report's (from, to: ISO-8601, both optional). */
 export const simulateBody = z
   .strictObject({
-    plan: z.string().min(1),
+    plan: z.string().min(1).max(200),
     perMinute: positiveInt.optional(),
     perDay: positiveInt.optional(),
     ...period,

@@ -8,6 +8,7 @@ import { CliError } from './cli-error.js';
 import { common, out, positiveInt, withSession, type CommonOpts } from './keys.js';
 import { period, reports } from './usage.js';
 import { tabbed } from './terminal.js';
+import { visible } from '../util/visible.js';
 
 interface SimulateOpts extends CommonOpts {
   plan: string;
@@ -51,7 +52,7 @@ export function registerPlansCommands(program: Command): void {
       if (o.perMinute === undefined && o.perDay === undefined) throw new CliError('nothing to simulate: give --per-minute, --per-day or both', 2);
       await withSession(o, async (s) => {
         const current = Object.hasOwn(s.config.plans, o.plan) ? s.config.plans[o.plan] : undefined;
-        if (!current) throw new CliError(`no plan named "${o.plan}" (configured: ${Object.keys(s.config.plans).join(', ')})`);
+        if (!current) throw new CliError(`no plan named "${visible(o.plan)}" (configured: ${Object.keys(s.config.plans).join(', ')})`);
         const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
         const sim = await reports(s).simulate({
           plan: o.plan,
