@@ -421,7 +421,7 @@ describe('keys through the admin API', () => {
     const { id, key } = await createKey({ plan: 'big' });
     expect((await call(b, key)).status).toBe(200);
     const u = await admin('GET', `/keys/${id}/usage`);
-    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);
@@ -439,6 +439,16 @@ describe('keys through the admin API', () => {
         { name: 'one', perMinute: 1, perDay: 1000 },
       ],
     });
+  });
+
+  it('POST /plans/simulate answers from the ledger and changes nothing (no audit line); a bad body is a 400', async () => {
+    const audited = logA.lines.filter((l) => l.msg === 'admin change').length;
+    const r = await admin('POST', '/plans/simulate', { body: { plan: 'big', perMinute: 1, perDay: 1 } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toMatchObject({ plan: 'big', current: { perMinute: 100, perDay: 1000 }, simulated: { perMinute: 1, perDay: 1 } });
+    expect(logA.lines.filter((l) => l.msg === 'admin change').length).toBe(audited);
+    expect((await admin('POST', '/plans/simulate', { body: { plan: 'big' } })).status).toBe(400);
+    expect((await admin('POST', '/plans/simulate', { body: { plan: 'gold', perDay: 5 } })).body.code).toBe('unknown_plan');
   });
 
   it('every change is counted by action; the CLI goes through the same rules (keys update) and audits as "cli"', async () => {

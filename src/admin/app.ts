@@ -25,6 +25,7 @@ import {
   listKeysQuery,
   patchKeyBody,
   problemsOf,
+  simulateBody,
   rotateKeyBody,
   usageQuery,
   type Problem,
@@ -281,6 +282,38 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
 
   app.get('/plans', (_req, res) => {
     res.json({ plans: plansView(runtime) });
+  });
+
+  // A read, though a POST: the question has a body. Nothing is changed, so nothing is audited.
+  app.post('/plans/simulate', async (req, res) => {
+    const body = parse(simulateBody, req.body ?? {}, 'body', res);
+    if (!body) return;
+    const current = Object.hasOwn(runtime.config.plans, body.plan) ? runtime.config.plans[body.plan] : undefined;
+    if (!current) return sendError(res, 'unknown_plan', `no plan named "${body.plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
+    const p = resolvePeriod(
+      { fromMs: body.from !== undefined ? Date.parse(body.from) : undefined, toMs: body.to !== undefined ? Date.parse(body.to) : undefined },
+      7 * DAY_MS,
+      runtime.config.usage.retentionDays,
+      Date.now(),
+    );
+    if ('problem' in p)
+      return sendProblems(res, [
+        { path: 'body.from', message: p.problem === 'order' ? 'must be before to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)` },
+      ]);
+    const sim = await o.usage.simulate({
+      plan: body.plan,
+      current: { perMinute: current.perMinute, perDay: current.perDay },
+      perMinute: body.perMinute,
+      perDay: body.perDay,
+      ...p,
+    });
+    res.json({
+      plan: body.plan,
+      ...periodView(p),
+      current: { perMinute: current.perMinute, perDay: current.perDay },
+      simulated: { ...(body.perMinute !== undefined ? { perMinute: body.perMinute } : {}), ...(body.perDay !== undefined ? { perDay: body.perDay } : {}) },
+      ...sim,
+    });
   });
 
   app.use((_req, res) => sendError(res, 'not_found'));

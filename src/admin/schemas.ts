@@ -64,13 +64,23 @@ export const keyUsageQuery = z.strictObject({
 
 export const usageQuery = z.strictObject({
   ...period,
-  sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'id']).default('admitted'),
+  sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id']).default('admitted'),
   order: z.enum(['asc', 'desc']).default('desc'),
   limit: listKeysQuery.shape.limit,
   cursor: z.string().min(1).optional(),
 });
 
 export const deprecatedQuery = z.strictObject(period);
+
+/** The what-if: a plan and at least one new value; the period as a report's (from, to: ISO-8601, both optional). */
+export const simulateBody = z
+  .strictObject({
+    plan: z.string().min(1).max(200),
+    perMinute: positiveInt.optional(),
+    perDay: positiveInt.optional(),
+    ...period,
+  })
+  .refine((b) => b.perMinute !== undefined || b.perDay !== undefined, 'nothing to simulate: give perMinute, perDay or both');
 
 export interface Problem {
   path: string;

@@ -92,7 +92,7 @@ export function out(line: string): void {
   process.stdout.write(`${terminalSafe(line)}\n`);
 }
 
-function positiveInt(name: string) {
+export function positiveInt(name: string) {
   return (v: string): number => {
     if (!/^[1-9]\d*$/.test(v)) throw new CliError(`${name} must be a positive whole number, got "${v}"`, 2);
     return Number(v);

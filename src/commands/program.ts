@@ -8,6 +8,7 @@ import { CliError } from './cli-error.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { registerKeysCommands } from './keys.js';
 import { registerUsageCommands } from './usage.js';
+import { registerPlansCommands } from './plans.js';
 import { runDev, runPetstore, runServe } from './run.js';
 
 /** Where commander's own output (help, usage errors) and the error line go. */
@@ -86,6 +87,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
 
   registerKeysCommands(program);
   registerUsageCommands(program);
+  registerPlansCommands(program);
 
   program
     .command('admin')

@@ -9,11 +9,11 @@ import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
 import { tabbed } from './terminal.js';
 
-function reports(s: Session): UsageReports {
+export function reports(s: Session): UsageReports {
   return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys, () => s.config.routes);
 }
 
-function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {
+export function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {
   const p = resolvePeriod(
     {
       fromMs: o.from !== undefined ? Date.parse(isoOption('--from', o.from)) : undefined,

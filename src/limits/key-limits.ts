@@ -39,7 +39,12 @@ export interface KeyLimiterDeps {
    * The usage ledger's count of decisions made outside the limit script (which counts its own): 'a' admitted, 'r'
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
-  usage?: { count(id: string, kind: 'a' | 'r' | 'b' | 'f'): void; upstreamFailed(id: string, atMs: number): void };
+  usage?: {
+    count(id: string, kind: 'a' | 'r' | 'b' | 'f'): void;
+    upstreamFailed(id: string, atMs: number): void;
+    /** The minute window's count a check reported, for the ledger's peakMinute (UTC hour: hours since 1970). */
+    minuteCount(id: string, count: number, hour: number): void;
+  };
 }
 
 /** A ban this instance has seen, so later requests are refused without a store call until it ends. */
@@ -212,6 +217,8 @@ export class KeyLimiter {
       return INVALID_KEY;
     }
     if (local && this.deps.usage) this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
+    // peakMinute: the count this check reported (Redis's is the fleet's), in the hour the ledger counted it in.
+    this.deps.usage?.minuteCount(consumer.id, decision.minute.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }

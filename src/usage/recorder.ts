@@ -3,9 +3,12 @@
 // deprecated routes by key. Counts are summed in memory and written every usage.flushIntervalMs, and once more on
 // close: a crash loses at most one interval of them, on that instance. The limit script counts everything it
 // decides itself (src/limits/redis-store.ts), so admitted requests on Redis never wait for this.
+// Also the ledger's peakMinute: per key and hour, the highest minute-window count a check reported (Redis's reply
+// carries the fleet-wide count, so this costs the request path a map update and no command); the maxima are written
+// with the same batches, raised where larger, since every instance writes its own.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { dayOf, HOUR_MS, type UsageKind, type UsageStore } from './store.js';
+import { dayOf, HOUR_MS, type MinutePeak, type UsageKind, type UsageStore } from './store.js';
 
 export interface UsageRecorderOptions {
   store: UsageStore;
@@ -22,6 +25,13 @@ const MAX_PENDING = 100_000;
 export class UsageRecorder {
   private counts = new Map<string, { id: string; kind: UsageKind; atMs: number; n: number }>();
   private calls = new Map<string, { route: string; id: string; day: number; n: number; lastMs: number }>();
+  /**
+   * Per key: the hour being watched, its highest count, and the highest already written (a flush writes only a key
+   * whose figure grew since, so a key in steady use costs one write per hour, not one per flush). An hour that ends
+   * with a figure not yet written is moved to `closedPeaks`.
+   */
+  private peaks = new Map<string, { hour: number; peak: number; written: number }>();
+  private closedPeaks: MinutePeak[] = [];
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> | undefined;
   /** Entries dropped because MAX_PENDING were already waiting (Redis unreachable for long, or a flood of ids). */
@@ -58,6 +68,33 @@ export class UsageRecorder {
     this.add(id, 'f', atMs, 1);
   }
 
+  /**
+   * A check reported the key's minute window at `count` (after its decision) in UTC hour `hour` (hours since 1970).
+   * On the request path: one map lookup, no allocation while the key stays in the same hour.
+   */
+  minuteCount(id: string, count: number, hour: number): void {
+    const e = this.peaks.get(id);
+    if (e && e.hour === hour) {
+      if (count > e.peak) e.peak = count;
+      return;
+    }
+    if (count <= 0) return;
+    if (e) {
+      // A new hour for this key (or a reply from an earlier one, arriving late): the other hour is kept for the flush.
+      if (hour < e.hour) return this.closePeak({ id, atMs: hour * HOUR_MS, peak: count });
+      if (e.peak > e.written) this.closePeak({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+      e.hour = hour;
+      e.peak = count;
+      e.written = 0;
+    } else if (this.peaks.size < MAX_PENDING) this.peaks.set(id, { hour, peak: count, written: 0 });
+    else this.dropped++;
+  }
+
+  private closePeak(p: MinutePeak): void {
+    if (this.closedPeaks.length < MAX_PENDING) this.closedPeaks.push(p);
+    else this.dropped++;
+  }
+
   /** A keyed call of a deprecated route (`route` as "<METHOD> <pattern>"). */
   deprecatedCall(route: string, id: string): void {
     const now = this.o.clock.now();
@@ -76,8 +113,19 @@ export class UsageRecorder {
     this.flushing ??= (async () => {
       const counts = [...this.counts.values()];
       const calls = [...this.calls.values()];
+      const peaks = this.closedPeaks;
+      const hourNow = Math.floor(this.o.clock.now() / HOUR_MS);
+      for (const [id, e] of this.peaks) {
+        if (e.peak > e.written) {
+          peaks.push({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+          e.written = e.peak;
+        }
+        // A key not seen this hour: its figure is written (or in `peaks`, kept on failure); its entry is done.
+        if (e.hour < hourNow) this.peaks.delete(id);
+      }
       this.counts = new Map();
       this.calls = new Map();
+      this.closedPeaks = [];
       try {
         if (counts.length) await this.o.store.add(counts, this.o.ttlMs());
       } catch (err) {
@@ -94,6 +142,16 @@ export class UsageRecorder {
         this.o.logger.warn(
           { err: { message: String((err as Error)?.message ?? err) }, entries: calls.length },
           'deprecated-route calls not written yet: kept for the next flush',
+        );
+      }
+      try {
+        if (peaks.length) await this.o.store.raisePeaks(peaks, this.o.ttlMs());
+      } catch (err) {
+        // A maximum written twice changes nothing: what failed is simply kept for the next flush.
+        for (const p of peaks) this.closePeak(p);
+        this.o.logger.warn(
+          { err: { message: String((err as Error)?.message ?? err) }, entries: peaks.length },
+          'usage peakMinute not written yet: kept for the next flush',
         );
       }
     })().finally(() => (this.flushing = undefined));

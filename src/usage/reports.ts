@@ -6,13 +6,16 @@ import { incomplete, KeyAdminError, type KeyAdmin } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { DAY_MS, HOUR_MS, dayOf, spanOf, type DayCounts, type LedgerSpan, type SumBy, type UsageCounts, type UsageStore } from './store.js';
+import { simulate, type SimulateInput, type Simulation } from './whatif.js';
+import { DAY_MS, HOUR_MS, dayOf, spanOf, type DayCounts, type LedgerSpan, type LedgerSums, type SumBy, type UsageCounts, type UsageStore } from './store.js';
 
 export type { UsageCounts } from './store.js';
 
 export interface UsageBucket extends UsageCounts {
   /** The bucket's first instant (ISO-8601, UTC). */
   start: string;
+  /** The highest count any check reported of the key's minute window in the bucket's hours (0: none recorded). */
+  peakMinute: number;
 }
 
 export type Granularity = 'hour' | 'day';
@@ -31,7 +34,7 @@ export interface NamedKey {
   metadata?: Record<string, string>;
 }
 
-export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'id';
+export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
@@ -63,13 +66,14 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
   to.upstreamFailed += day[`f${hour}`] ?? 0;
+  to.shadowRefused += day[`s${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
@@ -77,6 +81,7 @@ function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.rateLimited += from.rateLimited;
   to.banned += from.banned;
   to.upstreamFailed += from.upstreamFailed;
+  to.shadowRefused += from.shadowRefused;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
@@ -96,8 +101,14 @@ function bucketize(
   const buckets: UsageBucket[] = [];
   const totals = zero();
   for (let start = bucketStart(fromMs, granularity); start < toMs; start += step) {
-    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
-    for (let h = start; h < start + step; h += HOUR_MS) add(b, byDay.get(dayOf(h)) ?? {}, Math.floor((h % DAY_MS) / HOUR_MS));
+    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero(), peakMinute: 0 };
+    for (let h = start; h < start + step; h += HOUR_MS) {
+      const day = byDay.get(dayOf(h)) ?? {};
+      const hour = Math.floor((h % DAY_MS) / HOUR_MS);
+      add(b, day, hour);
+      // A maximum, not a sum: a day's bucket shows its busiest hour's busiest minute.
+      b.peakMinute = Math.max(b.peakMinute, day[`m${hour}`] ?? 0);
+    }
     addCounts(totals, b);
     buckets.push(b);
   }
@@ -138,14 +149,22 @@ export class UsageReports {
     // Day buckets are whole days (as bucketize makes them); hour buckets the whole hours of the period.
     const span = granularity === 'day' ? { days: daysOf(first, toMs), firstHour: 0, endHour: 24 } : spanOf(first, toMs);
     const sum: UsageCounts[] = [];
-    await this.eachKey('the usage summary', span, granularity, (_k, counts) => counts.forEach((c, i) => addCounts((sum[i] ??= zero()), c)));
+    // peakMinute: the busiest key's busiest minute window in the bucket (a maximum over keys, not a sum).
+    const peak: number[] = [];
+    await this.eachKey('the usage summary', span, granularity, (_k, counts) =>
+      counts.forEach((c, i) => {
+        addCounts((sum[i] ??= zero()), c);
+        peak[i] = Math.max(peak[i] ?? 0, c.peakMinute);
+      }),
+    );
     const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
     const origin = span.days[0]! * DAY_MS;
     const buckets: UsageBucket[] = [];
     const totals = zero();
     for (let start = first; start < toMs; start += step) {
-      const b: UsageBucket = { start: new Date(start).toISOString(), ...zero() };
-      addCounts(b, sum[Math.round((start - origin) / step)] ?? zero());
+      const at = Math.round((start - origin) / step);
+      const b: UsageBucket = { start: new Date(start).toISOString(), ...zero(), peakMinute: peak[at] ?? 0 };
+      addCounts(b, sum[at] ?? zero());
       addCounts(totals, b);
       buckets.push(b);
     }
@@ -161,9 +180,11 @@ export class UsageReports {
    */
   async report(fromMs: number, toMs: number, sort: TotalsSort, order: 'asc' | 'desc'): Promise<KeyTotals[]> {
     const all: KeyTotals[] = [];
-    await this.eachKey('the usage report', spanOf(bucketStart(fromMs, 'hour'), toMs), 'total', (k, [t]) =>
-      all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...t! }),
-    );
+    await this.eachKey('the usage report', spanOf(bucketStart(fromMs, 'hour'), toMs), 'total', (k, [t]) => {
+      // A key's totals are counts; its busiest minute is in its hourly view (keyUsage), not in the billing report.
+      const { peakMinute: _peak, ...counts } = t!;
+      all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...counts });
+    });
     const dir = order === 'asc' ? 1 : -1;
     const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
     all.sort((x, y) => (sort === 'id' ? dir * byId(x, y) : dir * (x[sort] - y[sort]) || byId(x, y)));
@@ -185,7 +206,7 @@ export class UsageReports {
    * loop gets a turn of its own (setImmediate), so the request path's I/O on the same process runs between them
    * rather than after the whole report.
    */
-  private async eachKey(what: string, span: LedgerSpan, by: SumBy, fn: (k: KeyRecord, counts: UsageCounts[]) => void): Promise<void> {
+  private async eachKey(what: string, span: LedgerSpan, by: SumBy, fn: (k: KeyRecord, counts: LedgerSums[]) => void): Promise<void> {
     for await (const page of this.keys.all(what)) {
       const perKey = await Promise.all(page.map((k) => this.store.sums(k.id, span, by))).catch((err: unknown) => {
         throw incomplete(what, err);
@@ -193,6 +214,14 @@ export class UsageReports {
       page.forEach((k, i) => fn(k, perKey[i]!));
       await nextTurn();
     }
+  }
+
+  /** The what-if of a plan's new limits over [fromMs, toMs) (whole hours): see whatif.ts. Complete or failing. */
+  async simulate(input: SimulateInput): Promise<Simulation> {
+    const what = 'the what-if';
+    return simulate(this.store, this.keys.all(what), input).catch((err: unknown) => {
+      throw err instanceof KeyAdminError ? err : incomplete(what, err);
+    });
   }
 
   /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */

@@ -1,6 +1,7 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
-// refunded); per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
+// refunded; m<h> peakMinute: the highest minute-window count a check reported in the hour, raised, never added);
+// per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
@@ -10,7 +11,15 @@ import type { ReadLimit } from '../storage/read-limit.js';
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
-export type UsageKind = 'a' | 'r' | 'b' | 'f';
+/** a admitted, r refused by a window, b by a ban, f failed by the upstream, s refused by a window in shadow mode (proxied). */
+export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
+
+/** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
+export interface MinutePeak {
+  id: string;
+  atMs: number;
+  peak: number;
+}
 
 /** Days since 1970-01-01 (UTC) of an instant. */
 export function dayOf(ms: number): number {
@@ -28,6 +37,13 @@ export interface UsageCounts {
   banned: number;
   /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
   upstreamFailed: number;
+  /** Would have been refused by a window in shadow mode, and was proxied (the ledger's s<h>). */
+  shadowRefused: number;
+}
+
+/** A span's counts as sums() reads them: the counts added up, and the highest peakMinute (m<h>) of its hours. */
+export interface LedgerSums extends UsageCounts {
+  peakMinute: number;
 }
 
 /** Each counted kind's letter in the ledger and its name in reports, in the order sums() returns them. */
@@ -36,10 +52,13 @@ const KINDS: ReadonlyArray<readonly [UsageKind, keyof UsageCounts]> = [
   ['r', 'rateLimited'],
   ['b', 'banned'],
   ['f', 'upstreamFailed'],
+  ['s', 'shadowRefused'],
 ];
+/** The ledger's one field taken as a maximum, not a sum: the busiest minute window of the hour. */
+const PEAK_LETTER = 'm';
 const KIND_LETTERS = KINDS.map(([letter]) => letter).join('');
 
-const noCounts = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+const noCounts = (): LedgerSums => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, peakMinute: 0 });
 
 /**
  * Whole hours of consecutive UTC days: every hour of each day but the first (from `firstHour`) and the last (up to
@@ -72,13 +91,15 @@ function inSpan(span: LedgerSpan, i: number, h: number): boolean {
 export interface UsageStore {
   /** Adds counts made outside the limit script (one entry per key, kind and hour). */
   add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void>;
+  /** Raises each key's peakMinute field (m<h>) to the value given where it is larger: one write per key and day. */
+  raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void>;
   /** The key's counts for each day asked, in order (an empty object for a day without any). */
   days(id: string, days: readonly number[]): Promise<DayCounts[]>;
   /**
    * The key's counts over the span's hours, added up as asked: one for 'total', one per day for 'day', 24 per day
    * for 'hour' (hours outside the span count zero). What reports over every key read: numbers, not the day hashes.
    */
-  sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]>;
+  sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]>;
   /** Adds calls of deprecated routes by keys, and raises each key's last-seen time. */
   addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void>;
   /** Per key: calls of the route over the days asked, and when it last called (ever, within retention). */
@@ -92,7 +113,8 @@ function toCounts(raw: Record<string, string>): DayCounts {
 }
 
 /**
- * Raises hash fields to values only where they are larger (last-seen times from instances whose flushes interleave).
+ * Raises hash fields to values only where they are larger (last-seen times, peakMinute maxima: from instances whose
+ * flushes interleave; a read and a write in one script, so no instance's larger value is overwritten).
  * KEYS: 1 the hash. ARGV: 1 its time to live in ms, then field, value pairs.
  */
 const RAISE_LAST_SEEN = `
@@ -109,56 +131,67 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
  * request path (bench/README.md, "Reports"). Read-only; its keys are one key's days, which share its hash tag (one
  * slot on a cluster), and a call touches at most retentionDays + 1 small hashes, so Redis spends well under a
  * millisecond on it. KEYS: the day hashes, in order. ARGV: 1 the first day's first hour, 2 the last day's end hour
- * (exclusive), 3 'total', 'day' or 'hour', 4 the kinds' letters to add up, in order (KIND_LETTERS). Returns one count
- * per kind: once, once per day, or 24 times per day.
+ * (exclusive), 3 'total', 'day' or 'hour', 4 the kinds' letters to add up, in order (KIND_LETTERS), 5 the letter
+ * taken as a maximum instead (PEAK_LETTER). Returns one count per kind, then the maximum: once, once per day, or 24
+ * times per day.
  */
 const SUM_LEDGER = `
-local first, last, by, kinds = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local first, last, by, kinds, peak = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local nk = #kinds
+local w = nk + 1
 local slot = {}
 for k = 1, nk do slot[string.sub(kinds, k, k)] = k - 1 end
 local out = {}
 local total = {}
-for k = 0, nk - 1 do total[k] = 0 end
+for k = 0, nk do total[k] = 0 end
 for i = 1, #KEYS do
   local lo = 0
   local hi = 24
   if i == 1 then lo = first end
   if i == #KEYS then hi = last end
   local hours = {}
-  if by == 'hour' then for x = 0, 24 * nk - 1 do hours[x] = 0 end end
+  if by == 'hour' then for x = 0, 24 * w - 1 do hours[x] = 0 end end
   local day = {}
-  for k = 0, nk - 1 do day[k] = 0 end
+  for k = 0, nk do day[k] = 0 end
   local f = redis.call('HGETALL', KEYS[i])
   for j = 1, #f, 2 do
-    local k = slot[string.sub(f[j], 1, 1)]
+    local letter = string.sub(f[j], 1, 1)
+    local k = slot[letter]
     local h = tonumber(string.sub(f[j], 2))
-    if k and h and h >= lo and h < hi then
+    if h and h >= lo and h < hi then
       local n = tonumber(f[j + 1]) or 0
-      day[k] = day[k] + n
-      if by == 'hour' then hours[h * nk + k] = hours[h * nk + k] + n end
+      if k then
+        day[k] = day[k] + n
+        if by == 'hour' then hours[h * w + k] = hours[h * w + k] + n end
+      elseif letter == peak then
+        if n > day[nk] then day[nk] = n end
+        if by == 'hour' then hours[h * w + nk] = n end
+      end
     end
   end
   if by == 'hour' then
-    for x = 0, 24 * nk - 1 do out[#out + 1] = hours[x] end
+    for x = 0, 24 * w - 1 do out[#out + 1] = hours[x] end
   elseif by == 'day' then
-    for k = 0, nk - 1 do out[#out + 1] = day[k] end
+    for k = 0, nk do out[#out + 1] = day[k] end
   else
     for k = 0, nk - 1 do total[k] = total[k] + day[k] end
+    if day[nk] > total[nk] then total[nk] = day[nk] end
   end
 end
 if by == 'total' then
-  for k = 0, nk - 1 do out[#out + 1] = total[k] end
+  for k = 0, nk do out[#out + 1] = total[k] end
 end
 return out
 `;
 
-/** A flat list of numbers, one per kind in KINDS' order, as counts. */
-function groups(xs: readonly number[]): UsageCounts[] {
-  const out: UsageCounts[] = [];
-  for (let i = 0; i + KINDS.length <= xs.length; i += KINDS.length) {
+/** A flat list of numbers, one per kind in KINDS' order and then the peak, as counts. */
+function groups(xs: readonly number[]): LedgerSums[] {
+  const out: LedgerSums[] = [];
+  const w = KINDS.length + 1;
+  for (let i = 0; i + w <= xs.length; i += w) {
     const c = noCounts();
     KINDS.forEach(([, name], k) => (c[name] = xs[i + k]!));
+    c.peakMinute = xs[i + KINDS.length]!;
     out.push(c);
   }
   return out;
@@ -192,10 +225,19 @@ export class RedisUsageStore implements UsageStore {
     return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(id, d))))));
   }
 
-  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]> {
+  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
     const keys = span.days.map((d) => this.ks.usageDay(id, d));
     const r = this.redis as RedisCommands & Record<typeof SUM_LEDGER_COMMAND, (...args: Array<string | number>) => Promise<number[]>>;
-    return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS)));
+    return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER)));
+  }
+
+  async raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void> {
+    // One script call per key and day (each key's ledger in its own slot), every hour of it in the same call.
+    await Promise.all(
+      [...peakFields(entries)].map(([key, fields]) =>
+        this.redis.eval(RAISE_LAST_SEEN, 1, this.ks.usageDay(key.id, key.day), String(ttlMs), ...[...fields].flatMap(([f, v]) => [f, String(v)])),
+      ),
+    );
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {
@@ -233,6 +275,20 @@ export class RedisUsageStore implements UsageStore {
   }
 }
 
+/** Entries grouped by key and day, each hour's field (m<h>) with the largest value given for it. */
+function peakFields(entries: readonly MinutePeak[]): Map<{ id: string; day: number }, Map<string, number>> {
+  const byName = new Map<string, { key: { id: string; day: number }; fields: Map<string, number> }>();
+  for (const e of entries) {
+    const day = dayOf(e.atMs);
+    const name = `${e.id}\u0000${day}`;
+    let g = byName.get(name);
+    if (!g) byName.set(name, (g = { key: { id: e.id, day }, fields: new Map() }));
+    const field = `m${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
+    g.fields.set(field, Math.max(g.fields.get(field) ?? 0, e.peak));
+  }
+  return new Map([...byName.values()].map((g) => [g.key, g.fields]));
+}
+
 /** The same data in process memory, for a Redis-less gateway (`tollgate dev`): one instance, lost on restart. */
 export class MemoryUsageStore implements UsageStore {
   private readonly ledger = new Map<string, DayCounts>();
@@ -249,21 +305,36 @@ export class MemoryUsageStore implements UsageStore {
     }
   }
 
+  async raisePeaks(entries: readonly MinutePeak[]): Promise<void> {
+    for (const [key, fields] of peakFields(entries)) {
+      const name = `${key.id}:${key.day}`;
+      const day = this.ledger.get(name) ?? {};
+      for (const [f, v] of fields) day[f] = Math.max(day[f] ?? 0, v);
+      this.ledger.set(name, day);
+    }
+  }
+
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
     return days.map((d) => ({ ...(this.ledger.get(`${id}:${d}`) ?? {}) }));
   }
 
-  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<UsageCounts[]> {
-    const out: UsageCounts[] = [];
+  async sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
+    const out: LedgerSums[] = [];
     const total = noCounts();
     span.days.forEach((d, i) => {
       const counts = this.ledger.get(`${id}:${d}`) ?? {};
       const day = noCounts();
       for (let h = 0; h < 24; h++) {
         const c = noCounts();
-        if (inSpan(span, i, h)) for (const [letter, name] of KINDS) c[name] = counts[`${letter}${h}`] ?? 0;
+        if (inSpan(span, i, h)) {
+          for (const [letter, name] of KINDS) c[name] = counts[`${letter}${h}`] ?? 0;
+          c.peakMinute = counts[`${PEAK_LETTER}${h}`] ?? 0;
+        }
         if (by === 'hour') out.push(c);
-        for (const to of [day, total]) for (const [, name] of KINDS) to[name] += c[name];
+        for (const to of [day, total]) {
+          for (const [, name] of KINDS) to[name] += c[name];
+          to.peakMinute = Math.max(to.peakMinute, c.peakMinute);
+        }
       }
       if (by === 'day') out.push(day);
     });

@@ -1,6 +1,6 @@
 // The Tollgate dashboard: a small single page on the admin API. Sign in exchanges an admin token for an HttpOnly
 // session cookie (the script never sees it again); every other call is the admin API itself, sent with that cookie.
-// Views: #/overview, #/keys, #/keys/<id>, #/deprecated. Text from the API is only ever set as text, never as HTML.
+// Views: #/overview, #/keys, #/keys/<id>, #/deprecated, #/rollout. Text from the API is only ever set as text, never as HTML.
 /* global uPlot */
 'use strict';
 
@@ -473,6 +473,150 @@ async function deprecatedView() {
   );
 }
 
+/** Keys with shadow refusals in the period (GET /usage sorted by shadowRefused), by id. */
+async function shadowRefusals(fromMs) {
+  const r = await api(`/usage?sort=shadowRefused&limit=1000&from=${encodeURIComponent(iso(fromMs))}`);
+  return new Map(r.keys.filter((k) => k.shadowRefused > 0).map((k) => [k.id, k]));
+}
+
+/** A simulated window's cell: not simulated, kept by the key's own limit, or its lower bound. */
+function windowCell(w) {
+  if (w === null) return '-';
+  if (w.override) return `own limit ${fmt(w.limit)} (unaffected)`;
+  return w.refusedAtLeast > 0 ? `≥ ${fmt(w.refusedAtLeast)}` : '0';
+}
+
+/** The what-if's answer: its totals, then one row per key listed. */
+function whatIfResult(r) {
+  const t = r.totals;
+  const hourText = (x) => `${x.start.slice(0, 13).replace('T', ' ')}:00 UTC: peak ${fmt(x.peakMinute)}, ≥ ${fmt(x.refusedAtLeast)}`;
+  return [
+    h(
+      'p',
+      { id: 'whatif-summary' },
+      `${fmt(t.keysAffected)} of ${fmt(t.keysInPlan)} keys affected, ${fmt(t.hours)} hours, at least ${fmt(t.refusedAtLeast)} requests refused`,
+    ),
+    r.keys.length === 0
+      ? null
+      : h(
+          'table',
+          { id: 'whatif-table' },
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              h('th', {}, 'key'),
+              h('th', {}, 'name'),
+              h('th', {}, 'minute'),
+              h('th', {}, 'day'),
+              h('th', {}, 'refused at least'),
+              h('th', {}, 'busiest hours'),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            r.keys.map((k) =>
+              h(
+                'tr',
+                {},
+                h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+                h('td', { class: 'key-name' }, k.name || '-'),
+                h('td', {}, windowCell(k.minute)),
+                h('td', {}, windowCell(k.day)),
+                h('td', {}, fmt(k.refusedAtLeast)),
+                h(
+                  'td',
+                  { class: 'hours' },
+                  k.hours.length === 0 ? '-' : k.hours.slice(0, 3).map(hourText).join('; ') + (k.hours.length > 3 ? ` (+${k.hours.length - 3})` : ''),
+                ),
+              ),
+            ),
+          ),
+        ),
+  ];
+}
+
+async function rolloutView() {
+  const now = Date.now();
+  const [day, week, plans] = await Promise.all([shadowRefusals(now - 86_400_000), shadowRefusals(now - 7 * 86_400_000), api('/plans')]);
+  const rows = [...week.values()].sort((a, b) => b.shadowRefused - a.shadowRefused || (a.id < b.id ? -1 : 1));
+  const most = rows.length ? rows[0].shadowRefused : 0;
+  const result = h('div', { id: 'whatif-result' });
+  const form = h(
+    'form',
+    { id: 'whatif-form', class: 'inline' },
+    h('label', { for: 'whatif-plan' }, 'Plan'),
+    h(
+      'select',
+      { id: 'whatif-plan', name: 'plan' },
+      plans.plans.map((p) => h('option', { value: p.name }, `${p.name} (${fmt(p.perMinute)}/min, ${fmt(p.perDay)}/day)`)),
+    ),
+    h('label', { for: 'whatif-minute' }, 'per minute'),
+    h('input', { id: 'whatif-minute', name: 'perMinute', type: 'number', min: 1, step: 1, inputmode: 'numeric' }),
+    h('label', { for: 'whatif-day' }, 'per day'),
+    h('input', { id: 'whatif-day', name: 'perDay', type: 'number', min: 1, step: 1, inputmode: 'numeric' }),
+    h('label', { for: 'whatif-days' }, 'over the last'),
+    h('select', { id: 'whatif-days', name: 'days' }, h('option', { value: 1 }, '24 hours'), h('option', { value: 7, selected: true }, '7 days')),
+    h('button', { type: 'submit', class: 'primary' }, 'Simulate'),
+  );
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const body = { plan: form.plan.value, from: iso(Date.now() - Number(form.days.value) * 86_400_000) };
+    if (form.perMinute.value) body.perMinute = Number(form.perMinute.value);
+    if (form.perDay.value) body.perDay = Number(form.perDay.value);
+    result.replaceChildren(h('p', { class: 'muted' }, 'Reading the usage ledger…'));
+    try {
+      result.replaceChildren(...whatIfResult(await api('/plans/simulate', { method: 'POST', body })).filter(Boolean));
+    } catch (err) {
+      if (err instanceof Unauthorized) return showSignIn();
+      result.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message));
+    }
+  });
+  show(
+    h('h1', {}, 'Rollout'),
+    h(
+      'div',
+      { class: 'panel' },
+      h('h2', {}, 'Shadow refusals'),
+      h('p', { class: 'muted' }, 'Requests a window in shadow mode would have refused (they were proxied), per key.'),
+      rows.length === 0
+        ? h('p', { class: 'muted', id: 'shadow-none' }, 'No request was refused in shadow mode in the last 7 days.')
+        : h(
+            'table',
+            { id: 'shadow-table' },
+            h('thead', {}, h('tr', {}, h('th', {}, 'key'), h('th', {}, 'name'), h('th', {}, 'plan'), h('th', {}, '24 h'), h('th', {}, '7 d'), h('th', {}, ''))),
+            h(
+              'tbody',
+              {},
+              rows.map((k) =>
+                h(
+                  'tr',
+                  {},
+                  h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+                  h('td', { class: 'key-name' }, k.name || '-'),
+                  h('td', {}, k.plan),
+                  h('td', {}, fmt(day.get(k.id)?.shadowRefused ?? 0)),
+                  h('td', {}, fmt(k.shadowRefused)),
+                  h('td', {}, h('div', { class: 'bar' }, barFill(Math.round((100 * k.shadowRefused) / most)))),
+                ),
+              ),
+            ),
+          ),
+    ),
+    h(
+      'div',
+      { class: 'panel' },
+      h('h2', {}, 'What if'),
+      h('p', { class: 'muted' }, "A plan's keys that new limits would have refused, from the usage ledger: lower bounds (docs/keys-and-limits.md)."),
+      form,
+      result,
+    ),
+  );
+}
+
 async function route() {
   for (const c of charts) c.plot.destroy();
   charts = [];
@@ -487,6 +631,7 @@ async function route() {
     if (id) await keyView(decodeURIComponent(id[1]));
     else if (name === 'keys') await keysView(params);
     else if (name === 'deprecated') await deprecatedView();
+    else if (name === 'rollout') await rolloutView();
     else await overview();
   } catch (err) {
     if (err instanceof Unauthorized) return showSignIn();

@@ -1,0 +1,172 @@
+// The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay values would have
+// refused over a past period, in which hours, and at least how many requests. Read from the usage ledger only (per key
+// and hour: admitted, upstreamFailed, shadowRefused, peakMinute), so every figure is a lower bound that holds whatever
+// happened inside an hour; docs/keys-and-limits.md ("What if") explains each bound and why it never overstates.
+import type { KeyRecord } from '../keys/types.js';
+import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
+
+export interface SimulateInput {
+  plan: string;
+  /** The plan's values in force (a window not simulated keeps its own). */
+  current: { perMinute: number; perDay: number };
+  perMinute?: number | undefined;
+  perDay?: number | undefined;
+  /** Whole hours: [fromMs, toMs) is widened to the hours it touches. */
+  fromMs: number;
+  toMs: number;
+}
+
+/** One window's answer for a key: the limit it would have had, and whether the key's own override keeps it. */
+export interface WindowOutcome {
+  limit: number;
+  /** The key has its own value for this window: the plan's new value does not apply to it (nothing refused). */
+  override: boolean;
+  refusedAtLeast: number;
+}
+
+export interface SimulatedHour {
+  start: string;
+  /** Requests offered in the hour: admitted + upstreamFailed + shadowRefused. */
+  demand: number;
+  peakMinute: number;
+  /** At least this many refused by the new minute limit in the hour's busiest minute window. */
+  refusedAtLeast: number;
+}
+
+export interface SimulatedKey {
+  id: string;
+  name?: string;
+  metadata?: Record<string, string>;
+  /** null: the window was not simulated. */
+  minute: WindowOutcome | null;
+  day: WindowOutcome | null;
+  /** At least this many of the key's requests refused under the new values (the larger of the two windows'). */
+  refusedAtLeast: number;
+  /** Hours whose busiest minute the new minute limit would have refused in, oldest first. */
+  hours: SimulatedHour[];
+}
+
+export interface Simulation {
+  /** Keys affected (refusedAtLeast > 0), most refused first, then keys an override kept out, by id. */
+  keys: SimulatedKey[];
+  totals: { keysInPlan: number; keysAffected: number; hours: number; refusedAtLeast: number };
+}
+
+/**
+ * Requests offered in an hour: every request that reached the windows and went through (admitted, admitted then failed
+ * by the upstream, proxied by a shadow window). Requests refused (r) or banned (b) are left out: they may be retries
+ * that only the current refusals provoked, and leaving requests out can only lower a lower bound.
+ */
+export function demandOf(day: DayCounts, hour: number): number {
+  return (day[`a${hour}`] ?? 0) + (day[`f${hour}`] ?? 0) + (day[`s${hour}`] ?? 0);
+}
+
+/**
+ * The least the minute limit must have refused over a run of hours, from each hour's bound x (peakMinute − L). A minute
+ * window lasts 60 s, so the busiest windows of two neighbouring hours may be one window that crossed the hour's end
+ * (counted once, as the larger), never of hours further apart. The least total any such pairing allows: each hour
+ * alone or paired with its neighbour, the pairing that counts least (x[i] is hour first + i).
+ */
+export function minuteTotal(x: readonly number[]): number {
+  let prev2 = 0;
+  let prev1 = 0;
+  for (let i = 0; i < x.length; i++) {
+    const alone = prev1 + x[i]!;
+    const paired = i > 0 ? prev2 + Math.max(x[i - 1]!, x[i]!) : alone;
+    [prev2, prev1] = [prev1, Math.min(alone, paired)];
+  }
+  return prev1;
+}
+
+/**
+ * The most a day limit D could have admitted of hourly demand d (d[i]: hour first + i). A day window starts at a
+ * request and lasts 24 h, so one started in hour s holds requests of hours s..s+24 only, admits at most D of them, and
+ * the next starts in hour s+24 or later; one may have started up to 24 hours before the period. The largest sum over
+ * every such placement (starts in any hour, demand before the period counted as none) bounds what was admitted.
+ */
+export function dayAdmittedAtMost(d: readonly number[], D: number): number {
+  const n = d.length;
+  const prefix = [0];
+  for (const v of d) prefix.push(prefix[prefix.length - 1]! + v);
+  const covered = (s: number): number => prefix[Math.min(n, s + 25)]! - prefix[Math.max(0, s)]!;
+  // best[s + 24]: the most windows starting in hour s or later can admit (s from -24 to n - 1).
+  const best = new Array<number>(n + 48).fill(0);
+  for (let s = n - 1; s >= -24; s--) best[s + 24] = Math.max(best[s + 25]!, Math.min(D, covered(s)) + (best[s + 48] ?? 0));
+  return best[0]!;
+}
+
+/** The what-if for one key from its ledger days (`byDay`), for the period's hours. */
+export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>, input: SimulateInput): SimulatedKey {
+  const first = Math.floor(input.fromMs / HOUR_MS);
+  const end = Math.ceil(input.toMs / HOUR_MS);
+  const demand: number[] = [];
+  const peaks: number[] = [];
+  for (let h = first; h < end; h++) {
+    const day = byDay.get(dayOf(h * HOUR_MS)) ?? {};
+    const hour = Math.floor(((h * HOUR_MS) % DAY_MS) / HOUR_MS);
+    demand.push(demandOf(day, hour));
+    peaks.push(day[`m${hour}`] ?? 0);
+  }
+  let minute: WindowOutcome | null = null;
+  const hours: SimulatedHour[] = [];
+  if (input.perMinute !== undefined) {
+    if (k.perMinute !== undefined) minute = { limit: k.perMinute, override: true, refusedAtLeast: 0 };
+    else {
+      const L = input.perMinute;
+      const x = peaks.map((m) => Math.max(0, m - L));
+      x.forEach((v, i) => {
+        if (v > 0) hours.push({ start: new Date((first + i) * HOUR_MS).toISOString(), demand: demand[i]!, peakMinute: peaks[i]!, refusedAtLeast: v });
+      });
+      minute = { limit: L, override: false, refusedAtLeast: minuteTotal(x) };
+    }
+  }
+  let day: WindowOutcome | null = null;
+  if (input.perDay !== undefined) {
+    if (k.perDay !== undefined) day = { limit: k.perDay, override: true, refusedAtLeast: 0 };
+    else {
+      const total = demand.reduce((s, v) => s + v, 0);
+      day = { limit: input.perDay, override: false, refusedAtLeast: Math.max(0, total - dayAdmittedAtMost(demand, input.perDay)) };
+    }
+  }
+  return {
+    id: k.id,
+    ...(k.name !== undefined ? { name: k.name } : {}),
+    ...(k.metadata !== undefined ? { metadata: k.metadata } : {}),
+    minute,
+    day,
+    // One request may be refused by both windows: the two bounds are not added.
+    refusedAtLeast: Math.max(minute?.refusedAtLeast ?? 0, day?.refusedAtLeast ?? 0),
+    hours,
+  };
+}
+
+/**
+ * Every key of the plan, read one page at a time (`keys`) with its ledger days through `store` (the reports' store:
+ * the admin connection, reads in flight bounded). Complete or failing, as every report.
+ */
+export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[]>, input: SimulateInput): Promise<Simulation> {
+  const days: number[] = [];
+  for (let d = dayOf(Math.floor(input.fromMs / HOUR_MS) * HOUR_MS); d <= dayOf(input.toMs - 1); d++) days.push(d);
+  const listed: SimulatedKey[] = [];
+  let inPlan = 0;
+  for await (const page of keys) {
+    const mine = page.filter((k) => k.plan === input.plan);
+    inPlan += mine.length;
+    const perKey = await Promise.all(mine.map((k) => store.days(k.id, days)));
+    mine.forEach((k, i) => {
+      const s = simulateKey(k, new Map(days.map((d, j) => [d, perKey[i]![j]!])), input);
+      if (s.refusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
+    });
+  }
+  listed.sort((x, y) => y.refusedAtLeast - x.refusedAtLeast || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  const affected = listed.filter((s) => s.refusedAtLeast > 0);
+  return {
+    keys: listed,
+    totals: {
+      keysInPlan: inPlan,
+      keysAffected: affected.length,
+      hours: affected.reduce((n, s) => n + s.hours.length, 0),
+      refusedAtLeast: affected.reduce((n, s) => n + s.refusedAtLeast, 0),
+    },
+  };
+}

@@ -1,0 +1,170 @@
+// The dashboard's Rollout page in a real browser (Debian's chromium driven by playwright-core), served by the admin
+// listener of a gateway on real Redis, over a usage ledger written with known values through the UsageStore: the
+// shadow refusals per key over 24 h and 7 d (the busiest key's bar full, the other's as wide as its share), and the
+// what-if form filled and submitted, its visible result rows and numbers as worked out by hand; at a phone's width,
+// no sideways scrolling. Screenshots go to test-results/screenshots/rollout*.png.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdirSync } from 'node:fs';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
+import { composeGateway } from '../src/compose.js';
+import { Metrics } from '../src/observability/metrics.js';
+import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { DAY_MS, HOUR_MS, RedisUsageStore } from '../src/usage/store.js';
+import { silentLogger, testConfig } from './helpers/gateway.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
+const TOKEN = generateAdminToken();
+const PREFIX = 'roll:';
+let redis: TestRedis;
+let up: TestUpstream;
+let gw: RunningGateway;
+let browser: Browser;
+const ids: Record<string, string> = {};
+
+/** The visible text of each cell of each row of the table `selector` (the function runs in the browser). */
+async function rowsOf(page: Page, selector: string): Promise<string[][]> {
+  return page.evaluate((sel) => {
+    const doc = (
+      globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<{ querySelectorAll(s: string): Iterable<{ innerText: string }> }> } }
+    ).document;
+    return [...doc.querySelectorAll(`${sel} tbody tr`)].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.innerText.trim()));
+  }, selector);
+}
+
+/** Rendered widths of the shadow table's bars and their fills. */
+async function barWidths(page: Page): Promise<Array<{ bar: number; fill: number }>> {
+  return page.evaluate(() => {
+    type El = { getBoundingClientRect(): { width: number }; querySelector(s: string): El };
+    const doc = (globalThis as unknown as { document: { querySelectorAll(s: string): Iterable<El> } }).document;
+    return [...doc.querySelectorAll('#shadow-table .bar')].map((b) => ({
+      bar: b.getBoundingClientRect().width,
+      fill: b.querySelector('span').getBoundingClientRect().width,
+    }));
+  });
+}
+
+async function overflowsSideways(page: Page): Promise<boolean> {
+  return page.evaluate(() => {
+    const b = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
+    return b.document.documentElement.scrollWidth > b.innerWidth + 1;
+  });
+}
+
+beforeAll(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  redis = await TestRedis.start();
+  up = await TestUpstream.start();
+  const config = testConfig({
+    server: { host: '127.0.0.1', port: 0 },
+    upstream: { url: up.url },
+    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
+    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
+    plans: { starter: { perMinute: 60, perDay: 1000 }, growth: { perMinute: 600, perDay: 50_000 } },
+  });
+  const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
+  gw = await startGateway({ gateway, logger: silentLogger });
+  for (const [name, plan, extra] of [
+    ['acme-prod', 'starter', {}],
+    ['beta-app', 'starter', {}],
+    ['gamma-batch', 'starter', { perMinute: 20 }],
+    ['delta-big', 'growth', {}],
+  ] as const)
+    ids[name] = (await gateway.admin.create({ plan, name, ...extra })).record.id;
+
+  // The ledger: hour-aligned instants well inside the last 24 hours and the last 7 days.
+  const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
+  const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+  await store.add(
+    [
+      // Shadow refusals: acme 12 in the last day and 30 more three days ago (42 in 7 d); beta 8, five days ago.
+      { id: ids['acme-prod']!, kind: 's', atMs: hourAgo(2), n: 12 },
+      { id: ids['acme-prod']!, kind: 's', atMs: hourAgo(72), n: 30 },
+      { id: ids['beta-app']!, kind: 's', atMs: hourAgo(120), n: 8 },
+      { id: ids['acme-prod']!, kind: 'a', atMs: hourAgo(3), n: 200 },
+      { id: ids['beta-app']!, kind: 'a', atMs: hourAgo(26), n: 90 },
+      { id: ids['gamma-batch']!, kind: 'a', atMs: hourAgo(5), n: 70 },
+    ],
+    8 * DAY_MS,
+  );
+  // Busiest minutes: acme 50 (three hours ago), beta 45 (26 hours ago), gamma 70 (its own limit), delta 100 (growth).
+  await store.raisePeaks(
+    [
+      { id: ids['acme-prod']!, atMs: hourAgo(3), peak: 50 },
+      { id: ids['beta-app']!, atMs: hourAgo(26), peak: 45 },
+      { id: ids['gamma-batch']!, atMs: hourAgo(5), peak: 70 },
+      { id: ids['delta-big']!, atMs: hourAgo(3), peak: 100 },
+    ],
+    8 * DAY_MS,
+  );
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await gw?.shutdown();
+  await up?.close();
+  await redis?.stop();
+});
+
+describe('the Rollout page', () => {
+  it('shows shadow refusals per key over 24 h and 7 d, and answers the what-if form with its result rows', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${gw.adminUrl}/`);
+      await page.locator('#token').fill(TOKEN);
+      await page.locator('#sign-in-form button').click();
+      await page.locator('#chart-24h').waitFor();
+      await page.locator('[data-nav="rollout"]').click();
+      await page.locator('#shadow-table').waitFor();
+
+      expect(await rowsOf(page, '#shadow-table')).toEqual([
+        [ids['acme-prod'], 'acme-prod', 'starter', '12', '42', ''],
+        [ids['beta-app'], 'beta-app', 'starter', '0', '8', ''],
+      ]);
+      // The busiest key's bar full, the other's 8/42 of it (19%, rounded), as drawn.
+      const [full, part] = await barWidths(page);
+      expect(full!.bar).toBeGreaterThan(50);
+      expect(full!.fill).toBeCloseTo(full!.bar, 0);
+      expect(part!.fill / part!.bar).toBeCloseTo(0.19, 2);
+
+      // The what-if: the starter plan at 30 a minute over the last 7 days.
+      await page.locator('#whatif-plan').selectOption('starter');
+      await page.locator('#whatif-minute').fill('30');
+      await page.locator('#whatif-form button[type="submit"]').click();
+      await page.locator('#whatif-table').waitFor();
+      // acme: busiest minute 50, so at least 20; beta: 45, at least 15; gamma: its own 20 a minute keeps it out.
+      // delta is on another plan. 35 in all, in two hours.
+      expect(await page.locator('#whatif-summary').innerText()).toBe('2 of 3 keys affected, 2 hours, at least 35 requests refused');
+      const rows = await rowsOf(page, '#whatif-table');
+      expect(rows.map((r) => r.slice(0, 5))).toEqual([
+        [ids['acme-prod'], 'acme-prod', '≥ 20', '-', '20'],
+        [ids['beta-app'], 'beta-app', '≥ 15', '-', '15'],
+        [ids['gamma-batch'], 'gamma-batch', 'own limit 20 (unaffected)', '-', '0'],
+      ]);
+      expect(rows[0]![5]).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:00 UTC: peak 50, ≥ 20$/);
+      expect(await page.locator('#whatif-table').isVisible()).toBe(true);
+      await page.screenshot({ path: new URL('rollout.png', SHOTS).pathname, fullPage: true });
+
+      // A bad value is said in words on the page, not a blank result.
+      await page.locator('#whatif-minute').fill('');
+      await page.locator('#whatif-form button[type="submit"]').click();
+      await expect.poll(() => page.locator('#whatif-result .error').innerText()).toContain('nothing to simulate');
+
+      // At a phone's width: the page does not scroll sideways (tables scroll inside their panel).
+      await page.setViewportSize({ width: 390, height: 844 });
+      await page.locator('#whatif-minute').fill('30');
+      await page.locator('#whatif-form button[type="submit"]').click();
+      await page.locator('#whatif-table').waitFor();
+      expect(await overflowsSideways(page)).toBe(false);
+      await page.screenshot({ path: new URL('rollout-phone.png', SHOTS).pathname, fullPage: true });
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,255 @@
+// The what-if of a plan's limits (docs/keys-and-limits.md, "What if"): a ledger written through the UsageStore on real
+// Redis with known hourly values, then POST /plans/simulate and the built CLI's `tollgate plans simulate`, whose
+// answers were worked out by hand below. Keys with their own override are reported as such; keys of other plans and
+// hours outside the period are left out; every bad body is a 400 naming the field; answers match the OpenAPI document.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import request from 'supertest';
+import { hashAdminToken } from '../src/admin/tokens.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf, type UsageKind } from '../src/usage/store.js';
+import { dayAdmittedAtMost, minuteTotal } from '../src/usage/whatif.js';
+import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
+import { testConfig } from './helpers/gateway.js';
+import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { OpenApiDocument } from './helpers/openapi.js';
+import { TestRedis } from './helpers/redis-server.js';
+import { TestUpstream } from './helpers/upstream.js';
+
+const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
+const PREFIX = 'whatif:';
+const TOKEN = 'tga_whatif-test-token';
+const PLANS = { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10_000 } };
+let redis: TestRedis;
+let up: TestUpstream;
+let gw: LimitsGateway;
+const problems: string[] = [];
+
+/** Midnight UTC three days ago: the period is its day and the next (48 whole hours). */
+const D0 = (dayOf(Date.now()) - 3) * DAY_MS;
+const FROM = new Date(D0).toISOString();
+const TO = new Date(D0 + 48 * HOUR_MS).toISOString();
+const ids: Record<'k1' | 'k2' | 'k3' | 'k4' | 'k5', string> = { k1: '', k2: '', k3: '', k4: '', k5: '' };
+
+async function simulate(body: unknown, token = TOKEN) {
+  const res = await request(gw.gateway.adminApp!)
+    .post('/plans/simulate')
+    .set('authorization', `Bearer ${token}`)
+    .send(body as object);
+  problems.push(...doc.check('POST', '/plans/simulate', res.status, res.headers as Record<string, string>, res.text));
+  return res;
+}
+
+beforeAll(async () => {
+  assertBuilt();
+  redis = await TestRedis.start();
+  up = await TestUpstream.start();
+  gw = await startLimitsGateway(
+    testConfig({
+      upstream: { url: up.url },
+      redis: { url: redis.url, prefix: PREFIX },
+      admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
+      plans: PLANS,
+      usage: { retentionDays: 7 },
+    }),
+  );
+  const make = async (plan: string, extra: { perMinute?: number; perDay?: number } = {}) => (await gw.gateway.admin.create({ plan, ...extra })).record.id;
+  ids.k1 = await make('free');
+  ids.k2 = await make('free', { perMinute: 100 });
+  ids.k3 = await make('free', { perDay: 5000 });
+  ids.k4 = await make('pro');
+  ids.k5 = await make('free');
+
+  // The ledger, written the way instances write it (counts added, peakMinute raised), hour h after D0.
+  const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+  const counts: Array<{ id: string; kind: UsageKind; atMs: number; n: number }> = [];
+  const peaks: Array<{ id: string; atMs: number; peak: number }> = [];
+  const at = (id: string, h: number, c: Partial<Record<UsageKind | 'm', number>>) => {
+    for (const [kind, n] of Object.entries(c)) {
+      if (kind === 'm') peaks.push({ id, atMs: D0 + h * HOUR_MS, peak: n });
+      else counts.push({ id, kind: kind as UsageKind, atMs: D0 + h * HOUR_MS, n });
+    }
+  };
+  at(ids.k1, 10, { a: 200, r: 30, b: 5, m: 50 });
+  at(ids.k1, 11, { a: 100, m: 40 });
+  at(ids.k1, 12, { a: 20, m: 20 });
+  at(ids.k1, 27, { a: 50, m: 35 }); // day 1, 03:00
+  at(ids.k1, 49, { a: 500, m: 500 }); // after the period: not counted
+  for (let h = 0; h < 24; h++) at(ids.k2, h, { a: 90, f: 5, s: 5, m: h === 10 ? 90 : 10 });
+  at(ids.k3, 10, { a: 25, m: 25 });
+  at(ids.k4, 10, { a: 100, m: 100 });
+  await store.add(counts, 8 * DAY_MS);
+  await store.raisePeaks(peaks, 8 * DAY_MS);
+}, 30_000);
+
+afterAll(async () => {
+  await gw?.close();
+  await up?.close();
+  await redis?.stop();
+});
+
+describe('the bounds', () => {
+  it('minute: neighbouring hours may share one window (the larger counts), hours further apart may not', () => {
+    expect(minuteTotal([20, 10, 0, 5])).toBe(25);
+    expect(minuteTotal([20, 0, 10])).toBe(30);
+    expect(minuteTotal([5, 5, 5])).toBe(10); // (5, 5) paired, 5 alone: the least a pairing allows
+    expect(minuteTotal([])).toBe(0);
+  });
+
+  it('day: at most one limit per window, windows 24 h apart, one may have started before the period', () => {
+    const day = [...Array.from({ length: 24 }, () => 100), ...Array.from({ length: 24 }, () => 0)];
+    expect(dayAdmittedAtMost(day, 500)).toBe(1000);
+    // One hour may hold the end of one window and the start of the next: 300 in it could all pass a limit of 200.
+    expect(dayAdmittedAtMost([300, 0, 0], 200)).toBe(400);
+    expect(dayAdmittedAtMost([0, 0, 0, 300], 200)).toBe(400);
+    // 49 hours of steady demand: at most three windows can touch them.
+    expect(
+      dayAdmittedAtMost(
+        Array.from({ length: 49 }, () => 100),
+        500,
+      ),
+    ).toBe(1500);
+  });
+});
+
+describe('POST /plans/simulate', () => {
+  it('answers the hand-worked ledger: keys, hours, lower bounds, overrides and totals', async () => {
+    const res = await simulate({ plan: 'free', perMinute: 30, perDay: 500, from: FROM, to: TO });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ plan: 'free', from: FROM, to: TO, current: PLANS.free, simulated: { perMinute: 30, perDay: 500 } });
+    const hour = (h: number) => new Date(D0 + h * HOUR_MS).toISOString();
+    expect(res.body.keys).toEqual([
+      // 24 hours of 100 offered (90 admitted, 5 failed upstream, 5 shadow-refused): two day windows at most touch
+      // them, so at most 2 x 500 admitted, at least 1400 refused. Its own perMinute keeps the minute window.
+      {
+        id: ids.k2,
+        minute: { limit: 100, override: true, refusedAtLeast: 0 },
+        day: { limit: 500, override: false, refusedAtLeast: 1400 },
+        refusedAtLeast: 1400,
+        hours: [],
+      },
+      // Busiest minutes 50, 40 (next hour: maybe the same window, so 20 not 30), 20, and 35 the next day: 20 + 5.
+      // 370 offered in the period fit one day window of 500: no day refusal. Refused (30) and banned (5) left out.
+      {
+        id: ids.k1,
+        minute: { limit: 30, override: false, refusedAtLeast: 25 },
+        day: { limit: 500, override: false, refusedAtLeast: 0 },
+        refusedAtLeast: 25,
+        hours: [
+          { start: hour(10), demand: 200, peakMinute: 50, refusedAtLeast: 20 },
+          { start: hour(11), demand: 100, peakMinute: 40, refusedAtLeast: 10 },
+          { start: hour(27), demand: 50, peakMinute: 35, refusedAtLeast: 5 },
+        ],
+      },
+      // Its own perDay keeps the day window; its busiest minute (25) is under 30.
+      {
+        id: ids.k3,
+        minute: { limit: 30, override: false, refusedAtLeast: 0 },
+        day: { limit: 5000, override: true, refusedAtLeast: 0 },
+        refusedAtLeast: 0,
+        hours: [],
+      },
+    ]);
+    expect(res.body.totals).toEqual({ keysInPlan: 4, keysAffected: 2, hours: 3, refusedAtLeast: 1425 });
+  });
+
+  it('a window not given is not simulated (null); a higher limit refuses nothing', async () => {
+    const minute = await simulate({ plan: 'free', perMinute: 30, from: FROM, to: TO });
+    expect(minute.status).toBe(200);
+    expect(minute.body.simulated).toEqual({ perMinute: 30 });
+    expect(minute.body.keys.map((k: { id: string }) => k.id)).toEqual([ids.k1, ids.k2]);
+    expect(minute.body.keys[0].day).toBeNull();
+    expect(minute.body.totals).toEqual({ keysInPlan: 4, keysAffected: 1, hours: 3, refusedAtLeast: 25 });
+    const generous = await simulate({ plan: 'free', perMinute: 600, perDay: 100_000, from: FROM, to: TO });
+    expect(generous.body.totals).toEqual({ keysInPlan: 4, keysAffected: 0, hours: 0, refusedAtLeast: 0 });
+    // The other plan's key, alone in it.
+    const pro = await simulate({ plan: 'pro', perMinute: 60, from: FROM, to: TO });
+    expect(pro.body.keys.map((k: { id: string; refusedAtLeast: number }) => [k.id, k.refusedAtLeast])).toEqual([[ids.k4, 40]]);
+  });
+
+  it('refuses what it cannot answer with a 400 naming the field, and answers nobody without a token', async () => {
+    const bad: Array<[unknown, string]> = [
+      [{ plan: 'free' }, 'body'],
+      [{ plan: 'free', perMinute: 0 }, 'body.perMinute'],
+      [{ plan: 'free', perMinute: -5 }, 'body.perMinute'],
+      [{ plan: 'free', perMinute: 1.5 }, 'body.perMinute'],
+      [{ plan: 'free', perMinute: '30' }, 'body.perMinute'],
+      [{ plan: 'free', perDay: 1e300 }, 'body.perDay'],
+      [{ plan: { $ne: 1 }, perDay: 10 }, 'body.plan'],
+      [{ plan: 'free', perDay: 10, extra: 1 }, 'body.extra'],
+      [{ plan: 'free', perDay: 10, from: 'yesterday' }, 'body.from'],
+      [{ plan: 'free', perDay: 10, from: TO, to: FROM }, 'body.from'],
+      [{ plan: 'free', perDay: 10, from: new Date(Date.now() - 30 * DAY_MS).toISOString() }, 'body.from'],
+      [[1, 2], 'body'],
+      [{ plan: 'p'.repeat(201), perDay: 10 }, 'body.plan'],
+    ];
+    for (const [body, path] of bad) {
+      const res = await simulate(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code).toBe('invalid_request');
+      expect(
+        res.body.problems.map((p: { path: string }) => p.path),
+        JSON.stringify(body),
+      ).toContain(path);
+    }
+    const unknown = await simulate({ plan: 'gold', perMinute: 5 });
+    expect(unknown.status).toBe(400);
+    expect(unknown.body).toMatchObject({ code: 'unknown_plan', status: 400 });
+    expect(unknown.body.message).toContain('free, pro');
+    const proto = await simulate({ plan: '__proto__', perMinute: 5 });
+    expect(proto.body.code).toBe('unknown_plan');
+    expect((await simulate({ plan: 'free', perMinute: 5 }, 'tga_wrong')).status).toBe(401);
+    expect(problems).toEqual([]);
+  });
+});
+
+describe('tollgate plans simulate', () => {
+  it('prints the same answer as JSON, CSV and a table, from the shared Redis; bad options exit 2, an unknown plan 1', async () => {
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', {
+        upstream: { url: up.url },
+        redis: { url: redis.url, prefix: PREFIX },
+        plans: PLANS,
+        usage: { retentionDays: 7 },
+      });
+      const args = ['plans', 'simulate', '--plan', 'free', '--per-minute', '30', '--per-day', '500', '--from', FROM, '--to', TO, '--config', file];
+      const json = await runCli([...args, '--json']);
+      expect(json.code, json.stderr).toBe(0);
+      const api = await simulate({ plan: 'free', perMinute: 30, perDay: 500, from: FROM, to: TO });
+      expect(JSON.parse(json.stdout)).toEqual(api.body);
+
+      const csv = await runCli([...args, '--csv']);
+      expect(csv.code, csv.stderr).toBe(0);
+      const lines = csv.stdout.trimEnd().split('\r\n');
+      expect(lines).toEqual([
+        'id,name,hour,peak_minute,demand,minute_refused_at_least,day_refused_at_least,refused_at_least',
+        `${ids.k2},,,,,override 100,1400,1400`,
+        `${ids.k1},,,,,25,0,25`,
+        `${ids.k1},,${new Date(D0 + 10 * HOUR_MS).toISOString()},50,200,20,,`,
+        `${ids.k1},,${new Date(D0 + 11 * HOUR_MS).toISOString()},40,100,10,,`,
+        `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,`,
+        `${ids.k3},,,,,0,override 5000,0`,
+      ]);
+
+      const table = await runCli(args);
+      expect(table.code, table.stderr).toBe(0);
+      expect(table.stdout).toContain('plan free: perMinute 60 -> 30, perDay 1000 -> 500');
+      expect(table.stdout.trimEnd().split('\n').at(-1)).toBe('2 of 4 keys affected, 3 hours, at least 1425 requests refused');
+
+      for (const extra of [[], ['--per-minute', '0'], ['--per-minute', 'abc'], ['--per-day', '-3'], ['--per-day', '5', '--from', 'yesterday']]) {
+        const r = await runCli(['plans', 'simulate', '--plan', 'free', ...extra, '--config', file]);
+        expect(r.code, extra.join(' ')).toBe(2);
+        expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      }
+      const unknown = await runCli(['plans', 'simulate', '--plan', 'gold', '--per-minute', '5', '--config', file]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toBe('error: no plan named "gold" (configured: free, pro)\n');
+      // A plan name is shown, never obeyed, by the terminal.
+      const hostile = await runCli(['plans', 'simulate', '--plan', 'g\u001b[2Jx', '--per-minute', '5', '--config', file]);
+      expect(hostile.code).toBe(1);
+      expect(hostile.stderr).toBe('error: no plan named "g\\x1b[2Jx" (configured: free, pro)\n');
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+});
