@@ -7,7 +7,11 @@ import { createServer } from 'node:http';
 
 const BODY = Buffer.from(JSON.stringify({ id: 1, name: 'bench', description: 'a small JSON answer from the bench upstream' }));
 
+/** Health checks answered (GET /healthz on any port), told to the parent when it asks: bench/health-cost.mjs. */
+let healthChecks = 0;
+
 function answer(req, res) {
+  if (req.url === '/healthz') healthChecks++;
   // Drain any request body, then answer; keep-alive stays on.
   req.resume();
   req.on('end', () => {
@@ -33,6 +37,9 @@ if (!Number.isInteger(extra) || extra < 0 || extra > 1000) {
 const ports = [];
 for (let i = 0; i <= extra; i++) ports.push(await listen());
 process.send?.({ ready: true, port: ports[0], ports });
+process.on('message', (m) => {
+  if (m?.count) process.send?.({ healthChecks });
+});
 
 const stop = () => process.exit(0);
 process.on('disconnect', stop);
