@@ -25,7 +25,7 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --duration S          seconds per measured run (default 10)
   --warmup S            unmeasured seconds before every run (default 2; 0.5 with --quick)
   --quick               CI smoke run: 1 round x 2 s, 100,000 stored keys in (c)
-  --scenarios LIST      any of a,b,c,d,e,k (default all; with --profile: a)
+  --scenarios LIST      any of a,b,c,d,e,k,s (default all; with --profile: a)
   --connections N       connections in a, b, c, e (default 50)
   --keys N              distinct keys rotated in b and c (default 10000)
   --stored-keys N       keys stored in Redis for c (default 1000000)
@@ -96,11 +96,11 @@ function parseOptions(argv) {
     return n;
   };
   const quick = values.quick;
-  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e,k'))
+  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e,k,s'))
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  for (const s of scenarios) if (!'abcdek'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e,k)`);
+  for (const s of scenarios) if (!'abcdeks'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e,k,s)`);
   const loader = values.loader ?? (wrkAvailable() ? 'wrk' : 'autocannon');
   if (!['wrk', 'autocannon'].includes(loader)) usage(`--loader: expected wrk or autocannon, got "${loader}"`);
   if (loader === 'wrk' && !wrkAvailable()) usage('--loader wrk: wrk is not on the PATH');
@@ -263,8 +263,9 @@ const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-
 
 class Tollgate {
   /** `redis`: the config's redis section without its prefix ({ url } or { cluster: { nodes } }). */
-  constructor({ procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags = [], usage = true }) {
-    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags, usage });
+  /** `routing`: services and routes in place of the upstream shorthand (scenario s). */
+  constructor({ procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags = [], usage = true, routing }) {
+    Object.assign(this, { procs, tmp, name, workers, port, upstreamUrl, redis, profileDir, nodeFlags, usage, routing });
     this.url = `http://127.0.0.1:${port}`;
     this.configPath = join(tmp, `${name}.yaml`);
     this.logFile = join(tmp, `${name}.log`);
@@ -276,7 +277,7 @@ class Tollgate {
     // JSON is YAML: no quoting surprises.
     return {
       server: { host: '127.0.0.1', port: this.port, drainTimeoutMs: 2000, ...(this.workers !== undefined ? { workers: this.workers } : {}) },
-      upstream: { url: this.upstreamUrl },
+      ...(this.routing ?? { upstream: { url: this.upstreamUrl } }),
       redis: { ...this.redis, prefix: 'tollgate:' },
       log: { level: 'info' },
       // The admin API runs beside the gateway, as in production: its listener must cost the request path nothing.
@@ -362,6 +363,7 @@ const SCENARIOS = {
   d: { title: 'd: one connection', keys: 'hot', conns: 1 },
   e: { title: 'e: 429 flood (banned key)', keys: 'flood', conns: 'many' },
   k: { title: 'k: b on a 3-primary cluster', keys: 'rotating', conns: 'many' },
+  s: { title: 's: 3 services, 50 routes (a)', keys: 'hot', conns: 'many' },
   w: { title: 'w: workers 1 vs 2 (a load)', keys: 'hot', conns: 'many' },
   l: { title: 'l: usage ledger on vs off (b)', keys: 'rotating', conns: 'many' },
 };
@@ -546,10 +548,19 @@ function summarize(runs) {
       const cpu = per((r) => r.cpuUsPerReq);
       // All rounds together (total req/s over total req/s): printed beside the median, as a check on it.
       const pooled = pairs.reduce((a, [r]) => a + r.rps, 0) / pairs.reduce((a, [, x]) => a + x.rps, 0);
-      row.vsRef = { target: ref, ratio: median(rps), ratios: rps, pooled, redisCpuRatio: median(redisCpu), redisCpuRatios: redisCpu, cpuRatio: median(cpu) };
+      row.vsRef = {
+        target: ref,
+        ratio: median(rps),
+        ratios: rps,
+        pooled,
+        redisCpuRatio: median(redisCpu),
+        redisCpuRatios: redisCpu,
+        cpuRatio: median(cpu),
+        cpuRatios: cpu,
+      };
     }
   }
-  const order = 'abkcdewl';
+  const order = 'abkcdeswl';
   rows.sort(
     (x, y) =>
       order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)),
@@ -659,7 +670,7 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
     );
   }
   {
-    const admittedRows = rows.filter((r) => r.target === T && 'abcdk'.includes(r.scenario));
+    const admittedRows = rows.filter((r) => r.target === T && 'abcdks'.includes(r.scenario));
     const worst = admittedRows.reduce((w, r) => (w === undefined || r.rtPerAdmittedMax > w.rtPerAdmittedMax ? r : w), undefined);
     // 1% slack for counting at the edges of a run (commands of requests still in flight when it ends). A key that
     // no limit check confirmed for 60 s is read again (2 GETs); keys in steady use never are.
@@ -670,6 +681,38 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
       (admittedRows.length
         ? admittedRows.map((r) => `${r.scenario}: ${fmt(r.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)})`).join(', ')
         : 'not run') + (degraded.length ? ` [${degraded.join(', ')} ran partly degraded (limits in memory): fewer round trips than normal]` : ''),
+    );
+  }
+  {
+    // Scenario s: a's load through 50 routes to a service of 2 targets (3 services, every target health-checked every
+    // 5 s), with a's single-upstream Tollgate beside it in the same rounds: what routing costs the gateway per request.
+    const r = get('s', T);
+    const v = r?.vsRef;
+    const ref = v && get('s', v.target);
+    add(
+      '(s) throughput >= 0.95 x baseline with 3 services, 50 routes, 2 targets each',
+      r ? r.ratio >= 0.95 : undefined,
+      r
+        ? `Tollgate/baseline = ${fmt(r.ratio, 3)} (per round: ${r.ratios.map((x) => fmt(x, 3)).join(', ')}); single upstream beside it ${fmt(ref?.ratio, 3)}`
+        : 'not run',
+      ['s'],
+    );
+    add(
+      '(s) gateway CPU per request <= 1.10 x the single upstream (a), paired per round',
+      v ? v.cpuRatio <= 1.1 : undefined,
+      v
+        ? `s/a CPU us/req = ${fmt(v.cpuRatio, 3)} (per round: ${v.cpuRatios.map((x) => fmt(x, 3)).join(', ')}); medians ${fmt(r.cpuUsPerReq, 0)} vs ${fmt(ref?.cpuUsPerReq, 0)} us/req`
+        : 'not run',
+      ['s'],
+    );
+    // Routing is in memory: the route match, the target choice and the health state add no Redis command.
+    const same = v && ref && Math.abs(r.rtPerAdmittedMax - ref.rtPerAdmittedMax) <= 0.01 && Math.abs(r.cmdsPerReq - ref.cmdsPerReq) <= 0.01 * ref.cmdsPerReq;
+    add(
+      '(s) Redis commands per admitted request unchanged from the single upstream',
+      v ? !!same : undefined,
+      v
+        ? `sent by the gateway ${fmt(r.rtPerAdmitted, 3)} vs ${fmt(ref?.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)} vs ${fmt(ref?.rtPerAdmittedMax, 3)}); run by Redis ${fmt(r.cmdsPerReq, 2)} vs ${fmt(ref?.cmdsPerReq, 2)} per request`
+        : 'not run',
     );
   }
   {
@@ -703,6 +746,36 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
     add('RSS <= 150 MB (per Tollgate process, after each run)', ts.length ? worst <= 150 : undefined, ts.length ? `max ${fmt(worst, 0)} MB` : 'not run');
   }
   return checks;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// scenario s: services and routes
+
+/**
+ * Three services of two targets each (six ports of the bench's upstream), every target health-checked every 5 s (the
+ * default interval), and 50 routes of the kinds a real config has (prefixes, patterns, exact paths, methods, hosts).
+ * The bench's path matches only the last route, so every request tries all 50 matchers before it is proxied to the
+ * service's targets in turn (round-robin).
+ */
+function servicesRouting(ports) {
+  if (ports.length < 6) throw new Error(`scenario s needs 6 upstream ports, got ${ports.length}`);
+  const services = {};
+  for (let i = 0; i < 3; i++)
+    services[`svc${i}`] = {
+      targets: [`http://127.0.0.1:${ports[2 * i]}`, `http://127.0.0.1:${ports[2 * i + 1]}`],
+      healthCheck: { path: '/healthz' },
+    };
+  const routes = [];
+  for (let i = 0; i < 49; i++) {
+    const service = `svc${i % 3}`;
+    const kind = i % 4;
+    if (kind === 0) routes.push({ path: `/api/r${i}/*`, service, stripPrefix: `/api/r${i}` });
+    else if (kind === 1) routes.push({ path: `/v1/r${i}/items/:id`, method: 'GET', service });
+    else if (kind === 2) routes.push({ path: `/v1/r${i}/status`, service, auth: 'none' });
+    else routes.push({ path: `/v1/r${i}/*`, host: `r${i}.example.com`, service });
+  }
+  routes.push({ path: '/v1/*', service: 'svc0' });
+  return { services, routes };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -800,7 +873,7 @@ async function main() {
 
 async function bench(opts, { procs, tmp, stamp, startedAt }) {
   const totalRuns =
-    opts.rounds * (2 * opts.scenarios.length + opts.scenarios.filter((x) => x === 'c' || x === 'k').length) +
+    opts.rounds * (2 * opts.scenarios.length + opts.scenarios.filter((x) => x === 'c' || x === 'k' || x === 's').length) +
     (opts.compareWorkers ? opts.rounds * 3 : 0) +
     (opts.compareLedger ? opts.rounds * 3 : 0);
   log(
@@ -810,7 +883,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   const redis = await startRedis(procs, tmp);
   log(`redis-server on port ${redis.port}`);
-  const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), []);
+  // Scenario s's six targets are six more ports of the same upstream process.
+  const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), opts.scenarios.includes('s') ? ['--extra-ports', '6'] : []);
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const baselineProbeDir = join(tmp, 'probe-baseline');
   const profileDir = opts.profile ? join(opts.outDir, `profile-${stamp}`) : undefined;
@@ -932,9 +1006,29 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   // b's Tollgate as it runs beside c's and k's in their rounds: the reference those two lines are judged by.
   const bBeside = { ...target, name: `${mainName}(b)`, keys: rotating, redisNodes: standalone };
   let clusterServed;
-  for (const s of ['a', 'b', 'd', 'e', 'k', 'c'].filter((x) => opts.scenarios.includes(x))) {
+  for (const s of ['a', 'b', 'd', 'e', 's', 'k', 'c'].filter((x) => opts.scenarios.includes(x))) {
     log(`scenario ${SCENARIOS[s].title}`);
-    if (s === 'k') {
+    if (s === 's') {
+      const tgS = new Tollgate({
+        procs,
+        tmp,
+        name: 'tollgate-s',
+        workers: opts.workers,
+        port: await freePort(),
+        upstreamUrl,
+        redis: { url: redis.url },
+        nodeFlags: opts.nodeFlags,
+        routing: servicesRouting(upstream.ready.ports.slice(1)),
+      });
+      instances.push(tgS);
+      await tgS.start();
+      // a's Tollgate (the upstream shorthand) beside it in every round: the reference the CPU line is judged by.
+      const aBeside = { ...target, name: `${mainName}(a)` };
+      const sTarget = { name: mainName, url: tgS.url, pid: tgS.pid, tollgate: tgS, prober: tgS.prober, pairedWith: aBeside.name };
+      await sanity(sTarget, hot.key, 200);
+      await runScenario('s', [hot.key], [baseline, aBeside, sTarget]);
+      await tgS.stop();
+    } else if (s === 'k') {
       const k = await clusterScenario({
         opts,
         procs,

@@ -337,7 +337,18 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     !redis ? 'none' : (await metrics.degraded.get()).values[0]?.value === 1 ? 'degraded' : 'ok';
   const tokens = new AdminTokens(config.admin.tokens, (opts.env ?? process.env).TOLLGATE_ADMIN_TOKEN || undefined);
   const adminApp = tokens.any
-    ? buildAdminApp({ keys: admin, runtime, tokens, metrics, logger, openapi: adminOpenApi(), usage, overview, redisState })
+    ? buildAdminApp({
+        keys: admin,
+        runtime,
+        tokens,
+        metrics,
+        logger,
+        openapi: adminOpenApi(),
+        usage,
+        overview,
+        redisState,
+        services: () => services.snapshot(),
+      })
     : undefined;
 
   return {

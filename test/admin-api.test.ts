@@ -430,6 +430,22 @@ describe('keys through the admin API', () => {
     expect((await admin('GET', '/keys/key_doesNotExist0000/usage')).status).toBe(404);
   });
 
+  it('GET /services shows the upstream shorthand as the service "upstream" (the rest: test/admin-services.test.ts)', async () => {
+    const all = await admin('GET', '/services');
+    expect(all.status).toBe(200);
+    expect(all.body.services).toEqual([
+      {
+        name: 'upstream',
+        balance: 'round-robin',
+        healthy: 1,
+        total: 1,
+        targets: [{ url: up.url, weight: 1, healthy: true, state: 'healthy', ejectedUntil: null, activeRequests: 0, consecutiveFailures: 0, recentErrors: [] }],
+      },
+    ]);
+    expect((await admin('GET', '/services/upstream')).body).toMatchObject({ name: 'upstream', total: 1 });
+    expect((await admin('GET', '/services/nope')).status).toBe(404);
+  });
+
   it('GET /plans lists the plans in force', async () => {
     const r = await admin('GET', '/plans');
     expect(r.body).toEqual({

@@ -1,6 +1,6 @@
 // The Prometheus rules and the Grafana dashboard (docs: "Operations"), checked by a real Prometheus (Debian's
-// package; .ci/run installs it when missing) scraping a real gateway under a little traffic: `promtool check rules`
-// and `check config` pass, every rule loads and evaluates without error, and every expression of the rules and of the
+// package; .ci/run installs it when missing) scraping a real gateway under a little traffic: `promtool check rules`,
+// `check config` and the rules' unit tests (`promtool test rules deploy/prometheus/alerts.test.yml`) pass, every rule loads and evaluates without error, and every expression of the rules and of the
 // dashboard is valid PromQL evaluated through Prometheus's HTTP API and names only metrics Tollgate exports.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -19,6 +19,7 @@ const run = promisify(execFile);
 const PROMETHEUS = process.env.PROMETHEUS_PATH ?? '/usr/bin/prometheus';
 const PROMTOOL = process.env.PROMTOOL_PATH ?? '/usr/bin/promtool';
 const RULES = fileURLToPath(new URL('../deploy/prometheus/alerts.yml', import.meta.url));
+const RULE_TESTS = fileURLToPath(new URL('../deploy/prometheus/alerts.test.yml', import.meta.url));
 const DASHBOARD = JSON.parse(readFileSync(new URL('../deploy/grafana/tollgate-dashboard.json', import.meta.url), 'utf8')) as {
   panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
 };
@@ -122,6 +123,12 @@ describe('deploy/prometheus/alerts.yml and deploy/grafana/tollgate-dashboard.jso
     expect(config.stdout).toContain('SUCCESS');
   });
 
+  it("promtool's unit tests of the rules pass (a service with no healthy target on any instance pages after 1m)", async () => {
+    const tests = await run(PROMTOOL, ['test', 'rules', RULE_TESTS]);
+    expect(tests.stdout).toContain('SUCCESS');
+    expect(readFileSync(RULE_TESTS, 'utf8')).toContain('alertname: TollgateServiceNoHealthyTarget');
+  });
+
   it('every rule loads and evaluates in Prometheus without error', async () => {
     const names = (parse(readFileSync(RULES, 'utf8')) as { groups: Array<{ rules: Array<{ alert: string }> }> }).groups.flatMap((g) =>
       g.rules.map((r) => r.alert),
@@ -145,7 +152,7 @@ describe('deploy/prometheus/alerts.yml and deploy/grafana/tollgate-dashboard.jso
       g.rules.map((r) => ({ where: `rule ${r.alert}`, expr: String(r.expr) })),
     );
     const panels = DASHBOARD.panels.flatMap((p) => p.targets.map((t) => ({ where: `panel "${p.title}"`, expr: grafanaToPromQL(t.expr) })));
-    expect(panels.length).toBeGreaterThanOrEqual(16);
+    expect(panels.length).toBeGreaterThanOrEqual(21);
     const problems: string[] = [];
     for (const { where, expr } of [...rules, ...panels]) {
       const r = await query(expr);
@@ -156,6 +163,16 @@ describe('deploy/prometheus/alerts.yml and deploy/grafana/tollgate-dashboard.jso
     // And the data is there: the traffic above shows in the dashboard's first panel.
     const requests = await query(grafanaToPromQL(DASHBOARD.panels[0]!.targets[0]!.expr));
     expect(requests.data!.result.length).toBeGreaterThan(0);
+    // The services panels read the upstream shorthand's service: its tries and its one healthy target.
+    const panel = (title: string, i = 0) => grafanaToPromQL(DASHBOARD.panels.find((p) => p.title === title)!.targets[i]!.expr);
+    const tries = (await query(panel('Service tries by target and outcome'))).data!.result as Array<{ metric: Record<string, string> }>;
+    expect(tries.map((r) => r.metric)).toContainEqual({ service: 'upstream', target: up.url, outcome: '2xx' });
+    const healthy = (await query(panel('Healthy targets per service'))).data!.result as Array<{ metric: Record<string, string>; value: [number, string] }>;
+    expect(healthy.map((r) => [r.metric.service, r.value[1]])).toEqual([['upstream', '1']]);
+    const total = (await query(panel('Healthy targets per service', 1))).data!.result as Array<{ value: [number, string] }>;
+    expect(total.map((r) => r.value[1])).toEqual(['1']);
+    // And the alert's expression finds nothing to page about.
+    expect((await query('max by (service) (tollgate_target_healthy{job="tollgate"}) == 0')).data!.result).toEqual([]);
   });
 
   it('the check itself catches a wrong metric name and invalid PromQL', async () => {

@@ -35,18 +35,19 @@ export class Procs {
   /** Forks a bench helper (upstream, baseline proxy) and waits for its {ready, port} message. */
   async forkHelper(name, modulePath, args, { timeoutMs = 15_000, execArgv = [], env } = {}) {
     const child = this.track(name, fork(modulePath, args, { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, ...(env ? { env } : {}) }));
-    const port = await new Promise((resolve, reject) => {
+    const ready = await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${name} did not start within ${timeoutMs} ms`)), timeoutMs);
       child.once('message', (m) => {
         clearTimeout(timer);
-        resolve(m.port);
+        resolve(m);
       });
       child.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`${name} exited with code ${code} before it was ready`));
       });
     });
-    return { child, pid: child.pid, port };
+    // The helper's whole ready message too (bench/upstream.mjs reports every port it listens on).
+    return { child, pid: child.pid, port: ready.port, ready };
   }
 
   spawn(name, cmd, args, opts) {

@@ -1,5 +1,6 @@
 // The admin HTTP API, on a listener of its own (admin.host:admin.port): issue, list, read (with live limits), change,
-// rotate, revoke and unban keys, reset their windows, the plans in force, and the API's own OpenAPI document. Every
+// rotate, revoke and unban keys, reset their windows, the plans in force, the services' targets and their health, and
+// the API's own OpenAPI document. Every
 // change goes through KeyAdmin, the service the CLI uses too: one set of rules and error codes, and one audit line
 // per change. Bodies and queries are validated with zod (src/admin/schemas.ts), every problem listed. No listen()
 // here: src/server/gateway-server.ts binds it.
@@ -36,6 +37,7 @@ import { ReportPages, decodeCursor, type ReportCursor } from '../usage/report-pa
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
+import type { ServiceSnapshot } from '../routing/services.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
@@ -51,6 +53,8 @@ export interface AdminAppOptions {
   overview: OverviewCache;
   /** Whether the gateway's Redis answers ('ok'), is being worked around ('degraded'), or there is none ('none'). */
   redisState: () => Promise<'ok' | 'degraded' | 'none'>;
+  /** The services and their targets as this instance sees them now (ServiceRegistry.snapshot). */
+  services: () => ServiceSnapshot[];
 }
 
 /** The ids KeyAdmin issues (key_...) and those `keys import` accepts. */
@@ -278,6 +282,18 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const p = periodOf(q, runtime.config.usage.retentionDays * DAY_MS, res);
     if (!p) return;
     res.json({ ...periodView(p), routes: await o.usage.deprecatedRoutes(p.fromMs, p.toMs) });
+  });
+
+  // This instance's view: health checks and passive ejection are judged per gateway instance (docs/routing.md).
+  app.get('/services', (_req, res) => {
+    res.json({ asOf: new Date().toISOString(), services: o.services() });
+  });
+
+  app.get('/services/:name', (req, res) => {
+    const name = String(req.params.name);
+    const service = o.services().find((s) => s.name === name);
+    if (!service) return sendError(res, 'not_found', `no service named "${name.slice(0, 64)}"`);
+    res.json({ asOf: new Date().toISOString(), ...service });
   });
 
   app.get('/plans', (_req, res) => {

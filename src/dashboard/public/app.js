@@ -1,6 +1,6 @@
 // The Tollgate dashboard: a small single page on the admin API. Sign in exchanges an admin token for an HttpOnly
 // session cookie (the script never sees it again); every other call is the admin API itself, sent with that cookie.
-// Views: #/overview, #/keys, #/keys/<id>, #/deprecated, #/rollout. Text from the API is only ever set as text, never as HTML.
+// Views: #/overview, #/keys, #/keys/<id>, #/deprecated, #/rollout, #/services. Text from the API is only ever set as text, never as HTML.
 /* global uPlot */
 'use strict';
 
@@ -234,6 +234,97 @@ async function keysView(params) {
       page.nextCursor ? h('button', { type: 'button', id: 'next-page', onclick: () => go(page.nextCursor) }, 'Next page') : null,
     ),
   );
+}
+
+/** A target's state as a person reads it: failing its active checks is "unhealthy", resting after failed requests "ejected". */
+const TARGET_STATE = { healthy: 'healthy', ejected: 'ejected', health_check: 'unhealthy' };
+
+/** An error kind from the snapshot, in words. */
+function errorText(kind) {
+  const status = /^status_(\d{3})$/.exec(kind);
+  if (status) return `answered ${status[1]}`;
+  return (
+    {
+      refused: 'connection refused',
+      connect_timeout: 'connect timed out',
+      reset: 'connection reset',
+      timeout: 'timed out',
+      health_check: 'health check failed',
+    }[kind] || kind
+  );
+}
+
+/** The Services page re-reads GET /services this often while it is shown (health changes within seconds). */
+const SERVICES_REFRESH_MS = 5000;
+let servicesTimer;
+
+async function servicesView() {
+  const r = await api('/services');
+  const targetRow = (t) => {
+    const state = TARGET_STATE[t.state] || t.state;
+    const errors = t.recentErrors.slice().reverse();
+    return h(
+      'tr',
+      { class: 'target' },
+      h('td', { class: 'target-url' }, t.url),
+      h('td', {}, String(t.weight)),
+      h(
+        'td',
+        {},
+        h('span', { class: `badge ${state}` }, state),
+        t.ejectedUntil ? h('div', { class: 'muted' }, `until ${new Date(t.ejectedUntil).toLocaleTimeString()}`) : null,
+      ),
+      h('td', {}, fmt(t.activeRequests)),
+      h('td', {}, fmt(t.consecutiveFailures)),
+      h(
+        'td',
+        { class: 'target-errors' },
+        errors.length === 0
+          ? h('span', { class: 'muted' }, 'none')
+          : errors.map((e) => h('div', {}, `${errorText(e.kind)} `, h('span', { class: 'muted' }, new Date(e.at).toLocaleTimeString()))),
+      ),
+    );
+  };
+  show(
+    h('h1', {}, 'Services'),
+    h(
+      'p',
+      { class: 'muted', id: 'services-as-of' },
+      `As this gateway instance sees them at ${new Date(r.asOf).toLocaleTimeString()} (refreshed every ${SERVICES_REFRESH_MS / 1000} s). `,
+      'Health checks and ejections are judged by each instance on its own.',
+    ),
+    r.services.map((s) =>
+      h(
+        'div',
+        { class: 'panel service', 'data-service': s.name },
+        h('h2', {}, s.name),
+        h(
+          'div',
+          { class: 'service-health' },
+          h('div', { class: `bar health${s.healthy === 0 ? ' none' : ''}` }, barFill(Math.round((100 * s.healthy) / s.total))),
+          h('span', { class: 'service-summary' }, `${s.healthy} of ${s.total} targets healthy · ${s.balance}`),
+          s.healthy === 0 ? h('span', { class: 'badge unhealthy' }, 'no healthy target: requests get 503') : null,
+        ),
+        h(
+          'table',
+          {},
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              ['target', 'weight', 'health', 'in flight', 'failures in a row', 'recent errors (newest first)'].map((c) => h('th', {}, c)),
+            ),
+          ),
+          h('tbody', {}, s.targets.map(targetRow)),
+        ),
+      ),
+    ),
+  );
+  servicesTimer = setTimeout(() => {
+    if (location.hash.startsWith('#/services')) route();
+  }, SERVICES_REFRESH_MS);
 }
 
 /**
@@ -620,6 +711,7 @@ async function rolloutView() {
 async function route() {
   for (const c of charts) c.plot.destroy();
   charts = [];
+  clearTimeout(servicesTimer);
   const [path, query] = location.hash.replace(/^#/, '').split('?');
   const params = new URLSearchParams(query || '');
   const name = (path || '/overview').split('/')[1] || 'overview';
@@ -631,6 +723,7 @@ async function route() {
     if (id) await keyView(decodeURIComponent(id[1]));
     else if (name === 'keys') await keysView(params);
     else if (name === 'deprecated') await deprecatedView();
+    else if (name === 'services') await servicesView();
     else if (name === 'rollout') await rolloutView();
     else await overview();
   } catch (err) {
