@@ -58,6 +58,7 @@ describe('defaults', () => {
         business: { perMinute: 1_000, perDay: 100_000 },
         enterprise: { perMinute: 10_000, perDay: 10_000_000 },
       },
+      limits: { mode: 'enforce' },
       anonymous: { perMinute: 30 },
       ban: { threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       routes: [],
@@ -78,7 +79,7 @@ describe('defaults', () => {
     const c = ok('server:\n  port: 9090\nredis:\n  url: redis://127.0.0.1:6390/2\nroutes:\n  - path: /v1/pets/:petId\n');
     expect(c.server).toMatchObject({ port: 9090, host: '127.0.0.1', maxBodyBytes: 1_048_576 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6390/2', prefix: 'tollgate:', failMode: 'open', commandTimeoutMs: 100, allowEviction: false });
-    expect(c.routes[0]).toEqual({ path: '/v1/pets/:petId', method: '*', afterSunset: 'pass' });
+    expect(c.routes[0]).toEqual({ path: '/v1/pets/:petId', method: '*', afterSunset: 'pass', cost: 1 });
   });
 
   it('plans given in the file replace the default plans', () => {

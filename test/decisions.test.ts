@@ -131,17 +131,17 @@ describe('KeyLimiter', () => {
     const consumer = { id: 'key_1', plan: 'free' };
     const ctx = context();
     const first = await l.check(consumer, ctx);
-    expect(first).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' }, limits: { perMinute: 2, perDay: 100 } });
-    expect(first.kind === 'decided' && first.policy).toBe('"minute";q=2;w=60, "day";q=100;w=86400');
+    expect(first).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' }, request: { cost: 1 } });
+    expect(first.kind === 'decided' && first.request.policy).toBe('"minute";q=2;w=60, "day";q=100;w=86400');
     expect(ctx.decision?.outcome).toBe('admitted');
     await l.check(consumer, context());
-    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited' } });
     expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'banned_now', banLevel: 1 } });
     const later = await l.check(consumer, context());
     expect(later).toMatchObject({ decision: { outcome: 'banned' } });
     // forget() (an unban anywhere) drops the remembered ban: the store decides again (the minute is still full).
     l.forget('key_1');
-    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited' } });
   });
 
   it('a key whose plan is not configured: no_plan; a per-key override needs no plan', async () => {
@@ -161,7 +161,16 @@ describe('KeyLimiter', () => {
 
   it('the store no longer accepts the key: invalid_key, and the key is forgotten locally', async () => {
     const revoked = checkOnlyStore(() =>
-      Promise.resolve({ outcome: 'invalid_key', minute: { used: 0, resetMs: 0 }, day: { used: 0, resetMs: 0 }, retryMs: 0, banLevel: 0 }),
+      Promise.resolve({
+        outcome: 'invalid_key',
+        windows: [
+          { used: 0, resetMs: 0 },
+          { used: 0, resetMs: 0 },
+        ],
+        short: 0,
+        retryMs: 0,
+        banLevel: 0,
+      }),
     );
     const { l, invalid } = limiter({ store: revoked, failMode: 'open' });
     expect(await l.check({ id: 'key_gone', plan: 'free' }, context())).toEqual({ kind: 'invalid_key' });

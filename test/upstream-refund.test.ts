@@ -98,7 +98,7 @@ describe('requests the upstream failed', () => {
       // More failures than the minute allows: none is refused, as none spends quota.
       for (let i = 0; i < 6; i++) expect(await call(gw, key)).toBe(502);
       expect(await remaining(gw, key)).toEqual({ minute: 4, day: 99 });
-      expect(await ledgerTotals(gw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 9 });
+      expect(await ledgerTotals(gw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 9, shadowRefused: 0 });
       // The windows keep their expiry: a refund neither opens nor persists a window.
       expect(await client.pttl(ks.minuteWindow(id))).toBeGreaterThan(0);
       expect(await client.pttl(ks.dayWindow(id))).toBeGreaterThan(0);
@@ -118,7 +118,7 @@ describe('requests the upstream failed', () => {
     expect(hung.requests - before).toBe(2);
     expect(await remaining(slowGw, key)).toEqual({ minute: 5, day: 100 });
     expect(await client.get(ks.minuteWindow(id))).toBe('0');
-    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 2 });
+    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
   });
 
   it('a success sends Redis nothing more than the limit check (INFO commandstats); a failure one call more', async () => {
@@ -163,7 +163,7 @@ describe('requests the upstream failed', () => {
     // Past the upstream's timeout, whatever the gateway does about the requests it was left with.
     await new Promise((r) => setTimeout(r, 600));
     expect(await remaining(slowGw, key)).toEqual({ minute: 2, day: 97 });
-    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 3, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 3, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
   });
 
   it('a refund never lifts a ban nor takes back a strike', async () => {
@@ -184,7 +184,7 @@ describe('requests the upstream failed', () => {
     } finally {
       await up.listenAgain();
     }
-    expect(await ledgerTotals(gw, id)).toMatchObject({ admitted: 1, upstreamFailed: 0 });
+    expect(await ledgerTotals(gw, id)).toMatchObject({ admitted: 1, upstreamFailed: 0, shadowRefused: 0 });
   });
 
   it('the admin API, `tollgate usage` and its CSV show upstreamFailed', async () => {
@@ -206,7 +206,7 @@ describe('requests the upstream failed', () => {
     };
     const one = await get(`/keys/${id}/usage?granularity=hour`);
     expect(one.status).toBe(200);
-    expect(one.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2 });
+    expect(one.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
     const all = await get('/usage?sort=upstreamFailed&limit=1');
     expect(all.status).toBe(200);
     expect(all.body.keys[0]).toMatchObject({ upstreamFailed: expect.any(Number) });
@@ -223,11 +223,11 @@ describe('requests the upstream failed', () => {
       const csv = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const rows = csv.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,metadata');
-      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,metadata');
+      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,0,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
-      expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2 });
+      expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
       expect((await runCli(['usage', '--sort', 'failed', '--config', file])).code).not.toBe(0);
     } finally {
       dir.remove();
@@ -299,7 +299,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
     // failed ones still owed to it, 3), and the ledger (new too) has it admitted and the failed ones upstreamFailed.
     expect(await call(fallback, key)).toBe(200);
     expect(await ownClient.get(ks.minuteWindow(id))).toBe('1');
-    expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2 });
+    expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
   });
 });
 
@@ -331,7 +331,7 @@ describe('requests the upstream failed, on a gateway without Redis (memory limit
     await gone.stopListening();
     for (let i = 0; i < 7; i++) expect(await call(memoryGw, key)).toBe(502);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 4, day: 99 });
-    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 7 });
+    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 7, shadowRefused: 0 });
     await gone.listenAgain();
     expect(await call(memoryGw, key)).toBe(200);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 3, day: 98 });

@@ -64,7 +64,7 @@ export const keyUsageQuery = z.strictObject({
 
 export const usageQuery = z.strictObject({
   ...period,
-  sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'id']).default('admitted'),
+  sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id']).default('admitted'),
   order: z.enum(['asc', 'desc']).default('desc'),
   limit: listKeysQuery.shape.limit,
   cursor: z.string().min(1).optional(),

@@ -6,6 +6,7 @@ import type { Consumer } from '../keys/consumer.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
+import type { CompiledRoute } from '../routes/policy.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -30,6 +31,11 @@ export class RequestContext {
   anonymousRefusedUntil = 0;
   /** Milliseconds this request has waited on Redis so far; the request's Redis budget is what is left of commandTimeoutMs. */
   redisMs = 0;
+  /**
+   * The configured route the request matched (null: none), matched once by the first stage that needs it (the key
+   * limits stage, for the route's cost and windows; else route policy); undefined until then.
+   */
+  matchedRoute: CompiledRoute | null | undefined = undefined;
   /** The configured route pattern the request matched (the metrics' route label), once route policy ran. */
   route: string | undefined = undefined;
   /** The key limit check's decision, for keyed requests that reached it. */

@@ -1,4 +1,5 @@
-// Route policy: deprecation and sunset of configured routes (RFC 9745, RFC 8594), as a decision with no Express.
+// Route policy: deprecation and sunset of configured routes (RFC 9745, RFC 8594), as a decision with no Express; and
+// what the key limits need of a route (its cost, its windows: src/limits/windows.ts turns them into a request's windows).
 // Route patterns are compiled once per config load (Runtime); per request only the compiled matchers run.
 import { match, type MatchFunction } from 'path-to-regexp';
 import type { RouteConfig } from '../config/schema.js';
@@ -14,6 +15,14 @@ export interface CompiledRoute {
   readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
+  /** Points a request of this route takes from every window that applies (1 by default). */
+  readonly cost: number;
+  /** The name of its windows: routes[].name, else its path. */
+  readonly limitName: string;
+  /** Its windows by plan name (and "default"), if any. */
+  readonly limits: RouteConfig['limits'];
+  /** Its windows' own mode, if set. */
+  readonly mode: RouteConfig['mode'];
 }
 
 export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
@@ -33,6 +42,10 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       gone: r.afterSunset === 'gone',
       deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
       headers,
+      cost: r.cost,
+      limitName: r.name ?? r.path,
+      limits: r.limits,
+      mode: r.mode,
     };
   });
 }

@@ -9,12 +9,17 @@ import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store
 
 export interface UsageCounts {
   admitted: number;
-  /** Refused by the minute or day window (429 rate_limit_exceeded). */
+  /** Refused by a window: the plan's minute or day, or a route's (429 rate_limit_exceeded). */
   rateLimited: number;
   /** Refused by a ban (429 api_key_banned). */
   banned: number;
   /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
   upstreamFailed: number;
+  /**
+   * Admitted (and counted in admitted) though a window in shadow mode had no room for it: what enforcing that window
+   * would have refused.
+   */
+  shadowRefused: number;
 }
 
 export interface UsageBucket extends UsageCounts {
@@ -38,7 +43,7 @@ export interface NamedKey {
   metadata?: Record<string, string>;
 }
 
-export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'id';
+export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
@@ -70,13 +75,14 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
   to.rateLimited += day[`r${hour}`] ?? 0;
   to.banned += day[`b${hour}`] ?? 0;
   to.upstreamFailed += day[`f${hour}`] ?? 0;
+  to.shadowRefused += day[`s${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
@@ -84,6 +90,7 @@ function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.rateLimited += from.rateLimited;
   to.banned += from.banned;
   to.upstreamFailed += from.upstreamFailed;
+  to.shadowRefused += from.shadowRefused;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
@@ -125,6 +132,7 @@ function periodTotals(byDay: ReadonlyMap<number, DayCounts>, fromMs: number, toM
         else if (kind === 'r') totals.rateLimited += n;
         else if (kind === 'b') totals.banned += n;
         else if (kind === 'f') totals.upstreamFailed += n;
+        else if (kind === 's') totals.shadowRefused += n;
       }
       continue;
     }

@@ -1,6 +1,6 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
-// refunded); per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
+// refunded, s<h> admitted though a window in shadow mode would have refused it); per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
@@ -10,7 +10,8 @@ import type { ReadLimit } from '../storage/read-limit.js';
 export const DAY_MS = 86_400_000;
 export const HOUR_MS = 3_600_000;
 
-export type UsageKind = 'a' | 'r' | 'b' | 'f';
+/** a admitted, r refused by a window, b refused by a ban, f upstream failed, s admitted though a shadow-mode window would have refused. */
+export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
 
 /** Days since 1970-01-01 (UTC) of an instant. */
 export function dayOf(ms: number): number {
