@@ -11,7 +11,7 @@ import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { recordRevision } from '../src/keys/redis-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
-import { planRequest, planWindows } from '../src/limits/windows.js';
+import { limitRequest, planRequest, planWindows, routeWindows } from '../src/limits/windows.js';
 import { readFileSync } from 'node:fs';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
@@ -415,6 +415,89 @@ describe.each(harnesses)('$name', (h) => {
     expectAbout(after.banMs, during.banMs);
     expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('banned');
   });
+
+  it('costs: a request takes its cost from every window, is admitted only while every window has the cost left, and a refusal takes nothing', async () => {
+    const id = newId('cost');
+    const request = limitRequest(planWindows({ perMinute: 12, perDay: 100 }), 5);
+    for (const used of [5, 10]) {
+      const d = await h.store().check(id, request, NO_BANS);
+      expect(d).toMatchObject({ outcome: 'admitted', short: 0, windows: [{ used }, { used }] });
+    }
+    // 10 + 5 > 12: refused by the minute window alone (bit 0); nothing taken from either window.
+    const refused = await h.store().check(id, request, NO_BANS);
+    expect(refused).toMatchObject({ outcome: 'limited', short: 1, windows: [{ used: 10 }, { used: 10 }] });
+    expectAbout(refused.retryMs, MINUTE_MS);
+    // A request of cost 1 still fits (11 <= 12): the same windows, counted in points.
+    expect(await h.store().check(id, planRequest({ perMinute: 12, perDay: 100 }), NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      windows: [{ used: 11 }, { used: 11 }],
+    });
+    const snap = await h.store().snapshot(id, PLAN, NO_BANS);
+    expect(snap.windows.map((w) => w.used)).toEqual([11, 11]);
+  });
+
+  it("route windows: counted beside the plan's under their own names; the route's refusal takes nothing from the plan's windows", async () => {
+    const id = newId('route');
+    const plan = planWindows({ perMinute: 100, perDay: 1000 });
+    const store = routeWindows('store', { perMinute: 3, perDay: 50 }, 'enforce');
+    const request = limitRequest([...plan, ...store], 1);
+    for (let i = 1; i <= 3; i++)
+      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', windows: [{ used: i }, { used: i }, { used: i }, { used: i }] });
+    const refused = await h.store().check(id, request, NO_BANS);
+    // Bit 2: the route's minute window.
+    expect(refused).toMatchObject({ outcome: 'limited', short: 4, windows: [{ used: 3 }, { used: 3 }, { used: 3 }, { used: 3 }] });
+    expectAbout(refused.retryMs, MINUTE_MS);
+    // The plan alone (another route, or none) still admits: the route's windows are its own.
+    expect(await h.store().check(id, planRequest({ perMinute: 100, perDay: 1000 }), NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      windows: [{ used: 4 }, { used: 4 }],
+    });
+    const snap = await h.store().snapshot(id, [...plan, ...store], NO_BANS);
+    expect(snap.windows.map((w) => w.used)).toEqual([4, 4, 3, 3]);
+    // Refused by two windows at once: Retry-After waits for the later one (the plan's day, here).
+    const both = limitRequest([...planWindows({ perMinute: 100, perDay: 4 }), ...store], 1);
+    const d = await h.store().check(id, both, NO_BANS);
+    expect(d).toMatchObject({ outcome: 'limited', short: 2 | 4 });
+    expectAbout(d.retryMs, DAY_MS);
+  });
+
+  it('shadow mode: a shadow window without room takes nothing and refuses nothing; enforced windows beside it still count and refuse', async () => {
+    const id = newId('shadow');
+    const route = routeWindows('shadowed', { perMinute: 2 }, 'shadow');
+    const request = limitRequest([...planWindows({ perMinute: 5, perDay: 1000 }), ...route], 1);
+    for (let i = 1; i <= 2; i++) expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 0 });
+    for (let i = 3; i <= 5; i++) {
+      // The real figures: the shadow window stays at its limit; the plan's windows take the request.
+      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({
+        outcome: 'admitted',
+        short: 4,
+        retryMs: 0,
+        windows: [{ used: i }, { used: i }, { used: 2 }],
+      });
+    }
+    // The enforced minute window is full: refused, and the shadow window is still short beside it.
+    expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'limited', short: 1 | 4, windows: [{ used: 5 }, { used: 5 }, { used: 2 }] });
+    // A refund gives the cost back only to the windows the request took it from (not the shadow one, short then).
+    const id2 = newId('shadow-refund');
+    const costly = limitRequest([...planWindows({ perMinute: 50, perDay: 1000 }), ...routeWindows('shadowed', { perMinute: 4 }, 'shadow')], 3);
+    await h.store().check(id2, costly, NO_BANS);
+    const d = await h.store().check(id2, costly, NO_BANS);
+    expect(d).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 6 }, { used: 6 }, { used: 3 }] });
+    const charged = costly.windows.filter((_, i) => !(d.short & (1 << i)));
+    await h.store().refund(id2, { windows: charged.map((w, i) => ({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs, lengthMs: w.lengthMs })), cost: 3 });
+    expect((await h.store().snapshot(id2, costly.windows, NO_BANS)).windows.map((w) => w.used)).toEqual([3, 3, 3]);
+  });
+
+  it('shadow refusals never strike toward a ban; enforced refusals do', async () => {
+    const id = newId('shadow-ban');
+    const shadow = limitRequest(planWindows({ perMinute: 1, perDay: 1000 }, 'shadow'));
+    for (let i = 0; i < 10; i++) expect((await h.store().check(id, shadow, LADDER)).outcome).toBe('admitted');
+    expect((await h.store().snapshot(id, PLAN, LADDER)).banLevel).toBe(0);
+    const enforced = planRequest({ perMinute: 1, perDay: 1000 });
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('banned_now');
+  });
 });
 
 describe('MemoryLimiterStore only', () => {
@@ -535,6 +618,14 @@ describe('RedisLimiterStore only', () => {
     // An empty credit adds nothing of its own.
     await store.check(id, planRequest(limits), NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0, requests: 0 });
     expect(await admin.hget(day, field)).toBe('7');
+  });
+
+  it('counts a shadow refusal in the ledger (s<h>) in the same call, beside admitted (a<h>): it was let through', async () => {
+    const { store, id, day, field } = await withLedger('shadow-ledger');
+    const request = limitRequest(planWindows({ perMinute: 2, perDay: 1000 }, 'shadow'));
+    for (let i = 0; i < 5; i++) expect((await store.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    const hour = field.slice(1);
+    expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '5', [`s${hour}`]: '3' });
   });
 
   it("names the ledger's day on Redis's clock when the gateway's clock says another day", async () => {

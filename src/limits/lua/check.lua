@@ -36,20 +36,22 @@
 -- Its cost is Redis CPU on every request, so the admitted path makes as few calls as it can (TIME, GET of the record,
 -- HMGET of the ban, INCR (INCRBY for a cost above 1) and PEXPIRE/PTTL per window, the ledger's HINCRBY) and formats no number: the ledger's
 -- field is cut from a constant string (bench/README.md, "What the usage ledger costs Redis").
-local t = redis.call('TIME')
+-- Globals (redis.call, KEYS, ARGV, tonumber) are read once into locals: each use of a global is a table lookup.
+local call, keys, argv, tonumber = redis.call, KEYS, ARGV, tonumber
+local t = call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ledgerDay = tonumber(ARGV[1])
-local keyHash = ARGV[3]
+local ledgerDay = tonumber(argv[1])
+local keyHash = argv[3]
 local same = -1
 
 -- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
 if keyHash ~= '' then
   -- pcall: a record that is not a JSON object (or not a string at all) is that key's fault, reported as such, and
   -- must not surface as a script error the gateway would take for Redis failing.
-  local raw = redis.pcall('GET', KEYS[1])
+  local raw = redis.pcall('GET', keys[1])
   if not raw then return {'invalid_key', 0, 0, -1, -1, 0} end
   if type(raw) ~= 'string' then return {'invalid_record', 0, 0, -1, -1, 0} end
-  if ARGV[4] ~= '' then same = (redis.sha1hex(raw) == ARGV[4]) and 1 or 0 end
+  if argv[4] ~= '' then same = (redis.sha1hex(raw) == argv[4]) and 1 or 0 end
   -- Still, byte for byte, the copy the gateway judged this key valid against: nothing to decode.
   if same ~= 1 then
     local ok, rec = pcall(cjson.decode, raw)
@@ -60,14 +62,14 @@ if keyHash ~= '' then
   end
 end
 
--- The ledger's hour on Redis's clock, counted in the day the gateway declared (KEYS[4]) when Redis's clock is in that
+-- The ledger's hour on Redis's clock, counted in the day the gateway declared (keys[4]) when Redis's clock is in that
 -- day (nearly always); else not here: the gateway counts it in Redis's day from the hour in the reply.
 local usageDay, h
 local hour = -1
 if ledgerDay then
   hour = (now - now % 3600000) / 3600000
   h = hour - ledgerDay * 24
-  if h >= 0 and h < 24 then usageDay = KEYS[4] end
+  if h >= 0 and h < 24 then usageDay = keys[4] end
 end
 
 -- Counts n requests of a kind in the ledger: the field "<kind><h>" is cut from two constant strings of all 24 hours
@@ -75,30 +77,32 @@ end
 local function count(early, late, n)
   if not usageDay then return end
   local field = h < 10 and string.sub(early, 2 * h + 1, 2 * h + 2) or string.sub(late, 3 * h - 29, 3 * h - 27)
-  if redis.call('HINCRBY', usageDay, field, n) == n then redis.call('PEXPIRE', usageDay, ARGV[6]) end
+  if call('HINCRBY', usageDay, field, n) == n then call('PEXPIRE', usageDay, argv[6]) end
 end
 
-local n = #KEYS - 4
-local cost = tonumber(ARGV[7])
+local n = #keys - 4
+-- The usual cost of 1 is told by its text (Lua strings are interned: a pointer comparison, no number conversion).
+local one = argv[7] == '1'
+local cost = one and 1 or tonumber(argv[7])
 
 -- A credit goes into the plan's windows as they stand; a window that lapsed meanwhile starts with it, for what was
 -- left of the gateway's memory window. (Nearly every call has none: nothing of this runs then.)
-if ARGV[5] ~= '' then
+if argv[5] ~= '' then
   local c = {}
-  for v in string.gmatch(ARGV[5], '%S+') do c[#c + 1] = tonumber(v) end
+  for v in string.gmatch(argv[5], '%S+') do c[#c + 1] = tonumber(v) end
   for i = 0, 1 do
     local pts, ttl = c[1 + 2 * i], c[2 + 2 * i]
-    if pts > 0 and redis.call('INCRBY', KEYS[5 + i], pts) == pts then redis.call('PEXPIRE', KEYS[5 + i], ttl) end
+    if pts > 0 and call('INCRBY', keys[5 + i], pts) == pts then call('PEXPIRE', keys[5 + i], ttl) end
   end
   if c[5] > 0 then count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', c[5]) end
 end
 
--- The ban ladder (ARGV[2]): threshold, strike window, reset after, then the ban durations, level 1 first.
+-- The ban ladder (argv[2]): threshold, strike window, reset after, then the ban durations, level 1 first.
 local p
 local function ladder()
   if not p then
     p = {}
-    for v in string.gmatch(ARGV[2], '%S+') do p[#p + 1] = tonumber(v) end
+    for v in string.gmatch(argv[2], '%S+') do p[#p + 1] = tonumber(v) end
   end
   return p
 end
@@ -106,21 +110,21 @@ end
 -- The time left in a window that holds a count. One without an expiry (a PERSIST by hand) would never end, and a full
 -- one would refuse for good: it is given a whole window from now.
 local function remaining(key, len)
-  local ttl = redis.call('PTTL', key)
+  local ttl = call('PTTL', key)
   if ttl >= 0 then return ttl end
-  redis.call('PEXPIRE', key, len)
-  return len
+  call('PEXPIRE', key, len)
+  return tonumber(len)
 end
 
-local ban = redis.call('HMGET', KEYS[2], 'until', 'level', 'lastEnd')
+local ban = call('HMGET', keys[2], 'until', 'level', 'lastEnd')
 local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
 if lastEnd > 0 and now >= lastEnd + ladder()[3] then level = 0 end
 if banUntil > now then
   local reply = {'banned', banUntil - now, level, same, hour, 0}
   for i = 1, n do
-    local key, len = KEYS[4 + i], tonumber(ARGV[7 + 2 * i])
-    local used = tonumber(redis.call('GET', key) or '0')
-    local ttl = redis.call('PTTL', key)
+    local key, len = keys[4 + i], tonumber(argv[7 + 2 * i])
+    local used = tonumber(call('GET', key) or '0')
+    local ttl = call('PTTL', key)
     if ttl < 0 then used = 0; ttl = len end
     reply[5 + 2 * i], reply[6 + 2 * i] = used, ttl
   end
@@ -131,13 +135,17 @@ end
 -- The request is counted in every window at once (most are admitted: one call per window). Whatever a refusal, or a
 -- shadow window without room, should not take is given back before anyone else can see it (the script is atomic),
 -- and a window this request opened is removed: a window starts with its first admitted request.
-local used, short, refused, bit = {}, 0, false, 1
+-- The reply is made at its size for the plan's two windows (a route's windows make it grow), and holds each window's
+-- count as soon as it is known.
+local reply = {'admitted', 0, level, same, hour, 0, 0, 0, 0, 0}
+local short, refused, bit = 0, false, 1
 for i = 1, n do
   -- INCR for the usual cost of 1: the same commands a request made before costs existed.
   local u
-  if cost == 1 then u = redis.call('INCR', KEYS[4 + i]) else u = redis.call('INCRBY', KEYS[4 + i], cost) end
-  used[i] = u
-  local limit = tonumber(ARGV[6 + 2 * i])
+  if one then u = call('INCR', keys[4 + i]) else u = call('INCRBY', keys[4 + i], cost) end
+  local j = 5 + 2 * i
+  reply[j] = u
+  local limit = tonumber(argv[j + 1])
   if u > limit and u > -limit then
     short = short + bit
     if limit > 0 then refused = true end
@@ -145,20 +153,37 @@ for i = 1, n do
   bit = bit * 2
 end
 
-local reply = {'admitted', 0, level, same, hour, short}
+-- Admitted, every window with room (nearly every request): each keeps the cost; a window this request opened runs from
+-- now. The lengths stay text (Redis reads them) unless a reply needs the number.
+if short == 0 then
+  for i = 1, n do
+    local j = 5 + 2 * i
+    if reply[j] == cost then
+      call('PEXPIRE', keys[4 + i], argv[j + 2])
+      reply[j + 1] = tonumber(argv[j + 2])
+    else
+      reply[j + 1] = remaining(keys[4 + i], argv[j + 2])
+    end
+  end
+  -- The usage ledger counts it here, in the same call as the decision: exact across the fleet.
+  count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', 1)
+  return reply
+end
+
+reply[6] = short
 bit = 1
 local retry = 0
 for i = 1, n do
-  local key, u, len = KEYS[4 + i], used[i], tonumber(ARGV[7 + 2 * i])
+  local key, u, len = keys[4 + i], reply[5 + 2 * i], tonumber(argv[7 + 2 * i])
   local ttl
   if refused or short % (2 * bit) >= bit then
     -- Takes nothing: the request was refused, or this shadow window has no room for it.
-    if u == cost then redis.call('DEL', key) elseif cost == 1 then redis.call('DECR', key) else redis.call('DECRBY', key, cost) end
+    if u == cost then call('DEL', key) elseif one then call('DECR', key) else call('DECRBY', key, cost) end
     u = u - cost
     ttl = u > 0 and remaining(key, len) or len
-    if refused and short % (2 * bit) >= bit and tonumber(ARGV[6 + 2 * i]) > 0 and ttl > retry then retry = ttl end
+    if refused and short % (2 * bit) >= bit and tonumber(argv[6 + 2 * i]) > 0 and ttl > retry then retry = ttl end
   elseif u == cost then
-    redis.call('PEXPIRE', key, len)
+    call('PEXPIRE', key, len)
     ttl = len
   else
     ttl = remaining(key, len)
@@ -169,14 +194,14 @@ end
 
 if refused then
   local lad = ladder()
-  local strikes = redis.call('INCR', KEYS[3])
-  if strikes == 1 then redis.call('PEXPIRE', KEYS[3], lad[2]) end
+  local strikes = call('INCR', keys[3])
+  if strikes == 1 then call('PEXPIRE', keys[3], lad[2]) end
   if strikes >= lad[1] then
     level = level + 1
     local dur = lad[3 + math.min(level, #lad - 3)]
-    redis.call('HSET', KEYS[2], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
-    redis.call('PEXPIRE', KEYS[2], dur + lad[3])
-    redis.call('DEL', KEYS[3])
+    call('HSET', keys[2], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
+    call('PEXPIRE', keys[2], dur + lad[3])
+    call('DEL', keys[3])
     count('b0b1b2b3b4b5b6b7b8b9', 'b10b11b12b13b14b15b16b17b18b19b20b21b22b23', 1)
     reply[1], reply[2], reply[3] = 'banned_now', dur, level
     return reply
@@ -186,7 +211,7 @@ if refused then
   return reply
 end
 
--- Admitted; the usage ledger counts it here, in the same call as the decision: exact across the fleet.
+-- Admitted, though a shadow window had no room: counted admitted and shadow-refused.
 count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', 1)
 if short > 0 then count('s0s1s2s3s4s5s6s7s8s9', 's10s11s12s13s14s15s16s17s18s19s20s21s22s23', 1) end
 return reply
