@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { Redis } from 'ioredis';
 import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { echo, TestUpstream } from './helpers/upstream.js';
 import { CliProcess, assertBuilt, runCli } from './helpers/cli.js';
 import { validateConfig } from '../src/config/load.js';
 
@@ -50,6 +50,7 @@ function configFor(v: Variant): Record<string, unknown> {
     ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 3600 },
     routes: [
       { method: 'POST', path: '/v1/categories', cost: v.postCost },
+      { method: 'POST', path: '/v1/broken', cost: 5 },
       { path: '/v1/store/*rest', name: 'store', limits: { default: { perMinute: v.storePerMinute }, metered: { perMinute: 100, perDay: 2000 } } },
       { path: '/v1/shadowed/*rest', name: 'shadowed', limits: { default: { perMinute: 2 } }, mode: v.shadowedMode },
     ],
@@ -106,6 +107,8 @@ async function ledgerTotals(id: string): Promise<Record<string, number>> {
 beforeAll(async () => {
   assertBuilt();
   [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
+  // A path with "broken" in it gets no response: the connection is cut (the gateway answers 502 and refunds).
+  up.behaviour = (req, res, body) => (req.url?.includes('broken') ? res.socket?.destroy() : echo(req, res, body));
   admin = redis.client();
   dir = mkdtempSync(join(tmpdir(), 'tollgate-limits-windows-'));
   configFile = join(dir, 'gateway.yaml');
@@ -184,6 +187,18 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect((await send(a, key, 'GET', '/v1/categories')).status).toBe(200);
     expect(await windowCount(id, 'minute')).toBe(11);
     expect(await windowCount(id, 'route:store:minute')).toBe(10);
+  });
+
+  it('a request the upstream fails gives its cost back to every window it took it from, route windows included', async () => {
+    const a = gateways[0]!;
+    const { id, key } = await createKey('free');
+    expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(200);
+    expect((await send(a, key, 'POST', '/v1/broken')).status).toBe(502);
+    expect((await send(a, key, 'GET', '/v1/store/broken')).status).toBe(502);
+    expect(await windowCount(id, 'minute')).toBe(1);
+    expect(await windowCount(id, 'day')).toBe(1);
+    expect(await windowCount(id, 'route:store:minute')).toBe(1);
+    expect(await ledgerTotals(id)).toMatchObject({ admitted: 1, upstreamFailed: 2 });
   });
 
   it("GET /ratelimit lists the key's plan windows, then every route window of its plan, counting nothing", async () => {
