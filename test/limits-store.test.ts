@@ -620,6 +620,17 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.hget(day, field)).toBe('7');
   });
 
+  it("route windows carry the key's hash tag, even when the route's name (its path by default) holds braces", async () => {
+    const id = newId('route-tag');
+    const route = routeWindows('/v1/x{/:y}', { perMinute: 5, perDay: 50 }, 'enforce');
+    const request = limitRequest([...planWindows({ perMinute: 10, perDay: 100 }), ...route]);
+    expect((await redisStore.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    const keys = await keysOf(id);
+    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:minute'));
+    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:day'));
+    for (const k of keys) expect(hashTag(k)).toBe(id);
+  });
+
   it('counts a shadow refusal in the ledger (s<h>) in the same call, beside admitted (a<h>): it was let through', async () => {
     const { store, id, day, field } = await withLedger('shadow-ledger');
     const request = limitRequest(planWindows({ perMinute: 2, perDay: 1000 }, 'shadow'));
