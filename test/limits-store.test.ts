@@ -660,17 +660,26 @@ describe('RedisLimiterStore only', () => {
   });
 
   it("names every hour's ledger field, a0 to a23, for each kind, without formatting a number", async () => {
-    // The script cuts each field from two constant strings per kind: every count() call in it, run for every hour.
+    // The script cuts each field from two constant strings per kind: in count() (the kinds its calls name) and where it
+    // is inlined (the admitted path's), each expression run for every hour.
     const source = readFileSync(new URL('../src/limits/lua/check.lua', import.meta.url), 'utf8');
     const calls = [...source.matchAll(/count\('([a-z])0[^']*', '[a-z]10[^']*'/g)];
     expect(new Set(calls.map((c) => c[1]))).toEqual(new Set(['a', 'r', 'b', 's']));
-    const cut = /local field = (.*)\n/.exec(source)![1]!;
-    for (const call of calls) {
-      const [, kind] = call;
-      const [early, late] = [...call[0].matchAll(/'([^']*)'/g)].map((m) => m[1]);
-      const lua = `local h, early, late = tonumber(ARGV[1]), ARGV[2], ARGV[3]; return ${cut}`;
-      const fields = await Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(lua, 0, h, early!, late!)));
-      expect(fields).toEqual(Array.from({ length: 24 }, (_, h) => `${kind}${h}`));
+    const cuts = [...source.matchAll(/local field = (.*)\n/g)].map((m) => m[1]!);
+    expect(cuts).toHaveLength(2);
+    const hours = (lua: string, ...args: string[]) => Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(lua, 0, h, ...args)));
+    for (const cut of cuts) {
+      if (cut.includes('early')) {
+        for (const call of calls) {
+          const [early, late] = [...call[0].matchAll(/'([^']*)'/g)].map((m) => m[1]!);
+          expect(await hours(`local h, early, late = tonumber(ARGV[1]), ARGV[2], ARGV[3]; return ${cut}`, early!, late!)).toEqual(
+            Array.from({ length: 24 }, (_, h) => `${call[1]}${h}`),
+          );
+        }
+      } else {
+        const kind = /'([a-z])0/.exec(cut)![1];
+        expect(await hours(`local h = tonumber(ARGV[1]); return ${cut}`)).toEqual(Array.from({ length: 24 }, (_, h) => `${kind}${h}`));
+      }
     }
   });
 
