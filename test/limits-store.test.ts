@@ -117,7 +117,7 @@ describe.each(harnesses)('$name', (h) => {
     expect(actual).toBeGreaterThanOrEqual(exact - h.slackMs);
   };
 
-  it('admits exactly perMinute requests, then refuses with limited_minute until the window resets', async () => {
+  it('admits exactly perMinute requests, then refuses (the minute window short: bit 0) until the window resets', async () => {
     const id = newId('minute');
     const limits = { perMinute: 5, perDay: 1000 };
     for (let i = 1; i <= 5; i++) {
@@ -133,6 +133,7 @@ describe.each(harnesses)('$name', (h) => {
     for (let i = 0; i < 3; i++) {
       const d = await check(id, limits);
       expect(d.outcome).toBe('limited');
+      expect(d.short).toBe(1);
       expect(d.windows[0]!.used).toBe(5);
       expect(d.retryMs).toBe(d.windows[0]!.resetMs);
       expectAbout(d.retryMs, MINUTE_MS);
@@ -167,12 +168,13 @@ describe.each(harnesses)('$name', (h) => {
     expectAbout(next.windows[1]!.resetMs, DAY_MS - 65 * SECOND);
   });
 
-  it('binds on the day window when perDay < perMinute (limited_day), across minute windows, until the day resets', async () => {
+  it('binds on the day window when perDay < perMinute (the day window short: bit 1), across minute windows, until the day resets', async () => {
     const id = newId('day');
     const limits = { perMinute: 10, perDay: 3 };
     for (let i = 1; i <= 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const refused = await check(id, limits);
     expect(refused.outcome).toBe('limited');
+    expect(refused.short).toBe(2);
     expect(refused.windows[1]!.used).toBe(3);
     expect(refused.windows[0]!.used).toBe(3);
     expect(refused.retryMs).toBe(refused.windows[1]!.resetMs);
@@ -222,27 +224,27 @@ describe.each(harnesses)('$name', (h) => {
     }
   });
 
-  it('limited_both reports the later reset: the day when it ends last', async () => {
+  it('both windows short reports the later reset: the day when it ends last', async () => {
     const id = newId('both-day');
     const limits = { perMinute: 3, perDay: 6 };
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     await h.advance(id, MINUTE_MS);
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const d = await check(id, limits);
-    expect(d.outcome).toBe('limited');
+    expect(d).toMatchObject({ outcome: 'limited', short: 3 });
     expectAbout(d.retryMs, DAY_MS - MINUTE_MS);
     expect(d.retryMs).toBe(Math.max(d.windows[0]!.resetMs, d.windows[1]!.resetMs));
     expect(d.retryMs).toBe(d.windows[1]!.resetMs);
   });
 
-  it('limited_both reports the later reset: the minute when the day window is about to end', async () => {
+  it('both windows short reports the later reset: the minute when the day window is about to end', async () => {
     const id = newId('both-minute');
     const limits = { perMinute: 3, perDay: 6 };
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     await h.advance(id, DAY_MS - 30 * SECOND);
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const d = await check(id, limits);
-    expect(d.outcome).toBe('limited');
+    expect(d).toMatchObject({ outcome: 'limited', short: 3 });
     expectAbout(d.windows[1]!.resetMs, 30 * SECOND);
     expectAbout(d.retryMs, MINUTE_MS);
     expect(d.retryMs).toBe(d.windows[0]!.resetMs);
