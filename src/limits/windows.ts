@@ -78,7 +78,10 @@ export class RequestWindows {
     const current = this.fresh();
     const config = current.config;
     if (!route || (route.cost === 1 && !route.limits)) return planRequest(limits, planMode(config, plan));
-    const at = `${this.indexOf(current, route)}\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}`;
+    const index = this.indexOf(current, route);
+    // A route matched under the config before a reload is not cached (its index means nothing now).
+    if (index < 0) return limitRequest([...planWindows(limits, planMode(config, plan)), ...routeWindowsFor(config, route, plan)], route.cost);
+    const at = `${index}\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}`;
     let r = this.cache.get(at);
     if (!r) {
       if (this.cache.size >= 10_000) this.cache.clear();
