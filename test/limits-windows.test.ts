@@ -189,6 +189,17 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect(await windowCount(id, 'route:store:minute')).toBe(10);
   });
 
+  it('`keys reset` empties the route windows too: the key is admitted on the route again at once', async () => {
+    const a = gateways[0]!;
+    const { id, key } = await createKey('free');
+    for (let i = 0; i < 10; i++) expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(200);
+    expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(429);
+    const r = await runCli(['keys', 'reset', id, '--config', configFile]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await admin.exists(`${PREFIX}rl:{${id}}:route:store:minute`)).toBe(0);
+    expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(200);
+  });
+
   it('a request the upstream fails gives its cost back to every window it took it from, route windows included', async () => {
     const a = gateways[0]!;
     const { id, key } = await createKey('free');
@@ -218,6 +229,9 @@ describe('costs and route windows across two instances on one Redis', () => {
     ]);
     expect(q.headers['ratelimit-policy']).toContain('"store:day";q=2000;w=86400');
     expect(await windowCount(metered.id, 'route:store:minute')).toBe(before);
+    // It takes no parameter: a route named in the query changes nothing (nothing to probe or inject through).
+    const withQuery = await send(a, metered.key, 'GET', '/ratelimit?route=store&name=%22x');
+    expect((JSON.parse(withQuery.body) as typeof body).windows.map((w) => w.name)).toEqual(body.windows.map((w) => w.name));
   });
 });
 
@@ -357,12 +371,24 @@ describe('config mistakes are refused, naming the field', () => {
     ['limits.mode that is neither', { limits: { mode: 'off' } }, /^limits\.mode: /],
     ['an unknown field under limits', { limits: { mode: 'shadow', dryRun: true } }, /^limits\.dryRun: unknown field/],
     ['a plan named default', { plans: { default: { perMinute: 60, perDay: 1000 } } }, /^plans\.default: .*reserved/],
+    [
+      'route limits under constructor',
+      { routes: [{ path: '/v1/x', limits: { constructor: { perMinute: 3 } } }] },
+      /^routes\[0\]\.limits\.constructor: unknown plan/,
+    ],
   ])('%s', (_name, raw, pattern) => {
     const errors = errorsOf({ ...base, ...raw });
     expect(
       errors.some((e) => pattern.test(e)),
       errors.join('\n'),
     ).toBe(true);
+  });
+
+  it('route limits under __proto__ pollute nothing and add no window', () => {
+    const r = validateConfig({ ...base, routes: [{ path: '/v1/x', limits: JSON.parse('{"__proto__": {"perMinute": 3}}') as object }] });
+    expect(r.ok).toBe(true);
+    if (r.ok) expect(Object.keys(r.config.routes[0]!.limits ?? {})).toEqual([]);
+    expect(({} as Record<string, unknown>).perMinute).toBeUndefined();
   });
 
   it('tollgate config check: exit 1, the problems on stderr, no stack trace', async () => {
