@@ -327,7 +327,7 @@ export function registerKeysCommands(program: Command): void {
     });
 
   common(keys.command('reset'))
-    .description("empty the key's minute and day windows and its strikes (a ban stays: unban lifts it)")
+    .description("empty the key's windows (plan and route windows) and its strikes (a ban stays: unban lifts it)")
     .argument('<id>', 'key id')
     .action(async (id: string, o: CommonOpts) => {
       await withSession(o, async (s) => {

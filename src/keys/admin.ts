@@ -385,7 +385,7 @@ export class KeyAdmin {
   }
 
   /**
-   * Empties the key's minute and day windows and its strikes (a ban in force stays: unban lifts it), so a customer
+   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes (a ban in force stays: unban lifts it), so a customer
    * whose quota was spent by mistake is admitted again; every instance drops its own copy of the key's windows.
    */
   async resetWindows(id: string, actor: Actor = CLI): Promise<void> {

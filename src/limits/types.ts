@@ -188,7 +188,7 @@ export interface BanStore {
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
   unban(id: string): Promise<void>;
   /**
-   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes toward a ban, so its next request starts both windows
+   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes toward a ban, so its next request starts them
    * afresh. A ban in force stays (unban lifts it); the usage ledger keeps what was counted.
    */
   resetWindows(id: string): Promise<void>;
