@@ -188,6 +188,44 @@ describe('KeyLimiter', () => {
     expect(await limiter({ store, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, ctx)).toEqual({ kind: 'unavailable' });
     expect(calls).toBe(0);
   });
+
+  it('memory limits (no Redis) with a route in shadow mode: let through, counted shadow_refused in the metrics and the ledger, no strike', async () => {
+    const shadowConfig = testConfig({
+      upstream: UPSTREAM,
+      plans: { free: { perMinute: 100, perDay: 1000 } },
+      ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [300], resetAfterSeconds: 600 },
+      routes: [{ path: '/v1/store/*rest', name: 'store', cost: 2, limits: { default: { perMinute: 4 } }, mode: 'shadow' }],
+    });
+    const runtime = new Runtime(shadowConfig);
+    const clock = new ManualClock();
+    const metrics = new Metrics();
+    const counted: string[] = [];
+    const l = new KeyLimiter({
+      runtime,
+      clock,
+      logger: silentLogger,
+      metrics,
+      memory: new MemoryLimiterStore(clock),
+      usage: { count: (_id, kind) => counted.push(kind), upstreamFailed: () => undefined },
+    });
+    const route = matchRoute(runtime.current.routes, 'GET', '/v1/store/items')!;
+    const outcomes = [];
+    for (let i = 0; i < 5; i++) outcomes.push(await l.check({ id: 'k', plan: 'free' }, context(), route));
+    expect(outcomes.map((o) => o.kind === 'decided' && [o.decision.outcome, o.decision.short])).toEqual([
+      ['admitted', 0],
+      ['admitted', 0],
+      ['admitted', 4],
+      ['admitted', 4],
+      ['admitted', 4],
+    ]);
+    // Cost 2 from the plan's windows every time; the shadow window stopped at its limit.
+    const last = outcomes[4]!;
+    expect(last.kind === 'decided' && last.decision.windows.map((w) => w.used)).toEqual([10, 10, 4]);
+    expect(counted).toEqual(['a', 'a', 'a', 's', 'a', 's', 'a', 's']);
+    const text = await metrics.registry.metrics();
+    expect(metricValue(text, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'shadow_refused', window: 'route' })).toBe(3);
+    expect(metricValue(text, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'admitted', window: 'none' })).toBe(2);
+  });
 });
 
 describe('route policy', () => {
