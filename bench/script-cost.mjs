@@ -10,6 +10,9 @@
 //
 // Checks go through RedisLimiterStore as the gateway sends them (the record's revision; auto-pipelined), every one
 // admitted. Needs valgrind (Debian's package) on the PATH for the first part; --no-callgrind skips it.
+// With a build that has request windows (dist/limits/windows.js), part 1 also measures, the ledger on, what a route
+// window, a cost above 1 and shadow mode add to a plan-only check; a build from before them (--dist of an older
+// checkout) is measured plan-only, so the two builds' plan-only figures compare.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -51,11 +54,28 @@ if (!opts['no-callgrind']) {
 }
 const dist = resolve(opts.dist);
 const { RedisLimiterStore } = await import(pathToFileURL(join(dist, 'limits/redis-store.js')).href);
+/** The request-windows module, when the build has it (else: a build whose check takes the plan's limits). */
+const windows = await import(pathToFileURL(join(dist, 'limits/windows.js')).href).catch(() => undefined);
 const { recordRevision } = await import(pathToFileURL(join(dist, 'keys/redis-store.js')).href);
 const format = await loadFormat(dirname(dist));
 
 const LEDGER_MS = 35 * 86_400_000;
 const limits = { perMinute: 1e9, perDay: 1e9 };
+/** What each check is asked: the plan's windows alone (as today's requests), or a variant (part 1, newer builds). */
+const VARIANTS = windows
+  ? {
+      'plan only': windows.planRequest(limits),
+      'plan + 1 route window': windows.limitRequest([...windows.planWindows(limits), ...windows.routeWindows('bench', { perMinute: 1e9 }, 'enforce')]),
+      'plan + 2 route windows': windows.limitRequest([
+        ...windows.planWindows(limits),
+        ...windows.routeWindows('bench', { perMinute: 1e9, perDay: 1e9 }, 'enforce'),
+      ]),
+      'plan only, cost 5': windows.limitRequest(windows.planWindows(limits), 5),
+      'plan only, shadow mode (room left)': windows.planRequest(limits, 'shadow'),
+      // Every check a shadow refusal: the minute window (limit 1) is full after each key's first request.
+      'plan only, shadow refusal (minute full)': windows.limitRequest(windows.planWindows({ perMinute: 1, perDay: 1e9 }, 'shadow')),
+    }
+  : { 'plan only': limits };
 const ban = { threshold: 10, windowSeconds: 60, resetAfterSeconds: 3600, durationsSeconds: [60, 600, 3600] };
 const PREFIX = 'bench:';
 const ks = new format.Keyspace(PREFIX);
@@ -76,13 +96,13 @@ async function seedKeys(redis, n) {
 }
 
 /** `n` checks over the keys in turn, `concurrency` at a time (ioredis batches what overlaps, as under load). */
-async function drive(store, keys, n, concurrency, from = { next: 0 }) {
+async function drive(store, keys, n, concurrency, from = { next: 0 }, asked = VARIANTS['plan only']) {
   let sent = 0;
   const worker = async () => {
     while (sent < n) {
       sent++;
       const k = keys[from.next++ % keys.length];
-      const d = await store.check(k.id, limits, ban, k.hash, k.revision);
+      const d = await store.check(k.id, asked, ban, k.hash, k.revision);
       if (d.outcome !== 'admitted') throw new Error(`a check was not admitted: ${d.outcome}`);
     }
   };
@@ -96,7 +116,7 @@ function connect(port) {
 }
 
 /** Part 1: instructions per check and Redis commands per check, the ledger on or off (200 keys, 20 checks at a time). */
-async function instructions(procs, ledgerMs) {
+async function instructions(procs, ledgerMs, asked = VARIANTS['plan only']) {
   const dir = mkdtempSync(join(tmpdir(), 'tollgate-script-cost-'));
   procs.scratch(dir);
   const out = join(dir, 'callgrind.out');
@@ -109,10 +129,10 @@ async function instructions(procs, ledgerMs) {
     await redis.connect();
     const keys = await seedKeys(redis, 200);
     const store = new RedisLimiterStore(redis, ks, () => ledgerMs);
-    await drive(store, keys, 1000, 20);
+    await drive(store, keys, 1000, 20, undefined, asked);
     execFileSync('callgrind_control', ['--zero', String(server.child.pid)], { cwd: dir, stdio: 'ignore' });
     const before = await redisSnapshot(redis);
-    await drive(store, keys, CHECKS, 20);
+    await drive(store, keys, CHECKS, 20, undefined, asked);
     execFileSync('callgrind_control', ['--dump', String(server.child.pid)], { cwd: dir, stdio: 'ignore' });
     const { commands } = redisDelta(before, await redisSnapshot(redis));
     const dump = readdirSync(dir).find((f) => f.startsWith('callgrind.out.'));
@@ -175,6 +195,13 @@ try {
     console.log(`  without the ledger: ${Math.round(off.instructions)} instructions per check, ${off.commands.toFixed(2)} Redis commands per check`);
     console.log(`  with the ledger:    ${Math.round(on.instructions)} instructions per check, ${on.commands.toFixed(2)} Redis commands per check`);
     console.log(`  the ledger: +${Math.round(on.instructions - off.instructions)} instructions per check, ${pct(on.instructions / off.instructions)}`);
+    for (const [name, asked] of Object.entries(VARIANTS)) {
+      if (name === 'plan only') continue;
+      const v = await instructions(procs, LEDGER_MS, asked);
+      console.log(
+        `  ${name} (ledger on): ${Math.round(v.instructions)} instructions per check (${pct(v.instructions / on.instructions)} on plan only), ${v.commands.toFixed(2)} Redis commands per check`,
+      );
+    }
   }
   console.log(`2. Redis CPU (INFO), Redis alone with this process: ${ROUNDS} rounds, 60000 checks per run over 10000 keys`);
   const cpu = await redisCpu(procs);

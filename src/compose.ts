@@ -31,6 +31,7 @@ import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
+import { allRouteSuffixes } from './limits/windows.js';
 import type { BanStore } from './limits/types.js';
 import { Runtime } from './config/runtime.js';
 import { readFileSync } from 'node:fs';
@@ -231,14 +232,16 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const recorder = config.usage.enabled
     ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: config.usage.flushIntervalMs, ttlMs: ledgerTtlMs })
     : undefined;
-  const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace) : memoryBanStore(memoryLimits);
+  // `keys reset` empties the key's route windows too: every one the config in force has.
+  const routeSuffixes = (): string[] => allRouteSuffixes(runtime.config);
+  const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace, routeSuffixes) : memoryBanStore(memoryLimits);
   // Key administration and reports read through the admin connection, their reads in flight bounded together.
   const adminReads = readLimit();
   const adminStores =
     adminRedis && shared && !opts.keyStore
       ? {
           keys: new RedisKeyStore(adminRedis, shared.keyspace),
-          bans: new RedisBanStore(adminRedis.client, shared.keyspace),
+          bans: new RedisBanStore(adminRedis.client, shared.keyspace, routeSuffixes),
           usage: new RedisUsageStore(adminRedis.client, shared.keyspace, adminReads),
         }
       : undefined;

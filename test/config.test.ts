@@ -58,6 +58,7 @@ describe('defaults', () => {
         business: { perMinute: 1_000, perDay: 100_000 },
         enterprise: { perMinute: 10_000, perDay: 10_000_000 },
       },
+      limits: { mode: 'enforce' },
       anonymous: { perMinute: 30 },
       ban: { threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       routes: [],
@@ -86,7 +87,7 @@ describe('defaults', () => {
       adminCommandTimeoutMs: 5000,
       allowEviction: false,
     });
-    expect(c.routes[0]).toEqual({ path: '/v1/pets/:petId', method: '*', afterSunset: 'pass' });
+    expect(c.routes[0]).toEqual({ path: '/v1/pets/:petId', method: '*', afterSunset: 'pass', cost: 1 });
   });
 
   it('plans given in the file replace the default plans', () => {

@@ -139,17 +139,17 @@ describe('KeyLimiter', () => {
     const consumer = { id: 'key_1', plan: 'free' };
     const ctx = context();
     const first = await l.check(consumer, ctx);
-    expect(first).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' }, limits: { perMinute: 2, perDay: 100 } });
-    expect(first.kind === 'decided' && first.policy).toBe('"minute";q=2;w=60, "day";q=100;w=86400');
+    expect(first).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' }, request: { cost: 1 } });
+    expect(first.kind === 'decided' && first.request.policy).toBe('"minute";q=2;w=60, "day";q=100;w=86400');
     expect(ctx.decision?.outcome).toBe('admitted');
     await l.check(consumer, context());
-    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited' } });
     expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'banned_now', banLevel: 1 } });
     const later = await l.check(consumer, context());
     expect(later).toMatchObject({ decision: { outcome: 'banned' } });
     // forget() (an unban anywhere) drops the remembered ban: the store decides again (the minute is still full).
     l.forget('key_1');
-    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited_minute' } });
+    expect(await l.check(consumer, context())).toMatchObject({ decision: { outcome: 'limited' } });
   });
 
   it('a key whose plan is not configured: no_plan; a per-key override needs no plan', async () => {
@@ -169,7 +169,16 @@ describe('KeyLimiter', () => {
 
   it('the store no longer accepts the key: invalid_key, and the key is forgotten locally', async () => {
     const revoked = checkOnlyStore(() =>
-      Promise.resolve({ outcome: 'invalid_key', minute: { used: 0, resetMs: 0 }, day: { used: 0, resetMs: 0 }, retryMs: 0, banLevel: 0 }),
+      Promise.resolve({
+        outcome: 'invalid_key',
+        windows: [
+          { used: 0, resetMs: 0 },
+          { used: 0, resetMs: 0 },
+        ],
+        short: 0,
+        retryMs: 0,
+        banLevel: 0,
+      }),
     );
     const { l, invalid } = limiter({ store: revoked, failMode: 'open' });
     expect(await l.check({ id: 'key_gone', plan: 'free' }, context())).toEqual({ kind: 'invalid_key' });
@@ -186,6 +195,44 @@ describe('KeyLimiter', () => {
     ctx.redisMs = 100;
     expect(await limiter({ store, failMode: 'closed' }).l.check({ id: 'k', plan: 'free' }, ctx)).toEqual({ kind: 'unavailable' });
     expect(calls).toBe(0);
+  });
+
+  it('memory limits (no Redis) with a route in shadow mode: let through, counted shadow_refused in the metrics and the ledger, no strike', async () => {
+    const shadowConfig = testConfig({
+      upstream: UPSTREAM,
+      plans: { free: { perMinute: 100, perDay: 1000 } },
+      ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [300], resetAfterSeconds: 600 },
+      routes: [{ path: '/v1/store/*rest', name: 'store', cost: 2, limits: { default: { perMinute: 4 } }, mode: 'shadow' }],
+    });
+    const runtime = new Runtime(shadowConfig);
+    const clock = new ManualClock();
+    const metrics = new Metrics();
+    const counted: string[] = [];
+    const l = new KeyLimiter({
+      runtime,
+      clock,
+      logger: silentLogger,
+      metrics,
+      memory: new MemoryLimiterStore(clock),
+      usage: { count: (_id, kind) => counted.push(kind), upstreamFailed: () => undefined, minuteCount: () => undefined },
+    });
+    const route = matchRoute(runtime.current.routes, 'GET', '/v1/store/items')!;
+    const outcomes = [];
+    for (let i = 0; i < 5; i++) outcomes.push(await l.check({ id: 'k', plan: 'free' }, context(), route));
+    expect(outcomes.map((o) => o.kind === 'decided' && [o.decision.outcome, o.decision.short])).toEqual([
+      ['admitted', 0],
+      ['admitted', 0],
+      ['admitted', 4],
+      ['admitted', 4],
+      ['admitted', 4],
+    ]);
+    // Cost 2 from the plan's windows every time; the shadow window stopped at its limit.
+    const last = outcomes[4]!;
+    expect(last.kind === 'decided' && last.decision.windows.map((w) => w.used)).toEqual([10, 10, 4]);
+    expect(counted).toEqual(['a', 'a', 'a', 's', 'a', 's', 'a', 's']);
+    const text = await metrics.registry.metrics();
+    expect(metricValue(text, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'shadow_refused', window: 'route' })).toBe(3);
+    expect(metricValue(text, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'admitted', window: 'none' })).toBe(2);
   });
 });
 

@@ -108,6 +108,47 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       client.disconnect();
     }
   });
+
+  it("with a route's cost: memory and Redis count points alike, the credit carries points, and the key gets exactly perMinute / cost", async () => {
+    const client = redis.client();
+    try {
+      const store = new RedisLimiterStore(client, keyspace);
+      let calls = 0;
+      const flapping = checkOnlyStore((...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)));
+      const config = testConfig({
+        upstream: { url: up.url },
+        ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
+        routes: [{ method: 'POST', path: '/v1/orders', cost: 4 }],
+      });
+      const limiter = new KeyLimiter({
+        runtime: new Runtime(config),
+        clock: systemClock,
+        logger: silentLogger,
+        metrics: new Metrics(),
+        memory: new MemoryLimiterStore(systemClock),
+        shared: { store: flapping, breaker: new Breaker(systemClock, 0), failMode: 'open', commandTimeoutMs: 1000 },
+      });
+      const app = express();
+      app.use((req, _res, next) => {
+        req.ctx = new RequestContext('test', 0, req);
+        req.ctx.consumer = { id: 'key_costly', plan: 'free', perMinute: 20 };
+        next();
+      });
+      app.use(keyLimits(limiter));
+      app.use((_req, res) => void res.status(200).json({ ok: true }));
+
+      const statuses: number[] = [];
+      for (let i = 0; i < 20; i++) statuses.push((await request(app).post('/v1/orders')).status);
+      expect(calls).toBeGreaterThanOrEqual(20);
+      // 20 points a minute, 4 a request: 5 admitted, whichever store decided each.
+      expect(statuses.filter((st) => st === 200)).toHaveLength(5);
+      expect(statuses.slice(0, 5)).toEqual(Array(5).fill(200));
+      expect(await admin.get(keyspace.minuteWindow('key_costly'))).toBe('20');
+      expect(await admin.get(keyspace.dayWindow('key_costly'))).toBe('20');
+    } finally {
+      client.disconnect();
+    }
+  });
 });
 
 describe('Redis connections killed every 150 ms', () => {

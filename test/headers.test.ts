@@ -1,7 +1,19 @@
 // Header formats Tollgate writes itself, against the RFC examples (RFC 9745, RFC 8594, RFC 9110, RFC 6750 and the IETF httpapi RateLimit draft).
 import { describe, expect, it } from 'vitest';
 import { generateKey } from '../src/keys/format.js';
-import { H, connectionTokens, formatDeprecation, formatLink, formatRetryAfter, formatSunset, isSaneRequestId, stripHopByHop } from '../src/http/headers.js';
+import {
+  H,
+  bindingWindow,
+  connectionTokens,
+  formatDeprecation,
+  formatLink,
+  formatRateLimitPolicy,
+  formatRetryAfter,
+  formatSunset,
+  isSaneRequestId,
+  setRateLimitHeaders,
+  stripHopByHop,
+} from '../src/http/headers.js';
 
 const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 
@@ -155,5 +167,36 @@ describe('header names', () => {
     expect(H.requestId).toBe('x-request-id');
     expect(H.deprecation).toBe('deprecation');
     expect(H.sunset).toBe('sunset');
+  });
+});
+
+describe('RateLimit headers over a list of windows', () => {
+  const capture = () => {
+    const headers: Record<string, string> = {};
+    return { headers, res: { setHeader: (n: string, v: string) => (headers[n] = v) } };
+  };
+  const w = (name: string, limit: number, remaining: number, windowSeconds: number) => ({
+    name,
+    limit,
+    remaining,
+    resetMs: windowSeconds * 500,
+    windowSeconds,
+  });
+
+  it('the binding window is the one with the fewest points left; on a tie, the shorter; then the first listed', () => {
+    const { headers, res } = capture();
+    setRateLimitHeaders(res, [w('day', 1000, 5, 86_400), w('store:day', 50, 5, 86_400), w('store:minute', 10, 5, 60)], 'p', 0);
+    expect(headers[H.rateLimitLimit]).toBe('10');
+    expect(headers[H.rateLimitReset]).toBe('30');
+    expect(bindingWindow([w('minute', 60, 7, 60), w('store:minute', 10, 7, 60)]).name).toBe('minute');
+    expect(bindingWindow([w('minute', 60, 9, 60), w('day', 100, 2, 86_400)]).name).toBe('day');
+  });
+
+  it('lists every window in RateLimit and RateLimit-Policy, a name holding a quote or backslash escaped (RFC 8941 strings)', () => {
+    const { headers, res } = capture();
+    const windows = [w('minute', 60, 10, 60), w('/v1/a"b\\c:minute', 5, 0, 60)];
+    setRateLimitHeaders(res, windows, formatRateLimitPolicy(windows), 0);
+    expect(headers[H.rateLimit]).toBe('"minute";r=10;t=30, "/v1/a\\"b\\\\c:minute";r=0;t=30');
+    expect(headers[H.rateLimitPolicy]).toBe('"minute";q=60;w=60, "/v1/a\\"b\\\\c:minute";q=5;w=60');
   });
 });

@@ -1,6 +1,7 @@
 // Key administration (KeyAdmin), the one service the CLI and `tollgate dev` change keys through: its rules and error
 // codes in memory, ban state on Redis's own clock, and the Redis key store's reads that must survive a corrupt record
 // (`keys list`, `keys show` through the built CLI) and a key set larger than one SSCAN page.
+import { planRequest } from '../src/limits/windows.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
@@ -126,16 +127,16 @@ describe('KeyAdmin (memory stores)', () => {
     const { admin, limits, clock } = memoryAdmin();
     const { record } = await admin.create({ plan: 'free' });
     const lim = { perMinute: 1, perDay: 100 };
-    await limits.check(record.id, lim, config.ban);
-    expect((await limits.check(record.id, lim, config.ban)).outcome).toBe('banned_now');
+    await limits.check(record.id, planRequest(lim), config.ban);
+    expect((await limits.check(record.id, planRequest(lim), config.ban)).outcome).toBe('banned_now');
     expect(await admin.banState(record.id)).toEqual({ bannedUntil: new Date(clock.now() + 60_000).toISOString(), banLevel: 1 });
     clock.advance(61_000);
     expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 1 });
     clock.advance(3600_000);
     expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
     clock.set(Date.UTC(2026, 5, 2));
-    await limits.check(record.id, lim, config.ban);
-    await limits.check(record.id, lim, config.ban);
+    await limits.check(record.id, planRequest(lim), config.ban);
+    await limits.check(record.id, planRequest(lim), config.ban);
     expect((await admin.banState(record.id)).bannedUntil).not.toBeNull();
     await admin.unban(record.id);
     expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });

@@ -454,7 +454,7 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       const fromGateway = (cs: MonitoredCommand[]) => cs.filter((c) => gatewayAddrs.has(c.source));
 
       let mon = await monitorRedis(admin);
-      // From the cached copy, each check carries its revision (the script's ARGV[6]), and each one
+      // From the cached copy, each check carries its revision (the script's ARGV[4]), and each one
       // that finds the record unchanged restarts the copy's ttl: five requests 0.6 ttl apart, 3 ttls after the key
       // was read, and no read since.
       for (let i = 0; i < 5; i++) {
@@ -465,9 +465,9 @@ describe('Redis round trips (a private Redis used by this gateway alone)', () =>
       expect(commands.map((c) => c.args[0]!.toLowerCase())).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha', 'evalsha']);
       // EVALSHA sha numkeys KEYS... ARGV...
       const argv = (c: MonitoredCommand) => c.args.slice(3 + Number(c.args[2]));
-      expect(commands.map((c) => argv(c)[5]!.length)).toEqual([40, 40, 40, 40, 40]);
-      // (ARGV[7], the credit of requests admitted from memory, is empty: Redis never failed here.)
-      expect(commands.map((c) => argv(c)[6])).toEqual(['', '', '', '', '']);
+      expect(commands.map((c) => argv(c)[3]!.length)).toEqual([40, 40, 40, 40, 40]);
+      // (ARGV[5], the credit of requests admitted from memory, is empty: Redis never failed here.)
+      expect(commands.map((c) => argv(c)[4])).toEqual(['', '', '', '', '']);
 
       // A whole ttl with no request to confirm it: the key is read again (hash -> id, then the record).
       clock.advance(ttlMs + 1);
@@ -545,8 +545,11 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
   }
   const decision = (outcome: Decision['outcome'], retryMs = 0): Decision => ({
     outcome,
-    minute: { used: 1, resetMs: 60_000 },
-    day: { used: 1, resetMs: 86_400_000 },
+    windows: [
+      { used: 1, resetMs: 60_000 },
+      { used: 1, resetMs: 86_400_000 },
+    ],
+    short: 0,
     retryMs,
     banLevel: outcome === 'admitted' ? 0 : 1,
   });

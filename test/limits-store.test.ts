@@ -9,8 +9,10 @@ import type { Redis } from 'ioredis';
 import { ManualClock } from '../src/util/clock.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { recordRevision } from '../src/keys/redis-store.js';
-import { ledgerHourField, RedisLimiterStore } from '../src/limits/redis-store.js';
+import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
+import { limitRequest, planRequest, planWindows, routeWindows } from '../src/limits/windows.js';
+import { readFileSync } from 'node:fs';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
@@ -96,46 +98,55 @@ const harnesses: Harness[] = [
   { name: 'RedisLimiterStore (TestRedis)', store: () => redisStore, advance: shiftRedis, slackMs: 1500 },
 ];
 
+/** The plan's two windows, for snapshots (only their Redis names and lengths matter there). */
+const PLAN = planWindows({ perMinute: 1, perDay: 1 });
+
+/** A refund of what `d` charged a plan-only request of `cost`, `late` ms after the check. */
+function refundOf(d: Decision, late = 0, cost = 1) {
+  return { windows: PLAN.map((w, i) => ({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs - late, lengthMs: w.lengthMs })), cost };
+}
+
 let seq = 0;
 const newId = (label: string) => `${label}-${process.pid}-${++seq}`;
 
 describe.each(harnesses)('$name', (h) => {
-  const check = (id: string, limits: KeyLimits, ban: BanPolicy = NO_BANS): Promise<Decision> => h.store().check(id, limits, ban);
+  const check = (id: string, limits: KeyLimits, ban: BanPolicy = NO_BANS): Promise<Decision> => h.store().check(id, planRequest(limits), ban);
   /** actual is the exact figure, or (Redis) at most slackMs less. */
   const expectAbout = (actual: number, exact: number) => {
     expect(actual).toBeLessThanOrEqual(exact);
     expect(actual).toBeGreaterThanOrEqual(exact - h.slackMs);
   };
 
-  it('admits exactly perMinute requests, then refuses with limited_minute until the window resets', async () => {
+  it('admits exactly perMinute requests, then refuses (the minute window short: bit 0) until the window resets', async () => {
     const id = newId('minute');
     const limits = { perMinute: 5, perDay: 1000 };
     for (let i = 1; i <= 5; i++) {
       const d = await check(id, limits);
       expect(d.outcome).toBe('admitted');
-      expect(d.minute.used).toBe(i);
-      expect(d.day.used).toBe(i);
+      expect(d.windows[0]!.used).toBe(i);
+      expect(d.windows[1]!.used).toBe(i);
       expect(d.retryMs).toBe(0);
       expect(d.banLevel).toBe(0);
-      expectAbout(d.minute.resetMs, MINUTE_MS);
-      expectAbout(d.day.resetMs, DAY_MS);
+      expectAbout(d.windows[0]!.resetMs, MINUTE_MS);
+      expectAbout(d.windows[1]!.resetMs, DAY_MS);
     }
     for (let i = 0; i < 3; i++) {
       const d = await check(id, limits);
-      expect(d.outcome).toBe('limited_minute');
-      expect(d.minute.used).toBe(5);
-      expect(d.retryMs).toBe(d.minute.resetMs);
+      expect(d.outcome).toBe('limited');
+      expect(d.short).toBe(1);
+      expect(d.windows[0]!.used).toBe(5);
+      expect(d.retryMs).toBe(d.windows[0]!.resetMs);
       expectAbout(d.retryMs, MINUTE_MS);
     }
     await h.advance(id, MINUTE_MS - 10 * SECOND);
     const late = await check(id, limits);
-    expect(late.outcome).toBe('limited_minute');
+    expect(late.outcome).toBe('limited');
     expectAbout(late.retryMs, 10 * SECOND);
     await h.advance(id, 10 * SECOND);
     const fresh = await check(id, limits);
     expect(fresh.outcome).toBe('admitted');
-    expect(fresh.minute.used).toBe(1);
-    expect(fresh.day.used).toBe(6);
+    expect(fresh.windows[0]!.used).toBe(1);
+    expect(fresh.windows[1]!.used).toBe(6);
   });
 
   it('starts a window with its first request (fixed windows, not clock-aligned)', async () => {
@@ -145,103 +156,104 @@ describe.each(harnesses)('$name', (h) => {
     await h.advance(id, 40 * SECOND);
     const second = await check(id, limits);
     expect(second.outcome).toBe('admitted');
-    expectAbout(second.minute.resetMs, 20 * SECOND);
+    expectAbout(second.windows[0]!.resetMs, 20 * SECOND);
     const refused = await check(id, limits);
-    expect(refused.outcome).toBe('limited_minute');
+    expect(refused.outcome).toBe('limited');
     expectAbout(refused.retryMs, 20 * SECOND);
     // The next window starts with the next admitted request, a full minute from then.
     await h.advance(id, 25 * SECOND);
     const next = await check(id, limits);
     expect(next.outcome).toBe('admitted');
-    expectAbout(next.minute.resetMs, MINUTE_MS);
-    expectAbout(next.day.resetMs, DAY_MS - 65 * SECOND);
+    expectAbout(next.windows[0]!.resetMs, MINUTE_MS);
+    expectAbout(next.windows[1]!.resetMs, DAY_MS - 65 * SECOND);
   });
 
-  it('binds on the day window when perDay < perMinute (limited_day), across minute windows, until the day resets', async () => {
+  it('binds on the day window when perDay < perMinute (the day window short: bit 1), across minute windows, until the day resets', async () => {
     const id = newId('day');
     const limits = { perMinute: 10, perDay: 3 };
     for (let i = 1; i <= 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const refused = await check(id, limits);
-    expect(refused.outcome).toBe('limited_day');
-    expect(refused.day.used).toBe(3);
-    expect(refused.minute.used).toBe(3);
-    expect(refused.retryMs).toBe(refused.day.resetMs);
+    expect(refused.outcome).toBe('limited');
+    expect(refused.short).toBe(2);
+    expect(refused.windows[1]!.used).toBe(3);
+    expect(refused.windows[0]!.used).toBe(3);
+    expect(refused.retryMs).toBe(refused.windows[1]!.resetMs);
     expectAbout(refused.retryMs, DAY_MS);
     // A new minute window does not help: the day is spent.
     await h.advance(id, 61 * SECOND);
     const later = await check(id, limits);
-    expect(later.outcome).toBe('limited_day');
-    expect(later.minute.used).toBe(0);
+    expect(later.outcome).toBe('limited');
+    expect(later.windows[0]!.used).toBe(0);
     expectAbout(later.retryMs, DAY_MS - 61 * SECOND);
     // A refusal opens no window: 30 s later the minute is still a whole one away, with nothing used.
-    expectAbout(later.minute.resetMs, MINUTE_MS);
+    expectAbout(later.windows[0]!.resetMs, MINUTE_MS);
     await h.advance(id, 30 * SECOND);
     const again = await check(id, limits);
-    expect(again.outcome).toBe('limited_day');
-    expect(again.minute.used).toBe(0);
-    expectAbout(again.minute.resetMs, MINUTE_MS);
+    expect(again.outcome).toBe('limited');
+    expect(again.windows[0]!.used).toBe(0);
+    expectAbout(again.windows[0]!.resetMs, MINUTE_MS);
     await h.advance(id, DAY_MS - 91 * SECOND);
     const nextDay = await check(id, limits);
     expect(nextDay.outcome).toBe('admitted');
-    expect(nextDay.day.used).toBe(1);
+    expect(nextDay.windows[1]!.used).toBe(1);
   });
 
   it('counts only admitted requests: minute refusals never increase day.used, day refusals never increase minute.used', async () => {
     const id = newId('refused');
     const limits = { perMinute: 2, perDay: 4 };
-    expect((await check(id, limits)).day.used).toBe(1);
-    expect((await check(id, limits)).day.used).toBe(2);
+    expect((await check(id, limits)).windows[1]!.used).toBe(1);
+    expect((await check(id, limits)).windows[1]!.used).toBe(2);
     for (let i = 0; i < 10; i++) {
       const d = await check(id, limits);
-      expect(d.outcome).toBe('limited_minute');
-      expect(d.day.used).toBe(2);
-      expect(d.minute.used).toBe(2);
+      expect(d.outcome).toBe('limited');
+      expect(d.windows[1]!.used).toBe(2);
+      expect(d.windows[0]!.used).toBe(2);
     }
     await h.advance(id, MINUTE_MS);
     const d3 = await check(id, limits);
     expect(d3.outcome).toBe('admitted');
-    expect(d3.day.used).toBe(3);
-    expect(d3.minute.used).toBe(1);
-    expect((await check(id, limits)).day.used).toBe(4);
+    expect(d3.windows[1]!.used).toBe(3);
+    expect(d3.windows[0]!.used).toBe(1);
+    expect((await check(id, limits)).windows[1]!.used).toBe(4);
     await h.advance(id, MINUTE_MS);
     for (let i = 0; i < 5; i++) {
       const d = await check(id, limits);
-      expect(d.outcome).toBe('limited_day');
-      expect(d.minute.used).toBe(0);
-      expect(d.day.used).toBe(4);
+      expect(d.outcome).toBe('limited');
+      expect(d.windows[0]!.used).toBe(0);
+      expect(d.windows[1]!.used).toBe(4);
     }
   });
 
-  it('limited_both reports the later reset: the day when it ends last', async () => {
+  it('both windows short reports the later reset: the day when it ends last', async () => {
     const id = newId('both-day');
     const limits = { perMinute: 3, perDay: 6 };
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     await h.advance(id, MINUTE_MS);
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const d = await check(id, limits);
-    expect(d.outcome).toBe('limited_both');
+    expect(d).toMatchObject({ outcome: 'limited', short: 3 });
     expectAbout(d.retryMs, DAY_MS - MINUTE_MS);
-    expect(d.retryMs).toBe(Math.max(d.minute.resetMs, d.day.resetMs));
-    expect(d.retryMs).toBe(d.day.resetMs);
+    expect(d.retryMs).toBe(Math.max(d.windows[0]!.resetMs, d.windows[1]!.resetMs));
+    expect(d.retryMs).toBe(d.windows[1]!.resetMs);
   });
 
-  it('limited_both reports the later reset: the minute when the day window is about to end', async () => {
+  it('both windows short reports the later reset: the minute when the day window is about to end', async () => {
     const id = newId('both-minute');
     const limits = { perMinute: 3, perDay: 6 };
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     await h.advance(id, DAY_MS - 30 * SECOND);
     for (let i = 0; i < 3; i++) expect((await check(id, limits)).outcome).toBe('admitted');
     const d = await check(id, limits);
-    expect(d.outcome).toBe('limited_both');
-    expectAbout(d.day.resetMs, 30 * SECOND);
+    expect(d).toMatchObject({ outcome: 'limited', short: 3 });
+    expectAbout(d.windows[1]!.resetMs, 30 * SECOND);
     expectAbout(d.retryMs, MINUTE_MS);
-    expect(d.retryMs).toBe(d.minute.resetMs);
+    expect(d.retryMs).toBe(d.windows[0]!.resetMs);
   });
 
   it('reads limits per call: a lowered limit applies at once to the current window', async () => {
     const id = newId('relimit');
     for (let i = 0; i < 3; i++) expect((await check(id, { perMinute: 10, perDay: 100 })).outcome).toBe('admitted');
-    expect((await check(id, { perMinute: 3, perDay: 100 })).outcome).toBe('limited_minute');
+    expect((await check(id, { perMinute: 3, perDay: 100 })).outcome).toBe('limited');
     expect((await check(id, { perMinute: 4, perDay: 100 })).outcome).toBe('admitted');
   });
 
@@ -249,10 +261,10 @@ describe.each(harnesses)('$name', (h) => {
     const a = newId('iso-a');
     const b = newId('iso-b');
     expect((await check(a, { perMinute: 1, perDay: 10 })).outcome).toBe('admitted');
-    expect((await check(a, { perMinute: 1, perDay: 10 })).outcome).toBe('limited_minute');
+    expect((await check(a, { perMinute: 1, perDay: 10 })).outcome).toBe('limited');
     const other = await check(b, { perMinute: 1, perDay: 10 });
     expect(other.outcome).toBe('admitted');
-    expect(other.minute.used).toBe(1);
+    expect(other.windows[0]!.used).toBe(1);
   });
 
   it('bans on the refusal that reaches the threshold (banned_now, retryMs = durations[0]); during the ban answers are "banned" and count nowhere', async () => {
@@ -261,7 +273,7 @@ describe.each(harnesses)('$name', (h) => {
     expect((await check(id, limits, LADDER)).outcome).toBe('admitted');
     for (let i = 0; i < 2; i++) {
       const d = await check(id, limits, LADDER);
-      expect(d.outcome).toBe('limited_minute');
+      expect(d.outcome).toBe('limited');
       expect(d.banLevel).toBe(0);
     }
     const banned = await check(id, limits, LADDER);
@@ -275,8 +287,8 @@ describe.each(harnesses)('$name', (h) => {
       expect(d.outcome).toBe('banned');
       expect(d.banLevel).toBe(1);
       expectAbout(d.retryMs, 60 * SECOND);
-      expect(d.minute.used).toBe(1);
-      expect(d.day.used).toBe(1);
+      expect(d.windows[0]!.used).toBe(1);
+      expect(d.windows[1]!.used).toBe(1);
     }
     await h.advance(id, 30 * SECOND);
     const half = await check(id, limits, LADDER);
@@ -288,10 +300,10 @@ describe.each(harnesses)('$name', (h) => {
     await h.advance(id, 30 * SECOND);
     const after = await check(id, limits, LADDER);
     expect(after.outcome).toBe('admitted');
-    expect(after.day.used).toBe(2);
+    expect(after.windows[1]!.used).toBe(2);
     expect(after.banLevel).toBe(1);
-    expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
-    expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited');
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited');
     const second = await check(id, limits, LADDER);
     expect(second.outcome).toBe('banned_now');
     expect(second.banLevel).toBe(2);
@@ -304,8 +316,8 @@ describe.each(harnesses)('$name', (h) => {
     const expected = [60, 600, 3600, 3600, 3600];
     for (let n = 1; n <= expected.length; n++) {
       expect((await check(id, limits, LADDER)).outcome).toBe('admitted');
-      expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
-      expect((await check(id, limits, LADDER)).outcome).toBe('limited_minute');
+      expect((await check(id, limits, LADDER)).outcome).toBe('limited');
+      expect((await check(id, limits, LADDER)).outcome).toBe('limited');
       const d = await check(id, limits, LADDER);
       expect(d.outcome).toBe('banned_now');
       expect(d.banLevel).toBe(n);
@@ -320,13 +332,13 @@ describe.each(harnesses)('$name', (h) => {
     const ban: BanPolicy = { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 3600 };
     const limits = { perMinute: 1, perDay: 1000 };
     expect((await check(id, limits, ban)).outcome).toBe('admitted');
-    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
-    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, ban)).outcome).toBe('limited');
+    expect((await check(id, limits, ban)).outcome).toBe('limited');
     await h.advance(id, 61 * SECOND);
     expect((await check(id, limits, ban)).outcome).toBe('admitted');
     // The two old strikes have lapsed: two more refusals are not yet a ban, the third one is.
-    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
-    expect((await check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await check(id, limits, ban)).outcome).toBe('limited');
+    expect((await check(id, limits, ban)).outcome).toBe('limited');
     expect((await check(id, limits, ban)).outcome).toBe('banned_now');
   });
 
@@ -337,7 +349,7 @@ describe.each(harnesses)('$name', (h) => {
       for (let i = 0; i < 50; i++) {
         const d = await check(id, limits, LADDER);
         if (d.outcome === 'banned_now') return d;
-        expect(['admitted', 'limited_minute']).toContain(d.outcome);
+        expect(['admitted', 'limited']).toContain(d.outcome);
       }
       throw new Error('no ban within 50 requests');
     };
@@ -358,52 +370,135 @@ describe.each(harnesses)('$name', (h) => {
   it('refund: gives an admitted request back to the windows it was counted in, never below zero, never to a window opened since, and leaves bans alone', async () => {
     const id = newId('refund');
     const limits = { perMinute: 3, perDay: 1000 };
-    const snap = () => h.store().snapshot(id, LADDER);
+    const snap = () => h.store().snapshot(id, PLAN, LADDER);
     const first = await check(id, limits);
     await check(id, limits);
-    await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
-    expect((await snap()).minute.used).toBe(1);
-    expect((await snap()).day.used).toBe(1);
+    await h.store().refund(id, refundOf(first));
+    expect((await snap()).windows[0]!.used).toBe(1);
+    expect((await snap()).windows[1]!.used).toBe(1);
     // More refunds than requests: the windows stop at zero.
-    for (let i = 0; i < 3; i++) await h.store().refund(id, { minuteMs: first.minute.resetMs, dayMs: first.day.resetMs });
-    expect((await snap()).minute.used).toBe(0);
-    expect((await snap()).day.used).toBe(0);
+    for (let i = 0; i < 3; i++) await h.store().refund(id, refundOf(first));
+    expect((await snap()).windows[0]!.used).toBe(0);
+    expect((await snap()).windows[1]!.used).toBe(0);
 
     // Counted in one minute window, refunded after that window reset and a new one opened: the new one keeps its
     // count; the day window (the same one still) gets the request back.
     const a = await check(id, limits);
     await h.advance(id, MINUTE_MS + SECOND);
     const b = await check(id, limits);
-    expect(b.minute.used).toBe(1);
-    expect(b.day.used).toBe(2);
+    expect(b.windows[0]!.used).toBe(1);
+    expect(b.windows[1]!.used).toBe(2);
     const late = MINUTE_MS + SECOND;
-    await h.store().refund(id, { minuteMs: a.minute.resetMs - late, dayMs: a.day.resetMs - late });
-    expect((await snap()).minute.used).toBe(1);
-    expect((await snap()).day.used).toBe(1);
+    await h.store().refund(id, refundOf(a, late));
+    expect((await snap()).windows[0]!.used).toBe(1);
+    expect((await snap()).windows[1]!.used).toBe(1);
     // A window that lapsed is not brought back by a refund (no count below zero, no window without an end).
     await h.advance(id, MINUTE_MS + SECOND);
-    await h.store().refund(id, { minuteMs: b.minute.resetMs - late, dayMs: b.day.resetMs - late });
+    await h.store().refund(id, refundOf(b, late));
     const lapsed = await snap();
-    expect(lapsed.minute.used).toBe(0);
-    expectAbout(lapsed.minute.resetMs, MINUTE_MS);
-    expect(lapsed.day.used).toBe(0);
+    expect(lapsed.windows[0]!.used).toBe(0);
+    expectAbout(lapsed.windows[0]!.resetMs, MINUTE_MS);
+    expect(lapsed.windows[1]!.used).toBe(0);
 
     // A ban: a refund of the last admitted request lifts nothing, and the strikes toward the next ban still count.
     const banned = newId('refund-ban');
     const one = { perMinute: 1, perDay: 1000 };
-    const admitted = await h.store().check(banned, one, LADDER);
-    for (let i = 0; i < 2; i++) expect((await h.store().check(banned, one, LADDER)).outcome).toBe('limited_minute');
-    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
+    const admitted = await h.store().check(banned, planRequest(one), LADDER);
+    for (let i = 0; i < 2; i++) expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('limited');
+    await h.store().refund(banned, refundOf(admitted));
     // The window has room again (the refund), so this one is admitted, and the next one is the third strike.
-    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('admitted');
-    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned_now');
-    const during = await h.store().snapshot(banned, LADDER);
-    await h.store().refund(banned, { minuteMs: admitted.minute.resetMs, dayMs: admitted.day.resetMs });
-    const after = await h.store().snapshot(banned, LADDER);
+    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('admitted');
+    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('banned_now');
+    const during = await h.store().snapshot(banned, PLAN, LADDER);
+    await h.store().refund(banned, refundOf(admitted));
+    const after = await h.store().snapshot(banned, PLAN, LADDER);
     expect(after.banLevel).toBe(1);
     expect(after.banMs).toBeGreaterThan(0);
     expectAbout(after.banMs, during.banMs);
-    expect((await h.store().check(banned, one, LADDER)).outcome).toBe('banned');
+    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('banned');
+  });
+
+  it('costs: a request takes its cost from every window, is admitted only while every window has the cost left, and a refusal takes nothing', async () => {
+    const id = newId('cost');
+    const request = limitRequest(planWindows({ perMinute: 12, perDay: 100 }), 5);
+    for (const used of [5, 10]) {
+      const d = await h.store().check(id, request, NO_BANS);
+      expect(d).toMatchObject({ outcome: 'admitted', short: 0, windows: [{ used }, { used }] });
+    }
+    // 10 + 5 > 12: refused by the minute window alone (bit 0); nothing taken from either window.
+    const refused = await h.store().check(id, request, NO_BANS);
+    expect(refused).toMatchObject({ outcome: 'limited', short: 1, windows: [{ used: 10 }, { used: 10 }] });
+    expectAbout(refused.retryMs, MINUTE_MS);
+    // A request of cost 1 still fits (11 <= 12): the same windows, counted in points.
+    expect(await h.store().check(id, planRequest({ perMinute: 12, perDay: 100 }), NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      windows: [{ used: 11 }, { used: 11 }],
+    });
+    const snap = await h.store().snapshot(id, PLAN, NO_BANS);
+    expect(snap.windows.map((w) => w.used)).toEqual([11, 11]);
+  });
+
+  it("route windows: counted beside the plan's under their own names; the route's refusal takes nothing from the plan's windows", async () => {
+    const id = newId('route');
+    const plan = planWindows({ perMinute: 100, perDay: 1000 });
+    const store = routeWindows('store', { perMinute: 3, perDay: 50 }, 'enforce');
+    const request = limitRequest([...plan, ...store], 1);
+    for (let i = 1; i <= 3; i++)
+      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', windows: [{ used: i }, { used: i }, { used: i }, { used: i }] });
+    const refused = await h.store().check(id, request, NO_BANS);
+    // Bit 2: the route's minute window.
+    expect(refused).toMatchObject({ outcome: 'limited', short: 4, windows: [{ used: 3 }, { used: 3 }, { used: 3 }, { used: 3 }] });
+    expectAbout(refused.retryMs, MINUTE_MS);
+    // The plan alone (another route, or none) still admits: the route's windows are its own.
+    expect(await h.store().check(id, planRequest({ perMinute: 100, perDay: 1000 }), NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      windows: [{ used: 4 }, { used: 4 }],
+    });
+    const snap = await h.store().snapshot(id, [...plan, ...store], NO_BANS);
+    expect(snap.windows.map((w) => w.used)).toEqual([4, 4, 3, 3]);
+    // Refused by two windows at once: Retry-After waits for the later one (the plan's day, here).
+    const both = limitRequest([...planWindows({ perMinute: 100, perDay: 4 }), ...store], 1);
+    const d = await h.store().check(id, both, NO_BANS);
+    expect(d).toMatchObject({ outcome: 'limited', short: 2 | 4 });
+    expectAbout(d.retryMs, DAY_MS);
+  });
+
+  it('shadow mode: a shadow window without room takes nothing and refuses nothing; enforced windows beside it still count and refuse', async () => {
+    const id = newId('shadow');
+    const route = routeWindows('shadowed', { perMinute: 2 }, 'shadow');
+    const request = limitRequest([...planWindows({ perMinute: 5, perDay: 1000 }), ...route], 1);
+    for (let i = 1; i <= 2; i++) expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 0 });
+    for (let i = 3; i <= 5; i++) {
+      // The real figures: the shadow window stays at its limit; the plan's windows take the request.
+      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({
+        outcome: 'admitted',
+        short: 4,
+        retryMs: 0,
+        windows: [{ used: i }, { used: i }, { used: 2 }],
+      });
+    }
+    // The enforced minute window is full: refused, and the shadow window is still short beside it.
+    expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'limited', short: 1 | 4, windows: [{ used: 5 }, { used: 5 }, { used: 2 }] });
+    // A refund gives the cost back only to the windows the request took it from (not the shadow one, short then).
+    const id2 = newId('shadow-refund');
+    const costly = limitRequest([...planWindows({ perMinute: 50, perDay: 1000 }), ...routeWindows('shadowed', { perMinute: 4 }, 'shadow')], 3);
+    await h.store().check(id2, costly, NO_BANS);
+    const d = await h.store().check(id2, costly, NO_BANS);
+    expect(d).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 6 }, { used: 6 }, { used: 3 }] });
+    const charged = costly.windows.filter((_, i) => !(d.short & (1 << i)));
+    await h.store().refund(id2, { windows: charged.map((w, i) => ({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs, lengthMs: w.lengthMs })), cost: 3 });
+    expect((await h.store().snapshot(id2, costly.windows, NO_BANS)).windows.map((w) => w.used)).toEqual([3, 3, 3]);
+  });
+
+  it('shadow refusals never strike toward a ban; enforced refusals do', async () => {
+    const id = newId('shadow-ban');
+    const shadow = limitRequest(planWindows({ perMinute: 1, perDay: 1000 }, 'shadow'));
+    for (let i = 0; i < 10; i++) expect((await h.store().check(id, shadow, LADDER)).outcome).toBe('admitted');
+    expect((await h.store().snapshot(id, PLAN, LADDER)).banLevel).toBe(0);
+    const enforced = planRequest({ perMinute: 1, perDay: 1000 });
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('banned_now');
   });
 });
 
@@ -415,32 +510,42 @@ describe('MemoryLimiterStore only', () => {
     const now = c.now();
     // Redis last said: 8 of the minute, ending in 20 s; 50 of the day, ending in an hour.
     store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
-    const first = await store.check('seeded', limits, NO_BANS);
-    expect(first).toMatchObject({ outcome: 'admitted', minute: { used: 9, resetMs: 20 * SECOND }, day: { used: 51, resetMs: 3600 * SECOND } });
-    expect((await store.check('seeded', limits, NO_BANS)).outcome).toBe('admitted');
-    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'limited_minute', retryMs: 20 * SECOND });
+    const first = await store.check('seeded', planRequest(limits), NO_BANS);
+    expect(first).toMatchObject({
+      outcome: 'admitted',
+      windows: [
+        { used: 9, resetMs: 20 * SECOND },
+        { used: 51, resetMs: 3600 * SECOND },
+      ],
+    });
+    expect((await store.check('seeded', planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({ outcome: 'limited', retryMs: 20 * SECOND });
 
     // Raised again with the same (older) report: the larger memory count stands.
     store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
-    expect((await store.check('seeded', limits, NO_BANS)).minute.used).toBe(10);
+    expect((await store.check('seeded', planRequest(limits), NO_BANS)).windows[0]!.used).toBe(10);
     // A larger report wins, end time included (the fleet's window).
     store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, now);
-    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({
-      outcome: 'limited_minute',
-      minute: { used: 10, resetMs: 30 * SECOND },
-      day: { used: 70 },
+    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({
+      outcome: 'limited',
+      windows: [{ used: 10, resetMs: 30 * SECOND }, { used: 70 }],
     });
 
     // The reported minute has ended: it no longer counts, and the memory window it had set ends with it.
     c.advance(30 * SECOND);
     store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, c.now());
-    expect(await store.check('seeded', limits, NO_BANS)).toMatchObject({ outcome: 'admitted', minute: { used: 1, resetMs: MINUTE_MS }, day: { used: 71 } });
+    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({
+      outcome: 'admitted',
+      windows: [{ used: 1, resetMs: MINUTE_MS }, { used: 71 }],
+    });
     // A report of nothing changes nothing.
     store.raiseTo('fresh', { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0 }, c.now());
-    expect(await store.check('fresh', limits, NO_BANS)).toMatchObject({
+    expect(await store.check('fresh', planRequest(limits), NO_BANS)).toMatchObject({
       outcome: 'admitted',
-      minute: { used: 1, resetMs: MINUTE_MS },
-      day: { used: 1, resetMs: DAY_MS },
+      windows: [
+        { used: 1, resetMs: MINUTE_MS },
+        { used: 1, resetMs: DAY_MS },
+      ],
     });
   });
 });
@@ -449,23 +554,35 @@ describe('RedisLimiterStore only', () => {
   it('counts a credit (requests admitted from memory meanwhile) in both windows before deciding; a lapsed window starts with it', async () => {
     const limits = { perMinute: 10, perDay: 100 };
     const id = newId('credit');
-    expect((await redisStore.check(id, limits, NO_BANS)).minute.used).toBe(1);
+    expect((await redisStore.check(id, planRequest(limits), NO_BANS)).windows[0]!.used).toBe(1);
     // 4 admitted from memory: counted, then this request on top.
-    const credited = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 4, minuteMs: 30 * SECOND, day: 4, dayMs: 3600 * SECOND });
-    expect(credited).toMatchObject({ outcome: 'admitted', minute: { used: 6 }, day: { used: 6 } });
+    const credited = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', {
+      minute: 4,
+      minuteMs: 30 * SECOND,
+      day: 4,
+      dayMs: 3600 * SECOND,
+      requests: 4,
+    });
+    expect(credited).toMatchObject({ outcome: 'admitted', windows: [{ used: 6 }, { used: 6 }] });
     // The window the credit went into keeps its own end (the first request's minute).
-    expect(credited.minute.resetMs).toBeGreaterThan(MINUTE_MS - 1500);
+    expect(credited.windows[0]!.resetMs).toBeGreaterThan(MINUTE_MS - 1500);
     // A credit that fills the window: this request is refused, and the credit is counted all the same.
-    const full = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 4, minuteMs: 30 * SECOND, day: 4, dayMs: 3600 * SECOND });
-    expect(full).toMatchObject({ outcome: 'limited_minute', minute: { used: 10 }, day: { used: 10 } });
+    const full = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', {
+      minute: 4,
+      minuteMs: 30 * SECOND,
+      day: 4,
+      dayMs: 3600 * SECOND,
+      requests: 4,
+    });
+    expect(full).toMatchObject({ outcome: 'limited', windows: [{ used: 10 }, { used: 10 }] });
 
     // Redis lost the windows (a restart, or they lapsed): a credit starts them, for what was left of the memory ones.
     await admin.del(keyspace.minuteWindow(id), keyspace.dayWindow(id));
-    const restarted = await redisStore.check(id, limits, NO_BANS, '', '', { minute: 3, minuteMs: 20 * SECOND, day: 0, dayMs: 0 });
-    expect(restarted).toMatchObject({ outcome: 'admitted', minute: { used: 4 }, day: { used: 1 } });
-    expect(restarted.minute.resetMs).toBeLessThanOrEqual(20 * SECOND);
-    expect(restarted.minute.resetMs).toBeGreaterThan(20 * SECOND - 1500);
-    expect(restarted.day.resetMs).toBeGreaterThan(DAY_MS - 1500);
+    const restarted = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', { minute: 3, minuteMs: 20 * SECOND, day: 0, dayMs: 0, requests: 0 });
+    expect(restarted).toMatchObject({ outcome: 'admitted', windows: [{ used: 4 }, { used: 1 }] });
+    expect(restarted.windows[0]!.resetMs).toBeLessThanOrEqual(20 * SECOND);
+    expect(restarted.windows[0]!.resetMs).toBeGreaterThan(20 * SECOND - 1500);
+    expect(restarted.windows[1]!.resetMs).toBeGreaterThan(DAY_MS - 1500);
   });
 
   /** A store with the usage ledger on (kept 3 days), a new id, and the ledger's day and hour on Redis's clock now. */
@@ -490,13 +607,38 @@ describe('RedisLimiterStore only', () => {
     const { ledgerMs, store, id, day, field } = await withLedger('credit-ledger');
     const limits = { perMinute: 100, perDay: 1000 };
     // A credit of 5 admitted from memory (its day count: the minute's may have rolled over meanwhile), then this one.
-    const credited = await store.check(id, limits, NO_BANS, '', '', { minute: 2, minuteMs: 30 * SECOND, day: 5, dayMs: 3600 * SECOND });
+    const credited = await store.check(id, planRequest(limits), NO_BANS, '', '', {
+      minute: 2,
+      minuteMs: 30 * SECOND,
+      day: 5,
+      dayMs: 3600 * SECOND,
+      requests: 5,
+    });
     expect(credited.outcome).toBe('admitted');
     expect(await admin.hget(day, field)).toBe('6');
     expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
     // An empty credit adds nothing of its own.
-    await store.check(id, limits, NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0 });
+    await store.check(id, planRequest(limits), NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0, requests: 0 });
     expect(await admin.hget(day, field)).toBe('7');
+  });
+
+  it("route windows carry the key's hash tag, even when the route's name (its path by default) holds braces", async () => {
+    const id = newId('route-tag');
+    const route = routeWindows('/v1/x{/:y}', { perMinute: 5, perDay: 50 }, 'enforce');
+    const request = limitRequest([...planWindows({ perMinute: 10, perDay: 100 }), ...route]);
+    expect((await redisStore.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    const keys = await keysOf(id);
+    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:minute'));
+    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:day'));
+    for (const k of keys) expect(hashTag(k)).toBe(id);
+  });
+
+  it('counts a shadow refusal in the ledger (s<h>) in the same call, beside admitted (a<h>): it was let through', async () => {
+    const { store, id, day, field } = await withLedger('shadow-ledger');
+    const request = limitRequest(planWindows({ perMinute: 2, perDay: 1000 }, 'shadow'));
+    for (let i = 0; i < 5; i++) expect((await store.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    const hour = field.slice(1);
+    expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '5', [`s${hour}`]: '3' });
   });
 
   it("names the ledger's day on Redis's clock when the gateway's clock says another day", async () => {
@@ -506,8 +648,8 @@ describe('RedisLimiterStore only', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
       vi.setSystemTime(seconds * 1000 + 2 * DAY_MS);
-      expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
-      expect((await store.check(id, limits, NO_BANS)).outcome).toBe('admitted');
+      expect((await store.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+      expect((await store.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
     } finally {
       vi.useRealTimers();
     }
@@ -515,14 +657,31 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
     expect(await admin.exists(keyspace.usageDay(id, redisDay + 2))).toBe(0);
     // The gateway's own day when it is Redis's: the same hash.
-    await store.check(id, limits, NO_BANS);
+    await store.check(id, planRequest(limits), NO_BANS);
     expect(await admin.hget(day, field)).toBe('3');
   });
 
   it("names every hour's ledger field, a0 to a23, for each kind, without formatting a number", async () => {
-    for (const kind of ['a', 'r', 'b'] as const) {
-      const fields = await Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(`local h = tonumber(ARGV[1]); return ${ledgerHourField(kind)}`, 0, h)));
-      expect(fields).toEqual(Array.from({ length: 24 }, (_, h) => `${kind}${h}`));
+    // The script cuts each field from two constant strings per kind: in count() (the kinds its calls name) and where it
+    // is inlined (the admitted path's), each expression run for every hour.
+    const source = readFileSync(new URL('../src/limits/lua/check.lua', import.meta.url), 'utf8');
+    const calls = [...source.matchAll(/count\('([a-z])0[^']*', '[a-z]10[^']*'/g)];
+    expect(new Set(calls.map((c) => c[1]))).toEqual(new Set(['a', 'r', 'b', 's']));
+    const cuts = [...source.matchAll(/local field = (.*)\n/g)].map((m) => m[1]!);
+    expect(cuts).toHaveLength(2);
+    const hours = (lua: string, ...args: string[]) => Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(lua, 0, h, ...args)));
+    for (const cut of cuts) {
+      if (cut.includes('early')) {
+        for (const call of calls) {
+          const [early, late] = [...call[0].matchAll(/'([^']*)'/g)].map((m) => m[1]!);
+          expect(await hours(`local h, early, late = tonumber(ARGV[1]), ARGV[2], ARGV[3]; return ${cut}`, early!, late!)).toEqual(
+            Array.from({ length: 24 }, (_, h) => `${call[1]}${h}`),
+          );
+        }
+      } else {
+        const kind = /'([a-z])0/.exec(cut)![1];
+        expect(await hours(`local h = tonumber(ARGV[1]); return ${cut}`)).toEqual(Array.from({ length: 24 }, (_, h) => `${kind}${h}`));
+      }
     }
   });
 
@@ -535,16 +694,16 @@ describe('RedisLimiterStore only', () => {
     const put = (rec: Record<string, unknown>) =>
       admin.set(keyspace.keyRecord(id), JSON.stringify({ id, plan: 'free', createdAt: '2026-01-01T00:00:00.000Z', ...rec }));
 
-    expect((await redisStore.check(id, limits, ban, hash)).outcome, 'no record').toBe('invalid_key');
+    expect((await redisStore.check(id, planRequest(limits), ban, hash)).outcome, 'no record').toBe('invalid_key');
     await put({ status: 'active', hash });
-    expect((await redisStore.check(id, limits, ban, hash)).outcome).toBe('admitted');
-    expect((await redisStore.check(id, limits, ban, old)).outcome, 'a hash the record does not hold').toBe('invalid_key');
+    expect((await redisStore.check(id, planRequest(limits), ban, hash)).outcome).toBe('admitted');
+    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'a hash the record does not hold').toBe('invalid_key');
     await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() + 60_000 });
-    expect((await redisStore.check(id, limits, ban, old)).outcome, 'old hash within grace').toBe('admitted');
+    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'old hash within grace').toBe('admitted');
     await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() - 1 });
-    expect((await redisStore.check(id, limits, ban, old)).outcome, 'old hash past grace').toBe('invalid_key');
+    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'old hash past grace').toBe('invalid_key');
     await put({ status: 'revoked', hash });
-    const revoked = await redisStore.check(id, limits, ban, hash);
+    const revoked = await redisStore.check(id, planRequest(limits), ban, hash);
     expect(revoked.outcome).toBe('invalid_key');
     // A refused key uses no quota: only the two admitted checks were counted.
     expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBe(2);
@@ -559,25 +718,28 @@ describe('RedisLimiterStore only', () => {
     // The revision as the key store names it (src/keys/redis-store.ts), over the bytes Redis holds.
     const revision = recordRevision((await admin.getBuffer(recordKey))!);
 
-    const first = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    const first = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
     expect(first.outcome).toBe('admitted');
     expect(first.keyRecord).toBe('current');
-    expect((await redisStore.check(id, limits, NO_BANS, hash)).keyRecord, 'no revision given').toBeUndefined();
-    expect((await (memory as LimiterStore).check(id, limits, NO_BANS, hash, revision)).keyRecord, 'the memory store compares nothing').toBeUndefined();
+    expect((await redisStore.check(id, planRequest(limits), NO_BANS, hash)).keyRecord, 'no revision given').toBeUndefined();
+    expect(
+      (await (memory as LimiterStore).check(id, planRequest(limits), NO_BANS, hash, revision)).keyRecord,
+      'the memory store compares nothing',
+    ).toBeUndefined();
     // A refusal still reports it: a key over its limit stays confirmed too.
     const tight = { perMinute: 2, perDay: 1000 };
-    const refused = await redisStore.check(id, tight, NO_BANS, hash, revision);
-    expect(refused.outcome).toBe('limited_minute');
+    const refused = await redisStore.check(id, planRequest(tight), NO_BANS, hash, revision);
+    expect(refused.outcome).toBe('limited');
     expect(refused.keyRecord).toBe('current');
 
     // Edited in place, still valid (a plan change): 'changed', and the request is still decided.
     await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', name: 'Zoë 🐾', createdAt: '2026-01-01T00:00:00.000Z', status: 'active', hash }));
-    const changed = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    const changed = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
     expect(changed.outcome).toBe('admitted');
     expect(changed.keyRecord).toBe('changed');
     // No longer valid: invalid_key, which says nothing about the record.
     await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', createdAt: '2026-01-01T00:00:00.000Z', status: 'revoked', hash }));
-    const revoked = await redisStore.check(id, limits, NO_BANS, hash, revision);
+    const revoked = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
     expect(revoked.outcome).toBe('invalid_key');
     expect(revoked.keyRecord).toBeUndefined();
   });
@@ -590,22 +752,22 @@ describe('RedisLimiterStore only', () => {
     const write = vi.spyOn(socket, 'write');
     try {
       // Alone: the command is on the socket before check() returns (auto-pipelining would write it from setImmediate).
-      const lone = redisStore.check(id, limits, NO_BANS);
+      const lone = redisStore.check(id, planRequest(limits), NO_BANS);
       expect(write).toHaveBeenCalledTimes(1);
-      expect(await lone).toMatchObject({ outcome: 'admitted', minute: { used: 1 } });
+      expect(await lone).toMatchObject({ outcome: 'admitted', windows: [{ used: 1 }, { used: 1 }] });
 
       // 20 at once: the first is written at once, the 19 that overlap it in one write.
       write.mockClear();
-      const burst = await Promise.all(Array.from({ length: 20 }, () => redisStore.check(id, limits, NO_BANS)));
+      const burst = await Promise.all(Array.from({ length: 20 }, () => redisStore.check(id, planRequest(limits), NO_BANS)));
       expect(write).toHaveBeenCalledTimes(2);
-      expect(burst.map((d) => d.minute.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
+      expect(burst.map((d) => d.windows[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
 
       // Redis lost its script cache (a restart): both ways of sending fall back to EVAL and answer.
       await admin.script('FLUSH');
-      expect((await redisStore.check(id, limits, NO_BANS)).minute.used).toBe(22);
+      expect((await redisStore.check(id, planRequest(limits), NO_BANS)).windows[0]!.used).toBe(22);
       await admin.script('FLUSH');
-      const again = await Promise.all(Array.from({ length: 5 }, () => redisStore.check(id, limits, NO_BANS)));
-      expect(again.map((d) => d.minute.used).sort((a, b) => a - b)).toEqual([23, 24, 25, 26, 27]);
+      const again = await Promise.all(Array.from({ length: 5 }, () => redisStore.check(id, planRequest(limits), NO_BANS)));
+      expect(again.map((d) => d.windows[0]!.used).sort((a, b) => a - b)).toEqual([23, 24, 25, 26, 27]);
     } finally {
       write.mockRestore();
     }
@@ -615,26 +777,26 @@ describe('RedisLimiterStore only', () => {
     const id = newId('realtime');
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [1], resetAfterSeconds: 1 };
     const limits = { perMinute: 1, perDay: 1000 };
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('admitted');
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
-    const first = await redisStore.check(id, limits, ban);
+    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('admitted');
+    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
+    const first = await redisStore.check(id, planRequest(limits), ban);
     expect(first).toMatchObject({ outcome: 'banned_now', banLevel: 1, retryMs: 1000 });
-    const during = await redisStore.check(id, limits, ban);
+    const during = await redisStore.check(id, planRequest(limits), ban);
     expect(during.outcome).toBe('banned');
     expect(during.retryMs).toBeGreaterThan(0);
     expect(during.retryMs).toBeLessThanOrEqual(1000);
     await sleep(during.retryMs + 50);
     // The ban is over; the minute window is not.
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
-    const second = await redisStore.check(id, limits, ban);
+    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
+    const second = await redisStore.check(id, planRequest(limits), ban);
     expect(second).toMatchObject({ outcome: 'banned_now', banLevel: 2, retryMs: 1000 });
     // The ban hash lives exactly until lastEnd + resetAfter.
     const pttl = await admin.pttl(keyspace.ban(id));
     expect(pttl).toBeGreaterThan(1000);
     expect(pttl).toBeLessThanOrEqual(2000);
     await sleep(2000 + 100);
-    expect((await redisStore.check(id, limits, ban)).outcome).toBe('limited_minute');
-    const third = await redisStore.check(id, limits, ban);
+    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
+    const third = await redisStore.check(id, planRequest(limits), ban);
     expect(third).toMatchObject({ outcome: 'banned_now', banLevel: 1 });
   });
 
@@ -645,11 +807,11 @@ describe('RedisLimiterStore only', () => {
       const id = newId('atomic');
       const limits = { perMinute: 50, perDay: 120 };
       const ban: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
-      const all = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? otherStore : redisStore).check(id, limits, ban)));
+      const all = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? otherStore : redisStore).check(id, planRequest(limits), ban)));
       expect(all.filter((d) => d.outcome === 'admitted')).toHaveLength(50);
-      expect(all.filter((d) => d.outcome === 'limited_minute')).toHaveLength(150);
+      expect(all.filter((d) => d.outcome === 'limited')).toHaveLength(150);
       // Every admitted request saw a distinct count.
-      expect(new Set(all.filter((d) => d.outcome === 'admitted').map((d) => d.minute.used)).size).toBe(50);
+      expect(new Set(all.filter((d) => d.outcome === 'admitted').map((d) => d.windows[0]!.used)).size).toBe(50);
       expect(await admin.get(keyspace.dayWindow(id))).toBe('50');
     } finally {
       await other.close();
@@ -662,25 +824,25 @@ describe('RedisLimiterStore only', () => {
     const expectAllExpiring = async () => {
       for (const k of await keysOf(id)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
     };
-    for (let i = 0; i < 2; i++) expect((await redisStore.check(id, limits, NO_BANS)).outcome).toBe('admitted');
+    for (let i = 0; i < 2; i++) expect((await redisStore.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
     // The minute window lapses; the day is spent: each refusal counts in both windows and takes itself out again.
     await admin.del(keyspace.minuteWindow(id));
-    for (let i = 0; i < 3; i++) expect((await redisStore.check(id, limits, NO_BANS)).outcome).toBe('limited_day');
+    for (let i = 0; i < 3; i++) expect((await redisStore.check(id, planRequest(limits), NO_BANS)).outcome).toBe('limited');
     expect(await admin.exists(keyspace.minuteWindow(id))).toBe(0);
     expect(await admin.get(keyspace.dayWindow(id))).toBe('2');
     await expectAllExpiring();
     // A minute refusal: the day window keeps its count and its expiry.
     const minuteFirst = { perMinute: 1, perDay: 10 };
     const other = newId('expiry-minute');
-    expect((await redisStore.check(other, minuteFirst, NO_BANS)).outcome).toBe('admitted');
-    expect((await redisStore.check(other, minuteFirst, NO_BANS)).outcome).toBe('limited_minute');
+    expect((await redisStore.check(other, planRequest(minuteFirst), NO_BANS)).outcome).toBe('admitted');
+    expect((await redisStore.check(other, planRequest(minuteFirst), NO_BANS)).outcome).toBe('limited');
     expect(await admin.get(keyspace.minuteWindow(other))).toBe('1');
     expect(await admin.get(keyspace.dayWindow(other))).toBe('1');
     for (const k of await keysOf(other)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
     // A full window that lost its expiry (PERSIST by hand) would refuse forever: the next refusal gives it a whole one.
     await admin.persist(keyspace.minuteWindow(other));
-    const refused = await redisStore.check(other, minuteFirst, NO_BANS);
-    expect(refused.outcome).toBe('limited_minute');
+    const refused = await redisStore.check(other, planRequest(minuteFirst), NO_BANS);
+    expect(refused.outcome).toBe('limited');
     expect(refused.retryMs).toBeGreaterThan(MINUTE_MS - 5 * SECOND);
     expect(refused.retryMs).toBeLessThanOrEqual(MINUTE_MS);
     expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
@@ -701,13 +863,13 @@ describe('RedisLimiterStore only', () => {
     const scanNow = async () => {
       for (const k of await keysOf(id)) seen.add(k);
     };
-    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('admitted');
+    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('admitted');
     await scanNow();
-    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('limited_minute');
+    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
     await scanNow();
-    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned_now');
+    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('banned_now');
     await scanNow();
-    expect((await ledgerStore.check(id, limits, ban)).outcome).toBe('banned');
+    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('banned');
     const commands = await mon.stop();
 
     // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
@@ -715,15 +877,16 @@ describe('RedisLimiterStore only', () => {
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 
-    // MONITOR: each EVALSHA/EVAL names 6 keys (the 5th, the key record, is read only when a key hash is passed; the 6th
-    // is the usage ledger's day), all tagged {id}; every key a script command touched is one of them.
+    // MONITOR: each EVALSHA/EVAL names 6 keys (the record, read only when a key hash is passed; the ban; the strikes;
+    // the usage ledger's day; then the two windows), all tagged {id}; every key a script command touched is one of them.
     const scriptCalls = commands.filter((c) => storeAddrs.has(c.source) && /^eval/i.test(c.args[0] ?? ''));
     expect(scriptCalls.length).toBeGreaterThanOrEqual(4);
     for (const c of scriptCalls) {
       expect(c.args[2]).toBe('6');
       const keys = c.args.slice(3, 9);
-      expect(keys[4]).toBe(keyspace.keyRecord(id));
-      expect(keys[5]).toBe(ledgerDay);
+      expect(keys[0]).toBe(keyspace.keyRecord(id));
+      expect(keys[3]).toBe(ledgerDay);
+      expect(keys.slice(4)).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id)]);
       for (const k of keys) expect(hashTag(k)).toBe(id);
     }
     const inScript = commands.filter((c) => c.source === 'lua');

@@ -184,7 +184,7 @@ describe('requests the upstream failed', () => {
     } finally {
       await up.listenAgain();
     }
-    expect(await ledgerTotals(gw, id)).toMatchObject({ admitted: 1, upstreamFailed: 0 });
+    expect(await ledgerTotals(gw, id)).toMatchObject({ admitted: 1, upstreamFailed: 0, shadowRefused: 0 });
   });
 
   it('the admin API, `tollgate usage` and its CSV show upstreamFailed', async () => {
@@ -223,8 +223,8 @@ describe('requests the upstream failed', () => {
       const csv = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const rows = csv.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,metadata');
-      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,metadata');
+      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,0,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
       expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });

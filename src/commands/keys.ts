@@ -12,6 +12,7 @@ import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { effectiveLimits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
+import { allRouteSuffixes } from '../limits/windows.js';
 import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
@@ -66,7 +67,8 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   const audit = createLogger(config.log.level, pino.destination({ dest: 2, sync: true }));
   const keys = new KeyAdmin(
     store,
-    new RedisBanStore(redis.client, keyspace),
+    // `keys reset` empties the key's route windows too: every one this config file has.
+    new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     systemClock,
     { plans: () => config.plans, ban: () => config.ban, issuedPrefix: () => config.auth.issuedPrefix },
     auditKeyChanges(audit),
@@ -334,7 +336,7 @@ export function registerKeysCommands(program: Command): void {
     });
 
   common(keys.command('reset'))
-    .description("empty the key's minute and day windows and its strikes (a ban stays: unban lifts it)")
+    .description("empty the key's windows (plan and route windows) and its strikes (a ban stays: unban lifts it)")
     .argument('<id>', 'key id')
     .action(async (id: string, o: CommonOpts) => {
       await withSession(o, async (s) => {

@@ -35,7 +35,9 @@ export function registerUsageCommands(program: Command): void {
     .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
     .addOption(new Option('--granularity <g>', 'with --key: hour or day').choices(['hour', 'day']).default('hour'))
     .addOption(
-      new Option('--sort <field>', 'without --key: sort by').choices(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'id']).default('admitted'),
+      new Option('--sort <field>', 'without --key: sort by')
+        .choices(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id'])
+        .default('admitted'),
     )
     .option('--csv', 'print CSV (for billing exports)')
     .option('--json', 'print JSON')
@@ -49,8 +51,8 @@ export function registerUsageCommands(program: Command): void {
           const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);
           if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
           const rows = [
-            ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed'],
-            ...u.buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed]),
+            ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused'],
+            ...u.buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused]),
           ];
           if (o.csv) return void process.stdout.write(csv(rows));
           return out(tabbed(rows));
@@ -59,8 +61,8 @@ export function registerUsageCommands(program: Command): void {
         const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
         if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), keys: t.keys }));
         const rows = [
-          ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed'],
-          ...t.keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned, k.upstreamFailed]),
+          ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused'],
+          ...t.keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned, k.upstreamFailed, k.shadowRefused]),
         ];
         // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
         if (o.csv) return void process.stdout.write(csv(rows.map((row, i) => [...row, i === 0 ? 'metadata' : metadataCell(t.keys[i - 1]!.metadata)])));

@@ -133,10 +133,30 @@ const log = z.strictObject({
   maxBufferBytes: z.number().int().min(1_048_576).max(1_073_741_824).default(16_777_216).describe('Most bytes of log lines queued for stdout; past it new lines are dropped and counted (read at start-up).'),
 });
 
+const limitMode = () => z.enum(['enforce', 'shadow'], { message: 'expected enforce or shadow' });
+
 const plan = z.strictObject({
-  perMinute: positiveInt().describe('Requests per minute a key of this plan may make.'),
-  perDay: positiveInt().describe('Requests per day (24 hours from the window\'s first request) a key of this plan may make.'),
+  perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
+  perDay: positiveInt().describe('Points per day (24 hours from the window\'s first request) a key of this plan may spend.'),
+  mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute and day windows; default: limits.mode.'),
 });
+
+const limits = z.strictObject({
+  mode: limitMode()
+    .default('enforce')
+    .describe('enforce: a window without room refuses (429). shadow: it only reports (headers, metrics, the ledger\'s shadowRefused) and the request goes through. For every window without a mode of its own.'),
+});
+
+/** A route's windows for one plan: perMinute and/or perDay. */
+const routeWindowLimits = z
+  .strictObject({
+    perMinute: positiveInt().optional().describe('Points per minute a key may spend on this route.'),
+    perDay: positiveInt().optional().describe('Points per day a key may spend on this route.'),
+  })
+  .refine((l) => l.perMinute !== undefined || l.perDay !== undefined, 'expected perMinute and/or perDay');
+
+/** A route window name: it goes into Redis key names and header strings. */
+const ROUTE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 const DEFAULT_PLANS = {
   free: { perMinute: 60, perDay: 1_000 },
@@ -231,6 +251,17 @@ const route = z.strictObject({
     .optional()
     .describe('Migration documentation (an http or https URL), sent as Link: <url>; rel="deprecation", percent-encoded.'),
   afterSunset: z.enum(['gone', 'pass']).default('pass').describe('After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying.'),
+  cost: positiveInt().default(1).describe('Points a request of this route takes from every window that applies (the plan\'s and the route\'s).'),
+  name: z
+    .string()
+    .regex(ROUTE_NAME, 'expected 1-64 characters of A-Z a-z 0-9 _ . - (starting with a letter or digit)')
+    .optional()
+    .describe('Names the route\'s windows ("<name>:minute", "<name>:day"); default: its path. Unique among routes.'),
+  limits: z
+    .record(z.string(), routeWindowLimits)
+    .optional()
+    .describe('Windows of this route, per key, beside the plan\'s: by plan name, "default" for plans without an entry.'),
+  mode: limitMode().optional().describe('enforce or shadow for this route\'s windows; default: limits.mode.'),
 });
 
 const auth = z.strictObject({
@@ -274,11 +305,21 @@ export const configSchema = z
     usage: usage.prefault({}).describe('Usage per key and deprecated-route callers, kept in Redis.'),
     tracing: tracing.prefault({}).describe('OpenTelemetry traces over OTLP/HTTP (off unless otlpEndpoint is set).'),
     log: log.prefault({}).describe('Logging.'),
-    plans: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -'), plan).default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay }. Giving plans replaces the whole default set.'),
+    limits: limits.prefault({}).describe('How windows apply: enforce or shadow mode.'),
+    plans: z
+      .record(
+        z
+          .string()
+          .regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -')
+          .refine((p) => p !== 'default', '"default" is reserved (routes[].limits uses it for plans without an entry)'),
+        plan,
+      )
+      .default(DEFAULT_PLANS)
+      .describe('Plans by name: { perMinute, perDay, mode }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
     services: z.record(z.string().regex(SERVICE_NAME, 'service names are 1-64 characters of A-Z a-z 0-9 _ . -'), service).optional().describe('Backends by name, each with its targets, balancing, retries and health checks (docs/routing.md).'),
-    routes: z.array(route).default([]).describe('Routes to services, with their policy (auth, deprecation, sunset); first match in file order wins.'),
+    routes: z.array(route).default([]).describe('Routes to services, with their policy (auth, deprecation, sunset, cost, route windows); first match in file order wins.'),
     defaultService: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('Where requests that match no route go; left out, they get 404 not_found.'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
@@ -286,6 +327,9 @@ export const configSchema = z
   .superRefine(sunsetNotBeforeDeprecation)
   .superRefine(afterSunsetNeedsSunset)
   .superRefine(staticKeysUseKnownPlans)
+  .superRefine(routeLimitsUseKnownPlans)
+  .superRefine(routeWindowNamesUnique)
+  .superRefine(routeCostFitsWindows)
   .superRefine(staticKeyIdsUnique)
   .superRefine(workersNeedRedis)
   .superRefine(opsPortDiffers)
@@ -495,6 +539,64 @@ function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<s
   });
 }
 
+function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    for (const plan of Object.keys(r.limits ?? {})) {
+      if (plan !== 'default' && !Object.hasOwn(cfg.plans, plan)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['routes', i, 'limits', plan],
+          message: `unknown plan; expected default or one of ${Object.keys(cfg.plans).join(', ')}`,
+          input: plan,
+        });
+      }
+    }
+  });
+}
+
+/**
+ * Route windows are stored per key under the route's name: two routes with windows under one name would share them
+ * without anyone saying so. Name one of them.
+ */
+function routeWindowNamesUnique(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+  const seen = new Map<string, number>();
+  cfg.routes.forEach((r, i) => {
+    if (!r.limits && r.name === undefined) return;
+    const name = r.name ?? r.path;
+    const first = seen.get(name);
+    if (first !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', i, r.name === undefined ? 'path' : 'name'],
+        message: `route window name "${name}" is already used by routes[${first}]; give one of them a name of its own`,
+        input: name,
+      });
+    } else seen.set(name, i);
+  });
+}
+
+/** A cost larger than a window that applies would refuse every such request: a mistake, not a limit. */
+function routeCostFitsWindows(cfg: { routes: RouteConfig[]; plans: Record<string, { perMinute: number; perDay: number }> }, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    if (r.cost === 1) return;
+    const windows: Array<[string, number]> = [];
+    for (const [p, l] of Object.entries(cfg.plans)) windows.push([`plans.${p}.perMinute`, l.perMinute], [`plans.${p}.perDay`, l.perDay]);
+    for (const [p, l] of Object.entries(r.limits ?? {})) {
+      if (l.perMinute !== undefined) windows.push([`routes[${i}].limits.${p}.perMinute`, l.perMinute]);
+      if (l.perDay !== undefined) windows.push([`routes[${i}].limits.${p}.perDay`, l.perDay]);
+    }
+    const small = windows.find(([, limit]) => limit < r.cost);
+    if (small) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['routes', i, 'cost'],
+        message: `cost ${r.cost} is more than ${small[0]} (${small[1]}): every such request would be refused`,
+        input: r.cost,
+      });
+    }
+  });
+}
+
 function staticKeyIdsUnique(cfg: { keys: StaticKeyConfig[] }, ctx: Ctx): void {
   const seen = new Set<string>();
   cfg.keys.forEach((k, i) => {
@@ -523,6 +625,7 @@ export type UpstreamConfig = z.output<typeof upstream>;
 export type RouteConfig = z.output<typeof route>;
 export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;
+export type LimitsConfig = z.output<typeof limits>;
 export type RedisConfig = z.output<typeof redis>;
 export type OpsConfig = z.output<typeof ops>;
 export type AdminConfig = z.output<typeof admin>;

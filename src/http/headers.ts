@@ -87,7 +87,8 @@ export function stripHopByHop(headers: Record<string, unknown>): void {
 
 /** One rate-limit window as reported to the client. */
 export interface RateWindow {
-  name: 'minute' | 'day';
+  /** "minute", "day", "<route>:minute", "<route>:day" (the anonymous limit: "minute"). */
+  name: string;
   limit: number;
   remaining: number;
   /** Milliseconds until the window resets. */
@@ -95,14 +96,34 @@ export interface RateWindow {
   windowSeconds: number;
 }
 
+/**
+ * A window name as a Structured Fields string (RFC 8941 §3.3.3): quoted, with `"` and `\` escaped. Route names are
+ * restricted by the config schema, but a default name is the route's path, which may hold any of them.
+ */
+function sfString(name: string): string {
+  return /["\\]/.test(name) ? `"${name.replace(/["\\]/g, (c) => `\\${c}`)}"` : `"${name}"`;
+}
+
 /** IETF httpapi RateLimit-Policy, e.g. `"minute";q=60;w=60, "day";q=1000;w=86400`. Depends only on the limits, so callers cache it. */
 export function formatRateLimitPolicy(windows: readonly Pick<RateWindow, 'name' | 'limit' | 'windowSeconds'>[]): string {
-  return windows.map((w) => `"${w.name}";q=${w.limit};w=${w.windowSeconds}`).join(', ');
+  return windows.map((w) => `${sfString(w.name)};q=${w.limit};w=${w.windowSeconds}`).join(', ');
 }
 
 /**
- * Writes X-RateLimit-Limit/Remaining/Reset for the binding window (fewest points left; the first listed,
- * the minute, on a tie) and the draft's RateLimit for every window (`t` = seconds until it frees, a delta).
+ * The window a client should pace itself by: the one with the fewest points left; of those, the shorter window (it
+ * frees first); of those, the first listed.
+ */
+export function bindingWindow<W extends Pick<RateWindow, 'remaining' | 'windowSeconds'>>(windows: readonly W[]): W {
+  let binding = windows[0]!;
+  for (const w of windows) {
+    if (w.remaining < binding.remaining || (w.remaining === binding.remaining && w.windowSeconds < binding.windowSeconds)) binding = w;
+  }
+  return binding;
+}
+
+/**
+ * Writes X-RateLimit-Limit/Remaining/Reset for the binding window (bindingWindow) and the draft's RateLimit for
+ * every window (`t` = seconds until it frees, a delta).
  */
 export function setRateLimitHeaders(
   res: { setHeader(name: string, value: string): unknown },
@@ -110,11 +131,10 @@ export function setRateLimitHeaders(
   policy: string,
   nowMs: number,
 ): void {
-  let binding = windows[0]!;
-  for (const w of windows) if (w.remaining < binding.remaining) binding = w;
+  const binding = bindingWindow(windows);
   res.setHeader(H.rateLimitLimit, String(binding.limit));
   res.setHeader(H.rateLimitRemaining, String(Math.max(0, binding.remaining)));
   res.setHeader(H.rateLimitReset, String(Math.ceil((nowMs + binding.resetMs) / 1000)));
   res.setHeader(H.rateLimitPolicy, policy);
-  res.setHeader(H.rateLimit, windows.map((w) => `"${w.name}";r=${Math.max(0, w.remaining)};t=${Math.max(0, Math.ceil(w.resetMs / 1000))}`).join(', '));
+  res.setHeader(H.rateLimit, windows.map((w) => `${sfString(w.name)};r=${Math.max(0, w.remaining)};t=${Math.max(0, Math.ceil(w.resetMs / 1000))}`).join(', '));
 }

@@ -6,6 +6,7 @@ import type { Clock } from '../util/clock.js';
 import type { BanPolicy, BanStore } from '../limits/types.js';
 import { generateKey, generateKeyId, hashKey } from './format.js';
 import type { WindowState } from '../limits/types.js';
+import { planWindows } from '../limits/windows.js';
 import { sortedMetadata } from './fields.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
@@ -273,8 +274,9 @@ export class KeyAdmin {
 
   /** The key's windows and ban as they stand (one read-only store call): nothing is counted. */
   async liveState(k: KeyRecord): Promise<KeyLiveState> {
-    const s = await this.bans.snapshot(k.id, this.policy.ban());
     const limits = effectiveLimits(k, this.policy.plans()[k.plan] as Limits | undefined);
+    // The plan's two windows (a route's windows are shown by the quota endpoint, which knows the plan's routes).
+    const s = await this.bans.snapshot(k.id, limits ? planWindows(limits) : [], this.policy.ban());
     const view = (name: 'minute' | 'day', w: WindowState, limit: number): WindowView => ({
       name,
       used: w.used,
@@ -283,7 +285,7 @@ export class KeyAdmin {
       resetAt: new Date(s.now + w.resetMs).toISOString(),
     });
     return {
-      windows: limits ? [view('minute', s.minute, limits.perMinute), view('day', s.day, limits.perDay)] : null,
+      windows: limits ? [view('minute', s.windows[0]!, limits.perMinute), view('day', s.windows[1]!, limits.perDay)] : null,
       ban: s.banMs > 0 ? { until: new Date(s.now + s.banMs).toISOString(), level: s.banLevel } : null,
       banLevel: s.banLevel,
     };
@@ -450,7 +452,7 @@ export class KeyAdmin {
 
   /** The key's ban now, as the limit check sees it (the store's clock). */
   async banState(id: string): Promise<BanView> {
-    const s = await this.bans.snapshot(id, this.policy.ban());
+    const s = await this.bans.snapshot(id, [], this.policy.ban());
     return { bannedUntil: s.banMs > 0 ? new Date(s.now + s.banMs).toISOString() : null, banLevel: s.banLevel };
   }
 
@@ -464,7 +466,7 @@ export class KeyAdmin {
   }
 
   /**
-   * Empties the key's minute and day windows and its strikes (a ban in force stays: unban lifts it), so a customer
+   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes (a ban in force stays: unban lifts it), so a customer
    * whose quota was spent by mistake is admitted again; every instance drops its own copy of the key's windows.
    */
   async resetWindows(id: string, actor: Actor = CLI): Promise<void> {

@@ -4,7 +4,6 @@
 // outcomes into RateLimit headers, 429s, 401s and 503s.
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
-import { formatRateLimitPolicy } from '../http/headers.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Consumer } from '../keys/consumer.js';
@@ -12,9 +11,11 @@ import { effectiveLimits } from '../keys/rules.js';
 import type { RequestContext } from '../pipeline/context.js';
 import type { Runtime } from '../config/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
+import type { CompiledRoute } from '../routes/policy.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitSnapshot } from './types.js';
+import type { Charge, Decision, KeyLimits, LimiterStore, LimitRequest, LimitSnapshot } from './types.js';
+import { RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -40,7 +41,7 @@ export interface KeyLimiterDeps {
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
   usage?: {
-    count(id: string, kind: 'a' | 'r' | 'b' | 'f'): void;
+    count(id: string, kind: 'a' | 'r' | 'b' | 'f' | 's'): void;
     upstreamFailed(id: string, atMs: number): void;
     /** The minute window's count a check reported, for the ledger's peakMinute (UTC hour: hours since 1970). */
     minuteCount(id: string, count: number, hour: number): void;
@@ -59,54 +60,54 @@ interface KnownBan {
  * closed (503), or the store no longer accepts the key (revoked, rotated past its grace, unreadable: 401).
  */
 export type KeyLimitOutcome =
-  | { kind: 'decided'; decision: Decision; limits: KeyLimits; policy: string; now: number }
-  | { kind: 'no_plan' }
-  | { kind: 'unavailable' }
-  | { kind: 'invalid_key' };
+  { kind: 'decided'; decision: Decision; request: LimitRequest; now: number } | { kind: 'no_plan' } | { kind: 'unavailable' } | { kind: 'invalid_key' };
 
 /** What the quota endpoint answers from: the key's windows and ban as they stand, or why they cannot be read. */
 export type QuotaOutcome =
-  | { kind: 'read'; snapshot: LimitSnapshot; limits: KeyLimits; policy: string; now: number }
-  | { kind: 'no_plan' }
-  | { kind: 'unavailable' }
-  | { kind: 'invalid_key' };
+  { kind: 'read'; snapshot: LimitSnapshot; request: LimitRequest; now: number } | { kind: 'no_plan' } | { kind: 'unavailable' } | { kind: 'invalid_key' };
 
 const NO_PLAN = Object.freeze({ kind: 'no_plan' as const });
 const UNAVAILABLE = Object.freeze({ kind: 'unavailable' as const });
 const INVALID_KEY = Object.freeze({ kind: 'invalid_key' as const });
 
-const WINDOW_LABEL = {
-  limited_minute: 'minute',
-  limited_day: 'day',
-  limited_both: 'both',
-  banned: 'ban',
-  banned_now: 'ban',
-  admitted: 'none',
-  invalid_key: 'none',
-  invalid_record: 'none',
-} as const;
-
 /** The ledger's kind of each outcome a check can end with (invalid keys return before it is used). */
 const LEDGER_KIND = {
   admitted: 'a',
-  limited_minute: 'r',
-  limited_day: 'r',
-  limited_both: 'r',
+  limited: 'r',
   banned: 'b',
   banned_now: 'b',
   invalid_key: 'r',
   invalid_record: 'r',
 } as const;
 
+/**
+ * The metrics' window label of the windows a decision found short: "minute", "day" or "both" for the plan's, "route"
+ * when a route window is among them (route names stay out of label values: their number is the config's, not bounded
+ * by the metrics).
+ */
+function windowLabel(short: number): string {
+  if (short === 0) return 'none';
+  if (short > 3) return 'route';
+  return short === 1 ? 'minute' : short === 2 ? 'day' : 'both';
+}
+
 export class KeyLimiter {
   private readonly knownBans = new Map<string, KnownBan>();
   /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
   private forgets = 0;
-  private readonly policies = new WeakMap<KeyLimits, string>();
+  /** The windows and cost of each request (plan, route, config), cached. */
+  readonly windows: RequestWindows;
   /** Per key: the windows Redis last reported, and what memory admitted since (see handle). */
   private readonly lastCounts = new LastCounts();
 
-  constructor(private readonly deps: KeyLimiterDeps) {}
+  constructor(private readonly deps: KeyLimiterDeps) {
+    this.windows = new RequestWindows(deps.runtime);
+  }
+
+  /** The config in force (the key limits stage matches the request's route against its routes). */
+  get runtime(): Runtime {
+    return this.deps.runtime;
+  }
 
   /**
    * Drops what this instance remembers about a key after a change anywhere in the fleet; undefined: every key.
@@ -136,32 +137,39 @@ export class KeyLimiter {
   }
 
   /**
-   * Decides one request of an authenticated key: the ban this instance knows, else one store call (Redis, through
+   * Decides one request of an authenticated key to `route` (the configured route it matched, if any: its cost and
+   * windows apply): the ban this instance knows, else one store call (Redis, through
    * the breaker and within what is left of the request's Redis budget, ctx.redisMs; memory without Redis, or while
    * Redis fails with failMode open). Counts the decision in the metrics and logs a new ban; writes nothing to any
    * response (the keyLimits stage does).
    */
-  async check(consumer: Consumer, ctx: RequestContext): Promise<KeyLimitOutcome> {
+  async check(consumer: Consumer, ctx: RequestContext, route?: CompiledRoute): Promise<KeyLimitOutcome> {
     const { clock, logger, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) {
       logger.error({ reqId: ctx.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
       return NO_PLAN;
     }
+    const request = this.windows.forRequest(consumer.plan, limits, route);
     const now = clock.now();
 
     const known = this.knownBans.get(consumer.id);
     if (known && known.until > now) {
       const elapsed = now - known.at;
+      // The windows as the ban's decision saw them: this request's own may differ (another route); the plan's lead both.
+      const seen = known.decision.windows;
       const aged: Decision = {
         ...known.decision,
         outcome: 'banned',
-        minute: { ...known.decision.minute, resetMs: Math.max(0, known.decision.minute.resetMs - elapsed) },
-        day: { ...known.decision.day, resetMs: Math.max(0, known.decision.day.resetMs - elapsed) },
+        windows: request.windows.map((w, i) => {
+          const at = i < 2 ? seen[i] : undefined;
+          return at ? { used: at.used, resetMs: Math.max(0, at.resetMs - elapsed) } : { used: 0, resetMs: w.lengthMs };
+        }),
+        short: 0,
         retryMs: known.until - now,
       };
       this.deps.usage?.count(consumer.id, 'b');
-      return this.decided(consumer, limits, aged, now, ctx);
+      return this.decided(consumer, request, aged, now, ctx);
     }
     if (known) this.knownBans.delete(consumer.id);
 
@@ -172,7 +180,7 @@ export class KeyLimiter {
     // Decided here rather than by the limit script: the ledger hears of it from this instance.
     let local = false;
     if (!shared) {
-      decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+      decision = await this.deps.memory.check(consumer.id, request, runtime.config.ban);
       local = true;
       by = 'memory';
     } else {
@@ -186,7 +194,7 @@ export class KeyLimiter {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        const check = () => shared.store.check(consumer.id, limits, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
+        const check = () => shared.store.check(consumer.id, request, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
         // deadline; a second timer of our own is needed only for what a key lookup left.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
@@ -202,9 +210,9 @@ export class KeyLimiter {
         // failMode open: this instance alone meters the key until Redis answers again, continuing the windows Redis
         // last reported for it (a Redis connection that flaps would otherwise open a fresh memory window each time).
         this.deps.memory.raiseTo(consumer.id, rec, now);
-        decision = await this.deps.memory.check(consumer.id, limits, runtime.config.ban);
+        decision = await this.deps.memory.check(consumer.id, request, runtime.config.ban);
         by = 'fallback';
-        if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now);
+        if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now, request.cost);
         // Admitted ones reach the ledger with the credit the next Redis check carries; refusals only from here.
         if (decision.outcome !== 'admitted') local = true;
       }
@@ -216,16 +224,20 @@ export class KeyLimiter {
       this.deps.onInvalidKey?.(consumer.id);
       return INVALID_KEY;
     }
-    if (local && this.deps.usage) this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
-    // peakMinute: the count this check reported (Redis's is the fleet's), in the hour the ledger counted it in.
-    this.deps.usage?.minuteCount(consumer.id, decision.minute.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
+    if (local && this.deps.usage) {
+      this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
+      if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's');
+    }
+    // peakMinute: the plan minute window's count this check reported (Redis's is the fleet's; points, with costs), in
+    // the hour the ledger counted it in.
+    this.deps.usage?.minuteCount(consumer.id, decision.windows[0]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
       this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
-    if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, by, decision, at: clock.now() };
+    if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, by, decision, request, at: clock.now() };
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
       logger.warn(
@@ -233,7 +245,7 @@ export class KeyLimiter {
         'api key banned',
       );
     }
-    return this.decided(consumer, limits, decision, now, ctx);
+    return this.decided(consumer, request, decision, now, ctx);
   }
 
   /**
@@ -250,11 +262,14 @@ export class KeyLimiter {
     const now = clock.now();
     const elapsed = now - charge.at;
     const d = charge.decision;
-    const refund = {
-      minuteMs: d.minute.resetMs - elapsed,
-      dayMs: d.day.resetMs - elapsed,
-      ...(d.ledgerHour !== undefined ? { ledgerHour: d.ledgerHour } : {}),
-    };
+    // The windows the request took its cost from: not a shadow window that had no room (its bit in d.short).
+    const windows = [];
+    for (let i = 0; i < charge.request.windows.length; i++) {
+      if (d.short & (1 << i)) continue;
+      const w = charge.request.windows[i]!;
+      windows.push({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs - elapsed, lengthMs: w.lengthMs });
+    }
+    const refund = { windows, cost: charge.request.cost, ...(d.ledgerHour !== undefined ? { ledgerHour: d.ledgerHour } : {}) };
     const shared = this.deps.shared;
     if (charge.by === 'shared' && shared) {
       try {
@@ -274,12 +289,13 @@ export class KeyLimiter {
       // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more and
       // the ledger hears of it from here. Already credited to Redis by a later check: it stays charged there.
       const rec = this.lastCounts.get(charge.id);
-      if (rec && this.lastCounts.unowe(rec, now)) this.deps.usage?.count(charge.id, 'f');
+      if (rec && this.lastCounts.unowe(rec, now, charge.request.cost)) this.deps.usage?.count(charge.id, 'f');
     }
   }
 
   /**
-   * The consumer's windows and ban, counting nothing: one read-only store call (through the breaker, within the
+   * The consumer's windows (its plan's, then every route window that applies to its plan) and ban, counting
+   * nothing: one read-only store call (through the breaker, within the
    * request's Redis budget), checking the key's record as the limit check does. When Redis fails: failMode open
    * reads this instance's memory windows (what it would meter by), closed answers unavailable.
    */
@@ -287,21 +303,25 @@ export class KeyLimiter {
     const { clock, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) return NO_PLAN;
+    const request = this.windows.forQuota(consumer.plan, limits);
     const ban = runtime.config.ban;
     const now = clock.now();
     const shared = this.deps.shared;
     let snapshot: LimitSnapshot;
-    if (!shared) snapshot = await this.deps.memory.snapshot(consumer.id, ban);
+    if (!shared) snapshot = await this.deps.memory.snapshot(consumer.id, request.windows, ban);
     else {
       try {
         const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        snapshot = await shared.breaker.run(() => withDeadline(shared.store.snapshot(consumer.id, ban, consumer.keyHash), budget, 'quota read'), budget);
+        snapshot = await shared.breaker.run(
+          () => withDeadline(shared.store.snapshot(consumer.id, request.windows, ban, consumer.keyHash), budget, 'quota read'),
+          budget,
+        );
         ctx.redisMs += clock.now() - now;
       } catch {
         metrics.redisErrors.inc({ op: 'quota_read' });
         if (shared.failMode === 'closed') return UNAVAILABLE;
-        snapshot = await this.deps.memory.snapshot(consumer.id, ban);
+        snapshot = await this.deps.memory.snapshot(consumer.id, request.windows, ban);
       }
     }
     if (snapshot.key !== 'ok') {
@@ -309,29 +329,17 @@ export class KeyLimiter {
       this.deps.onInvalidKey?.(consumer.id);
       return INVALID_KEY;
     }
-    return { kind: 'read', snapshot, limits, policy: this.policy(limits), now };
+    return { kind: 'read', snapshot, request, now };
   }
 
-  private decided(consumer: Consumer, limits: KeyLimits, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {
+  private decided(consumer: Consumer, request: LimitRequest, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {
     ctx.decision = decision;
+    const outcome = decision.outcome;
     this.deps.metrics.limitDecisions.inc({
       plan: consumer.plan,
-      decision: decision.outcome === 'admitted' ? 'admitted' : 'refused',
-      window: WINDOW_LABEL[decision.outcome],
+      decision: outcome === 'admitted' ? (decision.short === 0 ? 'admitted' : 'shadow_refused') : 'refused',
+      window: outcome === 'banned' || outcome === 'banned_now' ? 'ban' : windowLabel(decision.short),
     });
-    return { kind: 'decided', decision, limits, policy: this.policy(limits), now };
-  }
-
-  /** The policy header depends only on the limits: built once per KeyLimits (effectiveLimits hands out one per pair). */
-  policy(limits: KeyLimits): string {
-    let p = this.policies.get(limits);
-    if (!p) {
-      p = formatRateLimitPolicy([
-        { name: 'minute', limit: limits.perMinute, windowSeconds: 60 },
-        { name: 'day', limit: limits.perDay, windowSeconds: 86_400 },
-      ]);
-      this.policies.set(limits, p);
-    }
-    return p;
+    return { kind: 'decided', decision, request, now };
   }
 }

@@ -14,12 +14,14 @@ export interface KeyWindows extends SeenWindows {
 }
 
 interface Owed {
-  /** Requests admitted from the memory minute window and not yet counted in Redis; that window's end. */
+  /** Points (request costs) admitted from the memory minute window and not yet counted in Redis; that window's end. */
   minute: number;
   minuteEndsAt: number;
   /** The same for the day window. */
   day: number;
   dayEndsAt: number;
+  /** The requests those day points came from (the ledger counts requests). */
+  requests: number;
 }
 
 export class LastCounts {
@@ -54,21 +56,32 @@ export class LastCounts {
     return rec;
   }
 
-  /** Redis decided: its windows (as they stand after the decision) are the ones a fall-back continues. */
+  /**
+   * Redis decided: its plan windows (windows[0] and [1], as they stand after the decision) are the ones a fall-back
+   * continues. (A route's windows are metered by each instance alone while Redis is away: see docs/reliability.md.)
+   */
   seen(rec: KeyWindows, d: Decision, now: number): void {
-    rec.minuteUsed = d.minute.used;
-    rec.minuteEndsAt = now + d.minute.resetMs;
-    rec.dayUsed = d.day.used;
-    rec.dayEndsAt = now + d.day.resetMs;
+    const [minute, day] = d.windows;
+    rec.minuteUsed = minute!.used;
+    rec.minuteEndsAt = now + minute!.resetMs;
+    rec.dayUsed = day!.used;
+    rec.dayEndsAt = now + day!.resetMs;
   }
 
-  /** Memory admitted a request while Redis was out of reach: Redis is owed it, in the memory windows `d` reports. */
-  owe(rec: KeyWindows, d: Decision, now: number): void {
-    const o = (rec.owed ??= { minute: 0, minuteEndsAt: 0, day: 0, dayEndsAt: 0 });
-    o.minute = o.minuteEndsAt > now ? o.minute + 1 : 1;
-    o.minuteEndsAt = now + d.minute.resetMs;
-    o.day = o.dayEndsAt > now ? o.day + 1 : 1;
-    o.dayEndsAt = now + d.day.resetMs;
+  /**
+   * Memory admitted a request of `cost` points while Redis was out of reach: Redis is owed them, in the memory plan
+   * windows `d` reports. A plan window in shadow mode that had no room took nothing (bit set in d.short): owed nothing.
+   */
+  owe(rec: KeyWindows, d: Decision, now: number, cost: number): void {
+    const o = (rec.owed ??= { minute: 0, minuteEndsAt: 0, day: 0, dayEndsAt: 0, requests: 0 });
+    const [minute, day] = d.windows;
+    const m = d.short & 1 ? 0 : cost;
+    const dd = d.short & 2 ? 0 : cost;
+    o.minute = o.minuteEndsAt > now ? o.minute + m : m;
+    o.minuteEndsAt = now + minute!.resetMs;
+    o.requests = o.dayEndsAt > now ? o.requests + 1 : 1;
+    o.day = o.dayEndsAt > now ? o.day + dd : dd;
+    o.dayEndsAt = now + day!.resetMs;
   }
 
   /**
@@ -77,24 +90,28 @@ export class LastCounts {
    */
   takeCredit(rec: KeyWindows, now: number): WindowCredit | undefined {
     const o = rec.owed;
-    if (o === undefined || (o.minute === 0 && o.day === 0)) return undefined;
+    if (o === undefined || (o.minute === 0 && o.day === 0 && o.requests === 0)) return undefined;
     const minute = o.minuteEndsAt > now ? o.minute : 0;
-    const day = o.dayEndsAt > now ? o.day : 0;
+    const live = o.dayEndsAt > now;
+    const day = live ? o.day : 0;
+    const requests = live ? o.requests : 0;
     o.minute = 0;
     o.day = 0;
-    if (minute === 0 && day === 0) return undefined;
-    return { minute, minuteMs: minute > 0 ? o.minuteEndsAt - now : 0, day, dayMs: day > 0 ? o.dayEndsAt - now : 0 };
+    o.requests = 0;
+    if (minute === 0 && day === 0 && requests === 0) return undefined;
+    return { minute, minuteMs: minute > 0 ? o.minuteEndsAt - now : 0, day, dayMs: day > 0 || requests > 0 ? o.dayEndsAt - now : 0, requests };
   }
 
   /**
-   * A request memory admitted (and Redis is owed) was given back: Redis is owed it no more, if it still is (the credit
-   * not yet taken by a Redis check) and its windows still run. Whether it was still owed.
+   * A request of `cost` points memory admitted (and Redis is owed) was given back: Redis is owed it no more, if it
+   * still is (the credit not yet taken by a Redis check) and its windows still run. Whether it was still owed.
    */
-  unowe(rec: KeyWindows, now: number): boolean {
+  unowe(rec: KeyWindows, now: number, cost: number): boolean {
     const o = rec.owed;
-    if (o === undefined || o.day <= 0 || o.dayEndsAt <= now) return false;
-    o.day -= 1;
-    if (o.minute > 0 && o.minuteEndsAt > now) o.minute -= 1;
+    if (o === undefined || o.requests <= 0 || o.dayEndsAt <= now) return false;
+    o.requests -= 1;
+    o.day = Math.max(0, o.day - cost);
+    if (o.minuteEndsAt > now) o.minute = Math.max(0, o.minute - cost);
     return true;
   }
 
@@ -106,5 +123,6 @@ export class LastCounts {
     // A credit was taken from rec.owed, so it exists.
     rec.owed!.minute += credit.minute;
     rec.owed!.day += credit.day;
+    rec.owed!.requests += credit.requests;
   }
 }

@@ -2,27 +2,14 @@
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
-import {
-  DAY_MS,
-  MINUTE_MS,
-  type BanPolicy,
-  type BanState,
-  type BanStore,
-  type Decision,
-  type KeyLimits,
-  type LimiterStore,
-  type LimitSnapshot,
-  type Outcome,
-  type Refund,
-  type WindowState,
-} from './types.js';
+import type { BanPolicy, BanState, BanStore, Decision, LimiterStore, LimitRequest, LimitSnapshot, Refund, WindowSpec, WindowState } from './types.js';
 
 interface Counter {
   used: number;
   endsAt: number;
 }
 
-/** A key's two windows as the shared store last reported them: requests counted, and when each window ends. */
+/** A key's plan windows (minute, day) as the shared store last reported them: requests counted, and when each window ends. */
 export interface SeenWindows {
   minuteUsed: number;
   minuteEndsAt: number;
@@ -47,13 +34,10 @@ export class MemoryLimiterStore implements LimiterStore {
 
   constructor(private readonly clock: Clock) {}
 
-  async check(id: string, limits: KeyLimits, ban: BanPolicy): Promise<Decision> {
+  async check(id: string, request: LimitRequest, ban: BanPolicy): Promise<Decision> {
     const now = this.clock.now();
-    const minuteKey = `${id}:m`;
-    const dayKey = `${id}:d`;
-    const strikeKey = `${id}:s`;
-    const m = this.window(minuteKey, MINUTE_MS, now);
-    const d = this.window(dayKey, DAY_MS, now);
+    const { windows, cost } = request;
+    const states = windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now));
 
     const b = this.bans.get(id);
     let level = b?.level ?? 0;
@@ -61,26 +45,40 @@ export class MemoryLimiterStore implements LimiterStore {
       level = 0;
       this.bans.delete(id);
     }
-    if (b && b.until > now) return { outcome: 'banned', minute: m, day: d, retryMs: b.until - now, banLevel: level };
+    if (b && b.until > now) return { outcome: 'banned', windows: states, short: 0, retryMs: b.until - now, banLevel: level };
 
-    const minuteFull = m.used >= limits.perMinute;
-    const dayFull = d.used >= limits.perDay;
-    if (minuteFull || dayFull) {
-      const [outcome, retryMs]: [Outcome, number] =
-        minuteFull && dayFull ? ['limited_both', Math.max(m.resetMs, d.resetMs)] : minuteFull ? ['limited_minute', m.resetMs] : ['limited_day', d.resetMs];
-      const strikes = this.increment(strikeKey, ban.windowSeconds * 1000, now);
+    // The same rule as the script: every enforced window needs `cost` points left; a shadow one without them is only
+    // reported (bit i of short) and takes nothing.
+    let short = 0;
+    let refused = false;
+    let retryMs = 0;
+    for (let i = 0; i < windows.length; i++) {
+      const w = windows[i]!;
+      if (states[i]!.used + cost <= w.limit) continue;
+      short |= 1 << i;
+      if (w.mode === 'enforce') {
+        refused = true;
+        retryMs = Math.max(retryMs, states[i]!.resetMs);
+      }
+    }
+    if (refused) {
+      const strikes = this.increment(`${id}:s`, ban.windowSeconds * 1000, now, 1);
       if (strikes >= ban.threshold) {
         level += 1;
         const dur = (ban.durationsSeconds[Math.min(level, ban.durationsSeconds.length) - 1] ?? 60) * 1000;
         this.bans.set(id, { until: now + dur, level, lastEnd: now + dur });
-        this.counters.delete(strikeKey);
-        return { outcome: 'banned_now', minute: m, day: d, retryMs: dur, banLevel: level };
+        this.counters.delete(`${id}:s`);
+        return { outcome: 'banned_now', windows: states, short, retryMs: dur, banLevel: level };
       }
-      return { outcome, minute: m, day: d, retryMs, banLevel: level };
+      return { outcome: 'limited', windows: states, short, retryMs, banLevel: level };
     }
-    this.increment(minuteKey, MINUTE_MS, now);
-    this.increment(dayKey, DAY_MS, now);
-    return { outcome: 'admitted', minute: this.window(minuteKey, MINUTE_MS, now), day: this.window(dayKey, DAY_MS, now), retryMs: 0, banLevel: level };
+    for (let i = 0; i < windows.length; i++) {
+      if (short & (1 << i)) continue;
+      const w = windows[i]!;
+      this.increment(`${id}:${w.suffix}`, w.lengthMs, now, cost);
+      states[i] = this.window(`${id}:${w.suffix}`, w.lengthMs, now);
+    }
+    return { outcome: 'admitted', windows: states, short, retryMs: 0, banLevel: level };
   }
 
   /**
@@ -90,24 +88,21 @@ export class MemoryLimiterStore implements LimiterStore {
    * window is the fleet's, and an equal or larger count there already holds what this instance admitted from memory.
    */
   raiseTo(id: string, seen: SeenWindows, now: number): void {
-    this.raise(`${id}:m`, seen.minuteUsed, seen.minuteEndsAt, now);
-    this.raise(`${id}:d`, seen.dayUsed, seen.dayEndsAt, now);
+    this.raise(`${id}:minute`, seen.minuteUsed, seen.minuteEndsAt, now);
+    this.raise(`${id}:day`, seen.dayUsed, seen.dayEndsAt, now);
   }
 
   /**
-   * Gives one admitted request back to the windows it was counted in, by the same rule as the Redis store: only a
-   * window that is still that one (it ends within half a window of where the check saw its end; one opened since ends
-   * a whole window later), never below zero; bans and strikes are left alone.
+   * Gives one admitted request's cost back to the windows it was counted in, by the same rule as the Redis store:
+   * only a window that is still that one (it ends within half a window of where the check saw its end; one opened
+   * since ends a whole window later), never below zero; bans and strikes are left alone.
    */
   async refund(id: string, r: Refund): Promise<void> {
     const now = this.clock.now();
-    this.giveBack(`${id}:m`, now + r.minuteMs, MINUTE_MS, now);
-    this.giveBack(`${id}:d`, now + r.dayMs, DAY_MS, now);
-  }
-
-  private giveBack(key: string, endsAt: number, len: number, now: number): void {
-    const c = this.countersCache?.get(key);
-    if (c && c.endsAt > now && c.endsAt < endsAt + len / 2 && c.used > 0) c.used -= 1;
+    for (const w of r.windows) {
+      const c = this.countersCache?.get(`${id}:${w.suffix}`);
+      if (c && c.endsAt > now && c.endsAt < now + w.remainingMs + w.lengthMs / 2 && c.used > 0) c.used -= Math.min(r.cost, c.used);
+    }
   }
 
   /** `keys unban` for a Redis-less gateway. */
@@ -118,20 +113,22 @@ export class MemoryLimiterStore implements LimiterStore {
 
   /** `keys reset` for a Redis-less gateway, and every instance's fallback windows after a reset anywhere in the fleet. */
   resetWindows(id: string): void {
-    this.countersCache?.delete(`${id}:m`);
-    this.countersCache?.delete(`${id}:d`);
-    this.countersCache?.delete(`${id}:s`);
+    const cache = this.countersCache;
+    if (!cache) return;
+    // Every counter of the key (plan and route windows, strikes): an administrator's reset, rare enough to scan for.
+    // Key ids hold no colon, so the prefix belongs to this key alone.
+    const prefix = `${id}:`;
+    for (const key of [...cache.keys()]) if (key.startsWith(prefix)) cache.delete(key);
   }
 
   /** The key's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
-  async snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot> {
+  async snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
     const now = this.clock.now();
     const b = this.banState(id, ban);
     return {
       key: 'ok',
       now,
-      minute: this.window(`${id}:m`, MINUTE_MS, now),
-      day: this.window(`${id}:d`, DAY_MS, now),
+      windows: windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now)),
       banMs: b.bannedUntilMs === null ? 0 : b.bannedUntilMs - now,
       banLevel: b.level,
     };
@@ -162,13 +159,13 @@ export class MemoryLimiterStore implements LimiterStore {
     }
   }
 
-  private increment(key: string, len: number, now: number): number {
+  private increment(key: string, len: number, now: number, by: number): number {
     const c = this.counters.get(key);
     if (!c || c.endsAt <= now) {
-      this.counters.set(key, { used: 1, endsAt: now + len });
-      return 1;
+      this.counters.set(key, { used: by, endsAt: now + len });
+      return by;
     }
-    c.used += 1;
+    c.used += by;
     return c.used;
   }
 }
@@ -176,7 +173,7 @@ export class MemoryLimiterStore implements LimiterStore {
 /** The memory store's bans as a BanStore, for a Redis-less gateway's key administration (`tollgate dev`). */
 export function memoryBanStore(store: MemoryLimiterStore): BanStore {
   return {
-    snapshot: (id, ban) => store.snapshot(id, ban),
+    snapshot: (id, windows, ban) => store.snapshot(id, windows, ban),
     unban: async (id) => store.unban(id),
     resetWindows: async (id) => store.resetWindows(id),
   };

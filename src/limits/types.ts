@@ -1,9 +1,37 @@
-// The limiter store interface: one atomic check per request (ban, minute window, day window, ban strikes).
+// The limiter store interface: one atomic check per request (key record, ban, every window that applies, strikes).
 // Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test covers both.
 
 export interface KeyLimits {
   perMinute: number;
   perDay: number;
+}
+
+/** Whether a window refuses (enforce) or only reports what it would refuse (shadow). */
+export type LimitMode = 'enforce' | 'shadow';
+
+/** One window a request is checked and counted against (a plan's minute or day, or a route's). */
+export interface WindowSpec {
+  /** Its name in the RateLimit headers and the quota endpoint: "minute", "day", "<route>:minute", "<route>:day". */
+  readonly name: string;
+  /** Its Redis key under the key's hash tag (Keyspace.limitWindow) and its memory counter: "minute", "route:<route>:day". */
+  readonly suffix: string;
+  readonly limit: number;
+  readonly lengthMs: number;
+  readonly mode: LimitMode;
+}
+
+/**
+ * Every window that applies to one request, and the points it takes from each when admitted. The plan's minute and
+ * day windows always come first (windows[0], windows[1]): the fail-open memory path credits those two back to Redis.
+ * Built once per plan limits, route and config (src/limits/windows.ts), never per request.
+ */
+export interface LimitRequest {
+  readonly windows: readonly WindowSpec[];
+  readonly cost: number;
+  /** The RateLimit-Policy header of these windows, formatted once. */
+  readonly policy: string;
+  /** The limit script's per-window arguments (limit, negative in shadow mode; length in ms), built once. */
+  readonly scriptArgs: readonly number[];
 }
 
 export interface BanPolicy {
@@ -15,7 +43,7 @@ export interface BanPolicy {
 
 /** A window as seen right after the check. */
 export interface WindowState {
-  /** Requests admitted in the current window. */
+  /** Points taken in the current window (a request takes its cost). */
   used: number;
   /** Milliseconds until the window resets (a full window when it has not started). */
   resetMs: number;
@@ -23,10 +51,8 @@ export interface WindowState {
 
 export type Outcome =
   | 'admitted'
-  | 'limited_minute'
-  | 'limited_day'
-  /** Refused by both windows: Retry-After is the later reset. */
-  | 'limited_both'
+  /** An enforced window lacked the request's cost: Retry-After is when every such window has it again. */
+  | 'limited'
   /** Already banned: the request was not counted anywhere. */
   | 'banned'
   /** This refusal reached the threshold and started a ban. */
@@ -38,9 +64,14 @@ export type Outcome =
 
 export interface Decision {
   outcome: Outcome;
-  minute: WindowState;
-  day: WindowState;
-  /** For refusals: milliseconds until a request would be admitted again (ban end, or window reset). */
+  /** Each window of the request (LimitRequest.windows, same order) as it stands after the decision. */
+  windows: WindowState[];
+  /**
+   * Bit i set: window i lacked the request's cost points. On a refusal the enforced ones refused it; on an admitted
+   * request only shadow windows can be short (a shadow refusal: nothing was taken from them).
+   */
+  short: number;
+  /** For refusals: milliseconds until a request would be admitted again (ban end, or every short window reset). */
   retryMs: number;
   /** Escalation level of the current or just-started ban (0 when none). */
   banLevel: number;
@@ -62,10 +93,14 @@ export interface Decision {
  * in still runs (the length a Redis window that has lapsed meanwhile is started with).
  */
 export interface WindowCredit {
+  /** Points (costs) owed to the plan's minute window, and how long the memory window still runs. */
   minute: number;
   minuteMs: number;
+  /** Points owed to the plan's day window. */
   day: number;
   dayMs: number;
+  /** Requests those points came from (the usage ledger counts requests, not points). */
+  requests: number;
 }
 
 /**
@@ -74,10 +109,13 @@ export interface WindowCredit {
  * below zero; the ban ladder (strikes, bans, levels) is not touched.
  */
 export interface Refund {
-  /** How long the minute window the check counted in runs from now, as the check saw it (its reset less the time since). */
-  minuteMs: number;
-  /** The same for the day window. */
-  dayMs: number;
+  /**
+   * The windows the request took points from (a shadow window that was short took none), each with how long it runs
+   * from now as the check saw it (its reset less the time since).
+   */
+  windows: ReadonlyArray<{ suffix: string; remainingMs: number; lengthMs: number }>;
+  /** The points to give back to each: the request's cost. */
+  cost: number;
   /** Decision.ledgerHour: the ledger's admitted count to move to upstreamFailed (absent: the store did not count it). */
   ledgerHour?: number;
 }
@@ -88,6 +126,8 @@ export interface Charge {
   /** Which store counted it: the shared one, memory alone (no Redis), or memory while Redis failed (failMode open). */
   by: 'shared' | 'memory' | 'fallback';
   decision: Decision;
+  /** The windows and cost it was checked against. */
+  request: LimitRequest;
   /** The gateway's clock when the store answered. */
   at: number;
 }
@@ -104,12 +144,12 @@ export interface LimiterStore {
    * still that revision is accepted without being decoded again.
    * `credit`, when given, is added to the windows before the decision (the shared store; memory ignores it).
    */
-  check(id: string, limits: KeyLimits, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
+  check(id: string, request: LimitRequest, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
   /**
    * The key's windows and ban without counting anything (no window, strike or ban is written). With `keyHash`, the
    * key's record is checked to accept it in the same call, as check() does.
    */
-  snapshot(id: string, ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
+  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
   /** Gives one admitted request back (see Refund): one call, made only when the upstream failed the request. */
   refund(id: string, refund: Refund): Promise<void>;
 }
@@ -131,9 +171,8 @@ export interface LimitSnapshot {
   key: 'ok' | 'invalid_key' | 'invalid_record';
   /** The store's clock when it read them (epoch ms; Redis TIME): resets and the ban end are relative to it. */
   now: number;
-  /** Requests counted so far; resetMs: until the window ends (a full window when it has not started). */
-  minute: WindowState;
-  day: WindowState;
+  /** Each window asked for, in order: points counted so far; resetMs: until it ends (a full window when not started). */
+  windows: WindowState[];
   /** Milliseconds until the ban ends; 0 when the key is not banned. */
   banMs: number;
   banLevel: number;
@@ -145,11 +184,11 @@ export interface BanStore {
    * The key's windows and ban now, counting nothing (one read-only call), on the store's own clock (Redis TIME: the
    * clock the limit script bans by).
    */
-  snapshot(id: string, ban: BanPolicy): Promise<LimitSnapshot>;
+  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot>;
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
   unban(id: string): Promise<void>;
   /**
-   * Empties the key's minute and day windows and its strikes toward a ban, so its next request starts both windows
+   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes toward a ban, so its next request starts them
    * afresh. A ban in force stays (unban lifts it); the usage ledger keeps what was counted.
    */
   resetWindows(id: string): Promise<void>;

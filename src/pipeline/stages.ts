@@ -16,7 +16,8 @@
 //                               miss)                                                                 [not for auth: none]
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
 //   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
-//   7. keyLimits                ban check and plan limits, one Redis round trip (429, with RateLimit headers) [not for auth: none]
+//   7. keyLimits                ban check, plan and route windows with the route's cost, one Redis round trip (429,
+//                               with RateLimit headers; shadow-mode windows only report)                [not for auth: none]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
@@ -30,13 +31,13 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
 import type { Runtime } from '../config/runtime.js';
 import { sendError } from '../http/errors.js';
-import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders } from '../http/headers.js';
+import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
 import { keyShapeText } from '../keys/format.js';
 import { compileKeySources, DEFAULT_KEY_SOURCES, mentionsPresentedKey, readPresentedKey, type KeySources } from '../keys/sources.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
-import { DAY_MS, MINUTE_MS } from '../limits/types.js';
+import type { LimitRequest, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../config/schema.js';
 import { isRetired, matchRoute as findMatchingRoute, pathOf } from '../routes/policy.js';
@@ -294,22 +295,34 @@ function disownKey(req: Request, res: Response, next: NextFunction): void {
   requireApiKey(req, res, next);
 }
 
-/** 7. Ban check and plan limits for the consumer: RateLimit headers on every answer, 429 for a refusal. */
+/** The RateLimit header windows of a request's windows as they stand (remaining: limit less points used). */
+function rateWindows(request: LimitRequest, states: readonly WindowState[]): RateWindow[] {
+  return request.windows.map((w, i) => ({
+    name: w.name,
+    limit: w.limit,
+    remaining: Math.max(0, w.limit - states[i]!.used),
+    resetMs: states[i]!.resetMs,
+    windowSeconds: w.lengthMs / 1000,
+  }));
+}
+
+/** The names of the windows a refusal found short, as its message says them: "minute", "minute and store:day". */
+function shortNames(request: LimitRequest, short: number): string {
+  const names = request.windows.filter((w, i) => w.mode === 'enforce' && short & (1 << i)).map((w) => w.name);
+  return names.join(' and ');
+}
+
+/**
+ * 7. Ban check and every window that applies (the plan's, the matched route's, with its cost): RateLimit headers on
+ * every answer, 429 for a refusal. A window in shadow mode that would refuse only shows its real figures.
+ */
 export function keyLimits(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
-    const { decision: d, limits } = o;
-    setRateLimitHeaders(
-      res,
-      [
-        { name: 'minute', limit: limits.perMinute, remaining: limits.perMinute - d.minute.used, resetMs: d.minute.resetMs, windowSeconds: MINUTE_MS / 1000 },
-        { name: 'day', limit: limits.perDay, remaining: limits.perDay - d.day.used, resetMs: d.day.resetMs, windowSeconds: DAY_MS / 1000 },
-      ],
-      o.policy,
-      o.now,
-    );
+    const { decision: d, request } = o;
+    setRateLimitHeaders(res, rateWindows(request, d.windows), request.policy, o.now);
     if (d.outcome === 'admitted') return next();
     res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
     if (d.outcome === 'banned' || d.outcome === 'banned_now') {
@@ -319,14 +332,13 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
         `This API key is banned for ${formatRetryAfter(d.retryMs)} more seconds after repeated 429s (ban level ${d.banLevel}).`,
       );
     }
-    const window = d.outcome === 'limited_day' ? 'day' : d.outcome === 'limited_minute' ? 'minute' : 'minute and day';
-    sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${window} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
+    sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${shortNames(request, d.short)} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
   };
   return function keyLimitsStage(req, res, next) {
     const traced = req.ctx.trace;
     const span = traced?.start('tollgate.limit_check', 'client', { 'db.system.name': 'redis' });
     limiter
-      .check(req.ctx.consumer!, req.ctx)
+      .check(req.ctx.consumer!, req.ctx, req.ctx.matchedRoute)
       .then((o) => {
         if (span) traced!.end(span, o.kind === 'decided' ? o.decision.outcome : o.kind, o.kind === 'unavailable');
         answer(req, res, next, o);
@@ -339,32 +351,29 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
 }
 
 /**
- * Q. The quota endpoint's answer: the caller's plan, both windows (limit, remaining, reset) and ban, with the same
- * RateLimit headers a /v1 answer carries, from one read-only store call; nothing is counted and the upstream is never
- * called. Errors as the key limits stage answers them (503 without a plan or Redis with failMode closed, 401 for a key
- * the store no longer accepts).
+ * Q. The quota endpoint's answer: the caller's plan, its windows (limit, remaining, reset: the plan's, then every
+ * route window that applies to its plan) and ban, with RateLimit headers listing them all, from one read-only store
+ * call; nothing is counted and the upstream is never called. Errors as the key limits stage answers them (503 without
+ * a plan or Redis with failMode closed, 401 for a key the store no longer accepts).
  */
 export function answerQuota(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: QuotaOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be read right now. Retry shortly.');
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
-    const { snapshot: s, limits, now } = o;
-    const windows = [
-      {
-        name: 'minute' as const,
-        limit: limits.perMinute,
-        remaining: Math.max(0, limits.perMinute - s.minute.used),
-        resetMs: s.minute.resetMs,
-        windowSeconds: 60,
-      },
-      { name: 'day' as const, limit: limits.perDay, remaining: Math.max(0, limits.perDay - s.day.used), resetMs: s.day.resetMs, windowSeconds: 86_400 },
-    ];
-    setRateLimitHeaders(res, windows, o.policy, now);
+    const { snapshot: s, request, now } = o;
+    const windows = rateWindows(request, s.windows);
+    setRateLimitHeaders(res, windows, request.policy, now);
     res.setHeader('cache-control', 'no-store');
     res.status(200).json({
       plan: req.ctx.consumer!.plan,
-      windows: windows.map((w) => ({ name: w.name, limit: w.limit, remaining: w.remaining, resetAt: new Date(now + w.resetMs).toISOString() })),
+      windows: windows.map((w, i) => ({
+        name: w.name,
+        limit: w.limit,
+        remaining: w.remaining,
+        resetAt: new Date(now + w.resetMs).toISOString(),
+        mode: request.windows[i]!.mode,
+      })),
       banned: s.banMs > 0 ? { until: new Date(now + s.banMs).toISOString() } : null,
     });
   };

@@ -1,5 +1,6 @@
 // Routes: where a request goes (its service, host and method, stripPrefix, auth) and its policy (deprecation and
-// sunset, RFC 9745, RFC 8594), as a decision with no Express. Route patterns are compiled once per config load
+// sunset, RFC 9745, RFC 8594) and what the key limits need of it (its cost, its windows: src/limits/windows.ts turns
+// them into a request's windows), as a decision with no Express. Route patterns are compiled once per config load
 // (Runtime) with path-to-regexp; per request the compiled matchers run in file order and the first match wins (a
 // plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
 import type { Config, RouteConfig } from '../config/schema.js';
@@ -27,6 +28,14 @@ export interface CompiledRoute {
   readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
+  /** Points a request of this route takes from every window that applies (1 by default). */
+  readonly cost: number;
+  /** The name of its windows: routes[].name, else its path. */
+  readonly limitName: string;
+  /** Its windows by plan name (and "default"), if any. */
+  readonly limits: RouteConfig['limits'];
+  /** Its windows' own mode, if set. */
+  readonly mode: RouteConfig['mode'];
 }
 
 /** The service routes without one go to: upstream.url (src/routing/services.ts names it the same). */
@@ -35,7 +44,7 @@ const UPSTREAM_SERVICE = 'upstream';
 /** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
 export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: Pick<Config, 'upstreamIsService'>): CompiledRoute[] {
   if (config.upstreamIsService === false) return [...routes];
-  return [...routes, { ...compileRoutes([{ method: '*', path: '/v1/*', afterSunset: 'pass' }])[0]!, asSent: true }];
+  return [...routes, { ...compileRoutes([{ method: '*', path: '/v1/*', afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
 }
 
 export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
@@ -60,6 +69,10 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       gone: r.afterSunset === 'gone',
       deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
       headers,
+      cost: r.cost,
+      limitName: r.name ?? r.path,
+      limits: r.limits,
+      mode: r.mode,
     };
   });
 }

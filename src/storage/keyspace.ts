@@ -21,13 +21,21 @@ export class Keyspace {
   keyEvents(): string {
     return `${this.prefix}keys:events`;
   }
-  /** Counter: requests admitted in the key's current minute window (expires with the window). */
-  minuteWindow(id: string): string {
-    return `${this.prefix}rl:{${id}}:minute`;
+  /**
+   * Counter: points taken in one of the key's windows (expires with the window). `suffix` names the window
+   * (WindowSpec.suffix): "minute" and "day" for the plan's, "route:<route name>:minute" / ":day" for a route's. The
+   * key's hash tag comes first, so a route name holding braces cannot move it to another slot.
+   */
+  limitWindow(id: string, suffix: string): string {
+    return `${this.prefix}rl:{${id}}:${suffix}`;
   }
-  /** Counter: requests admitted in the key's current day window. */
+  /** Counter: points taken in the key's current minute window of its plan. */
+  minuteWindow(id: string): string {
+    return this.limitWindow(id, 'minute');
+  }
+  /** Counter: points taken in the key's current day window of its plan. */
   dayWindow(id: string): string {
-    return `${this.prefix}rl:{${id}}:day`;
+    return this.limitWindow(id, 'day');
   }
   /** Key prefix of the anonymous per-IP limiter (rate-limiter-flexible appends the IP). */
   anonymousPrefix(): string {
@@ -42,8 +50,8 @@ export class Keyspace {
     return `${this.prefix}readyz:probe`;
   }
   /**
-   * One UTC day (days since 1970-01-01) of the key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>), in
-   * the key's own slot. The limit script builds this name from the record's (KEYS[5]): keep the two in step.
+   * One UTC day (days since 1970-01-01) of the key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>, s<h>,
+   * f<h>), in the key's own slot.
    */
   usageDay(id: string, day: number): string {
     return `${this.keyRecord(id)}:usage:${day}`;

@@ -1,7 +1,8 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
-// refunded; m<h> peakMinute: the highest minute-window count a check reported in the hour, raised, never added);
-// per deprecated route and day, calls by key id, and when each key last called. Redis holds them for the
+// refunded, s<h> admitted though a window in shadow mode would have refused it; m<h> peakMinute: the highest
+// minute-window count a check reported in the hour, raised, never added); per deprecated route and day, calls by key
+// id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
@@ -37,7 +38,10 @@ export interface UsageCounts {
   banned: number;
   /** Admitted, then given no response by the upstream (the gateway answered 502 or 504): given back, not billed. */
   upstreamFailed: number;
-  /** Would have been refused by a window in shadow mode, and was proxied (the ledger's s<h>). */
+  /**
+   * Admitted (and counted in admitted) though a window in shadow mode had no room for it: what enforcing that window
+   * would have refused (the ledger's s<h>).
+   */
   shadowRefused: number;
 }
 

@@ -53,12 +53,13 @@ export interface Simulation {
 }
 
 /**
- * Requests offered in an hour: every request that reached the windows and went through (admitted, admitted then failed
- * by the upstream, proxied by a shadow window). Requests refused (r) or banned (b) are left out: they may be retries
- * that only the current refusals provoked, and leaving requests out can only lower a lower bound.
+ * Requests offered in an hour: every request that reached the windows and went through (admitted, which counts those a
+ * shadow window let through too, and admitted then failed by the upstream, which the refund moved from a to f).
+ * Requests refused (r) or banned (b) are left out: they may be retries that only the current refusals provoked, and
+ * leaving requests out can only lower a lower bound.
  */
 export function demandOf(day: DayCounts, hour: number): number {
-  return (day[`a${hour}`] ?? 0) + (day[`f${hour}`] ?? 0) + (day[`s${hour}`] ?? 0);
+  return (day[`a${hour}`] ?? 0) + (day[`f${hour}`] ?? 0);
 }
 
 /**

@@ -2,6 +2,7 @@
 // the topology in the config, refused when it does not match the server; the gateway's core checks on the cluster
 // (authentication, both windows, bans, revocation across two instances, the anonymous limit), limits exact across
 // two instances under concurrency, and the key commands of the CLI.
+import { planRequest } from '../../src/limits/windows.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway } from '../../src/compose.js';
 import { startPetstore } from '../../src/petstore/server.js';
@@ -149,20 +150,20 @@ describe('limit checks on the cluster', () => {
       const direct = connection.clientForSlotOf(record) as unknown as Redis;
       expect(direct).not.toBe(c);
       expect(direct.options.port).toBe(owner.port);
-      expect((await store.check('route-key', limits, ban)).minute.used).toBe(1);
+      expect((await store.check('route-key', planRequest(limits), ban)).windows[0]!.used).toBe(1);
 
       // The client's table says another primary owns the slot (as after a resharding it has not yet seen).
       const slot = Number(await c.cluster('KEYSLOT', record));
       const other = c.nodes('master').find((n) => n.options.port !== owner.port)!;
       c.slots[slot] = [`${other.options.host}:${other.options.port}`];
       expect(connection.clientForSlotOf(record)).toBe(other);
-      const d = await store.check('route-key', limits, ban);
+      const d = await store.check('route-key', planRequest(limits), ban);
       expect(d.outcome).toBe('admitted');
-      expect(d.minute.used).toBe(2);
+      expect(d.windows[0]!.used).toBe(2);
       // The cluster client followed the redirection and mended its table: the next check goes straight to the owner.
       expect(c.slots[slot]?.[0]).toBe(`127.0.0.1:${owner.port}`);
       expect((connection.clientForSlotOf(record) as unknown as Redis).options.port).toBe(owner.port);
-      expect((await store.check('route-key', limits, ban)).minute.used).toBe(3);
+      expect((await store.check('route-key', planRequest(limits), ban)).windows[0]!.used).toBe(3);
     } finally {
       await connection.close();
     }

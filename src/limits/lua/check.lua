@@ -1,0 +1,232 @@
+-- The limit check: one request of one key, decided and counted atomically (src/limits/redis-store.ts runs it).
+-- Every key it touches carries the key id's hash tag {<id>}: on Redis Cluster it runs in one slot.
+--
+-- KEYS
+--   1     the key record (a JSON string)
+--   2     the ban hash (until, level, lastEnd)
+--   3     the strike counter toward a ban
+--   4     the usage ledger's day as the gateway's clock has it: a hash of per-hour counts, a<h> admitted, r<h> refused
+--         by a window, b<h> refused by a ban, s<h> admitted but refused by a window in shadow mode, f<h> admitted but
+--         failed by the upstream (refund.lua; h = UTC hour 0-23); expiring ARGV[6] ms after the first count of each
+--         kind in each hour. Declared even with no ledger (then left alone).
+--   5...  the request's windows, one counter each: the plan's minute and day first, then the route's
+-- ARGV
+--   1     the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
+--   2     the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs durationsMs... (parsed
+--         only when a request meets a ban or a full window)
+--   3     the key's hash ('' = do not check the record)
+--   4     the revision (SHA-1 of the bytes) of the record the gateway has cached as active for that hash ('' = skip)
+--   5     a credit ('' = none): "minute minuteMs day dayMs requests", points the gateway admitted from its memory
+--         windows while Redis was out of reach, added to windows 1 and 2 (KEYS[5], KEYS[6]) before the decision; a
+--         window that lapsed meanwhile starts with them for minuteMs/dayMs; `requests` go to the ledger as admitted
+--   6     ledgerMs: how long a ledger day lives ('' with no ledger)
+--   7     the request's cost: the points it takes from every window
+--   8...  per window (same order as KEYS[5...]): its limit (negative: the window is in shadow mode), its length in ms
+-- Reply
+--   outcome ('admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'), retry ms, ban level,
+--   record revision compared (1 same, 0 changed, -1 not compared), the ledger hour on Redis's clock (hours since 1970;
+--   -1 with no ledger), short (bit i-1 set: window i lacked the cost), then per window: points used, ms until it ends.
+--   (invalid_* replies stop after `short`.)
+--
+-- A request is admitted only when every enforced window has `cost` points left; then `cost` is taken from each window
+-- that has them. A shadow window without them takes nothing and refuses nothing (the reply says so, and the ledger
+-- counts s<h>). A refusal takes nothing from any window. Time is Redis's own clock (TIME), so instances with skewed
+-- clocks agree on windows, bans and the ledger's hours.
+--
+-- Its cost is Redis CPU on every request, so the admitted path makes as few calls as it can (TIME, GET of the record,
+-- HMGET of the ban, INCR (INCRBY for a cost above 1) and PEXPIRE/PTTL per window, the ledger's HINCRBY) and formats no number: the ledger's
+-- field is cut from a constant string (bench/README.md, "What the usage ledger costs Redis").
+-- Globals (redis.call, KEYS, ARGV, tonumber) are read once into locals: each use of a global is a table lookup.
+local call, keys, argv, tonumber = redis.call, KEYS, ARGV, tonumber
+local t = call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ledgerDay = tonumber(argv[1])
+local keyHash = argv[3]
+local same = -1
+
+-- The key record decides validity: the gateway's key cache may be older than a revoke or rotation.
+if keyHash ~= '' then
+  -- pcall: a record that is not a JSON object (or not a string at all) is that key's fault, reported as such, and
+  -- must not surface as a script error the gateway would take for Redis failing.
+  local raw = redis.pcall('GET', keys[1])
+  if not raw then return {'invalid_key', 0, 0, -1, -1, 0} end
+  if type(raw) ~= 'string' then return {'invalid_record', 0, 0, -1, -1, 0} end
+  if argv[4] ~= '' then same = (redis.sha1hex(raw) == argv[4]) and 1 or 0 end
+  -- Still, byte for byte, the copy the gateway judged this key valid against: nothing to decode.
+  if same ~= 1 then
+    local ok, rec = pcall(cjson.decode, raw)
+    if not ok or type(rec) ~= 'table' then return {'invalid_record', 0, 0, -1, -1, 0} end
+    local current = rec.hash == keyHash
+    local grace = rec.prevHash == keyHash and now < (tonumber(rec.prevHashUntil) or 0)
+    if rec.status ~= 'active' or not (current or grace) then return {'invalid_key', 0, 0, -1, -1, 0} end
+  end
+end
+
+-- The ledger's hour on Redis's clock, counted in the day the gateway declared (keys[4]) when Redis's clock is in that
+-- day (nearly always); else not here: the gateway counts it in Redis's day from the hour in the reply.
+local usageDay, h
+local hour = -1
+if ledgerDay then
+  hour = (now - now % 3600000) / 3600000
+  h = hour - ledgerDay * 24
+  if h >= 0 and h < 24 then usageDay = keys[4] end
+end
+
+-- The rarer paths' helpers (a credit, a ban, a window without room), made the first time one of them is taken:
+-- making a function costs Redis about 900 instructions per call whether it runs or not, and the admitted path (nearly
+-- every request) needs none of them.
+local count, ladder, remaining
+local function helpers()
+  if count then return end
+  -- Counts n requests of a kind in the ledger: the field "<kind><h>" is cut from two constant strings of all 24 hours
+  -- (hours 0-9 take 2 characters, 10-23 take 3). A count that creates its hour's field gives the day its expiry.
+  count = function(early, late, n)
+    if not usageDay then return end
+    local field = h < 10 and string.sub(early, 2 * h + 1, 2 * h + 2) or string.sub(late, 3 * h - 29, 3 * h - 27)
+    if call('HINCRBY', usageDay, field, n) == n then call('PEXPIRE', usageDay, argv[6]) end
+  end
+  -- The ban ladder (argv[2]): threshold, strike window, reset after, then the ban durations, level 1 first.
+  local p
+  ladder = function()
+    if not p then
+      p = {}
+      for v in string.gmatch(argv[2], '%S+') do p[#p + 1] = tonumber(v) end
+    end
+    return p
+  end
+  -- The time left in a window that holds a count. One without an expiry (a PERSIST by hand) would never end, and a
+  -- full one would refuse for good: it is given a whole window from now.
+  remaining = function(key, len)
+    local ttl = call('PTTL', key)
+    if ttl >= 0 then return ttl end
+    call('PEXPIRE', key, len)
+    return tonumber(len)
+  end
+end
+
+local n = #keys - 4
+-- The usual cost of 1 is told by its text (Lua strings are interned: a pointer comparison, no number conversion).
+local one = argv[7] == '1'
+local cost = one and 1 or tonumber(argv[7])
+
+-- A credit goes into the plan's windows as they stand; a window that lapsed meanwhile starts with it, for what was
+-- left of the gateway's memory window. (Nearly every call has none: nothing of this runs then.)
+if argv[5] ~= '' then
+  helpers()
+  local c = {}
+  for v in string.gmatch(argv[5], '%S+') do c[#c + 1] = tonumber(v) end
+  for i = 0, 1 do
+    local pts, ttl = c[1 + 2 * i], c[2 + 2 * i]
+    if pts > 0 and call('INCRBY', keys[5 + i], pts) == pts then call('PEXPIRE', keys[5 + i], ttl) end
+  end
+  if c[5] > 0 then count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', c[5]) end
+end
+
+local ban = call('HMGET', keys[2], 'until', 'level', 'lastEnd')
+local banUntil, level, lastEnd = tonumber(ban[1] or '0'), tonumber(ban[2] or '0'), tonumber(ban[3] or '0')
+if lastEnd > 0 then
+  helpers()
+  if now >= lastEnd + ladder()[3] then level = 0 end
+end
+if banUntil > now then
+  helpers()
+  local reply = {'banned', banUntil - now, level, same, hour, 0}
+  for i = 1, n do
+    local key, len = keys[4 + i], tonumber(argv[7 + 2 * i])
+    local used = tonumber(call('GET', key) or '0')
+    local ttl = call('PTTL', key)
+    if ttl < 0 then used = 0; ttl = len end
+    reply[5 + 2 * i], reply[6 + 2 * i] = used, ttl
+  end
+  count('b0b1b2b3b4b5b6b7b8b9', 'b10b11b12b13b14b15b16b17b18b19b20b21b22b23', 1)
+  return reply
+end
+
+-- The request is counted in every window at once (most are admitted: one call per window). Whatever a refusal, or a
+-- shadow window without room, should not take is given back before anyone else can see it (the script is atomic),
+-- and a window this request opened is removed: a window starts with its first admitted request.
+-- The reply is made at its size for the plan's two windows (a route's windows make it grow), and holds each window's
+-- count as soon as it is known.
+local reply = {'admitted', 0, level, same, hour, 0, 0, 0, 0, 0}
+local short, refused, bit = 0, false, 1
+for i = 1, n do
+  -- INCR for the usual cost of 1: the same commands a request made before costs existed.
+  local u
+  if one then u = call('INCR', keys[4 + i]) else u = call('INCRBY', keys[4 + i], cost) end
+  local j = 5 + 2 * i
+  reply[j] = u
+  local limit = tonumber(argv[j + 1])
+  if u > limit and u > -limit then
+    short = short + bit
+    if limit > 0 then refused = true end
+  end
+  bit = bit * 2
+end
+
+-- Admitted, every window with room (nearly every request): each keeps the cost; a window this request opened runs from
+-- now. The lengths stay text (Redis reads them) unless a reply needs the number.
+if short == 0 then
+  for i = 1, n do
+    local j = 5 + 2 * i
+    -- A window without an expiry (a PERSIST by hand) is given one, as remaining() does.
+    local ttl = reply[j] ~= cost and call('PTTL', keys[4 + i]) or -1
+    if ttl < 0 then
+      call('PEXPIRE', keys[4 + i], argv[j + 2])
+      ttl = tonumber(argv[j + 2])
+    end
+    reply[j + 1] = ttl
+  end
+  -- The usage ledger counts it here, in the same call as the decision: exact across the fleet. (count(), inlined.)
+  if usageDay then
+    local field = h < 10 and string.sub('a0a1a2a3a4a5a6a7a8a9', 2 * h + 1, 2 * h + 2) or string.sub('a10a11a12a13a14a15a16a17a18a19a20a21a22a23', 3 * h - 29, 3 * h - 27)
+    if call('HINCRBY', usageDay, field, 1) == 1 then call('PEXPIRE', usageDay, argv[6]) end
+  end
+  return reply
+end
+
+helpers()
+reply[6] = short
+bit = 1
+local retry = 0
+for i = 1, n do
+  local key, u, len = keys[4 + i], reply[5 + 2 * i], tonumber(argv[7 + 2 * i])
+  local ttl
+  if refused or short % (2 * bit) >= bit then
+    -- Takes nothing: the request was refused, or this shadow window has no room for it.
+    if u == cost then call('DEL', key) elseif one then call('DECR', key) else call('DECRBY', key, cost) end
+    u = u - cost
+    ttl = u > 0 and remaining(key, len) or len
+    if refused and short % (2 * bit) >= bit and tonumber(argv[6 + 2 * i]) > 0 and ttl > retry then retry = ttl end
+  elseif u == cost then
+    call('PEXPIRE', key, len)
+    ttl = len
+  else
+    ttl = remaining(key, len)
+  end
+  reply[5 + 2 * i], reply[6 + 2 * i] = u, ttl
+  bit = bit * 2
+end
+
+if refused then
+  local lad = ladder()
+  local strikes = call('INCR', keys[3])
+  if strikes == 1 then call('PEXPIRE', keys[3], lad[2]) end
+  if strikes >= lad[1] then
+    level = level + 1
+    local dur = lad[3 + math.min(level, #lad - 3)]
+    call('HSET', keys[2], 'until', now + dur, 'level', level, 'lastEnd', now + dur)
+    call('PEXPIRE', keys[2], dur + lad[3])
+    call('DEL', keys[3])
+    count('b0b1b2b3b4b5b6b7b8b9', 'b10b11b12b13b14b15b16b17b18b19b20b21b22b23', 1)
+    reply[1], reply[2], reply[3] = 'banned_now', dur, level
+    return reply
+  end
+  count('r0r1r2r3r4r5r6r7r8r9', 'r10r11r12r13r14r15r16r17r18r19r20r21r22r23', 1)
+  reply[1], reply[2] = 'limited', retry
+  return reply
+end
+
+-- Admitted, though a shadow window had no room: counted admitted and shadow-refused.
+count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', 1)
+if short > 0 then count('s0s1s2s3s4s5s6s7s8s9', 's10s11s12s13s14s15s16s17s18s19s20s21s22s23', 1) end
+return reply
