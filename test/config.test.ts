@@ -130,6 +130,7 @@ describe('defaults', () => {
         sunset: '2027-06-01T00:00:00Z',
         link: 'https://example.com/docs/migrate-pets',
         afterSunset: 'gone',
+        cost: 1,
       },
     ]);
   });

@@ -13,6 +13,7 @@ import { systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { RequestContext } from '../src/pipeline/context.js';
 import { keyLimits } from '../src/pipeline/stages.js';
+import { matchRoute } from '../src/routes/policy.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -120,8 +121,9 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
         ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
         routes: [{ method: 'POST', path: '/v1/orders', cost: 4 }],
       });
+      const runtime = new Runtime(config);
       const limiter = new KeyLimiter({
-        runtime: new Runtime(config),
+        runtime,
         clock: systemClock,
         logger: silentLogger,
         metrics: new Metrics(),
@@ -132,6 +134,8 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       app.use((req, _res, next) => {
         req.ctx = new RequestContext('test', 0, req);
         req.ctx.consumer = { id: 'key_costly', plan: 'free', perMinute: 20 };
+        // What the route match stage does, before the key stages: the request's route (and so its cost).
+        req.ctx.matchedRoute = matchRoute(runtime.current.routes, req.method, req.originalUrl);
         next();
       });
       app.use(keyLimits(limiter));
