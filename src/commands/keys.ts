@@ -18,7 +18,7 @@ import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopolog
 import { statSync, writeFileSync } from 'node:fs';
 import { exportKeys } from '../keys/transfer.js';
 import { bufferSource, fileSource, formatOf, ImportFileError, type ImportFormat } from '../keys/import-read.js';
-import type { ImportOutcome, ImportSource } from '../keys/import-run.js';
+import { PROGRESS_EVERY, type ImportOutcome, type ImportSource } from '../keys/import-run.js';
 import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
@@ -370,48 +370,59 @@ export function registerKeysCommands(program: Command): void {
     .addOption(new Option('--format <format>', 'jsonl or csv (default: csv for a .csv file name, else jsonl)').choices(['jsonl', 'csv']))
     .option('--dry-run', 'check every record and say what would be imported; write nothing')
     .option('--skip-invalid', 'import the records that pass and list the refused ones on stderr (exit 0)')
-    .action(async (positional: string | undefined, o: CommonOpts & { file?: string; format?: ImportFormat; dryRun?: boolean; skipInvalid?: boolean }) => {
-      if (positional !== undefined && o.file !== undefined && positional !== o.file) throw new CliError('give the file once: as an argument or as --file', 2);
-      const file = o.file ?? positional;
-      if (file === undefined) throw new CliError('no file to import: give --file FILE (or - for standard input)', 2);
-      const format = o.format ?? formatOf(file);
-      let source: ImportSource;
-      if (file === '-') {
-        // Standard input cannot be read twice: held in memory (a big import gives --file).
-        const chunks: Buffer[] = [];
-        for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-        source = bufferSource(Buffer.concat(chunks), format);
-      } else {
-        try {
-          if (!statSync(file).isFile()) throw Object.assign(new Error(), { code: 'not a file' });
-        } catch (err) {
-          throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    .addOption(
+      new Option('--progress-every <n>', 'a progress line on stderr every n records of each pass')
+        .default(PROGRESS_EVERY)
+        .argParser(positiveInt('--progress-every')),
+    )
+    .action(
+      async (
+        positional: string | undefined,
+        o: CommonOpts & { file?: string; format?: ImportFormat; dryRun?: boolean; skipInvalid?: boolean; progressEvery: number },
+      ) => {
+        if (positional !== undefined && o.file !== undefined && positional !== o.file) throw new CliError('give the file once: as an argument or as --file', 2);
+        const file = o.file ?? positional;
+        if (file === undefined) throw new CliError('no file to import: give --file FILE (or - for standard input)', 2);
+        const format = o.format ?? formatOf(file);
+        let source: ImportSource;
+        if (file === '-') {
+          // Standard input cannot be read twice: held in memory (a big import gives --file).
+          const chunks: Buffer[] = [];
+          for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+          source = bufferSource(Buffer.concat(chunks), format);
+        } else {
+          try {
+            if (!statSync(file).isFile()) throw Object.assign(new Error(), { code: 'not a file' });
+          } catch (err) {
+            throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+          }
+          source = fileSource(file, format);
         }
-        source = fileSource(file, format);
-      }
-      await withSession(o, async (s) => {
-        let r: ImportOutcome;
-        try {
-          r = await s.keys.importKeys(source, undefined, {
-            ...(o.dryRun ? { dryRun: true } : {}),
-            ...(o.skipInvalid ? { skipInvalid: true } : {}),
-            onProgress: (pass, lines) => process.stderr.write(`${pass === 'check' ? 'checked' : 'written'}: ${lines} records\n`),
-          });
-        } catch (err) {
-          if (err instanceof ImportFileError) throw new CliError(`${file}: ${err.message}`);
-          throw err;
-        }
-        for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
-        const counts = `${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}`;
-        out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
-        if (r.refusals.length > 0 && !o.skipInvalid)
-          throw new CliError(
-            r.dryRun
-              ? 'this import would be refused: every record must pass before any is written (see above), or give --skip-invalid'
-              : 'nothing was imported: every record must pass before any is written (see above)',
-          );
-      });
-    });
+        await withSession(o, async (s) => {
+          let r: ImportOutcome;
+          try {
+            r = await s.keys.importKeys(source, undefined, {
+              ...(o.dryRun ? { dryRun: true } : {}),
+              ...(o.skipInvalid ? { skipInvalid: true } : {}),
+              progressEvery: o.progressEvery,
+              onProgress: (pass, lines) => process.stderr.write(`${pass === 'check' ? 'checked' : 'written'}: ${lines} records\n`),
+            });
+          } catch (err) {
+            if (err instanceof ImportFileError) throw new CliError(`${file}: ${err.message}`);
+            throw err;
+          }
+          for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+          const counts = `${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}`;
+          out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
+          if (r.refusals.length > 0 && !o.skipInvalid)
+            throw new CliError(
+              r.dryRun
+                ? 'this import would be refused: every record must pass before any is written (see above), or give --skip-invalid'
+                : 'nothing was imported: every record must pass before any is written (see above)',
+            );
+        });
+      },
+    );
 
   keys
     .command('generate')

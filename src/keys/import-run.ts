@@ -22,7 +22,9 @@ export interface ImportOptions {
   dryRun?: boolean;
   /** Write the records that pass even when others are refused. */
   skipInvalid?: boolean;
-  /** Called every PROGRESS_EVERY lines of each pass. */
+  /** How many records between two onProgress calls (PROGRESS_EVERY when left out). */
+  progressEvery?: number;
+  /** Called every `progressEvery` records of each pass. */
   onProgress?: (pass: 'check' | 'write', lines: number) => void;
 }
 
@@ -80,7 +82,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   let seen = 0;
   for await (const item of source()) {
     lines = Math.max(lines, item.line);
-    if (++seen % PROGRESS_EVERY === 0) opts.onProgress?.('check', seen);
+    if (++seen % (opts.progressEvery ?? PROGRESS_EVERY) === 0) opts.onProgress?.('check', seen);
     if ('error' in item) {
       refuse(item.line, item.error);
       continue;
@@ -147,7 +149,7 @@ async function writeRecords(source: ImportSource, deps: ImportDeps, outcome: Lin
   };
   let seen = 0;
   for await (const item of source()) {
-    if (++seen % PROGRESS_EVERY === 0) opts.onProgress?.('write', seen);
+    if (++seen % (opts.progressEvery ?? PROGRESS_EVERY) === 0) opts.onProgress?.('write', seen);
     if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
     const r = normaliseRecord(item.record, deps.shape, createdAt, deps.newId);
     if ('error' in r) continue; // the check refused it; a source read again yields the same records
