@@ -24,7 +24,8 @@ afterAll(async () => {
   dir?.remove();
 });
 
-const records = (hashes: string[]) => hashes.map((h, i) => JSON.stringify({ ...(i % 2 ? { id: `c_${i}` } : {}), plan: 'free', sha256: h, name: `n${i}` })).join('\n') + '\n';
+const records = (hashes: string[], idPrefix = 'c') =>
+  hashes.map((h, i) => JSON.stringify({ ...(i % 2 ? { id: `${idPrefix}_${i}` } : {}), plan: 'free', sha256: h, name: `n${i}` })).join('\n') + '\n';
 
 describe('keys import of 20,000 records', () => {
   it('reports progress for each pass, writes every record, and a second run changes nothing', async () => {
@@ -34,7 +35,10 @@ describe('keys import of 20,000 records', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.trim()).toBe(`Imported ${N}, unchanged 0.`);
     const progress = withoutAudit(r.stderr).trim().split('\n');
-    expect(progress).toEqual([...[5000, 10000, 15000, 20000].map((n) => `checked: ${n} records`), ...[5000, 10000, 15000, 20000].map((n) => `written: ${n} records`)]);
+    expect(progress).toEqual([
+      ...[5000, 10000, 15000, 20000].map((n) => `checked: ${n} records`),
+      ...[5000, 10000, 15000, 20000].map((n) => `written: ${n} records`),
+    ]);
     expect(auditOf(r.stderr)).toEqual([expect.objectContaining({ imported: N, unchanged: 0, refused: 0 })]);
     const c = redis.client();
     try {
@@ -51,7 +55,7 @@ describe('keys import of 20,000 records', () => {
   it('a hash repeated 19,998 lines later is refused by its line; nothing of the file is written', async () => {
     const hashes = Array.from({ length: N }, () => randomBytes(32).toString('hex'));
     hashes[N - 1] = hashes[1]!;
-    const file = dir.write('repeat.jsonl', records(hashes));
+    const file = dir.write('repeat.jsonl', records(hashes, 'r'));
     const c = redis.client();
     try {
       const before = await c.scard('scale:keys');

@@ -69,7 +69,8 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   };
   let batch: Array<{ line: number; r: NormalisedRecord }> = [];
   const judge = async () => {
-    const facts = await Promise.all(batch.map(({ r }) => deps.reads(() => factsOf(r, deps.store, unlinked))));
+    // A batch's lookups go out together (auto-pipelined on one connection): BATCH records at most, a few GETs each.
+    const facts = await Promise.all(batch.map(({ r }) => factsOf(r, deps.store, unlinked)));
     batch.forEach(({ line, r }, i) => {
       const verdict = judgeRecord(r, facts[i]!, deps.plans);
       if (verdict === 'create') outcome.set(line, CREATE);
@@ -208,21 +209,17 @@ async function unlinkedHashes(deps: ImportDeps): Promise<{ owners: Map<string, S
 
 async function factsOf(r: NormalisedRecord, store: KeyStore, unlinked: { owners: Map<string, StoredKey>; unreadable: Set<string> }) {
   const { key } = r;
-  let byId: StoredKey | 'unreadable' | undefined;
-  if (r.idGiven) {
-    if (unlinked.unreadable.has(key.id)) byId = 'unreadable';
-    else
-      byId = await store.get(key.id).catch((err: unknown) => {
-        if (err instanceof KeyStoreError && err.code === 'invalid_record') return 'unreadable' as const;
-        throw err;
-      });
-  }
-  let owner: StoredKey | undefined;
-  for (const h of hashesOf(key)) {
-    owner = unlinked.owners.get(h) ?? (await store.findByHash(h))?.key;
-    if (owner) break;
-  }
-  return { byId, owner };
+  const byId = async (): Promise<StoredKey | 'unreadable' | undefined> => {
+    if (!r.idGiven) return undefined;
+    if (unlinked.unreadable.has(key.id)) return 'unreadable';
+    return store.get(key.id).catch((err: unknown) => {
+      if (err instanceof KeyStoreError && err.code === 'invalid_record') return 'unreadable' as const;
+      throw err;
+    });
+  };
+  // The record and every hash's owner asked at once: one round trip's wait per record, not three.
+  const [found, ...owners] = await Promise.all([byId(), ...hashesOf(key).map(async (h) => unlinked.owners.get(h) ?? (await store.findByHash(h))?.key)]);
+  return { byId: found, owner: owners.find((k) => k !== undefined) };
 }
 
 function digest(text: string): Buffer {
