@@ -246,7 +246,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminStores?.keys ?? keyStore,
     adminStores?.bans ?? bans,
     clock,
-    { plans: () => runtime.config.plans, ban: () => runtime.config.ban, issuedPrefix: () => runtime.config.auth.issuedPrefix, keyShape: () => runtime.config.auth },
+    {
+      plans: () => runtime.config.plans,
+      ban: () => runtime.config.ban,
+      issuedPrefix: () => runtime.config.auth.issuedPrefix,
+      keyShape: () => runtime.config.auth,
+    },
     auditKeyChanges(logger, metrics),
     adminReads,
   );
