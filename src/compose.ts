@@ -249,7 +249,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     adminStores?.keys ?? keyStore,
     adminStores?.bans ?? bans,
     clock,
-    { plans: () => runtime.config.plans, ban: () => runtime.config.ban, issuedPrefix: () => runtime.config.auth.issuedPrefix },
+    {
+      plans: () => runtime.config.plans,
+      ban: () => runtime.config.ban,
+      issuedPrefix: () => runtime.config.auth.issuedPrefix,
+      keyShape: () => runtime.config.auth,
+    },
     auditKeyChanges(logger, metrics),
     adminReads,
   );

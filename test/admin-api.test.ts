@@ -517,6 +517,16 @@ describe('keys through the admin API', () => {
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);
   });
 
+  it('POST /keys/import is on the admin listener behind its token (its own cases: test/admin-import.test.ts)', async () => {
+    expect((await admin('POST', '/keys/import?dryRun=true', { body: [{ plan: 'big', sha256: 'a'.repeat(64) }] })).body).toEqual({
+      imported: 1,
+      unchanged: 0,
+      refused: [],
+      dryRun: true,
+    });
+    expect((await admin('POST', '/keys/import', { body: [], token: null })).status).toBe(401);
+  });
+
   it('every answer above matches the OpenAPI document, and every operation in it was tried', () => {
     expect(problems).toEqual([]);
     const operations = new Set(doc.operations().map((o) => o.split(' ')[0]));

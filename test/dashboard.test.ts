@@ -7,6 +7,7 @@
 // scrolling. What a person sees is measured (rendered boxes, the chart's pixels); screenshots of each page go to
 // test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHash } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
@@ -39,6 +40,11 @@ async function adminPost(path: string, body: unknown): Promise<Record<string, un
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
+  return (await res.json()) as Record<string, unknown>;
+}
+
+async function adminGet(path: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${gw.adminUrl}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
   return (await res.json()) as Record<string, unknown>;
 }
 
@@ -370,6 +376,39 @@ describe('the dashboard in a browser', () => {
     expect((await csv.text()).split('\r\n')[1]).toMatch(/^GET,\/v1\/pets\/:petId,2026-01-01T00:00:00Z,2099-06-01T00:00:00Z,key_\w+,3,[^,]+,beta-app,$/);
   });
 
+  it('imports a CSV: a dry-run preview with its counts and every refused row, then Import, and the keys are there', async () => {
+    await page.goto(`${gw.adminUrl}/#/import`);
+    const fileInput = page.locator('#import-file');
+    await fileInput.waitFor();
+    const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+    const csv =
+      'name,plan,sha256,metadata.customer\r\n' +
+      `"Imported, Inc",starter,${sha('dash-import-1')},c_7\r\n` +
+      `=SUM(A1:A9),growth,${sha('dash-import-2')},\r\n` +
+      `Nope,platinum,${sha('dash-import-3')},\r\n`;
+    await fileInput.setInputFiles({ name: 'customers.csv', mimeType: 'text/csv', buffer: Buffer.from(csv) });
+    await page.getByText('Preview (nothing written yet)').waitFor();
+    const counts = async () => (await page.locator('.import-counts span').allInnerTexts()).map((t) => t.trim());
+    expect(await counts()).toEqual(['Would import 2', 'Unchanged 0', 'Refused 1']);
+    const rows = await page.locator('#import-refusals tbody tr').allInnerTexts();
+    expect(rows.map((r) => r.split('\t').map((c) => c.trim()))).toEqual([['4', 'unknown plan "platinum"; plans: starter, growth']]);
+    const reasonBox = await page.locator('#import-refusals tbody td').nth(1).boundingBox();
+    expect(reasonBox!.width).toBeGreaterThan(100);
+    // Nothing is written by the preview; Import stays off until the refused row is to be skipped.
+    const run = page.locator('#import-run');
+    expect(await run.isDisabled()).toBe(true);
+    expect((await adminGet(`/keys?name=Imported`)).keys).toEqual([]);
+    await shot(page, 'import-preview');
+    await page.locator('#import-skip').check();
+    await run.click();
+    await page.getByRole('heading', { name: 'Result' }).waitFor();
+    expect(await counts()).toEqual(['Imported 2', 'Unchanged 0', 'Refused 1']);
+    await shot(page, 'import-result');
+    const listed = (await adminGet('/keys?limit=1000')).keys as Array<{ name?: string; plan: string; metadata?: Record<string, string> }>;
+    expect(listed.find((k) => k.name === 'Imported, Inc')).toMatchObject({ plan: 'starter', metadata: { customer: 'c_7' } });
+    expect(listed.find((k) => k.name === '=SUM(A1:A9)')).toMatchObject({ plan: 'growth' });
+  });
+
   it('a change with the session cookie from another origin is refused; sign out ends the session', async () => {
     const cookie = (await context.cookies())[0]!;
     const foreign = await fetch(`${gw.adminUrl}/keys`, {
@@ -399,6 +438,7 @@ describe('the dashboard at a phone width', () => {
       for (const [hash, ready] of [
         ['#/keys', '#keys-table'],
         ['#/deprecated', '.deprecated-route'],
+        ['#/import', '#import-file'],
       ] as const) {
         await page.goto(`${gw.adminUrl}/${hash}`);
         await page.locator(ready).first().waitFor();

@@ -131,7 +131,7 @@ describe('keys import refuses what would take over or revive a key, and writes n
     const first = fresh();
     const r = await refused(file(first, { ...first, name: 'twin' }, fresh({ hash: first.hash }), fresh({ prevHash: first.hash })));
     expect(r.lines).toEqual([
-      `line 2: id ${first.id} is also on line 1`,
+      'line 2: its id is also on line 1',
       'line 3: a hash of this record is also on line 1',
       'line 4: a hash of this record is also on line 1',
     ]);

@@ -16,6 +16,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages.js';
 import { AdminGuard } from './guard.js';
+import { importRoute } from './import-route.js';
 import { dashboardRouter } from '../dashboard/routes.js';
 import { Sessions } from '../dashboard/sessions.js';
 import {
@@ -94,10 +95,12 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   // The document describes the API, nothing in it is secret; tools fetch it without credentials.
   app.get('/openapi.json', (_req, res) => void res.json(o.openapi));
   app.use(guard.requireAdmin);
+  const actor = (req: Request): Actor => ({ by: req.adminTokenId!, requestId: req.id });
+  // Before the JSON parser: an import body is larger (up to 10 MB) and may be CSV or JSON lines.
+  app.post('/keys/import', ...importRoute(keys, actor));
   app.use(express.json({ limit: MAX_BODY, strict: true }));
   app.use(requireJsonBody);
 
-  const actor = (req: Request): Actor => ({ by: req.adminTokenId!, requestId: req.id });
   const view = (k: KeyRecord) => ({ ...k, status: keys.statusOf(k) });
   const keyId: RequestHandler = (req, res, next) =>
     KEY_ID.test(String(req.params.id)) ? next() : sendError(res, 'not_found', `no key with id "${req.params.id}"`);

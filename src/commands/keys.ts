@@ -16,8 +16,10 @@ import { allRouteSuffixes } from '../limits/windows.js';
 import { RedisBanStore } from '../limits/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { exportKeys, parseImportLines } from '../keys/transfer.js';
+import { statSync, writeFileSync } from 'node:fs';
+import { exportKeys } from '../keys/transfer.js';
+import { bufferSource, fileSource, formatOf, ImportFileError, type ImportFormat } from '../keys/import-read.js';
+import { PROGRESS_EVERY, type ImportOutcome, type ImportSource } from '../keys/import-run.js';
 import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
@@ -70,7 +72,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     // `keys reset` empties the key's route windows too: every one this config file has.
     new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     systemClock,
-    { plans: () => config.plans, ban: () => config.ban, issuedPrefix: () => config.auth.issuedPrefix },
+    { plans: () => config.plans, ban: () => config.ban, issuedPrefix: () => config.auth.issuedPrefix, keyShape: () => config.auth },
     auditKeyChanges(audit),
   );
   return { config, redis, keyspace, store, keys };
@@ -362,23 +364,67 @@ export function registerKeysCommands(program: Command): void {
     });
 
   common(keys.command('import'))
-    .description('import key records from `keys export` (a file, or - for stdin): all or nothing; records already there as given are left alone')
-    .argument('<file>', 'JSON lines file, or - for standard input')
-    .action(async (file: string, o: CommonOpts) => {
-      let text: string;
-      try {
-        text = readFileSync(file === '-' ? 0 : file, 'utf8');
-      } catch (err) {
-        throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
-      }
-      await withSession(o, async (s) => {
-        const parsed = parseImportLines(text.split('\n'));
-        const r = await s.keys.importKeys(parsed.candidates, undefined, parsed.refusals);
-        for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
-        out(`Imported ${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}.`);
-        if (r.refusals.length > 0) throw new CliError('nothing was imported: every record must pass before any is written (see above)');
-      });
-    });
+    .description(
+      'import keys: `keys export` records or your own ({id?, name?, plan, key | sha256, metadata?, perMinute?, perDay?, expiresAt?}) as JSON lines or CSV; all or nothing unless --skip-invalid; records already there as given are left alone',
+    )
+    .argument('[file]', 'the file (same as --file), or - for standard input')
+    .option('--file <file>', 'the file to import')
+    .addOption(new Option('--format <format>', 'jsonl or csv (default: csv for a .csv file name, else jsonl)').choices(['jsonl', 'csv']))
+    .option('--dry-run', 'check every record and say what would be imported; write nothing')
+    .option('--skip-invalid', 'import the records that pass and list the refused ones on stderr (exit 0)')
+    .addOption(
+      new Option('--progress-every <n>', 'a progress line on stderr every n records of each pass')
+        .default(PROGRESS_EVERY)
+        .argParser(positiveInt('--progress-every')),
+    )
+    .action(
+      async (
+        positional: string | undefined,
+        o: CommonOpts & { file?: string; format?: ImportFormat; dryRun?: boolean; skipInvalid?: boolean; progressEvery: number },
+      ) => {
+        if (positional !== undefined && o.file !== undefined && positional !== o.file) throw new CliError('give the file once: as an argument or as --file', 2);
+        const file = o.file ?? positional;
+        if (file === undefined) throw new CliError('no file to import: give --file FILE (or - for standard input)', 2);
+        const format = o.format ?? formatOf(file);
+        let source: ImportSource;
+        if (file === '-') {
+          // Standard input cannot be read twice: held in memory (a big import gives --file).
+          const chunks: Buffer[] = [];
+          for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+          source = bufferSource(Buffer.concat(chunks), format);
+        } else {
+          try {
+            if (!statSync(file).isFile()) throw Object.assign(new Error(), { code: 'not a file' });
+          } catch (err) {
+            throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+          }
+          source = fileSource(file, format);
+        }
+        await withSession(o, async (s) => {
+          let r: ImportOutcome;
+          try {
+            r = await s.keys.importKeys(source, undefined, {
+              ...(o.dryRun ? { dryRun: true } : {}),
+              ...(o.skipInvalid ? { skipInvalid: true } : {}),
+              progressEvery: o.progressEvery,
+              onProgress: (pass, lines) => process.stderr.write(`${pass === 'check' ? 'checked' : 'written'}: ${lines} records\n`),
+            });
+          } catch (err) {
+            if (err instanceof ImportFileError) throw new CliError(`${file}: ${err.message}`);
+            throw err;
+          }
+          for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+          const counts = `${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}`;
+          out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
+          if (r.refusals.length > 0 && !o.skipInvalid)
+            throw new CliError(
+              r.dryRun
+                ? 'this import would be refused: every record must pass before any is written (see above), or give --skip-invalid'
+                : 'nothing was imported: every record must pass before any is written (see above)',
+            );
+        });
+      },
+    );
 
   keys
     .command('generate')

@@ -4,14 +4,14 @@
 // announced to every gateway instance (publishChange), which drops the key from its cache before its next request.
 import type { Clock } from '../util/clock.js';
 import type { BanPolicy, BanStore } from '../limits/types.js';
-import { generateKey, generateKeyId, hashKey } from './format.js';
+import { DEFAULT_KEY_SHAPE, generateKey, generateKeyId, hashKey, type KeyShapeRules } from './format.js';
 import type { WindowState } from '../limits/types.js';
 import { planWindows } from '../limits/windows.js';
 import { sortedMetadata } from './fields.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
-import { checkImport, type ImportCandidate, type ImportRefusal } from './import-check.js';
+import { ImportWriteError, runImport, type ImportOptions, type ImportOutcome, type ImportSource } from './import-run.js';
 
 export type KeyAdminErrorCode =
   /** No key with that id. */
@@ -103,6 +103,8 @@ export interface KeyAdminPolicy {
   ban(): BanPolicy;
   /** The prefix new and rotated keys are issued with (auth.issuedPrefix); "tg_" when left out. */
   issuedPrefix?(): string;
+  /** How plaintext keys in an import are judged (auth.issuedPrefix, auth.foreignKeys); the defaults when left out. */
+  keyShape?(): KeyShapeRules;
 }
 
 /**
@@ -403,51 +405,41 @@ export class KeyAdmin {
   }
 
   /**
-   * Imports key records (parsed, each with its line): every one is checked first (checkImport: schema, plans, ids and
-   * hashes against the store and each other), and if any is refused nothing is written. `refused` adds refusals found
-   * before (lines that did not parse), which also stop the import. Records already stored as given are left alone, so
-   * importing the same export again changes nothing. Then each new record is created, with its grace hash linked while
-   * the grace lasts, announced to every instance, and the import audited once with its counts.
+   * Imports key records from a source read once per pass (import-run.ts): Tollgate's export records or a customer's
+   * (import-records.ts). Every record is checked first (its shape, the plans, ids and hashes against the store and each
+   * other); if any is refused nothing is written, unless `skipInvalid`. Records already stored as given are left
+   * alone, so importing the same file again changes nothing. A dry run checks and writes nothing, not even its audit
+   * line; any other import is audited once with its counts, whether it wrote or was refused.
    */
-  async importKeys(
-    candidates: readonly ImportCandidate[],
-    actor: Actor = CLI,
-    refused: readonly ImportRefusal[] = [],
-  ): Promise<{ imported: number; unchanged: number; refusals: ImportRefusal[] }> {
-    const [ids, existing] = await Promise.all([this.store.ids(), this.store.list()]);
-    const readable = new Set(existing.map((k) => k.id));
-    const check = checkImport(candidates, {
+  async importKeys(source: ImportSource, actor: Actor = CLI, opts: ImportOptions = {}): Promise<ImportOutcome> {
+    const deps = {
+      store: this.store,
+      reads: this.reads,
       plans: new Set(Object.keys(this.policy.plans())),
-      existing,
-      unreadable: new Set(ids.filter((id) => !readable.has(id))),
-    });
-    const refusals = [...refused, ...check.refusals].sort((a, b) => a.line - b.line);
-    if (refusals.length > 0) {
-      this.onChange({ action: 'import', counts: { imported: 0, unchanged: check.unchanged.length, refused: refusals.length }, actor });
-      return { imported: 0, unchanged: check.unchanged.length, refusals };
-    }
-    const now = this.clock.now();
+      shape: this.policy.keyShape?.() ?? DEFAULT_KEY_SHAPE,
+      now: this.clock.now(),
+      newId: generateKeyId,
+    };
+    let result: ImportOutcome | undefined;
     let imported = 0;
     try {
-      for (const { line, key } of check.create) {
-        try {
-          await this.store.create(key);
-        } catch (err) {
-          // Only another change made between the check and this write gets here (the check saw the id and hash free).
-          if (err instanceof KeyStoreError)
-            throw new KeyAdminError('contended', `line ${line}: ${err.message} (changed while importing); ${imported} records before it were imported`);
-          throw err;
-        }
-        // A rotation's old key still in its grace period keeps working until it ends, on the new Redis too.
-        if (key.prevHash !== undefined && key.prevHashUntil !== undefined && key.prevHashUntil > now)
-          await this.store.update(key, { linkHash: key.prevHash, expireHash: { hash: key.prevHash, atMs: key.prevHashUntil } });
-        await this.store.publishChange(key.id);
-        imported++;
+      result = await runImport(source, deps, opts);
+      imported = result.imported;
+      return result;
+    } catch (err) {
+      if (err instanceof ImportWriteError) {
+        imported = err.imported;
+        throw new KeyAdminError('contended', err.message);
       }
+      throw err;
     } finally {
-      this.onChange({ action: 'import', counts: { imported, unchanged: check.unchanged.length, refused: 0 }, actor });
+      if (!opts.dryRun && (result !== undefined || imported > 0))
+        this.onChange({
+          action: 'import',
+          counts: { imported: result?.wrote === false ? 0 : imported, unchanged: result?.unchanged ?? 0, refused: result?.refusals.length ?? 0 },
+          actor,
+        });
     }
-    return { imported, unchanged: check.unchanged.length, refusals: [] };
   }
 
   /** The key's ban now, as the limit check sees it (the store's clock). */

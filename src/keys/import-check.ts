@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { metadataSchema } from './fields.js';
 import type { StoredKey } from './types.js';
+import { sameGivenFields, type NormalisedRecord } from './import-records.js';
 
 const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a SHA-256 in lowercase hex');
 const isoTime = z.iso.datetime({ offset: true });
@@ -98,32 +99,50 @@ export function checkImport(candidates: readonly ImportCandidate[], ctx: ImportC
       refuse(`a hash of this record is also on line ${sameHash}`);
       continue;
     }
-    if (ctx.unreadable.has(key.id)) {
-      refuse(`key ${key.id} exists with an unreadable record; repair or delete it in Redis first`);
-      continue;
-    }
-    const existing = byId.get(key.id);
-    if (existing) {
-      if (canonical(existing) === canonical(key)) out.unchanged.push({ line, id: key.id });
-      else refuse(`key ${key.id} exists with other content; left as it is (change it with keys update, or revoke it)`);
-      continue;
-    }
     const owner = hashes.map((h) => hashOwner.get(h)).find((k) => k !== undefined);
-    if (owner) {
-      refuse(`a hash of this record belongs to ${owner.status === 'revoked' ? 'revoked ' : ''}key ${owner.id}; a hash opens one key only`);
-      continue;
-    }
-    if (!ctx.plans.has(key.plan)) {
-      refuse(`unknown plan "${key.plan}"; plans: ${[...ctx.plans].join(', ')}`);
-      continue;
-    }
+    const verdict = judgeRecord(
+      { key, customer: false, idGiven: true },
+      { byId: ctx.unreadable.has(key.id) ? 'unreadable' : byId.get(key.id), owner },
+      ctx.plans,
+    );
+    if (verdict === 'unchanged') out.unchanged.push({ line, id: key.id });
+    else if (verdict !== 'create') refuse(verdict);
+    if (verdict !== 'create') continue;
     out.create.push({ line, key });
   }
   return out;
 }
 
+/** What the store holds for one record: the record under its id (or that it is unreadable), and the key owning one of its hashes. */
+export interface StoredFacts {
+  byId: StoredKey | 'unreadable' | undefined;
+  owner: StoredKey | undefined;
+}
+
+/**
+ * The store's rules for one record that passed its schema and the checks within its file: 'create', 'unchanged' (already
+ * stored as given), or why it is refused. A customer record (import-records.ts) has no createdAt of its own, so it is
+ * "already there" when a key with its id (or, without an id, the key its hash opens) holds the fields it gives.
+ */
+export function judgeRecord(r: NormalisedRecord, facts: StoredFacts, plans: ReadonlySet<string>): 'create' | 'unchanged' | string {
+  const { key } = r;
+  if (facts.byId === 'unreadable') return `key ${key.id} exists with an unreadable record; repair or delete it in Redis first`;
+  const existing = facts.byId;
+  if (existing) {
+    if (r.customer ? sameGivenFields(existing, key) : canonical(existing) === canonical(key)) return 'unchanged';
+    return `key ${key.id} exists with other content; left as it is (change it with keys update, or revoke it)`;
+  }
+  const owner = facts.owner;
+  if (owner) {
+    if (r.customer && !r.idGiven && sameGivenFields(owner, key)) return 'unchanged';
+    return `a hash of this record belongs to ${owner.status === 'revoked' ? 'revoked ' : ''}key ${owner.id}; a hash opens one key only`;
+  }
+  if (!plans.has(key.plan)) return `unknown plan "${key.plan}"; plans: ${[...plans].join(', ')}`;
+  return 'create';
+}
+
 /** The hashes a record holds: its current one and, after a rotation, the old one (in or past its grace). */
-function hashesOf(k: StoredKey): string[] {
+export function hashesOf(k: StoredKey): string[] {
   return k.prevHash !== undefined ? [k.hash, k.prevHash] : [k.hash];
 }
 

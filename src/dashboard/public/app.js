@@ -1,6 +1,6 @@
 // The Tollgate dashboard: a small single page on the admin API. Sign in exchanges an admin token for an HttpOnly
 // session cookie (the script never sees it again); every other call is the admin API itself, sent with that cookie.
-// Views: #/overview, #/keys, #/keys/<id>, #/deprecated, #/rollout, #/services. Text from the API is only ever set as text, never as HTML.
+// Views: #/overview, #/keys, #/keys/<id>, #/deprecated, #/rollout, #/services, #/import. Text from the API is only ever set as text, never as HTML.
 /* global uPlot */
 'use strict';
 
@@ -28,11 +28,12 @@ function show(...children) {
 class Unauthorized extends Error {}
 
 async function api(path, opts = {}) {
+  const raw = opts.raw !== undefined;
   const res = await fetch(path, {
     method: opts.method || 'GET',
     credentials: 'same-origin',
-    headers: opts.body !== undefined ? { 'content-type': 'application/json' } : {},
-    body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
+    headers: raw ? { 'content-type': opts.type } : opts.body !== undefined ? { 'content-type': 'application/json' } : {},
+    body: raw ? opts.raw : opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
   });
   if (res.status === 401) throw new Unauthorized();
   const text = await res.text();
@@ -708,6 +709,78 @@ async function rolloutView() {
   );
 }
 
+/**
+ * Import: a CSV of keys from another system, previewed first (a dry run: counts, and every refused row with its line
+ * and reason), then imported for real. Rows the preview refused are only skipped when the box says so; otherwise a
+ * refused row means nothing is imported, as with `tollgate keys import`.
+ */
+function importView() {
+  const file = h('input', { type: 'file', id: 'import-file', accept: '.csv,text/csv' });
+  const result = h('div', { id: 'import-result' });
+  let text = '';
+  const counts = (r, done) =>
+    h(
+      'p',
+      { class: 'import-counts' },
+      h('span', { class: 'tile-inline' }, `${done ? 'Imported' : 'Would import'} ${fmt(r.imported)}`),
+      h('span', { class: 'tile-inline' }, `Unchanged ${fmt(r.unchanged)}`),
+      h('span', { class: r.refused.length ? 'tile-inline refused' : 'tile-inline' }, `Refused ${fmt(r.refused.length)}`),
+    );
+  const refusals = (r) =>
+    r.refused.length === 0
+      ? null
+      : h(
+          'div',
+          { class: 'panel' },
+          h(
+            'table',
+            { id: 'import-refusals' },
+            h('thead', {}, h('tr', {}, h('th', {}, 'line'), h('th', {}, 'reason'))),
+            h(
+              'tbody',
+              {},
+              r.refused.map((x) => h('tr', {}, h('td', {}, String(x.line)), h('td', {}, x.reason))),
+            ),
+          ),
+        );
+  const run = (query) => api(`/keys/import${query}`, { method: 'POST', raw: text, type: 'text/csv' });
+  const preview = async () => {
+    result.replaceChildren(h('p', { class: 'muted' }, 'Checking…'));
+    text = await file.files[0].text();
+    const r = await run('?dryRun=true&skipInvalid=true');
+    const skip = h('input', { type: 'checkbox', id: 'import-skip' });
+    const go = h('button', { type: 'button', id: 'import-run', disabled: r.refused.length > 0 || r.imported === 0 }, 'Import');
+    skip.addEventListener('change', () => (go.disabled = !skip.checked || r.imported === 0));
+    go.addEventListener('click', async () => {
+      go.disabled = true;
+      try {
+        const done = await run(r.refused.length ? '?skipInvalid=true' : '');
+        result.replaceChildren(h('h2', {}, 'Result'), counts(done, true), refusals(done));
+      } catch (err) {
+        result.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message));
+      }
+    });
+    result.replaceChildren(
+      h('h2', {}, 'Preview (nothing written yet)'),
+      counts(r, false),
+      refusals(r),
+      r.refused.length ? h('p', {}, h('label', {}, skip, ' Import the valid rows and skip the refused ones')) : null,
+      h('p', {}, go),
+    );
+  };
+  file.addEventListener('change', () => preview().catch((err) => result.replaceChildren(h('p', { class: 'error', role: 'alert' }, err.message))));
+  show(
+    h('h1', {}, 'Import keys'),
+    h(
+      'p',
+      { class: 'muted' },
+      'A CSV with a header row: plan, and key or sha256; optionally id, name, perMinute, perDay, expiresAt and metadata.<name> columns. Up to 10 MB; bigger files go through tollgate keys import --file.',
+    ),
+    h('p', {}, h('label', {}, 'CSV file ', file)),
+    result,
+  );
+}
+
 async function route() {
   for (const c of charts) c.plot.destroy();
   charts = [];
@@ -723,6 +796,7 @@ async function route() {
     if (id) await keyView(decodeURIComponent(id[1]));
     else if (name === 'keys') await keysView(params);
     else if (name === 'deprecated') await deprecatedView();
+    else if (name === 'import') importView();
     else if (name === 'services') await servicesView();
     else if (name === 'rollout') await rolloutView();
     else await overview();

@@ -1,0 +1,72 @@
+// POST /keys/import: the admin API's way to bring keys in, the same import as `tollgate keys import` (KeyAdmin.importKeys)
+// on a body held in memory: a JSON array of records, JSON lines (application/x-ndjson) or CSV (text/csv). Bounded at
+// IMPORT_MAX_BODY: a bigger import goes through the CLI, which streams its file. The answer never holds a plaintext key
+// (refusals name the line and the reason only).
+import express, { type RequestHandler } from 'express';
+import { sendError } from '../http/errors.js';
+import type { Actor, KeyAdmin } from '../keys/admin.js';
+import { bufferSource, ImportFileError } from '../keys/import-read.js';
+import type { ImportItem, ImportSource } from '../keys/import-run.js';
+
+/** The largest import body: about 40,000 customer records in CSV. */
+export const IMPORT_MAX_BODY_BYTES = 10 * 1024 * 1024;
+
+const FLAGS = new Set(['dryRun', 'skipInvalid']);
+
+export function importRoute(keys: KeyAdmin, actor: (req: express.Request) => Actor): RequestHandler[] {
+  const raw = express.raw({ type: () => true, limit: IMPORT_MAX_BODY_BYTES });
+  const readBody: RequestHandler = (req, res, next) =>
+    raw(req, res, (err?: unknown) => {
+      const type = (err as { type?: string } | undefined)?.type;
+      if (type === 'entity.too.large')
+        return sendError(res, 'payload_too_large', 'An import body is at most 10 MB; import a bigger file with `tollgate keys import --file`.');
+      if (err) return next(err);
+      next();
+    });
+  const run: RequestHandler = async (req, res) => {
+    const flags = flagsOf(req.url);
+    if (typeof flags === 'string') return sendError(res, 'invalid_request', flags);
+    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    const mediaType = String(req.headers['content-type'] ?? '')
+      .split(';')[0]!
+      .trim()
+      .toLowerCase();
+    let source: ImportSource;
+    if (mediaType === 'text/csv') source = bufferSource(body, 'csv');
+    else if (mediaType === 'application/x-ndjson') source = bufferSource(body, 'jsonl');
+    else if (mediaType === 'application/json') {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch {
+        return sendError(res, 'invalid_json');
+      }
+      if (!Array.isArray(parsed)) return sendError(res, 'invalid_request', 'The body must be a JSON array of key records.');
+      const items: ImportItem[] = parsed.map((record: unknown, i) => ({ line: i + 1, record }));
+      source = async function* () {
+        yield* items;
+      };
+    } else return sendError(res, 'unsupported_media_type', 'An import body is application/json (an array), application/x-ndjson or text/csv.');
+    try {
+      const r = await keys.importKeys(source, actor(req), flags);
+      res.json({ imported: r.imported, unchanged: r.unchanged, refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })), dryRun: r.dryRun });
+    } catch (err) {
+      if (err instanceof ImportFileError) return sendError(res, 'invalid_request', err.message);
+      throw err;
+    }
+  };
+  return [readBody, run];
+}
+
+/** dryRun and skipInvalid, each "true" or "false"; any other parameter or value is refused (its message returned). */
+function flagsOf(url: string): { dryRun?: boolean; skipInvalid?: boolean } | string {
+  const q = url.indexOf('?');
+  const out: { dryRun?: boolean; skipInvalid?: boolean } = {};
+  for (const [k, v] of new URLSearchParams(q < 0 ? '' : url.slice(q + 1))) {
+    if (!FLAGS.has(k)) return 'query: an unknown parameter (an import takes dryRun and skipInvalid)';
+    if (Object.hasOwn(out, k)) return `query.${k}: given more than once`;
+    if (v !== 'true' && v !== 'false') return `query.${k}: expected true or false`;
+    out[k as 'dryRun' | 'skipInvalid'] = v === 'true';
+  }
+  return out;
+}

@@ -1,0 +1,283 @@
+// An import of any size in bounded memory, in passes over a source that can be read again (a file, a request body):
+// 1. the store's hashes no link finds (revoked keys', grace hashes) are read once, a batch at a time; 2. every record is
+// parsed, checked (import-records.ts, then judgeRecord against its id's record and its hash's owner, looked up in
+// batches) and only its outcome kept, one byte per line, with its id and hashes as 32-byte digests for the
+// within-file duplicates (a sort at the end, not a Map of strings); 3. unless refused or a dry run, the records to
+// create are read again and written in batches. Nothing a record holds outlives its batch.
+import { hash } from 'node:crypto';
+import { hashesOf, judgeRecord, type ImportRefusal } from './import-check.js';
+import { normaliseRecord, type NormalisedRecord } from './import-records.js';
+import type { KeyShapeRules } from './format.js';
+import { KeyStoreError, type StoredKey, type KeyStore } from './types.js';
+import type { ReadLimit } from '../storage/read-limit.js';
+
+/** One item a reader yields: a parsed record, or a line that could not be parsed, each with its line number. */
+export type ImportItem = { line: number; record: unknown } | { line: number; error: string };
+
+/** A source read once per pass (a file opened anew, a body read again). */
+export type ImportSource = () => AsyncIterable<ImportItem>;
+
+export interface ImportOptions {
+  /** Check everything, write nothing. */
+  dryRun?: boolean;
+  /** Write the records that pass even when others are refused. */
+  skipInvalid?: boolean;
+  /** How many records between two onProgress calls (PROGRESS_EVERY when left out). */
+  progressEvery?: number;
+  /** Called every `progressEvery` records of each pass. */
+  onProgress?: (pass: 'check' | 'write', lines: number) => void;
+}
+
+export interface ImportOutcome {
+  imported: number;
+  unchanged: number;
+  refusals: ImportRefusal[];
+  dryRun: boolean;
+  /** Whether anything was written (false on a dry run, or when refusals stopped it). */
+  wrote: boolean;
+}
+
+export interface ImportDeps {
+  store: KeyStore;
+  reads: ReadLimit;
+  plans: ReadonlySet<string>;
+  shape: KeyShapeRules;
+  now: number;
+  newId: () => string;
+}
+
+export const PROGRESS_EVERY = 100_000;
+/** Records checked or written at once: their lookups or writes are in flight together. */
+const BATCH = 256;
+
+const CREATE = 0;
+const UNCHANGED = 1;
+const REFUSED = 2;
+const SKIPPED = 3; // a blank line
+
+/** Checks every record of the source, then (unless refused or a dry run) writes those to create. */
+export async function runImport(source: ImportSource, deps: ImportDeps, opts: ImportOptions = {}): Promise<ImportOutcome> {
+  const createdAt = new Date(deps.now).toISOString();
+  const unlinked = await unlinkedHashes(deps);
+  const outcome = new LineOutcomes();
+  const refusals: ImportRefusal[] = [];
+  const ids = new DigestLines();
+  const hashes = new DigestLines();
+  const refuse = (line: number, error: string) => {
+    outcome.set(line, REFUSED);
+    refusals.push({ line, error });
+  };
+  let batch: Array<{ line: number; r: NormalisedRecord }> = [];
+  const judge = async () => {
+    // A batch's lookups go out together (auto-pipelined on one connection): BATCH records at most, a few GETs each.
+    const facts = await Promise.all(batch.map(({ r }) => factsOf(r, deps.store, unlinked)));
+    batch.forEach(({ line, r }, i) => {
+      const verdict = judgeRecord(r, facts[i]!, deps.plans);
+      if (verdict === 'create') outcome.set(line, CREATE);
+      else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
+      else refuse(line, verdict);
+    });
+    batch = [];
+  };
+  let lines = 0;
+  let seen = 0;
+  for await (const item of source()) {
+    lines = Math.max(lines, item.line);
+    if (++seen % (opts.progressEvery ?? PROGRESS_EVERY) === 0) opts.onProgress?.('check', seen);
+    if ('error' in item) {
+      refuse(item.line, item.error);
+      continue;
+    }
+    if (item.record === undefined) {
+      outcome.set(item.line, SKIPPED);
+      continue;
+    }
+    const r = normaliseRecord(item.record, deps.shape, createdAt, () => '');
+    if ('error' in r) {
+      refuse(item.line, r.error);
+      continue;
+    }
+    if (r.key.prevHash !== undefined && r.key.prevHash === r.key.hash) {
+      refuse(item.line, "prevHash is the key's own hash");
+      continue;
+    }
+    if (r.idGiven) ids.add(digest(r.key.id), item.line);
+    for (const h of hashesOf(r.key)) hashes.add(Buffer.from(h, 'hex'), item.line);
+    batch.push({ line: item.line, r });
+    if (batch.length >= BATCH) await judge();
+  }
+  await judge();
+  // Within the file: the first line to name an id or a hash keeps it; every later one is refused.
+  const withinFile = new Map<number, string>();
+  for (const [line, first] of ids.repeats()) withinFile.set(line, `its id is also on line ${first}`);
+  for (const [line, first] of hashes.repeats()) if (!withinFile.has(line)) withinFile.set(line, `a hash of this record is also on line ${first}`);
+  for (const [line, error] of withinFile) {
+    if (outcome.get(line) === REFUSED) continue;
+    refuse(line, error);
+  }
+  refusals.sort((a, b) => a.line - b.line);
+  let toCreate = 0;
+  let unchanged = 0;
+  for (let l = 1; l <= lines; l++) {
+    const o = outcome.get(l);
+    if (o === CREATE) toCreate++;
+    else if (o === UNCHANGED) unchanged++;
+  }
+  const dryRun = opts.dryRun === true;
+  // A dry run answers what the same import would do: nothing imported when a refusal stops it.
+  const stopped = refusals.length > 0 && !opts.skipInvalid;
+  if (dryRun || stopped || toCreate === 0) return { imported: stopped ? 0 : toCreate, unchanged, refusals, dryRun, wrote: false };
+  const imported = await writeRecords(source, deps, outcome, createdAt, opts);
+  return { imported, unchanged, refusals, dryRun, wrote: true };
+}
+
+/** The second pass: reads the source again and creates each record the check marked, a batch at a time. */
+async function writeRecords(source: ImportSource, deps: ImportDeps, outcome: LineOutcomes, createdAt: string, opts: ImportOptions): Promise<number> {
+  let imported = 0;
+  let batch: Array<{ line: number; key: StoredKey }> = [];
+  const write = async () => {
+    const results = await Promise.allSettled(batch.map(({ key }) => createOne(key, deps)));
+    const failed = results.findIndex((r) => r.status === 'rejected');
+    imported += results.filter((r) => r.status === 'fulfilled').length;
+    if (failed >= 0) {
+      const err = (results[failed] as PromiseRejectedResult).reason as unknown;
+      const line = batch[failed]!.line;
+      if (err instanceof KeyStoreError)
+        throw new ImportWriteError(`line ${line}: ${err.message} (changed while importing); ${imported} records were imported`, imported);
+      throw err;
+    }
+    batch = [];
+  };
+  let seen = 0;
+  for await (const item of source()) {
+    if (++seen % (opts.progressEvery ?? PROGRESS_EVERY) === 0) opts.onProgress?.('write', seen);
+    if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
+    const r = normaliseRecord(item.record, deps.shape, createdAt, deps.newId);
+    if ('error' in r) continue; // the check refused it; a source read again yields the same records
+    batch.push({ line: item.line, key: r.key });
+    if (batch.length >= BATCH) await write();
+  }
+  await write();
+  return imported;
+}
+
+/** A write failed after others of the import were made: how many were. */
+export class ImportWriteError extends Error {
+  constructor(
+    message: string,
+    readonly imported: number,
+  ) {
+    super(message);
+  }
+}
+
+async function createOne(key: StoredKey, deps: ImportDeps): Promise<void> {
+  await deps.store.create(key);
+  // A rotation's old key still in its grace period keeps working until it ends, on the new Redis too.
+  if (key.prevHash !== undefined && key.prevHashUntil !== undefined && key.prevHashUntil > deps.now)
+    await deps.store.update(key, { linkHash: key.prevHash, expireHash: { hash: key.prevHash, atMs: key.prevHashUntil } });
+  await deps.store.publishChange(key.id);
+}
+
+/**
+ * Hashes a stored key holds that no hash link finds (a revoked key's, a grace hash): read once from every record, a
+ * batch at a time, keeping only those (most keys have none). Every other stored hash is found by its link.
+ */
+async function unlinkedHashes(deps: ImportDeps): Promise<{ owners: Map<string, StoredKey>; unreadable: Set<string> }> {
+  const owners = new Map<string, StoredKey>();
+  const unreadable = new Set<string>();
+  for await (const ids of deps.store.idBatches()) {
+    const records = await Promise.all(
+      ids.map((id) =>
+        deps.reads(() =>
+          deps.store.get(id).catch((err: unknown) => {
+            if (err instanceof KeyStoreError && err.code === 'invalid_record') unreadable.add(id);
+            else throw err;
+            return undefined;
+          }),
+        ),
+      ),
+    );
+    for (const k of records) {
+      if (!k) continue;
+      if (k.status === 'revoked') owners.set(k.hash, k);
+      if (k.prevHash !== undefined) owners.set(k.prevHash, k);
+    }
+  }
+  return { owners, unreadable };
+}
+
+async function factsOf(r: NormalisedRecord, store: KeyStore, unlinked: { owners: Map<string, StoredKey>; unreadable: Set<string> }) {
+  const { key } = r;
+  const byId = async (): Promise<StoredKey | 'unreadable' | undefined> => {
+    if (!r.idGiven) return undefined;
+    if (unlinked.unreadable.has(key.id)) return 'unreadable';
+    return store.get(key.id).catch((err: unknown) => {
+      if (err instanceof KeyStoreError && err.code === 'invalid_record') return 'unreadable' as const;
+      throw err;
+    });
+  };
+  // The record and every hash's owner asked at once: one round trip's wait per record, not three.
+  const [found, ...owners] = await Promise.all([byId(), ...hashesOf(key).map(async (h) => unlinked.owners.get(h) ?? (await store.findByHash(h))?.key)]);
+  return { byId: found, owner: owners.find((k) => k !== undefined) };
+}
+
+function digest(text: string): Buffer {
+  return hash('sha256', text, 'buffer');
+}
+
+/** One byte per line: what the check decided for it (lines never seen read as SKIPPED). */
+class LineOutcomes {
+  private bytes = new Uint8Array(1024).fill(SKIPPED);
+  set(line: number, o: number): void {
+    if (line >= this.bytes.length) {
+      const grown = new Uint8Array(Math.max(line + 1, this.bytes.length * 2)).fill(SKIPPED);
+      grown.set(this.bytes);
+      this.bytes = grown;
+    }
+    this.bytes[line] = o;
+  }
+  get(line: number): number {
+    return line < this.bytes.length ? this.bytes[line]! : SKIPPED;
+  }
+}
+
+/**
+ * 32-byte digests with the line each came from, packed in one growing buffer (36 bytes an entry: 36 MB for a million
+ * against well over 100 MB as a Set of hex strings); repeats() sorts them once to find every digest seen twice.
+ */
+class DigestLines {
+  private data = Buffer.alloc(32 * 1024);
+  private lines = new Uint32Array(1024);
+  private n = 0;
+  add(d: Buffer, line: number): void {
+    if (this.n === this.lines.length) {
+      const data = Buffer.alloc(this.data.length * 2);
+      this.data.copy(data);
+      this.data = data;
+      const lines = new Uint32Array(this.lines.length * 2);
+      lines.set(this.lines);
+      this.lines = lines;
+    }
+    d.copy(this.data, this.n * 32);
+    this.lines[this.n++] = line;
+  }
+  /** [line, first line] for every entry whose digest an earlier line already had. */
+  repeats(): Array<[number, number]> {
+    const { data, lines } = this;
+    const prefix = new Uint32Array(this.n);
+    for (let i = 0; i < this.n; i++) prefix[i] = data.readUInt32BE(i * 32);
+    const order = new Uint32Array(this.n);
+    for (let i = 0; i < this.n; i++) order[i] = i;
+    order.sort((a, b) => prefix[a]! - prefix[b]! || data.compare(data, a * 32, a * 32 + 32, b * 32, b * 32 + 32) || lines[a]! - lines[b]!);
+    const out: Array<[number, number]> = [];
+    for (let i = 1, first = 0; i < this.n; i++) {
+      const a = order[first]!;
+      const b = order[i]!;
+      if (prefix[a] === prefix[b] && data.compare(data, a * 32, a * 32 + 32, b * 32, b * 32 + 32) === 0) {
+        if (lines[b] !== lines[a]) out.push([lines[b]!, lines[a]!]);
+      } else first = i;
+    }
+    return out;
+  }
+}
