@@ -14,7 +14,7 @@ import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routes/policy.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import type { Charge, Decision, KeyLimits, LimiterStore, LimitRequest, LimitSnapshot } from './types.js';
+import { LEDGER_KIND, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot } from './types.js';
 import { RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {
@@ -69,16 +69,6 @@ export type QuotaOutcome =
 const NO_PLAN = Object.freeze({ kind: 'no_plan' as const });
 const UNAVAILABLE = Object.freeze({ kind: 'unavailable' as const });
 const INVALID_KEY = Object.freeze({ kind: 'invalid_key' as const });
-
-/** The ledger's kind of each outcome a check can end with (invalid keys return before it is used). */
-const LEDGER_KIND = {
-  admitted: 'a',
-  limited: 'r',
-  banned: 'b',
-  banned_now: 'b',
-  invalid_key: 'r',
-  invalid_record: 'r',
-} as const;
 
 /**
  * The metrics' window label of the windows a decision found short: "minute", "day" or "both" for the plan's, "route"

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { dayOf, HOUR_MS, type UsageKind } from '../usage/store.js';
+import { dayOf, HOUR_MS } from '../usage/store.js';
 import type {
   BanStore,
   BanPolicy,
@@ -22,6 +22,7 @@ import type {
   WindowSpec,
   WindowState,
 } from './types.js';
+import { LEDGER_KIND } from './types.js';
 
 // The Lua source Redis runs is in src/limits/lua/ (each file documents its KEYS, ARGV and reply), copied next to the
 // build by `npm run build` and read once when this module loads.
@@ -29,16 +30,6 @@ const lua = (name: string): string => readFileSync(new URL(`./lua/${name}`, impo
 const CHECK_SCRIPT = lua('check.lua');
 const SNAPSHOT_SCRIPT = lua('snapshot.lua');
 const REFUND_SCRIPT = lua('refund.lua');
-
-/** The ledger's kind of each outcome the script counts. */
-const LEDGER_KIND: Record<Outcome, UsageKind> = {
-  admitted: 'a',
-  limited: 'r',
-  banned: 'b',
-  banned_now: 'b',
-  invalid_key: 'r',
-  invalid_record: 'r',
-};
 
 /** outcome, retry ms, ban level, record compared, ledger hour (-1: none), short, then used and ttl per window. */
 type ScriptReply = [Outcome, number, number, number, number, number, ...number[]];

@@ -1,5 +1,6 @@
 // The limiter store interface: one atomic check per request (key record, ban, every window that applies, strikes).
 // Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test covers both.
+import type { UsageKind } from '../usage/store.js';
 
 export interface KeyLimits {
   perMinute: number;
@@ -61,6 +62,16 @@ export type Outcome =
   | 'invalid_key'
   /** The key record in the store is unreadable (not a JSON object): the key cannot be verified, answer 401. */
   | 'invalid_record';
+
+/** The usage ledger's kind of each outcome (a admitted, r refused by a window, b by a ban): the script's and memory's. */
+export const LEDGER_KIND: Readonly<Record<Outcome, UsageKind>> = {
+  admitted: 'a',
+  limited: 'r',
+  banned: 'b',
+  banned_now: 'b',
+  invalid_key: 'r',
+  invalid_record: 'r',
+};
 
 export interface Decision {
   outcome: Outcome;
