@@ -43,13 +43,20 @@ const AT_ONCE = 'tollgateCheckNow';
 type CheckCommand = (...args: Array<string | number>) => Promise<ScriptReply>;
 type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
 
-/** The check script's two commands on a client, defined the first time the client is used (once per connection). */
+/**
+ * Every script command of the limit store on a client, all defined the first time the client is used (once per
+ * connection), never one later: ioredis's auto-pipeline copies a client's scripts when it starts a batch, so a command
+ * defined while a batch is pending joins a batch that does not know its script, and that batch's reply then fails
+ * inside ioredis ("results[i] is not iterable", an uncaught exception) the first time the script is not cached.
+ */
 function withCheck(redis: RedisCommands): WithCheck {
   if (!(PIPELINED in redis)) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
     // The number of keys varies with the request's windows: each call gives it first.
     redis.defineCommand(PIPELINED, { lua: CHECK_SCRIPT });
     redis.defineCommand(AT_ONCE, { lua: CHECK_SCRIPT });
+    redis.defineCommand(REFUND, { lua: REFUND_SCRIPT });
+    redis.defineCommand(SNAPSHOT, { lua: SNAPSHOT_SCRIPT });
     // A new array: ioredis's default one is shared by every client.
     redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
   }
@@ -158,7 +165,6 @@ export class RedisLimiterStore implements LimiterStore {
   }
 
   async refund(id: string, r: Refund): Promise<void> {
-    if (!(REFUND in this.redis)) this.redis.defineCommand(REFUND, { lua: REFUND_SCRIPT });
     const hour = r.ledgerHour;
     const day = hour === undefined ? 0 : Math.floor(hour / 24);
     const h = hour === undefined ? 0 : hour % 24;
@@ -203,7 +209,7 @@ async function readSnapshot(
   ban: BanPolicy,
   keyHash = '',
 ): Promise<LimitSnapshot> {
-  if (!(SNAPSHOT in redis)) redis.defineCommand(SNAPSHOT, { lua: SNAPSHOT_SCRIPT });
+  withCheck(redis);
   const r = redis as RedisCommands & Record<typeof SNAPSHOT, (...args: Array<string | number>) => Promise<SnapshotReply>>;
   const keys = windows.map((w) => ks.limitWindow(id, w.suffix));
   const reply = await r[SNAPSHOT](2 + keys.length, ks.keyRecord(id), ks.ban(id), ...keys, ban.resetAfterSeconds * 1000, keyHash);
@@ -227,7 +233,10 @@ export class RedisBanStore implements BanStore {
     private readonly redis: RedisCommands,
     private readonly ks: Keyspace,
     private readonly routeSuffixes: () => readonly string[] = () => [],
-  ) {}
+  ) {
+    // The scripts are defined now, before any command of this client can be batched (see withCheck).
+    withCheck(redis);
+  }
 
   snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
     return readSnapshot(this.redis, this.ks, id, windows, ban);
