@@ -2,9 +2,10 @@
 // (default 20,000), each with --ledger-days days of ledger (default 5) spread over a --days window (default 35); one
 // gateway (`tollgate serve`, its own process) under a steady keyed load from this process (--rate requests/s over 8
 // keep-alive connections, loopback). Paired rounds, in alternating order: --seconds of load alone, and --seconds of
-// load while reports run back to back on the same instance's admin API (a billing export: every page of a --days
-// GET /usage, limit 1000; then the dashboard overview: GET /usage/summary by hour over 24 h and by day over 7 days,
-// each a period the overview's cache has not seen, so each is computed). Prints per round the request path's p99
+// load while reports run back to back on the same instance's admin API, from a client process of their own
+// (bench/lib/report-client.mjs: a billing export, every page of a --days GET /usage, limit 1000; then the dashboard
+// overview, GET /usage/summary by hour over 24 h and by day over 7 days, each a period the overview's cache has not
+// seen, so each is computed). Prints per round the request path's p99
 // alone and with reports, and their ratio; then the median ratio, the reports' status and time, the gateway's CPU
 // per export and Redis's commands per export (INFO commandstats).
 //
@@ -62,7 +63,6 @@ const procs = new Procs();
 const dir = mkdtempSync(join(tmpdir(), 'tollgate-report-load-'));
 procs.scratch(dir);
 const DAY_MS = 86_400_000;
-const HOUR_MS = 3_600_000;
 
 function get(agent, port, path, headers, { body = false } = {}) {
   return new Promise((resolve) => {
@@ -75,7 +75,7 @@ function get(agent, port, path, headers, { body = false } = {}) {
         resolve({ status: res.statusCode, ms: Number(process.hrtime.bigint() - t0) / 1e6, text: body ? Buffer.concat(chunks).toString('utf8') : '' }),
       );
     });
-    req.on('error', () => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6, text: '' }));
+    req.on('error', (err) => resolve({ status: 0, ms: Number(process.hrtime.bigint() - t0) / 1e6, text: err.message }));
     req.setTimeout(120_000, () => req.destroy());
     req.end();
   });
@@ -102,42 +102,17 @@ function p99(rs) {
   return xs[Math.min(xs.length - 1, Math.floor(xs.length * 0.99))];
 }
 
-const admin = new Agent({ keepAlive: true, maxSockets: 2 });
-let periodSalt = 0;
-
-/** Every page of a DAYS-day GET /usage, as a billing export fetches them: status, pages, time, and every id once. */
-async function exportAll(adminPort) {
-  const now = Date.now();
-  const base = `/usage?from=${new Date(now - DAYS * DAY_MS).toISOString()}&to=${new Date(now).toISOString()}&limit=1000`;
-  const t0 = Date.now();
-  const ids = new Set();
-  let rows = 0;
-  let pages = 0;
-  let cursor = null;
-  do {
-    const r = await get(admin, adminPort, cursor ? `${base}&cursor=${cursor}` : base, { authorization: `Bearer ${TOKEN}` }, { body: true });
-    pages++;
-    if (r.status !== 200) return { status: r.status, pages, ms: Date.now() - t0, complete: false, message: r.text.slice(0, 200) };
-    const body = JSON.parse(r.text);
-    for (const k of body.keys) ids.add(k.id);
-    rows += body.keys.length;
-    cursor = body.nextCursor;
-  } while (cursor && pages < 10_000);
-  return { status: 200, pages, ms: Date.now() - t0, complete: ids.size === KEYS && rows === KEYS };
-}
-
-/** The dashboard overview's two summaries, over periods not seen before (so computed, not served from the cache). */
-async function overview(adminPort) {
-  // A period of a length not asked before: the cache keeps figures by granularity and length.
-  const now = Date.now();
-  const salt = ++periodSalt * 1000;
-  const t0 = Date.now();
-  const auth = { authorization: `Bearer ${TOKEN}` };
-  const rs = await Promise.all([
-    get(admin, adminPort, `/usage/summary?granularity=hour&from=${new Date(now - 24 * HOUR_MS - salt).toISOString()}&to=${new Date(now).toISOString()}`, auth),
-    get(admin, adminPort, `/usage/summary?granularity=day&from=${new Date(now - 7 * DAY_MS - salt).toISOString()}&to=${new Date(now).toISOString()}`, auth),
-  ]);
-  return { status: rs.every((r) => r.status === 200) ? 200 : rs.find((r) => r.status !== 200).status, ms: Date.now() - t0 };
+/** The next message from the report client that carries `field`. */
+function reply(client, field) {
+  return new Promise((resolve) => {
+    const on = (m) => {
+      if (m && field in m) {
+        client.off('message', on);
+        resolve(m[field]);
+      }
+    };
+    client.on('message', on);
+  });
 }
 
 try {
@@ -188,24 +163,39 @@ try {
   );
   await waitFor(async () => (await get(undefined, port, '/healthz', {})).status === 200, 15_000, 'the gateway');
   await steadyLoad(port, plaintexts, 2000); // warm-up: key cache, connections
+  const { child: reportClient } = await procs.forkHelper('report client', fileURLToPath(new URL('./lib/report-client.mjs', import.meta.url)), [
+    String(adminPort),
+    TOKEN,
+    String(DAYS),
+    String(KEYS),
+  ]);
+  const ask = (op) => {
+    const r = reply(reportClient, 'result');
+    reportClient.send(op);
+    return r;
+  };
 
   // One export and one overview with no load: Redis's commands and the gateway's CPU for each.
   let before = await redisSnapshot(redis);
   let cpu0 = cpuSecondsOf(gw.pid);
-  const first = await exportAll(adminPort);
+  const first = await ask('export');
   const exportCpu = cpuSecondsOf(gw.pid) - cpu0;
-  const exportCalls = redisDelta(before, await redisSnapshot(redis)).calls;
+  let after = await redisSnapshot(redis);
+  const exportCalls = redisDelta(before, after).calls;
+  const exportRedisCpu = after.cpuSeconds - before.cpuSeconds;
   before = await redisSnapshot(redis);
   cpu0 = cpuSecondsOf(gw.pid);
-  const ov = await overview(adminPort);
+  const ov = await ask('overview');
   const overviewCpu = cpuSecondsOf(gw.pid) - cpu0;
-  const overviewCalls = redisDelta(before, await redisSnapshot(redis)).calls;
+  after = await redisSnapshot(redis);
+  const overviewCalls = redisDelta(before, after).calls;
+  const overviewRedisCpu = after.cpuSeconds - before.cpuSeconds;
   console.log(
     `export alone: status ${first.status}, ${first.pages} pages, ${(first.ms / 1000).toFixed(2)} s, every key once: ${first.complete}; ` +
-      `gateway CPU ${exportCpu.toFixed(2)} s; Redis calls ${JSON.stringify(exportCalls)}${first.message ? ` ${first.message}` : ''}`,
+      `gateway CPU ${exportCpu.toFixed(2)} s; Redis CPU ${exportRedisCpu.toFixed(2)} s; Redis calls ${JSON.stringify(exportCalls)}${first.message ? ` ${first.message}` : ''}`,
   );
   console.log(
-    `overview alone: status ${ov.status}, ${(ov.ms / 1000).toFixed(2)} s; gateway CPU ${overviewCpu.toFixed(2)} s; Redis calls ${JSON.stringify(overviewCalls)}`,
+    `overview alone: status ${ov.status}, ${(ov.ms / 1000).toFixed(2)} s; gateway CPU ${overviewCpu.toFixed(2)} s; Redis CPU ${overviewRedisCpu.toFixed(2)} s; Redis calls ${JSON.stringify(overviewCalls)}`,
   );
 
   const ratios = [];
@@ -213,17 +203,12 @@ try {
   for (let round = 1; round <= ROUNDS; round++) {
     const quietPhase = () => steadyLoad(port, plaintexts, SECONDS * 1000);
     const reportPhase = async () => {
-      let stop = false;
-      const runs = (async () => {
-        // Reports back to back for the whole phase (at least one export and one overview).
-        do {
-          reports.push({ kind: 'export', ...(await exportAll(adminPort)) });
-          reports.push({ kind: 'overview', ...(await overview(adminPort)) });
-        } while (!stop);
-      })();
+      // Reports back to back for the whole phase, from the report client's process.
+      const runs = reply(reportClient, 'results');
+      reportClient.send('loop');
       const load = await steadyLoad(port, plaintexts, SECONDS * 1000);
-      stop = true;
-      await runs;
+      reportClient.send('stop');
+      reports.push(...(await runs));
       return load;
     };
     const [quiet, during] = round % 2 ? [await quietPhase(), await reportPhase()] : [undefined, await reportPhase()];
@@ -245,9 +230,10 @@ try {
   console.log(
     `overviews under load: ${overviews.length}, statuses ${[...new Set(overviews.map((r) => r.status))].join(',')}, median ${(median(overviews.map((r) => r.ms)) / 1000).toFixed(2)} s`,
   );
+  for (const r of reports.filter((x) => x.status !== 200)) console.log(`  ${r.kind} answered ${r.status}: ${r.message ?? ''}`);
   console.log(`median ratio over ${ROUNDS} rounds: ${median(ratios).toFixed(2)}x`);
   redis.disconnect();
-  admin.destroy();
+  redisNode.client.disconnect();
   await procs.stop(gw);
 } finally {
   await procs.stopAll();
