@@ -43,6 +43,8 @@ import { AdminTokens } from './admin/tokens.js';
 import { UsageRecorder } from './usage/recorder.js';
 import { UsageReports } from './usage/reports.js';
 import { OverviewCache } from './usage/overview.js';
+import { InProcessReports, type ReportRunner } from './usage/report-runner.js';
+import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './usage/report-thread.js';
 import { readLimit } from './storage/read-limit.js';
 import { DAY_MS, MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 
@@ -82,8 +84,10 @@ export interface ComposedGateway {
   admin: KeyAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
   adminApp: express.Express | undefined;
-  /** The usage ledger and deprecated-route report, read (the admin API answers from it). */
+  /** The usage ledger and deprecated-route report, read (the admin API answers a key's usage from it). */
   usage: UsageReports;
+  /** Reports over every key, where they run (a thread of their own on Redis: usage/report-thread.ts). */
+  reports: ReportRunner;
   /** Writes what this instance counted itself (ban-cache refusals, deprecated-route calls) now, not at the next flush. */
   flushUsage(): Promise<void>;
   /**
@@ -338,8 +342,24 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     services,
     ...(recorder ? { usage: recorder } : {}),
   });
-  const usage = new UsageReports(adminStores?.usage ?? usageStore, admin, () => runtime.config.routes);
-  const overview = new OverviewCache(usage, () => clock.now());
+  const usage = new UsageReports(adminStores?.usage ?? usageStore, admin.records);
+  // On Redis, reports over every key run on a thread of their own, off the request path's event loop; a Redis-less
+  // gateway's ledger is in this process's memory, so its reports run here.
+  const reports: ReportRunner =
+    adminStores && redisCfg
+      ? new ReportThread(
+          {
+            redis: redisCfg,
+            prefix: redisCfg.prefix,
+            commandTimeoutMs: Math.max(redisCfg.adminCommandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS),
+            readsInFlight: REPORT_THREAD_READS_IN_FLIGHT,
+            readRest: REPORT_THREAD_READ_REST,
+            nice: REPORT_THREAD_NICE,
+          },
+          logger,
+        )
+      : new InProcessReports(usage);
+  const overview = new OverviewCache(reports, () => clock.now());
 
   const redisState = async (): Promise<'ok' | 'degraded' | 'none'> =>
     !redis ? 'none' : (await metrics.degraded.get()).values[0]?.value === 1 ? 'degraded' : 'ok';
@@ -353,6 +373,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
         logger,
         openapi: adminOpenApi(),
         usage,
+        reports,
         overview,
         redisState,
         services: () => services.snapshot(),
@@ -368,6 +389,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     admin,
     adminApp,
     usage,
+    reports,
     flushUsage: async () => recorder?.flush(),
     services,
     redis,
@@ -379,7 +401,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();
-      await Promise.all([redis?.close(), adminRedis?.close()]);
+      await Promise.all([redis?.close(), adminRedis?.close(), reports.close()]);
     },
   };
 }

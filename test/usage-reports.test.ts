@@ -98,28 +98,25 @@ describe('usage reports over many keys', () => {
     }
   }, 120_000);
 
-  it("runs its reads on the admin connection: the request path's connection sends none of them", async () => {
+  it("runs its reads on the report thread's own connection: the request path's connection sends none of them", async () => {
     const some = ids('m', 50);
     await seed('mon:', some, 3);
     const gw = await startTestGateway(config('mon:'));
     try {
       const gatewayAddrs = await clientAddresses(client, 'tollgate-gateway');
-      // The admin connection is made at start-up, but not waited for: it may still be connecting (bounded wait).
-      let adminAddrs = await clientAddresses(client, 'tollgate-admin');
-      for (let i = 0; i < 100 && adminAddrs.size === 0; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        adminAddrs = await clientAddresses(client, 'tollgate-admin');
-      }
       // The request path's connection (and the change feed's subscriber, which shares its name).
       expect(gatewayAddrs.size).toBeGreaterThanOrEqual(1);
-      expect(adminAddrs.size).toBe(1);
-      for (const a of gatewayAddrs) expect(adminAddrs.has(a)).toBe(false);
+      // The report thread starts with the first report: no connection of its own before.
+      expect((await clientAddresses(client, 'tollgate-reports')).size).toBe(0);
       const watcher = redis.client();
       const mon = await monitorRedis(watcher);
       const res = await admin(gw, '/usage?limit=100');
       expect(res.status, res.text).toBe(200);
       expect(res.body.total).toBe(50);
       const seen = await mon.stop();
+      const reportAddrs = await clientAddresses(client, 'tollgate-reports');
+      expect(reportAddrs.size).toBe(1);
+      for (const a of gatewayAddrs) expect(reportAddrs.has(a)).toBe(false);
       // What the clients sent (the script's own HGETALLs inside Redis show as source "lua").
       const sent = seen.filter((c) => c.source !== 'lua');
       const ledger = sent.filter((c) => ['evalsha', 'eval'].includes(c.args[0]!.toLowerCase()) && c.args[3]?.startsWith('mon:'));
@@ -127,10 +124,13 @@ describe('usage reports over many keys', () => {
       // Every record, each key's ledger over the period in one call, and the id set.
       expect(new Set(ledger.map((c) => c.args[3]!.replace(/:usage:.*/, ''))).size).toBe(50);
       expect(reportReads.length).toBeGreaterThanOrEqual(50 + 50 + 1);
-      expect(new Set(reportReads.map((c) => c.source))).toEqual(adminAddrs);
+      expect(new Set(reportReads.map((c) => c.source))).toEqual(reportAddrs);
     } finally {
       await gw.close();
     }
+    // Closing the gateway ends the thread and its connection.
+    for (let i = 0; i < 100 && (await clientAddresses(client, 'tollgate-reports')).size > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect((await clientAddresses(client, 'tollgate-reports')).size).toBe(0);
   }, 60_000);
 
   it('the overview summary is computed once for concurrent and repeated viewers, and says how old it is', async () => {
@@ -283,14 +283,16 @@ describe("GET /usage's pages come from one computation of the report", () => {
 });
 
 describe('a report is complete or fails', () => {
-  // The gateway's ACL user may read every key record but those of ids starting "key_z": their GET fails with NOPERM,
-  // a real Redis error on one record in the middle of a report.
+  // The gateway's ACL user may read every key record but those of ids starting "key_z", and every key's ledger but
+  // those of ids starting "key_y": their reads fail with NOPERM, a real Redis error on one key in the middle of a
+  // report (a report that reads records meets the first, the overview's sums, which read ids and ledgers, the second).
   const prefix = 'acl:';
   const good = ids('a', 120);
   const broken = 'key_zz0000000000';
+  const noLedger = 'key_yy0000000000';
 
   beforeAll(async () => {
-    await seed(prefix, [...good, broken], 2);
+    await seed(prefix, [...good, broken, noLedger], 2);
     await client.call(
       'ACL',
       'SETUSER',
@@ -301,8 +303,8 @@ describe('a report is complete or fails', () => {
       `~${prefix}keys*`,
       `~${prefix}keyhash:*`,
       `~${prefix}[^k]*`,
-      `~${prefix}key:{key_[^z]*`,
-      `~${prefix}key:{key_z*}:usage:*`,
+      `~${prefix}key:{key_[^z]*}`,
+      `~${prefix}key:{key_[^y]*}:usage:*`,
       'resetchannels',
       '&*',
       '+@all',

@@ -34,7 +34,8 @@ import {
 } from './schemas.js';
 import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import type { OverviewCache } from '../usage/overview.js';
-import { ReportPages, decodeCursor, type ReportCursor } from '../usage/report-pages.js';
+import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
+import type { ReportRunner } from '../usage/report-runner.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
 import type { AdminTokens } from './tokens.js';
@@ -50,6 +51,8 @@ export interface AdminAppOptions {
   openapi: unknown;
   /** The usage ledger and deprecated-route report. */
   usage: UsageReports;
+  /** Reports over every key: GET /usage's pages, the what-if, the deprecated-route report (usage/report-runner.ts). */
+  reports: ReportRunner;
   /** The overview's summary, computed once and shared (usage/overview.ts). */
   overview: OverviewCache;
   /** Whether the gateway's Redis answers ('ok'), is being worked around ('degraded'), or there is none ('none'). */
@@ -218,9 +221,6 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res.json({ id: k.id, plan: k.plan, granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
   });
 
-  // GET /usage's reports, kept for their pages (report-pages.ts).
-  const reportPages = new ReportPages(o.usage);
-
   app.get('/usage', async (req, res) => {
     const raw = queryOf(req, res);
     const q = parse(usageQuery, raw, 'query', res);
@@ -244,7 +244,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     }
     const p = at ?? periodOf(q, 7 * DAY_MS, res);
     if (!p) return;
-    const page = await reportPages.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order }, q.limit);
+    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order }, q.limit);
     res.json({
       ...periodView(page.query),
       sort: page.query.sort,
@@ -274,7 +274,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
 
   app.get('/routes/deprecated.csv', async (req, res) => {
     const p = periodOf({}, runtime.config.usage.retentionDays * DAY_MS, res)!;
-    const rows = deprecatedRows(await o.usage.deprecatedRoutes(p.fromMs, p.toMs));
+    const rows = deprecatedRows(await o.reports.deprecatedRoutes(p.fromMs, p.toMs, runtime.config.routes));
     res.setHeader('content-disposition', 'attachment; filename="deprecated-routes.csv"');
     res.type('text/csv; charset=utf-8').send(csv(rows));
   });
@@ -284,7 +284,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     if (!q) return;
     const p = periodOf(q, runtime.config.usage.retentionDays * DAY_MS, res);
     if (!p) return;
-    res.json({ ...periodView(p), routes: await o.usage.deprecatedRoutes(p.fromMs, p.toMs) });
+    res.json({ ...periodView(p), routes: await o.reports.deprecatedRoutes(p.fromMs, p.toMs, runtime.config.routes) });
   });
 
   // This instance's view: health checks and passive ejection are judged per gateway instance (docs/routing.md).
@@ -319,7 +319,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
       return sendProblems(res, [
         { path: 'body.from', message: p.problem === 'order' ? 'must be before to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)` },
       ]);
-    const sim = await o.usage.simulate({
+    const sim = await o.reports.simulate({
       plan: body.plan,
       current: { perMinute: current.perMinute, perDay: current.perDay },
       perMinute: body.perMinute,

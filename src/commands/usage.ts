@@ -10,7 +10,7 @@ import { common, isoOption, out, withSession, type CommonOpts, type Session } fr
 import { tabbed } from './terminal.js';
 
 export function reports(s: Session): UsageReports {
-  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys, () => s.config.routes);
+  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys.records);
 }
 
 export function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {
@@ -80,7 +80,7 @@ export function registerUsageCommands(program: Command): void {
     .action(async (o: CommonOpts & { from?: string; to?: string; csv?: boolean; json?: boolean }) => {
       await withSession(o, async (s) => {
         const p = period(o, s.config.usage.retentionDays * DAY_MS, s.config.usage.retentionDays);
-        const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs);
+        const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs, s.config.routes);
         if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), routes: list }));
         const rows = deprecatedRows(list);
         if (o.csv) return void process.stdout.write(csv(rows));

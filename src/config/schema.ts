@@ -53,7 +53,7 @@ const redis = z
     prefix: z.string().default('tollgate:').describe('Prepended to every Redis key Tollgate writes.'),
     failMode: z.enum(['open', 'closed']).default('open').describe('Redis unreachable: "open" serves on per-instance memory limits, "closed" answers 503.'),
     commandTimeoutMs: positiveInt().default(100).describe('No request waits longer than this on Redis in total.'),
-    adminCommandTimeoutMs: positiveInt().default(5000).describe('The admin connection\'s command timeout: the admin API\'s reads and usage reports run on a Redis connection of their own, never the request path\'s, and a command there fails after this long.'),
+    adminCommandTimeoutMs: positiveInt().default(5000).describe('The command timeout of the admin connection and of the report thread\'s: the admin API\'s reads and usage reports run on Redis connections of their own, never the request path\'s, and a command there fails after this long.'),
     allowEviction: z.boolean().default(false).describe('Accept a Redis whose maxmemory-policy may evict keys (anything but noeviction): eviction deletes key records (customers get 401) or bans and rate windows (bans and quotas reset), so by default such a Redis makes /readyz answer 503. true keeps the gateway ready and only warns, for an operator who knows the data fits.'),
   })
   .superRefine(oneRedisTopology);

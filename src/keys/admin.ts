@@ -169,6 +169,75 @@ export function incomplete(what: string, err: unknown): KeyAdminError {
   return new KeyAdminError('incomplete', `${what} could not be completed (nothing partial was returned): ${cause}${unreadable ? '' : '; retry shortly'}`);
 }
 
+/**
+ * Reading every key, for reports: complete or failing. What a report over every key needs of the key store, apart
+ * from changing keys, so that a report can run where key administration does not (the report thread).
+ */
+export class KeyRecords {
+  constructor(
+    private readonly store: Pick<KeyStore, 'get' | 'idBatches'>,
+    readonly reads: ReadLimit = readLimit(),
+  ) {}
+
+  /** The key's record, never its hash; undefined for an unknown id; KeyAdminError 'invalid_record' if unreadable. */
+  async get(id: string): Promise<KeyRecord | undefined> {
+    try {
+      const k = await this.reads(() => this.store.get(id));
+      return k ? toRecord(k) : undefined;
+    } catch (err) {
+      if (err instanceof KeyStoreError && err.code === 'invalid_record') throw new KeyAdminError('invalid_record', err.message);
+      throw err;
+    }
+  }
+
+  /**
+   * Every key's id, a batch at a time, in one pass over the id set (never read again from its start), reading no
+   * record: what a report that needs no names goes through (the overview's sums). Complete or failing.
+   */
+  async *ids(what: string): AsyncGenerator<string[]> {
+    const batches = this.store.idBatches();
+    try {
+      for (;;) {
+        let next: IteratorResult<string[]>;
+        try {
+          next = await batches.next();
+        } catch (err) {
+          throw incomplete(what, err);
+        }
+        if (next.done) return;
+        yield next.value;
+      }
+    } finally {
+      // A caller that stops early (a failed read of its own) ends the id set's scan too.
+      await batches.return(undefined).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Every key's record, a batch at a time, in one pass over the id set (never read again from its start): what
+   * reports over every key go through. Complete or failing: a record that cannot be read (Redis failed, or the
+   * record is not a JSON key record) throws, so a report never leaves a key out silently. Keys added or removed
+   * during the pass may or may not be included; every key present for the whole pass is, once.
+   */
+  async *all(what: string): AsyncGenerator<KeyRecord[]> {
+    const batches = this.store.idBatches();
+    for (;;) {
+      let next: IteratorResult<string[]>;
+      let records: Array<StoredKey | undefined>;
+      try {
+        next = await batches.next();
+        if (next.done) return;
+        records = await Promise.all(next.value.map((id) => this.reads(() => this.store.get(id))));
+      } catch (err) {
+        await batches.return(undefined).catch(() => undefined);
+        throw incomplete(what, err);
+      }
+      // A key deleted between the id set's read and its record's: not a key any more.
+      yield records.filter((k): k is StoredKey => k !== undefined).map(toRecord);
+    }
+  }
+}
+
 export class KeyAdmin {
   /**
    * `reads` bounds the record reads of pages and passes over every key (shared with the usage reports on the same
@@ -181,7 +250,12 @@ export class KeyAdmin {
     private readonly policy: KeyAdminPolicy,
     private readonly onChange: KeyChangeListener = () => {},
     readonly reads: ReadLimit = readLimit(),
-  ) {}
+  ) {
+    this.records = new KeyRecords(store, reads);
+  }
+
+  /** Reads over every key, for reports (the same store and bound on reads in flight). */
+  readonly records: KeyRecords;
 
   /** Issues a key: the plaintext is returned once here and never stored. */
   async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication }> {
@@ -250,28 +324,9 @@ export class KeyAdmin {
     }
   }
 
-  /**
-   * Every key's record, a batch at a time, in one pass over the id set (never read again from its start): what
-   * reports over every key go through. Complete or failing: a record that cannot be read (Redis failed, or the
-   * record is not a JSON key record) throws, so a report never leaves a key out silently. Keys added or removed
-   * during the pass may or may not be included; every key present for the whole pass is, once.
-   */
-  async *all(what: string): AsyncGenerator<KeyRecord[]> {
-    const batches = this.store.idBatches();
-    for (;;) {
-      let next: IteratorResult<string[]>;
-      let records: Array<StoredKey | undefined>;
-      try {
-        next = await batches.next();
-        if (next.done) return;
-        records = await Promise.all(next.value.map((id) => this.reads(() => this.store.get(id))));
-      } catch (err) {
-        await batches.return(undefined).catch(() => undefined);
-        throw incomplete(what, err);
-      }
-      // A key deleted between the id set's read and its record's: not a key any more.
-      yield records.filter((k): k is StoredKey => k !== undefined).map(toRecord);
-    }
+  /** Every key's record, a batch at a time, in one pass over the id set: see KeyRecords.all. */
+  all(what: string): AsyncGenerator<KeyRecord[]> {
+    return this.records.all(what);
   }
 
   /** The key's windows and ban as they stand (one read-only store call): nothing is counted. */

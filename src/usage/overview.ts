@@ -3,7 +3,8 @@
 // rolling period ("the last 24 hours") asked again within the refresh interval gets the figures already made, saying
 // how old they are. Nothing is added to the request path: the figures come from the ledger the limit script keeps.
 import { LRUCache } from 'lru-cache';
-import type { Granularity, UsageBucket, UsageCounts, UsageReports } from './reports.js';
+import type { Granularity, UsageBucket, UsageCounts } from './reports.js';
+import type { ReportRunner } from './report-runner.js';
 
 /** How long the overview's figures are served before they are computed again. */
 export const OVERVIEW_REFRESH_MS = 60_000;
@@ -30,7 +31,7 @@ export class OverviewCache {
   private readonly entries = new LRUCache<string, Entry>({ max: 32 });
 
   constructor(
-    private readonly reports: Pick<UsageReports, 'summary'>,
+    private readonly reports: Pick<ReportRunner, 'summary'>,
     private readonly now: () => number,
     private readonly refreshMs: number = OVERVIEW_REFRESH_MS,
   ) {}

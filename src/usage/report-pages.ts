@@ -50,6 +50,14 @@ export function decodeCursor(text: string): ReportCursor | undefined {
   return encodeCursor(c) === text ? c : undefined;
 }
 
+/** A page of a report: the report's query, its rows from the offset asked, how many it has, the next page's cursor. */
+export interface ReportPage {
+  query: ReportQuery;
+  keys: KeyTotals[];
+  total: number;
+  next: string | null;
+}
+
 interface Kept {
   query: ReportQuery;
   rows: KeyTotals[];
@@ -69,7 +77,7 @@ export class ReportPages {
    * A page of the report: the first (no cursor) computes it and keeps it; a cursor's page comes from the kept report,
    * or from the cursor's query computed again (and kept under the cursor's report id) where it is not kept here.
    */
-  async page(first: ReportQuery | ReportCursor, limit: number): Promise<{ query: ReportQuery; keys: KeyTotals[]; total: number; next: string | null }> {
+  async page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage> {
     const at = 'report' in first ? first : undefined;
     // A report too large for the bound is not kept: its pages are each computed again (still complete and in order).
     const id = at?.report ?? randomBytes(16).toString('base64url');

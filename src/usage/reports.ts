@@ -2,7 +2,7 @@
 // period (sortable, paged), and each deprecated route with the keys still calling it. The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
-import { incomplete, KeyAdminError, type KeyAdmin } from '../keys/admin.js';
+import { incomplete, KeyAdminError, type KeyRecords } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routes/policy.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -33,6 +33,9 @@ export interface NamedKey {
   name?: string;
   metadata?: Record<string, string>;
 }
+
+/** What the deprecated-route report needs of a configured route. */
+export type DeprecatableRoute = Pick<RouteConfig, 'method' | 'path' | 'deprecation' | 'sunset' | 'link' | 'afterSunset'>;
 
 export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
@@ -125,8 +128,7 @@ function daysOf(fromMs: number, toMs: number): number[] {
 export class UsageReports {
   constructor(
     private readonly store: UsageStore,
-    private readonly keys: KeyAdmin,
-    private readonly routes: () => readonly RouteConfig[],
+    private readonly keys: Pick<KeyRecords, 'all' | 'get' | 'ids'>,
   ) {}
 
   /**
@@ -141,24 +143,32 @@ export class UsageReports {
 
   /**
    * Every key's counts added up, by hour or day (the dashboard's overview charts): each key's ledger over the period
-   * added up in Redis by hour or day (one call per key), in one pass over the keys, then the buckets made once.
-   * Complete or failing (KeyAdminError 'incomplete'). The admin API answers it from a cache (overview.ts).
+   * added up in Redis by hour or day (one call per key), in one pass over the key ids (no record is read: the sums need
+   * none), then the buckets made once. Complete or failing (KeyAdminError 'incomplete'). The admin API answers it from
+   * a cache (overview.ts).
    */
   async summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
+    const what = 'the usage summary';
     const first = bucketStart(fromMs, granularity);
     // Day buckets are whole days (as bucketize makes them); hour buckets the whole hours of the period.
     const span = granularity === 'day' ? { days: daysOf(first, toMs), firstHour: 0, endHour: 24 } : spanOf(first, toMs);
     const sum: UsageCounts[] = [];
     // peakMinute: the busiest key's busiest minute window in the bucket (a maximum over keys, not a sum).
     const peak: number[] = [];
-    await this.eachKey('the usage summary', span, granularity, (_k, counts) =>
-      counts.forEach((c, i) => {
-        addCounts((sum[i] ??= zero()), c);
-        peak[i] = Math.max(peak[i] ?? 0, c.peakMinute);
-      }),
-    );
+    for await (const batch of this.keys.ids(what)) {
+      const perKey = await Promise.all(batch.map((id) => this.store.sums(id, span, granularity))).catch((err: unknown) => {
+        throw incomplete(what, err);
+      });
+      for (const counts of perKey)
+        counts.forEach((c, i) => {
+          addCounts((sum[i] ??= zero()), c);
+          peak[i] = Math.max(peak[i] ?? 0, c.peakMinute);
+        });
+      await nextTurn();
+    }
     const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
-    const origin = span.days[0]! * DAY_MS;
+    // The first figure's instant: the span's first day (by day) or its first hour (by hour).
+    const origin = span.days[0]! * DAY_MS + (granularity === 'hour' ? span.firstHour * HOUR_MS : 0);
     const buckets: UsageBucket[] = [];
     const totals = zero();
     for (let start = first; start < toMs; start += step) {
@@ -224,11 +234,11 @@ export class UsageReports {
     });
   }
 
-  /** Every configured route with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */
-  async deprecatedRoutes(fromMs: number, toMs: number): Promise<DeprecatedRouteReport[]> {
+  /** Every route given with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */
+  async deprecatedRoutes(fromMs: number, toMs: number, configured: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
     const days = daysOf(fromMs, toMs);
     const routes = await Promise.all(
-      this.routes()
+      configured
         .filter((r) => r.deprecation !== undefined)
         .map(async (r) => {
           const callers = await this.store.deprecated(deprecatedRouteName(r), days);

@@ -1,0 +1,47 @@
+// What the admin API asks of reports over every key (a usage export's pages, the overview's sums, the what-if, the
+// deprecated-route report), and where they run: in this process (a Redis-less gateway, whose ledger is in its own
+// memory), or on a thread of their own (report-thread.ts) so that a report's CPU never runs on the event loop that
+// serves the request path.
+import type { Granularity, DeprecatableRoute, DeprecatedRouteReport, UsageBucket, UsageCounts, UsageReports } from './reports.js';
+import { ReportPages, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
+import type { SimulateInput, Simulation } from './whatif.js';
+
+export interface ReportRunner {
+  /** A page of GET /usage (report-pages.ts). */
+  page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage>;
+  /** Every key's counts added up, by hour or day (the overview; cached by overview.ts). */
+  summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }>;
+  /** The what-if of a plan's new limits. */
+  simulate(input: SimulateInput): Promise<Simulation>;
+  /** The routes given that have a deprecation, with the keys that called them. */
+  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]>;
+  /** Releases what it holds (the thread and its Redis connection). */
+  close(): Promise<void>;
+}
+
+/** Reports on this process's event loop. */
+export class InProcessReports implements ReportRunner {
+  private readonly pages: ReportPages;
+
+  constructor(private readonly reports: UsageReports) {
+    this.pages = new ReportPages(reports);
+  }
+
+  page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage> {
+    return this.pages.page(first, limit);
+  }
+
+  summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
+    return this.reports.summary(fromMs, toMs, granularity);
+  }
+
+  simulate(input: SimulateInput): Promise<Simulation> {
+    return this.reports.simulate(input);
+  }
+
+  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
+    return this.reports.deprecatedRoutes(fromMs, toMs, routes);
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,201 @@
+// Reports on a thread of their own, on a private redis-server: the thread answers exactly what the same reports
+// answer in process (pages, sums by hour and day, the what-if, the deprecated-route report), runs at the lowest CPU
+// priority on its own Redis connection, starts with the first report and ends once idle, and a gateway that closes
+// fails the reports it was running (nothing partial) rather than leaving them hanging.
+import { readdirSync, readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { KeyAdminError, KeyRecords } from '../src/keys/admin.js';
+import { RedisKeyStore } from '../src/keys/redis-store.js';
+import { Keyspace } from '../src/storage/keyspace.js';
+import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
+import { InProcessReports } from '../src/usage/report-runner.js';
+import { ReportThread, type ReportThreadData } from '../src/usage/report-thread.js';
+import { UsageReports } from '../src/usage/reports.js';
+import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf } from '../src/usage/store.js';
+import { clientAddresses } from './helpers/limits.js';
+import { TestRedis } from './helpers/redis-server.js';
+
+const PREFIX = 'thread:';
+let redis: TestRedis;
+let client: Redis;
+let conn: RedisConnection;
+let local: InProcessReports;
+
+/** Nice values of this process's threads (/proc/self/task/<tid>/stat, field 19). */
+function threadNices(): number[] {
+  return readdirSync('/proc/self/task').flatMap((tid) => {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      return [Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])];
+    } catch {
+      return [];
+    }
+  });
+}
+
+const data = (): ReportThreadData => ({ redis: { url: redis.url }, prefix: PREFIX, commandTimeoutMs: 5000, readsInFlight: 8, readRest: 1, nice: 19 });
+
+async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+beforeAll(async () => {
+  redis = await TestRedis.start();
+  client = redis.client();
+  // 300 keys, each with a different pattern over the last 3 days (so that sorting and sums have something to tell).
+  const ks = new Keyspace(PREFIX);
+  const today = dayOf(Date.now());
+  const p = client.pipeline();
+  for (let i = 0; i < 300; i++) {
+    const id = `key_t${String(i).padStart(5, '0')}`;
+    const plan = i % 3 === 0 ? 'free' : 'pro';
+    p.set(
+      ks.keyRecord(id),
+      JSON.stringify({ id, name: `customer ${i}`, plan, createdAt: new Date().toISOString(), status: 'active', hash: id.padEnd(64, '0') }),
+    );
+    p.sadd(ks.keyIds(), id);
+    for (let d = 0; d < 3; d++) {
+      const day: Record<string, string> = {};
+      for (let h = 0; h < 24; h += 1 + (i % 5))
+        Object.assign(day, { [`a${h}`]: String(1 + ((i * 7 + h + d) % 90)), [`r${h}`]: String(i % 4), [`m${h}`]: String((i + h) % 60) });
+      p.hset(ks.usageDay(id, today - d), day);
+    }
+  }
+  p.hset(ks.deprecatedCalls('GET /v1/old', today), 'key_t00001', '5', 'key_t00002', '9');
+  p.hset(ks.deprecatedLastSeen('GET /v1/old'), 'key_t00001', String(Date.now() - 1000), 'key_t00002', String(Date.now()));
+  await p.exec();
+  conn = connectRedis({ url: redis.url, commandTimeoutMs: 5000, purpose: 'cli' });
+  const store = new RedisKeyStore(conn, ks);
+  local = new InProcessReports(new UsageReports(new RedisUsageStore(conn.client, ks), new KeyRecords(store)));
+}, 30_000);
+
+afterAll(async () => {
+  await conn?.close();
+  client?.disconnect();
+  await redis?.stop();
+});
+
+describe('the report thread', () => {
+  it('answers what the same reports answer in process: pages, sums by hour and day, the what-if, deprecated routes', async () => {
+    const thread = new ReportThread(data());
+    try {
+      const to = Date.now();
+      const query = { fromMs: to - 3 * DAY_MS, toMs: to, sort: 'admitted' as const, order: 'desc' as const };
+      const [a, b] = [await thread.page(query, 120), await local.page(query, 120)];
+      expect(a.total).toBe(300);
+      expect(a.keys).toEqual(b.keys);
+      expect(a.keys[0]!.admitted).toBeGreaterThan(a.keys[119]!.admitted);
+      expect(a.keys[0]!.name).toMatch(/^customer /);
+      // The next page from the thread's kept report, by its cursor.
+      const next = (await import('../src/usage/report-pages.js')).decodeCursor(a.next!)!;
+      expect((await thread.page(next, 1000)).keys).toEqual((await local.page(next, 1000)).keys);
+      for (const [fromMs, g] of [
+        [to - 24 * HOUR_MS, 'hour'],
+        [to - 3 * DAY_MS, 'day'],
+      ] as const) {
+        const s = await thread.summary(fromMs, to, g);
+        expect(s).toEqual(await local.summary(fromMs, to, g));
+        expect(s.buckets).toHaveLength(g === 'hour' ? 25 : 4);
+        expect(s.totals.admitted).toBeGreaterThan(0);
+        expect(Math.max(...s.buckets.map((x) => x.peakMinute))).toBe(59);
+      }
+      const input = { plan: 'pro', current: { perMinute: 100, perDay: 10_000 }, perMinute: 40, perDay: 500, fromMs: to - 2 * DAY_MS, toMs: to };
+      const sim = await thread.simulate(input);
+      expect(sim).toEqual(await local.simulate(input));
+      expect(sim.totals.keysInPlan).toBe(200);
+      expect(sim.totals.keysAffected).toBeGreaterThan(0);
+      const routes = [{ method: 'GET' as const, path: '/v1/old', deprecation: '2026-01-01T00:00:00Z', afterSunset: 'gone' as const }];
+      const dep = await thread.deprecatedRoutes(to - 2 * DAY_MS, to, routes);
+      expect(dep).toEqual(await local.deprecatedRoutes(to - 2 * DAY_MS, to, routes));
+      expect(dep[0]!.keys.map((k) => [k.id, k.calls, k.name])).toEqual([
+        ['key_t00002', 9, 'customer 2'],
+        ['key_t00001', 5, 'customer 1'],
+      ]);
+    } finally {
+      await thread.close();
+    }
+  }, 60_000);
+
+  it('runs at the lowest CPU priority on a connection of its own, starts with the first report and ends once idle', async () => {
+    const before = threadNices().filter((n) => n === 19).length;
+    const thread = new ReportThread(data(), undefined, 400);
+    try {
+      expect(thread.running).toBe(false);
+      expect((await clientAddresses(client, 'tollgate-reports')).size).toBe(0);
+      await thread.summary(Date.now() - DAY_MS, Date.now(), 'hour');
+      expect(thread.running).toBe(true);
+      expect((await clientAddresses(client, 'tollgate-reports')).size).toBe(1);
+      // One more thread of this process at nice 19: the report thread (this process's own threads stay at 0).
+      expect(threadNices().filter((n) => n === 19).length).toBe(before + 1);
+      // Idle for its idle time: the thread and its connection end; the next report starts a new one.
+      await until(() => !thread.running, 'the idle thread to end');
+      await until(async () => (await clientAddresses(client, 'tollgate-reports')).size === 0, 'its connection to close');
+      await until(() => threadNices().filter((n) => n === 19).length === before, 'the thread to be gone');
+      const again = await thread.summary(Date.now() - DAY_MS, Date.now(), 'day');
+      expect(again.totals.admitted).toBeGreaterThan(0);
+      expect(thread.running).toBe(true);
+    } finally {
+      await thread.close();
+    }
+    expect(thread.running).toBe(false);
+  }, 60_000);
+
+  it('a report in flight when the gateway closes fails as incomplete (503), and nothing is asked of a closed thread', async () => {
+    const thread = new ReportThread(data());
+    const to = Date.now();
+    const running = thread.page({ fromMs: to - 3 * DAY_MS, toMs: to, sort: 'id', order: 'asc' }, 10).then(
+      () => 'answered',
+      (err: unknown) => err,
+    );
+    await thread.close();
+    const err = await running;
+    expect(err).toBeInstanceOf(KeyAdminError);
+    expect((err as KeyAdminError).code).toBe('incomplete');
+    expect((err as KeyAdminError).message).toMatch(/could not be completed.*shutting down/);
+    await expect(thread.summary(to - DAY_MS, to, 'day')).rejects.toMatchObject({ code: 'incomplete' });
+  }, 30_000);
+
+  it('a Redis that refuses the reads fails the report with the error, as incomplete', async () => {
+    const thread = new ReportThread({ ...data(), redis: { url: redis.url, username: 'nobody', password: 'wrong' }, commandTimeoutMs: 1000 });
+    try {
+      const err = await thread.summary(Date.now() - DAY_MS, Date.now(), 'day').catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KeyAdminError);
+      expect((err as KeyAdminError).code).toBe('incomplete');
+      expect((err as KeyAdminError).message).toMatch(/the usage summary could not be completed/);
+    } finally {
+      await thread.close();
+    }
+  }, 30_000);
+});
+
+describe('paced reads', () => {
+  it('each read keeps its place for as long again once answered, and its answer is given at once', async () => {
+    const { pacedReadLimit } = await import('../src/storage/read-limit.js');
+    const reads = pacedReadLimit(1, 1);
+    const events: Array<[string, number]> = [];
+    const t0 = performance.now();
+    const at = () => performance.now() - t0;
+    const read = (i: number) =>
+      reads(async () => {
+        events.push([`start ${i}`, at()]);
+        await new Promise((r) => setTimeout(r, 40));
+        events.push([`end ${i}`, at()]);
+        return i;
+      }).then((v) => events.push([`answer ${v}`, at()]));
+    await Promise.all([read(1), read(2), read(3)]);
+    const when = new Map(events);
+    expect(events.map(([e]) => e)).toEqual(['start 1', 'end 1', 'answer 1', 'start 2', 'end 2', 'answer 2', 'start 3', 'end 3', 'answer 3']);
+    for (const i of [1, 2]) {
+      const took = when.get(`end ${i}`)! - when.get(`start ${i}`)!;
+      // The next read waits at least as long as this one took (timers may fire a millisecond early or late).
+      expect(when.get(`start ${i + 1}`)! - when.get(`end ${i}`)!).toBeGreaterThanOrEqual(took - 2);
+      // The answer is not held back by the rest.
+      expect(when.get(`answer ${i}`)! - when.get(`end ${i}`)!).toBeLessThan(took);
+    }
+  });
+});
