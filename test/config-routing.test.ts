@@ -65,7 +65,7 @@ describe('a valid services and routes config', () => {
       connectTimeoutMs: 2000,
       retries: 1,
       retryOn: [],
-      eject: { consecutiveFailures: 5, forMs: 30_000 },
+      eject: { consecutiveFailures: 5, forMs: 30_000, maxPercent: 50, on: ['connect', 'reset', 'timeout', 502, 503, 504] },
     });
     expect(c.routes[1]).toMatchObject({ method: 'POST', host: 'api.example.com', service: 'orders', stripPrefix: '/orders' });
     expect(c.routes[2]!.auth).toBe('none');

@@ -196,17 +196,45 @@ const target = z
   ])
   .transform((t) => (typeof t === 'string' ? { url: t, weight: 1 } : t));
 
+/** A status ("404") or an inclusive range of statuses ("200-399"), 100-599: what a passing health check answers. */
+const STATUS_OR_RANGE = /^([1-5][0-9]{2})(?:-([1-5][0-9]{2}))?$/;
+const expectedStatus = z
+  .union([z.number().int().min(100).max(599), z.string().regex(STATUS_OR_RANGE, 'expected a status (404) or a range of statuses ("200-399"), 100-599')])
+  .refine((e) => {
+    const m = typeof e === 'string' ? STATUS_OR_RANGE.exec(e) : null;
+    return !m || m[2] === undefined || Number(m[1]) <= Number(m[2]);
+  }, 'a range of statuses goes from the lower to the higher ("200-399")');
+
+/** What passive ejection counts as a target's failure: "connect", "reset", "timeout", a status 500-599, or "5xx". */
+const ejectOutcome = z.union([z.enum(['connect', 'reset', 'timeout', '5xx']), z.number().int().min(500).max(599)]);
+
 const healthCheck = z.strictObject({
-  path: z.string().startsWith('/').describe('Path requested (GET) on every target; a 2xx-4xx answer in time counts as healthy.'),
+  path: z.string().startsWith('/').describe('Path requested (GET) on every target; an answer in expectedStatuses, in time, passes.'),
+  expectedStatuses: z
+    .array(expectedStatus)
+    .min(1, 'list at least one status or range, e.g. ["200-399"]')
+    .default(['200-399'])
+    .describe('Statuses a passing check answers: each a status (204) or an inclusive range ("200-399"). Any other answer fails.'),
   intervalMs: z.number().int().min(100).default(5000).describe('Time between two checks of one target.'),
   timeoutMs: positiveInt().default(1000).describe('A check without an answer in this time fails.'),
-  unhealthyAfter: positiveInt().max(100).default(3).describe('Consecutive failed checks (no answer in time, or a 5xx) that take a target out.'),
+  unhealthyAfter: positiveInt().max(100).default(3).describe('Consecutive failed checks (no answer in time, or a status outside expectedStatuses) that take a target out.'),
   healthyAfter: positiveInt().max(100).default(2).describe('Consecutive passed checks that bring it back.'),
 });
 
 const eject = z.strictObject({
-  consecutiveFailures: positiveInt().max(1000).default(5).describe('Failed requests in a row (could not connect, reset, timeout, a 5xx from it) that make a target rest.'),
-  forMs: positiveInt().default(30_000).describe('How long an ejected target rests before it is picked again.'),
+  consecutiveFailures: positiveInt().max(1000).default(5).describe('Failed requests in a row (each an outcome listed in eject.on) that make a target rest.'),
+  forMs: positiveInt().default(30_000).describe('How long an ejected target rests before it is picked again (a passing active check ends it sooner).'),
+  maxPercent: z
+    .number()
+    .int()
+    .min(0)
+    .max(100)
+    .default(50)
+    .describe('At most this share of the service\'s targets out at once, counting those out by checks or resting; the last available target is never ejected. 0: no passive ejection.'),
+  on: z
+    .array(ejectOutcome)
+    .default(['connect', 'reset', 'timeout', 502, 503, 504])
+    .describe('Outcomes that count as a failure of the target: "connect" (refused, connect timeout), "reset", "timeout", a status 500-599, or "5xx" (all). Default: the target\'s own failures, not the application\'s 500s.'),
 });
 
 /** Names appear in metrics labels and log lines. */

@@ -1,9 +1,11 @@
 // Active health checks: every gateway instance asks each target of a service with `healthCheck` for its path every
-// intervalMs (GET, on a connection of its own, not the request pool). An answer below 500 within timeoutMs passes;
-// no answer in time, a refused connection or a 5xx fails. unhealthyAfter failures in a row take the target out,
-// healthyAfter passes in a row bring it back. Cost: N instances x M targets checks per interval, each a short GET.
+// intervalMs (GET, on a connection of its own, not the request pool). An answer in expectedStatuses (default 200-399)
+// within timeoutMs passes; no answer in time, a refused connection or any other status fails. unhealthyAfter failures
+// in a row take the target out, healthyAfter passes in a row bring it back, and a passing check ends a passive rest.
+// Cost: N instances x M targets checks per interval, each a short GET.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { statusMatcher } from './ejection.js';
 import type { Target } from './target.js';
 
 export interface HealthCheckSettings {
@@ -12,21 +14,30 @@ export interface HealthCheckSettings {
   timeoutMs: number;
   unhealthyAfter: number;
   healthyAfter: number;
+  /** Statuses that pass: each a status or an inclusive range ("200-399"). */
+  expectedStatuses: ReadonlyArray<number | string>;
 }
 
-/** What a check found, told to the owner (metrics, logs). */
-export type CheckListener = (target: Target, healthy: boolean, changed: boolean) => void;
+/**
+ * What a check found, told to the owner (metrics, logs): the checks' verdict, whether it changed, and whether this
+ * check ended a passive rest.
+ */
+export type CheckListener = (target: Target, healthy: boolean, changed: boolean, restEnded: boolean) => void;
 
 /** One target's checks: a timer (unref'd: it never keeps the process up) and at most one check in flight. */
 export class HealthChecker {
   private timer: NodeJS.Timeout | undefined;
   private inFlight = false;
+  private passes: (status: number) => boolean;
 
   constructor(
     readonly target: Target,
     private settings: HealthCheckSettings,
     private readonly onResult: CheckListener,
-  ) {}
+    private readonly now: () => number = Date.now,
+  ) {
+    this.passes = statusMatcher(settings.expectedStatuses);
+  }
 
   start(): void {
     this.stop();
@@ -39,6 +50,7 @@ export class HealthChecker {
   update(settings: HealthCheckSettings): void {
     const restart = settings.intervalMs !== this.settings.intervalMs;
     this.settings = settings;
+    this.passes = statusMatcher(settings.expectedStatuses);
     if (restart) this.start();
   }
 
@@ -50,35 +62,43 @@ export class HealthChecker {
   async checkOnce(): Promise<void> {
     if (this.inFlight) return;
     this.inFlight = true;
+    const startedAt = this.now();
     try {
-      this.record(await probe(this.target.url, this.settings.path, this.settings.timeoutMs));
+      const status = await probe(this.target.url, this.settings.path, this.settings.timeoutMs);
+      this.record(status !== undefined && this.passes(status), startedAt);
     } finally {
       this.inFlight = false;
     }
   }
 
-  private record(passed: boolean): void {
+  private record(passed: boolean, startedAt: number): void {
     const t = this.target;
     const s = this.settings;
     const was = t.checkHealthy;
+    let restEnded = false;
     if (passed) {
       t.checkFailures = 0;
       t.checkPasses++;
       if (!t.checkHealthy && t.checkPasses >= s.healthyAfter) t.checkHealthy = true;
-      // Back in by its checks: a passive rest it was serving ends too.
-      if (t.checkHealthy && !was) t.ejectedUntil = 0;
+      // A target that answers its check as expected is serving: a passive rest ends (the failed requests that
+      // started it may have been one customer's). Only a check sent after the rest began says so.
+      const now = this.now();
+      if (t.checkHealthy && t.ejectedUntil > now && startedAt >= t.ejectedAt) {
+        t.ejectedUntil = 0;
+        restEnded = true;
+      }
     } else {
       t.checkPasses = 0;
       t.checkFailures++;
       if (t.checkHealthy && t.checkFailures >= s.unhealthyAfter) t.checkHealthy = false;
-      t.noteError('health_check', Date.now());
+      t.noteError('health_check', this.now());
     }
-    this.onResult(t, t.checkHealthy, t.checkHealthy !== was);
+    this.onResult(t, t.checkHealthy, t.checkHealthy !== was, restEnded);
   }
 }
 
-/** One GET of the target's base URL joined with path; true for an answer below 500 in time. */
-function probe(base: string, path: string, timeoutMs: number): Promise<boolean> {
+/** One GET of the target's base URL joined with path: its status, or undefined for no answer in time. */
+function probe(base: string, path: string, timeoutMs: number): Promise<number | undefined> {
   const url = new URL(base);
   const basePath = url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname;
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
@@ -94,11 +114,11 @@ function probe(base: string, path: string, timeoutMs: number): Promise<boolean> 
       },
       (res) => {
         res.resume();
-        resolve((res.statusCode ?? 500) < 500);
+        resolve(res.statusCode);
       },
     );
     req.setTimeout(timeoutMs, () => req.destroy());
-    req.on('error', () => resolve(false));
+    req.on('error', () => resolve(undefined));
     req.end();
   });
 }

@@ -6,6 +6,7 @@ import type { Config, ServiceConfig, UpstreamConfig } from '../config/schema.js'
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { pickTarget, type Balance } from './balancer.js';
+import { countsAsTargetFailure, mayEject, type EjectOutcome } from './ejection.js';
 import { HealthChecker, type HealthCheckSettings } from './health.js';
 import { RetryBudget } from './retry-budget.js';
 import { Target, type TargetError } from './target.js';
@@ -21,7 +22,16 @@ export interface ServiceSettings {
   retryOn: ReadonlySet<number>;
   healthCheck: HealthCheckSettings | undefined;
   /** Passive ejection; undefined: never (the upstream shorthand, as before services existed). */
-  eject: { consecutiveFailures: number; forMs: number } | undefined;
+  eject: EjectSettings | undefined;
+}
+
+export interface EjectSettings {
+  consecutiveFailures: number;
+  forMs: number;
+  /** At most this share of the targets out at once (checks and rests together); never the last available one. */
+  maxPercent: number;
+  /** The outcomes that count as the target's own failure (src/routing/ejection.ts). */
+  on: readonly EjectOutcome[];
 }
 
 export class Service {
@@ -125,18 +135,32 @@ export class ServiceRegistry {
     this.publishHealth();
   }
 
-  /** A try's outcome, for passive ejection (failure: could not connect, reset, timeout, a 5xx). */
+  /**
+   * A try's outcome, for passive ejection. `failed` is the proxy's verdict (could not connect, reset, timeout, a 5xx);
+   * only the outcomes eject.on lists count toward a rest, and any other answer from the target (its own 500 by
+   * default) ends a run of failures, as Envoy's consecutive gateway failures do. A target is ejected only when
+   * mayEject allows it: one customer's failing requests cannot take every target of a service out.
+   */
   recordResult(service: Service, target: Target, failed: boolean, kind?: string): void {
     const now = this.now();
-    if (!failed) {
+    if (failed) target.noteError(kind ?? 'failure', now);
+    const eject = service.settings.eject;
+    if (!countsAsTargetFailure(kind, failed, eject?.on ?? [])) {
       target.consecutiveFailures = 0;
       return;
     }
     target.consecutiveFailures++;
-    target.noteError(kind ?? 'failure', now);
-    const eject = service.settings.eject;
-    // As nginx does with max_fails: a service's only target is never taken out by failed requests.
-    if (!eject || service.targets.length < 2 || target.consecutiveFailures < eject.consecutiveFailures) return;
+    if (!eject || target.consecutiveFailures < eject.consecutiveFailures) return;
+    if (!mayEject(service.targets, target, now, eject.maxPercent)) {
+      // Left in: the service keeps its capacity. The count stays, so a later failure ejects it once others are back.
+      if (target.consecutiveFailures === eject.consecutiveFailures && target.available(now))
+        this.opts.logger.warn(
+          { service: service.name, target: target.url, maxPercent: eject.maxPercent },
+          'target failing requests in a row not ejected: the service would lose its last available target or more than eject.maxPercent',
+        );
+      return;
+    }
+    target.ejectedAt = now;
     target.ejectedUntil = now + eject.forMs;
     target.consecutiveFailures = 0;
     this.opts.metrics.targetEjections.inc({ service: service.name, target: target.url });
@@ -200,14 +224,20 @@ export class ServiceRegistry {
       const existing = service.checkers.get(t);
       if (existing) existing.update(settings);
       else {
-        const checker = new HealthChecker(t, settings, (target, healthy, changed) => {
-          if (!changed) return;
-          this.opts.logger.warn(
-            { service: service.name, target: target.url, healthy },
-            healthy ? 'target passed its health checks: back in' : 'target failed its health checks: taken out',
-          );
-          this.publishHealth();
-        });
+        const checker = new HealthChecker(
+          t,
+          settings,
+          (target, healthy, changed, restEnded) => {
+            if (changed)
+              this.opts.logger.warn(
+                { service: service.name, target: target.url, healthy },
+                healthy ? 'target passed its health checks: back in' : 'target failed its health checks: taken out',
+              );
+            else if (restEnded) this.opts.logger.info({ service: service.name, target: target.url }, 'target passed its health check: its passive rest ends');
+            if (changed || restEnded) this.publishHealth();
+          },
+          this.now,
+        );
         service.checkers.set(t, checker);
         checker.start();
       }

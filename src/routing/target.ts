@@ -26,6 +26,8 @@ export class Target {
   consecutiveFailures = 0;
   /** Date.now() until which the target rests after passive ejection (0: not ejected). */
   ejectedUntil = 0;
+  /** When its last passive rest began (only checks sent after it may end that rest). */
+  ejectedAt = 0;
   /** The active checks' verdict (true until checks say otherwise, and always without checks). */
   checkHealthy = true;
   checkPasses = 0;
