@@ -151,12 +151,39 @@ describe('what a hostile or buggy client sends', () => {
   afterAll(async () => g.close());
 
   it("Host values that only look like the route's host do not match it", async () => {
-    for (const host of ['api.example.com.evil', 'evil@api.example.com', 'api.example.com@evil', 'xapi.example.com', 'api.example.com.']) {
+    for (const host of ['api.example.com.evil', 'evil@api.example.com', 'api.example.com@evil', 'xapi.example.com', 'api.example.com..']) {
       orders.seen.length = 0;
       const res = await send(g, 'POST', '/orders/1', [`host: ${host}`, AUTH()], '{}');
       expect(orders.seen, host).toHaveLength(0);
       expect([200, 400], host).toContain(res.status);
     }
+  });
+
+  it('the absolute-form authority wins over Host (RFC 9112 §3.2.2), both ways; X-Forwarded-Host names that host', async () => {
+    // The target names the route's host, Host names another: the host route, and Host becomes the target's authority.
+    const named = await send(g, 'POST', 'http://api.example.com/orders/5', ['host: www.example.com', AUTH()], '{}');
+    expect(named.status).toBe(200);
+    expect(named.json().url).toBe('/api/5');
+    expect(named.json().headers['x-forwarded-host']).toBe('api.example.com');
+    // Host names the route's host, the target another: not the host route (the legacy route takes it).
+    const other = await send(g, 'POST', 'http://www.example.com:8080/orders/6', ['host: api.example.com', AUTH()], '{}');
+    expect(other.status).toBe(200);
+    expect(other.json().headers['x-forwarded-host']).toBe('www.example.com:8080');
+    expect(orders.seen.map((r) => r.url)).toEqual(['/api/5']);
+    expect(legacy.seen.map((r) => r.url)).toEqual(['/orders/6']);
+    // Credentials in the authority are no part of the host; its case and port do not matter.
+    const creds = await send(g, 'POST', 'http://user:pw@API.example.COM:443/orders/7', ['host: www.example.com', AUTH()], '{}');
+    expect(creds.json().url).toBe('/api/7');
+    expect(creds.json().headers['x-forwarded-host']).toBe('api.example.com:443');
+  });
+
+  it('a fully qualified host with its trailing dot matches the host route, in Host and in an absolute-form target', async () => {
+    const dotted = await send(g, 'POST', '/orders/8', ['host: api.example.com.', AUTH()], '{}');
+    const dottedPort = await send(g, 'POST', '/orders/9', ['host: API.example.com.:8443', AUTH()], '{}');
+    const absolute = await send(g, 'POST', 'http://api.example.com./orders/10', ['host: www.example.com', AUTH()], '{}');
+    expect([dotted.status, dottedPort.status, absolute.status]).toEqual([200, 200, 200]);
+    expect(orders.seen.map((r) => r.url)).toEqual(['/api/8', '/api/9', '/api/10']);
+    expect(legacy.seen).toHaveLength(0);
   });
 
   it('dot segments and encoded slashes cannot climb out of a stripped prefix: 400 before anything is called', async () => {

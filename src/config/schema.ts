@@ -268,7 +268,7 @@ const route = z.strictObject({
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name without port, such as api.example.com')
     .transform((h) => h.toLowerCase())
     .optional()
-    .describe('Matches the Host header (case-insensitive, port ignored); leave out for any host.'),
+    .describe('Matches the request\'s host: the Host header, or an absolute-form target\'s authority (case-insensitive, port and trailing dot ignored); leave out for any host.'),
   service: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('The service it goes to; left out, the upstream (upstream.url).'),
   stripPrefix: z.string().optional().describe('A literal leading part of path removed before proxying; the target gets X-Forwarded-Prefix with it.'),
   auth: z.enum(['key', 'none']).optional().describe('"none": a public route, no key needed, metered by the anonymous limit alone. Default "key".'),

@@ -1,14 +1,16 @@
 // What the request path does to the request target before anything else reads it: an absolute-form target is
 // reduced to its path (so routing and the proxy only ever see a path, and the configured upstream is the only host
-// contacted), and a /v1 path an upstream may read as another path is refused.
+// contacted) and its authority becomes the Host, and a /v1 path an upstream may read as another path is refused.
 import type { IncomingMessage } from 'node:http';
 import { pathOf } from '../routes/policy.js';
 
 /**
  * An absolute-form request target (`GET http://other.host/v1/x HTTP/1.1`) is reduced to its path and query, and a
- * fragment is dropped. Runs before Express sees the request (Express's router captures an absolute-form target's
- * scheme and host when it starts and re-applies them around every mounted handler, turning the proxied path into
- * "/http://host").
+ * fragment is dropped. Its authority replaces the Host header (RFC 9112 §3.2.2: a server that receives the absolute
+ * form ignores Host and uses the target's host), so host routes, X-Forwarded-Host and the backend all see the one
+ * host the request names: never a route matched on one host while the request says another. Runs before Express sees
+ * the request (Express's router captures an absolute-form target's scheme and host when it starts and re-applies
+ * them around every mounted handler, turning the proxied path into "/http://host").
  */
 export function normalizeRequestTarget(req: IncomingMessage & { originalUrl?: string }): void {
   let url = req.url ?? '/';
@@ -24,6 +26,8 @@ export function normalizeRequestTarget(req: IncomingMessage & { originalUrl?: st
     try {
       const u = new URL(url);
       req.url = (u.pathname || '/') + u.search;
+      // u.host: name and port, no credentials; the name lower-cased as URL parsing does.
+      if (u.host !== '') req.headers.host = u.host;
     } catch {
       req.url = '/';
     }

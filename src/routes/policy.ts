@@ -11,7 +11,7 @@ export interface CompiledRoute {
   readonly method: string;
   readonly pattern: string;
   readonly matches: (path: string) => unknown;
-  /** Lower-case host name the Host header must carry (port ignored); undefined: any host. */
+  /** Lower-case host name the Host header must carry (port and a trailing dot ignored); undefined: any host. */
   readonly host: string | undefined;
   /** The service the route goes to (UPSTREAM_SERVICE for routes that name none). */
   readonly service: string;
@@ -60,7 +60,7 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       method: r.method,
       pattern: r.path,
       matches: routeMatcher(r.path),
-      host: r.host,
+      host: r.host === undefined ? undefined : withoutTrailingDot(r.host),
       service: r.service ?? UPSTREAM_SERVICE,
       upstreamRoute: r.service === undefined,
       stripPrefix: r.stripPrefix,
@@ -129,12 +129,19 @@ export function matchRoute(routes: readonly CompiledRoute[], method: string, req
   return findRoute(routes, method, policyPath(path), hostHeader === undefined ? undefined : hostName(hostHeader), path);
 }
 
-/** A Host header's name, lower-case, without its port ("[::1]:8080" -> "[::1]"). */
+/**
+ * A Host header's name, lower-case, without its port ("[::1]:8080" -> "[::1]") and without the trailing dot of a
+ * fully qualified name ("api.example.com." is the same host as "api.example.com", and DNS resolves both alike).
+ */
 export function hostName(host: string): string {
   const h = host.toLowerCase();
   if (h.startsWith('[')) return h.slice(0, h.indexOf(']') + 1);
   const colon = h.indexOf(':');
-  return colon === -1 ? h : h.slice(0, colon);
+  return withoutTrailingDot(colon === -1 ? h : h.slice(0, colon));
+}
+
+function withoutTrailingDot(name: string): string {
+  return name.endsWith('.') ? name.slice(0, -1) : name;
 }
 
 /**
