@@ -62,6 +62,7 @@ describe('defaults', () => {
       anonymous: { perMinute: 30 },
       ban: { threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       routes: [],
+      methodOverride: 'match',
       keys: [],
       admin: { host: '127.0.0.1', port: 8079, tokens: [], maxFailuresPerMinute: 10 },
       selfService: { enabled: true, path: '/ratelimit' },

@@ -349,6 +349,10 @@ export const configSchema = z
     services: z.record(z.string().regex(SERVICE_NAME, 'service names are 1-64 characters of A-Z a-z 0-9 _ . -'), service).optional().describe('Backends by name, each with its targets, balancing, retries and health checks (docs/routing.md).'),
     routes: z.array(route).default([]).describe('Routes to services, with their policy (auth, deprecation, sunset, cost, route windows); first match in file order wins.'),
     defaultService: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('Where requests that match no route go; left out, they get 404 not_found.'),
+    methodOverride: z
+      .enum(['match', 'refuse'])
+      .default('match')
+      .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names (backends that honour overrides); "refuse" answers 400 (backends that do not).'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })

@@ -4,6 +4,7 @@ import type { Response } from 'express';
 
 export const ERRORS = {
   invalid_request: { status: 400, message: 'The request body is missing required fields or has invalid values.' },
+  invalid_method_override: { status: 400, message: "The request's method override is refused: send one known method, on a POST." },
   invalid_json: { status: 400, message: 'The request body is not valid JSON.' },
   unknown_plan: { status: 400, message: 'The plan named is not configured.' },
   missing_api_key: { status: 401, message: 'An API key is required: send "Authorization: Bearer <key>".' },

@@ -7,8 +7,9 @@
 //   1. observeRequest           request id, context, req.log (pino-http); access log and metrics once the response is over
 //   2. securityHeaders          helmet, for a JSON API
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
-//   M. matchRoute               the route (host, method, path; first in file order) and its service, or defaultService;
-//                               neither: the request leaves the request path (404 not_found)
+//   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
+//                               and its service, or defaultService; neither: the request leaves the request path (404
+//                               not_found); an override that cannot be routed: 400 invalid_method_override
 //   -- requests with a service only --
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
 //   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
@@ -40,7 +41,7 @@ import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-li
 import type { LimitRequest, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../config/schema.js';
-import { isRetired, matchRoute as findMatchingRoute, pathOf } from '../routes/policy.js';
+import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routes/policy.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -124,12 +125,16 @@ export const DEFAULT_ROUTE_LABEL = '(default)';
 
 /**
  * M. The route, matched once per request before anything else is decided (its pattern labels the metrics of every
- * answer, 401 and 429 included), and the service it goes to; defaultService for a request no route matches.
+ * answer, 401 and 429 included), and the service it goes to; defaultService for a request no route matches. A POST
+ * with a method override is matched as the method it names (routingMethod): the backend runs that one. An override
+ * the gateway cannot route is refused here, 400, before anything is counted.
  */
 export function matchRoute(runtime: Runtime, services: ServiceRegistry): RequestHandler {
   return function matchRouteStage(req, res, next) {
     const { routing, config } = runtime.current;
-    const route = findMatchingRoute(routing, req.method, req.originalUrl, req.headers.host ?? '');
+    const as = routingMethod(req.method, req.headers, req.originalUrl, config.methodOverride);
+    if (as.refused !== undefined) return sendError(res, 'invalid_method_override', as.refused);
+    const route = findMatchingRoute(routing, as.method, req.originalUrl, req.headers.host ?? '');
     const serviceName = route?.service ?? config.defaultService;
     const service = serviceName === undefined ? undefined : services.get(serviceName);
     if (!service) return next('route');

@@ -3,6 +3,7 @@
 // them into a request's windows), as a decision with no Express. Route patterns are compiled once per config load
 // (Runtime) with path-to-regexp; per request the compiled matchers run in file order and the first match wins (a
 // plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Config, RouteConfig } from '../config/schema.js';
 import { routeMatcher } from '../config/schema.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
@@ -127,6 +128,56 @@ export function matchRoute(routes: readonly CompiledRoute[], method: string, req
   // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.
   const path = pathOf(requestPath);
   return findRoute(routes, method, policyPath(path), hostHeader === undefined ? undefined : hostName(hostHeader), path);
+}
+
+/**
+ * Method overrides: what Express's method-override, ASP.NET Core, Rails, Laravel and Symfony read to run a POST as
+ * another method. A backend that honours them runs the method they name, so the route (its cost, limits, deprecation,
+ * sunset) is matched on that method: never matched as POST and run as DELETE.
+ */
+export const METHOD_OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const;
+const METHOD_OVERRIDE_HEADER_NAMES = ['X-HTTP-Method-Override', 'X-HTTP-Method', 'X-Method-Override'] as const;
+export const METHOD_OVERRIDE_PARAM = '_method';
+const QUERY_MAY_OVERRIDE = /[_%]/;
+/** The methods an override may name: the route methods. TRACE, CONNECT and unknown tokens are refused. */
+const OVERRIDE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
+/** The method a request is routed as, or why it is refused (400 invalid_method_override). */
+export type RoutingMethod = { method: string; refused?: undefined } | { refused: string };
+
+/**
+ * The method routes are matched on: the request's own, or the one its override names. Refused: overrides that
+ * disagree (two headers, a header and the parameter, a list in one header), a method outside the route methods, an
+ * override on a request that is not a POST (the frameworks honour them on POST only, so the gateway could not tell
+ * what the backend runs), and with mode "refuse" (backends that do not honour overrides) any override. An override
+ * that names the request's own method changes nothing. Values are read as the frameworks read them: trimmed,
+ * upper-cased, the parameter percent-decoded; an empty one is no override.
+ */
+export function routingMethod(method: string, headers: IncomingHttpHeaders, url: string, mode: 'match' | 'refuse'): RoutingMethod {
+  const found: Array<{ from: string; value: string }> = [];
+  METHOD_OVERRIDE_HEADERS.forEach((name, i) => {
+    const raw = headers[name];
+    if (raw === undefined) return;
+    for (const part of (Array.isArray(raw) ? raw.join(',') : raw).split(','))
+      if (part.trim() !== '') found.push({ from: METHOD_OVERRIDE_HEADER_NAMES[i]!, value: part.trim().toUpperCase() });
+  });
+  const q = url.indexOf('?');
+  // Any spelling of the parameter's name (`_method`, `%5Fmethod`, `_%6Dethod`) holds a "_" or a "%".
+  if (q !== -1 && QUERY_MAY_OVERRIDE.test(url.slice(q))) {
+    for (const value of new URLSearchParams(url.slice(q + 1)).getAll(METHOD_OVERRIDE_PARAM))
+      if (value.trim() !== '') found.push({ from: METHOD_OVERRIDE_PARAM, value: value.trim().toUpperCase() });
+  }
+  if (found.length === 0) return { method };
+  const sources = [...new Set(found.map((f) => f.from))].join(' and ');
+  const methods = new Set(found.map((f) => f.value));
+  if (methods.size > 1) return { refused: `The request carries method overrides that disagree (${sources}); send one method, once.` };
+  const named = found[0]!.value;
+  if (!OVERRIDE_METHODS.has(named))
+    return { refused: `${sources} names a method this gateway does not route (expected one of ${[...OVERRIDE_METHODS].join(', ')}).` };
+  if (named === method) return { method };
+  if (mode === 'refuse') return { refused: `This gateway does not take method overrides (${sources}): send ${named} as the request's method.` };
+  if (method !== 'POST') return { refused: `A method override (${sources}) is taken on a POST only; this request is a ${method}.` };
+  return { method: named };
 }
 
 /**
