@@ -137,9 +137,9 @@ export class ServiceRegistry {
 
   /**
    * A try's outcome, for passive ejection. `failed` is the proxy's verdict (could not connect, reset, timeout, a 5xx);
-   * only the outcomes eject.on lists count toward a rest, and any other answer from the target (its own 500 by
-   * default) ends a run of failures, as Envoy's consecutive gateway failures do. A target is ejected only when
-   * mayEject allows it: one customer's failing requests cannot take every target of a service out.
+   * only the outcomes eject.on lists count toward a rest, and any other outcome (an answer, its own 500 by default)
+   * ends a run of failures. A target is ejected only when mayEject allows it: one customer's failing requests cannot
+   * take every target of a service out.
    */
   recordResult(service: Service, target: Target, failed: boolean, kind?: string): void {
     const now = this.now();
