@@ -216,7 +216,8 @@ describe('no customer can take a service down', () => {
     const flaky = await upstream({ '/slow': 'hang', '/boom': 500 });
     const other = await upstream();
     const g = await gateway({
-      services: { web: { targets: [flaky.url, other.url], balance: 'round-robin', timeoutMs: 150, retries: 0, eject: { consecutiveFailures: 2 } } },
+      // A timeout long enough that only the hanging path ever reaches it, on a loaded machine too.
+      services: { web: { targets: [flaky.url, other.url], balance: 'round-robin', timeoutMs: 1000, retries: 0, eject: { consecutiveFailures: 2 } } },
       defaultService: 'web',
     });
     // Round-robin: requests 0, 2, 4 go to the flaky target: timeout, 500, timeout. Never two failures in a row.
@@ -285,7 +286,7 @@ describe('active checks', () => {
       services: {
         web: {
           targets: [resting.url, other.url],
-          timeoutMs: 150,
+          timeoutMs: 600,
           retries: 0,
           eject: { consecutiveFailures: 2, forMs: 60_000 },
           healthCheck: { path: '/healthz', intervalMs: 200, timeoutMs: 500, unhealthyAfter: 2, healthyAfter: 2 },
