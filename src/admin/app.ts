@@ -344,7 +344,9 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
  * The plans in force, as the API lists them (read per call: a reload applies at once): their windows' mode, and their
  * candidate limits (checked in shadow) when they have some.
  */
-function plansView(runtime: Runtime): Array<{ name: string; perMinute: number; perDay: number; mode: 'enforce' | 'shadow'; shadow?: { perMinute?: number; perDay?: number } }> {
+function plansView(
+  runtime: Runtime,
+): Array<{ name: string; perMinute: number; perDay: number; mode: 'enforce' | 'shadow'; shadow?: { perMinute?: number; perDay?: number } }> {
   const { plans, limits } = runtime.config;
   return Object.keys(plans).map((name) => {
     const p = plans[name]!;

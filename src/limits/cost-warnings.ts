@@ -25,11 +25,13 @@ export function costWarnings(config: Config): string[] {
           w.mode === 'enforce' ? 'its keys are refused there with 403 cost_exceeds_limit' : 'in shadow mode: every such request is a shadow refusal';
         out.push(`${route}: more than plan ${plan}'s ${w.name} window holds in all (${w.limit}): ${outcome}`);
       }
-      const candidates = candidatesFor(windows, 0, planCandidates(config, plan));
-      candidatesFor(windows, from, own?.shadow, candidates);
+      const candidates = candidatesFor(windows, 0, 2, planCandidates(config, plan));
+      candidatesFor(windows, from, windows.length, own?.shadow, candidates);
       for (const c of candidates) {
         if (c.limit >= r.cost) continue;
-        out.push(`${route}: more than plan ${plan}'s candidate limit ${c.name} (${c.limit}): once enforced, its keys would be refused there with 403 cost_exceeds_limit`);
+        out.push(
+          `${route}: more than plan ${plan}'s candidate limit ${c.name} (${c.limit}): once enforced, its keys would be refused there with 403 cost_exceeds_limit`,
+        );
       }
     }
   });

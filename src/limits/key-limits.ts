@@ -358,7 +358,8 @@ export class KeyLimiter {
       // Per window that would have refused it (a shadow-mode window or a candidate limit): rare, and named.
       const n = request.windows.length;
       for (let i = 0; i < n + request.candidates.length; i++) {
-        if (decision.short & (1 << i)) metrics.shadowRefusals.inc({ plan: consumer.plan, window: i < n ? request.windows[i]!.name : request.candidates[i - n]!.name });
+        if (decision.short & (1 << i))
+          metrics.shadowRefusals.inc({ plan: consumer.plan, window: i < n ? request.windows[i]!.name : request.candidates[i - n]!.name });
       }
     }
     return { kind: 'decided', decision, request, now };

@@ -40,12 +40,18 @@ export function routeWindows(route: string, limits: RouteWindowLimits, mode: Lim
 }
 
 /**
- * Candidates for the windows at `windows[from...]` (a plan's two, or a route's): each candidate limit given goes with
- * the window of the same length, named "<window>:shadow".
+ * Candidates for the windows at `windows[from]` to `windows[to - 1]` (a plan's two, or a route's): each candidate limit
+ * given goes with the window of the same length, named "<window>:shadow"; appended to `out`.
  */
-export function candidatesFor(windows: readonly WindowSpec[], from: number, limits: CandidateLimits | undefined, out: CandidateSpec[] = []): CandidateSpec[] {
+export function candidatesFor(
+  windows: readonly WindowSpec[],
+  from: number,
+  to: number,
+  limits: CandidateLimits | undefined,
+  out: CandidateSpec[] = [],
+): CandidateSpec[] {
   if (!limits) return out;
-  for (let i = from; i < windows.length; i++) {
+  for (let i = from; i < to; i++) {
     const w = windows[i]!;
     const limit = w.lengthMs === MINUTE_MS ? limits.perMinute : limits.perDay;
     if (limit !== undefined) out.push({ name: `${w.name}:shadow`, limit, lengthMs: w.lengthMs, of: i });
@@ -66,7 +72,10 @@ export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidate
     // Known from the config alone, so such a request is refused without asking a store (and strikes nothing).
     unpayable: windows.find((w) => w.mode === 'enforce' && w.limit < cost),
     // Shadow mode rides on the limit's sign: one argument per window less for the script to read.
-    scriptArgs: Object.freeze([...windows.flatMap((w) => [w.mode === 'shadow' ? -w.limit : w.limit, w.lengthMs]), ...candidates.flatMap((c) => [c.of + 1, c.limit])]),
+    scriptArgs: Object.freeze([
+      ...windows.flatMap((w) => [w.mode === 'shadow' ? -w.limit : w.limit, w.lengthMs]),
+      ...candidates.flatMap((c) => [c.of + 1, c.limit]),
+    ]),
   });
 }
 
@@ -83,7 +92,7 @@ export function planRequest(limits: KeyLimits, mode: LimitMode = 'enforce', cand
   let r = byMode.get(at);
   if (!r) {
     const windows = planWindows(limits, mode);
-    byMode.set(at, (r = limitRequest(windows, 1, candidatesFor(windows, 0, candidates))));
+    byMode.set(at, (r = limitRequest(windows, 1, candidatesFor(windows, 0, 2, candidates))));
   }
   return r;
 }
@@ -116,11 +125,11 @@ export function routeWindowsFor(config: Config, route: CompiledRoute, plan: stri
 /** The plan's windows and candidates, then the route's (if any) with theirs, at `cost`. */
 function buildRequest(config: Config, plan: string, limits: KeyLimits, own: number, route: CompiledRoute | undefined, cost: number): LimitRequest {
   const windows = planWindows(limits, planMode(config, plan));
-  const candidates = candidatesFor(windows, 0, planCandidates(config, plan, own));
+  const candidates = candidatesFor(windows, 0, 2, planCandidates(config, plan, own));
   if (route) {
     const from = windows.length;
     windows.push(...routeWindowsFor(config, route, plan));
-    candidatesFor(windows, from, routeLimitsFor(route, plan)?.shadow, candidates);
+    candidatesFor(windows, from, windows.length, routeLimitsFor(route, plan)?.shadow, candidates);
   }
   return limitRequest(windows, cost, candidates);
 }
@@ -168,7 +177,7 @@ export class RequestWindows {
     if (!r) {
       const config = current.config;
       const windows = planWindows(limits, planMode(config, plan));
-      const candidates = candidatesFor(windows, 0, planCandidates(config, plan, own));
+      const candidates = candidatesFor(windows, 0, 2, planCandidates(config, plan, own));
       const seen = new Set<string>();
       for (const route of current.routes) {
         const from = windows.length;
@@ -177,7 +186,7 @@ export class RequestWindows {
           seen.add(w.suffix);
           windows.push(w);
         }
-        if (windows.length > from) candidatesFor(windows, from, routeLimitsFor(route, plan)?.shadow, candidates);
+        candidatesFor(windows, from, windows.length, routeLimitsFor(route, plan)?.shadow, candidates);
       }
       r = limitRequest(windows, 1, candidates);
       this.cache.set(at, r);

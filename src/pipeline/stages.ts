@@ -381,7 +381,13 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
     const { snapshot: s, request, now } = o;
     setWindowHeaders(res, request, s.windows, now);
     res.setHeader('cache-control', 'no-store');
-    const listed = (w: RateWindow, mode: string) => ({ name: w.name, limit: w.limit, remaining: w.remaining, resetAt: new Date(now + w.resetMs).toISOString(), mode });
+    const listed = (w: RateWindow, mode: string) => ({
+      name: w.name,
+      limit: w.limit,
+      remaining: w.remaining,
+      resetAt: new Date(now + w.resetMs).toISOString(),
+      mode,
+    });
     res.status(200).json({
       plan: req.ctx.consumer!.plan,
       // Every window with its mode, the shadow ones too (the headers show only the enforced), then the candidate
