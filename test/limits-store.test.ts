@@ -883,6 +883,29 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
   });
 
+  it('a candidate limit costs Redis no command: admitted, and admitted past the candidate, run the same commands as without it (MONITOR)', async () => {
+    const windows = planWindows({ perMinute: 10, perDay: 1000 });
+    const plain = limitRequest(windows);
+    const tried = limitRequest(windows, 1, candidatesFor(windows, 0, 2, { perMinute: 2 }));
+    const run = async (request: typeof plain): Promise<{ commands: string[]; shorts: number[] }> => {
+      const id = newId('candidate-cmds');
+      const mon = await monitorRedis(admin);
+      const shorts: number[] = [];
+      for (let i = 0; i < 5; i++) shorts.push((await redisStore.check(id, request, NO_BANS)).short);
+      const seen = await mon.stop();
+      // The commands the script ran for this id, the id's keys written as {id}.
+      const commands = seen.filter((c) => c.source === 'lua').map((c) => c.args.map((a) => a.split(id).join('id')).join(' '));
+      return { commands, shorts };
+    };
+    const without = await run(plain);
+    const withCandidate = await run(tried);
+    expect(without.shorts).toEqual([0, 0, 0, 0, 0]);
+    expect(withCandidate.shorts).toEqual([0, 0, 4, 4, 4]);
+    expect(withCandidate.commands.map((c) => c.replace(/^TIME.*/, 'TIME'))).toEqual(without.commands.map((c) => c.replace(/^TIME.*/, 'TIME')));
+    // TIME, HMGET of the ban, then INCR and PEXPIRE (the first) or PTTL per window.
+    expect(without.commands.length).toBe(5 * 6);
+  });
+
   it('every key the script touches for one id shares the hash tag {id} and is declared, the ledger day too (SCAN and MONITOR)', async () => {
     const id = newId('tag');
     // The usage ledger on: its day hash is one of the script's keys.
