@@ -17,7 +17,8 @@
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
 //   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
 //   7. keyLimits                ban check, plan and route windows with the route's cost, one Redis round trip (429,
-//                               with RateLimit headers; shadow-mode windows only report)                [not for auth: none]
+//                               with RateLimit headers; shadow windows only report; 403 for a cost
+//                               no enforced window can hold, before Redis)                             [not for auth: none]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
@@ -321,8 +322,9 @@ function shortNames(request: LimitRequest, short: number): string {
 }
 
 /**
- * 7. Ban check and every window that applies (the plan's, the matched route's, with its cost): RateLimit headers on
- * every answer, 429 for a refusal. A window in shadow mode that would refuse only shows its real figures.
+ * 7. Ban check and every window that applies (the plan's, the matched route's, with its cost): RateLimit headers of
+ * the enforced windows on every answer, 429 for a refusal, 403 for a cost an enforced window can never hold. A window
+ * in shadow mode or a candidate limit that would refuse only reports (metrics, ledger), never in the headers.
  */
 export function keyLimits(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
