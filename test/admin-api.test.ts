@@ -450,9 +450,9 @@ describe('keys through the admin API', () => {
     const r = await admin('GET', '/plans');
     expect(r.body).toEqual({
       plans: [
-        { name: 'big', perMinute: 100, perDay: 1000 },
-        { name: 'small', perMinute: 3, perDay: 1000 },
-        { name: 'one', perMinute: 1, perDay: 1000 },
+        { name: 'big', perMinute: 100, perDay: 1000, mode: 'enforce' },
+        { name: 'small', perMinute: 3, perDay: 1000, mode: 'enforce' },
+        { name: 'one', perMinute: 1, perDay: 1000, mode: 'enforce' },
       ],
     });
   });

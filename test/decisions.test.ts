@@ -236,6 +236,77 @@ describe('KeyLimiter', () => {
   });
 });
 
+describe('KeyLimiter: costs a key can never pay, candidate limits', () => {
+  const config = testConfig({
+    upstream: UPSTREAM,
+    plans: { free: { perMinute: 10, perDay: 1000, shadow: { perMinute: 2 } }, trial: { perMinute: 3, perDay: 1000, mode: 'shadow' } },
+    ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [300], resetAfterSeconds: 600 },
+    routes: [{ method: 'POST', path: '/v1/reports', cost: 5 }],
+  });
+
+  function setup() {
+    const runtime = new Runtime(config);
+    const clock = new ManualClock();
+    const metrics = new Metrics();
+    let calls = 0;
+    const memory = new MemoryLimiterStore(clock);
+    const store = checkOnlyStore((id, request, ban) => {
+      calls++;
+      return memory.check(id, request, ban);
+    });
+    const l = new KeyLimiter({
+      runtime,
+      clock,
+      logger: silentLogger,
+      metrics,
+      memory: new MemoryLimiterStore(clock),
+      shared: { store, breaker: new Breaker(clock, 1000), failMode: 'closed', commandTimeoutMs: 1000 },
+    });
+    const route = matchRoute(runtime.current.routes, 'POST', '/v1/reports')!;
+    return { l, metrics, route, calls: () => calls };
+  }
+
+  it('a cost above an enforced window of the key (its own override): cost_exceeds_limit naming it, with no store call; a shadow-mode plan is not refused', async () => {
+    const { l, metrics, route, calls } = setup();
+    for (let i = 0; i < 5; i++) {
+      expect(await l.check({ id: 'k', plan: 'free', perMinute: 4 }, context(), route)).toMatchObject({
+        kind: 'cost_exceeds_limit',
+        cost: 5,
+        window: { name: 'minute', limit: 4 },
+      });
+    }
+    expect(calls()).toBe(0);
+    expect(
+      metricValue(await metrics.registry.metrics(), 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'cost_exceeds_limit', window: 'minute' }),
+    ).toBe(5);
+    // The same key on a route it can pay for is decided by the store as usual.
+    expect(await l.check({ id: 'k', plan: 'free', perMinute: 4 }, context())).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted' } });
+    // A plan in shadow mode enforces nothing: its small window reports, it does not refuse.
+    expect(await l.check({ id: 't', plan: 'trial' }, context(), route)).toMatchObject({ kind: 'decided', decision: { outcome: 'admitted', short: 1 } });
+  });
+
+  it("a plan's candidate limit is counted per window as a shadow refusal; a key's own override of that window has none", async () => {
+    const { l, metrics } = setup();
+    const shorts = [];
+    for (let i = 0; i < 4; i++) {
+      const o = await l.check({ id: 'a', plan: 'free' }, context());
+      shorts.push(o.kind === 'decided' && [o.decision.outcome, o.decision.short, o.request.policy]);
+    }
+    const policy = '"minute";q=10;w=60, "day";q=1000;w=86400';
+    expect(shorts).toEqual([
+      ['admitted', 0, policy],
+      ['admitted', 0, policy],
+      ['admitted', 4, policy],
+      ['admitted', 4, policy],
+    ]);
+    const own = await l.check({ id: 'b', plan: 'free', perMinute: 10 }, context());
+    expect(own.kind === 'decided' && own.request.candidates).toEqual([]);
+    const text = await metrics.registry.metrics();
+    expect(metricValue(text, 'tollgate_ratelimit_shadow_refusals_total', { plan: 'free', window: 'minute:shadow' })).toBe(2);
+    expect(metricValue(text, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'shadow_refused', window: 'minute' })).toBe(2);
+  });
+});
+
 describe('route policy', () => {
   const runtime = new Runtime(
     testConfig({

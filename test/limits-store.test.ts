@@ -11,7 +11,7 @@ import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { recordRevision } from '../src/keys/redis-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { DAY_MS, MINUTE_MS, type BanPolicy, type Decision, type KeyLimits, type LimiterStore } from '../src/limits/types.js';
-import { limitRequest, planRequest, planWindows, routeWindows } from '../src/limits/windows.js';
+import { candidatesFor, limitRequest, planRequest, planWindows, routeWindows } from '../src/limits/windows.js';
 import { readFileSync } from 'node:fs';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
@@ -500,6 +500,41 @@ describe.each(harnesses)('$name', (h) => {
     expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
     expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('banned_now');
   });
+
+  it("candidate limits: checked on their window's count (which takes the cost as usual), never refuse, never strike; the enforced windows keep refusing and banning", async () => {
+    const id = newId('candidate');
+    const windows = [...planWindows({ perMinute: 6, perDay: 1000 }), ...routeWindows('store', { perMinute: 10, perDay: 5 }, 'enforce')];
+    // Bits 0-3: the windows; bit 4: minute:shadow (3); bit 5: store:day:shadow (4).
+    const candidates = candidatesFor(windows, 2, 4, { perDay: 4 }, candidatesFor(windows, 0, 2, { perMinute: 3 }));
+    expect(candidates.map((c) => [c.name, c.limit, c.of])).toEqual([
+      ['minute:shadow', 3, 0],
+      ['store:day:shadow', 4, 3],
+    ]);
+    const request = limitRequest(windows, 1, candidates);
+    const shorts: number[] = [];
+    for (let i = 1; i <= 5; i++) {
+      const d = await h.store().check(id, request, LADDER);
+      expect(d).toMatchObject({ outcome: 'admitted', retryMs: 0, windows: [{ used: i }, { used: i }, { used: i }, { used: i }] });
+      shorts.push(d.short);
+    }
+    expect(shorts).toEqual([0, 0, 0, 16, 16 | 32]);
+    // store:day (5) is full: refused by it, nothing taken; the candidates still say what they would have done.
+    const refused = await h.store().check(id, request, LADDER);
+    expect(refused).toMatchObject({ outcome: 'limited', short: 8 | 16 | 32, windows: [{ used: 5 }, { used: 5 }, { used: 5 }, { used: 5 }] });
+    expect(refused.retryMs).toBeGreaterThan(0);
+    // Three enforced refusals reach the threshold; the two shadow refusals before them struck nothing.
+    expect((await h.store().check(id, request, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(id, request, LADDER)).outcome).toBe('banned_now');
+  });
+
+  it('a candidate limit with a cost: short when the count the request brings is above it', async () => {
+    const id = newId('candidate-cost');
+    const windows = planWindows({ perMinute: 20, perDay: 1000 });
+    const request = limitRequest(windows, 4, candidatesFor(windows, 0, 2, { perDay: 10 }));
+    expect((await h.store().check(id, request, NO_BANS)).short).toBe(0);
+    expect((await h.store().check(id, request, NO_BANS)).short).toBe(0);
+    expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 12 }, { used: 12 }] });
+  });
 });
 
 describe('MemoryLimiterStore only', () => {
@@ -846,6 +881,29 @@ describe('RedisLimiterStore only', () => {
     expect(refused.retryMs).toBeGreaterThan(MINUTE_MS - 5 * SECOND);
     expect(refused.retryMs).toBeLessThanOrEqual(MINUTE_MS);
     expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
+  });
+
+  it('a candidate limit costs Redis no command: admitted, and admitted past the candidate, run the same commands as without it (MONITOR)', async () => {
+    const windows = planWindows({ perMinute: 10, perDay: 1000 });
+    const plain = limitRequest(windows);
+    const tried = limitRequest(windows, 1, candidatesFor(windows, 0, 2, { perMinute: 2 }));
+    const run = async (request: typeof plain): Promise<{ commands: string[]; shorts: number[] }> => {
+      const id = newId('candidate-cmds');
+      const mon = await monitorRedis(admin);
+      const shorts: number[] = [];
+      for (let i = 0; i < 5; i++) shorts.push((await redisStore.check(id, request, NO_BANS)).short);
+      const seen = await mon.stop();
+      // The commands the script ran for this id, the id's keys written as {id}.
+      const commands = seen.filter((c) => c.source === 'lua').map((c) => c.args.map((a) => a.split(id).join('id')).join(' '));
+      return { commands, shorts };
+    };
+    const without = await run(plain);
+    const withCandidate = await run(tried);
+    expect(without.shorts).toEqual([0, 0, 0, 0, 0]);
+    expect(withCandidate.shorts).toEqual([0, 0, 4, 4, 4]);
+    expect(withCandidate.commands.map((c) => c.replace(/^TIME.*/, 'TIME'))).toEqual(without.commands.map((c) => c.replace(/^TIME.*/, 'TIME')));
+    // TIME, HMGET of the ban, then INCR and PEXPIRE (the first) or PTTL per window.
+    expect(without.commands.length).toBe(5 * 6);
   });
 
   it('every key the script touches for one id shares the hash tag {id} and is declared, the ledger day too (SCAN and MONITOR)', async () => {

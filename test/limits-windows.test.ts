@@ -1,9 +1,11 @@
 // Request costs, route windows and shadow mode (docs: keys-and-limits.md, "Windows, costs and shadow mode"): two
 // `node dist/cli.js serve` processes on one private Redis in front of one upstream. Under concurrent load split across
 // both, a key never gets more than any window allows (counted at the upstream) and a refusal takes nothing from any
-// window; shadow mode lets requests through with the real figures, counts them shadowRefused and bans nobody, while
-// an enforced window beside it still refuses; GET /ratelimit lists route windows; SIGHUP changes costs, windows and
-// modes; every new config mistake is refused naming its field.
+// window; shadow mode lets requests through, counts them shadowRefused and bans nobody, while an enforced window
+// beside it still refuses; a plan's candidate limits are tried in shadow while its enforced ones keep refusing and
+// banning; shadow windows never reach the rate-limit headers; a cost a key can never pay is 403 with no strike;
+// GET /ratelimit lists route windows and candidates with their mode; SIGHUP changes costs, windows and modes; every
+// new config mistake is refused naming its field, and a cost above a plan's window is a warning.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,6 +48,8 @@ function configFor(v: Variant): Record<string, unknown> {
       free: { perMinute: 60, perDay: 1000 },
       metered: { perMinute: 40, perDay: 100_000 },
       trial: { perMinute: 5, perDay: 1000, mode: 'shadow' },
+      // The shadow week of lowering 6 a minute to 3: the enforced 6 keeps refusing (and banning) meanwhile.
+      candidate: { perMinute: 6, perDay: 1000, shadow: { perMinute: 3 } },
     },
     ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 3600 },
     routes: [
@@ -53,6 +57,8 @@ function configFor(v: Variant): Record<string, unknown> {
       { method: 'POST', path: '/v1/broken', cost: 5 },
       { path: '/v1/store/*rest', name: 'store', limits: { default: { perMinute: v.storePerMinute }, metered: { perMinute: 100, perDay: 2000 } } },
       { path: '/v1/shadowed/*rest', name: 'shadowed', limits: { default: { perMinute: 2 } }, mode: v.shadowedMode },
+      // More than the metered, trial and candidate plans' minute windows hold: a warning at start, 403 for their keys.
+      { method: 'POST', path: '/v1/bulk', cost: 50 },
     ],
   };
 }
@@ -227,7 +233,8 @@ describe('costs and route windows across two instances on one Redis', () => {
       ['store:day', 2000, 1999, 'enforce'],
       ['shadowed:minute', 2, 2, 'shadow'],
     ]);
-    expect(q.headers['ratelimit-policy']).toContain('"store:day";q=2000;w=86400');
+    // The headers show only the enforced windows: a client must not pace itself by a limit that is not in force.
+    expect(q.headers['ratelimit-policy']).toBe('"minute";q=40;w=60, "day";q=100000;w=86400, "store:minute";q=100;w=60, "store:day";q=2000;w=86400');
     expect(await windowCount(metered.id, 'route:store:minute')).toBe(before);
     // It takes no parameter: a route named in the query changes nothing (nothing to probe or inject through).
     const withQuery = await send(a, metered.key, 'GET', '/ratelimit?route=store&name=%22x');
@@ -236,19 +243,21 @@ describe('costs and route windows across two instances on one Redis', () => {
 });
 
 describe('shadow mode', () => {
-  it('a shadow route window that would refuse lets the request through with its real figures, no Retry-After, no ban; counted shadowRefused', async () => {
+  it('a shadow route window that would refuse lets the request through, never in the rate-limit headers, no Retry-After, no ban; counted shadowRefused per window', async () => {
     const a = gateways[0]!;
     const { id, key } = await createKey('free');
     const answers: Answer[] = [];
     for (let i = 0; i < 6; i++) answers.push(await send(a, key, 'GET', '/v1/shadowed/thing'));
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200]);
     expect(atUpstream(id, 'GET', '/v1/shadowed/')).toBe(6);
-    for (const r of answers.slice(2)) {
-      expect(r.headers['ratelimit']).toMatch(/"shadowed:minute";r=0;t=\d+$/);
-      expect(r.headers['x-ratelimit-limit']).toBe('2');
-      expect(r.headers['x-ratelimit-remaining']).toBe('0');
+    answers.forEach((r, i) => {
+      // Only the plan's enforced windows: the shadow window (2 a minute, spent after the second) is not among them.
+      expect(r.headers['ratelimit-policy']).toBe('"minute";q=60;w=60, "day";q=1000;w=86400');
+      expect(r.headers['ratelimit']).toMatch(new RegExp(`^"minute";r=${59 - i};t=\\d+, "day";r=${999 - i};t=\\d+$`));
+      expect(r.headers['x-ratelimit-limit']).toBe('60');
+      expect(r.headers['x-ratelimit-remaining']).toBe(String(59 - i));
       expect(r.headers['retry-after']).toBeUndefined();
-    }
+    });
     // Nothing taken from the shadow window past its limit; the plan's windows took every request.
     expect(await windowCount(id, 'route:shadowed:minute')).toBe(2);
     expect(await windowCount(id, 'minute')).toBe(6);
@@ -260,6 +269,8 @@ describe('shadow mode', () => {
     const metrics = await send(a, key, 'GET', '/metrics');
     const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_decisions_total{plan="free",decision="shadow_refused",window="route"}'));
     expect(Number(line?.split(' ')[1])).toBeGreaterThanOrEqual(4);
+    const named = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_shadow_refusals_total{plan="free",window="shadowed:minute"}'));
+    expect(Number(named?.split(' ')[1])).toBeGreaterThanOrEqual(4);
   });
 
   it('a plan in shadow mode lets everything through and counts it; an enforced plan beside it still refuses', async () => {
@@ -268,9 +279,12 @@ describe('shadow mode', () => {
     const answers: Answer[] = [];
     for (let i = 0; i < 8; i++) answers.push(await send(i % 2 ? b : a, trial.key, 'GET', '/v1/categories'));
     expect(answers.every((r) => r.status === 200)).toBe(true);
-    // The minute window (5) is full after the fifth; the day window had room for all eight and took them.
-    expect(answers[7]!.headers['ratelimit']).toMatch(/^"minute";r=0;t=\d+, "day";r=992;t=\d+$/);
-    expect(answers[7]!.headers['retry-after']).toBeUndefined();
+    // No window of the plan is enforced: no rate-limit header at all (a client must not slow down for them).
+    for (const r of answers) {
+      for (const h of ['ratelimit', 'ratelimit-policy', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'retry-after']) {
+        expect(r.headers[h], h).toBeUndefined();
+      }
+    }
     expect(await windowCount(trial.id, 'minute')).toBe(5);
     expect(await ledgerTotals(trial.id)).toMatchObject({ admitted: 8, rateLimited: 0, shadowRefused: 3 });
 
@@ -281,6 +295,111 @@ describe('shadow mode', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers['retry-after']).toMatch(/^[1-9]\d*$/);
     expect(await ledgerTotals(tight.id)).toMatchObject({ admitted: 2, rateLimited: 1, shadowRefused: 0 });
+  });
+});
+
+describe('candidate limits (plans.<p>.shadow)', () => {
+  it('the shadow week: the candidate 3 a minute is counted per window while the enforced 6 keeps refusing and banning; headers show only the 6', async () => {
+    const a = gateways[0]!;
+    const { id, key } = await createKey('candidate');
+    const answers: Answer[] = [];
+    for (let i = 0; i < 5; i++) answers.push(await send(a, key, 'GET', '/v1/categories'));
+    const q = await send(a, key, 'GET', '/ratelimit');
+    for (let i = 5; i < 9; i++) answers.push(await send(a, key, 'GET', '/v1/categories'));
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 200, 429, 429, 429]);
+    expect(answers.map((r) => (r.status === 429 ? (JSON.parse(r.body) as { code: string }).code : 'ok'))).toEqual([
+      ...Array<string>(6).fill('ok'),
+      'rate_limit_exceeded',
+      'rate_limit_exceeded',
+      'api_key_banned',
+    ]);
+    expect(atUpstream(id, 'GET', '/v1/categories')).toBe(6);
+    answers.slice(0, 6).forEach((r, i) => {
+      expect(r.headers['ratelimit-policy']).toBe('"minute";q=6;w=60, "day";q=1000;w=86400');
+      expect(r.headers['x-ratelimit-limit']).toBe('6');
+      expect(r.headers['x-ratelimit-remaining']).toBe(String(5 - i));
+      expect(r.headers['retry-after']).toBeUndefined();
+    });
+    expect(answers[6]!.headers['retry-after']).toMatch(/^[1-9]\d*$/);
+    // The quota endpoint lists the candidate with its mode, on the minute window's count (5 taken: none left under 3).
+    const windows = (JSON.parse(q.body) as { windows: Array<{ name: string; limit: number; remaining: number; mode: string }> }).windows;
+    expect(windows.map((w) => [w.name, w.limit, w.remaining, w.mode])).toEqual([
+      ['minute', 6, 1, 'enforce'],
+      ['day', 1000, 995, 'enforce'],
+      ['store:minute', 10, 10, 'enforce'],
+      ['shadowed:minute', 2, 2, 'shadow'],
+      ['minute:shadow', 3, 0, 'shadow'],
+    ]);
+    expect(q.headers['ratelimit-policy']).toBe('"minute";q=6;w=60, "day";q=1000;w=86400, "store:minute";q=10;w=60');
+    // The day window kept counting; the ledger has the three shadow refusals beside what was refused for real.
+    expect(await windowCount(id, 'minute')).toBe(6);
+    expect(await windowCount(id, 'day')).toBe(6);
+    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 2, banned: 1, upstreamFailed: 0, shadowRefused: 3 });
+    const metrics = await send(a, key, 'GET', '/metrics');
+    const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_shadow_refusals_total{plan="candidate",window="minute:shadow"}'));
+    expect(line?.split(' ')[1]).toBe('3');
+  });
+
+  it("a key's own override of the window is not held to the plan's candidate", async () => {
+    const a = gateways[0]!;
+    const { key } = await createKey('candidate', '--per-minute', '6');
+    const q = JSON.parse((await send(a, key, 'GET', '/ratelimit')).body) as { windows: Array<{ name: string }> };
+    expect(q.windows.map((w) => w.name)).toEqual(['minute', 'day', 'store:minute', 'shadowed:minute']);
+  });
+});
+
+describe('a cost a key can never pay', () => {
+  const BODY = {
+    code: 'cost_exceeds_limit',
+    message: 'This request costs 5 points, more than the minute window of this key holds in all (4): it can never be admitted.',
+    status: 403,
+  };
+
+  it("a key whose own limit is below the route's cost: 403 naming the window, no Retry-After, no points, no strike, no ban after many tries", async () => {
+    const [a, b] = [gateways[0]!, gateways[1]!];
+    const { id, key } = await createKey('free', '--per-minute', '4');
+    for (let i = 0; i < 12; i++) {
+      const r = await send(i % 2 ? b : a, key, 'POST', '/v1/categories');
+      expect(r.status).toBe(403);
+      expect(JSON.parse(r.body)).toEqual(BODY);
+      expect(r.headers['content-type']).toBe('application/json; charset=utf-8');
+      for (const h of ['retry-after', 'ratelimit', 'ratelimit-policy', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) {
+        expect(r.headers[h], h).toBeUndefined();
+      }
+    }
+    expect(atUpstream(id, 'POST', '/v1/categories')).toBe(0);
+    // Twelve tries with a ban threshold of 3: no strike, no ban, no window opened.
+    expect(await admin.exists(`${PREFIX}strikes:{${id}}`, `${PREFIX}rl:{${id}}:minute`, `${PREFIX}rl:{${id}}:day`)).toBe(0);
+    const shown = await runCli(['keys', 'show', id, '--json', '--config', configFile]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ bannedUntil: null, banLevel: 0 });
+    // Every other route still serves the key, with its whole quota.
+    const other = await send(a, key, 'GET', '/v1/categories');
+    expect(other.status).toBe(200);
+    expect(other.headers['x-ratelimit-remaining']).toBe('3');
+  });
+
+  it("a plan whose window is below a route's cost: its keys get 403 on that route, naming the window", async () => {
+    const a = gateways[0]!;
+    const { key } = await createKey('metered');
+    const r = await send(a, key, 'POST', '/v1/bulk');
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.body)).toEqual({
+      code: 'cost_exceeds_limit',
+      message: 'This request costs 50 points, more than the minute window of this key holds in all (40): it can never be admitted.',
+      status: 403,
+    });
+  });
+
+  it('the gateway started with that route, and said so in a warning naming route, plan and window', () => {
+    const warnings = gateways[0]!.proc.logs.filter((l) => l.msg === 'config warning').map((l) => l.warning);
+    expect(warnings).toEqual([
+      "routes[0] (POST /v1/categories, cost 5): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      "routes[1] (POST /v1/broken, cost 5): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      "routes[4] (POST /v1/bulk, cost 50): more than plan metered's minute window holds in all (40): its keys are refused there with 403 cost_exceeds_limit",
+      "routes[4] (POST /v1/bulk, cost 50): more than plan trial's minute window holds in all (5): in shadow mode: every such request is a shadow refusal",
+      "routes[4] (POST /v1/bulk, cost 50): more than plan candidate's minute window holds in all (6): its keys are refused there with 403 cost_exceeds_limit",
+      "routes[4] (POST /v1/bulk, cost 50): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+    ]);
   });
 });
 
@@ -322,11 +441,21 @@ describe('config mistakes are refused, naming the field', () => {
     ['a cost of 0', { routes: [{ path: '/v1/x', cost: 0 }] }, /^routes\[0\]\.cost: /],
     ['a fractional cost', { routes: [{ path: '/v1/x', cost: 1.5 }] }, /^routes\[0\]\.cost: expected int/],
     ['a cost as text', { routes: [{ path: '/v1/x', cost: '5' }] }, /^routes\[0\]\.cost: /],
-    ['a cost larger than a plan window', { routes: [{ path: '/v1/x', cost: 61 }] }, /^routes\[0\]\.cost: cost 61 is more than plans\.free\.perMinute \(60\)/],
     [
-      "a cost larger than the route's own window",
-      { routes: [{ path: '/v1/x', cost: 5, limits: { default: { perMinute: 4 } } }] },
-      /^routes\[0\]\.cost: cost 5 is more than routes\[0\]\.limits\.default\.perMinute \(4\)/,
+      'plan candidates with no window',
+      { plans: { free: { perMinute: 60, perDay: 1000, shadow: {} } } },
+      /^plans\.free\.shadow: expected perMinute and\/or perDay/,
+    ],
+    [
+      'an unknown field in plan candidates',
+      { plans: { free: { perMinute: 60, perDay: 1000, shadow: { perHour: 3 } } } },
+      /^plans\.free\.shadow\.perHour: unknown field/,
+    ],
+    ['a plan candidate of 0', { plans: { free: { perMinute: 60, perDay: 1000, shadow: { perMinute: 0 } } } }, /^plans\.free\.shadow\.perMinute: /],
+    [
+      'a route candidate without its enforced window',
+      { routes: [{ path: '/v1/x', limits: { default: { perMinute: 5, shadow: { perDay: 50 } } } }] },
+      /^routes\[0\]\.limits\.default\.shadow\.perDay: a candidate perDay needs an enforced perDay beside it; for a window that enforces nothing yet, set perDay with the route's mode: shadow/,
     ],
     [
       'route limits for an unknown plan',
@@ -398,6 +527,32 @@ describe('config mistakes are refused, naming the field', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('routes[0].limits.gold: unknown plan; expected default or one of free');
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('a cost larger than a window of a plan (one in shadow mode too) or of the route is valid: config check warns, naming route, plan and window, and exits 0', async () => {
+    const raw = {
+      plans: { free: { perMinute: 60, perDay: 1000 }, trial: { perMinute: 10, perDay: 100, mode: 'shadow', shadow: { perDay: 20 } } },
+      routes: [
+        { path: '/v1/cheap' },
+        { method: 'POST', path: '/v1/x', cost: 61 },
+        { path: '/v1/y', name: 'y', cost: 5, limits: { default: { perMinute: 4, shadow: { perMinute: 2 } }, trial: { perMinute: 50 } } },
+        { path: '/v1/public', cost: 5000, auth: 'none' },
+      ],
+    };
+    expect(validateConfig(raw).ok).toBe(true);
+    const file = join(dir, 'costly.yaml');
+    writeFileSync(file, stringify(raw));
+    const r = await runCli(['config', 'check', '--config', file]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`${file}: OK (2 plans, 4 routes, 0 static keys, in-memory store)\n`);
+    expect(r.stderr.split('\n')).toEqual([
+      "warning: routes[1] (POST /v1/x, cost 61): more than plan free's minute window holds in all (60): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[1] (POST /v1/x, cost 61): more than plan trial's minute window holds in all (10): in shadow mode: every such request is a shadow refusal",
+      "warning: routes[1] (POST /v1/x, cost 61): more than plan trial's candidate limit day:shadow (20): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      "warning: routes[2] (/v1/y, cost 5): more than plan free's y:minute window holds in all (4): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[2] (/v1/y, cost 5): more than plan free's candidate limit y:minute:shadow (2): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      '',
+    ]);
   });
 
   it('a valid config: defaults cost 1, enforce, no windows', () => {

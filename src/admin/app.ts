@@ -340,10 +340,18 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   return app;
 }
 
-/** The plans in force, as the API lists them (read per call: a reload applies at once). */
-function plansView(runtime: Runtime): Array<{ name: string; perMinute: number; perDay: number }> {
-  const plans = runtime.config.plans;
-  return Object.keys(plans).map((name) => ({ name, perMinute: plans[name]!.perMinute, perDay: plans[name]!.perDay }));
+/**
+ * The plans in force, as the API lists them (read per call: a reload applies at once): their windows' mode, and their
+ * candidate limits (checked in shadow) when they have some.
+ */
+function plansView(
+  runtime: Runtime,
+): Array<{ name: string; perMinute: number; perDay: number; mode: 'enforce' | 'shadow'; shadow?: { perMinute?: number; perDay?: number } }> {
+  const { plans, limits } = runtime.config;
+  return Object.keys(plans).map((name) => {
+    const p = plans[name]!;
+    return { name, perMinute: p.perMinute, perDay: p.perDay, mode: p.mode ?? limits.mode, ...(p.shadow ? { shadow: { ...p.shadow } } : {}) };
+  });
 }
 
 /** Validates with a schema; on failure answers 400 with every problem and returns undefined. */

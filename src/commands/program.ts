@@ -5,6 +5,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { configJsonSchema } from '../config/json-schema.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { CliError } from './cli-error.js';
+import { costWarnings } from '../limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { registerKeysCommands } from './keys.js';
 import { registerUsageCommands } from './usage.js';
@@ -61,7 +62,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
   const configCmd = program.command('config').description('configuration tools');
   configCmd
     .command('check')
-    .description('validate a config file: exit 0 and say so, or exit 1 naming every bad field')
+    .description('validate a config file: exit 0 and say so (warnings on stderr), or exit 1 naming every bad field')
     .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
     .action((opts: { config?: string }) => {
       const result = loadConfigFile(resolveConfigPath(opts.config, process.env), process.env);
@@ -72,6 +73,8 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
         return;
       }
       const c = result.config;
+      // Unusual but legitimate (a small trial plan beside expensive routes): said, never refused.
+      for (const w of costWarnings(c)) io.err(`warning: ${w}\n`);
       io.out(
         `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
           `${c.redis ? 'Redis store' : 'in-memory store'})\n`,

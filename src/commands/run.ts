@@ -10,6 +10,7 @@ import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
 import { applyHeapGrowth } from '../server/heap.js';
 import { CliError } from './cli-error.js';
+import { costWarnings } from '../limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 
 export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
@@ -20,6 +21,8 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const config = result.config;
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), config.auth.issuedPrefix);
   exitOnFatalError(logger);
+  // Once per start (a node:cluster worker reads the same file: the primary has said it).
+  if (isPrimary()) for (const warning of costWarnings(config)) logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);

@@ -135,10 +135,24 @@ const log = z.strictObject({
 
 const limitMode = () => z.enum(['enforce', 'shadow'], { message: 'expected enforce or shadow' });
 
+/**
+ * Candidate limits tried beside enforced windows: checked in shadow on the enforced window's own count, never in the
+ * rate-limit headers. A window that enforces nothing yet is a window of its own with mode: shadow instead.
+ */
+const candidateLimits = z
+  .strictObject({
+    perMinute: positiveInt().optional().describe('A candidate per-minute limit, checked in shadow beside the enforced one. Default: none.'),
+    perDay: positiveInt().optional().describe('A candidate per-day limit, checked in shadow beside the enforced one. Default: none.'),
+  })
+  .refine((l) => l.perMinute !== undefined || l.perDay !== undefined, 'expected perMinute and/or perDay');
+
 const plan = z.strictObject({
   perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
   perDay: positiveInt().describe('Points per day (24 hours from the window\'s first request) a key of this plan may spend.'),
   mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute and day windows; default: limits.mode.'),
+  shadow: candidateLimits
+    .optional()
+    .describe('Candidate limits ({ perMinute, perDay }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
 });
 
 const limits = z.strictObject({
@@ -152,8 +166,26 @@ const routeWindowLimits = z
   .strictObject({
     perMinute: positiveInt().optional().describe('Points per minute a key may spend on this route.'),
     perDay: positiveInt().optional().describe('Points per day a key may spend on this route.'),
+    shadow: candidateLimits
+      .optional()
+      .describe('Candidate limits for these windows, checked in shadow beside them (each needs its enforced window: perMinute for shadow.perMinute). Default: none.'),
   })
-  .refine((l) => l.perMinute !== undefined || l.perDay !== undefined, 'expected perMinute and/or perDay');
+  .refine((l) => l.perMinute !== undefined || l.perDay !== undefined, 'expected perMinute and/or perDay')
+  .superRefine(candidatesHaveWindows);
+
+/** A candidate limit is tried on its enforced window's count: without that window there is nothing to try it on. */
+function candidatesHaveWindows(l: { perMinute?: number | undefined; perDay?: number | undefined; shadow?: { perMinute?: number | undefined; perDay?: number | undefined } | undefined }, ctx: Ctx): void {
+  for (const w of ['perMinute', 'perDay'] as const) {
+    if (l.shadow?.[w] !== undefined && l[w] === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['shadow', w],
+        message: `a candidate ${w} needs an enforced ${w} beside it; for a window that enforces nothing yet, set ${w} with the route's mode: shadow`,
+        input: l.shadow[w],
+      });
+    }
+  }
+}
 
 /** A route window name: it goes into Redis key names and header strings. */
 const ROUTE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -343,7 +375,7 @@ export const configSchema = z
         plan,
       )
       .default(DEFAULT_PLANS)
-      .describe('Plans by name: { perMinute, perDay, mode }. Giving plans replaces the whole default set.'),
+      .describe('Plans by name: { perMinute, perDay, mode, shadow }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
     services: z.record(z.string().regex(SERVICE_NAME, 'service names are 1-64 characters of A-Z a-z 0-9 _ . -'), service).optional().describe('Backends by name, each with its targets, balancing, retries and health checks (docs/routing.md).'),
@@ -361,7 +393,6 @@ export const configSchema = z
   .superRefine(staticKeysUseKnownPlans)
   .superRefine(routeLimitsUseKnownPlans)
   .superRefine(routeWindowNamesUnique)
-  .superRefine(routeCostFitsWindows)
   .superRefine(staticKeyIdsUnique)
   .superRefine(workersNeedRedis)
   .superRefine(opsPortDiffers)
@@ -604,28 +635,6 @@ function routeWindowNamesUnique(cfg: { routes: RouteConfig[] }, ctx: Ctx): void 
         input: name,
       });
     } else seen.set(name, i);
-  });
-}
-
-/** A cost larger than a window that applies would refuse every such request: a mistake, not a limit. */
-function routeCostFitsWindows(cfg: { routes: RouteConfig[]; plans: Record<string, { perMinute: number; perDay: number }> }, ctx: Ctx): void {
-  cfg.routes.forEach((r, i) => {
-    if (r.cost === 1) return;
-    const windows: Array<[string, number]> = [];
-    for (const [p, l] of Object.entries(cfg.plans)) windows.push([`plans.${p}.perMinute`, l.perMinute], [`plans.${p}.perDay`, l.perDay]);
-    for (const [p, l] of Object.entries(r.limits ?? {})) {
-      if (l.perMinute !== undefined) windows.push([`routes[${i}].limits.${p}.perMinute`, l.perMinute]);
-      if (l.perDay !== undefined) windows.push([`routes[${i}].limits.${p}.perDay`, l.perDay]);
-    }
-    const small = windows.find(([, limit]) => limit < r.cost);
-    if (small) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['routes', i, 'cost'],
-        message: `cost ${r.cost} is more than ${small[0]} (${small[1]}): every such request would be refused`,
-        input: r.cost,
-      });
-    }
   });
 }
 

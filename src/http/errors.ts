@@ -12,6 +12,7 @@ export const ERRORS = {
   missing_admin_token: { status: 401, message: 'An admin token is required: send "Authorization: Bearer <admin token>".' },
   invalid_admin_token: { status: 401, message: 'The admin token is not valid.' },
   forbidden: { status: 403, message: 'This request is not allowed from where it came.' },
+  cost_exceeds_limit: { status: 403, message: "This request costs more points than a window of this key's limits holds in all: it can never be admitted." },
   not_found: { status: 404, message: 'No such route or resource.' },
   key_revoked: { status: 409, message: 'The key is revoked; create a new key instead.' },
   invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },

@@ -14,8 +14,8 @@ import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routes/policy.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { LEDGER_KIND, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot } from './types.js';
-import { RequestWindows } from './windows.js';
+import { LEDGER_KIND, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
+import { OWN_DAY, OWN_MINUTE, RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -57,10 +57,15 @@ interface KnownBan {
 
 /**
  * A decision with what its headers need; or no usable plan for the key (503), or Redis unavailable with failMode
- * closed (503), or the store no longer accepts the key (revoked, rotated past its grace, unreadable: 401).
+ * closed (503), or the store no longer accepts the key (revoked, rotated past its grace, unreadable: 401), or the
+ * request costs more than an enforced window's whole limit (403: it could never be admitted; nothing was asked).
  */
 export type KeyLimitOutcome =
-  { kind: 'decided'; decision: Decision; request: LimitRequest; now: number } | { kind: 'no_plan' } | { kind: 'unavailable' } | { kind: 'invalid_key' };
+  | { kind: 'decided'; decision: Decision; request: LimitRequest; now: number }
+  | { kind: 'no_plan' }
+  | { kind: 'unavailable' }
+  | { kind: 'invalid_key' }
+  | { kind: 'cost_exceeds_limit'; window: WindowSpec; cost: number };
 
 /** What the quota endpoint answers from: the key's windows and ban as they stand, or why they cannot be read. */
 export type QuotaOutcome =
@@ -71,14 +76,26 @@ const UNAVAILABLE = Object.freeze({ kind: 'unavailable' as const });
 const INVALID_KEY = Object.freeze({ kind: 'invalid_key' as const });
 
 /**
- * The metrics' window label of the windows a decision found short: "minute", "day" or "both" for the plan's, "route"
- * when a route window is among them (route names stay out of label values: their number is the config's, not bounded
- * by the metrics).
+ * The decisions metric's window label of the windows a decision found short: "minute", "day" or "both" for the plan's
+ * (a candidate limit counts as its window), "route" when a route window is among them (that metric keeps few label
+ * values; the shadow refusals metric names each window).
  */
-function windowLabel(short: number): string {
+function windowLabel(request: LimitRequest, short: number): string {
   if (short === 0) return 'none';
-  if (short > 3) return 'route';
-  return short === 1 ? 'minute' : short === 2 ? 'day' : 'both';
+  let plan = 0;
+  const n = request.windows.length;
+  for (let i = 0; i < n + request.candidates.length; i++) {
+    if (!(short & (1 << i))) continue;
+    const w = i < n ? i : request.candidates[i - n]!.of;
+    if (w > 1) return 'route';
+    plan |= 1 << w;
+  }
+  return plan === 1 ? 'minute' : plan === 2 ? 'day' : 'both';
+}
+
+/** The key's own overrides as OWN_* bits: a plan's candidate limits leave those windows alone. */
+function ownBits(consumer: Consumer): number {
+  return (consumer.perMinute !== undefined ? OWN_MINUTE : 0) | (consumer.perDay !== undefined ? OWN_DAY : 0);
 }
 
 export class KeyLimiter {
@@ -140,7 +157,13 @@ export class KeyLimiter {
       logger.error({ reqId: ctx.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
       return NO_PLAN;
     }
-    const request = this.windows.forRequest(consumer.plan, limits, route);
+    const request = this.windows.forRequest(consumer.plan, limits, route, ownBits(consumer));
+    if (request.unpayable) {
+      // Known from the limits alone: no store call, no points, no strike (waiting would never help, so no ban either).
+      const at = request.windows.indexOf(request.unpayable);
+      metrics.limitDecisions.inc({ plan: consumer.plan, decision: 'cost_exceeds_limit', window: at === 0 ? 'minute' : at === 1 ? 'day' : 'route' });
+      return { kind: 'cost_exceeds_limit', window: request.unpayable, cost: request.cost };
+    }
     const now = clock.now();
 
     const known = this.knownBans.get(consumer.id);
@@ -293,7 +316,7 @@ export class KeyLimiter {
     const { clock, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) return NO_PLAN;
-    const request = this.windows.forQuota(consumer.plan, limits);
+    const request = this.windows.forQuota(consumer.plan, limits, ownBits(consumer));
     const ban = runtime.config.ban;
     const now = clock.now();
     const shared = this.deps.shared;
@@ -325,11 +348,20 @@ export class KeyLimiter {
   private decided(consumer: Consumer, request: LimitRequest, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {
     ctx.decision = decision;
     const outcome = decision.outcome;
-    this.deps.metrics.limitDecisions.inc({
+    const metrics = this.deps.metrics;
+    metrics.limitDecisions.inc({
       plan: consumer.plan,
       decision: outcome === 'admitted' ? (decision.short === 0 ? 'admitted' : 'shadow_refused') : 'refused',
-      window: outcome === 'banned' || outcome === 'banned_now' ? 'ban' : windowLabel(decision.short),
+      window: outcome === 'banned' || outcome === 'banned_now' ? 'ban' : windowLabel(request, decision.short),
     });
+    if (outcome === 'admitted' && decision.short !== 0) {
+      // Per window that would have refused it (a shadow-mode window or a candidate limit): rare, and named.
+      const n = request.windows.length;
+      for (let i = 0; i < n + request.candidates.length; i++) {
+        if (decision.short & (1 << i))
+          metrics.shadowRefusals.inc({ plan: consumer.plan, window: i < n ? request.windows[i]!.name : request.candidates[i - n]!.name });
+      }
+    }
     return { kind: 'decided', decision, request, now };
   }
 }

@@ -36,7 +36,7 @@ export class MemoryLimiterStore implements LimiterStore {
 
   async check(id: string, request: LimitRequest, ban: BanPolicy): Promise<Decision> {
     const now = this.clock.now();
-    const { windows, cost } = request;
+    const { windows, candidates, cost } = request;
     const states = windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now));
 
     const b = this.bans.get(id);
@@ -60,6 +60,11 @@ export class MemoryLimiterStore implements LimiterStore {
         refused = true;
         retryMs = Math.max(retryMs, states[i]!.resetMs);
       }
+    }
+    // Candidate limits, on their window's count as the request brings it (the script's rule); they take nothing.
+    for (let j = 0; j < candidates.length; j++) {
+      const c = candidates[j]!;
+      if (states[c.of]!.used + cost > c.limit) short |= 1 << (windows.length + j);
     }
     if (refused) {
       const strikes = this.increment(`${id}:s`, ban.windowSeconds * 1000, now, 1);

@@ -22,16 +22,45 @@ export interface WindowSpec {
 }
 
 /**
+ * A candidate limit tried beside an enforced window (`plans.<p>.shadow`, `routes[].limits.<p>.shadow`): checked in
+ * shadow on that window's own count, so it needs no counter (and no Redis command) of its own. A request it would
+ * refuse is let through and counted as a shadow refusal; it never shows in the rate-limit headers.
+ */
+export interface CandidateSpec {
+  /** "<window>:shadow": "minute:shadow", "store:day:shadow" (the quota endpoint, the shadow refusals metric). */
+  readonly name: string;
+  readonly limit: number;
+  readonly lengthMs: number;
+  /** The index in LimitRequest.windows of the window whose count it is checked on. */
+  readonly of: number;
+}
+
+/**
  * Every window that applies to one request, and the points it takes from each when admitted. The plan's minute and
  * day windows always come first (windows[0], windows[1]): the fail-open memory path credits those two back to Redis.
  * Built once per plan limits, route and config (src/limits/windows.ts), never per request.
  */
 export interface LimitRequest {
   readonly windows: readonly WindowSpec[];
+  /** Candidate limits beside some of the windows; a decision's bit windows.length + j stands for candidates[j]. */
+  readonly candidates: readonly CandidateSpec[];
   readonly cost: number;
-  /** The RateLimit-Policy header of these windows, formatted once. */
+  /**
+   * The indices of the enforced windows: the only ones the rate-limit headers show (a client must not pace itself
+   * by a limit that is not in force).
+   */
+  readonly shown: readonly number[];
+  /** The RateLimit-Policy header of the enforced windows, formatted once ('' when none is enforced). */
   readonly policy: string;
-  /** The limit script's per-window arguments (limit, negative in shadow mode; length in ms), built once. */
+  /**
+   * The first enforced window whose whole limit is below the cost: the request can never be admitted, and is refused
+   * (403 cost_exceeds_limit) before any store is asked.
+   */
+  readonly unpayable: WindowSpec | undefined;
+  /**
+   * The limit script's arguments, built once: per window its limit (negative in shadow mode) and length in ms; then
+   * per candidate the window's position (from 1) and its limit.
+   */
   readonly scriptArgs: readonly number[];
 }
 
@@ -79,7 +108,8 @@ export interface Decision {
   windows: WindowState[];
   /**
    * Bit i set: window i lacked the request's cost points. On a refusal the enforced ones refused it; on an admitted
-   * request only shadow windows can be short (a shadow refusal: nothing was taken from them).
+   * request only shadow windows can be short (a shadow refusal: nothing was taken from them). Bit windows.length + j:
+   * candidate j would have refused it (its window took the cost all the same).
    */
   short: number;
   /** For refusals: milliseconds until a request would be admitted again (ban end, or every short window reset). */

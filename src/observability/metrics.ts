@@ -75,8 +75,15 @@ export class Metrics {
 
   readonly limitDecisions = new Counter({
     name: 'tollgate_ratelimit_decisions_total',
-    help: 'Rate-limit decisions for keyed requests, by plan, decision (admitted, refused, shadow_refused: admitted though a shadow-mode window had no room) and window (the short windows: minute, day, both, route; ban; none).',
+    help: "Rate-limit decisions for keyed requests, by plan, decision (admitted, refused, shadow_refused: admitted though a shadow-mode window or a candidate limit had no room, cost_exceeds_limit: refused 403, the cost is above a window's whole limit) and window (the short windows: minute, day, both, route; ban; none).",
     labelNames: ['plan', 'decision', 'window'] as const,
+    registers: [this.registry],
+  });
+
+  readonly shadowRefusals = new Counter({
+    name: 'tollgate_ratelimit_shadow_refusals_total',
+    help: 'Admitted keyed requests a window in shadow mode ("store:minute") or a candidate limit ("minute:shadow") would have refused, by plan and window name (one count per such window).',
+    labelNames: ['plan', 'window'] as const,
     registers: [this.registry],
   });
 

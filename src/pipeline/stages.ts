@@ -18,7 +18,8 @@
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
 //   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
 //   7. keyLimits                ban check, plan and route windows with the route's cost, one Redis round trip (429,
-//                               with RateLimit headers; shadow-mode windows only report)                [not for auth: none]
+//                               with RateLimit headers; shadow windows only report; 403 for a cost
+//                               no enforced window can hold, before Redis)                             [not for auth: none]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
@@ -38,7 +39,7 @@ import { keyShapeText } from '../keys/format.js';
 import { compileKeySources, DEFAULT_KEY_SOURCES, mentionsPresentedKey, readPresentedKey, type KeySources } from '../keys/sources.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
-import type { LimitRequest, WindowState } from '../limits/types.js';
+import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../config/schema.js';
 import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routes/policy.js';
@@ -300,15 +301,23 @@ function disownKey(req: Request, res: Response, next: NextFunction): void {
   requireApiKey(req, res, next);
 }
 
-/** The RateLimit header windows of a request's windows as they stand (remaining: limit less points used). */
-function rateWindows(request: LimitRequest, states: readonly WindowState[]): RateWindow[] {
-  return request.windows.map((w, i) => ({
-    name: w.name,
-    limit: w.limit,
-    remaining: Math.max(0, w.limit - states[i]!.used),
-    resetMs: states[i]!.resetMs,
-    windowSeconds: w.lengthMs / 1000,
-  }));
+/** A window as it stands (remaining: limit less points used). */
+function rateWindow(w: Pick<WindowSpec, 'name' | 'limit' | 'lengthMs'>, state: WindowState): RateWindow {
+  return { name: w.name, limit: w.limit, remaining: Math.max(0, w.limit - state.used), resetMs: state.resetMs, windowSeconds: w.lengthMs / 1000 };
+}
+
+/**
+ * The rate-limit headers of a request's enforced windows as they stand: a window in shadow mode or a candidate limit
+ * is never shown (a client must not slow down for a limit not in force); none enforced, no such headers.
+ */
+function setWindowHeaders(res: Response, request: LimitRequest, states: readonly WindowState[], now: number): void {
+  if (request.shown.length === 0) return;
+  setRateLimitHeaders(
+    res,
+    request.shown.map((i) => rateWindow(request.windows[i]!, states[i]!)),
+    request.policy,
+    now,
+  );
 }
 
 /** The names of the windows a refusal found short, as its message says them: "minute", "minute and store:day". */
@@ -318,16 +327,26 @@ function shortNames(request: LimitRequest, short: number): string {
 }
 
 /**
- * 7. Ban check and every window that applies (the plan's, the matched route's, with its cost): RateLimit headers on
- * every answer, 429 for a refusal. A window in shadow mode that would refuse only shows its real figures.
+ * 7. Ban check and every window that applies (the plan's, the matched route's, with its cost): RateLimit headers of
+ * the enforced windows on every answer, 429 for a refusal, 403 for a cost an enforced window can never hold. A window
+ * in shadow mode or a candidate limit that would refuse only reports (metrics, ledger), never in the headers.
  */
 export function keyLimits(limiter: KeyLimiter): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
+    if (o.kind === 'cost_exceeds_limit') {
+      // No Retry-After and no window headers: waiting never helps, and no store was read.
+      const w = o.window;
+      return sendError(
+        res,
+        'cost_exceeds_limit',
+        `This request costs ${o.cost} points, more than the ${w.name} window of this key holds in all (${w.limit}): it can never be admitted.`,
+      );
+    }
     const { decision: d, request } = o;
-    setRateLimitHeaders(res, rateWindows(request, d.windows), request.policy, o.now);
+    setWindowHeaders(res, request, d.windows, o.now);
     if (d.outcome === 'admitted') return next();
     res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
     if (d.outcome === 'banned' || d.outcome === 'banned_now') {
@@ -367,18 +386,23 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be read right now. Retry shortly.');
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
     const { snapshot: s, request, now } = o;
-    const windows = rateWindows(request, s.windows);
-    setRateLimitHeaders(res, windows, request.policy, now);
+    setWindowHeaders(res, request, s.windows, now);
     res.setHeader('cache-control', 'no-store');
+    const listed = (w: RateWindow, mode: string) => ({
+      name: w.name,
+      limit: w.limit,
+      remaining: w.remaining,
+      resetAt: new Date(now + w.resetMs).toISOString(),
+      mode,
+    });
     res.status(200).json({
       plan: req.ctx.consumer!.plan,
-      windows: windows.map((w, i) => ({
-        name: w.name,
-        limit: w.limit,
-        remaining: w.remaining,
-        resetAt: new Date(now + w.resetMs).toISOString(),
-        mode: request.windows[i]!.mode,
-      })),
+      // Every window with its mode, the shadow ones too (the headers show only the enforced), then the candidate
+      // limits, each on its window's count.
+      windows: [
+        ...request.windows.map((w, i) => listed(rateWindow(w, s.windows[i]!), w.mode)),
+        ...request.candidates.map((c) => listed(rateWindow(c, s.windows[c.of]!), 'shadow')),
+      ],
       banned: s.banMs > 0 ? { until: new Date(now + s.banMs).toISOString() } : null,
     });
   };

@@ -22,15 +22,19 @@
 --   6     ledgerMs: how long a ledger day lives ('' with no ledger)
 --   7     the request's cost: the points it takes from every window
 --   8...  per window (same order as KEYS[5...]): its limit (negative: the window is in shadow mode), its length in ms
+--   then  per candidate limit (none on most requests): the position of the window (1...) whose count it is checked on,
+--         and its limit. A candidate has no counter of its own: it is a limit tried in shadow beside an enforced one.
 -- Reply
 --   outcome ('admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'), retry ms, ban level,
 --   record revision compared (1 same, 0 changed, -1 not compared), the ledger hour on Redis's clock (hours since 1970;
---   -1 with no ledger), short (bit i-1 set: window i lacked the cost), then per window: points used, ms until it ends.
+--   -1 with no ledger), short (bit i-1 set: window i lacked the cost; bit n+k-1: candidate k would have refused it),
+--   then per window: points used, ms until it ends.
 --   (invalid_* replies stop after `short`.)
 --
 -- A request is admitted only when every enforced window has `cost` points left; then `cost` is taken from each window
 -- that has them. A shadow window without them takes nothing and refuses nothing (the reply says so, and the ledger
--- counts s<h>). A refusal takes nothing from any window. Time is Redis's own clock (TIME), so instances with skewed
+-- counts s<h>); nor does a candidate limit its window's count passes, though that window takes the cost as usual. A
+-- refusal takes nothing from any window. Time is Redis's own clock (TIME), so instances with skewed
 -- clocks agree on windows, bans and the ledger's hours.
 --
 -- Its cost is Redis CPU on every request, so the admitted path makes as few calls as it can (TIME, GET of the record,
@@ -162,6 +166,13 @@ for i = 1, n do
   end
   bit = bit * 2
 end
+-- Candidate limits, on the counts just taken (a request in the candidate's world would have brought the window there).
+local c = 8 + 2 * n
+while argv[c] do
+  if reply[5 + 2 * tonumber(argv[c])] > tonumber(argv[c + 1]) then short = short + bit end
+  bit = bit * 2
+  c = c + 2
+end
 
 -- Admitted, every window with room (nearly every request): each keeps the cost; a window this request opened runs from
 -- now. The lengths stay text (Redis reads them) unless a reply needs the number.
@@ -226,7 +237,7 @@ if refused then
   return reply
 end
 
--- Admitted, though a shadow window had no room: counted admitted and shadow-refused.
+-- Admitted, though a shadow window or a candidate limit had no room: counted admitted and shadow-refused.
 count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', 1)
 if short > 0 then count('s0s1s2s3s4s5s6s7s8s9', 's10s11s12s13s14s15s16s17s18s19s20s21s22s23', 1) end
 return reply
