@@ -19,7 +19,11 @@ let dir: ReturnType<typeof tempDir>;
 let n = 0;
 
 /** A config on its own Redis prefix, so each test starts from an empty key store. */
-function session(foreignKeys = false): { keys: (...args: string[]) => Promise<CliResult>; ok: (...args: string[]) => Promise<CliResult>; file: (name: string, text: string) => string } {
+function session(foreignKeys = false): {
+  keys: (...args: string[]) => Promise<CliResult>;
+  ok: (...args: string[]) => Promise<CliResult>;
+  file: (name: string, text: string) => string;
+} {
   const prefix = `ret${++n}:`;
   const config = dir.write(`gateway-${n}.yaml`, {
     upstream: { url: 'http://127.0.0.1:9' },
@@ -88,7 +92,11 @@ describe('a rotated or revoked key never comes back through an import', () => {
     expect(refusals(customer)).toEqual([
       `line 1: a hash of this record was key ${created.id}'s and was retired (rotated away or revoked); a retired key is never brought back`,
     ]);
-    const skipped = await s.ok('import', '--skip-invalid', s.file('skip.jsonl', `${moved}\n${JSON.stringify({ plan: 'free', sha256: hashKey('a-new-customer-key') })}\n`));
+    const skipped = await s.ok(
+      'import',
+      '--skip-invalid',
+      s.file('skip.jsonl', `${moved}\n${JSON.stringify({ plan: 'free', sha256: hashKey('a-new-customer-key') })}\n`),
+    );
     expect(skipped.stdout).toContain('Imported 1, unchanged 0, refused 1.');
     expect(refusals(skipped)).toEqual([expect.stringMatching(/^line 1: a hash of this record was key /)]);
     const listed = JSON.parse((await s.ok('list', '--json')).stdout) as Array<{ id: string }>;

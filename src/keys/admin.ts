@@ -506,7 +506,10 @@ export class KeyAdmin {
     // the other then writes, and the second would stop half-written. A dry run writes nothing and takes no lock.
     const lock = opts.dryRun ? undefined : await this.store.lockImports();
     if (!opts.dryRun && !lock)
-      throw new KeyAdminError('import_in_progress', 'another import is running (on this or another gateway instance); nothing was imported: run this one again once it has finished');
+      throw new KeyAdminError(
+        'import_in_progress',
+        'another import is running (on this or another gateway instance); nothing was imported: run this one again once it has finished',
+      );
     try {
       result = await runImport(source, { ...deps, ...(lock ? { lockHeld: () => lock.held() } : {}) }, opts);
       imported = result.imported;

@@ -93,8 +93,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
         outcome.set(line, CREATE);
         if (deps.bearer && r.notBearer) warnings.push({ line, warning: NOT_BEARER_WARNING });
         for (const warning of overrideWarnings(r.key, deps.routes ?? [])) warnings.push({ line, warning });
-      }
-      else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
+      } else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
       else refuse(line, verdict);
     });
     batch = [];

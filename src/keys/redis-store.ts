@@ -261,10 +261,7 @@ export class RedisKeyStore implements KeyStore {
     if (hashes.length === 0) return;
     // One key per hash (each in its own slot on a cluster: one SET each), NX so the first key a hash was retired from
     // stays named; and the key's own set, in its slot, for export.
-    await Promise.all([
-      ...hashes.map((h) => this.client.set(this.ks.retiredHash(h), id, 'NX')),
-      this.client.sadd(this.ks.keyRetiredHashes(id), ...hashes),
-    ]);
+    await Promise.all([...hashes.map((h) => this.client.set(this.ks.retiredHash(h), id, 'NX')), this.client.sadd(this.ks.keyRetiredHashes(id), ...hashes)]);
   }
 
   async retiredFrom(hash: string): Promise<string | undefined> {
