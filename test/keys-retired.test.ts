@@ -103,7 +103,7 @@ describe('a rotated or revoked key never comes back through an import', () => {
     expect(listed.map((k) => k.id).sort()).not.toContain('key_comeback');
     expect(listed).toHaveLength(3);
     expect(other.id).toMatch(/^key_/);
-  });
+  }, 60_000);
 
   it('create, export, revoke (after a rotation with grace): the current and the grace hash are both refused, under any id', async () => {
     const s = session();
@@ -123,7 +123,7 @@ describe('a rotated or revoked key never comes back through an import', () => {
     const second = await s.keys('import', s.file('second.jsonl', `${JSON.stringify({ id: 'key_second', plan: 'free', key: rotated.key })}\n`));
     expect(second.code).toBe(1);
     expect(refusals(second)).toEqual([expect.stringMatching(new RegExp(`^line 1: a hash of this record (was|belongs to revoked) key ${created.id}`))]);
-  });
+  }, 60_000);
 
   it('`keys export` carries the retired hashes: imported into another Redis, they are refused there too', async () => {
     const a = session();
@@ -147,7 +147,7 @@ describe('a rotated or revoked key never comes back through an import', () => {
     const stolen = await b.keys('import', b.file('thief.jsonl', `${thief}\n`));
     expect(stolen.code).toBe(1);
     expect(refusals(stolen)).toEqual([expect.stringMatching(/^line 1: a hash of this record belongs to key key_/)]);
-  });
+  }, 60_000);
 
   it('the memory store remembers too, and its key filter source holds no retired hash', async () => {
     const store = new MemoryKeyStore();
@@ -166,5 +166,5 @@ describe('a rotated or revoked key never comes back through an import', () => {
     ]);
     await admin.revoke(created.record.id);
     expect(await store.retiredHashes(created.record.id)).toEqual([hashKey(created.key), hashKey(rotated!.key)].sort());
-  });
+  }, 60_000);
 });

@@ -91,7 +91,7 @@ describe('the admin API warns, and still does what it was asked', () => {
     expect(patched.body.warnings).toEqual([COST_DAY_BOTH]);
     const fine = await admin('PATCH', `/keys/${id}`, JSON.stringify({ perDay: 50 }));
     expect(fine.body.warnings).toEqual([]);
-  });
+  }, 60_000);
 
   it('POST /keys/import: each warning with its line; the records are imported', async () => {
     const odd = `legacy@${randomBytes(8).toString('hex')}:x`;
@@ -113,7 +113,7 @@ describe('the admin API warns, and still does what it was asked', () => {
       ],
     });
     expect(JSON.stringify(r.body)).not.toContain(odd);
-  });
+  }, 60_000);
 
   it('POST /keys/import while another instance holds the import lock: 409 import_in_progress, nothing written', async () => {
     const c = redis.client();
@@ -131,7 +131,7 @@ describe('the admin API warns, and still does what it was asked', () => {
     } finally {
       c.disconnect();
     }
-  });
+  }, 60_000);
 
   it('every answer matched the OpenAPI document', () => {
     expect(problems).toEqual([]);
@@ -158,7 +158,7 @@ describe('the CLI warns on stderr, and still does what it was asked', () => {
     expect(imported.stdout).toContain('Imported 2, unchanged 0.');
     expect(warningsOf(imported)).toEqual([`line 1: warning: ${COST_DAY_BOTH}`, `line 2: warning: ${NOT_BEARER}`]);
     expect(imported.stderr + imported.stdout).not.toContain(odd);
-  });
+  }, 60_000);
 
   it('no Bearer warning when bearer is not among auth.sources', async () => {
     const headerOnly = dir.write('header-only.yaml', { ...base(), auth: { foreignKeys: true, sources: ['header:X-API-Key'] } });
@@ -166,5 +166,5 @@ describe('the CLI warns on stderr, and still does what it was asked', () => {
     const r = await runCli(['keys', 'import', file, '--config', headerOnly]);
     expect(r.code).toBe(0);
     expect(warningsOf(r)).toEqual([]);
-  });
+  }, 60_000);
 });
