@@ -258,6 +258,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       ban: () => runtime.config.ban,
       issuedPrefix: () => runtime.config.auth.issuedPrefix,
       keyShape: () => runtime.config.auth,
+      keySources: () => runtime.config.auth.sources,
+      routes: () => runtime.config.routes,
     },
     auditKeyChanges(logger, metrics),
     adminReads,

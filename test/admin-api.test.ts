@@ -522,6 +522,7 @@ describe('keys through the admin API', () => {
       imported: 1,
       unchanged: 0,
       refused: [],
+      warnings: [],
       dryRun: true,
     });
     expect((await admin('POST', '/keys/import', { body: [], token: null })).status).toBe(401);

@@ -77,6 +77,7 @@ describe('POST /keys/import', () => {
       imported: 1,
       unchanged: 0,
       dryRun: true,
+      warnings: [],
       refused: [
         { line: 2, reason: 'key: starts with the issued prefix "tg_" but is not a valid issued key (its checksum does not match)' },
         { line: 3, reason: 'unknown plan "gold"; plans: free' },
@@ -88,7 +89,9 @@ describe('POST /keys/import', () => {
     expect(log.lines.filter((l) => l.msg === 'admin change')).toEqual([]);
     // Without skipInvalid, one refusal stops the whole import.
     const all = await post('', JSON.stringify(records), 'application/json');
-    expect(all.body).toMatchObject({ imported: 0, dryRun: false });
+    expect(all.status, all.text).toBe(422);
+    expect(all.body).toMatchObject({ code: 'import_refused', status: 422, imported: 0, dryRun: false });
+    expect((all.body.refused as Array<{ line: number }>).map((r) => r.line)).toEqual([2, 3, 4, 5]);
     expect(await idOfHash(sha(plain))).toBeNull();
     const real = await post('?skipInvalid=true', JSON.stringify(records), 'application/json');
     expect(real.body).toMatchObject({ imported: 1, unchanged: 0, dryRun: false });
@@ -97,7 +100,7 @@ describe('POST /keys/import', () => {
     expect(audits.at(-1)).toMatchObject({ action: 'import', by: 'migrator', imported: 1, refused: 4 });
     expect(audits.at(-1)?.reqId).toEqual(expect.any(String));
     const again = await post('', JSON.stringify([records[0]]), 'application/json');
-    expect(again.body).toEqual({ imported: 0, unchanged: 1, refused: [], dryRun: false });
+    expect(again.body).toEqual({ imported: 0, unchanged: 1, refused: [], warnings: [], dryRun: false });
     for (const text of [dry.text, all.text, real.text, again.text, JSON.stringify(log.lines)]) {
       expect(text).not.toContain(plain);
       expect(text).not.toContain(bad);
@@ -107,13 +110,18 @@ describe('POST /keys/import', () => {
   it("JSON lines and CSV bodies; a record taking over another key's hash is refused", async () => {
     const k1 = `nd_${randomBytes(12).toString('hex')}`;
     const nd = await post('', `${JSON.stringify({ plan: 'free', sha256: sha(k1), id: 'nd_1' })}\n\n`, 'application/x-ndjson; charset=utf-8');
-    expect(nd.body).toEqual({ imported: 1, unchanged: 0, refused: [], dryRun: false });
+    expect(nd.body).toEqual({ imported: 1, unchanged: 0, refused: [], warnings: [], dryRun: false });
     const k2 = `csv_${randomBytes(12).toString('hex')}`;
     const csv = await post('', `\ufeffid,plan,sha256,metadata.team\r\ncsv_1,free,${sha(k2)},"a, b"\r\ntaker,free,${sha(k1)},\r\n`, 'text/csv');
+    expect(csv.status, csv.text).toBe(422);
     expect(csv.body).toEqual({
+      code: 'import_refused',
+      status: 422,
+      message: '1 record was refused (see refused); nothing was imported: every record must pass, or give skipInvalid=true',
       imported: 0,
       unchanged: 0,
       dryRun: false,
+      warnings: [],
       refused: [{ line: 3, reason: 'a hash of this record belongs to key nd_1; a hash opens one key only' }],
     });
     expect(await idOfHash(sha(k1))).toBe('nd_1');
@@ -136,9 +144,9 @@ describe('POST /keys/import', () => {
     expect(unknown.text).not.toContain(key);
     // Proto tricks are refused as unknown fields, by line.
     const proto = await post('', '[{"plan":"free","sha256":"' + sha('p') + '","__proto__":{"x":1}}]', 'application/json');
-    expect(proto.status).toBe(200);
+    expect(proto.status).toBe(422);
     expect((proto.body.refused as unknown[]).length).toBe(1);
-    expect((await post('', '[]', 'application/json')).body).toEqual({ imported: 0, unchanged: 0, refused: [], dryRun: false });
+    expect((await post('', '[]', 'application/json')).body).toEqual({ imported: 0, unchanged: 0, refused: [], warnings: [], dryRun: false });
   });
 
   it('a body over 10 MB is refused with 413 payload_too_large, naming the CLI', async () => {

@@ -7,7 +7,7 @@
 import { createServer, request as httpRequest, type OutgoingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateKeyId, hashKey } from '../src/keys/format.js';
+import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
@@ -159,6 +159,44 @@ describe('a key from any source never leaves the gateway', () => {
     for (const key of [LEGACY, UNKNOWN])
       for (const form of forms(key)) for (const [where, text] of Object.entries(outputs)) expect(text.includes(form), `${where} holds ${form}`).toBe(false);
   }, 60_000);
+});
+
+describe('a key under another spelling of a query source, or in the path, is not logged in clear', () => {
+  it('the access log redacts ?API_KEY=, ?api_key[]=, ?Api_Key%5B0%5D= and an issued key in a path segment', async () => {
+    const foreign = 'sk_live_OtherSpellingKey4242xyz';
+    const issued = generateKey();
+    const file = dir.write('spellings.yaml', {
+      server: { host: '127.0.0.1', port: 0 },
+      upstream: { url: up.url, timeoutMs: 2000 },
+      redis: { url: redis.url, prefix: 'spell:' },
+      plans: { free: { perMinute: 1000, perDay: 10_000 } },
+      routes: [{ method: 'GET', path: '/v1/things/:id' }],
+      auth: { sources: ['bearer', 'query:api_key'], foreignKeys: true },
+    });
+    const serve = await startServe(file);
+    try {
+      const paths = [
+        `/v1/things/1?API_KEY=${foreign}`,
+        `/v1/things/2?x=1&api_key[]=${foreign}`,
+        `/v1/things/3?Api_Key%5B0%5D=${encodeURIComponent(foreign)}&api_key%5b%5d=${foreign}`,
+        `/v1/things/${issued}?z=1`,
+      ];
+      // None of them carries a key under the configured name: each is refused as missing one, and logged.
+      for (const path of paths) expect((await send(serve.port, path)).status, path).toBe(401);
+      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length, 'an access log line per request', 5000);
+      const urls = serve.proc.logs.filter((l) => l.msg === 'request completed').map((l) => (l.req as { url: string }).url);
+      expect(urls).toEqual([
+        '/v1/things/1?API_KEY=[redacted]',
+        '/v1/things/2?x=1&api_key[]=[redacted]',
+        '/v1/things/3?Api_Key%5B0%5D=[redacted]&api_key%5b%5d=[redacted]',
+        `/v1/things/${issued.slice(0, 3)}[redacted]?z=1`,
+      ]);
+      const logs = serve.proc.stdout + serve.proc.stderr;
+      for (const form of [...forms(foreign), ...forms(issued)]) expect(logs.includes(form), `the logs hold ${form}`).toBe(false);
+    } finally {
+      await serve.proc.stop();
+    }
+  }, 30_000);
 });
 
 describe('the CLI issues keys with auth.issuedPrefix', () => {

@@ -75,6 +75,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   invalid: 'invalid_request',
   contended: 'service_unavailable',
   incomplete: 'service_unavailable',
+  import_in_progress: 'import_in_progress',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
@@ -122,7 +123,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res
       .status(201)
       .location(`/keys/${created.record.id}`)
-      .json({ ...view(created.record), key: created.key, replication: created.replication });
+      .json({ ...view(created.record), key: created.key, replication: created.replication, warnings: created.warnings });
   });
 
   app.get('/keys', async (req, res) => {
@@ -153,7 +154,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     const body = parse(patchKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
     const updated = await keys.update(String(req.params.id), body, actor(req));
-    res.json({ ...view(updated.record), replication: updated.replication });
+    res.json({ ...view(updated.record), replication: updated.replication, warnings: updated.warnings });
   });
 
   app.post('/keys/:id/rotate', keyId, async (req, res) => {

@@ -3,7 +3,7 @@
 // IMPORT_MAX_BODY: a bigger import goes through the CLI, which streams its file. The answer never holds a plaintext key
 // (refusals name the line and the reason only).
 import express, { type RequestHandler } from 'express';
-import { sendError } from '../http/errors.js';
+import { errorBody, sendError } from '../http/errors.js';
 import type { Actor, KeyAdmin } from '../keys/admin.js';
 import { bufferSource, ImportFileError } from '../keys/import-read.js';
 import type { ImportItem, ImportSource } from '../keys/import-run.js';
@@ -49,7 +49,24 @@ export function importRoute(keys: KeyAdmin, actor: (req: express.Request) => Act
     } else return sendError(res, 'unsupported_media_type', 'An import body is application/json (an array), application/x-ndjson or text/csv.');
     try {
       const r = await keys.importKeys(source, actor(req), flags);
-      res.json({ imported: r.imported, unchanged: r.unchanged, refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })), dryRun: r.dryRun });
+      const report = {
+        imported: r.imported,
+        unchanged: r.unchanged,
+        refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })),
+        warnings: r.warnings.map((w) => ({ line: w.line, warning: w.warning })),
+        dryRun: r.dryRun,
+      };
+      // Refused records without skipInvalid stop the whole import (on a dry run: would stop it), as the CLI exits 1:
+      // an error answer, so a caller that only looks at the status cannot take it for done.
+      if (r.refusals.length > 0 && !flags.skipInvalid) {
+        const n = r.refusals.length;
+        const body = errorBody(
+          'import_refused',
+          `${n} record${n === 1 ? ' was' : 's were'} refused (see refused); ${r.dryRun ? 'this import would write nothing' : 'nothing was imported'}: every record must pass, or give skipInvalid=true`,
+        );
+        return void res.status(body.status).json({ ...body, ...report });
+      }
+      res.json(report);
     } catch (err) {
       if (err instanceof ImportFileError) return sendError(res, 'invalid_request', err.message);
       throw err;

@@ -72,7 +72,14 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     // `keys reset` empties the key's route windows too: every one this config file has.
     new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     systemClock,
-    { plans: () => config.plans, ban: () => config.ban, issuedPrefix: () => config.auth.issuedPrefix, keyShape: () => config.auth },
+    {
+      plans: () => config.plans,
+      ban: () => config.ban,
+      issuedPrefix: () => config.auth.issuedPrefix,
+      keyShape: () => config.auth,
+      keySources: () => config.auth.sources,
+      routes: () => config.routes,
+    },
     auditKeyChanges(audit),
   );
   return { config, redis, keyspace, store, keys };
@@ -145,6 +152,11 @@ function warnUnconfirmed(what: string, r: Replication): void {
   );
 }
 
+/** Warnings about what was done (it was done): one line each on stderr, stdout staying the command's answer. */
+function warnAll(warnings: readonly string[]): void {
+  for (const w of warnings) process.stderr.write(`Warning: ${w}\n`);
+}
+
 function table(cells: string[][]): string {
   const rows = cells.map((r) => r.map(visible));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
@@ -194,6 +206,7 @@ export function registerKeysCommands(program: Command): void {
             ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
           });
           warnUnconfirmed('new key', created.replication);
+          warnAll(created.warnings);
           if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
           out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
           out('');
@@ -283,8 +296,9 @@ export function registerKeysCommands(program: Command): void {
         if (Object.keys(patch).length === 0)
           throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
         await withSession(o, async (s) => {
-          const { record: k, replication } = await s.keys.update(id, patch);
+          const { record: k, replication, warnings } = await s.keys.update(id, patch);
           warnUnconfirmed('change', replication);
+          warnAll(warnings);
           if (o.json) return out(JSON.stringify({ ...k, status: s.keys.statusOf(k), replication }));
           out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
         });
@@ -414,6 +428,7 @@ export function registerKeysCommands(program: Command): void {
             throw err;
           }
           for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+          for (const w of r.warnings) process.stderr.write(`line ${w.line}: warning: ${w.warning}\n`);
           const counts = `${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}`;
           out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
           if (r.refusals.length > 0 && !o.skipInvalid)

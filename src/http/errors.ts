@@ -15,6 +15,8 @@ export const ERRORS = {
   cost_exceeds_limit: { status: 403, message: "This request costs more points than a window of this key's limits holds in all: it can never be admitted." },
   not_found: { status: 404, message: 'No such route or resource.' },
   key_revoked: { status: 409, message: 'The key is revoked; create a new key instead.' },
+  import_in_progress: { status: 409, message: 'Another import is running; nothing was imported. Run this one again once it has finished.' },
+  import_refused: { status: 422, message: 'Records of the import were refused; nothing was imported.' },
   invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },
   gone: { status: 410, message: 'This route has passed its sunset date and is no longer served.' },
   payload_too_large: { status: 413, message: 'The request body is larger than this gateway accepts.' },

@@ -8,6 +8,7 @@ import { DEFAULT_KEY_SHAPE, generateKey, generateKeyId, hashKey, type KeyShapeRu
 import type { WindowState } from '../limits/types.js';
 import { planWindows } from '../limits/windows.js';
 import { sortedMetadata } from './fields.js';
+import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
@@ -27,7 +28,9 @@ export type KeyAdminErrorCode =
   /** Other changes to the key kept coming in between this change's read and its write. */
   | 'contended'
   /** A list or report over many keys could not read them all (Redis failed or timed out): nothing partial is given. */
-  | 'incomplete';
+  | 'incomplete'
+  /** Another import is running (on this or another instance): one import writes at a time. */
+  | 'import_in_progress';
 
 export class KeyAdminError extends Error {
   constructor(
@@ -105,6 +108,10 @@ export interface KeyAdminPolicy {
   issuedPrefix?(): string;
   /** How plaintext keys in an import are judged (auth.issuedPrefix, auth.foreignKeys); the defaults when left out. */
   keyShape?(): KeyShapeRules;
+  /** auth.sources: with "bearer" among them, an imported plaintext no Bearer header can carry is warned about. */
+  keySources?(): readonly string[];
+  /** The configured routes (their costs): a key's override below a route's cost is warned about. */
+  routes?(): readonly CostedRoute[];
 }
 
 /**
@@ -258,7 +265,15 @@ export class KeyAdmin {
   readonly records: KeyRecords;
 
   /** Issues a key: the plaintext is returned once here and never stored. */
-  async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication }> {
+  /**
+   * What is unusual about a key's overrides, warned and not refused: one below the cost of a configured route makes
+   * every request of the key there refused (403 cost_exceeds_limit).
+   */
+  warningsFor(k: { perMinute?: number | undefined; perDay?: number | undefined }): string[] {
+    return overrideWarnings(k, this.policy.routes?.() ?? []);
+  }
+
+  async create(input: KeyInput, actor: Actor = CLI): Promise<{ key: string; record: KeyRecord; replication: Replication; warnings: string[] }> {
     this.requirePlan(input.plan);
     const plaintext = generateKey(this.policy.issuedPrefix?.());
     const stored: StoredKey = {
@@ -276,7 +291,7 @@ export class KeyAdmin {
     await this.store.create(stored);
     this.onChange({ action: 'create', keyId: stored.id, actor });
     const replication = await this.replicated(stored.id, [stored.hash]);
-    return { key: plaintext, record: toRecord(stored), replication };
+    return { key: plaintext, record: toRecord(stored), replication, warnings: this.warningsFor(stored) };
   }
 
   /** The key's record, never its hash; undefined for an unknown id. */
@@ -354,7 +369,7 @@ export class KeyAdmin {
   }
 
   /** Changes a key's plan, name, overrides or expiry in place; the key itself (and its hash) stays. */
-  async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<{ record: KeyRecord; replication: Replication }> {
+  async update(id: string, patch: KeyUpdate, actor: Actor = CLI): Promise<{ record: KeyRecord; replication: Replication; warnings: string[] }> {
     if (patch.plan !== undefined) this.requirePlan(patch.plan);
     const next = await this.change(id, (k) => {
       if (k.status === 'revoked') throw new KeyAdminError('revoked', `key ${id} is revoked; create a new key instead`);
@@ -371,7 +386,7 @@ export class KeyAdmin {
     if (!next) throw new KeyAdminError('not_found', `no key with id "${id}"`);
     await this.store.publishChange(id);
     this.onChange({ action: 'update', keyId: id, actor });
-    return { record: toRecord(next), replication: await this.replicated(id, []) };
+    return { record: toRecord(next), replication: await this.replicated(id, []), warnings: this.warningsFor(next) };
   }
 
   /** Revokes the key: no hash opens it any more. Undefined for an unknown id. */
@@ -382,7 +397,8 @@ export class KeyAdmin {
       delete next.prevHash;
       delete next.prevHashUntil;
       unlinked = [k.hash, ...(k.prevHash ? [k.prevHash] : [])];
-      return { next, opts: { unlinkHashes: unlinked } };
+      // Remembered for good: an import that names one of them again, under any id, is refused.
+      return { next, opts: { unlinkHashes: unlinked, retireHashes: unlinked } };
     });
     if (!next) return undefined;
     await this.store.publishChange(id);
@@ -413,7 +429,14 @@ export class KeyAdmin {
       touched = [next.hash, k.hash, ...unlink];
       return {
         next,
-        opts: { linkHash: next.hash, unlinkHashes: unlink, ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}) },
+        opts: {
+          linkHash: next.hash,
+          unlinkHashes: unlink,
+          // The old hash is retired now, even while its grace runs: once the record forgets it (the next rotation, a
+          // revoke), nothing else would remember that it was this key's.
+          retireHashes: [k.hash, ...unlink],
+          ...(graceSeconds > 0 ? { expireHash: { hash: k.hash, atMs: next.prevHashUntil! } } : {}),
+        },
       };
     });
     if (!next) return undefined;
@@ -474,11 +497,21 @@ export class KeyAdmin {
       shape: this.policy.keyShape?.() ?? DEFAULT_KEY_SHAPE,
       now: this.clock.now(),
       newId: generateKeyId,
+      bearer: (this.policy.keySources?.() ?? ['bearer']).includes('bearer'),
+      routes: this.policy.routes?.() ?? [],
     };
     let result: ImportOutcome | undefined;
     let imported = 0;
+    // One import at a time across every instance: two imports checked side by side would each find a hash free that
+    // the other then writes, and the second would stop half-written. A dry run writes nothing and takes no lock.
+    const lock = opts.dryRun ? undefined : await this.store.lockImports();
+    if (!opts.dryRun && !lock)
+      throw new KeyAdminError(
+        'import_in_progress',
+        'another import is running (on this or another gateway instance); nothing was imported: run this one again once it has finished',
+      );
     try {
-      result = await runImport(source, deps, opts);
+      result = await runImport(source, { ...deps, ...(lock ? { lockHeld: () => lock.held() } : {}) }, opts);
       imported = result.imported;
       return result;
     } catch (err) {
@@ -488,6 +521,7 @@ export class KeyAdmin {
       }
       throw err;
     } finally {
+      await lock?.release().catch(() => undefined);
       if (!opts.dryRun && (result !== undefined || imported > 0))
         this.onChange({
           action: 'import',

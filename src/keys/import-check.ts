@@ -101,7 +101,7 @@ export function checkImport(candidates: readonly ImportCandidate[], ctx: ImportC
     }
     const owner = hashes.map((h) => hashOwner.get(h)).find((k) => k !== undefined);
     const verdict = judgeRecord(
-      { key, customer: false, idGiven: true },
+      { key, customer: false, idGiven: true, retired: [] },
       { byId: ctx.unreadable.has(key.id) ? 'unreadable' : byId.get(key.id), owner },
       ctx.plans,
     );
@@ -117,6 +117,8 @@ export function checkImport(candidates: readonly ImportCandidate[], ctx: ImportC
 export interface StoredFacts {
   byId: StoredKey | 'unreadable' | undefined;
   owner: StoredKey | undefined;
+  /** The key one of the record's hashes was retired from (rotated away, revoked), if any. */
+  retiredFrom?: string | undefined;
 }
 
 /**
@@ -137,6 +139,9 @@ export function judgeRecord(r: NormalisedRecord, facts: StoredFacts, plans: Read
     if (r.customer && !r.idGiven && sameGivenFields(owner, key)) return 'unchanged';
     return `a hash of this record belongs to ${owner.status === 'revoked' ? 'revoked ' : ''}key ${owner.id}; a hash opens one key only`;
   }
+  if (facts.retiredFrom !== undefined)
+    return `a hash of this record was key ${facts.retiredFrom}'s and was retired (rotated away or revoked); a retired key is never brought back`;
+  if (r.retired.includes(key.hash)) return "retiredHashes holds the key's own hash";
   if (!plans.has(key.plan)) return `unknown plan "${key.plan}"; plans: ${[...plans].join(', ')}`;
   return 'create';
 }

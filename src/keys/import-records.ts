@@ -6,9 +6,13 @@ import { z } from 'zod';
 import { keyNameSchema, metadataSchema, sortedMetadata } from './fields.js';
 import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, type KeyShapeRules } from './format.js';
 import { storedKeySchema } from './import-check.js';
+import { isBearerToken } from './cost-warnings.js';
 import type { StoredKey } from './types.js';
 
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** An export record's retired hashes: SHA-256 in lowercase hex, as stored. */
+const retiredHashesSchema = z.array(z.string().regex(/^[0-9a-f]{64}$/, 'expected a SHA-256 in lowercase hex')).optional();
 
 /** A customer's record: strict (an unknown field is refused, so a misspelt column never goes unnoticed). */
 const customerSchema = z.strictObject({
@@ -44,6 +48,10 @@ export interface NormalisedRecord {
   /** True for a customer record: its createdAt is the import's, so "already there" compares the fields it gave. */
   customer: boolean;
   idGiven: boolean;
+  /** Hashes the key had before (an export's `retiredHashes`): refused to any other key, remembered as this one's. */
+  retired: string[];
+  /** A plaintext key was given that no `Authorization: Bearer` header can carry (not token68): a warning. */
+  notBearer?: boolean;
 }
 
 export type Normalised = NormalisedRecord | { error: string };
@@ -55,9 +63,13 @@ export type Normalised = NormalisedRecord | { error: string };
 export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: string, newId: () => string): Normalised {
   if (record === null || typeof record !== 'object' || Array.isArray(record)) return { error: 'not a JSON object' };
   if (Object.hasOwn(record, 'hash')) {
-    const checked = storedKeySchema.safeParse(record);
+    // An export's record may carry the hashes the key had before (transfer.ts): not part of the stored record.
+    const { retiredHashes, ...stored } = record as { retiredHashes?: unknown };
+    const retired = retiredHashesSchema.safeParse(retiredHashes);
+    if (!retired.success) return { error: firstIssue(retired.error, 'retiredHashes') };
+    const checked = storedKeySchema.safeParse(stored);
     if (!checked.success) return { error: firstIssue(checked.error) };
-    return { key: checked.data as StoredKey, customer: false, idGiven: true };
+    return { key: checked.data as StoredKey, customer: false, idGiven: true, retired: retired.data ?? [] };
   }
   const checked = customerSchema.safeParse(record);
   if (!checked.success) return { error: firstIssue(checked.error) };
@@ -85,7 +97,7 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
     status: 'active',
     hash,
   };
-  return { key, customer: true, idGiven: r.id !== undefined };
+  return { key, customer: true, idGiven: r.id !== undefined, retired: [], ...(r.key !== undefined && !isBearerToken(r.key) ? { notBearer: true } : {}) };
 }
 
 /** Why a plaintext key could never be presented under this config, in words that never quote it. */
@@ -97,10 +109,10 @@ function keyProblem(key: string, shape: KeyShapeRules): string | undefined {
   return `key: a foreign key must be ${FOREIGN_KEY_MIN}-${FOREIGN_KEY_MAX} visible ASCII characters (no spaces)`;
 }
 
-function firstIssue(error: z.ZodError): string {
+function firstIssue(error: z.ZodError, field?: string): string {
   const issue = error.issues[0]!;
   // Unknown fields are named (a name is not a secret); values never are.
-  const where = issue.path.join('.') || '(record)';
+  const where = [...(field !== undefined ? [field] : []), ...issue.path].join('.') || '(record)';
   return `${where}: ${issue.message}`;
 }
 

@@ -8,6 +8,7 @@ import { hash } from 'node:crypto';
 import { hashesOf, judgeRecord, type ImportRefusal } from './import-check.js';
 import { normaliseRecord, type NormalisedRecord } from './import-records.js';
 import type { KeyShapeRules } from './format.js';
+import { NOT_BEARER_WARNING, overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import { KeyStoreError, type StoredKey, type KeyStore } from './types.js';
 import type { ReadLimit } from '../storage/read-limit.js';
 
@@ -28,10 +29,18 @@ export interface ImportOptions {
   onProgress?: (pass: 'check' | 'write', lines: number) => void;
 }
 
+/** Something unusual about a record that is imported all the same, by line. */
+export interface ImportWarning {
+  line: number;
+  warning: string;
+}
+
 export interface ImportOutcome {
   imported: number;
   unchanged: number;
   refusals: ImportRefusal[];
+  /** Records imported (or, on a dry run, to be) that are unusual: a key no Bearer header can carry, an override below a route's cost. */
+  warnings: ImportWarning[];
   dryRun: boolean;
   /** Whether anything was written (false on a dry run, or when refusals stopped it). */
   wrote: boolean;
@@ -44,6 +53,12 @@ export interface ImportDeps {
   shape: KeyShapeRules;
   now: number;
   newId: () => string;
+  /** Whether `bearer` is among auth.sources: a plaintext that is not token68 is then warned about. */
+  bearer?: boolean;
+  /** The configured routes' costs: an override below one is warned about. */
+  routes?: readonly CostedRoute[];
+  /** False once the import lock is lost (KeyStore.lockImports): no further batch is written. */
+  lockHeld?: () => boolean;
 }
 
 export const PROGRESS_EVERY = 100_000;
@@ -61,6 +76,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   const unlinked = await unlinkedHashes(deps);
   const outcome = new LineOutcomes();
   const refusals: ImportRefusal[] = [];
+  const warnings: ImportWarning[] = [];
   const ids = new DigestLines();
   const hashes = new DigestLines();
   const refuse = (line: number, error: string) => {
@@ -73,8 +89,11 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
     const facts = await Promise.all(batch.map(({ r }) => factsOf(r, deps.store, unlinked)));
     batch.forEach(({ line, r }, i) => {
       const verdict = judgeRecord(r, facts[i]!, deps.plans);
-      if (verdict === 'create') outcome.set(line, CREATE);
-      else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
+      if (verdict === 'create') {
+        outcome.set(line, CREATE);
+        if (deps.bearer && r.notBearer) warnings.push({ line, warning: NOT_BEARER_WARNING });
+        for (const warning of overrideWarnings(r.key, deps.routes ?? [])) warnings.push({ line, warning });
+      } else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
       else refuse(line, verdict);
     });
     batch = [];
@@ -102,7 +121,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
       continue;
     }
     if (r.idGiven) ids.add(digest(r.key.id), item.line);
-    for (const h of hashesOf(r.key)) hashes.add(Buffer.from(h, 'hex'), item.line);
+    for (const h of [...hashesOf(r.key), ...r.retired]) hashes.add(Buffer.from(h, 'hex'), item.line);
     batch.push({ line: item.line, r });
     if (batch.length >= BATCH) await judge();
   }
@@ -116,6 +135,8 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
     refuse(line, error);
   }
   refusals.sort((a, b) => a.line - b.line);
+  // A line refused after its check (a duplicate within the file) is not imported: its warnings go.
+  const kept = warnings.filter((w) => outcome.get(w.line) === CREATE).sort((a, b) => a.line - b.line);
   let toCreate = 0;
   let unchanged = 0;
   for (let l = 1; l <= lines; l++) {
@@ -126,17 +147,20 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   const dryRun = opts.dryRun === true;
   // A dry run answers what the same import would do: nothing imported when a refusal stops it.
   const stopped = refusals.length > 0 && !opts.skipInvalid;
-  if (dryRun || stopped || toCreate === 0) return { imported: stopped ? 0 : toCreate, unchanged, refusals, dryRun, wrote: false };
+  if (dryRun || stopped || toCreate === 0) return { imported: stopped ? 0 : toCreate, unchanged, refusals, warnings: kept, dryRun, wrote: false };
   const imported = await writeRecords(source, deps, outcome, createdAt, opts);
-  return { imported, unchanged, refusals, dryRun, wrote: true };
+  return { imported, unchanged, refusals, warnings: kept, dryRun, wrote: true };
 }
 
 /** The second pass: reads the source again and creates each record the check marked, a batch at a time. */
 async function writeRecords(source: ImportSource, deps: ImportDeps, outcome: LineOutcomes, createdAt: string, opts: ImportOptions): Promise<number> {
   let imported = 0;
-  let batch: Array<{ line: number; key: StoredKey }> = [];
+  let batch: Array<{ line: number; key: StoredKey; retired: string[] }> = [];
   const write = async () => {
-    const results = await Promise.allSettled(batch.map(({ key }) => createOne(key, deps)));
+    if (batch.length === 0) return;
+    if (deps.lockHeld && !deps.lockHeld())
+      throw new ImportWriteError(`the import lock was lost (Redis unreachable for its whole TTL?); ${imported} records were imported`, imported);
+    const results = await Promise.allSettled(batch.map(({ key, retired }) => createOne(key, retired, deps)));
     const failed = results.findIndex((r) => r.status === 'rejected');
     imported += results.filter((r) => r.status === 'fulfilled').length;
     if (failed >= 0) {
@@ -154,7 +178,7 @@ async function writeRecords(source: ImportSource, deps: ImportDeps, outcome: Lin
     if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
     const r = normaliseRecord(item.record, deps.shape, createdAt, deps.newId);
     if ('error' in r) continue; // the check refused it; a source read again yields the same records
-    batch.push({ line: item.line, key: r.key });
+    batch.push({ line: item.line, key: r.key, retired: r.retired });
     if (batch.length >= BATCH) await write();
   }
   await write();
@@ -171,7 +195,9 @@ export class ImportWriteError extends Error {
   }
 }
 
-async function createOne(key: StoredKey, deps: ImportDeps): Promise<void> {
+async function createOne(key: StoredKey, retired: readonly string[], deps: ImportDeps): Promise<void> {
+  // Before the key exists: a retired hash is never a moment without its owner.
+  if (retired.length > 0) await deps.store.retire(key.id, retired);
   await deps.store.create(key);
   // A rotation's old key still in its grace period keeps working until it ends, on the new Redis too.
   if (key.prevHash !== undefined && key.prevHashUntil !== undefined && key.prevHashUntil > deps.now)
@@ -217,9 +243,14 @@ async function factsOf(r: NormalisedRecord, store: KeyStore, unlinked: { owners:
       throw err;
     });
   };
-  // The record and every hash's owner asked at once: one round trip's wait per record, not three.
-  const [found, ...owners] = await Promise.all([byId(), ...hashesOf(key).map(async (h) => unlinked.owners.get(h) ?? (await store.findByHash(h))?.key)]);
-  return { byId: found, owner: owners.find((k) => k !== undefined) };
+  // The record, every hash's owner and whether a key retired it, asked at once: one round trip's wait per record.
+  const all = [...hashesOf(key), ...r.retired];
+  const [found, owners, retired] = await Promise.all([
+    byId(),
+    Promise.all(all.map(async (h) => unlinked.owners.get(h) ?? (await store.findByHash(h))?.key)),
+    Promise.all(all.map((h) => store.retiredFrom(h))),
+  ]);
+  return { byId: found, owner: owners.find((k) => k !== undefined), retiredFrom: retired.find((id) => id !== undefined) };
 }
 
 function digest(text: string): Buffer {

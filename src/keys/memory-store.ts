@@ -1,5 +1,5 @@
 // In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
-import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
+import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
 
 export class MemoryKeyStore implements KeyStore {
@@ -7,6 +7,9 @@ export class MemoryKeyStore implements KeyStore {
   private readonly idByHash = new Map<string, { id: string; untilMs?: number }>();
   private readonly listeners = new Set<(id: string, change?: KeyChange) => void>();
   private readonly hashListeners = new Set<(hash: string) => void>();
+  /** Hashes keys once had (rotated away, revoked) -> the key id: kept for good. */
+  private readonly retiredOwner = new Map<string, string>();
+  private importing = false;
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -67,11 +70,37 @@ export class MemoryKeyStore implements KeyStore {
     const current = this.byId.get(key.id);
     if (!current) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
     if (opts.ifRevision !== undefined && JSON.stringify(current) !== opts.ifRevision) throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');
+    if (opts.retireHashes) await this.retire(key.id, opts.retireHashes);
     this.byId.set(key.id, { ...key });
     for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
     if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });
     if (opts.expireHash) this.idByHash.set(opts.expireHash.hash, { id: key.id, untilMs: opts.expireHash.atMs });
     if (opts.linkHash) this.tellHash(opts.linkHash);
+  }
+
+  async retire(id: string, hashes: readonly string[]): Promise<void> {
+    for (const h of hashes) if (!this.retiredOwner.has(h)) this.retiredOwner.set(h, id);
+  }
+
+  async retiredFrom(hash: string): Promise<string | undefined> {
+    return this.retiredOwner.get(hash);
+  }
+
+  async retiredHashes(id: string): Promise<string[]> {
+    return [...this.retiredOwner].flatMap(([h, owner]) => (owner === id ? [h] : [])).sort();
+  }
+
+  async lockImports(): Promise<ImportLock | undefined> {
+    if (this.importing) return undefined;
+    this.importing = true;
+    let held = true;
+    return {
+      held: () => held,
+      release: async () => {
+        if (held) this.importing = false;
+        held = false;
+      },
+    };
   }
 
   async publishChange(id: string, change: KeyChange = 'record'): Promise<void> {

@@ -1,12 +1,12 @@
 // Redis KeyStore, shared by every gateway instance: records as JSON strings, a hash -> id index, and a
 // pub/sub channel that tells every instance to drop a changed key from its cache, and which hashes now open a key
 // (for each instance's key filter, known-hashes.ts).
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { ReplyError } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from './types.js';
+import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
 
 /**
@@ -42,6 +42,26 @@ if redis.sha1hex(cur) ~= ARGV[2] then return -1 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 `;
+
+/** Renews the import lock if this holder still has it. KEYS: 1 the lock. ARGV: 1 the token, 2 the TTL in ms. Reply: 1 or 0. */
+const RENEW_IF_HELD = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`;
+
+/** Releases the import lock if this holder still has it. KEYS: 1 the lock. ARGV: 1 the token. */
+const RELEASE_IF_HELD = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+`;
+
+/**
+ * The import lock's TTL and how often its holder renews it: a holder that dies (a killed CLI, a crashed instance)
+ * blocks imports for at most IMPORT_LOCK_TTL_MS; a live one renews well before that, through several slow replies.
+ */
+export const IMPORT_LOCK_TTL_MS = 30_000;
+const IMPORT_LOCK_RENEW_MS = 5_000;
 
 /** How many records list() reads at once (one GET each: records live in different hash slots on a cluster). */
 const LIST_BATCH = 100;
@@ -210,6 +230,9 @@ export class RedisKeyStore implements KeyStore {
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
     // Three steps on up to three slots, ordered so that a crash between any two leaves every key as it was or as it
     // is meant to be, never half-changed: the record alone decides validity (status, current and grace hash).
+    // 0. Hashes leaving the key are remembered for good before the record forgets them (a crash right after this
+    // remembers them early: they were the key's already).
+    if (opts.retireHashes?.length) await this.retire(key.id, opts.retireHashes);
     // 1. The new hash's link: it opens nothing until the record names that hash.
     if (opts.linkHash) await this.client.set(this.ks.keyByHash(opts.linkHash), key.id);
     // 2. The record. Never creates one: a missing record means the id is unknown (and the new link goes again). With
@@ -232,6 +255,49 @@ export class RedisKeyStore implements KeyStore {
     if (opts.expireHash) index.push(this.client.pexpireat(this.ks.keyByHash(opts.expireHash.hash), opts.expireHash.atMs));
     if (opts.linkHash) index.push(this.publishHash(opts.linkHash));
     await Promise.all(index);
+  }
+
+  async retire(id: string, hashes: readonly string[]): Promise<void> {
+    if (hashes.length === 0) return;
+    // One key per hash (each in its own slot on a cluster: one SET each), NX so the first key a hash was retired from
+    // stays named; and the key's own set, in its slot, for export.
+    await Promise.all([...hashes.map((h) => this.client.set(this.ks.retiredHash(h), id, 'NX')), this.client.sadd(this.ks.keyRetiredHashes(id), ...hashes)]);
+  }
+
+  async retiredFrom(hash: string): Promise<string | undefined> {
+    return (await this.client.get(this.ks.retiredHash(hash))) ?? undefined;
+  }
+
+  async retiredHashes(id: string): Promise<string[]> {
+    return (await this.client.smembers(this.ks.keyRetiredHashes(id))).sort();
+  }
+
+  async lockImports(): Promise<ImportLock | undefined> {
+    const lock = this.ks.importLock();
+    const token = randomUUID();
+    if ((await this.client.set(lock, token, 'PX', IMPORT_LOCK_TTL_MS, 'NX')) !== 'OK') return undefined;
+    let held = true;
+    // Renewed on a timer, not per batch: a check pass over a million records can run for minutes between writes.
+    // A renewal that fails (Redis away for a moment) is tried again at the next tick; one that finds another
+    // holder's token (ours expired) loses the lock for good.
+    const timer = setInterval(() => {
+      this.client.eval(RENEW_IF_HELD, 1, lock, token, IMPORT_LOCK_TTL_MS).then(
+        (r) => {
+          if (Number(r) !== 1) held = false;
+        },
+        () => {},
+      );
+    }, IMPORT_LOCK_RENEW_MS);
+    timer.unref();
+    return {
+      held: () => held,
+      release: async () => {
+        clearInterval(timer);
+        if (!held) return;
+        held = false;
+        await this.client.eval(RELEASE_IF_HELD, 1, lock, token);
+      },
+    };
   }
 
   async confirmReplicated(id: string, hashes: readonly string[], timeoutMs: number): Promise<{ expected: number; acked: number }> {

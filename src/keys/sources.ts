@@ -210,12 +210,47 @@ export function withoutParams(url: string, names: readonly string[]): string {
   return query === '' ? url.slice(0, q) : `${url.slice(0, q)}?${query}`;
 }
 
-/** `url` with the values of the query parameters named replaced by `[redacted]` (for logs). */
+/**
+ * The name a client may have meant by a query parameter's name, for redaction only: lower-cased, without the array
+ * suffixes frameworks add (`api_key[]`, `api_key[0]`, `api_key[a][b]`). The gateway reads a key from the exact name
+ * alone; a key sent under another spelling is refused as missing, but its value must not reach a log either.
+ */
+function loggedName(decoded: string): string {
+  const bracket = decoded.indexOf('[');
+  return (bracket > 0 && decoded.endsWith(']') ? decoded.slice(0, bracket) : decoded).toLowerCase();
+}
+
+/** The query segments of `url` whose name, spelt any way (loggedName), is one of `lowerNames`, as [start, end) offsets. */
+function* looseParamSegments(url: string, lowerNames: readonly string[]): Generator<[number, number]> {
+  const q = url.indexOf('?');
+  if (q === -1) return;
+  let start = q + 1;
+  while (start <= url.length) {
+    let end = url.indexOf('&', start);
+    if (end === -1) end = url.length;
+    const eq = url.indexOf('=', start);
+    const nameEnd = eq === -1 || eq > end ? end : eq;
+    // A name that is not decodable is compared as sent: `API%ZZKEY` is no spelling of a key parameter anyway.
+    const raw = url.slice(start, nameEnd);
+    const decoded = decodeComponent(raw) ?? raw;
+    if (lowerNames.includes(loggedName(decoded))) yield [start, end];
+    start = end + 1;
+  }
+}
+
+/**
+ * `url` with the values of the query parameters named replaced by `[redacted]` (for logs): the names matched
+ * case-insensitively and with their array forms (`API_KEY=`, `api_key[]=`, `api_key%5B0%5D=`), so a key sent under
+ * another spelling of a configured source is not logged in clear either.
+ */
 export function redactParams(url: string, names: readonly string[]): string {
   if (names.length === 0 || !url.includes('?')) return url;
   let out = '';
   let from = 0;
-  for (const [s, e] of paramSegments(url, names)) {
+  for (const [s, e] of looseParamSegments(
+    url,
+    names.map((n) => n.toLowerCase()),
+  )) {
     const eq = url.indexOf('=', s);
     if (eq === -1 || eq >= e) continue;
     out += `${url.slice(from, eq + 1)}[redacted]`;

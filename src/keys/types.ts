@@ -73,8 +73,23 @@ export interface KeyStore {
    */
   update(
     key: StoredKey,
-    opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number }; ifRevision?: string },
+    opts?: { unlinkHashes?: string[]; linkHash?: string; expireHash?: { hash: string; atMs: number }; ifRevision?: string; retireHashes?: string[] },
   ): Promise<void>;
+  /**
+   * Remembers for good that these hashes were the key's (rotated away, revoked): they open nothing, but an import that
+   * would bring one back, under any id, is refused. Written before the record changes (update's `retireHashes` does it
+   * first), so a crash in between can only remember a hash early, never forget one.
+   */
+  retire(id: string, hashes: readonly string[]): Promise<void>;
+  /** The id of the key a hash was retired from, or undefined. */
+  retiredFrom(hash: string): Promise<string | undefined>;
+  /** Every hash retired from the key, sorted (what `keys export` carries, so a move to another Redis keeps them). */
+  retiredHashes(id: string): Promise<string[]>;
+  /**
+   * Takes the import lock: one import writes at a time, across every instance sharing the store. Undefined when
+   * another import holds it. The holder checks `held()` before each write and releases it when done.
+   */
+  lockImports(): Promise<ImportLock | undefined>;
   /**
    * Waits (bounded) until a replica has what this process wrote for the key (its record, the ids set, the state in
    * its slot) and the hash links named, where the store has replicas: a key change must survive the failover of the
@@ -112,6 +127,13 @@ export function parseChangeMessage(message: string): { id: string; change: KeyCh
   const space = message.indexOf(' ');
   if (space < 0) return { id: message, change: 'record' };
   return { id: message.slice(0, space), change: message.slice(space + 1) === 'windows' ? 'windows' : 'record' };
+}
+
+/** The import lock, while held (KeyStore.lockImports). */
+export interface ImportLock {
+  /** False once the lock was lost (its TTL ran out unrenewed, or another holder took it): stop writing. */
+  held(): boolean;
+  release(): Promise<void>;
 }
 
 /** The change feed's further listeners (KeyStore.subscribe). */

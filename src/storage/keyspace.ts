@@ -13,6 +13,21 @@ export class Keyspace {
   keyByHash(sha256: string): string {
     return `${this.prefix}keyhash:${sha256}`;
   }
+  /**
+   * String: a hash a key once had (rotated away, revoked) -> the key id. Kept for good and never read on the request
+   * path: an import that would bring the hash back, under any id, is refused.
+   */
+  retiredHash(sha256: string): string {
+    return `${this.prefix}keyretired:${sha256}`;
+  }
+  /** Set: every hash retired from the key (what `keys export` carries), in the key's slot. */
+  keyRetiredHashes(id: string): string {
+    return `${this.keyRecord(id)}:retired`;
+  }
+  /** String: the token of the import writing now (one import at a time across every instance), with a TTL. */
+  importLock(): string {
+    return `${this.prefix}keys:import:lock`;
+  }
   /** Set of every key id (for `keys list`). */
   keyIds(): string {
     return `${this.prefix}keys`;

@@ -1,7 +1,7 @@
 // KeyStore test doubles that wrap a real store: one counts every call, and can be told to fail, hang,
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
 import { KeyAdmin } from '../../src/keys/admin.js';
-import type { ChangeFeedListeners, FoundKey, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
+import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
 import { memoryBanStore, MemoryLimiterStore } from '../../src/limits/memory-store.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { testConfig } from './gateway.js';
@@ -73,6 +73,18 @@ export class SpyKeyStore implements KeyStore {
   }
   update(key: StoredKey, opts?: Parameters<KeyStore['update']>[1]): Promise<void> {
     return this.run('update', () => this.inner.update(key, opts));
+  }
+  retire(id: string, hashes: readonly string[]): Promise<void> {
+    return this.run('update', () => this.inner.retire(id, hashes));
+  }
+  retiredFrom(hash: string): Promise<string | undefined> {
+    return this.run('get', () => this.inner.retiredFrom(hash));
+  }
+  retiredHashes(id: string): Promise<string[]> {
+    return this.run('list', () => this.inner.retiredHashes(id));
+  }
+  lockImports(): Promise<ImportLock | undefined> {
+    return this.inner.lockImports();
   }
   publishChange(id: string, change?: KeyChange): Promise<void> {
     this.calls.publishChange++;
