@@ -9,7 +9,7 @@ import { KeyAdminError, KeyRecords } from '../src/keys/admin.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
-import { RedisKeptReports } from '../src/usage/kept-reports.js';
+import { RedisKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { InProcessReports } from '../src/usage/report-runner.js';
 import { decodeWhatIfCursor } from '../src/usage/whatif-pages.js';
 import { ReportThread, type ReportThreadData } from '../src/usage/report-thread.js';
@@ -161,6 +161,43 @@ describe('the report thread', () => {
     }
     expect(thread.running).toBe(false);
   }, 60_000);
+
+  it("a report that needs more than the thread's heap (resourceLimits) fails alone with report_out_of_memory; the next report runs", async () => {
+    // Another keyspace: 4,000 keys whose records carry 16 metadata entries of 250 characters (4 KB each), so that a
+    // report that keeps every row (sorted by a figure) holds far more than 24 MB; a sum over keys holds none of them.
+    const big = 'big:';
+    const ks = new Keyspace(big);
+    for (let i = 0; i < 4000; i += 500) {
+      const p = client.pipeline();
+      for (let j = i; j < i + 500; j++) {
+        const id = `key_b${String(j).padStart(5, '0')}`;
+        const metadata = Object.fromEntries(Array.from({ length: 16 }, (_, m) => [`field${m}`, `${j}-${m}-`.padEnd(250, 'x')]));
+        p.set(ks.keyRecord(id), JSON.stringify({ id, plan: 'pro', metadata, createdAt: new Date().toISOString(), status: 'active', hash: id.padEnd(64, '0') }));
+        p.sadd(ks.keyIds(), id);
+      }
+      await p.exec();
+    }
+    const thread = new ReportThread({ ...data(), prefix: big, memoryMb: 24, readRest: 0, readsInFlight: 32 });
+    try {
+      const to = Date.now();
+      // Small enough: the overview's sums read ids only.
+      expect((await thread.summary(to - DAY_MS, to, 'day')).totals.admitted).toBe(0);
+      const err = await thread.page({ fromMs: to - DAY_MS, toMs: to, sort: 'admitted', order: 'desc' }, 10).then(
+        () => 'answered',
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ReportError);
+      expect((err as ReportError).code).toBe('report_out_of_memory');
+      expect((err as ReportError).message).toMatch(/^the usage report needed more than the report thread's 24 MB \(usage\.reportMemoryMb/);
+      // This process goes on, and so does the next report (a new thread).
+      expect(thread.running).toBe(false);
+      expect((await thread.summary(to - DAY_MS, to, 'day')).totals.admitted).toBe(0);
+      expect(thread.running).toBe(true);
+    } finally {
+      await thread.close();
+      await client.eval("for _, k in ipairs(redis.call('KEYS', 'big:*')) do redis.call('DEL', k) end", 0);
+    }
+  }, 120_000);
 
   it('a report in flight when the gateway closes fails as incomplete (503), and nothing is asked of a closed thread', async () => {
     const thread = new ReportThread(data());
