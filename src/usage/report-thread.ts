@@ -57,7 +57,7 @@ export const REPORT_THREAD_READS_IN_FLIGHT = 8;
 export const REPORT_THREAD_READ_REST = 1;
 /** The thread's nice value: the lowest CPU priority. */
 export const REPORT_THREAD_NICE = 19;
-/** The thread's young generation, in MB (V8's default on 64-bit): its heap is usage.reportMemoryMb plus this. */
+/** The thread's young generation, in MB: its heap is at most usage.reportMemoryMb plus this. */
 export const REPORT_THREAD_YOUNG_MB = 16;
 /** How long the thread stays once idle (its Redis connection with it): an export's next page is usually asked sooner. */
 export const REPORT_THREAD_IDLE_MS = 5 * 60_000;
