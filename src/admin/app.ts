@@ -37,6 +37,7 @@ import type { OverviewCache } from '../usage/overview.js';
 import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import { ReportError } from '../usage/kept-reports.js';
 import { decodeWhatIfCursor, type WhatIfCursor } from '../usage/whatif-pages.js';
+import type { SimulateInput } from '../usage/whatif.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
@@ -310,7 +311,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.post('/plans/simulate', async (req, res) => {
     const body = parse(simulateBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    let first: WhatIfCursor | Parameters<ReportRunner['simulate']>[0];
+    let first: SimulateInput | WhatIfCursor;
     if (body.cursor !== undefined) {
       const at = decodeWhatIfCursor(body.cursor);
       if (!at) return sendProblems(res, [{ path: 'body.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous answer)' }]);
