@@ -188,6 +188,18 @@ describe("GET /usage's pages from two instances while traffic moves the figures"
     expect(res.status).toBe(410);
     expect(res.body.code).toBe('report_expired');
     expect(res.body.message).toMatch(/ask for the first page again/);
+    // Only keys above 0 (none has a refusal): one empty page, nothing kept; not with sort=id.
+    for (const k of await client.keys(`${PREFIX}report:*`)) await client.del(k);
+    const none = await admin(b, `/usage?sort=rateLimited&nonzero=true&limit=5&${period}`);
+    expect([none.status, none.body.keys, none.body.total, none.body.nextCursor]).toEqual([200, [], 0, null]);
+    const busy = await admin(b, `/usage?sort=admitted&nonzero=true&limit=5&${period}`);
+    expect([busy.body.total, busy.body.keys.length]).toEqual([N, 5]);
+    const more = await admin(a, `/usage?cursor=${busy.body.nextCursor}&nonzero=true`);
+    expect(more.status, more.text).toBe(200);
+    expect((await admin(a, `/usage?cursor=${busy.body.nextCursor}&nonzero=false`)).status).toBe(400);
+    const nzId = await admin(a, `/usage?sort=id&nonzero=true&${period}`);
+    expect(nzId.status).toBe(400);
+    expect(nzId.text).toMatch(/query\.nonzero/);
     const byId = await admin(a, `/usage?sort=id&limit=10&${period}`);
     const raw = JSON.parse(Buffer.from(byId.body.nextCursor as string, 'base64url').toString('utf8'));
     const forged = Buffer.from(JSON.stringify({ ...raw, s: 'admitted' })).toString('base64url');

@@ -245,9 +245,13 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
           { path: 'query.cursor', message: "belongs to a report with another from, to, sort or order: leave them out or give the first page's" },
         ]);
     }
+    const nonZero = q.nonzero === 'true';
+    if (nonZero && q.sort === 'id') return sendProblems(res, [{ path: 'query.nonzero', message: 'only with a sort by a figure (admitted, rateLimited, ...)' }]);
+    if (at && q.nonzero !== undefined && nonZero !== !!at.nonZero)
+      return sendProblems(res, [{ path: 'query.cursor', message: "belongs to a report with another nonzero: leave it out or give the first page's" }]);
     const p = at ?? periodOf(q, 7 * DAY_MS, res);
     if (!p) return;
-    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order }, q.limit);
+    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order, ...(nonZero ? { nonZero } : {}) }, q.limit);
     res.json({
       ...periodView(page.query),
       sort: page.query.sort,

@@ -68,6 +68,8 @@ export const usageQuery = z.strictObject({
   order: z.enum(['asc', 'desc']).default('desc'),
   limit: listKeysQuery.shape.limit,
   cursor: z.string().min(1).optional(),
+  /** Sorted by a figure: only keys whose figure is above 0. */
+  nonzero: z.enum(['true', 'false']).optional(),
 });
 
 export const deprecatedQuery = z.strictObject(period);

@@ -12,6 +12,8 @@ export interface ReportQuery {
   toMs: number;
   sort: TotalsSort;
   order: 'asc' | 'desc';
+  /** Sorted by a figure: only the keys whose figure is above 0 (the dashboard's shadow refusals: few, one page). */
+  nonZero?: boolean;
 }
 
 /**
@@ -33,7 +35,7 @@ export const KEPT_ID = /^[A-Za-z0-9_-]{22}$/;
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function encodeCursor(c: ReportCursor): string {
-  const base = { f: c.fromMs, t: c.toMs, s: c.sort, o: c.order };
+  const base = { f: c.fromMs, t: c.toMs, s: c.sort, o: c.order, ...(c.nonZero ? { z: 1 } : {}) };
   const rest = 'after' in c ? { a: c.after } : { r: c.report, n: c.offset };
   return Buffer.from(JSON.stringify({ ...base, ...rest })).toString('base64url');
 }
@@ -47,10 +49,10 @@ export function decodeCursor(text: string): ReportCursor | undefined {
     return undefined;
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const { f, t, s, o, a, r, n } = v as Record<string, unknown>;
+  const { f, t, s, o, a, r, n, z } = v as Record<string, unknown>;
   if (!Number.isSafeInteger(f) || !Number.isSafeInteger(t)) return undefined;
   if (typeof s !== 'string' || !SORTS.includes(s) || (o !== 'asc' && o !== 'desc')) return undefined;
-  const query: ReportQuery = { fromMs: f as number, toMs: t as number, sort: s as TotalsSort, order: o };
+  const query: ReportQuery = { fromMs: f as number, toMs: t as number, sort: s as TotalsSort, order: o, ...(z === 1 ? { nonZero: true } : {}) };
   let c: ReportCursor;
   if (s === 'id') {
     if (typeof a !== 'string' || !KEY_ID.test(a)) return undefined;
@@ -80,7 +82,13 @@ export class ReportPages {
   ) {}
 
   async page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage> {
-    const query: ReportQuery = { fromMs: first.fromMs, toMs: first.toMs, sort: first.sort, order: first.order };
+    const query: ReportQuery = {
+      fromMs: first.fromMs,
+      toMs: first.toMs,
+      sort: first.sort,
+      order: first.order,
+      ...(first.nonZero && first.sort !== 'id' ? { nonZero: true } : {}),
+    };
     if (query.sort === 'id') {
       const after = 'after' in first ? first.after : undefined;
       const p = await this.reports.idPage(query.fromMs, query.toMs, query.order, after, limit);
@@ -93,7 +101,9 @@ export class ReportPages {
       const end = first.offset + got.rows.length;
       return { query, keys: got.rows, total: got.total, next: end < got.total ? encodeCursor({ ...query, report: first.report, offset: end }) : null };
     }
-    const rows = await this.reports.report(query.fromMs, query.toMs, query.sort, query.order);
+    const all = await this.reports.report(query.fromMs, query.toMs, query.sort, query.order);
+    const sort = query.sort;
+    const rows = query.nonZero ? all.filter((r) => r[sort] > 0) : all;
     if (rows.length <= limit) return { query, keys: rows, total: rows.length, next: null };
     if (rows.length > this.rowsKept)
       throw new ReportError(
@@ -115,5 +125,5 @@ export function expired(): ReportError {
 }
 
 function sameQuery(a: ReportQuery, b: ReportQuery): boolean {
-  return a.fromMs === b.fromMs && a.toMs === b.toMs && a.sort === b.sort && a.order === b.order;
+  return a.fromMs === b.fromMs && a.toMs === b.toMs && a.sort === b.sort && a.order === b.order && !!a.nonZero === !!b.nonZero;
 }

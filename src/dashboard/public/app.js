@@ -565,9 +565,12 @@ async function deprecatedView() {
   );
 }
 
-/** Keys with shadow refusals in the period (GET /usage sorted by shadowRefused), by id. */
+/**
+ * Keys with shadow refusals in the period (GET /usage sorted by shadowRefused, only keys above 0: usually one page, so
+ * no report is kept for pages that are never asked), by id.
+ */
 async function shadowRefusals(fromMs) {
-  const r = await api(`/usage?sort=shadowRefused&limit=1000&from=${encodeURIComponent(iso(fromMs))}`);
+  const r = await api(`/usage?sort=shadowRefused&nonzero=true&limit=1000&from=${encodeURIComponent(iso(fromMs))}`);
   return new Map(r.keys.filter((k) => k.shadowRefused > 0).map((k) => [k.id, k]));
 }
 
