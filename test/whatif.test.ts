@@ -8,6 +8,8 @@ import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf, type UsageKind } from '../src/usage/store.js';
 import { dayAdmittedAtMost, minuteTotal } from '../src/usage/whatif.js';
+import { WhatIfPages } from '../src/usage/whatif-pages.js';
+import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
@@ -110,6 +112,23 @@ describe('the bounds', () => {
         500,
       ),
     ).toBe(1500);
+  });
+});
+
+describe('what is kept for the pages', () => {
+  it('a what-if listing more keys than are kept for its pages is refused (422 report_too_large), one that fits a page keeps nothing', async () => {
+    const key = (id: string) => ({ id, minute: null, day: null, pointsRefusedAtLeast: 1, hoursAffected: 0, hours: [] });
+    const totals = { keysInPlan: 3, keysAffected: 3, hours: 0, pointsRefusedAtLeast: 3 };
+    const kept = new MemoryKeptReports();
+    const input = { plan: 'free', current: PLANS.free, perMinute: 1, fromMs: 0, toMs: HOUR_MS };
+    const pages = new WhatIfPages(async () => ({ keys: ['a', 'b', 'c'].map(key), totals }), kept, 60_000, 2);
+    expect((await pages.page(input, 3)).next).toBeNull();
+    const err = await pages.page(input, 2).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ReportError);
+    expect((err as ReportError).code).toBe('report_too_large');
+    expect((err as ReportError).message).toBe(
+      "the what-if lists 3 keys, more than the 2 kept for its pages: ask for a shorter period, or a new limit closer to the plan's",
+    );
   });
 });
 

@@ -3,7 +3,7 @@
 // next page) and its cursor names it. An answer's size is then bounded by the page, not by the plan's keys x hours.
 import { randomBytes } from 'node:crypto';
 import { ReportError, type KeptReports } from './kept-reports.js';
-import { KEPT_ID, REPORT_KEEP_MS, REPORT_ROWS_KEPT } from './report-pages.js';
+import { KEPT_ID, REPORT_KEEP_MS } from './report-pages.js';
 import type { SimulateInput, SimulatedKey, Simulation, SimulationTotals } from './whatif.js';
 
 /** Where the next page of a what-if starts: at `offset` in the kept what-if named `report`. */
@@ -22,6 +22,12 @@ export interface WhatIfPage extends WhatIfHead {
   keys: SimulatedKey[];
   next: string | null;
 }
+
+/**
+ * Keys a what-if may keep for its pages: a listed key with its 10 hours is about 1.2 KB, so some 60 MB of Redis at
+ * most (a usage report's rows are a sixth of that, and keep up to 200,000).
+ */
+export const WHATIF_KEYS_KEPT = 50_000;
 
 export function encodeWhatIfCursor(c: WhatIfCursor): string {
   return Buffer.from(JSON.stringify({ w: c.report, n: c.offset })).toString('base64url');
@@ -47,7 +53,7 @@ export class WhatIfPages {
     private readonly simulate: (input: SimulateInput) => Promise<Simulation>,
     private readonly kept: KeptReports,
     private readonly keepMs: number = REPORT_KEEP_MS,
-    private readonly rowsKept: number = REPORT_ROWS_KEPT,
+    private readonly rowsKept: number = WHATIF_KEYS_KEPT,
   ) {}
 
   async page(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
@@ -70,7 +76,10 @@ export class WhatIfPages {
     const head: WhatIfHead = { input: first, totals: sim.totals };
     if (sim.keys.length <= limit) return { ...head, keys: sim.keys, next: null };
     if (sim.keys.length > this.rowsKept)
-      throw new ReportError('report_too_large', `the what-if lists ${sim.keys.length} keys, more than the ${this.rowsKept} kept for its pages`);
+      throw new ReportError(
+        'report_too_large',
+        `the what-if lists ${sim.keys.length} keys, more than the ${this.rowsKept} kept for its pages: ask for a shorter period, or a new limit closer to the plan's`,
+      );
     const id = randomBytes(16).toString('base64url');
     await this.kept.save(id, { kind: 'whatif', ...head }, sim.keys, this.keepMs);
     return { ...head, keys: sim.keys.slice(0, limit), next: encodeWhatIfCursor({ report: id, offset: limit }) };
