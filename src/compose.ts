@@ -357,6 +357,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
             readsInFlight: REPORT_THREAD_READS_IN_FLIGHT,
             readRest: REPORT_THREAD_READ_REST,
             nice: REPORT_THREAD_NICE,
+            memoryMb: config.usage.reportMemoryMb,
           },
           logger,
         )

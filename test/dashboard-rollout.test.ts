@@ -23,6 +23,7 @@ const PREFIX = 'roll:';
 let redis: TestRedis;
 let up: TestUpstream;
 let gw: RunningGateway;
+let composed: Awaited<ReturnType<typeof composeGateway>>;
 let browser: Browser;
 const ids: Record<string, string> = {};
 
@@ -66,7 +67,7 @@ beforeAll(async () => {
     admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
     plans: { starter: { perMinute: 60, perDay: 1000 }, growth: { perMinute: 600, perDay: 50_000 } },
   });
-  const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
+  const gateway = (composed = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 }));
   gw = await startGateway({ gateway, logger: silentLogger });
   for (const [name, plan, extra] of [
     ['acme-prod', 'starter', {}],
@@ -140,14 +141,18 @@ describe('the Rollout page', () => {
       await page.locator('#whatif-table').waitFor();
       // acme: busiest minute 50, so at least 20; beta: 45, at least 15; gamma: its own 20 a minute keeps it out.
       // delta is on another plan. 35 in all, in two hours.
-      expect(await page.locator('#whatif-summary').innerText()).toBe('2 of 3 keys affected, 2 hours, at least 35 requests refused');
+      // Points, not requests: a request takes its route's cost from a window.
+      expect(await page.locator('#whatif-summary').innerText()).toBe('2 of 3 keys affected, 2 hours, at least 35 points refused');
       const rows = await rowsOf(page, '#whatif-table');
       expect(rows.map((r) => r.slice(0, 5))).toEqual([
-        [ids['acme-prod'], 'acme-prod', '≥ 20', '-', '20'],
-        [ids['beta-app'], 'beta-app', '≥ 15', '-', '15'],
+        [ids['acme-prod'], 'acme-prod', '≥ 20 pts', '-', '20'],
+        [ids['beta-app'], 'beta-app', '≥ 15 pts', '-', '15'],
         [ids['gamma-batch'], 'gamma-batch', 'own limit 20 (unaffected)', '-', '0'],
       ]);
-      expect(rows[0]![5]).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:00 UTC: peak 50, ≥ 20$/);
+      expect(rows[0]![5]).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:00 UTC: peak 50 pts, ≥ 20 pts \(200 requests\)$/);
+      expect(await page.locator('#whatif-table thead').innerText()).toContain('points refused at least');
+      // Every key fits one page: no button for more.
+      expect(await page.locator('#whatif-more').isVisible()).toBe(false);
       expect(await page.locator('#whatif-table').isVisible()).toBe(true);
       await page.screenshot({ path: new URL('rollout.png', SHOTS).pathname, fullPage: true });
 
@@ -163,6 +168,49 @@ describe('the Rollout page', () => {
       await page.locator('#whatif-table').waitFor();
       expect(await overflowsSideways(page)).toBe(false);
       await page.screenshot({ path: new URL('rollout-phone.png', SHOTS).pathname, fullPage: true });
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+
+  it('shows the what-if a page of keys at a time: "More keys" adds the next page to the table', async () => {
+    const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
+    const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+    const more: string[] = [];
+    for (let i = 0; i < 25; i++) more.push((await composed.admin.create({ plan: 'growth', name: `growth-${i}` })).record.id);
+    // Busiest minutes 700 + i: over a new limit of 650, 50 + i points at least; the page holds 20 keys.
+    await store.raisePeaks(
+      more.map((id, i) => ({ id, atMs: hourAgo(4), peak: 700 + i })),
+      8 * DAY_MS,
+    );
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    try {
+      const page = await context.newPage();
+      await page.goto(`${gw.adminUrl}/`);
+      await page.locator('#token').fill(TOKEN);
+      await page.locator('#sign-in-form button').click();
+      await page.locator('#chart-24h').waitFor();
+      await page.locator('[data-nav="rollout"]').click();
+      await page.locator('#whatif-plan').selectOption('growth');
+      await page.locator('#whatif-minute').fill('650');
+      await page.locator('#whatif-form button[type="submit"]').click();
+      await page.locator('#whatif-table').waitFor();
+      expect(await page.locator('#whatif-summary').innerText()).toBe('25 of 26 keys affected, 25 hours, at least 1,550 points refused');
+      let rows = await rowsOf(page, '#whatif-table');
+      expect(rows).toHaveLength(20);
+      expect(rows[0]!.slice(1, 5)).toEqual(['growth-24', '≥ 74 pts', '-', '74']);
+      const button = page.locator('#whatif-more');
+      expect(await button.isVisible()).toBe(true);
+      const box = (await button.boundingBox())!;
+      const table = (await page.locator('#whatif-table').boundingBox())!;
+      // Below the table, where a person reaches the end of the list.
+      expect(box.y).toBeGreaterThanOrEqual(table.y + table.height);
+      await page.screenshot({ path: new URL('rollout-more.png', SHOTS).pathname, fullPage: true });
+      await button.click();
+      await expect.poll(async () => (await rowsOf(page, '#whatif-table')).length).toBe(25);
+      rows = await rowsOf(page, '#whatif-table');
+      expect(rows.map((r) => r[1])).toEqual(Array.from({ length: 25 }, (_, i) => `growth-${24 - i}`));
+      expect(await button.isVisible()).toBe(false);
     } finally {
       await context.close();
     }

@@ -9,7 +9,9 @@ import { KeyAdminError, KeyRecords } from '../src/keys/admin.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
+import { RedisKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { InProcessReports } from '../src/usage/report-runner.js';
+import { decodeWhatIfCursor } from '../src/usage/whatif-pages.js';
 import { ReportThread, type ReportThreadData } from '../src/usage/report-thread.js';
 import { UsageReports } from '../src/usage/reports.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf } from '../src/usage/store.js';
@@ -34,7 +36,15 @@ function threadNices(): number[] {
   });
 }
 
-const data = (): ReportThreadData => ({ redis: { url: redis.url }, prefix: PREFIX, commandTimeoutMs: 5000, readsInFlight: 8, readRest: 1, nice: 19 });
+const data = (): ReportThreadData => ({
+  redis: { url: redis.url },
+  prefix: PREFIX,
+  commandTimeoutMs: 5000,
+  readsInFlight: 8,
+  readRest: 1,
+  nice: 19,
+  memoryMb: 128,
+});
 
 async function until(cond: () => Promise<boolean> | boolean, what: string): Promise<void> {
   for (let i = 0; i < 250; i++) {
@@ -71,7 +81,8 @@ beforeAll(async () => {
   await p.exec();
   conn = connectRedis({ url: redis.url, commandTimeoutMs: 5000, purpose: 'cli' });
   const store = new RedisKeyStore(conn, ks);
-  local = new InProcessReports(new UsageReports(new RedisUsageStore(conn.client, ks), new KeyRecords(store)));
+  // Reports kept for their pages in Redis, as the thread keeps them: a page one computed, the other answers.
+  local = new InProcessReports(new UsageReports(new RedisUsageStore(conn.client, ks), new KeyRecords(store)), new RedisKeptReports(conn.client, ks));
 }, 30_000);
 
 afterAll(async () => {
@@ -105,10 +116,16 @@ describe('the report thread', () => {
         expect(Math.max(...s.buckets.map((x) => x.peakMinute))).toBe(59);
       }
       const input = { plan: 'pro', current: { perMinute: 100, perDay: 10_000 }, perMinute: 40, perDay: 500, fromMs: to - 2 * DAY_MS, toMs: to };
-      const sim = await thread.simulate(input);
-      expect(sim).toEqual(await local.simulate(input));
+      const sim = await thread.simulate(input, 1000);
+      expect(sim).toEqual(await local.simulate(input, 1000));
       expect(sim.totals.keysInPlan).toBe(200);
       expect(sim.totals.keysAffected).toBeGreaterThan(0);
+      // A what-if in pages: the thread's first page, the next from the in-process runner (the kept copy is in Redis).
+      const small = await thread.simulate(input, 5);
+      expect(small.keys).toEqual(sim.keys.slice(0, 5));
+      const more = await local.simulate(decodeWhatIfCursor(small.next!)!, 1000);
+      expect(more.keys).toEqual(sim.keys.slice(5));
+      expect(more.next).toBeNull();
       const routes = [{ method: 'GET' as const, path: '/v1/old', deprecation: '2026-01-01T00:00:00Z', afterSunset: 'gone' as const }];
       const dep = await thread.deprecatedRoutes(to - 2 * DAY_MS, to, routes);
       expect(dep).toEqual(await local.deprecatedRoutes(to - 2 * DAY_MS, to, routes));
@@ -144,6 +161,43 @@ describe('the report thread', () => {
     }
     expect(thread.running).toBe(false);
   }, 60_000);
+
+  it("a report that needs more than the thread's heap (resourceLimits) fails alone with report_out_of_memory; the next report runs", async () => {
+    // Another keyspace: 4,000 keys whose records carry 16 metadata entries of 250 characters (4 KB each), so that a
+    // report that keeps every row (sorted by a figure) holds far more than 24 MB; a sum over keys holds none of them.
+    const big = 'big:';
+    const ks = new Keyspace(big);
+    for (let i = 0; i < 4000; i += 500) {
+      const p = client.pipeline();
+      for (let j = i; j < i + 500; j++) {
+        const id = `key_b${String(j).padStart(5, '0')}`;
+        const metadata = Object.fromEntries(Array.from({ length: 16 }, (_, m) => [`field${m}`, `${j}-${m}-`.padEnd(250, 'x')]));
+        p.set(ks.keyRecord(id), JSON.stringify({ id, plan: 'pro', metadata, createdAt: new Date().toISOString(), status: 'active', hash: id.padEnd(64, '0') }));
+        p.sadd(ks.keyIds(), id);
+      }
+      await p.exec();
+    }
+    const thread = new ReportThread({ ...data(), prefix: big, memoryMb: 24, readRest: 0, readsInFlight: 32 });
+    try {
+      const to = Date.now();
+      // Small enough: the overview's sums read ids only.
+      expect((await thread.summary(to - DAY_MS, to, 'day')).totals.admitted).toBe(0);
+      const err = await thread.page({ fromMs: to - DAY_MS, toMs: to, sort: 'admitted', order: 'desc' }, 10).then(
+        () => 'answered',
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ReportError);
+      expect((err as ReportError).code).toBe('report_out_of_memory');
+      expect((err as ReportError).message).toMatch(/^the usage report needed more than the report thread's 24 MB \(usage\.reportMemoryMb/);
+      // This process goes on, and so does the next report (a new thread).
+      expect(thread.running).toBe(false);
+      expect((await thread.summary(to - DAY_MS, to, 'day')).totals.admitted).toBe(0);
+      expect(thread.running).toBe(true);
+    } finally {
+      await thread.close();
+      await client.eval("for _, k in ipairs(redis.call('KEYS', 'big:*')) do redis.call('DEL', k) end", 0);
+    }
+  }, 120_000);
 
   it('a report in flight when the gateway closes fails as incomplete (503), and nothing is asked of a closed thread', async () => {
     const thread = new ReportThread(data());

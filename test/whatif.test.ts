@@ -8,6 +8,8 @@ import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf, type UsageKind } from '../src/usage/store.js';
 import { dayAdmittedAtMost, minuteTotal } from '../src/usage/whatif.js';
+import { WhatIfPages } from '../src/usage/whatif-pages.js';
+import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
@@ -49,6 +51,8 @@ beforeAll(async () => {
       redis: { url: redis.url, prefix: PREFIX },
       admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
       plans: PLANS,
+      // A route whose requests take 5 points each (the what-if's figures are points).
+      routes: [{ path: '/v1/heavy', cost: 5 }],
       usage: { retentionDays: 7 },
     }),
   );
@@ -111,6 +115,23 @@ describe('the bounds', () => {
   });
 });
 
+describe('what is kept for the pages', () => {
+  it('a what-if listing more keys than are kept for its pages is refused (422 report_too_large), one that fits a page keeps nothing', async () => {
+    const key = (id: string) => ({ id, minute: null, day: null, pointsRefusedAtLeast: 1, hoursAffected: 0, hours: [] });
+    const totals = { keysInPlan: 3, keysAffected: 3, hours: 0, pointsRefusedAtLeast: 3 };
+    const kept = new MemoryKeptReports();
+    const input = { plan: 'free', current: PLANS.free, perMinute: 1, fromMs: 0, toMs: HOUR_MS };
+    const pages = new WhatIfPages(async () => ({ keys: ['a', 'b', 'c'].map(key), totals }), kept, 60_000, 2);
+    expect((await pages.page(input, 3)).next).toBeNull();
+    const err = await pages.page(input, 2).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ReportError);
+    expect((err as ReportError).code).toBe('report_too_large');
+    expect((err as ReportError).message).toBe(
+      "the what-if lists 3 keys, more than the 2 kept for its pages: ask for a shorter period, or a new limit closer to the plan's",
+    );
+  });
+});
+
 describe('POST /plans/simulate', () => {
   it('answers the hand-worked ledger: keys, hours, lower bounds, overrides and totals', async () => {
     const res = await simulate({ plan: 'free', perMinute: 30, perDay: 500, from: FROM, to: TO });
@@ -122,34 +143,39 @@ describe('POST /plans/simulate', () => {
       // them, so at most 2 x 500 admitted, at least 1400 refused. Its own perMinute keeps the minute window.
       {
         id: ids.k2,
-        minute: { limit: 100, override: true, refusedAtLeast: 0 },
-        day: { limit: 500, override: false, refusedAtLeast: 1400 },
-        refusedAtLeast: 1400,
+        minute: { limit: 100, override: true, pointsRefusedAtLeast: 0 },
+        day: { limit: 500, override: false, pointsRefusedAtLeast: 1400 },
+        pointsRefusedAtLeast: 1400,
+        hoursAffected: 0,
         hours: [],
       },
       // Busiest minutes 50, 40 (next hour: maybe the same window, so 20 not 30), 20, and 35 the next day: 20 + 5.
       // 370 offered in the period fit one day window of 500: no day refusal. Refused (30) and banned (5) left out.
       {
         id: ids.k1,
-        minute: { limit: 30, override: false, refusedAtLeast: 25 },
-        day: { limit: 500, override: false, refusedAtLeast: 0 },
-        refusedAtLeast: 25,
+        minute: { limit: 30, override: false, pointsRefusedAtLeast: 25 },
+        day: { limit: 500, override: false, pointsRefusedAtLeast: 0 },
+        pointsRefusedAtLeast: 25,
+        hoursAffected: 3,
         hours: [
-          { start: hour(10), demand: 200, peakMinute: 50, refusedAtLeast: 20 },
-          { start: hour(11), demand: 100, peakMinute: 40, refusedAtLeast: 10 },
-          { start: hour(27), demand: 50, peakMinute: 35, refusedAtLeast: 5 },
+          { start: hour(10), requests: 200, peakMinute: 50, pointsRefusedAtLeast: 20 },
+          { start: hour(11), requests: 100, peakMinute: 40, pointsRefusedAtLeast: 10 },
+          { start: hour(27), requests: 50, peakMinute: 35, pointsRefusedAtLeast: 5 },
         ],
       },
       // Its own perDay keeps the day window; its busiest minute (25) is under 30.
       {
         id: ids.k3,
-        minute: { limit: 30, override: false, refusedAtLeast: 0 },
-        day: { limit: 5000, override: true, refusedAtLeast: 0 },
-        refusedAtLeast: 0,
+        minute: { limit: 30, override: false, pointsRefusedAtLeast: 0 },
+        day: { limit: 5000, override: true, pointsRefusedAtLeast: 0 },
+        pointsRefusedAtLeast: 0,
+        hoursAffected: 0,
         hours: [],
       },
     ]);
-    expect(res.body.totals).toEqual({ keysInPlan: 4, keysAffected: 2, hours: 3, refusedAtLeast: 1425 });
+    expect(res.body.totals).toEqual({ keysInPlan: 4, keysAffected: 2, hours: 3, pointsRefusedAtLeast: 1425 });
+    expect(res.body.unit).toBe('points');
+    expect(res.body.nextCursor).toBeNull();
   });
 
   it('a window not given is not simulated (null); a higher limit refuses nothing', async () => {
@@ -158,17 +184,22 @@ describe('POST /plans/simulate', () => {
     expect(minute.body.simulated).toEqual({ perMinute: 30 });
     expect(minute.body.keys.map((k: { id: string }) => k.id)).toEqual([ids.k1, ids.k2]);
     expect(minute.body.keys[0].day).toBeNull();
-    expect(minute.body.totals).toEqual({ keysInPlan: 4, keysAffected: 1, hours: 3, refusedAtLeast: 25 });
+    expect(minute.body.totals).toEqual({ keysInPlan: 4, keysAffected: 1, hours: 3, pointsRefusedAtLeast: 25 });
     const generous = await simulate({ plan: 'free', perMinute: 600, perDay: 100_000, from: FROM, to: TO });
-    expect(generous.body.totals).toEqual({ keysInPlan: 4, keysAffected: 0, hours: 0, refusedAtLeast: 0 });
+    expect(generous.body.totals).toEqual({ keysInPlan: 4, keysAffected: 0, hours: 0, pointsRefusedAtLeast: 0 });
     // The other plan's key, alone in it.
     const pro = await simulate({ plan: 'pro', perMinute: 60, from: FROM, to: TO });
-    expect(pro.body.keys.map((k: { id: string; refusedAtLeast: number }) => [k.id, k.refusedAtLeast])).toEqual([[ids.k4, 40]]);
+    expect(pro.body.keys.map((k: { id: string; pointsRefusedAtLeast: number }) => [k.id, k.pointsRefusedAtLeast])).toEqual([[ids.k4, 40]]);
   });
 
   it('refuses what it cannot answer with a 400 naming the field, and answers nobody without a token', async () => {
     const bad: Array<[unknown, string]> = [
       [{ plan: 'free' }, 'body'],
+      [{ perMinute: 5 }, 'body.plan'],
+      [{ plan: 'free', perMinute: 5, limit: 0 }, 'body.limit'],
+      [{ plan: 'free', perMinute: 5, limit: 1001 }, 'body.limit'],
+      [{ cursor: 'garbage' }, 'body.cursor'],
+      [{ cursor: 'eyJ3IjoiYWFhYWFhYWFhYWFhYWFhYWFhYWFhYSIsIm4iOjF9', plan: 'free' }, 'body.plan'],
       [{ plan: 'free', perMinute: 0 }, 'body.perMinute'],
       [{ plan: 'free', perMinute: -5 }, 'body.perMinute'],
       [{ plan: 'free', perMinute: 1.5 }, 'body.perMinute'],
@@ -222,19 +253,19 @@ describe('tollgate plans simulate', () => {
       expect(csv.code, csv.stderr).toBe(0);
       const lines = csv.stdout.trimEnd().split('\r\n');
       expect(lines).toEqual([
-        'id,name,hour,peak_minute,demand,minute_refused_at_least,day_refused_at_least,refused_at_least',
-        `${ids.k2},,,,,override 100,1400,1400`,
-        `${ids.k1},,,,,25,0,25`,
-        `${ids.k1},,${new Date(D0 + 10 * HOUR_MS).toISOString()},50,200,20,,`,
-        `${ids.k1},,${new Date(D0 + 11 * HOUR_MS).toISOString()},40,100,10,,`,
-        `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,`,
-        `${ids.k3},,,,,0,override 5000,0`,
+        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,points_refused_at_least,hours_affected',
+        `${ids.k2},,,,,override 100,1400,1400,0`,
+        `${ids.k1},,,,,25,0,25,3`,
+        `${ids.k1},,${new Date(D0 + 10 * HOUR_MS).toISOString()},50,200,20,,,`,
+        `${ids.k1},,${new Date(D0 + 11 * HOUR_MS).toISOString()},40,100,10,,,`,
+        `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,,`,
+        `${ids.k3},,,,,0,override 5000,0,0`,
       ]);
 
       const table = await runCli(args);
       expect(table.code, table.stderr).toBe(0);
       expect(table.stdout).toContain('plan free: perMinute 60 -> 30, perDay 1000 -> 500');
-      expect(table.stdout.trimEnd().split('\n').at(-1)).toBe('2 of 4 keys affected, 3 hours, at least 1425 requests refused');
+      expect(table.stdout.trimEnd().split('\n').at(-1)).toBe('2 of 4 keys affected, 3 hours, at least 1425 points refused');
 
       for (const extra of [[], ['--per-minute', '0'], ['--per-minute', 'abc'], ['--per-day', '-3'], ['--per-day', '5', '--from', 'yesterday']]) {
         const r = await runCli(['plans', 'simulate', '--plan', 'free', ...extra, '--config', file]);
@@ -251,5 +282,87 @@ describe('tollgate plans simulate', () => {
     } finally {
       dir.remove();
     }
+  }, 60_000);
+});
+
+describe('the answer is bounded and says points', () => {
+  it('labels points as points: 52 requests of cost 5 in a minute are 260 points, and a limit of 60 refuses at least 200 points', async () => {
+    const { id, key } = await gw.createKey({ plan: 'pro' });
+    for (let i = 0; i < 52; i++) {
+      const res = await fetch(`${gw.url}/v1/heavy`, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    }
+    const now = Date.now();
+    const body = { plan: 'pro', perMinute: 60, from: new Date(now - 2 * HOUR_MS).toISOString(), to: new Date(now + HOUR_MS).toISOString() };
+    // The busiest minute reaches the ledger with the usage flush, off the request path.
+    await gw.gateway.flushUsage();
+    const res = await simulate(body);
+    expect(res.status, res.text).toBe(200);
+    const mine = res.body.keys.find((k: { id: string }) => k.id === id) as
+      { hours: Array<{ requests: number; peakMinute: number; pointsRefusedAtLeast: number }>; pointsRefusedAtLeast: number } | undefined;
+    expect(mine).toBeDefined();
+    // The hour's whole demand was 52 requests; the minute window held 260 points; 200 points over the new 60.
+    expect(mine!.hours.map((h) => [h.requests, h.peakMinute, h.pointsRefusedAtLeast])).toEqual([[52, 260, 200]]);
+    expect(mine!.pointsRefusedAtLeast).toBe(200);
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', {
+        upstream: { url: up.url },
+        redis: { url: redis.url, prefix: PREFIX },
+        plans: PLANS,
+        usage: { retentionDays: 7 },
+      });
+      const table = await runCli(['plans', 'simulate', '--plan', 'pro', '--per-minute', '60', '--from', body.from, '--to', body.to, '--config', file]);
+      expect(table.code, table.stderr).toBe(0);
+      expect(table.stdout.trimEnd().split('\n').at(-1)).toBe('1 of 2 keys affected, 1 hours, at least 200 points refused');
+      expect(table.stdout).toContain('peak_minute_points');
+      expect(table.stdout).not.toMatch(/requests refused/);
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+
+  it('lists each key with its 10 most refused hours and the count of all, a page of keys at a time by cursor', async () => {
+    // Two days before the period above: 30 busy hours for one key, 12 for another, 1 for a third.
+    const P0 = D0 - 2 * DAY_MS;
+    const k6 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const k7 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const k8 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+    const peaks = [
+      ...Array.from({ length: 30 }, (_, h) => ({ id: k6, atMs: P0 + h * HOUR_MS, peak: 100 + h })),
+      ...Array.from({ length: 12 }, (_, h) => ({ id: k7, atMs: P0 + h * HOUR_MS, peak: 80 })),
+      { id: k8, atMs: P0, peak: 40 },
+    ];
+    await store.raisePeaks(peaks, 8 * DAY_MS);
+    const period = { from: new Date(P0).toISOString(), to: new Date(P0 + 48 * HOUR_MS).toISOString() };
+    const first = await simulate({ plan: 'free', perMinute: 30, ...period, limit: 2 });
+    expect(first.status, first.text).toBe(200);
+    expect(first.body.keys.map((k: { id: string }) => k.id)).toEqual([k6, k7]);
+    const [a, b] = first.body.keys;
+    expect(a.hoursAffected).toBe(30);
+    expect(a.hours).toHaveLength(10);
+    // The most refused first: hours 29 down to 20 (peaks 129 to 120, 99 to 90 points over 30).
+    expect(a.hours.map((h: { start: string; pointsRefusedAtLeast: number }) => [h.start, h.pointsRefusedAtLeast])).toEqual(
+      Array.from({ length: 10 }, (_, i) => [new Date(P0 + (29 - i) * HOUR_MS).toISOString(), 99 - i]),
+    );
+    expect([b.hoursAffected, b.hours.length]).toEqual([12, 10]);
+    expect(first.body.totals).toMatchObject({ keysAffected: 3, hours: 43 });
+    expect(first.body.nextCursor).toEqual(expect.any(String));
+    // The rest by cursor: the same totals, the next keys (the one left, then the key its own perMinute keeps out).
+    const next = await simulate({ cursor: first.body.nextCursor, limit: 2 });
+    expect(next.status, next.text).toBe(200);
+    expect(next.body.keys.map((k: { id: string }) => k.id)).toEqual([k8, ids.k2]);
+    expect(next.body.totals).toEqual(first.body.totals);
+    expect(next.body).toMatchObject({ plan: 'free', ...period, simulated: { perMinute: 30 }, nextCursor: null });
+    // A what-if no longer kept: 410, ask again.
+    const redisClient = redis.client();
+    for (const k of await redisClient.keys(`${PREFIX}report:*`)) await redisClient.del(k);
+    const gone = await simulate({ cursor: first.body.nextCursor });
+    expect(gone.status).toBe(410);
+    expect(gone.body.code).toBe('report_expired');
+    redisClient.disconnect();
+    expect(problems).toEqual([]);
   }, 60_000);
 });

@@ -35,6 +35,9 @@ import {
 import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import type { OverviewCache } from '../usage/overview.js';
 import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
+import { ReportError } from '../usage/kept-reports.js';
+import { decodeWhatIfCursor, type WhatIfCursor } from '../usage/whatif-pages.js';
+import type { SimulateInput } from '../usage/whatif.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
 import { DAY_MS, HOUR_MS } from '../usage/store.js';
@@ -243,9 +246,13 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
           { path: 'query.cursor', message: "belongs to a report with another from, to, sort or order: leave them out or give the first page's" },
         ]);
     }
+    const nonZero = q.nonzero === 'true';
+    if (nonZero && q.sort === 'id') return sendProblems(res, [{ path: 'query.nonzero', message: 'only with a sort by a figure (admitted, rateLimited, ...)' }]);
+    if (at && q.nonzero !== undefined && nonZero !== !!at.nonZero)
+      return sendProblems(res, [{ path: 'query.cursor', message: "belongs to a report with another nonzero: leave it out or give the first page's" }]);
     const p = at ?? periodOf(q, 7 * DAY_MS, res);
     if (!p) return;
-    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order }, q.limit);
+    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order, ...(nonZero ? { nonZero } : {}) }, q.limit);
     res.json({
       ...periodView(page.query),
       sort: page.query.sort,
@@ -304,35 +311,46 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
     res.json({ plans: plansView(runtime) });
   });
 
-  // A read, though a POST: the question has a body. Nothing is changed, so nothing is audited.
+  // A read, though a POST: the question has a body. Nothing is changed, so nothing is audited. The answer is bounded:
+  // totals, the keys most refused (each with its most refused hours), the rest of the keys by cursor.
   app.post('/plans/simulate', async (req, res) => {
     const body = parse(simulateBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    const current = Object.hasOwn(runtime.config.plans, body.plan) ? runtime.config.plans[body.plan] : undefined;
-    if (!current) return sendError(res, 'unknown_plan', `no plan named "${body.plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
-    const p = resolvePeriod(
-      { fromMs: body.from !== undefined ? Date.parse(body.from) : undefined, toMs: body.to !== undefined ? Date.parse(body.to) : undefined },
-      7 * DAY_MS,
-      runtime.config.usage.retentionDays,
-      Date.now(),
-    );
-    if ('problem' in p)
-      return sendProblems(res, [
-        { path: 'body.from', message: p.problem === 'order' ? 'must be before to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)` },
-      ]);
-    const sim = await o.reports.simulate({
-      plan: body.plan,
-      current: { perMinute: current.perMinute, perDay: current.perDay },
-      perMinute: body.perMinute,
-      perDay: body.perDay,
-      ...p,
-    });
+    let first: SimulateInput | WhatIfCursor;
+    if (body.cursor !== undefined) {
+      const at = decodeWhatIfCursor(body.cursor);
+      if (!at) return sendProblems(res, [{ path: 'body.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous answer)' }]);
+      first = at;
+    } else {
+      const plan = body.plan!;
+      const current = Object.hasOwn(runtime.config.plans, plan) ? runtime.config.plans[plan] : undefined;
+      if (!current) return sendError(res, 'unknown_plan', `no plan named "${plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
+      const p = resolvePeriod(
+        { fromMs: body.from !== undefined ? Date.parse(body.from) : undefined, toMs: body.to !== undefined ? Date.parse(body.to) : undefined },
+        7 * DAY_MS,
+        runtime.config.usage.retentionDays,
+        Date.now(),
+      );
+      if ('problem' in p)
+        return sendProblems(res, [
+          {
+            path: 'body.from',
+            message: p.problem === 'order' ? 'must be before to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)`,
+          },
+        ]);
+      first = { plan, current: { perMinute: current.perMinute, perDay: current.perDay }, perMinute: body.perMinute, perDay: body.perDay, ...p };
+    }
+    const page = await o.reports.simulate(first, body.limit);
+    const q = page.input;
     res.json({
-      plan: body.plan,
-      ...periodView(p),
-      current: { perMinute: current.perMinute, perDay: current.perDay },
-      simulated: { ...(body.perMinute !== undefined ? { perMinute: body.perMinute } : {}), ...(body.perDay !== undefined ? { perDay: body.perDay } : {}) },
-      ...sim,
+      plan: q.plan,
+      ...periodView(q),
+      current: q.current,
+      simulated: { ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}), ...(q.perDay !== undefined ? { perDay: q.perDay } : {}) },
+      unit: 'points',
+      totals: page.totals,
+      keys: page.keys,
+      nextCursor: page.next,
     });
   });
 
@@ -426,6 +444,7 @@ function adminErrors(logger: Logger): ErrorRequestHandler {
       return;
     }
     if (err instanceof KeyAdminError) return sendError(res, ADMIN_ERRORS[err.code], err.message);
+    if (err instanceof ReportError) return sendError(res, err.code, err.message);
     const type = (err as { type?: string })?.type;
     if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
     if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${MAX_BODY}.`);

@@ -68,19 +68,38 @@ export const usageQuery = z.strictObject({
   order: z.enum(['asc', 'desc']).default('desc'),
   limit: listKeysQuery.shape.limit,
   cursor: z.string().min(1).optional(),
+  /** Sorted by a figure: only keys whose figure is above 0. */
+  nonzero: z.enum(['true', 'false']).optional(),
 });
 
 export const deprecatedQuery = z.strictObject(period);
 
-/** The what-if: a plan and at least one new value; the period as a report's (from, to: ISO-8601, both optional). */
+/** Keys per page of the what-if: the keys most refused come first. */
+export const WHATIF_PAGE = 100;
+
+/**
+ * The what-if: a plan and at least one new value; the period as a report's (from, to: ISO-8601, both optional); or the
+ * cursor of a previous answer (it carries its question: nothing else but limit). limit: keys per page.
+ */
 export const simulateBody = z
   .strictObject({
-    plan: z.string().min(1).max(200),
+    plan: z.string().min(1).max(200).optional(),
     perMinute: positiveInt.optional(),
     perDay: positiveInt.optional(),
     ...period,
+    limit: z.number().int().min(1).max(MAX_PAGE).default(WHATIF_PAGE),
+    cursor: z.string().min(1).max(200).optional(),
   })
-  .refine((b) => b.perMinute !== undefined || b.perDay !== undefined, 'nothing to simulate: give perMinute, perDay or both');
+  .superRefine((b, ctx) => {
+    if (b.cursor !== undefined) {
+      for (const f of ['plan', 'perMinute', 'perDay', 'from', 'to'] as const)
+        if (b[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: "a cursor carries its what-if's question: leave this out" });
+      return;
+    }
+    if (b.plan === undefined) ctx.addIssue({ code: 'custom', path: ['plan'], message: 'the plan to simulate: required (without a cursor)' });
+    if (b.perMinute === undefined && b.perDay === undefined)
+      ctx.addIssue({ code: 'custom', path: [], message: 'nothing to simulate: give perMinute, perDay or both' });
+  });
 
 export interface Problem {
   path: string;

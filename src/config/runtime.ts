@@ -34,6 +34,8 @@ const RESTART_ONLY_FIELDS = [
   // ledger on, the recorder's counts off) would make the ledger wrong.
   ['usage', 'enabled'],
   ['usage', 'flushIntervalMs'],
+  // The report thread's heap limit is given when the thread is made (from the config read at start-up).
+  ['usage', 'reportMemoryMb'],
   // The log queue's bound belongs to the stream built at start-up.
   ['log', 'maxBufferBytes'],
   // The logs redact text shaped like an issued key by the prefix the logger was built with at start-up.

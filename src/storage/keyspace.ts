@@ -79,6 +79,13 @@ export class Keyspace {
   deprecatedLastSeen(route: string): string {
     return `${this.prefix}depr:{${route}}:last`;
   }
+  /**
+   * List: a report kept for its pages (its head, then its rows), expiring a few minutes after its last page was read.
+   * Its id as hash tag: the list and the copy it is built in share a slot.
+   */
+  keptReport(id: string): string {
+    return `${this.prefix}report:{${id}}`;
+  }
   /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
   strikes(id: string): string {
     return `${this.prefix}strikes:{${id}}`;

@@ -1,35 +1,43 @@
-// GET /usage's pages: a report over every key is computed on its first page and kept, briefly and within a bound on
-// memory, for the pages after it, so that an export of 20,000 keys reads every key's ledger once, not once per page,
-// and every page comes from the same figures (no key twice or missed because counts moved between pages). The cursor
-// names the kept report and carries its query, so a page asked of an instance that does not keep it (another
-// instance behind a load balancer, or after the report was dropped) is still answered: from the report computed again.
+// GET /usage's pages, the same whichever gateway instance answers each one. Sorted by id, a page is a keyset page:
+// its cursor names the last key id it holds and the next page starts after it, so every key present for the whole
+// export is on exactly one page, whatever the figures do meanwhile. Sorted by a figure (admitted, rateLimited, ...),
+// an order that moves with traffic, the first page computes the whole report and keeps it in Redis for a bounded
+// time (kept-reports.ts); its cursor names the kept report, which any instance reads: every page from the same figures.
 import { randomBytes } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import type { KeyTotals, TotalsSort, UsageReports } from './reports.js';
+import { ReportError, type KeptReports } from './kept-reports.js';
 
 export interface ReportQuery {
   fromMs: number;
   toMs: number;
   sort: TotalsSort;
   order: 'asc' | 'desc';
+  /** Sorted by a figure: only the keys whose figure is above 0 (the dashboard's shadow refusals: few, one page). */
+  nonZero?: boolean;
 }
 
-/** Where the next page starts: the report it belongs to (its id and query) and the offset in it. */
-export interface ReportCursor extends ReportQuery {
-  report: string;
-  offset: number;
-}
+/**
+ * Where the next page starts. Sorted by id: after the key id `after`. Sorted by a figure: at `offset` in the kept
+ * report named `report`.
+ */
+export type ReportCursor = ReportQuery & ({ after: string } | { report: string; offset: number });
 
-/** How long a report is kept after its last page was asked. */
+/** How long a report sorted by a figure is kept after its last page was asked. */
 export const REPORT_KEEP_MS = 5 * 60_000;
-/** Rows kept over every report (a row is about 200 bytes: some 40 MB). A report larger than this is not kept. */
+/**
+ * Rows a report sorted by a figure may keep for its pages (a row is about 200 bytes: some 40 MB of Redis at most).
+ * A larger export pages by id, which keeps nothing.
+ */
 export const REPORT_ROWS_KEPT = 200_000;
 
-const SORTS: readonly string[] = ['admitted', 'rateLimited', 'banned', 'id'];
-const REPORT_ID = /^[A-Za-z0-9_-]{22}$/;
+const SORTS: readonly string[] = ['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id'];
+export const KEPT_ID = /^[A-Za-z0-9_-]{22}$/;
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function encodeCursor(c: ReportCursor): string {
-  return Buffer.from(JSON.stringify({ r: c.report, f: c.fromMs, t: c.toMs, s: c.sort, o: c.order, n: c.offset })).toString('base64url');
+  const base = { f: c.fromMs, t: c.toMs, s: c.sort, o: c.order, ...(c.nonZero ? { z: 1 } : {}) };
+  const rest = 'after' in c ? { a: c.after } : { r: c.report, n: c.offset };
+  return Buffer.from(JSON.stringify({ ...base, ...rest })).toString('base64url');
 }
 
 /** The cursor a previous page gave out, or undefined for anything else (a cursor is opaque to clients). */
@@ -41,16 +49,23 @@ export function decodeCursor(text: string): ReportCursor | undefined {
     return undefined;
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const { r, f, t, s, o, n } = v as Record<string, unknown>;
-  if (Object.keys(v).length !== 6 || typeof r !== 'string' || !REPORT_ID.test(r)) return undefined;
-  if (!Number.isSafeInteger(f) || !Number.isSafeInteger(t) || !Number.isSafeInteger(n) || (n as number) < 1) return undefined;
+  const { f, t, s, o, a, r, n, z } = v as Record<string, unknown>;
+  if (!Number.isSafeInteger(f) || !Number.isSafeInteger(t)) return undefined;
   if (typeof s !== 'string' || !SORTS.includes(s) || (o !== 'asc' && o !== 'desc')) return undefined;
-  const c: ReportCursor = { report: r, fromMs: f as number, toMs: t as number, sort: s as TotalsSort, order: o, offset: n as number };
+  const query: ReportQuery = { fromMs: f as number, toMs: t as number, sort: s as TotalsSort, order: o, ...(z === 1 ? { nonZero: true } : {}) };
+  let c: ReportCursor;
+  if (s === 'id') {
+    if (typeof a !== 'string' || !KEY_ID.test(a)) return undefined;
+    c = { ...query, after: a };
+  } else {
+    if (typeof r !== 'string' || !KEPT_ID.test(r) || !Number.isSafeInteger(n) || (n as number) < 1) return undefined;
+    c = { ...query, report: r, offset: n as number };
+  }
   // Only the exact text this API writes: no second spelling of the same cursor.
   return encodeCursor(c) === text ? c : undefined;
 }
 
-/** A page of a report: the report's query, its rows from the offset asked, how many it has, the next page's cursor. */
+/** A page of a report: the report's query, its rows from the cursor on, how many keys it has, the next page's cursor. */
 export interface ReportPage {
   query: ReportQuery;
   keys: KeyTotals[];
@@ -58,43 +73,57 @@ export interface ReportPage {
   next: string | null;
 }
 
-interface Kept {
-  query: ReportQuery;
-  rows: KeyTotals[];
-}
-
 export class ReportPages {
-  private readonly kept = new LRUCache<string, Kept>({
-    maxSize: REPORT_ROWS_KEPT,
-    sizeCalculation: (k) => Math.max(1, k.rows.length),
-    ttl: REPORT_KEEP_MS,
-    updateAgeOnGet: true,
-  });
+  constructor(
+    private readonly reports: Pick<UsageReports, 'report' | 'idPage'>,
+    private readonly kept: KeptReports,
+    private readonly keepMs: number = REPORT_KEEP_MS,
+    private readonly rowsKept: number = REPORT_ROWS_KEPT,
+  ) {}
 
-  constructor(private readonly reports: Pick<UsageReports, 'report'>) {}
-
-  /**
-   * A page of the report: the first (no cursor) computes it and keeps it; a cursor's page comes from the kept report,
-   * or from the cursor's query computed again (and kept under the cursor's report id) where it is not kept here.
-   */
   async page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage> {
-    const at = 'report' in first ? first : undefined;
-    // A report too large for the bound is not kept: its pages are each computed again (still complete and in order).
-    const id = at?.report ?? randomBytes(16).toString('base64url');
-    let kept = this.kept.get(id);
-    if (!kept || !sameQuery(kept.query, first)) {
-      const query: ReportQuery = { fromMs: first.fromMs, toMs: first.toMs, sort: first.sort, order: first.order };
-      kept = { query, rows: await this.reports.report(query.fromMs, query.toMs, query.sort, query.order) };
-      this.kept.set(id, kept);
+    const query: ReportQuery = {
+      fromMs: first.fromMs,
+      toMs: first.toMs,
+      sort: first.sort,
+      order: first.order,
+      ...(first.nonZero && first.sort !== 'id' ? { nonZero: true } : {}),
+    };
+    if (query.sort === 'id') {
+      const after = 'after' in first ? first.after : undefined;
+      const p = await this.reports.idPage(query.fromMs, query.toMs, query.order, after, limit);
+      const last = p.keys[p.keys.length - 1];
+      return { query, keys: p.keys, total: p.total, next: p.more && last ? encodeCursor({ ...query, after: last.id }) : null };
     }
-    const offset = at?.offset ?? 0;
-    const keys = kept.rows.slice(offset, offset + limit);
-    const end = offset + keys.length;
-    const next = end < kept.rows.length ? encodeCursor({ ...kept.query, report: id, offset: end }) : null;
-    return { query: kept.query, keys, total: kept.rows.length, next };
+    if ('report' in first) {
+      const got = await this.kept.read<ReportQuery, KeyTotals>(first.report, first.offset, limit, this.keepMs);
+      if (!got || !sameQuery(got.head, query)) throw expired();
+      const end = first.offset + got.rows.length;
+      return { query, keys: got.rows, total: got.total, next: end < got.total ? encodeCursor({ ...query, report: first.report, offset: end }) : null };
+    }
+    const all = await this.reports.report(query.fromMs, query.toMs, query.sort, query.order);
+    const sort = query.sort;
+    const rows = query.nonZero ? all.filter((r) => r[sort] > 0) : all;
+    if (rows.length <= limit) return { query, keys: rows, total: rows.length, next: null };
+    if (rows.length > this.rowsKept)
+      throw new ReportError(
+        'report_too_large',
+        `a report sorted by ${query.sort} is kept for its pages up to ${this.rowsKept} keys, and this one has ${rows.length}: page it by id (sort=id), which keeps nothing`,
+      );
+    const id = randomBytes(16).toString('base64url');
+    await this.kept.save(id, query, rows, this.keepMs);
+    return { query, keys: rows.slice(0, limit), total: rows.length, next: encodeCursor({ ...query, report: id, offset: limit }) };
   }
 }
 
+/** The error for a cursor whose kept report is gone (kept REPORT_KEEP_MS after its last page was asked). */
+export function expired(): ReportError {
+  return new ReportError(
+    'report_expired',
+    `the report this cursor names is no longer kept (reports sorted by a figure are kept ${REPORT_KEEP_MS / 60_000} minutes after their last page was asked): ask for the first page again`,
+  );
+}
+
 function sameQuery(a: ReportQuery, b: ReportQuery): boolean {
-  return a.fromMs === b.fromMs && a.toMs === b.toMs && a.sort === b.sort && a.order === b.order;
+  return a.fromMs === b.fromMs && a.toMs === b.toMs && a.sort === b.sort && a.order === b.order && !!a.nonZero === !!b.nonZero;
 }

@@ -4,27 +4,34 @@
 // serves the request path.
 import type { Granularity, DeprecatableRoute, DeprecatedRouteReport, UsageBucket, UsageCounts, UsageReports } from './reports.js';
 import { ReportPages, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
-import type { SimulateInput, Simulation } from './whatif.js';
+import { MemoryKeptReports, type KeptReports } from './kept-reports.js';
+import type { SimulateInput } from './whatif.js';
+import { WhatIfPages, type WhatIfCursor, type WhatIfPage } from './whatif-pages.js';
 
 export interface ReportRunner {
   /** A page of GET /usage (report-pages.ts). */
   page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage>;
   /** Every key's counts added up, by hour or day (the overview; cached by overview.ts). */
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }>;
-  /** The what-if of a plan's new limits. */
-  simulate(input: SimulateInput): Promise<Simulation>;
+  /** A page of the what-if of a plan's new limits (whatif-pages.ts). */
+  simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage>;
   /** The routes given that have a deprecation, with the keys that called them. */
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]>;
   /** Releases what it holds (the thread and its Redis connection). */
   close(): Promise<void>;
 }
 
-/** Reports on this process's event loop. */
+/** Reports on this process's event loop; reports kept for their pages in `kept` (Redis on the report thread). */
 export class InProcessReports implements ReportRunner {
   private readonly pages: ReportPages;
+  private readonly whatIf: WhatIfPages;
 
-  constructor(private readonly reports: UsageReports) {
-    this.pages = new ReportPages(reports);
+  constructor(
+    private readonly reports: UsageReports,
+    kept: KeptReports = new MemoryKeptReports(),
+  ) {
+    this.pages = new ReportPages(reports, kept);
+    this.whatIf = new WhatIfPages((input) => reports.simulate(input), kept);
   }
 
   page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage> {
@@ -35,8 +42,8 @@ export class InProcessReports implements ReportRunner {
     return this.reports.summary(fromMs, toMs, granularity);
   }
 
-  simulate(input: SimulateInput): Promise<Simulation> {
-    return this.reports.simulate(input);
+  simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
+    return this.whatIf.page(first, limit);
   }
 
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {

@@ -3,18 +3,21 @@
 // would sit in front of every request arriving meanwhile. The thread holds its own Redis connection (same topology,
 // credentials and TLS; the admin timeout; named tollgate-reports), keeps few reads in flight so that a limit check
 // never queues behind many of its scripts in Redis, and runs at the lowest CPU priority. It starts with the first
-// report and ends once idle for as long as it keeps a report's pages; a thread that dies fails the reports it was
-// running (503, nothing partial) and the next report starts a new one.
+// report and ends once idle for 5 minutes; a thread that dies fails the reports it was
+// running (503, nothing partial) and the next report starts a new one. Its heap is bounded (usage.reportMemoryMb,
+// resourceLimits): a report that needs more ends the thread alone, and fails with report_out_of_memory.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { incomplete, KeyAdminError, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { RedisTopology } from '../storage/redis.js';
-import { REPORT_KEEP_MS, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
+import { type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
 import type { ReportRunner } from './report-runner.js';
 import type { DeprecatableRoute, DeprecatedRouteReport, Granularity, UsageBucket, UsageCounts } from './reports.js';
-import type { SimulateInput, Simulation } from './whatif.js';
+import { ReportError, type ReportErrorCode } from './kept-reports.js';
+import type { SimulateInput } from './whatif.js';
+import type { WhatIfCursor, WhatIfPage } from './whatif-pages.js';
 
 /** What the thread is started with. */
 export interface ReportThreadData {
@@ -25,15 +28,21 @@ export interface ReportThreadData {
   /** How long each read keeps its place once answered, in times its own duration (pacedReadLimit). */
   readRest: number;
   nice: number;
+  /**
+   * The thread's heap (V8's old generation), in MB: a report that needs more fails alone (503 report_out_of_memory),
+   * never the gateway. Reports running at once share it.
+   */
+  memoryMb: number;
 }
 
 export type ReportCall =
   | { op: 'page'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'summary'; fromMs: number; toMs: number; granularity: Granularity }
-  | { op: 'simulate'; input: SimulateInput }
+  | { op: 'simulate'; first: SimulateInput | WhatIfCursor; limit: number }
   | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[] };
 
-export type ReportReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: { message: string; code?: KeyAdminErrorCode } };
+export type ReportReply =
+  { id: number; ok: true; value: unknown } | { id: number; ok: false; error: { message: string; code?: KeyAdminErrorCode; reportCode?: ReportErrorCode } };
 
 /**
  * Reads the thread keeps in flight: a limit check arriving at Redis waits behind at most this many summing scripts
@@ -48,8 +57,10 @@ export const REPORT_THREAD_READS_IN_FLIGHT = 8;
 export const REPORT_THREAD_READ_REST = 1;
 /** The thread's nice value: the lowest CPU priority. */
 export const REPORT_THREAD_NICE = 19;
-/** How long the thread stays once idle: as long as it keeps a report's pages for the next page to be asked. */
-export const REPORT_THREAD_IDLE_MS = REPORT_KEEP_MS;
+/** The thread's young generation, in MB: its heap is at most usage.reportMemoryMb plus this. */
+export const REPORT_THREAD_YOUNG_MB = 16;
+/** How long the thread stays once idle (its Redis connection with it): an export's next page is usually asked sooner. */
+export const REPORT_THREAD_IDLE_MS = 5 * 60_000;
 
 /**
  * The thread's code: beside this file once built. Run from the sources (the test runner compiles .ts files in its
@@ -89,8 +100,8 @@ export class ReportThread implements ReportRunner {
     return this.call('the usage summary', { op: 'summary', fromMs, toMs, granularity });
   }
 
-  simulate(input: SimulateInput): Promise<Simulation> {
-    return this.call('the what-if', { op: 'simulate', input });
+  simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
+    return this.call('the what-if', { op: 'simulate', first, limit });
   }
 
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
@@ -133,7 +144,12 @@ export class ReportThread implements ReportRunner {
     if (this.worker) return this.worker;
     const file = workerFile();
     if (!existsSync(file)) throw new Error(`the report thread's code is missing (${file}): build the gateway first`);
-    const w = new Worker(file, { workerData: this.data, name: 'tollgate-reports' });
+    const w = new Worker(file, {
+      workerData: this.data,
+      name: 'tollgate-reports',
+      // V8 ends the thread (not the process) when its heap is full: see stopped().
+      resourceLimits: { maxOldGenerationSizeMb: this.data.memoryMb, maxYoungGenerationSizeMb: REPORT_THREAD_YOUNG_MB },
+    });
     // An idle thread does not keep the process alive; a report in flight keeps its admin request, and so the server.
     w.unref();
     w.on('message', (m: ReportReply | { ready: true; niced: boolean }) => {
@@ -151,7 +167,14 @@ export class ReportThread implements ReportRunner {
     if (!p) return;
     this.pending.delete(m.id);
     if (m.ok) p.resolve(m.value);
-    else p.reject(m.error.code !== undefined ? new KeyAdminError(m.error.code, m.error.message) : new Error(m.error.message));
+    else
+      p.reject(
+        m.error.reportCode !== undefined
+          ? new ReportError(m.error.reportCode, m.error.message)
+          : m.error.code !== undefined
+            ? new KeyAdminError(m.error.code, m.error.message)
+            : new Error(m.error.message),
+      );
     if (this.pending.size === 0) {
       clearTimeout(this.idle);
       this.idle = setTimeout(() => this.stopIdle(), this.idleMs);
@@ -163,8 +186,18 @@ export class ReportThread implements ReportRunner {
   private stopped(w: Worker, err: Error): void {
     if (this.worker !== w) return;
     this.worker = undefined;
-    if (this.pending.size > 0) this.logger?.error({ err }, 'report thread stopped while running reports: they fail (503)');
-    this.failPending(err);
+    const outOfMemory = (err as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
+    if (this.pending.size > 0)
+      this.logger?.error({ err, outOfMemory, memoryMb: this.data.memoryMb }, 'report thread stopped while running reports: they fail (503)');
+    if (!outOfMemory) return this.failPending(err);
+    for (const p of this.pending.values())
+      p.reject(
+        new ReportError(
+          'report_out_of_memory',
+          `${p.what} needed more than the report thread's ${this.data.memoryMb} MB (usage.reportMemoryMb; reports running at once share it) and was stopped, nothing partial returned: ask for a shorter period, or raise usage.reportMemoryMb and the container's memory limit with it`,
+        ),
+      );
+    this.pending.clear();
   }
 
   private failPending(err: Error): void {

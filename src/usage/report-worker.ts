@@ -1,6 +1,6 @@
-// The report thread's own code (started by report-thread.ts): its own Redis connection, the reports over every key,
-// and the pages of GET /usage kept here, so that none of a report's work (thousands of replies read, records parsed,
-// rows sorted) runs on the event loop that serves the request path. The thread asks the kernel for the lowest CPU
+// The report thread's own code (started by report-thread.ts): its own Redis connection and the reports over every key
+// (those kept for their pages are kept in Redis, for any instance to read), so that none of a report's work
+// (thousands of replies read, records parsed, rows sorted) runs on the event loop that serves the request path. The thread asks the kernel for the lowest CPU
 // priority: on a busy machine the request path, and Redis answering it, go first.
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
@@ -10,6 +10,7 @@ import { RedisKeyStore } from '../keys/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { pacedReadLimit } from '../storage/read-limit.js';
 import { connectRedis } from '../storage/redis.js';
+import { RedisKeptReports, ReportError } from './kept-reports.js';
 import { InProcessReports } from './report-runner.js';
 import { UsageReports } from './reports.js';
 import { RedisUsageStore } from './store.js';
@@ -36,6 +37,8 @@ const keyspace = new Keyspace(data.prefix);
 const reads = pacedReadLimit(data.readsInFlight, data.readRest);
 const reports = new InProcessReports(
   new UsageReports(new RedisUsageStore(connection.client, keyspace, reads), new KeyRecords(new RedisKeyStore(connection, keyspace), reads)),
+  // Reports kept for their pages live in Redis: the next page may be asked of another instance.
+  new RedisKeptReports(connection.client, keyspace),
 );
 
 async function answer(call: ReportCall): Promise<unknown> {
@@ -45,7 +48,7 @@ async function answer(call: ReportCall): Promise<unknown> {
     case 'summary':
       return reports.summary(call.fromMs, call.toMs, call.granularity);
     case 'simulate':
-      return reports.simulate(call.input);
+      return reports.simulate(call.first, call.limit);
     case 'deprecatedRoutes':
       return reports.deprecatedRoutes(call.fromMs, call.toMs, call.routes);
   }
@@ -65,6 +68,7 @@ port.on('message', (msg: { id: number; call: ReportCall } | 'close') => {
         error: {
           message: err instanceof Error ? err.message : String(err),
           ...(err instanceof KeyAdminError ? { code: err.code } : {}),
+          ...(err instanceof ReportError ? { reportCode: err.code } : {}),
         },
       } satisfies ReportReply),
   );

@@ -201,6 +201,48 @@ export class UsageReports {
     return all;
   }
 
+  /**
+   * A page of every key's totals in [fromMs, toMs) in key id order: the first `limit` keys after the id `after` (before
+   * it, descending), each key's ledger read for this page only. A keyset page: a key present for the whole export is
+   * on exactly one page, whatever the figures or the other keys do meanwhile, and whichever instance answers. `total`
+   * is how many keys there are now; `more` whether keys follow the page's last. Complete or failing.
+   */
+  async idPage(
+    fromMs: number,
+    toMs: number,
+    order: 'asc' | 'desc',
+    after: string | undefined,
+    limit: number,
+  ): Promise<{ keys: KeyTotals[]; total: number; more: boolean }> {
+    const what = 'the usage report';
+    const ids: string[] = [];
+    for await (const batch of this.keys.ids(what)) ids.push(...batch);
+    ids.sort();
+    if (order === 'desc') ids.reverse();
+    const beyond = (id: string): boolean => after === undefined || (order === 'asc' ? id > after : id < after);
+    let i = ids.findIndex(beyond);
+    if (i < 0) i = ids.length;
+    const span = spanOf(bucketStart(fromMs, 'hour'), toMs);
+    const keys: KeyTotals[] = [];
+    // A key deleted since the id set was read is skipped, and the page filled from the ids after it.
+    while (i < ids.length && keys.length < limit) {
+      const batch = ids.slice(i, i + (limit - keys.length));
+      i += batch.length;
+      const rows = await Promise.all(
+        batch.map(async (id) => {
+          const [k, sums] = await Promise.all([this.keys.get(id), this.store.sums(id, span, 'total')]);
+          if (!k) return undefined;
+          const { peakMinute: _peak, ...counts } = sums[0]!;
+          return { id: k.id, ...namesOf(k), plan: k.plan, ...counts } satisfies KeyTotals;
+        }),
+      ).catch((err: unknown) => {
+        throw incomplete(what, err);
+      });
+      for (const r of rows) if (r) keys.push(r);
+    }
+    return { keys, total: ids.length, more: i < ids.length };
+  }
+
   /** One page of report() (the CLI asks for all of it). */
   async totals(
     fromMs: number,

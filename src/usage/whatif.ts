@@ -1,7 +1,9 @@
 // The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay values would have
-// refused over a past period, in which hours, and at least how many requests. Read from the usage ledger only (per key
-// and hour: admitted, upstreamFailed, shadowRefused, peakMinute), so every figure is a lower bound that holds whatever
-// happened inside an hour; docs/keys-and-limits.md ("What if") explains each bound and why it never overstates.
+// refused over a past period, in which hours, and at least how many points (a request takes its route's cost from a
+// window: 1 by default). Read from the usage ledger only (per key and hour: admitted, upstreamFailed, peakMinute), so
+// every figure is a lower bound that holds whatever happened inside an hour; docs/keys-and-limits.md ("What if")
+// explains each bound and why it never overstates. The answer is bounded: totals, then the keys most refused, each
+// with its most refused hours (TOP_HOURS), the rest of the keys paged (whatif-pages.ts).
 import type { KeyRecord } from '../keys/types.js';
 import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
 
@@ -21,17 +23,22 @@ export interface WindowOutcome {
   limit: number;
   /** The key has its own value for this window: the plan's new value does not apply to it (nothing refused). */
   override: boolean;
-  refusedAtLeast: number;
+  /** Points: what the window would have refused at least (a request refused takes back its cost in points). */
+  pointsRefusedAtLeast: number;
 }
 
 export interface SimulatedHour {
   start: string;
-  /** Requests offered in the hour: admitted + upstreamFailed + shadowRefused. */
-  demand: number;
+  /** Requests that went through in the hour (admitted, those the upstream then failed included): a count of requests. */
+  requests: number;
+  /** Points: the highest count the key's minute window reached in the hour (a request counts its route's cost). */
   peakMinute: number;
-  /** At least this many refused by the new minute limit in the hour's busiest minute window. */
-  refusedAtLeast: number;
+  /** Points: at least this many refused by the new minute limit in the hour's busiest minute window. */
+  pointsRefusedAtLeast: number;
 }
+
+/** Hours listed per key: its most refused (a key refused all week would otherwise list 168). */
+export const TOP_HOURS = 10;
 
 export interface SimulatedKey {
   id: string;
@@ -40,16 +47,26 @@ export interface SimulatedKey {
   /** null: the window was not simulated. */
   minute: WindowOutcome | null;
   day: WindowOutcome | null;
-  /** At least this many of the key's requests refused under the new values (the larger of the two windows'). */
-  refusedAtLeast: number;
-  /** Hours whose busiest minute the new minute limit would have refused in, oldest first. */
+  /** Points: at least this many of the key's refused under the new values (the larger of the two windows'). */
+  pointsRefusedAtLeast: number;
+  /** How many hours the new minute limit would have refused in (all of them, listed or not). */
+  hoursAffected: number;
+  /** The TOP_HOURS of them with the most points refused, most first (oldest first on a tie). */
   hours: SimulatedHour[];
 }
 
+export interface SimulationTotals {
+  keysInPlan: number;
+  keysAffected: number;
+  /** Hours refused in, over every key. */
+  hours: number;
+  pointsRefusedAtLeast: number;
+}
+
 export interface Simulation {
-  /** Keys affected (refusedAtLeast > 0), most refused first, then keys an override kept out, by id. */
+  /** Keys affected (pointsRefusedAtLeast > 0), most refused first, then keys an override kept out, by id. */
   keys: SimulatedKey[];
-  totals: { keysInPlan: number; keysAffected: number; hours: number; refusedAtLeast: number };
+  totals: SimulationTotals;
 }
 
 /**
@@ -111,22 +128,24 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
   let minute: WindowOutcome | null = null;
   const hours: SimulatedHour[] = [];
   if (input.perMinute !== undefined) {
-    if (k.perMinute !== undefined) minute = { limit: k.perMinute, override: true, refusedAtLeast: 0 };
+    if (k.perMinute !== undefined) minute = { limit: k.perMinute, override: true, pointsRefusedAtLeast: 0 };
     else {
       const L = input.perMinute;
       const x = peaks.map((m) => Math.max(0, m - L));
       x.forEach((v, i) => {
-        if (v > 0) hours.push({ start: new Date((first + i) * HOUR_MS).toISOString(), demand: demand[i]!, peakMinute: peaks[i]!, refusedAtLeast: v });
+        if (v > 0) hours.push({ start: new Date((first + i) * HOUR_MS).toISOString(), requests: demand[i]!, peakMinute: peaks[i]!, pointsRefusedAtLeast: v });
       });
-      minute = { limit: L, override: false, refusedAtLeast: minuteTotal(x) };
+      minute = { limit: L, override: false, pointsRefusedAtLeast: minuteTotal(x) };
     }
   }
   let day: WindowOutcome | null = null;
   if (input.perDay !== undefined) {
-    if (k.perDay !== undefined) day = { limit: k.perDay, override: true, refusedAtLeast: 0 };
+    if (k.perDay !== undefined) day = { limit: k.perDay, override: true, pointsRefusedAtLeast: 0 };
     else {
+      // Demand in requests against a limit in points: each request takes at least 1 point, so a window of D points
+      // admits at most D requests, and each request refused is at least 1 point refused: a lower bound in both units.
       const total = demand.reduce((s, v) => s + v, 0);
-      day = { limit: input.perDay, override: false, refusedAtLeast: Math.max(0, total - dayAdmittedAtMost(demand, input.perDay)) };
+      day = { limit: input.perDay, override: false, pointsRefusedAtLeast: Math.max(0, total - dayAdmittedAtMost(demand, input.perDay)) };
     }
   }
   return {
@@ -136,9 +155,19 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
     minute,
     day,
     // One request may be refused by both windows: the two bounds are not added.
-    refusedAtLeast: Math.max(minute?.refusedAtLeast ?? 0, day?.refusedAtLeast ?? 0),
-    hours,
+    pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0),
+    hoursAffected: hours.length,
+    hours: topHours(hours),
   };
+}
+
+/** The TOP_HOURS hours with the most points refused, most first, the earlier first on a tie. */
+function topHours(hours: SimulatedHour[]): SimulatedHour[] {
+  return hours
+    .map((h, i) => ({ h, i }))
+    .sort((a, b) => b.h.pointsRefusedAtLeast - a.h.pointsRefusedAtLeast || a.i - b.i)
+    .slice(0, TOP_HOURS)
+    .map((x) => x.h);
 }
 
 /**
@@ -156,18 +185,18 @@ export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[
     const perKey = await Promise.all(mine.map((k) => store.days(k.id, days)));
     mine.forEach((k, i) => {
       const s = simulateKey(k, new Map(days.map((d, j) => [d, perKey[i]![j]!])), input);
-      if (s.refusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
+      if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
     });
   }
-  listed.sort((x, y) => y.refusedAtLeast - x.refusedAtLeast || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
-  const affected = listed.filter((s) => s.refusedAtLeast > 0);
+  listed.sort((x, y) => y.pointsRefusedAtLeast - x.pointsRefusedAtLeast || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  const affected = listed.filter((s) => s.pointsRefusedAtLeast > 0);
   return {
     keys: listed,
     totals: {
       keysInPlan: inPlan,
       keysAffected: affected.length,
-      hours: affected.reduce((n, s) => n + s.hours.length, 0),
-      refusedAtLeast: affected.reduce((n, s) => n + s.refusedAtLeast, 0),
+      hours: affected.reduce((n, s) => n + s.hoursAffected, 0),
+      pointsRefusedAtLeast: affected.reduce((n, s) => n + s.pointsRefusedAtLeast, 0),
     },
   };
 }

@@ -565,29 +565,78 @@ async function deprecatedView() {
   );
 }
 
-/** Keys with shadow refusals in the period (GET /usage sorted by shadowRefused), by id. */
+/**
+ * Keys with shadow refusals in the period (GET /usage sorted by shadowRefused, only keys above 0: usually one page, so
+ * no report is kept for pages that are never asked), by id.
+ */
 async function shadowRefusals(fromMs) {
-  const r = await api(`/usage?sort=shadowRefused&limit=1000&from=${encodeURIComponent(iso(fromMs))}`);
+  const r = await api(`/usage?sort=shadowRefused&nonzero=true&limit=1000&from=${encodeURIComponent(iso(fromMs))}`);
   return new Map(r.keys.filter((k) => k.shadowRefused > 0).map((k) => [k.id, k]));
 }
 
-/** A simulated window's cell: not simulated, kept by the key's own limit, or its lower bound. */
+/** A simulated window's cell: not simulated, kept by the key's own limit, or its lower bound in points. */
 function windowCell(w) {
   if (w === null) return '-';
   if (w.override) return `own limit ${fmt(w.limit)} (unaffected)`;
-  return w.refusedAtLeast > 0 ? `≥ ${fmt(w.refusedAtLeast)}` : '0';
+  return w.pointsRefusedAtLeast > 0 ? `≥ ${fmt(w.pointsRefusedAtLeast)} pts` : '0';
 }
 
-/** The what-if's answer: its totals, then one row per key listed. */
+/** Keys per page of the what-if: the most refused first, the rest a page at a time ("More keys"). */
+const WHATIF_PAGE = 20;
+
+/** One row per key of a what-if page. */
+function whatIfRows(keys) {
+  const hourText = (x) =>
+    `${x.start.slice(0, 13).replace('T', ' ')}:00 UTC: peak ${fmt(x.peakMinute)} pts, ≥ ${fmt(x.pointsRefusedAtLeast)} pts (${fmt(x.requests)} requests)`;
+  return keys.map((k) =>
+    h(
+      'tr',
+      {},
+      h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
+      h('td', { class: 'key-name' }, k.name || '-'),
+      h('td', {}, windowCell(k.minute)),
+      h('td', {}, windowCell(k.day)),
+      h('td', {}, fmt(k.pointsRefusedAtLeast)),
+      h(
+        'td',
+        { class: 'hours' },
+        k.hours.length === 0 ? '-' : k.hours.slice(0, 3).map(hourText).join('; ') + (k.hoursAffected > 3 ? ` (+${fmt(k.hoursAffected - 3)} hours)` : ''),
+      ),
+    ),
+  );
+}
+
+/**
+ * The what-if's answer: its totals, then one row per key listed, most refused first; further keys a page at a time
+ * (the answer's cursor), appended to the table. Figures are points: a request takes its route's cost from a window.
+ */
 function whatIfResult(r) {
   const t = r.totals;
-  const hourText = (x) => `${x.start.slice(0, 13).replace('T', ' ')}:00 UTC: peak ${fmt(x.peakMinute)}, ≥ ${fmt(x.refusedAtLeast)}`;
+  const body = h('tbody', {}, whatIfRows(r.keys));
+  let next = r.nextCursor;
+  const more = h('button', { type: 'button', id: 'whatif-more' }, 'More keys');
+  more.hidden = !next;
+  more.addEventListener('click', async () => {
+    more.disabled = true;
+    try {
+      const page = await api('/plans/simulate', { method: 'POST', body: { cursor: next, limit: WHATIF_PAGE } });
+      body.append(...whatIfRows(page.keys));
+      next = page.nextCursor;
+      more.hidden = !next;
+    } catch (err) {
+      if (err instanceof Unauthorized) return showSignIn();
+      more.replaceWith(h('p', { class: 'error', role: 'alert' }, err.message));
+    } finally {
+      more.disabled = false;
+    }
+  });
   return [
     h(
       'p',
       { id: 'whatif-summary' },
-      `${fmt(t.keysAffected)} of ${fmt(t.keysInPlan)} keys affected, ${fmt(t.hours)} hours, at least ${fmt(t.refusedAtLeast)} requests refused`,
+      `${fmt(t.keysAffected)} of ${fmt(t.keysInPlan)} keys affected, ${fmt(t.hours)} hours, at least ${fmt(t.pointsRefusedAtLeast)} points refused`,
     ),
+    h('p', { class: 'muted' }, 'Points: a request takes its route’s cost (1 by default) from each window.'),
     r.keys.length === 0
       ? null
       : h(
@@ -603,31 +652,13 @@ function whatIfResult(r) {
               h('th', {}, 'name'),
               h('th', {}, 'minute'),
               h('th', {}, 'day'),
-              h('th', {}, 'refused at least'),
-              h('th', {}, 'busiest hours'),
+              h('th', {}, 'points refused at least'),
+              h('th', {}, 'most refused hours'),
             ),
           ),
-          h(
-            'tbody',
-            {},
-            r.keys.map((k) =>
-              h(
-                'tr',
-                {},
-                h('td', {}, h('a', { href: `#/keys/${encodeURIComponent(k.id)}` }, k.id)),
-                h('td', { class: 'key-name' }, k.name || '-'),
-                h('td', {}, windowCell(k.minute)),
-                h('td', {}, windowCell(k.day)),
-                h('td', {}, fmt(k.refusedAtLeast)),
-                h(
-                  'td',
-                  { class: 'hours' },
-                  k.hours.length === 0 ? '-' : k.hours.slice(0, 3).map(hourText).join('; ') + (k.hours.length > 3 ? ` (+${k.hours.length - 3})` : ''),
-                ),
-              ),
-            ),
-          ),
+          body,
         ),
+    r.keys.length === 0 ? null : h('div', { class: 'actions' }, more),
   ];
 }
 
@@ -646,9 +677,9 @@ async function rolloutView() {
       { id: 'whatif-plan', name: 'plan' },
       plans.plans.map((p) => h('option', { value: p.name }, `${p.name} (${fmt(p.perMinute)}/min, ${fmt(p.perDay)}/day)`)),
     ),
-    h('label', { for: 'whatif-minute' }, 'per minute'),
+    h('label', { for: 'whatif-minute' }, 'points per minute'),
     h('input', { id: 'whatif-minute', name: 'perMinute', type: 'number', min: 1, step: 1, inputmode: 'numeric' }),
-    h('label', { for: 'whatif-day' }, 'per day'),
+    h('label', { for: 'whatif-day' }, 'points per day'),
     h('input', { id: 'whatif-day', name: 'perDay', type: 'number', min: 1, step: 1, inputmode: 'numeric' }),
     h('label', { for: 'whatif-days' }, 'over the last'),
     h('select', { id: 'whatif-days', name: 'days' }, h('option', { value: 1 }, '24 hours'), h('option', { value: 7, selected: true }, '7 days')),
@@ -656,7 +687,7 @@ async function rolloutView() {
   );
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
-    const body = { plan: form.plan.value, from: iso(Date.now() - Number(form.days.value) * 86_400_000) };
+    const body = { plan: form.plan.value, from: iso(Date.now() - Number(form.days.value) * 86_400_000), limit: WHATIF_PAGE };
     if (form.perMinute.value) body.perMinute = Number(form.perMinute.value);
     if (form.perDay.value) body.perDay = Number(form.perDay.value);
     result.replaceChildren(h('p', { class: 'muted' }, 'Reading the usage ledger…'));
