@@ -14,6 +14,7 @@ export const ERRORS = {
   not_found: { status: 404, message: 'No such route or resource.' },
   key_revoked: { status: 409, message: 'The key is revoked; create a new key instead.' },
   invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },
+  request_timeout: { status: 408, message: 'The request body stopped arriving.' },
   gone: { status: 410, message: 'This route has passed its sunset date and is no longer served.' },
   payload_too_large: { status: 413, message: 'The request body is larger than this gateway accepts.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
