@@ -100,7 +100,11 @@ export class UpstreamTry {
   abort(failure: TryFailure): void {
     if (this.settled) return;
     this.abortedAs = failure;
+    const queued = !this.req.socket;
     this.req.destroy();
+    // Still waiting for a pooled connection: Node reports a destroyed request only once the pool hands it a socket
+    // (which then goes to the next request in line), so its outcome is reported now, not when a connection frees.
+    if (queued) this.settle({ type: 'failed', failure, reached: false, reusedSocket: false });
   }
 
   private connected(reused: boolean): void {
