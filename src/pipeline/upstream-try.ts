@@ -74,7 +74,8 @@ export class UpstreamTry {
     req.once('socket', (socket: Socket) => {
       if (!socket.connecting) return this.connected(req.reusedSocket);
       this.connectTimer = setTimeout(() => this.abort('connect_timeout'), o.connectTimeoutMs);
-      socket.once('connect', () => this.connected(false));
+      // Over TLS, nothing of the request is sent before the handshake: a try that fails it reached no target.
+      socket.once(origin.https ? 'secureConnect' : 'connect', () => this.connected(false));
     });
     req.once('response', (res: IncomingMessage) => this.settle({ type: 'status', status: res.statusCode ?? 502 }, res));
     // A 101 to a request that did not ask to upgrade: without this listener Node drops the socket and says nothing,
