@@ -134,6 +134,26 @@ describe('timeoutMs counts from the proxy stage; responseIdleTimeoutMs frees the
   });
 });
 
+describe('a target that answers before the body arrived', () => {
+  it('its answer reaches the client whole; the unfinished upstream request is closed, and the next request is served', async () => {
+    const up = await upstream((req, res) => {
+      if (req.method === 'POST') {
+        res.statusCode = 401;
+        res.end('nope');
+      } else res.end('fine');
+    });
+    const g = await gateway({ services: { web: { targets: [up.url], timeoutMs: 3000, retries: 0, eject: NO_EJECT } }, defaultService: 'web' });
+    const r = await call(`${g.url}/upload`, {
+      method: 'POST',
+      body: Buffer.alloc(1_000_000, 'b'),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    expect(r).toMatchObject({ status: 401, body: 'nope' });
+    expect(await call(`${g.url}/after`)).toMatchObject({ status: 200, body: 'fine' });
+    await waitFor(() => up.open() <= 1, 'the connection of the unfinished upload closed');
+  });
+});
+
 describe('perTryTimeoutMs', () => {
   it('a GET hung on one target is retried on the other within timeoutMs', async () => {
     const hung = await upstream(() => undefined);

@@ -175,12 +175,15 @@ export class ProxyExchange implements ExchangeState {
     readonly startedAt: bigint,
   ) {}
 
-  /** No further try: timers cleared, the body no longer read for the proxy. */
-  finish(): void {
+  /**
+   * No further try: timers cleared and, unless the response is being streamed (the target may still be reading the
+   * rest of the body), the body no longer read for the proxy.
+   */
+  finish(stopBody = true): void {
     this.done = true;
     clearTimeout(this.deadlineTimer);
     clearTimeout(this.tryTimer);
-    this.body?.stop();
+    if (stopBody) this.body?.stop();
   }
 }
 
@@ -223,8 +226,8 @@ export function createProxy(opts: ProxyOptions) {
       x.body = new RequestBody(req, {
         maxBytes: maxBodyBytes,
         idleMs: responseIdleTimeoutMs,
-        onTooLarge: () => x.current?.abort('too_large'),
-        onIdle: () => x.current?.abort('body_idle'),
+        onTooLarge: () => bodyFailed(req, res, x, 'too_large'),
+        onIdle: () => bodyFailed(req, res, x, 'body_idle'),
       });
     }
     if (!attempt(req, res, x, undefined)) noTargetAtAll(req, res, x);
@@ -261,7 +264,6 @@ export function createProxy(opts: ProxyOptions) {
 
   function settled(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, outcome: TryOutcome, upRes: IncomingMessage | undefined): void {
     clearTimeout(x.tryTimer);
-    x.body?.detach();
     if (x.done) return;
     const at = now();
     const { service } = x;
@@ -291,7 +293,7 @@ export function createProxy(opts: ProxyOptions) {
         upRes?.destroy();
         return;
       case 'stream':
-        x.finish();
+        x.finish(false);
         return relay(req, res, x, t, upRes!);
       case 'answer':
         // A response this try did get (a 101) is not passed on.
@@ -306,6 +308,7 @@ export function createProxy(opts: ProxyOptions) {
         // A response dropped for a retry: only its headers came, none of it reaches the client; its connection is
         // closed rather than drained.
         if (upRes) t.req.destroy();
+        x.body?.detach();
         if (d.reason === 'stale') {
           x.staleRetries++;
           logger.debug({ reqId: req.id, retry: x.staleRetries }, 'upstream reset a reused connection before answering; retrying');
@@ -318,6 +321,19 @@ export function createProxy(opts: ProxyOptions) {
         return;
       }
     }
+  }
+
+  /**
+   * The body failed (too large, or it stopped arriving): before response headers, the try ends and the gateway answers
+   * (413, 408); while a response is already streaming, the exchange is cut on both sides.
+   */
+  function bodyFailed(req: Request, res: Response, x: ProxyExchange, failure: 'too_large' | 'body_idle'): void {
+    const t = x.current;
+    if (t && !t.settled) return t.abort(failure);
+    logger.warn({ reqId: req.id, kind: failure, service: x.service.name }, 'request body failed while the response streamed; closed');
+    metrics.upstreamErrors.inc({ kind: failure });
+    t?.req.destroy();
+    res.destroy();
   }
 
   /**
@@ -346,17 +362,28 @@ export function createProxy(opts: ProxyOptions) {
       idle = setTimeout(cutIdle, responseIdleTimeoutMs);
       res.once('drain', onDrain);
     });
-    upRes.once('end', () => res.end());
+    upRes.once('end', () => {
+      // The target answered before the whole body arrived: what is left of it goes nowhere, and the target connection,
+      // its request unfinished, cannot be used again.
+      if (x.body && !x.body.complete) {
+        x.body.stop();
+        t.req.destroy();
+      }
+      res.end();
+    });
     upRes.once('close', () => {
       clearTimeout(idle);
       if (upRes.complete || res.destroyed) return;
       // Cut off by the target after its headers: counted by its status already, still a failure of the target.
       services.recordResult(x.service, x.target!, true, 'reset');
+      metrics.upstreamErrors.inc({ kind: 'reset' });
+      logger.warn({ reqId: req.id, kind: 'reset', service: x.service.name }, 'upstream cut its response off');
       onReachedFailed?.(req.ctx);
       res.destroy();
     });
     res.once('close', () => {
       clearTimeout(idle);
+      x.body?.stop();
       if (!res.writableFinished) t.req.destroy();
     });
     if (res.destroyed) t.req.destroy();

@@ -32,6 +32,11 @@ export class RequestBody {
     this.armIdle();
   }
 
+  /** The client has sent the whole body. */
+  get complete(): boolean {
+    return this.ended;
+  }
+
   /** The next try's upstream request: what was kept is written first, then the rest as the client sends it. */
   sendTo(sink: ClientRequest): void {
     if (this.stopped) return;
