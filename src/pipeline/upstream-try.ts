@@ -45,7 +45,7 @@ export interface TryEvents {
   onReached: () => void;
   /** Once: response headers (with the response) or how the try failed. */
   onOutcome: (outcome: TryOutcome, res?: IncomingMessage) => void;
-  /** Once, when the upstream request closes (its connection back in the pool, or closed). */
+  /** Once: the upstream request closed (its connection back in the pool, or closed), or was withdrawn from the pool's queue. */
   onClose: () => void;
 }
 
@@ -58,6 +58,7 @@ export class UpstreamTry {
   /** Response headers arrived (or the try failed): the outcome has been reported. */
   settled = false;
   private abortedAs: TryFailure | undefined;
+  private isClosed = false;
   private connectTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -93,7 +94,7 @@ export class UpstreamTry {
       clearTimeout(this.connectTimer);
       // Closed with neither a response nor an error (destroyed without one): still a failure to report.
       if (!this.settled) this.settle({ type: 'failed', failure: this.abortedAs ?? 'reset', reached: this.reached, reusedSocket: this.reusedSocket });
-      on.onClose();
+      this.closed();
     });
   }
 
@@ -105,7 +106,16 @@ export class UpstreamTry {
     this.req.destroy();
     // Still waiting for a pooled connection: Node reports a destroyed request only once the pool hands it a socket
     // (which then goes to the next request in line), so its outcome is reported now, not when a connection frees.
-    if (queued) this.settle({ type: 'failed', failure, reached: false, reusedSocket: false });
+    if (!queued) return;
+    this.settle({ type: 'failed', failure, reached: false, reusedSocket: false });
+    // Nothing is in flight on the target any more (least-requests counts, a removed target's pool closing).
+    this.closed();
+  }
+
+  private closed(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.on.onClose();
   }
 
   private connected(reused: boolean): void {
