@@ -6,6 +6,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect, createServer as createTcpServer, type AddressInfo, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { validateConfig } from '../src/config/load.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -169,6 +170,13 @@ describe('perTryTimeoutMs', () => {
     expect(hung.seen('/item')).toBe(2);
     expect(live.seen('/item')).toBe(4);
     for (const r of results) expect(r.ms).toBeLessThan(1500);
+  });
+
+  it('a perTryTimeoutMs not below timeoutMs is refused, naming the field', () => {
+    const r = validateConfig({ services: { web: { targets: ['http://127.0.0.1:9'], timeoutMs: 1000, perTryTimeoutMs: 1000 } }, defaultService: 'web' });
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.errors).toEqual([expect.stringContaining('services.web.perTryTimeoutMs')]);
+    if (!r.ok) expect(r.errors[0]).toContain("must be below the service's timeoutMs (1000)");
   });
 
   it('a POST with a body is not retried: 504 at timeoutMs, one try', async () => {

@@ -223,7 +223,7 @@ const service = z.strictObject({
   perTryTimeoutMs: positiveInt().optional().describe('No response headers within this time on one try of an idempotent request without a body: that try ends (counted a timeout) and the next goes to another target, within timeoutMs. Left out: a try may take the whole timeoutMs.'),
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
-});
+}).superRefine(perTryBelowTimeout);
 
 const route = z.strictObject({
   method: z
@@ -475,6 +475,18 @@ export function routeMatcher(path: string): (p: string) => false | { params: Par
     return match(base, { decode: false, end: false });
   }
   return match(path, { decode: false, end: true });
+}
+
+/** A per-try bound at or over the whole request's bound never ends a try: a mistake, not a setting. */
+function perTryBelowTimeout(s: { timeoutMs: number; perTryTimeoutMs?: number | undefined }, ctx: Ctx): void {
+  if (s.perTryTimeoutMs !== undefined && s.perTryTimeoutMs >= s.timeoutMs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['perTryTimeoutMs'],
+      message: `perTryTimeoutMs (${s.perTryTimeoutMs}) must be below the service's timeoutMs (${s.timeoutMs}), which bounds every try together`,
+      input: s.perTryTimeoutMs,
+    });
+  }
 }
 
 function workersNeedRedis(cfg: { server: { workers: number | 'auto' }; redis?: unknown }, ctx: Ctx): void {
