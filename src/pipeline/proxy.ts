@@ -51,7 +51,7 @@ export interface ProxyOptions {
  * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
  * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on
  * (Authorization, and the headers and query parameters auth.sources names).
- * Runs before the proxy because httpxy copies req.headers into the upstream request as they stand.
+ * Runs before the proxy because each try (upstream-try.ts) sends req.headers as they stand, Host set to the target.
  */
 export function prepareUpstreamHeaders(upstream: Upstream) {
   // The upstream span's server.address, worked out once rather than per traced request.
@@ -82,7 +82,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
     const consumer = req.ctx.consumer;
 
-    // One new header object, in the order httpxy sends it: Host and the framing, then the gateway's own headers (an
+    // One new header object, in the order each try sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
     // consumer's identity or X-Forwarded-For), then the client's, less hop-by-hop ones, Expect, any spelling of the
     // headers the gateway owns (claimsGatewayHeader) and, with hideCredentials, the key.
