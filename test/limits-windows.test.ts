@@ -15,6 +15,7 @@ import type { Redis } from 'ioredis';
 import { TestRedis } from './helpers/redis-server.js';
 import { echo, TestUpstream } from './helpers/upstream.js';
 import { CliProcess, assertBuilt, runCli } from './helpers/cli.js';
+import { waitFor } from './helpers/wait.js';
 import { validateConfig } from '../src/config/load.js';
 
 let redis: TestRedis;
@@ -231,6 +232,8 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect(await windowCount(id, 'minute')).toBe(1 + 5 + 1);
     expect(await windowCount(id, 'day')).toBe(1 + 5 + 1);
     expect(await windowCount(id, 'route:store:minute')).toBe(2);
+    // upstreamFailed reaches Redis with the instance's next usage flush (usage.flushIntervalMs, 5 s here).
+    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 10_000, 250);
     expect(await ledgerTotals(id)).toMatchObject({ admitted: 3, upstreamFailed: 2 });
   });
 
