@@ -324,10 +324,15 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const proxy = createProxy({
     services,
     maxBodyBytes: config.server.maxBodyBytes,
+    responseIdleTimeoutMs: config.server.responseIdleTimeoutMs,
+    // Read from the config in force, so a reload applies (the service's other settings are its registry's).
+    perTryTimeoutMs: (service) => runtime.config.services?.[service.name]?.perTryTimeoutMs,
     logger,
     metrics,
-    // No target gave the request a response: what the key's request was charged is given back (windows and ledger).
-    onUpstreamFailed: (ctx) => keyLimiter.refund(ctx),
+    // The request never reached a target: what the key was charged is given back, and it is not billed.
+    onNotReached: (ctx) => keyLimiter.refund(ctx),
+    // It reached one that gave no complete answer: it keeps its points, counted upstreamFailed beside admitted.
+    onReachedFailed: (ctx) => keyLimiter.upstreamFailed(ctx),
   });
   const app = buildGatewayApp({
     runtime,

@@ -48,6 +48,7 @@ describe('defaults', () => {
         headersTimeoutMs: 10_000,
         requestTimeoutMs: 30_000,
         keepAliveTimeoutMs: 5_000,
+        responseIdleTimeoutMs: 30_000,
         watchConfig: false,
       },
       upstream: { url: 'http://127.0.0.1:8081', timeoutMs: 10_000, hideCredentials: true, healthPath: '/healthz', maxSockets: 256 },
