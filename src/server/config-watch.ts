@@ -36,16 +36,21 @@ export const WATCH_SETTLE_MS = 500;
 /** A file still changing after this many settle intervals is left alone until its next change (logged). */
 const MAX_SETTLE_ROUNDS = 120;
 
-/** What the file holds now, read through any symlinks; `missing` when it cannot be read (mid-swap, removed). */
-type Snapshot = { key: string; text?: string };
+/**
+ * What the file holds now, read through any symlinks. `content`: its SHA-256, or `missing` when it cannot be read
+ * (mid-swap, removed): what decides whether it changed (a touch changes nothing). `key`: size, mtime and content,
+ * what must read the same twice for the file to count as stable.
+ */
+type Snapshot = { key: string; content: string; text?: string };
 
 function snapshot(path: string): Snapshot {
   try {
     const st = statSync(path);
     const text = readFileSync(path, 'utf8');
-    return { key: `${st.size}:${st.mtimeMs}:${createHash('sha256').update(text).digest('hex')}`, text };
+    const content = createHash('sha256').update(text).digest('hex');
+    return { key: `${st.size}:${st.mtimeMs}:${content}`, content, text };
   } catch {
-    return { key: 'missing' };
+    return { key: 'missing', content: 'missing' };
   }
 }
 
@@ -142,7 +147,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
     if (closed) return;
     resync();
     const first = snapshot(path);
-    if (first.key === seen.key) return;
+    if (first.content === seen.content) return;
     schedule(() => settle(first, 1), settleMs);
   };
 
@@ -156,7 +161,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
       logger.warn({ path, settleMs, rounds: round }, 'config file still changing: not reloaded; it is checked again at its next change, or send SIGHUP');
       return;
     }
-    if (now.key === seen.key) return;
+    if (now.content === seen.content) return;
     seen = now;
     apply(now);
   };
