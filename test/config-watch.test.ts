@@ -287,7 +287,8 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       expect(await statuses(url, 1)).toEqual([200]);
       const mark = proc.logs.length;
       // Truncated, then the first part (every section up to the keys: valid YAML on its own), a pause twice the
-      // debounce (a watch that only debounces reloads the first part here), then the rest.
+      // debounce (a watch that only debounces reloads the first part here) and well inside debounce + settle (1.2 s,
+      // so a loaded machine's late timer cannot reach it), then the rest.
       const text = yaml(2);
       const cut = text.indexOf('keys:');
       const fd = openSync(path, 'w');

@@ -32,7 +32,7 @@ export interface WatchOptions {
 }
 
 export const WATCH_DEBOUNCE_MS = 200;
-export const WATCH_SETTLE_MS = 500;
+export const WATCH_SETTLE_MS = 1000;
 /** A file still changing after this many settle intervals is left alone until its next change (logged). */
 const MAX_SETTLE_ROUNDS = 120;
 
