@@ -330,7 +330,6 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     maxBodyBytes: config.server.maxBodyBytes,
     responseIdleTimeoutMs: config.server.responseIdleTimeoutMs,
     // Read from the config in force, so a reload applies (the service's other settings are its registry's).
-    perTryTimeoutMs: (service) => runtime.config.services?.[service.name]?.perTryTimeoutMs,
     logger,
     metrics,
     // The request never reached a target: what the key was charged is given back, and it is not billed.

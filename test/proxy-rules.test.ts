@@ -107,4 +107,12 @@ describe('healthRecord(outcome, decision): what passive health is told', () => {
     const stale = { do: 'retry', reason: 'stale', budgeted: false, otherwise: bad(false) } as const;
     expect(healthRecord(failed('reset', true, true), stale as never)).toBeUndefined();
   });
+
+  it("nothing for a try that timed out still queued for a pooled connection: a full pool is not the target's failure", () => {
+    for (const kind of ['timeout', 'try_timeout'] as const) {
+      expect(healthRecord({ type: 'failed', failure: kind, reached: false, reusedSocket: false, queued: true }, timeout(true) as never)).toBeUndefined();
+      // Connecting (a socket of its own, no answer to the handshake) is the target's failure.
+      expect(healthRecord(failed(kind, false), timeout(true) as never)).toEqual({ failed: true, kind: 'timeout' });
+    }
+  });
 });

@@ -24,8 +24,11 @@ export type TryFailure =
 export type TryOutcome =
   /** Response headers arrived with this status (101 only for a request that did not ask to upgrade). */
   | { type: 'status'; status: number }
-  /** `reached`: this try had a connection to its target; `reusedSocket`: a pooled keep-alive one. */
-  | { type: 'failed'; failure: TryFailure; reached: boolean; reusedSocket: boolean };
+  /**
+   * `reached`: this try had a connection to its target; `reusedSocket`: a pooled keep-alive one; `queued`: it was still
+   * waiting for a connection of the target's pool (every one busy with other requests) when it ended.
+   */
+  | { type: 'failed'; failure: TryFailure; reached: boolean; reusedSocket: boolean; queued?: boolean };
 
 /** The request's progress so far, as the rules need it. */
 export interface ExchangeState {
@@ -131,6 +134,9 @@ export function decide(outcome: TryOutcome, state: ExchangeState, settings: Retr
 export function healthRecord(outcome: TryOutcome, decision: Decision): { failed: boolean; kind: string } | undefined {
   if (outcome.type === 'status') return { failed: outcome.status >= 500, kind: `status_${outcome.status}` };
   if (decision.do === 'retry' && decision.reason === 'stale') return undefined;
+  // A try that timed out in the pool's queue never reached the target: a full pool (clients slow to read their
+  // answers) says nothing of the target's health, and ejecting for it would let slow clients take targets out.
+  if (outcome.queued) return undefined;
   switch (outcome.failure) {
     case 'too_large':
     case 'body_idle':

@@ -29,8 +29,6 @@ export interface ProxyOptions {
   maxBodyBytes: number;
   /** server.responseIdleTimeoutMs: a response the client stops reading, or a body it stops sending, is cut after this. */
   responseIdleTimeoutMs: number;
-  /** A service's perTryTimeoutMs (undefined: a try may take the whole timeoutMs). */
-  perTryTimeoutMs?: (service: Service) => number | undefined;
   logger: Logger;
   metrics: Metrics;
   /** The clock deadlines are reckoned on (Date.now() by default). */
@@ -254,7 +252,7 @@ export function createProxy(opts: ProxyOptions) {
     );
     x.current = t;
     // A try of a repeatable request may get less than the whole deadline, so that another target has time left.
-    const perTry = x.repeatable ? opts.perTryTimeoutMs?.(service) : undefined;
+    const perTry = x.repeatable ? settings.perTryTimeoutMs : undefined;
     clearTimeout(x.tryTimer);
     if (perTry !== undefined && perTry < x.deadlineAt - at) x.tryTimer = setTimeout(() => t.abort('try_timeout'), perTry);
     if (x.body) x.body.sendTo(t.req);

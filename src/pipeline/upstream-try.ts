@@ -107,7 +107,7 @@ export class UpstreamTry {
     // Still waiting for a pooled connection: Node reports a destroyed request only once the pool hands it a socket
     // (which then goes to the next request in line), so its outcome is reported now, not when a connection frees.
     if (!queued) return;
-    this.settle({ type: 'failed', failure, reached: false, reusedSocket: false });
+    this.settle({ type: 'failed', failure, reached: false, reusedSocket: false, queued: true });
     // Nothing is in flight on the target any more (least-requests counts, a removed target's pool closing).
     this.closed();
   }
