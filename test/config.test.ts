@@ -67,7 +67,7 @@ describe('defaults', () => {
       keys: [],
       admin: { host: '127.0.0.1', port: 8079, tokens: [], maxFailuresPerMinute: 10 },
       selfService: { enabled: true, path: '/ratelimit' },
-      usage: { enabled: true, retentionDays: 35, flushIntervalMs: 5000 },
+      usage: { enabled: true, retentionDays: 35, flushIntervalMs: 5000, reportMemoryMb: 128 },
       tracing: { serviceName: 'tollgate', exportIntervalMs: 1000 },
       auth: { sources: ['bearer'], foreignKeys: false, issuedPrefix: 'tg_' },
     };

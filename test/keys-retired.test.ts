@@ -147,7 +147,19 @@ describe('a rotated or revoked key never comes back through an import', () => {
     const stolen = await b.keys('import', b.file('thief.jsonl', `${thief}\n`));
     expect(stolen.code).toBe(1);
     expect(refusals(stolen)).toEqual([expect.stringMatching(/^line 1: a hash of this record belongs to key key_/)]);
-  }, 60_000);
+    // A revoked key's export carries its own hash among the retired ones: it moves as it is, and stays refused.
+    const revoked = JSON.parse((await a.ok('create', '--plan', 'free', '--json')).stdout) as { id: string; key: string };
+    await a.ok('revoke', revoked.id);
+    const revokedLine = (await a.ok('export')).stdout
+      .trim()
+      .split('\n')
+      .find((l) => (JSON.parse(l) as { id: string }).id === revoked.id)!;
+    expect(JSON.parse(revokedLine)).toMatchObject({ id: revoked.id, status: 'revoked', retiredHashes: [hashKey(revoked.key)] });
+    expect((await b.ok('import', b.file('revoked.jsonl', `${revokedLine}\n`))).stdout).toContain('Imported 1, unchanged 0.');
+    const revived = await b.keys('import', b.file('revived.jsonl', `${JSON.stringify({ plan: 'free', key: revoked.key })}\n`));
+    expect(revived.code).toBe(1);
+    expect(refusals(revived)).toEqual([expect.stringMatching(new RegExp(`^line 1: a hash of this record belongs to revoked key ${revoked.id};`))]);
+  }, 90_000);
 
   it('the memory store remembers too, and its key filter source holds no retired hash', async () => {
     const store = new MemoryKeyStore();

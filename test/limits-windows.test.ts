@@ -420,10 +420,11 @@ describe('a cost a key can never pay', () => {
     expect(warnings).toEqual([
       "routes[0] (POST /v1/categories, cost 5): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
       "routes[1] (POST /v1/broken, cost 5): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
-      "routes[4] (POST /v1/bulk, cost 50): more than plan metered's minute window holds in all (40): its keys are refused there with 403 cost_exceeds_limit",
-      "routes[4] (POST /v1/bulk, cost 50): more than plan trial's minute window holds in all (5): in shadow mode: every such request is a shadow refusal",
-      "routes[4] (POST /v1/bulk, cost 50): more than plan candidate's minute window holds in all (6): its keys are refused there with 403 cost_exceeds_limit",
-      "routes[4] (POST /v1/bulk, cost 50): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      "routes[2] (POST /v1/down/orders, cost 5): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      "routes[6] (POST /v1/bulk, cost 50): more than plan metered's minute window holds in all (40): its keys are refused there with 403 cost_exceeds_limit",
+      "routes[6] (POST /v1/bulk, cost 50): more than plan trial's minute window holds in all (5): in shadow mode: every such request is a shadow refusal",
+      "routes[6] (POST /v1/bulk, cost 50): more than plan candidate's minute window holds in all (6): its keys are refused there with 403 cost_exceeds_limit",
+      "routes[6] (POST /v1/bulk, cost 50): more than plan candidate's candidate limit minute:shadow (3): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
     ]);
   });
 });

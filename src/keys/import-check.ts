@@ -141,7 +141,8 @@ export function judgeRecord(r: NormalisedRecord, facts: StoredFacts, plans: Read
   }
   if (facts.retiredFrom !== undefined)
     return `a hash of this record was key ${facts.retiredFrom}'s and was retired (rotated away or revoked); a retired key is never brought back`;
-  if (r.retired.includes(key.hash)) return "retiredHashes holds the key's own hash";
+  // A revoked key's own hash was retired with it: its export carries it in both places. Any other key's is an error.
+  if (key.status !== 'revoked' && r.retired.includes(key.hash)) return "retiredHashes holds the key's own hash";
   if (!plans.has(key.plan)) return `unknown plan "${key.plan}"; plans: ${[...plans].join(', ')}`;
   return 'create';
 }

@@ -27,12 +27,19 @@ export interface WatchOptions {
    * truncates first and writes as `cmd` produces, so a file caught between two writes is never applied.
    */
   settleMs?: number;
+  /**
+   * A check this often even without an event. inotify drops events under load (its queue overflows) and a watch is
+   * briefly gone while the watched directories are re-resolved after a swap: a change made in that gap would wait
+   * for the next event, which may never come. The check reads one small file: negligible.
+   */
+  pollMs?: number;
   /** The environment the file is validated with (its overrides), as the reload does. */
   env?: NodeJS.ProcessEnv;
 }
 
 export const WATCH_DEBOUNCE_MS = 200;
 export const WATCH_SETTLE_MS = 1000;
+export const WATCH_POLL_MS = 5000;
 /** A file still changing after this many settle intervals is left alone until its next change (logged). */
 const MAX_SETTLE_ROUNDS = 120;
 
@@ -96,6 +103,7 @@ export function directoriesToWatch(path: string): string[] {
 export function watchConfigFile(path: string, reload: () => void, logger: Logger, opts: WatchOptions = {}): ConfigWatcher {
   const debounceMs = opts.debounceMs ?? WATCH_DEBOUNCE_MS;
   const settleMs = opts.settleMs ?? WATCH_SETTLE_MS;
+  const pollMs = opts.pollMs ?? WATCH_POLL_MS;
   const env = opts.env ?? process.env;
   const sectionsOf = (s: Snapshot): string[] | undefined => {
     if (s.text === undefined) return undefined;
@@ -186,7 +194,12 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
 
   resync();
   if (watchers.size === 0) return { rebase() {}, close() {} };
-  logger.info({ path, debounceMs, settleMs, watching: [...watchers.keys()] }, 'watching the config file: a change reloads it, as SIGHUP does');
+  // Only while nothing is pending: a check or settle under way already reads the file.
+  const poll = setInterval(() => {
+    if (timer === undefined && !closed) check();
+  }, pollMs);
+  poll.unref();
+  logger.info({ path, debounceMs, settleMs, pollMs, watching: [...watchers.keys()] }, 'watching the config file: a change reloads it, as SIGHUP does');
   return {
     rebase() {
       seen = snapshot(path);
@@ -194,6 +207,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
     },
     close() {
       closed = true;
+      clearInterval(poll);
       clearTimeout(timer);
       for (const w of watchers.values()) w.close();
       watchers.clear();
