@@ -163,8 +163,11 @@ function decodeComponent(text: string): string | undefined {
   }
 }
 
-/** The query segments (between "&") of `url` whose decoded name is `name`, as [start, end) offsets. */
-function* paramSegments(url: string, names: readonly string[]): Generator<[number, number]> {
+/**
+ * The query segments (between "&") of `url` whose name, decoded, `wanted` accepts, as [start, end) offsets. A name
+ * that is not decodable is given as sent (`API%ZZKEY` is no spelling of a key parameter anyway) unless `exact`.
+ */
+function* paramSegments(url: string, wanted: (name: string) => boolean, exact = true): Generator<[number, number]> {
   const q = url.indexOf('?');
   if (q === -1) return;
   let start = q + 1;
@@ -173,8 +176,9 @@ function* paramSegments(url: string, names: readonly string[]): Generator<[numbe
     if (end === -1) end = url.length;
     const eq = url.indexOf('=', start);
     const nameEnd = eq === -1 || eq > end ? end : eq;
-    const decoded = decodeComponent(url.slice(start, nameEnd));
-    if (decoded !== undefined && names.includes(decoded)) yield [start, end];
+    const raw = url.slice(start, nameEnd);
+    const decoded = decodeComponent(raw) ?? (exact ? undefined : raw);
+    if (decoded !== undefined && wanted(decoded)) yield [start, end];
     start = end + 1;
   }
 }
@@ -182,7 +186,7 @@ function* paramSegments(url: string, names: readonly string[]): Generator<[numbe
 /** The non-empty values of query parameter `name`; undefined when one of them is not decodable. */
 function paramValues(url: string, name: string): string[] | undefined {
   const values: string[] = [];
-  for (const [start, end] of paramSegments(url, [name])) {
+  for (const [start, end] of paramSegments(url, (n) => n === name)) {
     const eq = url.indexOf('=', start);
     if (eq === -1 || eq >= end) continue;
     const value = decodeComponent(url.slice(eq + 1, end));
@@ -220,24 +224,6 @@ function loggedName(decoded: string): string {
   return (bracket > 0 && decoded.endsWith(']') ? decoded.slice(0, bracket) : decoded).toLowerCase();
 }
 
-/** The query segments of `url` whose name, spelt any way (loggedName), is one of `lowerNames`, as [start, end) offsets. */
-function* looseParamSegments(url: string, lowerNames: readonly string[]): Generator<[number, number]> {
-  const q = url.indexOf('?');
-  if (q === -1) return;
-  let start = q + 1;
-  while (start <= url.length) {
-    let end = url.indexOf('&', start);
-    if (end === -1) end = url.length;
-    const eq = url.indexOf('=', start);
-    const nameEnd = eq === -1 || eq > end ? end : eq;
-    // A name that is not decodable is compared as sent: `API%ZZKEY` is no spelling of a key parameter anyway.
-    const raw = url.slice(start, nameEnd);
-    const decoded = decodeComponent(raw) ?? raw;
-    if (lowerNames.includes(loggedName(decoded))) yield [start, end];
-    start = end + 1;
-  }
-}
-
 /**
  * `url` with the values of the query parameters named replaced by `[redacted]` (for logs): the names matched
  * case-insensitively and with their array forms (`API_KEY=`, `api_key[]=`, `api_key%5B0%5D=`), so a key sent under
@@ -247,10 +233,8 @@ export function redactParams(url: string, names: readonly string[]): string {
   if (names.length === 0 || !url.includes('?')) return url;
   let out = '';
   let from = 0;
-  for (const [s, e] of looseParamSegments(
-    url,
-    names.map((n) => n.toLowerCase()),
-  )) {
+  const lowerNames = names.map((n) => n.toLowerCase());
+  for (const [s, e] of paramSegments(url, (n) => lowerNames.includes(loggedName(n)), false)) {
     const eq = url.indexOf('=', s);
     if (eq === -1 || eq >= e) continue;
     out += `${url.slice(from, eq + 1)}[redacted]`;
