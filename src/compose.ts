@@ -33,7 +33,7 @@ import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import { allRouteSuffixes } from './limits/windows.js';
 import type { BanStore } from './limits/types.js';
-import { Runtime } from './config/runtime.js';
+import { Runtime } from './routing/runtime.js';
 import { readFileSync } from 'node:fs';
 import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';

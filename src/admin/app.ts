@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId, NO_STORE } from '../http/headers.js';
 import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';

@@ -7,7 +7,7 @@ import type { KeySources } from '../keys/sources.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
-import type { CompiledRoute } from '../routes/policy.js';
+import type { CompiledRoute } from '../routing/routes.js';
 import type { Service } from '../routing/services.js';
 
 declare module 'node:http' {

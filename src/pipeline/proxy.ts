@@ -17,7 +17,7 @@ import { withoutParams } from '../keys/sources.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';
-import { forwardedTarget } from '../routes/policy.js';
+import { forwardedTarget } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
 

@@ -31,7 +31,7 @@
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
@@ -42,7 +42,7 @@ import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-li
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../config/schema.js';
-import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routes/policy.js';
+import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routing/routes.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
