@@ -16,7 +16,7 @@ import { RedisKeyStore } from './keys/redis-store.js';
 import { KEY_REPLICATION_WAIT_MS, KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import { isAcceptableKey } from './keys/format.js';
-import { compileKeySources } from './keys/sources.js';
+import { compileKeySources } from './http/credentials.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';

@@ -4,7 +4,8 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { Runtime } from '../src/routing/runtime.js';
-import { Authenticator, parseBearer } from '../src/keys/authenticator.js';
+import { Authenticator } from '../src/keys/authenticator.js';
+import { parseBearer } from '../src/http/credentials.js';
 import { generateKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { KeyVerifier } from '../src/keys/verifier.js';

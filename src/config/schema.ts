@@ -2,9 +2,7 @@
 // Types are derived from it; unknown keys are errors; cross-field rules are named functions below.
 import { match } from 'path-to-regexp';
 import { z } from 'zod';
-import { parseKeySource } from '../keys/sources.js';
-import { ISSUED_PREFIX_SHAPE, KEY_PREFIX } from '../keys/format.js';
-import { ADMIN_TOKEN_PREFIX } from '../admin/tokens.js';
+import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });

@@ -1,29 +1,13 @@
 // The authentication decision: who is calling, from the key the request presents (read from the configured sources
-// by keys/sources.ts: a bearer token, RFC 6750, a header or a query parameter).
+// by http/credentials.ts: a bearer token, RFC 6750, a header or a query parameter).
 // It answers with an outcome and writes nothing to the response: the request path's authenticate and requireApiKey
 // stages turn outcomes into HTTP. A client the anonymous limit already refuses gets no key-store read for a key
 // the key filter is certain no stored key has (a made-up key: it could only have been answered 429 anyway); a valid
 // key this instance has not cached is looked up and admitted, whatever else comes from its address.
 import type { AuthFailure, RequestContext } from '../pipeline/context.js';
 import type { Consumer } from './consumer.js';
-import type { PresentedKey } from './sources.js';
+import type { PresentedKey } from '../http/credentials.js';
 import type { LookupGate, VerifyResult } from './verifier.js';
-
-/** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
-const BEARER_SCHEME = /^Bearer(?: |$)/i;
-
-export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
-
-const MISSING: BearerParse = Object.freeze({ kind: 'missing' });
-const MALFORMED: BearerParse = Object.freeze({ kind: 'malformed' });
-
-export function parseBearer(header: string | undefined): BearerParse {
-  // No Authorization, or another scheme (Basic, ...): no bearer credentials were offered.
-  if (!header || !BEARER_SCHEME.test(header)) return MISSING;
-  const m = BEARER.exec(header);
-  return m?.[1] ? { kind: 'token', token: m[1] } : MALFORMED;
-}
 
 /**
  * A consumer; or why there is none (the request goes on to the anonymous limit, then 401); or `unavailable`: the

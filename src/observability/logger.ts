@@ -1,7 +1,6 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { KEY_PREFIX, keyShapeText } from '../keys/format.js';
-import { keyHeaderNames } from '../keys/sources.js';
+import { KEY_PREFIX, keyHeaderNames, keyShapeText } from '../http/credentials.js';
 
 export type { Logger };
 

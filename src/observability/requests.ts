@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { RequestContext, RequestEnd, RequestObserver } from '../pipeline/context.js';
-import { redactParams } from '../keys/sources.js';
+import { redactParams } from '../http/credentials.js';
 import { pathOf } from '../routing/routes.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';

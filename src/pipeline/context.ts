@@ -3,7 +3,7 @@
 // reachable as `req.ctx` from every stage and from the proxy's callbacks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Consumer } from '../keys/consumer.js';
-import type { KeySources } from '../keys/sources.js';
+import type { KeySources } from '../http/credentials.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';

@@ -13,7 +13,7 @@ import type { Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
-import { withoutParams } from '../keys/sources.js';
+import { withoutParams } from '../http/credentials.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';

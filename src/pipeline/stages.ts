@@ -35,8 +35,7 @@ import type { Runtime } from '../routing/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
-import { keyShapeText } from '../keys/format.js';
-import { compileKeySources, DEFAULT_KEY_SOURCES, mentionsPresentedKey, readPresentedKey, type KeySources } from '../keys/sources.js';
+import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, readPresentedKey, type KeySources } from '../http/credentials.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
@@ -235,7 +234,7 @@ export function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunc
 }
 
 /**
- * 4. Finds out who is calling, from the key the configured sources present (keys/sources.ts); only a key store that
+ * 4. Finds out who is calling, from the key the configured sources present (http/credentials.ts); only a key store that
  * cannot answer is answered here (503, never a 401).
  */
 export function authenticate(authenticator: Authenticator, logger: Logger, sources: () => KeySources = () => DEFAULT_KEY_SOURCES): RequestHandler {
