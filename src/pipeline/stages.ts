@@ -40,7 +40,7 @@ import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
-import { gatewayPaths } from '../config/schema.js';
+import { gatewayPaths } from '../http/paths.js';
 import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routing/routes.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
