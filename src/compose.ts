@@ -46,7 +46,8 @@ import { OverviewCache } from './usage/overview.js';
 import { InProcessReports, type ReportRunner } from './usage/report-runner.js';
 import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './usage/report-thread.js';
 import { readLimit } from './storage/read-limit.js';
-import { DAY_MS, MemoryUsageStore, RedisUsageStore } from './usage/store.js';
+import { MemoryUsageStore, RedisUsageStore } from './usage/store.js';
+import { DAY_MS } from './util/time.js';
 
 export interface ComposeOptions {
   config: Config;

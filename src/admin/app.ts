@@ -40,7 +40,7 @@ import { decodeWhatIfCursor, type WhatIfCursor } from '../usage/whatif-pages.js'
 import type { SimulateInput } from '../usage/whatif.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
-import { DAY_MS, HOUR_MS } from '../usage/store.js';
+import { DAY_MS, HOUR_MS } from '../util/time.js';
 import type { AdminTokens } from './tokens.js';
 import type { ServiceSnapshot } from '../routing/services.js';
 

@@ -173,9 +173,6 @@ export interface Charge {
   at: number;
 }
 
-export const MINUTE_MS = 60_000;
-export const DAY_MS = 86_400_000;
-
 export interface LimiterStore {
   /**
    * `keyHash`, when given, is re-checked against the key's record in the same atomic call, so a revoke or a

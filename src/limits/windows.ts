@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js';
 import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
 import { formatRateLimitPolicy } from '../http/headers.js';
 import type { CompiledRoute } from '../routing/routes.js';
-import { DAY_MS, MINUTE_MS, type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
+import { type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
+import { DAY_MS, MINUTE_MS } from '../util/time.js';
 
 /** Candidate limits beside a plan's or a route's windows (`shadow: { perMinute, perDay }`). */
 export interface CandidateLimits {
