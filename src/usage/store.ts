@@ -9,9 +9,7 @@ import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
-
-/** a admitted, r refused by a window, b by a ban, f failed by the upstream, s refused by a window in shadow mode (proxied). */
-export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
+import type { UsageKind } from '../limits/types.js';
 
 /** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 export interface MinutePeak {
