@@ -6,7 +6,7 @@ import type express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { Authenticator } from './keys/authenticator.js';
-import { accessLog, requestMetrics } from './observability/requests.js';
+import { accessLog, requestMetrics } from './pipeline/observers.js';
 import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
 import { ServiceRegistry } from './routing/services.js';
