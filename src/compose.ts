@@ -29,6 +29,7 @@ import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/mem
 import { reportPersistence } from './storage/persistence.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
+import { KeyLimitAdmin } from './limits/key-admin.js';
 import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import { allRouteSuffixes } from './limits/windows.js';
@@ -83,6 +84,8 @@ export interface ComposedGateway {
   keys: KeyVerifier;
   /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it; the admin API uses it). */
   admin: KeyAdmin;
+  /** The keys' windows and bans, administered (read, unban, reset) on the same stores. */
+  keyLimits: KeyLimitAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
   adminApp: express.Express | undefined;
   /** The usage ledger and deprecated-route report, read (the admin API answers a key's usage from it). */
@@ -252,11 +255,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       : undefined;
   const admin = new KeyAdmin(
     adminStores?.keys ?? keyStore,
-    adminStores?.bans ?? bans,
     clock,
     {
       plans: () => runtime.config.plans,
-      ban: () => runtime.config.ban,
       issuedPrefix: () => runtime.config.auth.issuedPrefix,
       keyShape: () => runtime.config.auth,
       keySources: () => runtime.config.auth.sources,
@@ -265,6 +266,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     auditKeyChanges(logger, metrics),
     adminReads,
   );
+  const keyLimits = new KeyLimitAdmin(admin, adminStores?.bans ?? bans, { plans: () => runtime.config.plans, ban: () => runtime.config.ban });
   const keys = new KeyVerifier(
     keyStore,
     clock,
@@ -371,6 +373,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const adminApp = tokens.any
     ? buildAdminApp({
         keys: admin,
+        keyLimits,
         runtime,
         tokens,
         metrics,
@@ -391,6 +394,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     keys,
     admin,
+    keyLimits,
     adminApp,
     usage,
     reports,

@@ -12,6 +12,7 @@ import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId, NO_STORE } from '../http/headers.js';
 import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
+import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages.js';
@@ -46,6 +47,8 @@ import type { ServiceSnapshot } from '../routing/services.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
+  /** The keys' windows and bans (read, unban, reset). */
+  keyLimits: KeyLimitAdmin;
   runtime: Runtime;
   tokens: AdminTokens;
   metrics: Metrics;
@@ -82,7 +85,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
-  const { keys, runtime, logger } = o;
+  const { keys, keyLimits, runtime, logger } = o;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -150,7 +153,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
 
   app.get('/keys/:id', keyId, async (req, res) => {
     const k = await mustGet(String(req.params.id));
-    res.json({ ...view(k), ...(await keys.liveState(k)) });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 
   app.patch('/keys/:id', keyId, async (req, res) => {
@@ -184,17 +187,17 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.post('/keys/:id/unban', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    const { replication } = await keys.unban(id, actor(req));
+    const { replication } = await keyLimits.unban(id, actor(req));
     const k = await mustGet(id);
-    res.json({ ...view(k), ...(await keys.liveState(k)), replication });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)), replication });
   });
 
   app.post('/keys/:id/reset', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    await keys.resetWindows(id, actor(req));
+    await keyLimits.resetWindows(id, actor(req));
     const k = await mustGet(id);
-    res.json({ ...view(k), ...(await keys.liveState(k)) });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 
   /** A period from the query: defaults (`defaultMs` before to, or all that is kept), from before to, within what is kept. */
