@@ -1,15 +1,16 @@
-// The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
+// The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory). They
+// compose and start processes, so they sit with the servers they start, above everything the gateway is built of.
 import { loadConfigFile, validateConfig } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
-import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
+import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
-import { watchConfigFile } from '../server/config-watch.js';
+import { watchConfigFile } from './config-watch.js';
 import { startPetstore } from '../petstore/server.js';
 import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
-import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
-import { applyHeapGrowth } from '../server/heap.js';
-import { CliError } from './cli-error.js';
+import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster.js';
+import { applyHeapGrowth } from './heap.js';
+import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 
