@@ -19,7 +19,7 @@ import { securityHeaders } from '../pipeline/stages.js';
 import { AdminGuard } from './guard.js';
 import { importRoute } from './import-route.js';
 import { dashboardRouter } from '../dashboard/routes.js';
-import { Sessions } from '../dashboard/sessions.js';
+import { Sessions } from './sessions.js';
 import {
   createKeyBody,
   deprecatedQuery,
