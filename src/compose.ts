@@ -26,7 +26,7 @@ import { connectRedis, topologyMismatch, type RedisCommands, type RedisConnectio
 import { Breaker } from './storage/breaker.js';
 import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
-import { reportPersistence } from './storage/persistence.js';
+import { PersistenceWatcher } from './storage/persistence.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { KeyLimitAdmin } from './limits/key-admin.js';
@@ -161,6 +161,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   let keyStore: KeyStore;
   let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
   let memoryPolicy: MemoryPolicyWatcher | undefined;
+  let persistenceWatcher: PersistenceWatcher | undefined;
   // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
   // (the config in force says which: a reload may add services).
   const readiness: ReadinessCheck[] = [
@@ -199,11 +200,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}),
     });
     memoryPolicy = policy;
+    const persistence = new PersistenceWatcher({ primaries: connection.primaries, logger, metrics, where });
+    persistenceWatcher = persistence;
     connection.onReady(() => {
       logger.info({ redis: where }, 'redis connected');
       // A reconnect may have reached another server (a failover): read its policy and persistence too.
       void policy.check();
-      void reportPersistence(connection.primaries(), logger, metrics, where);
+      // Read until Redis answers: at start-up on a loaded machine the first read can miss the command timeout.
+      void persistence.check();
       // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
       // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
       breaker.close();
@@ -327,10 +331,14 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const proxy = createProxy({
     services,
     maxBodyBytes: config.server.maxBodyBytes,
+    responseIdleTimeoutMs: config.server.responseIdleTimeoutMs,
+    // Read from the config in force, so a reload applies (the service's other settings are its registry's).
     logger,
     metrics,
-    // No target gave the request a response: what the key's request was charged is given back (windows and ledger).
-    onUpstreamFailed: (ctx) => keyLimiter.refund(ctx),
+    // The request never reached a target: what the key was charged is given back, and it is not billed.
+    onNotReached: (ctx) => keyLimiter.refund(ctx),
+    // It reached one that gave no complete answer: it keeps its points, counted upstreamFailed beside admitted.
+    onReachedFailed: (ctx) => keyLimiter.upstreamFailed(ctx),
   });
   const app = buildGatewayApp({
     runtime,
@@ -406,6 +414,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       closing = true;
       services.close();
       memoryPolicy?.stop();
+      persistenceWatcher?.stop();
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();

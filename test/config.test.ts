@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_CONFIG_PATH, loadConfigFile, parseConfigText, resolveConfigPath, validateConfig } from '../src/config/load.js';
+import { DEFAULT_CONFIG_PATH, EMPTY_DOCUMENT_ERROR, loadConfigFile, parseConfigText, resolveConfigPath, validateConfig } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
 
 const FIXTURES = fileURLToPath(new URL('./fixtures/config/', import.meta.url));
@@ -35,7 +35,7 @@ function errors(text: string, env: NodeJS.ProcessEnv = {}): string[] {
 const HEX = (c: string) => c.repeat(64);
 
 describe('defaults', () => {
-  it('an empty file is a complete config with every documented default', () => {
+  it('`{}` is a complete config with every documented default', () => {
     const expected = {
       server: {
         host: '127.0.0.1',
@@ -48,6 +48,7 @@ describe('defaults', () => {
         headersTimeoutMs: 10_000,
         requestTimeoutMs: 30_000,
         keepAliveTimeoutMs: 5_000,
+        responseIdleTimeoutMs: 30_000,
         watchConfig: false,
       },
       upstream: { url: 'http://127.0.0.1:8081', timeoutMs: 10_000, hideCredentials: true, healthPath: '/healthz', maxSockets: 256 },
@@ -70,11 +71,15 @@ describe('defaults', () => {
       tracing: { serviceName: 'tollgate', exportIntervalMs: 1000 },
       auth: { sources: ['bearer'], foreignKeys: false, issuedPrefix: 'tg_' },
     };
-    expect(ok('')).toEqual(expected);
-    expect(ok('# nothing but a comment\n')).toEqual(expected);
+    expect(ok('{}')).toEqual(expected);
     expect(ok('server: {}\nupstream: {}\n')).toEqual(expected);
     // No redis section means the in-memory store.
-    expect(ok('').redis).toBeUndefined();
+    expect(ok('{}').redis).toBeUndefined();
+  });
+
+  it('an empty document (nothing, only comments, or null) is an error, never a config of defaults', () => {
+    for (const text of ['', '\n\n', '# nothing but a comment\n', 'null\n', '~\n', '---\n'])
+      expect(errors(text), JSON.stringify(text)).toEqual([EMPTY_DOCUMENT_ERROR]);
   });
 
   it('fills defaults inside a partly given section', () => {
@@ -348,8 +353,8 @@ describe('the result', () => {
   });
 
   it('shares nothing between two loads', () => {
-    const a = ok('');
-    const b = ok('', { PORT: '1' });
+    const a = ok('{}');
+    const b = ok('{}', { PORT: '1' });
     expect(a.server.port).toBe(8080);
     expect(b.server.port).toBe(1);
     expect(a.plans).not.toBe(b.plans);

@@ -215,7 +215,7 @@ describe('KeyLimiter', () => {
       logger: silentLogger,
       metrics,
       memory: new MemoryLimiterStore(clock),
-      usage: { count: (_id, kind) => counted.push(kind), upstreamFailed: () => undefined, minuteCount: () => undefined },
+      usage: { count: (_id, kind) => counted.push(kind), notReached: () => undefined, upstreamFailed: () => undefined, minuteCount: () => undefined },
     });
     const route = matchRoute(runtime.current.routes, 'GET', '/v1/store/items')!;
     const outcomes = [];

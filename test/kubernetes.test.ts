@@ -14,6 +14,7 @@ import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitorin
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
@@ -40,6 +41,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'apps/v1/Deployment': Deployment,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
   'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
 };
@@ -83,6 +85,18 @@ const matches = (selector: Obj | undefined, labels: Obj | undefined): boolean =>
   !!selector && Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 
 const ALERTS = readFileSync(join(REPO, 'deploy', 'prometheus', 'alerts.yml'), 'utf8');
+const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
+/** The namespaces the NetworkPolicy admits: the ingress controller's to the gateway port, Prometheus's to the ops port. */
+const INGRESS_NAMESPACE = 'ingress-nginx';
+const MONITORING_NAMESPACE = 'monitoring';
+/**
+ * The memory the Deployment asks for, from measured peaks (docs/kubernetes.md): 202 MiB with a 20,000-key export and
+ * the overview under load, 257 MiB with a what-if over the same keys; the request covers the higher one, the limit
+ * leaves 99% above it.
+ */
+const MEMORY_REQUEST = '320Mi';
+const MEMORY_LIMIT = '512Mi';
+const namespaceOf = (peer: Obj | undefined): unknown => peer?.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name'];
 const DOCKERFILE_UID = Number(/^USER\s+(\d+)/m.exec(readFileSync(join(REPO, 'Dockerfile'), 'utf8'))?.[1]);
 
 /**
@@ -183,6 +197,43 @@ function crossProblems(objects: Obj[]): string[] {
   const job = monitor?.spec.jobLabel ? scraped[0]?.metadata.labels?.[monitor.spec.jobLabel] : scraped[0]?.metadata.name;
   for (const [, alertsJob] of ALERTS.matchAll(/job="([^"]+)"/g)) if (alertsJob !== job) fail(`scrape job "${job}" is not alerts.yml's "${alertsJob}"`);
 
+  // Behind the ingress: one trusted hop, so the client address is the one the ingress saw, not the ingress pod's.
+  if (config.server.trustProxy !== 1) fail(`server.trustProxy ${JSON.stringify(config.server.trustProxy)}: behind the ingress it must be 1`);
+  // A version tag (the package's), never latest.
+  const image = String(container.image);
+  if (!image.endsWith(`:${VERSION}`) && !/@sha256:[0-9a-f]{64}$/.test(image)) fail(`image ${image}: expected the tag ${VERSION} or a digest`);
+
+  // The NetworkPolicy: the gateway port only from the ingress namespace, the ops port only from monitoring, nothing
+  // else in; out only DNS, Redis and the upstream.
+  const [policy, ...morePolicies] = of('NetworkPolicy');
+  if (!policy || morePolicies.length) fail('expected exactly one NetworkPolicy');
+  else {
+    if (!matches(policy.spec.podSelector?.matchLabels, podLabels)) fail('the NetworkPolicy does not select the pods');
+    const types = [...(policy.spec.policyTypes ?? [])].sort();
+    if (!isDeepStrictEqual(types, ['Egress', 'Ingress'])) fail(`NetworkPolicy policyTypes ${types.join(',')}: expected Ingress and Egress`);
+    const admitted = new Map<number | undefined, unknown[]>();
+    for (const rule of (policy.spec.ingress ?? []) as Obj[]) {
+      const from = (rule.from ?? []) as Obj[];
+      if (from.length === 0) fail('a NetworkPolicy ingress rule admits every source');
+      for (const peer of from) if (peer.ipBlock || !namespaceOf(peer)) fail('a NetworkPolicy ingress rule admits a source other than a named namespace');
+      const rulePorts = (rule.ports ?? []) as Obj[];
+      if (rulePorts.length === 0) fail('a NetworkPolicy ingress rule admits every port');
+      for (const p of rulePorts) admitted.set(portOf(p.port), [...(admitted.get(portOf(p.port)) ?? []), ...from.map(namespaceOf)]);
+    }
+    const expectedIn = new Map<number | undefined, unknown[]>([[config.server.port, [INGRESS_NAMESPACE]]]);
+    if (config.ops) expectedIn.set(config.ops.port, [MONITORING_NAMESPACE]);
+    if (!isDeepStrictEqual(admitted, expectedIn))
+      fail(`NetworkPolicy ingress admits ${JSON.stringify([...admitted])}, expected ${JSON.stringify([...expectedIn])}`);
+    const egressPorts = ((policy.spec.egress ?? []) as Obj[]).flatMap((r) => ((r.ports ?? []) as Obj[]).map((p) => `${p.protocol ?? 'TCP'}/${p.port}`));
+    const redisPorts = [config.redis?.url, ...(config.redis?.sentinel?.sentinels ?? []), ...(config.redis?.cluster?.nodes ?? [])]
+      .filter((u): u is string => typeof u === 'string')
+      .map((u) => new URL(u).port || '6379');
+    const upstreamPort = new URL(config.upstream.url).port || '80';
+    const dataPort = config.redis ? ['TCP/6379'] : [];
+    for (const need of ['UDP/53', 'TCP/53', ...dataPort, ...redisPorts.map((p) => `TCP/${p}`), `TCP/${upstreamPort}`])
+      if (!egressPorts.includes(need)) fail(`NetworkPolicy egress does not allow ${need}`);
+  }
+
   const [rule] = of('PrometheusRule');
   // Compared as data: kubectl kustomize writes keys in its own order.
   if (!isDeepStrictEqual(rule?.spec.groups, (parse(ALERTS) as Obj).groups)) fail('the PrometheusRule is not deploy/prometheus/alerts.yml');
@@ -206,7 +257,17 @@ describe('deploy/kubernetes', () => {
   it.each(VARIANTS.map(([name]) => name))('%s: renders the expected objects, each valid against its API schema', (name) => {
     const objects = rendered.get(name)!;
     expect(objects.map((o) => o.kind).sort()).toEqual(
-      ['ConfigMap', 'Deployment', 'HorizontalPodAutoscaler', 'PodDisruptionBudget', 'PrometheusRule', 'Service', 'Service', 'ServiceMonitor'].sort(),
+      [
+        'ConfigMap',
+        'Deployment',
+        'HorizontalPodAutoscaler',
+        'NetworkPolicy',
+        'PodDisruptionBudget',
+        'PrometheusRule',
+        'Service',
+        'Service',
+        'ServiceMonitor',
+      ].sort(),
     );
     expect(schemaProblems(objects)).toEqual([]);
   });
@@ -237,6 +298,43 @@ describe('deploy/kubernetes', () => {
       const others = (o: Obj[]) => o.filter((x) => x.kind !== 'ConfigMap');
       expect(others(rendered.get(name)!), name).toEqual(others(rendered.get('base')!));
     }
+  });
+
+  it('base: the security fields as a reviewer reads them (NetworkPolicy, trustProxy, image tag, memory)', () => {
+    const objects = rendered.get('base')!;
+    const policy = objects.find((o) => o.kind === 'NetworkPolicy')!;
+    expect(policy.metadata.name).toBe('tollgate');
+    expect(policy.spec).toEqual({
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tollgate' } },
+      policyTypes: ['Ingress', 'Egress'],
+      ingress: [
+        { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': INGRESS_NAMESPACE } } }], ports: [{ protocol: 'TCP', port: 'http' }] },
+        { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': MONITORING_NAMESPACE } } }], ports: [{ protocol: 'TCP', port: 'ops' }] },
+      ],
+      egress: [
+        {
+          to: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'kube-system' } }, podSelector: { matchLabels: { 'k8s-app': 'kube-dns' } } },
+          ],
+          ports: [
+            { protocol: 'UDP', port: 53 },
+            { protocol: 'TCP', port: 53 },
+          ],
+        },
+        {
+          ports: [
+            { protocol: 'TCP', port: 6379 },
+            { protocol: 'TCP', port: 26379 },
+          ],
+        },
+        { to: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'default' } } }], ports: [{ protocol: 'TCP', port: 8080 }] },
+      ],
+    });
+    const container = containerOf(objects);
+    expect(container.image).toBe(`tollgate:${VERSION}`);
+    expect(container.resources).toEqual({ requests: { cpu: '500m', memory: MEMORY_REQUEST }, limits: { cpu: '1', memory: MEMORY_LIMIT } });
+    const config = parse(objects.find((o) => o.kind === 'ConfigMap')!.data['gateway.yaml'] as string) as Obj;
+    expect(config.server.trustProxy).toBe(1);
   });
 
   it('the PrometheusRule file is what scripts/gen-prometheus-rule.mjs makes of deploy/prometheus/alerts.yml', () => {
@@ -330,6 +428,35 @@ describe('deploy/kubernetes', () => {
       'the PrometheusRule is not deploy/prometheus/alerts.yml',
     ],
     ["a ServiceMonitor whose job is not alerts.yml's", (o) => delete o.find((x) => x.kind === 'ServiceMonitor')!.spec.jobLabel, 'scrape job "tollgate-ops"'],
+    [
+      'no NetworkPolicy',
+      (o) =>
+        o.splice(
+          o.findIndex((x) => x.kind === 'NetworkPolicy'),
+          1,
+        ),
+      'expected exactly one NetworkPolicy',
+    ],
+    [
+      'a NetworkPolicy admitting every source to the gateway port',
+      (o) => delete o.find((x) => x.kind === 'NetworkPolicy')!.spec.ingress[0].from,
+      'a NetworkPolicy ingress rule admits every source',
+    ],
+    [
+      'a NetworkPolicy admitting the monitoring namespace to the gateway port',
+      (o) => (o.find((x) => x.kind === 'NetworkPolicy')!.spec.ingress[1].ports[0].port = 'http'),
+      'NetworkPolicy ingress admits',
+    ],
+    ['a NetworkPolicy without DNS', (o) => o.find((x) => x.kind === 'NetworkPolicy')!.spec.egress.splice(0, 1), 'NetworkPolicy egress does not allow UDP/53'],
+    [
+      'a config without trustProxy',
+      (o) => {
+        const cm = o.find((x) => x.kind === 'ConfigMap')!;
+        cm.data['gateway.yaml'] = (cm.data['gateway.yaml'] as string).replace('trustProxy: 1', 'trustProxy: false');
+      },
+      'server.trustProxy false',
+    ],
+    ['the latest image', (o) => (containerOf(o).image = 'tollgate:latest'), `image tollgate:latest: expected the tag ${VERSION}`],
   ])('cross-check: %s is refused', (_what, mutate, problem) => {
     const objects = structuredClone(rendered.get('base')!);
     mutate(objects);

@@ -7,7 +7,8 @@
 // GET /ratelimit lists route windows and candidates with their mode; SIGHUP changes costs, windows and modes; every
 // new config mistake is refused naming its field, and a cost above a plan's window is a warning.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { Agent, createServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,11 +17,14 @@ import type { Redis } from 'ioredis';
 import { TestRedis } from './helpers/redis-server.js';
 import { echo, TestUpstream } from './helpers/upstream.js';
 import { CliProcess, assertBuilt, runCli } from './helpers/cli.js';
+import { waitFor } from './helpers/wait.js';
 import { validateConfig } from '../src/config/load.js';
 
 let redis: TestRedis;
 let admin: Redis;
 let up: TestUpstream;
+/** A loopback URL nothing listens on: the `down` service's target (connections refused). */
+let deadTarget: string;
 let dir: string;
 let configFile: string;
 const PREFIX = 'win:';
@@ -52,9 +56,12 @@ function configFor(v: Variant): Record<string, unknown> {
       candidate: { perMinute: 6, perDay: 1000, shadow: { perMinute: 3 } },
     },
     ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 3600 },
+    services: { down: { targets: [deadTarget], retries: 0 } },
     routes: [
       { method: 'POST', path: '/v1/categories', cost: v.postCost },
       { method: 'POST', path: '/v1/broken', cost: 5 },
+      { method: 'POST', path: '/v1/down/orders', service: 'down', cost: 5 },
+      { path: '/v1/down/*rest', name: 'down', service: 'down', limits: { free: { perMinute: 10 } } },
       { path: '/v1/store/*rest', name: 'store', limits: { default: { perMinute: v.storePerMinute }, metered: { perMinute: 100, perDay: 2000 } } },
       { path: '/v1/shadowed/*rest', name: 'shadowed', limits: { default: { perMinute: 2 } }, mode: v.shadowedMode },
       // More than the metered, trial and candidate plans' minute windows hold: a warning at start, 403 for their keys.
@@ -113,7 +120,12 @@ async function ledgerTotals(id: string): Promise<Record<string, number>> {
 beforeAll(async () => {
   assertBuilt();
   [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
-  // A path with "broken" in it gets no response: the connection is cut (the gateway answers 502 and refunds).
+  // A path with "broken" in it gets no response: the connection is cut (the gateway answers 502; the request reached
+  // the upstream, so it keeps its points).
+  const closed = createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  deadTarget = `http://127.0.0.1:${(closed.address() as AddressInfo).port}`;
+  await new Promise<void>((r) => closed.close(() => r()));
   up.behaviour = (req, res, body) => (req.url?.includes('broken') ? res.socket?.destroy() : echo(req, res, body));
   admin = redis.client();
   dir = mkdtempSync(join(tmpdir(), 'tollgate-limits-windows-'));
@@ -206,16 +218,29 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(200);
   });
 
-  it('a request the upstream fails gives its cost back to every window it took it from, route windows included', async () => {
+  it('a request that reached no target gets its cost back in every window it took it from, route windows included', async () => {
+    const a = gateways[0]!;
+    const { id, key } = await createKey('free');
+    expect((await send(a, key, 'GET', '/v1/down/x')).status).toBe(502);
+    expect((await send(a, key, 'POST', '/v1/down/orders')).status).toBe(502);
+    expect(await windowCount(id, 'minute')).toBe(0);
+    expect(await windowCount(id, 'day')).toBe(0);
+    expect(await windowCount(id, 'route:down:minute')).toBe(0);
+    expect(await ledgerTotals(id)).toMatchObject({ admitted: 0, upstreamFailed: 0 });
+  });
+
+  it('a request that reached the upstream keeps its cost in every window whatever happened, and is counted upstreamFailed', async () => {
     const a = gateways[0]!;
     const { id, key } = await createKey('free');
     expect((await send(a, key, 'GET', '/v1/store/x')).status).toBe(200);
     expect((await send(a, key, 'POST', '/v1/broken')).status).toBe(502);
     expect((await send(a, key, 'GET', '/v1/store/broken')).status).toBe(502);
-    expect(await windowCount(id, 'minute')).toBe(1);
-    expect(await windowCount(id, 'day')).toBe(1);
-    expect(await windowCount(id, 'route:store:minute')).toBe(1);
-    expect(await ledgerTotals(id)).toMatchObject({ admitted: 1, upstreamFailed: 2 });
+    expect(await windowCount(id, 'minute')).toBe(1 + 5 + 1);
+    expect(await windowCount(id, 'day')).toBe(1 + 5 + 1);
+    expect(await windowCount(id, 'route:store:minute')).toBe(2);
+    // upstreamFailed reaches Redis with the instance's next usage flush (usage.flushIntervalMs, 5 s here).
+    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 10_000, 250);
+    expect(await ledgerTotals(id)).toMatchObject({ admitted: 3, upstreamFailed: 2 });
   });
 
   it("GET /ratelimit lists the key's plan windows, then every route window of its plan, counting nothing", async () => {

@@ -1,9 +1,11 @@
-// Requests the upstream gave no response are given back (docs: keys-and-limits.md, "Limits, windows and bans"): a keyed
-// request the gateway answers 502 (connection refused) or 504 (no response headers in time) itself leaves the key's
-// windows as they were and is counted upstreamFailed in the usage ledger, not admitted, on real Redis with real
-// upstreams, and through the memory fallback while Redis is down (failMode open). The admin API, `tollgate usage` and its
-// CSV show the new count; a gateway without Redis does the same in memory. A success costs Redis nothing more (INFO
-// commandstats), a refund touches no strike or ban, and a client that aborts is not refunded.
+// Points come back only for a request that never reached a target (docs: keys-and-limits.md, "Limits, windows and
+// bans"): a keyed request refused a connection on every try leaves the key's windows as they were and is not billed
+// (not in admitted), on real Redis with real upstreams, through the memory fallback while Redis is down (failMode
+// open), and on a gateway without Redis. A request that reached a target keeps its points whatever happened next (no
+// answer in time, a reset, a POST the backend completed then cut): admitted, and counted upstreamFailed beside it; so a
+// key cannot get more backend hits than its plan through a slow or resetting backend. The admin API, `tollgate usage`
+// and its CSV show the count. A success costs Redis nothing more (INFO commandstats), a refund touches no strike or
+// ban, and a client that aborts is not refunded.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import type { Redis } from 'ioredis';
@@ -28,6 +30,10 @@ let up: FaultUpstream;
 let hung: FaultUpstream;
 let gw: LimitsGateway;
 let slowGw: LimitsGateway;
+let resetGw: LimitsGateway;
+let resetting: FaultUpstream;
+/** POSTs the resetting upstream read whole and acted on before cutting the connection. */
+let completed = 0;
 const problems: string[] = [];
 
 function config(upstreamUrl: string, extra: Record<string, unknown> = {}) {
@@ -72,11 +78,20 @@ beforeAll(async () => {
   hung.behaviour = () => {};
   gw = await startLimitsGateway(config(up.url));
   slowGw = await startLimitsGateway(config(hung.url));
+  // Reads each request whole, counts it done, then resets the connection without a response.
+  resetting = await FaultUpstream.start();
+  resetting.behaviour = (req) => {
+    completed++;
+    req.socket.destroy();
+  };
+  resetGw = await startLimitsGateway(config(resetting.url));
 }, 30_000);
 
 afterAll(async () => {
   await gw?.close();
   await slowGw?.close();
+  await resetGw?.close();
+  await resetting?.close();
   client?.disconnect();
   await up?.close();
   await hung?.close();
@@ -84,7 +99,7 @@ afterAll(async () => {
 });
 
 describe('requests the upstream failed', () => {
-  it('connection refused (502): the windows get the request back and the ledger counts it upstreamFailed, not admitted', async () => {
+  it('connection refused (502): the windows get the request back and the ledger does not bill it', async () => {
     if (!up.listening) await up.listenAgain();
     const { id, key } = await gw.createKey({ plan: 'five' });
     expect(await call(gw, key)).toBe(200);
@@ -98,7 +113,7 @@ describe('requests the upstream failed', () => {
       // More failures than the minute allows: none is refused, as none spends quota.
       for (let i = 0; i < 6; i++) expect(await call(gw, key)).toBe(502);
       expect(await remaining(gw, key)).toEqual({ minute: 4, day: 99 });
-      expect(await ledgerTotals(gw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 9, shadowRefused: 0 });
+      expect(await ledgerTotals(gw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
       // The windows keep their expiry: a refund neither opens nor persists a window.
       expect(await client.pttl(ks.minuteWindow(id))).toBeGreaterThan(0);
       expect(await client.pttl(ks.dayWindow(id))).toBeGreaterThan(0);
@@ -109,16 +124,46 @@ describe('requests the upstream failed', () => {
     expect(await remaining(gw, key)).toEqual({ minute: 3, day: 98 });
   });
 
-  it('no response in time (504): given back the same way', async () => {
+  it('no response in time (504): the request reached the target, so it keeps its points, admitted and upstreamFailed', async () => {
     const { id, key } = await slowGw.createKey({ plan: 'five' });
     const before = hung.requests;
     expect(await call(slowGw, key)).toBe(504);
     expect(await call(slowGw, key)).toBe(504);
     // The upstream did get them (it hung): the gateway, not the client, gave up.
     expect(hung.requests - before).toBe(2);
-    expect(await remaining(slowGw, key)).toEqual({ minute: 5, day: 100 });
-    expect(await client.get(ks.minuteWindow(id))).toBe('0');
-    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
+    expect(await remaining(slowGw, key)).toEqual({ minute: 3, day: 98 });
+    expect(await client.get(ks.minuteWindow(id))).toBe('2');
+    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
+  });
+
+  it('a slow backend (504 each time): the key gets no more backend hits than its plan allows, then 429', async () => {
+    const { key } = await slowGw.createKey({ plan: 'five' });
+    const before = hung.requests;
+    const statuses: number[] = [];
+    for (let i = 0; i < 9; i++) statuses.push(await call(slowGw, key));
+    expect(statuses).toEqual([504, 504, 504, 504, 504, 429, 429, 429, 429]);
+    expect(hung.requests - before).toBe(5);
+  });
+
+  it('a backend that resets after reading a POST (its work done): 502, and the points stay spent; no more hits than the plan', async () => {
+    const { id, key } = await resetGw.createKey({ plan: 'five' });
+    const before = completed;
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const res = await fetch(`${resetGw.url}/v1/orders`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ order: i }),
+      });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([502, 502, 502, 502, 502, 429, 429, 429]);
+    // Each 502 was a POST the backend read whole and acted on: five, as the plan allows.
+    expect(completed - before).toBe(5);
+    expect(await remaining(resetGw, key)).toEqual({ minute: 0, day: 95 });
+    // (The 429s are the window's, then the ban's after two strikes: not this test's point.)
+    expect(await ledgerTotals(resetGw, id)).toMatchObject({ admitted: 5, upstreamFailed: 5 });
   });
 
   it('a success sends Redis nothing more than the limit check (INFO commandstats); a failure one call more', async () => {
@@ -188,25 +233,18 @@ describe('requests the upstream failed', () => {
   });
 
   it('the admin API, `tollgate usage` and its CSV show upstreamFailed', async () => {
-    if (!up.listening) await up.listenAgain();
-    const { id, key } = await gw.createKey({ plan: 'five' });
-    expect(await call(gw, key)).toBe(200);
-    await up.stopListening();
-    try {
-      expect(await call(gw, key)).toBe(502);
-      expect(await call(gw, key)).toBe(502);
-    } finally {
-      await up.listenAgain();
-    }
-    await gw.gateway.flushUsage();
+    const { id, key } = await slowGw.createKey({ plan: 'five' });
+    expect(await call(slowGw, key)).toBe(504);
+    expect(await call(slowGw, key)).toBe(504);
+    await slowGw.gateway.flushUsage();
     const get = async (path: string) => {
-      const res = await request(gw.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
+      const res = await request(slowGw.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
       problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
       return res;
     };
     const one = await get(`/keys/${id}/usage?granularity=hour`);
     expect(one.status).toBe(200);
-    expect(one.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
+    expect(one.body.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
     const all = await get('/usage?sort=upstreamFailed&limit=1');
     expect(all.status).toBe(200);
     expect(all.body.keys[0]).toMatchObject({ upstreamFailed: expect.any(Number) });
@@ -224,10 +262,10 @@ describe('requests the upstream failed', () => {
       expect(csv.code, csv.stderr).toBe(0);
       const rows = csv.stdout.trimEnd().split('\r\n');
       expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,metadata');
-      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,1,0,0,2,0,`);
+      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,2,0,0,2,0,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
-      expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
+      expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
       expect((await runCli(['usage', '--sort', 'failed', '--config', file])).code).not.toBe(0);
     } finally {
       dir.remove();
@@ -264,7 +302,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
     await own?.stop();
   });
 
-  it('memory gives the request back, Redis is not credited with it, and the ledger counts it upstreamFailed', async () => {
+  it('memory gives a refused request back, Redis is not credited with it, and the ledger does not bill it', async () => {
     const { id, key } = await fallback.createKey({ plan: 'five' });
     expect(await call(fallback, key)).toBe(200);
     expect(await remaining(fallback, key)).toEqual({ minute: 4, day: 99 });
@@ -296,10 +334,10 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
       100,
     );
     // The next success is credited nothing for the failed ones: Redis's new window holds this one alone (with the
-    // failed ones still owed to it, 3), and the ledger (new too) has it admitted and the failed ones upstreamFailed.
+    // failed ones still owed to it, 3), and the ledger (new too) has it admitted and nothing of the refused ones.
     expect(await call(fallback, key)).toBe(200);
     expect(await ownClient.get(ks.minuteWindow(id))).toBe('1');
-    expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0 });
+    expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
   });
 });
 
@@ -325,13 +363,13 @@ describe('requests the upstream failed, on a gateway without Redis (memory limit
     await gone?.close();
   });
 
-  it('memory windows get the request back; the ledger moves it from admitted to upstreamFailed in its hour', async () => {
+  it('memory windows get a refused request back; the ledger takes it out of admitted', async () => {
     const { id, key } = await memoryGw.createKey({ plan: 'five' });
     expect(await call(memoryGw, key)).toBe(200);
     await gone.stopListening();
     for (let i = 0; i < 7; i++) expect(await call(memoryGw, key)).toBe(502);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 4, day: 99 });
-    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 7, shadowRefused: 0 });
+    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
     await gone.listenAgain();
     expect(await call(memoryGw, key)).toBe(200);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 3, day: 98 });

@@ -80,7 +80,7 @@ beforeAll(async () => {
   at(ids.k1, 12, { a: 20, m: 20 });
   at(ids.k1, 27, { a: 50, m: 35 }); // day 1, 03:00
   at(ids.k1, 49, { a: 500, m: 500 }); // after the period: not counted
-  for (let h = 0; h < 24; h++) at(ids.k2, h, { a: 95, f: 5, s: 5, m: h === 10 ? 90 : 10 });
+  for (let h = 0; h < 24; h++) at(ids.k2, h, { a: 100, f: 5, s: 5, m: h === 10 ? 90 : 10 });
   at(ids.k3, 10, { a: 25, m: 25 });
   at(ids.k4, 10, { a: 100, m: 100 });
   await store.add(counts, 8 * DAY_MS);
@@ -141,7 +141,7 @@ describe('POST /plans/simulate', () => {
     expect(res.body).toMatchObject({ plan: 'free', from: FROM, to: TO, current: PLANS.free, simulated: { perMinute: 30, perDay: 500 } });
     const hour = (h: number) => new Date(D0 + h * HOUR_MS).toISOString();
     expect(res.body.keys).toEqual([
-      // 24 hours of 100 offered (95 admitted, 5 of them let through by a shadow window; 5 failed upstream): two day windows at most touch
+      // 24 hours of 100 offered (100 admitted, 5 of them let through by a shadow window, 5 of them failed by a target): two day windows at most touch
       // them, so at most 2 x 500 admitted, at least 1400 refused. Its own perMinute keeps the minute window.
       {
         id: ids.k2,

@@ -8,7 +8,15 @@ import { configSchema, type Config } from './schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
 
-export type LoadResult = { ok: true; config: Config; path: string } | { ok: false; errors: string[]; path: string };
+/**
+ * `sections`: the top-level sections the file itself gives (not empty, not null), before defaults and the environment:
+ * what a reload compares to see whether a new file drops a whole section (configSections).
+ */
+export type LoadResult = { ok: true; config: Config; path: string; sections: string[] } | { ok: false; errors: string[]; path: string };
+
+/** What an empty document (no content, only comments, or `null`) is told: never the defaults, which serve nothing. */
+export const EMPTY_DOCUMENT_ERROR =
+  '(root): the document is empty (no sections, only comments, or null): a truncated or half-written file? Write `{}` for a config of defaults only';
 
 /** --config, else TOLLGATE_CONFIG, else config/gateway.yaml. */
 export function resolveConfigPath(flag: string | undefined, env: NodeJS.ProcessEnv): string {
@@ -45,12 +53,18 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   return { ...result, path };
 }
 
-export function parseConfigText(text: string, env: NodeJS.ProcessEnv = {}): { ok: true; config: Config } | { ok: false; errors: string[] } {
+export function parseConfigText(
+  text: string,
+  env: NodeJS.ProcessEnv = {},
+): { ok: true; config: Config; sections: string[] } | { ok: false; errors: string[] } {
   let raw: unknown;
   try {
     const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
     if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map((e) => yamlError(e.message)) };
-    raw = doc.toJS() ?? {};
+    raw = doc.toJS();
+    // `cmd > gateway.yaml` truncates before it writes: a reload that caught that moment must not become a gateway of
+    // defaults (no routes, no admin API, no keys). An empty document is refused everywhere: config check, start, reload.
+    if (raw === null || raw === undefined) return { ok: false, errors: [EMPTY_DOCUMENT_ERROR] };
   } catch (err) {
     // The YAML library throws (rather than reports) on some inputs, e.g. an alias bomb ("Excessive alias count"); a
     // reload must reject such a file like any other, never let the exception take the process down.
@@ -60,7 +74,22 @@ export function parseConfigText(text: string, env: NodeJS.ProcessEnv = {}): { ok
     return { ok: false, errors: [`(root): expected a mapping of sections (server, upstream, ...), got ${describe(raw)}`] };
   }
   const overridden = new Map<string, string>();
-  return validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
+  const result = validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
+  return result.ok ? { ...result, sections: configSections(raw as Record<string, unknown>) } : result;
+}
+
+/** The top-level sections a parsed file gives with some content (null, `{}` and `[]` count as absent), sorted. */
+export function configSections(raw: Record<string, unknown>): string[] {
+  const given = (v: unknown): boolean =>
+    v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0) && !(typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 0);
+  return Object.keys(raw)
+    .filter((k) => given(raw[k]))
+    .sort();
+}
+
+/** Sections given in `before` and no longer in `after`: a reload that would drop them wants an explicit SIGHUP. */
+export function droppedSections(before: readonly string[], after: readonly string[]): string[] {
+  return before.filter((s) => !after.includes(s));
 }
 
 /** `overridden` maps a field path to the environment variable that set it, so errors can name it. */

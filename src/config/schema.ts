@@ -19,6 +19,7 @@ const server = z.strictObject({
   headersTimeoutMs: z.number().int().positive().default(10_000).describe('A client must send its full request headers within this time (slowloris guard).'),
   requestTimeoutMs: z.number().int().positive().default(30_000).describe('A client must send its full request (headers and body) within this time.'),
   keepAliveTimeoutMs: z.number().int().positive().default(5_000).describe('Idle keep-alive connections from clients are closed after this time.'),
+  responseIdleTimeoutMs: z.number().int().positive().default(30_000).describe('A proxied response the client stops reading, or a request body it stops sending, for this long is cut off and the backend connection it held is freed.'),
   watchConfig: z.boolean().default(false).describe('Reload when the config file changes (also when a mounted Kubernetes ConfigMap is swapped), as SIGHUP does; `serve --watch-config` turns it on too (read at start-up).'),
 });
 
@@ -279,9 +280,10 @@ const service = z.strictObject({
   connectTimeoutMs: positiveInt().default(2000).describe('A try that has not connected within this time counts as "could not connect".'),
   retries: z.number().int().min(0).max(5).default(1).describe('Further tries after the first, each on another target when there is one (rules in docs/routing.md).'),
   retryOn: z.array(z.number().int().min(500).max(599)).default([]).describe('Statuses that also retry an idempotent request without a body, e.g. [502, 503].'),
+  perTryTimeoutMs: positiveInt().optional().describe('No response headers within this time on one try of an idempotent request without a body: that try ends (counted a timeout) and the next goes to another target, within timeoutMs. Left out: a try may take the whole timeoutMs.'),
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
-});
+}).superRefine(perTryBelowTimeout);
 
 const route = z.strictObject({
   method: z
@@ -521,6 +523,18 @@ function exampleStrip(path: string): string {
   return /^[A-Za-z0-9._~-]+$/.test(first) ? `/${first}` : '/orders';
 }
 
+
+/** A per-try bound at or over the whole request's bound never ends a try: a mistake, not a setting. */
+function perTryBelowTimeout(s: { timeoutMs: number; perTryTimeoutMs?: number | undefined }, ctx: Ctx): void {
+  if (s.perTryTimeoutMs !== undefined && s.perTryTimeoutMs >= s.timeoutMs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['perTryTimeoutMs'],
+      message: `perTryTimeoutMs (${s.perTryTimeoutMs}) must be below the service's timeoutMs (${s.timeoutMs}), which bounds every try together`,
+      input: s.perTryTimeoutMs,
+    });
+  }
+}
 
 function workersNeedRedis(cfg: { server: { workers: number | 'auto' }; redis?: unknown }, ctx: Ctx): void {
   if (cfg.server.workers !== 1 && !cfg.redis) {

@@ -18,6 +18,7 @@ export const ERRORS = {
   import_in_progress: { status: 409, message: 'Another import is running; nothing was imported. Run this one again once it has finished.' },
   import_refused: { status: 422, message: 'Records of the import were refused; nothing was imported.' },
   invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },
+  request_timeout: { status: 408, message: 'The request body stopped arriving.' },
   gone: { status: 410, message: 'This route has passed its sunset date and is no longer served.' },
   report_expired: { status: 410, message: 'The report this cursor names is no longer kept: ask for its first page again.' },
   payload_too_large: { status: 413, message: 'The request body is larger than this gateway accepts.' },

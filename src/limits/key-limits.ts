@@ -41,6 +41,9 @@ export interface KeyLimiterDeps {
    */
   usage?: {
     count(id: string, kind: 'a' | 'r' | 'b' | 'f' | 's'): void;
+    /** An admitted request (counted at `atMs`) that reached no target: taken out of admitted (not billed). */
+    notReached(id: string, atMs: number): void;
+    /** An admitted request (counted at `atMs`) a target failed: counted upstreamFailed, admitted kept. */
     upstreamFailed(id: string, atMs: number): void;
     /** The minute window's count a check reported, for the ledger's peakMinute (UTC hour: hours since 1970). */
     minuteCount(id: string, count: number, hour: number): void;
@@ -273,10 +276,11 @@ export class KeyLimiter {
   }
 
   /**
-   * Gives back what an admitted request was charged, once, when the upstream gave it no response (the gateway answered
-   * 502 or 504 itself): its windows get the request back and the ledger counts it as upstreamFailed, not admitted.
-   * On Redis, one call (through the breaker, within commandTimeoutMs); in memory, by the same rules. A refund Redis
-   * cannot take is logged and dropped (the request stays charged). Strikes and bans are never touched.
+   * Gives back what an admitted request was charged, once, when it never reached a target (no try could connect, or
+   * no target was healthy): its windows get the request back and the ledger no longer counts it admitted (it is not
+   * billed; nothing reached the backend). On Redis, one call (through the breaker, within commandTimeoutMs); in memory,
+   * by the same rules. A refund Redis cannot take is logged and dropped (the request stays charged). Strikes and bans
+   * are never touched. A request that reached a target is never refunded: see upstreamFailed().
    */
   async refund(ctx: LimitedRequest): Promise<void> {
     const charge = ctx.charge;
@@ -308,13 +312,27 @@ export class KeyLimiter {
       return;
     }
     await this.deps.memory.refund(charge.id, refund);
-    if (charge.by === 'memory') this.deps.usage?.upstreamFailed(charge.id, charge.at);
+    if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at);
     else {
-      // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more and
-      // the ledger hears of it from here. Already credited to Redis by a later check: it stays charged there.
+      // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more
+      // (and its ledger never counts it). Already credited to Redis by a later check: it stays charged there.
       const rec = this.lastCounts.get(charge.id);
-      if (rec && this.lastCounts.unowe(rec, now, charge.request.cost)) this.deps.usage?.count(charge.id, 'f');
+      if (rec) this.lastCounts.unowe(rec, now, charge.request.cost);
     }
+  }
+
+  /**
+   * An admitted request that reached a target and got no complete answer from it (timeout, reset, a response cut
+   * off): it keeps its points (the backend did the work, or some of it: giving them back would sell unmetered backend
+   * work) and the ledger counts it upstreamFailed beside admitted, so billing can choose. Written with the ledger's
+   * batches (UsageRecorder), in the hour the check counted it in; no Redis call on the request path.
+   */
+  upstreamFailed(ctx: LimitedRequest): void {
+    const charge = ctx.charge;
+    if (!charge) return;
+    ctx.charge = undefined;
+    const hour = charge.decision.ledgerHour;
+    this.deps.usage?.upstreamFailed(charge.id, hour !== undefined ? hour * 3_600_000 : charge.at);
   }
 
   /**

@@ -171,7 +171,7 @@ export class RedisLimiterStore implements LimiterStore {
     const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
     const args: Array<string | number> = [1 + r.windows.length, this.ks.usageDay(id, day)];
     for (const w of r.windows) args.push(this.ks.limitWindow(id, w.suffix));
-    args.push(r.cost, hour === undefined ? '' : `a${h}`, `f${h}`);
+    args.push(r.cost, hour === undefined ? '' : `a${h}`);
     for (const w of r.windows) args.push(Math.round(w.remainingMs), w.lengthMs);
     await client[REFUND](...args);
   }

@@ -92,8 +92,8 @@ export type Outcome =
   | 'invalid_record';
 
 /**
- * The usage ledger's kind of a counted request: a admitted, r refused by a window, b by a ban, f failed by the upstream,
- * s refused by a window in shadow mode (proxied). Defined beside the outcomes it records: the limiter decides, the
+ * The usage ledger's kind of a counted request: a admitted, r refused by a window, b by a ban, f admitted and failed
+ * by a target it reached, s refused by a window in shadow mode (proxied). Defined beside the outcomes it records: the limiter decides, the
  * ledger (usage/) records its decisions.
  */
 export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
@@ -151,7 +151,7 @@ export interface WindowCredit {
 }
 
 /**
- * A refund: one admitted request given back to the windows it was counted in (the upstream gave no response). Only a
+ * A refund: one admitted request given back to the windows it was counted in (it never reached a target). Only a
  * window that is still the one the check counted in is given it back (a window that reset since is left alone), never
  * below zero; the ban ladder (strikes, bans, levels) is not touched.
  */
@@ -163,7 +163,7 @@ export interface Refund {
   windows: ReadonlyArray<{ suffix: string; remainingMs: number; lengthMs: number }>;
   /** The points to give back to each: the request's cost. */
   cost: number;
-  /** Decision.ledgerHour: the ledger's admitted count to move to upstreamFailed (absent: the store did not count it). */
+  /** Decision.ledgerHour: the hour whose admitted count goes down by one (absent: the store did not count it). */
   ledgerHour?: number;
 }
 
@@ -194,7 +194,7 @@ export interface LimiterStore {
    * key's record is checked to accept it in the same call, as check() does.
    */
   snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
-  /** Gives one admitted request back (see Refund): one call, made only when the upstream failed the request. */
+  /** Gives one admitted request back (see Refund): one call, made only when the request reached no target. */
   refund(id: string, refund: Refund): Promise<void>;
 }
 

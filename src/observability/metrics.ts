@@ -29,7 +29,7 @@ export class Metrics {
 
   readonly upstreamErrors = new Counter({
     name: 'tollgate_upstream_errors_total',
-    help: 'Upstream failures answered by the gateway, by kind (refused, reset, timeout).',
+    help: 'Upstream failures answered by the gateway, by kind (refused, reset, timeout, upgrade: a 101 nobody asked for, too_large, body_idle: a body that stopped arriving); client_idle: a response cut off because its client stopped reading.',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
@@ -43,7 +43,7 @@ export class Metrics {
 
   readonly serviceRetries = new Counter({
     name: 'tollgate_service_retries_total',
-    help: 'Tries repeated on another target, by service and reason (connect, reset, status); budget_exhausted: a retry the retry budget refused.',
+    help: 'Tries repeated on another target, by service and reason (connect, reset, status, timeout: perTryTimeoutMs); budget_exhausted: a retry the retry budget refused.',
     labelNames: ['service', 'reason'] as const,
     registers: [this.registry],
   });

@@ -10,6 +10,7 @@ import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import type { Service } from '../routing/services.js';
+import type { ProxyExchange } from './exchange.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -48,8 +49,8 @@ export class RequestContext {
   decision: Decision | undefined = undefined;
   /** What the key limit check charged an admitted request, so the request can be given back if the upstream fails it. */
   charge: Charge | undefined = undefined;
-  /** Set by the proxy stage: its per-request state, which http-proxy-middleware's callbacks reach through req. */
-  proxy: unknown = undefined;
+  /** Set by the proxy stage: where the request stands among its tries to the service's targets. */
+  proxy: ProxyExchange | undefined = undefined;
   /** This request's trace, when tracing is on (tracing.otlpEndpoint): stages start their spans under it. */
   trace: RequestTrace | undefined = undefined;
   private clientKeyText: string | undefined = undefined;

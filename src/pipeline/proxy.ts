@@ -1,14 +1,13 @@
 // Stages 9-11 of the request path (src/pipeline/stages.ts): declaredBodyLimit, prepareUpstreamHeaders and
-// proxyToUpstream, which forwards to a target of the route's service with http-proxy-middleware (httpxy), its
-// `router` hook choosing the target (and its keep-alive pool) per try, streaming bodies both ways and mending what
-// the library leaves to its caller (hop-by-hop headers, timeouts reported as resets, text/plain errors:
-// docs/architecture.md, "Dependencies"). Retries on another target follow the rules in retryReason(); every answer
-// the gateway gives itself for a failed upstream goes through answerUpstreamFailure().
-import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+// proxyToUpstream, which sends the request to a target of the route's service and streams the answer back. Each try
+// is an UpstreamTry (upstream-try.ts), the body a RequestBody (request-body.ts), where the request stands among its
+// tries a ProxyExchange (exchange.ts); what follows a try's outcome (retry, stream, answer, give points back) is
+// decide() in proxy-rules.ts. This file carries those decisions out: the
+// request's deadline, the per-try timer, the response relayed with its idle timer, and answerUpstreamFailure(), the
+// one place the gateway answers for an upstream.
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { PassThrough } from 'node:stream';
 import type { NextFunction, Request, Response } from 'express';
-import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
@@ -20,72 +19,39 @@ import type { RequestContext } from './context.js';
 import { forwardedTarget } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
-
-/** Per-request proxy state, kept in the request's context (req.ctx.proxy) so the library's callbacks can reach it. */
-interface ProxyState {
-  service: Service;
-  /** The target of the current try, and every target tried so far (a retry goes to another while there is one). */
-  target: Target | undefined;
-  readonly tried: Set<Target>;
-  timedOut: boolean;
-  tooLarge: boolean;
-  startedAt: bigint;
-  /** Date.now() by which the upstream must have sent response headers (timeoutMs from the first try). */
-  deadlineAt: number;
-  /** The current try went out on a pooled keep-alive socket. */
-  reusedSocket: boolean;
-  /** The current try's connection is up (nothing of the request can have reached the target before that). */
-  connected: boolean;
-  /** The current try did not connect within connectTimeoutMs. */
-  connectTimedOut: boolean;
-  /** Response headers arrived from the upstream. */
-  responded: boolean;
-  /** Tries sent again after stale pooled sockets (see staleSocket()). */
-  staleRetries: number;
-  /** Tries repeated under the service's retry rules (at most its `retries`). */
-  retries: number;
-  /** Body bytes read from the client so far (a chunked body is counted against maxBodyBytes). */
-  bodySeen: number;
-  /** A body's chunks kept until a try connects, so a try that could not connect can be sent whole to another target. */
-  replay: { chunks: Buffer[]; recording: boolean } | undefined;
-  /** The stream the next try sends as its body, in place of the request itself (a replay). */
-  source: PassThrough | undefined;
-  /** This try's response is written here, not by httpxy, so a status in retryOn can be dropped and retried. */
-  selfHandle: boolean;
-  /** Ends the current try's count of requests in flight on its target (least-requests); idempotent. */
-  endTry: () => void;
-  /** The current try's upstream request. */
-  proxyReq: ClientRequest | undefined;
-}
-
-/**
- * How many times one request may be re-sent after stale pooled sockets. A socket the upstream closed for idleness is
- * the freshest in the (LIFO) pool, so the next one picked may be stale too; past this, the pool is not the problem.
- */
-const MAX_STALE_RETRIES = 3;
-
-/** RFC 9110 §9.2.2: methods a client may repeat automatically. */
-const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+import { decide, healthRecord, IDEMPOTENT, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
+import { ProxyExchange } from './exchange.js';
+import { RequestBody } from './request-body.js';
+import { UpstreamTry } from './upstream-try.js';
 
 type Upstream = Config['upstream'];
 
 export interface ProxyOptions {
   services: ServiceRegistry;
   maxBodyBytes: number;
+  /** server.responseIdleTimeoutMs: a response the client stops reading, or a body it stops sending, is cut after this. */
+  responseIdleTimeoutMs: number;
   logger: Logger;
   metrics: Metrics;
+  /** The clock deadlines are reckoned on (Date.now() by default). */
+  now?: () => number;
   /**
-   * The upstream gave a request no response (refused, reset, timed out): called before the gateway answers 502 or 504
-   * itself, so what the request was charged is given back first (KeyLimiter.refund). Not for a 413.
+   * The request never reached a target (no try had a connection, or no target was healthy): called before the gateway
+   * answers, so the points it was charged are back first (KeyLimiter.refund).
    */
-  onUpstreamFailed?: (ctx: RequestContext) => Promise<void>;
+  onNotReached?: (ctx: RequestContext) => Promise<void>;
+  /**
+   * The request reached a target that gave it no complete answer (timeout, reset, a response cut off): it keeps its
+   * points and the ledger counts it upstreamFailed beside admitted (KeyLimiter.upstreamFailed).
+   */
+  onReachedFailed?: (ctx: RequestContext) => void;
 }
 
 /**
  * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
  * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on
  * (Authorization, and the headers and query parameters auth.sources names).
- * Runs before the proxy because httpxy copies req.headers into the upstream request as they stand.
+ * Runs before the proxy because each try (upstream-try.ts) sends req.headers as they stand, Host set to the target.
  */
 export function prepareUpstreamHeaders(upstream: Upstream) {
   // The upstream span's server.address, worked out once rather than per traced request.
@@ -116,7 +82,7 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
     const consumer = req.ctx.consumer;
 
-    // One new header object, in the order httpxy sends it: Host and the framing, then the gateway's own headers (an
+    // One new header object, in the order each try sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
     // consumer's identity or X-Forwarded-For), then the client's, less hop-by-hop ones, Expect, any spelling of the
     // headers the gateway owns (claimsGatewayHeader) and, with hideCredentials, the key.
@@ -184,317 +150,273 @@ export function declaredBodyLimit(maxBodyBytes: number) {
   };
 }
 
+/** The failure label of metrics and the log line, for what the gateway answered. */
+function failureKind(outcome: TryOutcome): string {
+  if (outcome.type === 'status') return outcome.status === 101 ? 'upgrade' : 'status';
+  switch (outcome.failure) {
+    case 'try_timeout':
+      return 'timeout';
+    case 'connect_timeout':
+      return 'refused';
+    default:
+      return outcome.failure;
+  }
+}
+
 export function createProxy(opts: ProxyOptions) {
-  const { services, maxBodyBytes, logger, metrics, onUpstreamFailed } = opts;
-
-  const onProxyReq = (proxyReq: ClientRequest, req: IncomingMessage): void => {
-    const state = stateOf(req);
-    const { connectTimeoutMs } = state.service.settings;
-    state.proxyReq = proxyReq;
-    state.reusedSocket = proxyReq.reusedSocket;
-    state.responded = false;
-    state.connectTimedOut = false;
-    // The try counted as in flight on its target since it was picked (attempt()); it ends with its upstream request.
-    proxyReq.once('close', state.endTry);
-    // httpxy reports its own proxyTimeout as a plain ECONNRESET (indistinguishable from a real reset), so the deadline is kept here. A retried
-    // try gets what is left of the first one's time: the client never waits longer than timeoutMs for headers.
-    const timer = setTimeout(
-      () => {
-        state.timedOut = true;
-        proxyReq.destroy();
-      },
-      Math.max(0, state.deadlineAt - Date.now()),
-    );
-    proxyReq.once('response', () => {
-      state.responded = true;
-      clearTimeout(timer);
-    });
-    proxyReq.once('close', () => clearTimeout(timer));
-
-    // Whether the try got a connection: until then nothing of the request can have reached the target.
-    const socket = proxyReq.socket;
-    if (socket && socket.connecting) {
-      state.connected = false;
-      // Only a connect timeout that comes before the request's deadline is one (else the deadline answers 504).
-      const connectTimer =
-        connectTimeoutMs < state.deadlineAt - Date.now()
-          ? setTimeout(() => {
-              state.connectTimedOut = true;
-              proxyReq.destroy();
-            }, connectTimeoutMs)
-          : undefined;
-      socket.once('connect', () => {
-        clearTimeout(connectTimer);
-        connectedNow(state);
-      });
-      proxyReq.once('close', () => clearTimeout(connectTimer));
-    } else connectedNow(state);
-
-    // Once per request (not per try): the client's body is read once, whichever stream carries it to a target.
-    // Attached in the same tick httpxy pipes the body into proxyReq, so no chunk is missed.
-    if (state.source !== undefined || state.tried.size > 1) return;
-    const chunked = req.headers['content-length'] === undefined;
-    const onData = (chunk: Buffer) => {
-      state.bodySeen += chunk.length;
-      if (state.replay?.recording) state.replay.chunks.push(chunk);
-      // A chunked body has no declared length: count it as it streams and abort past the limit.
-      if (chunked && state.bodySeen > maxBodyBytes) {
-        req.off('data', onData);
-        state.tooLarge = true;
-        req.unpipe();
-        stateOf(req).source?.destroy();
-        proxyReq.destroy();
-      }
-    };
-    if (hasBody(req)) {
-      if (!state.connected) state.replay = { chunks: [], recording: true };
-      req.on('data', onData);
-    }
-  };
-
-  const onProxyRes = (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void => {
-    const state = stateOf(req);
-    const { service } = state;
-    const target = state.target!;
-    const status = proxyRes.statusCode ?? 502;
-    metrics.upstreamDuration.observe({ status: String(status) }, elapsedSeconds(state.startedAt));
-    metrics.serviceRequests.inc({ service: service.name, target: target.url, outcome: `${Math.floor(status / 100)}xx` });
-    services.recordResult(service, target, status >= 500, `status_${status}`);
-    if (state.selfHandle && service.settings.retryOn.has(status) && mayRetry(state, 'status', req, res)) {
-      // Dropped: only response headers came from this try, and none of it reaches the client. httpxy ties the
-      // response to the client's once this callback returns (a response that ends early cuts the client off), so
-      // that tie is undone first, and the connection of this try is closed rather than drained.
-      // Its upstream request's errors are this try's, not the next one's: they go nowhere.
-      const dropped = state.proxyReq;
-      dropped?.removeAllListeners('error');
-      dropped?.on('error', () => undefined);
-      process.nextTick(() => {
-        proxyRes.removeAllListeners('close');
-        proxyRes.removeAllListeners('error');
-        proxyRes.on('error', () => undefined);
-        proxyRes.destroy();
-      });
-      retry(req, res, 'status');
-      return;
-    }
-    // Hop-by-hop headers and X-Powered-By go; a header the gateway already set wins over the upstream's, except
-    // Link, whose values add up. (A pass over the upstream's few headers, not over the gateway's many.)
-    const h = proxyRes.headers as Record<string, unknown>;
-    stripHopByHop(h);
-    for (const name in h) {
-      if (name === 'x-powered-by') delete h[name];
-      else if (res.hasHeader(name)) {
-        if (name === 'link') h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
-        else delete h[name];
-      }
-    }
-    // httpxy fills a missing Connection with "keep-alive", which would override the client's "Connection: close":
-    // state what this client connection really does. A connection kept open also gets the Keep-Alive hint Node gives
-    // its own answers, so clients stop reusing it before the server's idle timeout. (A draining server turns both
-    // into Connection: close as the headers are written: closeConnectionsAfterResponses in http-server.ts.)
-    const own = res.getHeader('connection');
-    if (own !== undefined) h.connection = String(own);
-    else if (!res.shouldKeepAlive) h.connection = 'close';
-    else {
-      h.connection = 'keep-alive';
-      const idleMs = (res.socket as (Socket & { server?: { keepAliveTimeout?: number } }) | null)?.server?.keepAliveTimeout;
-      if (idleMs && idleMs >= 1000) h['keep-alive'] = `timeout=${Math.floor(idleMs / 1000)}`;
-    }
-    if (state.selfHandle) {
-      // httpxy writes no response when told selfHandleResponse (it still cuts one side when the other closes): the
-      // status and the mended headers, as its own passes would write them, then the body streamed.
-      res.statusCode = status;
-      if (proxyRes.statusMessage) res.statusMessage = proxyRes.statusMessage;
-      for (const name in h) if (h[name] !== undefined) res.setHeader(name, h[name] as string | string[]);
-      proxyRes.pipe(res);
-    }
-  };
-
-  const onError = (err: Error, req: IncomingMessage, res: ServerResponse | Socket): void => {
-    if (!('setHeader' in res)) {
-      res.destroy();
-      return;
-    }
-    const state = stateOf(req);
-    state.endTry();
-    const code = (err as NodeJS.ErrnoException).code;
-    if (staleSocket(state, code, req, res)) {
-      // A pooled keep-alive socket the upstream had already closed (its idle timeout raced this request): the
-      // upstream never answered on it, so an idempotent request without a body is sent again on another socket.
-      state.staleRetries++;
-      logger.debug({ reqId: (req as Request).id, errCode: code, retry: state.staleRetries }, 'upstream reset a reused connection before answering; retrying');
-      retry(req, res, 'stale');
-      return;
-    }
-    const kind = state.tooLarge
-      ? 'too_large'
-      : state.timedOut
-        ? 'timeout'
-        : !state.connected
-          ? state.connectTimedOut
-            ? 'connect_timeout'
-            : 'refused'
-          : 'reset';
-    if (kind !== 'too_large' && state.target) {
-      // A response cut off after its headers was counted by its status already; it is still a failure of the target.
-      if (!state.responded) metrics.serviceRequests.inc({ service: state.service.name, target: state.target.url, outcome: kind });
-      services.recordResult(state.service, state.target, true, kind);
-      const reason = kind === 'refused' || kind === 'connect_timeout' ? 'connect' : kind === 'reset' ? 'reset' : undefined;
-      if (reason && mayRetry(state, reason, req, res)) {
-        logger.debug({ reqId: (req as Request).id, kind, target: state.target.url, retry: state.retries + 1 }, 'try failed; retrying on another target');
-        retry(req, res, reason);
-        return;
-      }
-    }
-    answerUpstreamFailure(req as Request, res as Response, kind === 'connect_timeout' ? 'refused' : kind, code);
-  };
-
-  /**
-   * The one place the gateway answers for an upstream that gave no response after all tries: 413 (the body grew
-   * past the limit while streaming), 504 (no response headers within the service's timeoutMs) or 502 (every try was
-   * refused or reset). The request's metrics and log line are written here too.
-   */
-  function answerUpstreamFailure(req: Request, res: Response, kind: 'too_large' | 'timeout' | 'refused' | 'reset', errCode?: string): void {
-    const state = stateOf(req);
-    metrics.upstreamErrors.inc({ kind });
-    if (kind !== 'too_large') metrics.upstreamDuration.observe({ status: kind }, elapsedSeconds(state.startedAt));
-    logger.warn({ reqId: req.id, kind, errCode, service: state.service.name, tries: state.tried.size + state.staleRetries }, 'upstream request failed');
-    if (kind === 'too_large') {
-      res.setHeader('connection', 'close');
-      sendError(res, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
-      return;
-    }
-    const answer = (): void => {
-      if (kind === 'timeout') sendError(res, 'gateway_timeout', `The upstream did not answer within ${state.service.settings.timeoutMs} ms.`);
-      else sendError(res, 'bad_gateway');
-    };
-    refundThen(req, res, answer);
-  }
-
-  /**
-   * Gives back what the request was charged (windows and usage ledger), then answers: for a request no target gave a
-   * response. One cut off mid-response keeps its charge, as the upstream did serve it; so does one whose client left
-   * first (nobody gets the answer, and aborting must not buy free requests). The refund comes before the answer, so a
-   * client that reads its quota right after a 502 sees it given back.
-   */
-  function refundThen(req: Request, res: Response, answer: () => void): void {
-    if (!onUpstreamFailed || stateOf(req).responded || res.destroyed || !res.socket || res.socket.destroyed) return answer();
-    onUpstreamFailed(req.ctx).then(answer, answer);
-  }
-
-  /** Whether the service's rules allow another try now, and the retry budget has one (counted as taken). */
-  function mayRetry(state: ProxyState, reason: 'connect' | 'reset' | 'status', req: IncomingMessage, res: ServerResponse): boolean {
-    if (state.retries >= state.service.settings.retries || state.timedOut || state.tooLarge) return false;
-    if (res.headersSent || res.writableEnded || res.destroyed || Date.now() >= state.deadlineAt) return false;
-    // Could not connect: nothing was sent, any method goes again (its body replayed). Otherwise only an idempotent
-    // request without a body, and never once response bytes have gone to the client.
-    if (reason !== 'connect' && (!IDEMPOTENT.has(req.method ?? '') || hasBody(req))) return false;
-    // A try that could not connect reached no target: its retry adds no load over the request itself, so it is
-    // outside the budget (which bounds the extra load retries put on a service's targets).
-    if (reason !== 'connect' && !state.service.budget.tryRetry(Date.now())) {
-      metrics.serviceRetries.inc({ service: state.service.name, reason: 'budget_exhausted' });
-      return false;
-    }
-    return true;
-  }
-
-  function retry(req: IncomingMessage, res: ServerResponse, reason: 'connect' | 'reset' | 'status' | 'stale'): void {
-    const state = stateOf(req);
-    if (reason !== 'stale') {
-      state.retries++;
-      metrics.serviceRetries.inc({ service: state.service.name, reason });
-    }
-    if (state.replay) {
-      // The body so far, then the rest of it as the client sends it, into a fresh stream for the next try.
-      req.unpipe();
-      state.source?.destroy();
-      const source = new PassThrough();
-      for (const chunk of state.replay.chunks) source.write(chunk);
-      if (req.readableEnded) source.end();
-      else req.pipe(source);
-      state.source = source;
-    }
-    // Each try adds its own few listeners (httpxy's close/error handlers) to the request and response.
-    req.setMaxListeners(req.getMaxListeners() + 4);
-    res.setMaxListeners(res.getMaxListeners() + 4);
-    attempt(req as Request, res as Response, reason === 'stale' ? state.target : undefined);
-  }
-
-  /** One try: a target of the service (another than those tried while one is available), then the proxy. */
-  function attempt(req: Request, res: Response, same?: Target): void {
-    const state = stateOf(req);
-    const target = same ?? state.service.pick(Date.now(), state.tried);
-    if (!target) {
-      // Every target went out while this request was being tried (or just before it): nothing to try.
-      // Its limits were taken already (the health stage found a target a moment ago): given back first.
-      if (state.tried.size === 0) return refundThen(req, res, () => answerNoHealthyUpstream(res, state.service));
-      return answerUpstreamFailure(req, res, 'refused');
-    }
-    state.endTry();
-    state.target = target;
-    state.tried.add(target);
-    // In flight from the moment it is picked, so that concurrent picks already see it (least-requests).
-    const endTry = target.begin();
-    state.endTry = endTry;
-    res.once('close', endTry);
-    const settings = state.service.settings;
-    state.selfHandle = settings.retryOn.size > 0 && state.retries < settings.retries && IDEMPOTENT.has(req.method) && !hasBody(req);
-    // hpm calls next(err) after its error event, which onError has answered (or retried): nothing more to do there.
-    proxy(req, res, () => undefined).catch(() => undefined);
-  }
-
-  const proxy = createProxyMiddleware<Request, Response>({
-    // The target is chosen per try (attempt()); the router hook hands it to httpxy with the target's own keep-alive
-    // pool, the replayed body when there is one, and whether this try's response is written here (selfHandle).
-    router: (req: Request, _res: Response, options: Record<string, unknown>) => {
-      const state = stateOf(req);
-      options.agent = state.target!.agent;
-      if (state.source) options.buffer = state.source;
-      options.selfHandleResponse = state.selfHandle;
-      return state.target!.url;
-    },
-    changeOrigin: true,
-    xfwd: false,
-    // Giving on.error keeps hpm's default error plugin (text/plain, 504 for everything) out.
-    on: {
-      proxyReq: onProxyReq as never,
-      proxyRes: onProxyRes as never,
-      error: onError as never,
-    },
-  } as never);
+  const { services, maxBodyBytes, logger, metrics, onNotReached, onReachedFailed, responseIdleTimeoutMs } = opts;
+  const now = opts.now ?? Date.now;
 
   function proxyToUpstreamStage(req: Request, res: Response, next: NextFunction): void {
     const service = req.ctx.service;
     if (!service) return next();
-    const state: ProxyState = {
-      service,
-      target: undefined,
-      tried: new Set(),
-      timedOut: false,
-      tooLarge: false,
-      startedAt: process.hrtime.bigint(),
-      deadlineAt: Date.now() + service.settings.timeoutMs,
-      reusedSocket: false,
-      connected: false,
-      connectTimedOut: false,
-      responded: false,
-      staleRetries: 0,
-      retries: 0,
-      bodySeen: 0,
-      replay: undefined,
-      source: undefined,
-      selfHandle: false,
-      endTry: () => undefined,
-      proxyReq: undefined,
-    };
-    req.ctx.proxy = state;
-    service.budget.request(Date.now());
+    const at = now();
+    const { timeoutMs } = service.settings;
+    const x = new ProxyExchange(service, at + timeoutMs, IDEMPOTENT.has(req.method) && !hasBody(req), process.hrtime.bigint());
+    req.ctx.proxy = x;
+    service.budget.request(at);
+    // One listener for the whole request, whatever its tries: a client that leaves ends the try in flight.
+    res.once('close', () => {
+      if (res.writableFinished) return;
+      x.clientGone = true;
+      x.current?.abort('client_gone');
+    });
+    // The deadline runs from here: a try waiting for a pooled connection is waiting on it too.
+    x.deadlineTimer = setTimeout(() => x.current?.abort('timeout'), timeoutMs);
     // Every check passed: now a client waiting on `Expect: 100-continue` may send its body.
     continueIfExpected(res);
-    attempt(req, res);
+    if (hasBody(req)) {
+      x.body = new RequestBody(req, {
+        maxBytes: maxBodyBytes,
+        idleMs: responseIdleTimeoutMs,
+        onTooLarge: () => bodyFailed(req, res, x, 'too_large'),
+        onIdle: () => bodyFailed(req, res, x, 'body_idle'),
+      });
+    }
+    if (!attempt(req, res, x, undefined)) noTargetAtAll(req, res, x);
+  }
+
+  /** One try on `same` target (a stale socket) or on one not tried yet while there is one; false: no target. */
+  function attempt(req: Request, res: Response, x: ProxyExchange, same: Target | undefined): boolean {
+    const { service } = x;
+    const at = now();
+    const target = same ?? service.pick(at, x.tried);
+    if (!target) return false;
+    x.target = target;
+    x.tried.add(target);
+    // In flight from the moment it is picked, so that concurrent picks already see it (least-requests).
+    const endTry = target.begin();
+    const settings = service.settings;
+    const t: UpstreamTry = new UpstreamTry(
+      { target, method: req.method, url: req.url, headers: req.headers as OutgoingHttpHeaders, connectTimeoutMs: settings.connectTimeoutMs },
+      {
+        onReached: () => x.body?.reachedTarget(),
+        onOutcome: (outcome, upRes) => settled(req, res, x, t, outcome, upRes),
+        onClose: endTry,
+      },
+    );
+    x.current = t;
+    // A try of a repeatable request may get less than the whole deadline, so that another target has time left.
+    const perTry = x.repeatable ? settings.perTryTimeoutMs : undefined;
+    clearTimeout(x.tryTimer);
+    if (perTry !== undefined && perTry < x.deadlineAt - at) x.tryTimer = setTimeout(() => t.abort('try_timeout'), perTry);
+    if (x.body) x.body.sendTo(t.req);
+    else t.req.end();
+    return true;
+  }
+
+  function settled(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, outcome: TryOutcome, upRes: IncomingMessage | undefined): void {
+    clearTimeout(x.tryTimer);
+    if (x.done) return;
+    const at = now();
+    const { service } = x;
+    const target = x.target!;
+    const decision = decide(outcome, x, service.settings, at);
+    if (decision.do !== 'drop') {
+      const health = healthRecord(outcome, decision);
+      if (health) {
+        if (outcome.type === 'status') metrics.upstreamDuration.observe({ status: String(outcome.status) }, elapsedSeconds(x.startedAt));
+        metrics.serviceRequests.inc({
+          service: service.name,
+          target: target.url,
+          outcome: outcome.type === 'status' ? `${Math.floor(outcome.status / 100)}xx` : health.kind,
+        });
+        services.recordResult(service, target, health.failed, health.kind);
+      }
+    }
+    // A stale pooled socket's try never reached the target's application (it had closed the connection).
+    if (t.reached && !(decision.do === 'retry' && decision.reason === 'stale')) x.reached = true;
+    carryOut(req, res, x, t, outcome, upRes, decision);
+  }
+
+  function carryOut(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, outcome: TryOutcome, upRes: IncomingMessage | undefined, d: Decision): void {
+    switch (d.do) {
+      case 'drop':
+        x.finish();
+        upRes?.destroy();
+        return;
+      case 'stream':
+        x.finish(false);
+        return relay(req, res, x, t, upRes!);
+      case 'answer':
+        // A response this try did get (a 101) is not passed on.
+        if (upRes) t.req.destroy();
+        return answerUpstreamFailure(req, res, x, outcome, d);
+      case 'retry': {
+        const { service } = x;
+        if (d.budgeted && !service.budget.tryRetry(now())) {
+          metrics.serviceRetries.inc({ service: service.name, reason: 'budget_exhausted' });
+          return carryOut(req, res, x, t, outcome, upRes, d.otherwise);
+        }
+        // A response dropped for a retry: only its headers came, none of it reaches the client; its connection is
+        // closed rather than drained.
+        if (upRes) t.req.destroy();
+        x.body?.detach();
+        if (d.reason === 'stale') {
+          x.staleRetries++;
+          logger.debug({ reqId: req.id, retry: x.staleRetries }, 'upstream reset a reused connection before answering; retrying');
+        } else {
+          x.retries++;
+          metrics.serviceRetries.inc({ service: service.name, reason: d.reason });
+          logger.debug({ reqId: req.id, kind: failureKind(outcome), target: x.target?.url, retry: x.retries }, 'try failed; retrying on another target');
+        }
+        if (!attempt(req, res, x, d.reason === 'stale' ? x.target : undefined)) carryOut(req, res, x, t, outcome, upRes, d.otherwise);
+        return;
+      }
+    }
+  }
+
+  /**
+   * The body failed (too large, or it stopped arriving): before response headers, the try ends and the gateway answers
+   * (413, 408); while a response is already streaming, the exchange is cut on both sides.
+   */
+  function bodyFailed(req: Request, res: Response, x: ProxyExchange, failure: 'too_large' | 'body_idle'): void {
+    const t = x.current;
+    if (t && !t.settled) return t.abort(failure);
+    logger.warn({ reqId: req.id, kind: failure, service: x.service.name }, 'request body failed while the response streamed; closed');
+    metrics.upstreamErrors.inc({ kind: failure });
+    t?.req.destroy();
+    res.destroy();
+  }
+
+  /**
+   * The response, passed on: its headers mended, then its body with backpressure. A client that stops reading for
+   * responseIdleTimeoutMs is cut off and the upstream connection closed, so it cannot hold the target's pool.
+   */
+  function relay(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, upRes: IncomingMessage): void {
+    res.statusCode = upRes.statusCode ?? 502;
+    if (upRes.statusMessage) res.statusMessage = upRes.statusMessage;
+    const h = mendResponseHeaders(upRes, res);
+    for (const name in h) if (h[name] !== undefined) res.setHeader(name, h[name] as string | string[]);
+    let idle: NodeJS.Timeout | undefined;
+    const cutIdle = (): void => {
+      logger.warn({ reqId: req.id, service: x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
+      metrics.upstreamErrors.inc({ kind: 'client_idle' });
+      res.destroy();
+      t.req.destroy();
+    };
+    const onDrain = (): void => {
+      clearTimeout(idle);
+      upRes.resume();
+    };
+    upRes.on('data', (chunk: Buffer) => {
+      if (res.write(chunk)) return;
+      upRes.pause();
+      idle = setTimeout(cutIdle, responseIdleTimeoutMs);
+      res.once('drain', onDrain);
+    });
+    upRes.once('end', () => {
+      // The target answered before the whole body arrived: what is left of it goes nowhere, and the target connection,
+      // its request unfinished, cannot be used again.
+      if (x.body && !x.body.complete) {
+        x.body.stop();
+        t.req.destroy();
+      }
+      res.end();
+    });
+    upRes.once('close', () => {
+      clearTimeout(idle);
+      if (upRes.complete || res.destroyed) return;
+      // Cut off by the target after its headers: counted by its status already, still a failure of the target.
+      services.recordResult(x.service, x.target!, true, 'reset');
+      metrics.upstreamErrors.inc({ kind: 'reset' });
+      logger.warn({ reqId: req.id, kind: 'reset', service: x.service.name }, 'upstream cut its response off');
+      onReachedFailed?.(req.ctx);
+      res.destroy();
+    });
+    res.once('close', () => {
+      clearTimeout(idle);
+      x.body?.stop();
+      if (!res.writableFinished) t.req.destroy();
+    });
+    if (res.destroyed) t.req.destroy();
+  }
+
+  /**
+   * The one place the gateway answers for an upstream that gave no usable response: 413 (the body grew past the limit
+   * while streaming), 408 (the client stopped sending its body), 504 (no response headers within timeoutMs) or 502
+   * (refused, reset, a 101 nobody asked for). Points go back first when the request never reached a target (so a
+   * client that reads its quota right after sees them); one that reached a target keeps them, counted upstreamFailed.
+   */
+  function answerUpstreamFailure(req: Request, res: Response, x: ProxyExchange, outcome: TryOutcome, a: Answer): void {
+    x.finish();
+    const kind = failureKind(outcome);
+    metrics.upstreamErrors.inc({ kind });
+    if (a.code === 'bad_gateway' || a.code === 'gateway_timeout') metrics.upstreamDuration.observe({ status: kind }, elapsedSeconds(x.startedAt));
+    logger.warn({ reqId: req.id, kind, service: x.service.name, tries: x.tried.size + x.staleRetries, reached: x.reached }, 'upstream request failed');
+    const answer = (): void => {
+      if (a.code === 'payload_too_large') {
+        res.setHeader('connection', 'close');
+        sendError(res, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
+      } else if (a.code === 'request_timeout') {
+        res.setHeader('connection', 'close');
+        sendError(res, 'request_timeout', `No part of the request body arrived for ${responseIdleTimeoutMs} ms.`);
+      } else if (a.code === 'gateway_timeout') sendError(res, 'gateway_timeout', `The upstream did not answer within ${x.service.settings.timeoutMs} ms.`);
+      else sendError(res, 'bad_gateway');
+    };
+    if (a.refund && onNotReached) return void onNotReached(req.ctx).then(answer, answer);
+    if (a.code === 'bad_gateway' || a.code === 'gateway_timeout') onReachedFailed?.(req.ctx);
+    answer();
+  }
+
+  /** Every target went out between the health stage and the first try: points back, then 503. */
+  function noTargetAtAll(req: Request, res: Response, x: ProxyExchange): void {
+    x.finish();
+    const answer = (): void => answerNoHealthyUpstream(res, x.service);
+    if (onNotReached) return void onNotReached(req.ctx).then(answer, answer);
+    answer();
   }
 
   return { handler: proxyToUpstreamStage };
+}
+
+/**
+ * The upstream's response headers as the client gets them: hop-by-hop headers and X-Powered-By go; a header the
+ * gateway already set wins over the upstream's, except Link, whose values add up; Connection says what this client
+ * connection really does.
+ */
+function mendResponseHeaders(upRes: IncomingMessage, res: ServerResponse): Record<string, unknown> {
+  const h = { ...upRes.headers } as Record<string, unknown>;
+  stripHopByHop(h);
+  for (const name in h) {
+    if (name === 'x-powered-by') delete h[name];
+    else if (res.hasHeader(name)) {
+      if (name === 'link') h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
+      else delete h[name];
+    }
+  }
+  // A connection kept open gets the Keep-Alive hint Node gives its own answers, so clients stop reusing it before the
+  // server's idle timeout. (A draining server turns both into Connection: close as the headers are written:
+  // closeConnectionsAfterResponses in http-server.ts.)
+  const own = res.getHeader('connection');
+  if (own !== undefined) h.connection = String(own);
+  else if (!res.shouldKeepAlive) h.connection = 'close';
+  else {
+    h.connection = 'keep-alive';
+    const idleMs = (res.socket as (Socket & { server?: { keepAliveTimeout?: number } }) | null)?.server?.keepAliveTimeout;
+    if (idleMs && idleMs >= 1000) h['keep-alive'] = `timeout=${Math.floor(idleMs / 1000)}`;
+  }
+  return h;
 }
 
 /** 503 no_healthy_upstream: every target of the service is out; Retry-After says when one may be back. */
@@ -503,33 +425,9 @@ export function answerNoHealthyUpstream(res: Response, service: Service): void {
   sendError(res, 'no_healthy_upstream');
 }
 
-/** The try has its connection: a body kept for replay is no longer needed (it is on its way to this target). */
-function connectedNow(state: ProxyState): void {
-  state.connected = true;
-  if (state.replay) state.replay = { chunks: [], recording: false };
-}
-
 function hasBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-/**
- * Whether a failed try may be repeated on the same target: only when it went out on a reused keep-alive socket and was reset (or
- * hit a closed pipe) before any response byte, for an idempotent request without a body (nothing of it was
- * consumed), while the client is still there and time is left, at most MAX_STALE_RETRIES times. A try on a new
- * connection is never repeated this way. Node's advice for stale pooled sockets (http.ClientRequest#reusedSocket); Go's
- * http.Transport retries the same way, and nginx's proxy_next_upstream does for idempotent requests.
- */
-function staleSocket(state: ProxyState, code: string | undefined, req: IncomingMessage, res: ServerResponse): boolean {
-  if (state.staleRetries >= MAX_STALE_RETRIES || !state.reusedSocket || state.responded || state.timedOut || state.tooLarge) return false;
-  if (code !== 'ECONNRESET' && code !== 'EPIPE') return false;
-  if (!IDEMPOTENT.has(req.method ?? '') || hasBody(req)) return false;
-  return !res.headersSent && !res.writableEnded && !res.destroyed && Date.now() < state.deadlineAt;
-}
-
-function stateOf(req: IncomingMessage): ProxyState {
-  return req.ctx.proxy as ProxyState;
 }
 
 function elapsedSeconds(start: bigint): number {

@@ -18,6 +18,8 @@ export interface ServiceSettings {
   balance: Balance;
   timeoutMs: number;
   connectTimeoutMs: number;
+  /** Each try of a retryable request at most this long (undefined: a try may take the whole timeoutMs). */
+  perTryTimeoutMs: number | undefined;
   retries: number;
   retryOn: ReadonlySet<number>;
   healthCheck: HealthCheckSettings | undefined;
@@ -260,6 +262,7 @@ function upstreamSettings(u: UpstreamConfig): ServiceSettings {
     balance: 'round-robin',
     timeoutMs: u.timeoutMs,
     connectTimeoutMs: u.timeoutMs,
+    perTryTimeoutMs: undefined,
     retries: 0,
     retryOn: new Set(),
     healthCheck: undefined,
@@ -272,6 +275,7 @@ function serviceSettings(s: ServiceConfig): ServiceSettings {
     balance: s.balance,
     timeoutMs: s.timeoutMs,
     connectTimeoutMs: s.connectTimeoutMs,
+    perTryTimeoutMs: s.perTryTimeoutMs,
     retries: s.retries,
     retryOn: new Set(s.retryOn),
     healthCheck: s.healthCheck,

@@ -55,10 +55,13 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
 /**
  * A changed file is handled exactly as `kill -HUP`: the process signals itself, so the handler already installed
  * (a single gateway's, or a node:cluster primary's that validates once and forwards) does the reload and its logging.
+ * The watcher holds back what the operator must confirm (a file that drops whole sections); a SIGHUP, the operator's
+ * or its own, makes the file as it is then the watcher's reference.
  */
 function watchIfAsked(configPath: string, enabled: boolean, logger: Logger): void {
   if (!enabled) return;
-  watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger);
+  const watcher = watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger);
+  process.on('SIGHUP', () => watcher.rebase());
 }
 
 export async function runPetstore(opts: { port: number; host: string; config?: string }): Promise<void> {

@@ -51,7 +51,7 @@ export class UsageRecorder {
 
   /**
    * One decision made outside the limit script: `a` admitted (Redis-less only), `r` refused by a window, `b` by a ban,
-   * `f` admitted from memory while Redis was away, then failed by the upstream.
+   * `s` admitted though a shadow window had no room.
    */
   count(id: string, kind: UsageKind): void {
     this.add(id, kind, this.o.clock.now(), 1);
@@ -67,11 +67,18 @@ export class UsageRecorder {
   }
 
   /**
-   * A request counted admitted here (at `atMs`) that the upstream then failed: moved to upstreamFailed in the hour it
-   * was admitted in (a count of -1 admitted that the flush adds up with the one already counted).
+   * A request counted admitted here (at `atMs`) that never reached a target: taken out of admitted in the hour it was
+   * admitted in (a count of -1 that the flush adds up with the one already counted). Not billed.
+   */
+  notReached(id: string, atMs: number): void {
+    this.add(id, 'a', atMs, -1);
+  }
+
+  /**
+   * An admitted request (counted at `atMs`, here or by the limit script) that reached a target and got no complete
+   * answer: counted upstreamFailed in that hour, beside admitted (which keeps it).
    */
   upstreamFailed(id: string, atMs: number): void {
-    this.add(id, 'a', atMs, -1);
     this.add(id, 'f', atMs, 1);
   }
 

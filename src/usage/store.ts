@@ -1,9 +1,9 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
-// admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted but given no response by the upstream and
-// refunded, s<h> admitted though a window in shadow mode would have refused it; m<h> peakMinute: the highest
+// admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted, reached a target and got no complete
+// answer (also in a<h>: upstreamFailed beside admitted), s<h> admitted though a window in shadow mode would have refused it; m<h> peakMinute: the highest
 // minute-window count a check reported in the hour, raised, never added); per deprecated route and day, calls by key
 // id, and when each key last called. Redis holds them for the
-// fleet (the limit script itself counts what it decides, the refund script moves a<h> to f<h>; this file writes what
+// fleet (the limit script itself counts what it decides, the refund script takes a never-reached request out of a<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';

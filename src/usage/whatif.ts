@@ -30,7 +30,7 @@ export interface WindowOutcome {
 
 export interface SimulatedHour {
   start: string;
-  /** Requests that went through in the hour (admitted, those the upstream then failed included): a count of requests. */
+  /** Requests that went through in the hour (admitted, which counts those a target then failed): a count of requests. */
   requests: number;
   /** Points: the highest count the key's minute window reached in the hour (a request counts its route's cost). */
   peakMinute: number;
@@ -72,12 +72,13 @@ export interface Simulation {
 
 /**
  * Requests offered in an hour: every request that reached the windows and went through (admitted, which counts those a
- * shadow window let through too, and admitted then failed by the upstream, which the refund moved from a to f).
- * Requests refused (r) or banned (b) are left out: they may be retries that only the current refusals provoked, and
- * leaving requests out can only lower a lower bound.
+ * shadow window let through too, and those a target then failed: upstreamFailed is a part of admitted, not added to
+ * it; a request that reached no target was given back and is in neither). Requests refused (r) or banned (b) are
+ * left out: they may be retries that only the current refusals provoked, and leaving requests out can only lower a
+ * lower bound.
  */
 export function demandOf(day: DayCounts, hour: number): number {
-  return (day[`a${hour}`] ?? 0) + (day[`f${hour}`] ?? 0);
+  return day[`a${hour}`] ?? 0;
 }
 
 /**

@@ -1,0 +1,134 @@
+// One try of a proxied request: the upstream request on its target's keep-alive pool (node:http), its connect timer,
+// and its outcome reported once: response headers, or how it failed. Every listener is on the try's own upstream
+// request or socket, so a retry adds none to the client's request or response. Why this is not http-proxy-middleware:
+// docs/architecture.md, "Dependencies".
+import { request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { Socket } from 'node:net';
+import type { Target } from '../routing/target.js';
+import type { TryFailure, TryOutcome } from './proxy-rules.js';
+
+export interface TryRequest {
+  target: Target;
+  method: string;
+  /** The path and query as forwarded (the target's base path is prepended here). */
+  url: string;
+  headers: OutgoingHttpHeaders;
+  connectTimeoutMs: number;
+}
+
+/** A target URL taken apart once, not per try. */
+interface Origin {
+  https: boolean;
+  hostname: string;
+  port: number;
+  host: string;
+  basePath: string;
+}
+
+const origins = new WeakMap<Target, Origin>();
+
+function originOf(target: Target): Origin {
+  let o = origins.get(target);
+  if (!o) {
+    const u = new URL(target.url);
+    const https = u.protocol === 'https:';
+    const basePath = u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '');
+    o = { https, hostname: u.hostname.replace(/^\[|\]$/g, ''), port: Number(u.port) || (https ? 443 : 80), host: u.host, basePath };
+    origins.set(target, o);
+  }
+  return o;
+}
+
+export interface TryEvents {
+  /** The try has its connection (a fresh one, or one from the pool). */
+  onReached: () => void;
+  /** Once: response headers (with the response) or how the try failed. */
+  onOutcome: (outcome: TryOutcome, res?: IncomingMessage) => void;
+  /** Once: the upstream request closed (its connection back in the pool, or closed), or was withdrawn from the pool's queue. */
+  onClose: () => void;
+}
+
+export class UpstreamTry {
+  readonly req: ClientRequest;
+  /** The try has a connection to its target (nothing of the request can have reached it before). */
+  reached = false;
+  /** It went out on a pooled keep-alive socket. */
+  reusedSocket = false;
+  /** Response headers arrived (or the try failed): the outcome has been reported. */
+  settled = false;
+  private abortedAs: TryFailure | undefined;
+  private isClosed = false;
+  private connectTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    o: TryRequest,
+    private readonly on: TryEvents,
+  ) {
+    const origin = originOf(o.target);
+    const path = origin.basePath + (o.url.startsWith('/') ? o.url : `/${o.url}`);
+    // The upstream sees its own authority in Host (the client's is in X-Forwarded-Host).
+    const headers = { ...o.headers, host: origin.host };
+    const request = origin.https ? httpsRequest : httpRequest;
+    const req = request({ agent: o.target.agent, hostname: origin.hostname, port: origin.port, method: o.method, path, headers });
+    this.req = req;
+    req.once('socket', (socket: Socket) => {
+      if (!socket.connecting) return this.connected(req.reusedSocket);
+      this.connectTimer = setTimeout(() => this.abort('connect_timeout'), o.connectTimeoutMs);
+      // Over TLS, nothing of the request is sent before the handshake: a try that fails it reached no target.
+      socket.once(origin.https ? 'secureConnect' : 'connect', () => this.connected(false));
+    });
+    req.once('response', (res: IncomingMessage) => this.settle({ type: 'status', status: res.statusCode ?? 502 }, res));
+    // A 101 to a request that did not ask to upgrade: without this listener Node drops the socket and says nothing,
+    // and the client would wait for an answer forever.
+    req.once('upgrade', (res: IncomingMessage, socket: Socket) => {
+      socket.destroy();
+      this.settle({ type: 'status', status: 101 });
+    });
+    req.on('error', () => {
+      if (this.settled) return;
+      const failure = this.abortedAs ?? (this.reached ? 'reset' : 'refused');
+      this.settle({ type: 'failed', failure, reached: this.reached, reusedSocket: this.reusedSocket });
+    });
+    req.once('close', () => {
+      clearTimeout(this.connectTimer);
+      // Closed with neither a response nor an error (destroyed without one): still a failure to report.
+      if (!this.settled) this.settle({ type: 'failed', failure: this.abortedAs ?? 'reset', reached: this.reached, reusedSocket: this.reusedSocket });
+      this.closed();
+    });
+  }
+
+  /** Ends the try as `failure` (its timers, the client's behaviour): the upstream request is destroyed, its connection freed. */
+  abort(failure: TryFailure): void {
+    if (this.settled) return;
+    this.abortedAs = failure;
+    const queued = !this.req.socket;
+    this.req.destroy();
+    // Still waiting for a pooled connection: Node reports a destroyed request only once the pool hands it a socket
+    // (which then goes to the next request in line), so its outcome is reported now, not when a connection frees.
+    if (!queued) return;
+    this.settle({ type: 'failed', failure, reached: false, reusedSocket: false, queued: true });
+    // Nothing is in flight on the target any more (least-requests counts, a removed target's pool closing).
+    this.closed();
+  }
+
+  private closed(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.on.onClose();
+  }
+
+  private connected(reused: boolean): void {
+    clearTimeout(this.connectTimer);
+    this.reached = true;
+    this.reusedSocket = reused;
+    this.on.onReached();
+  }
+
+  private settle(outcome: TryOutcome, res?: IncomingMessage): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.connectTimer);
+    this.on.onOutcome(outcome, res);
+  }
+}
