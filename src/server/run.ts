@@ -13,6 +13,7 @@ import { applyHeapGrowth } from './heap.js';
 import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
+import { DAY_MS } from '../util/time.js';
 
 export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
   const result = loadConfigFile(configPath, process.env);
@@ -96,7 +97,6 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
 const SEED_DEPRECATION = '2026-06-01T00:00:00Z';
 const SEED_SUNSET = '2027-06-01T00:00:00Z';
 const SEED_LINK = 'https://example.com/docs/migrate-pets';
-const DAY_MS = 86_400_000;
 
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn');
