@@ -24,7 +24,8 @@ if (!Number.isInteger(KEYS) || KEYS < 100 || KEYS > 1_000_000 || !Number.isInteg
   process.exit(1);
 }
 const dist = join(repoRoot, 'dist');
-const { RedisUsageStore, HOUR_MS } = await import(pathToFileURL(join(dist, 'usage/store.js')).href);
+const { RedisUsageStore } = await import(pathToFileURL(join(dist, 'usage/store.js')).href);
+const { HOUR_MS } = await import(pathToFileURL(join(dist, 'util/time.js')).href);
 const { Keyspace } = await import(pathToFileURL(join(dist, 'storage/keyspace.js')).href);
 
 const procs = new Procs();

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The tollgate command: serve, petstore, dev, keys and config check (docs/cli.md), as a process.
-// Exit codes: 0 success, 1 a clear error on stderr, 2 usage. The commands themselves are in commands/program.ts.
-import { LONG_RUNNING, runProgram } from './commands/program.js';
+// Exit codes: 0 success, 1 a clear error on stderr, 2 usage. The command line itself is program.ts.
+import { LONG_RUNNING, runProgram } from './program.js';
 
 const argv = process.argv.slice(2);
 const code = await runProgram(argv);

@@ -6,7 +6,7 @@ import type express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { Authenticator } from './keys/authenticator.js';
-import { accessLog, requestMetrics } from './observability/requests.js';
+import { accessLog, requestMetrics } from './pipeline/observers.js';
 import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
 import { ServiceRegistry } from './routing/services.js';
@@ -16,7 +16,7 @@ import { RedisKeyStore } from './keys/redis-store.js';
 import { KEY_REPLICATION_WAIT_MS, KeyAdmin } from './keys/admin.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import { isAcceptableKey } from './keys/format.js';
-import { compileKeySources } from './keys/sources.js';
+import { compileKeySources } from './http/credentials.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
@@ -29,11 +29,12 @@ import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/mem
 import { PersistenceWatcher } from './storage/persistence.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
 import { KeyLimiter } from './limits/key-limits.js';
+import { KeyLimitAdmin } from './limits/key-admin.js';
 import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
 import { RedisBanStore, RedisLimiterStore } from './limits/redis-store.js';
 import { allRouteSuffixes } from './limits/windows.js';
 import type { BanStore } from './limits/types.js';
-import { Runtime } from './config/runtime.js';
+import { Runtime } from './routing/runtime.js';
 import { readFileSync } from 'node:fs';
 import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
@@ -46,7 +47,8 @@ import { OverviewCache } from './usage/overview.js';
 import { InProcessReports, type ReportRunner } from './usage/report-runner.js';
 import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './usage/report-thread.js';
 import { readLimit } from './storage/read-limit.js';
-import { DAY_MS, MemoryUsageStore, RedisUsageStore } from './usage/store.js';
+import { MemoryUsageStore, RedisUsageStore } from './usage/store.js';
+import { DAY_MS } from './util/time.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -82,6 +84,8 @@ export interface ComposedGateway {
   keys: KeyVerifier;
   /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it; the admin API uses it). */
   admin: KeyAdmin;
+  /** The keys' windows and bans, administered (read, unban, reset) on the same stores. */
+  keyLimits: KeyLimitAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
   adminApp: express.Express | undefined;
   /** The usage ledger and deprecated-route report, read (the admin API answers a key's usage from it). */
@@ -255,11 +259,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       : undefined;
   const admin = new KeyAdmin(
     adminStores?.keys ?? keyStore,
-    adminStores?.bans ?? bans,
     clock,
     {
       plans: () => runtime.config.plans,
-      ban: () => runtime.config.ban,
       issuedPrefix: () => runtime.config.auth.issuedPrefix,
       keyShape: () => runtime.config.auth,
       keySources: () => runtime.config.auth.sources,
@@ -268,6 +270,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     auditKeyChanges(logger, metrics),
     adminReads,
   );
+  const keyLimits = new KeyLimitAdmin(admin, adminStores?.bans ?? bans, { plans: () => runtime.config.plans, ban: () => runtime.config.ban });
   const keys = new KeyVerifier(
     keyStore,
     clock,
@@ -378,6 +381,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const adminApp = tokens.any
     ? buildAdminApp({
         keys: admin,
+        keyLimits,
         runtime,
         tokens,
         metrics,
@@ -398,6 +402,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     keys,
     admin,
+    keyLimits,
     adminApp,
     usage,
     reports,

@@ -1,7 +1,7 @@
 // Usage errors and help, in process (runProgram with captured output): exit 2 and a message for anything commander
 // or an option parser refuses, exit 0 for --help. No child process and no Redis: they are refused before either.
 import { describe, expect, it } from 'vitest';
-import { runProgram } from '../src/commands/program.js';
+import { runProgram } from '../src/program.js';
 
 async function run(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';

@@ -3,8 +3,9 @@
 // context carries what one stage learns to the next and to the observers.
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { Runtime } from '../src/config/runtime.js';
-import { Authenticator, parseBearer } from '../src/keys/authenticator.js';
+import { Runtime } from '../src/routing/runtime.js';
+import { Authenticator } from '../src/keys/authenticator.js';
+import { parseBearer } from '../src/http/credentials.js';
 import { generateKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
@@ -14,7 +15,7 @@ import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { LimiterStore } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { RequestContext } from '../src/pipeline/context.js';
-import { isRetired, matchRoute } from '../src/routes/policy.js';
+import { isRetired, matchRoute } from '../src/routing/routes.js';
 import { Breaker } from '../src/storage/breaker.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';

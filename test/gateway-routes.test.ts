@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ManualClock } from '../src/util/clock.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { policyPath } from '../src/routes/policy.js';
+import { policyPath } from '../src/routing/routes.js';
 import { metricValue } from './helpers/limits.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
 import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';

@@ -14,7 +14,7 @@ import { startGateway } from '../src/server/gateway-server.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { captureLogger, commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { compileKeySources } from '../src/keys/sources.js';
+import { compileKeySources } from '../src/http/credentials.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 

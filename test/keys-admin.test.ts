@@ -4,6 +4,7 @@
 import { planRequest } from '../src/limits/windows.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
+import { KeyLimitAdmin } from '../src/limits/key-admin.js';
 import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
 import { hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
@@ -29,8 +30,9 @@ function memoryAdmin() {
   const clock = new ManualClock(Date.UTC(2026, 5, 1));
   const store = new MemoryKeyStore(() => clock.now());
   const limits = new MemoryLimiterStore(clock);
-  const admin = new KeyAdmin(store, memoryBanStore(limits), clock, policy);
-  return { clock, store, limits, admin };
+  const admin = new KeyAdmin(store, clock, policy);
+  const keyLimits = new KeyLimitAdmin(admin, memoryBanStore(limits), policy);
+  return { clock, store, limits, admin, keyLimits };
 }
 
 async function codeOf(p: Promise<unknown>): Promise<string> {
@@ -124,23 +126,23 @@ describe('KeyAdmin (memory stores)', () => {
   });
 
   it('banState follows the limit check: banned until its end, the level kept until resetAfter past it; unban clears both', async () => {
-    const { admin, limits, clock } = memoryAdmin();
+    const { admin, keyLimits, limits, clock } = memoryAdmin();
     const { record } = await admin.create({ plan: 'free' });
     const lim = { perMinute: 1, perDay: 100 };
     await limits.check(record.id, planRequest(lim), config.ban);
     expect((await limits.check(record.id, planRequest(lim), config.ban)).outcome).toBe('banned_now');
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: new Date(clock.now() + 60_000).toISOString(), banLevel: 1 });
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: new Date(clock.now() + 60_000).toISOString(), banLevel: 1 });
     clock.advance(61_000);
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 1 });
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 1 });
     clock.advance(3600_000);
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
     clock.set(Date.UTC(2026, 5, 2));
     await limits.check(record.id, planRequest(lim), config.ban);
     await limits.check(record.id, planRequest(lim), config.ban);
-    expect((await admin.banState(record.id)).bannedUntil).not.toBeNull();
-    await admin.unban(record.id);
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
-    expect(await codeOf(admin.unban('key_nope'))).toBe('not_found');
+    expect((await keyLimits.banState(record.id)).bannedUntil).not.toBeNull();
+    await keyLimits.unban(record.id);
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
+    expect(await codeOf(keyLimits.unban('key_nope'))).toBe('not_found');
   });
 
   it('rotate refuses a negative or fractional grace period', async () => {
@@ -180,20 +182,21 @@ describe('KeyAdmin on Redis', () => {
   it("ban state is read on Redis's clock, not this process's", async () => {
     // A process clock a year ahead of Redis: by it the ban would be long over and its level forgotten.
     const clock = new ManualClock(Date.now() + 365 * 86_400_000);
-    const admin = new KeyAdmin(new RedisKeyStore(connection, ks), new RedisBanStore(connection.client, ks), clock, policy);
+    const admin = new KeyAdmin(new RedisKeyStore(connection, ks), clock, policy);
+    const keyLimits = new KeyLimitAdmin(admin, new RedisBanStore(connection.client, ks), policy);
     const { record } = await admin.create({ plan: 'free' });
     const now = await redisNowMs();
     await raw.hset(ks.ban(record.id), 'until', now + 60_000, 'level', 2, 'lastEnd', now + 60_000);
-    const state = await admin.banState(record.id);
+    const state = await keyLimits.banState(record.id);
     expect(state.banLevel).toBe(2);
     expect(Date.parse(state.bannedUntil!)).toBe(now + 60_000);
     // Ended an hour and more ago by Redis's clock: not banned, level forgotten (resetAfterSeconds 3600).
     await raw.hset(ks.ban(record.id), 'until', now - 3_700_000, 'level', 2, 'lastEnd', now - 3_700_000);
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
     await raw.hset(ks.ban(record.id), 'until', now - 1000, 'level', 2, 'lastEnd', now - 1000);
-    expect(await admin.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 2 });
+    expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 2 });
     await raw.set(ks.strikes(record.id), '3');
-    await admin.unban(record.id);
+    await keyLimits.unban(record.id);
     expect(await raw.exists(ks.ban(record.id), ks.strikes(record.id))).toBe(0);
   });
 

@@ -7,7 +7,6 @@ import { randomBytes } from 'node:crypto';
 import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
 import type { ImportItem, ImportSource } from '../src/keys/import-run.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
-import { memoryBanStore, MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { systemClock } from '../src/util/clock.js';
@@ -23,10 +22,7 @@ const connections: RedisConnection[] = [];
 function instance(): KeyAdmin {
   const c = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
   connections.push(c);
-  return new KeyAdmin(new RedisKeyStore(c, new Keyspace(PREFIX)), memoryBanStore(new MemoryLimiterStore(systemClock)), systemClock, {
-    plans: () => config.plans,
-    ban: () => config.ban,
-  });
+  return new KeyAdmin(new RedisKeyStore(c, new Keyspace(PREFIX)), systemClock, { plans: () => config.plans });
 }
 
 /** Every key under the prefix with its value: what "nothing written" is compared against. */

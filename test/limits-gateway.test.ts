@@ -13,7 +13,7 @@ import { keyLimits } from '../src/pipeline/stages.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { Decision, LimiterStore, LimitSnapshot } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
-import { Runtime } from '../src/config/runtime.js';
+import { Runtime } from '../src/routing/runtime.js';
 import { Breaker } from '../src/storage/breaker.js';
 import { generateKey } from '../src/keys/format.js';
 import type { Config } from '../src/config/schema.js';

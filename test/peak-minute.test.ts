@@ -10,7 +10,8 @@ import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { dayOf, HOUR_MS, MemoryUsageStore, type UsageStore } from '../src/usage/store.js';
+import { MemoryUsageStore, type UsageStore } from '../src/usage/store.js';
+import { dayOf, HOUR_MS } from '../src/util/time.js';
 import { UsageRecorder } from '../src/usage/recorder.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
@@ -78,7 +79,7 @@ describe('peakMinute', () => {
     for (let i = 0; i < 6; i++) expect(await call(a, key)).toBe(200);
     expect(await call(b, key)).toBe(200);
     // A new minute window (a reset starts one, as the next minute would), three requests in it, through both.
-    await a.gateway.admin.resetWindows(id);
+    await a.gateway.keyLimits.resetWindows(id);
     for (const gw of [a, b, a]) expect(await call(gw, key)).toBe(200);
     // B (maximum 7) writes first, then A (maximum 6, then 3): A's smaller figure must not lower the ledger's.
     await b.gateway.flushUsage();
@@ -124,7 +125,7 @@ describe('peakMinute', () => {
     expect(delta('evalsha', during, flushed)).toBe(0);
     expect(delta('hincrby', during, flushed)).toBe(0);
     // Nothing grew since: the next flush writes nothing. A new window that stays below the hour's figure neither.
-    await a.gateway.admin.resetWindows(k1.id);
+    await a.gateway.keyLimits.resetWindows(k1.id);
     expect(await call(a, k1.key)).toBe(200);
     await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
     const idle = await commandCalls(client);

@@ -14,7 +14,8 @@ import { InProcessReports } from '../src/usage/report-runner.js';
 import { decodeWhatIfCursor } from '../src/usage/whatif-pages.js';
 import { ReportThread, type ReportThreadData } from '../src/usage/report-thread.js';
 import { UsageReports } from '../src/usage/reports.js';
-import { DAY_MS, HOUR_MS, RedisUsageStore, dayOf } from '../src/usage/store.js';
+import { RedisUsageStore } from '../src/usage/store.js';
+import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';
 import { clientAddresses } from './helpers/limits.js';
 import { TestRedis } from './helpers/redis-server.js';
 

@@ -4,7 +4,7 @@
 // The gateway on a real upstream on loopback, with its key stages.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { routingMethod } from '../src/routes/policy.js';
+import { routingMethod } from '../src/routing/routes.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
 

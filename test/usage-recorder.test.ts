@@ -4,7 +4,8 @@
 // The memory store, a manual clock, no timer reached (its interval is far longer than the test).
 import { afterEach, describe, expect, it } from 'vitest';
 import { UsageRecorder } from '../src/usage/recorder.js';
-import { HOUR_MS, MemoryUsageStore, type MinutePeak } from '../src/usage/store.js';
+import { MemoryUsageStore, type MinutePeak } from '../src/usage/store.js';
+import { HOUR_MS } from '../src/util/time.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger } from './helpers/gateway.js';
 

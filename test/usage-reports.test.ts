@@ -7,7 +7,7 @@ import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { DAY_MS, dayOf } from '../src/usage/store.js';
+import { DAY_MS, dayOf } from '../src/util/time.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { startTestGateway as startGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { clientAddresses, commandCalls, monitorRedis } from './helpers/limits.js';

@@ -7,18 +7,19 @@
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response } from 'express';
 import type { z } from 'zod';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId, NO_STORE } from '../http/headers.js';
 import { KeyAdminError, type Actor, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
+import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages.js';
 import { AdminGuard } from './guard.js';
 import { importRoute } from './import-route.js';
 import { dashboardRouter } from '../dashboard/routes.js';
-import { Sessions } from '../dashboard/sessions.js';
+import { Sessions } from './sessions.js';
 import {
   createKeyBody,
   deprecatedQuery,
@@ -40,12 +41,14 @@ import { decodeWhatIfCursor, type WhatIfCursor } from '../usage/whatif-pages.js'
 import type { SimulateInput } from '../usage/whatif.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import { csv, deprecatedRows } from '../usage/csv.js';
-import { DAY_MS, HOUR_MS } from '../usage/store.js';
+import { DAY_MS, HOUR_MS } from '../util/time.js';
 import type { AdminTokens } from './tokens.js';
 import type { ServiceSnapshot } from '../routing/services.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
+  /** The keys' windows and bans (read, unban, reset). */
+  keyLimits: KeyLimitAdmin;
   runtime: Runtime;
   tokens: AdminTokens;
   metrics: Metrics;
@@ -82,7 +85,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
-  const { keys, runtime, logger } = o;
+  const { keys, keyLimits, runtime, logger } = o;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -150,7 +153,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
 
   app.get('/keys/:id', keyId, async (req, res) => {
     const k = await mustGet(String(req.params.id));
-    res.json({ ...view(k), ...(await keys.liveState(k)) });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 
   app.patch('/keys/:id', keyId, async (req, res) => {
@@ -184,17 +187,17 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.post('/keys/:id/unban', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    const { replication } = await keys.unban(id, actor(req));
+    const { replication } = await keyLimits.unban(id, actor(req));
     const k = await mustGet(id);
-    res.json({ ...view(k), ...(await keys.liveState(k)), replication });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)), replication });
   });
 
   app.post('/keys/:id/reset', keyId, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    await keys.resetWindows(id, actor(req));
+    await keyLimits.resetWindows(id, actor(req));
     const k = await mustGet(id);
-    res.json({ ...view(k), ...(await keys.liveState(k)) });
+    res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 
   /** A period from the query: defaults (`defaultMs` before to, or all that is kept), from before to, within what is kept. */

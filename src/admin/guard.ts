@@ -1,5 +1,5 @@
 // Who may use the admin API: a bearer admin token (src/admin/tokens.ts), or the dashboard's session cookie that a
-// token was exchanged for (src/dashboard/sessions.ts) while that token is still in force. Wrong tokens are counted
+// token was exchanged for (src/admin/sessions.ts) while that token is still in force. Wrong tokens are counted
 // per client address with rate-limiter-flexible's memory limiter; past admin.maxFailuresPerMinute (read per request,
 // so a reload applies) a wrong or missing credential is answered 429 until the address's minute ends. A right token
 // or a live session is never refused by the throttle: admins behind one address (the TLS proxy in front of the
@@ -11,7 +11,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H } from '../http/headers.js';
 import type { Metrics } from '../observability/metrics.js';
-import { cookieValue, SESSION_COOKIE, SESSION_TTL_MS, type Session, type Sessions } from '../dashboard/sessions.js';
+import { cookieValue, SESSION_COOKIE, SESSION_TTL_MS, type Session, type Sessions } from './sessions.js';
 import type { AdminTokens } from './tokens.js';
 
 const BEARER = /^Bearer +([\x21-\x7e]{1,512}) *$/i;

@@ -4,9 +4,7 @@
 // close a guess came or which token it resembled. A reload replaces the configured tokens (replace()): a token no
 // longer listed, or listed with another hash, stops opening the API at once, and so do the sessions it opened (holds()).
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-
-/** Admin tokens are told apart from API keys (tg_...) at a glance, and a gateway key never has this shape. */
-export const ADMIN_TOKEN_PREFIX = 'tga_';
+import { ADMIN_TOKEN_PREFIX } from '../http/credentials.js';
 
 export interface AdminTokenConfig {
   id: string;

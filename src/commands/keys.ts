@@ -14,6 +14,7 @@ import { effectiveLimits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
 import { allRouteSuffixes } from '../limits/windows.js';
 import { RedisBanStore } from '../limits/redis-store.js';
+import { KeyLimitAdmin } from '../limits/key-admin.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { statSync, writeFileSync } from 'node:fs';
@@ -37,6 +38,7 @@ export interface Session {
   keyspace: Keyspace;
   store: RedisKeyStore;
   keys: KeyAdmin;
+  keyLimits: KeyLimitAdmin;
 }
 
 const CONNECT_TIMEOUT_MS = 3000;
@@ -69,12 +71,9 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   const audit = createLogger(config.log.level, pino.destination({ dest: 2, sync: true }));
   const keys = new KeyAdmin(
     store,
-    // `keys reset` empties the key's route windows too: every one this config file has.
-    new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     systemClock,
     {
       plans: () => config.plans,
-      ban: () => config.ban,
       issuedPrefix: () => config.auth.issuedPrefix,
       keyShape: () => config.auth,
       keySources: () => config.auth.sources,
@@ -82,7 +81,13 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     },
     auditKeyChanges(audit),
   );
-  return { config, redis, keyspace, store, keys };
+  const keyLimits = new KeyLimitAdmin(
+    keys,
+    // `keys reset` empties the key's route windows too: every one this config file has.
+    new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
+    { plans: () => config.plans, ban: () => config.ban },
+  );
+  return { config, redis, keyspace, store, keys, keyLimits };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */
@@ -242,7 +247,7 @@ export function registerKeysCommands(program: Command): void {
       await withSession(o, async (s) => {
         const k = await s.keys.get(id);
         if (!k) throw new CliError(`no key with id "${id}"`);
-        const ban = await s.keys.banState(id);
+        const ban = await s.keyLimits.banState(id);
         if (o.json) return out(JSON.stringify({ ...k, ...ban }));
         const rows: Array<[string, string]> = [
           ['id', k.id],
@@ -344,9 +349,9 @@ export function registerKeysCommands(program: Command): void {
     .option('--json', 'print one JSON object')
     .action(async (id: string, o: CommonOpts & { json?: boolean }) => {
       await withSession(o, async (s) => {
-        const { replication } = await s.keys.unban(id);
+        const { replication } = await s.keyLimits.unban(id);
         warnUnconfirmed('unban', replication);
-        if (o.json) return out(JSON.stringify({ id, ...(await s.keys.banState(id)), replication }));
+        if (o.json) return out(JSON.stringify({ id, ...(await s.keyLimits.banState(id)), replication }));
         out(`Unbanned key ${id}; its escalation level is back to 0.`);
       });
     });
@@ -356,7 +361,7 @@ export function registerKeysCommands(program: Command): void {
     .argument('<id>', 'key id')
     .action(async (id: string, o: CommonOpts) => {
       await withSession(o, async (s) => {
-        await s.keys.resetWindows(id);
+        await s.keyLimits.resetWindows(id);
         out(`Reset the windows of key ${id}; its next request starts them afresh.`);
       });
     });

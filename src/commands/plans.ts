@@ -1,7 +1,7 @@
 // `tollgate plans simulate`: the what-if of a plan's new limits from the usage ledger, as the admin API's
 // POST /plans/simulate answers it (src/usage/whatif.ts), read from the shared Redis: a table, CSV or JSON.
 import { type Command, Option } from 'commander';
-import { DAY_MS } from '../usage/store.js';
+import { DAY_MS } from '../util/time.js';
 import type { SimulatedKey, WindowOutcome } from '../usage/whatif.js';
 import { csv } from '../usage/csv.js';
 import { CliError } from './cli-error.js';

@@ -3,7 +3,8 @@
 // the same code (src/usage/reports.ts).
 import { type Command, Option } from 'commander';
 import { resolvePeriod, UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
-import { DAY_MS, HOUR_MS, RedisUsageStore } from '../usage/store.js';
+import { RedisUsageStore } from '../usage/store.js';
+import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { csv, deprecatedRows, metadataCell } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';

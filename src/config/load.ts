@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { redactKeyShapes } from '../keys/format.js';
+import { redactKeyShapes } from '../http/credentials.js';
 import { configSchema, type Config } from './schema.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';

@@ -2,9 +2,8 @@
 // Types are derived from it; unknown keys are errors; cross-field rules are named functions below.
 import { match } from 'path-to-regexp';
 import { z } from 'zod';
-import { parseKeySource } from '../keys/sources.js';
-import { ISSUED_PREFIX_SHAPE, KEY_PREFIX } from '../keys/format.js';
-import { ADMIN_TOKEN_PREFIX } from '../admin/tokens.js';
+import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
+import { gatewayPaths, routeMatcher } from '../http/paths.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -482,10 +481,6 @@ function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
   });
 }
 
-/** The gateway's own paths are never routed: /healthz, the quota endpoint and (on the gateway port) /readyz, /metrics. */
-export function gatewayPaths(cfg: { selfService: { path: string; enabled: boolean }; ops?: unknown }): string[] {
-  return ['/healthz', ...(cfg.selfService.enabled ? [cfg.selfService.path] : []), ...(cfg.ops ? [] : ['/readyz', '/metrics'])];
-}
 
 function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
   const own = gatewayPaths(cfg);
@@ -528,18 +523,6 @@ function exampleStrip(path: string): string {
   return /^[A-Za-z0-9._~-]+$/.test(first) ? `/${first}` : '/orders';
 }
 
-/**
- * A route path's matcher (path-to-regexp, undecoded): exact or a pattern matches the whole path; a prefix ending in
- * /* matches the prefix itself and everything under it. Used by the config rules and compiled once per config.
- */
-export function routeMatcher(path: string): (p: string) => false | { params: Partial<Record<string, string | string[]>> } {
-  if (path.endsWith('/*')) {
-    const base = path.slice(0, -2);
-    if (base === '') return () => ({ params: {} });
-    return match(base, { decode: false, end: false });
-  }
-  return match(path, { decode: false, end: true });
-}
 
 /** A per-try bound at or over the whole request's bound never ends a try: a mistake, not a setting. */
 function perTryBelowTimeout(s: { timeoutMs: number; perTryTimeoutMs?: number | undefined }, ctx: Ctx): void {

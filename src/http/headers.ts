@@ -1,5 +1,5 @@
 // Names and formats of every header Tollgate writes itself, in one place, tested against the RFC examples.
-import { holdsKeyShape } from '../keys/format.js';
+import { holdsKeyShape } from './credentials.js';
 
 export const H = {
   requestId: 'x-request-id',

@@ -1,15 +1,13 @@
-// Key administration: issue, read, list, update, rotate, revoke and unban keys, reset their windows, and read a
-// key's ban state. The one service the `tollgate keys` commands and `tollgate dev` (and an HTTP admin API) go
-// through, so each rule has one implementation and each failure one error code (KeyAdminError). Every change is
-// announced to every gateway instance (publishChange), which drops the key from its cache before its next request.
+// Key administration: issue, read, list, update, rotate, revoke and import keys (a key's windows and ban are
+// limits/key-admin.ts's, which announces its changes through announce()). The one service the `tollgate keys`
+// commands and `tollgate dev` (and an HTTP admin API) go through, so each rule has one implementation and each failure
+// one error code (KeyAdminError). Every change is announced to every gateway instance (publishChange), which drops
+// the key from its cache before its next request.
 import type { Clock } from '../util/clock.js';
-import type { BanPolicy, BanStore } from '../limits/types.js';
 import { DEFAULT_KEY_SHAPE, generateKey, generateKeyId, hashKey, type KeyShapeRules } from './format.js';
-import type { WindowState } from '../limits/types.js';
-import { planWindows } from '../limits/windows.js';
 import { sortedMetadata } from './fields.js';
 import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
-import { effectiveLimits, keyStatus, toRecord, type KeyStatus, type Limits } from './rules.js';
+import { keyStatus, toRecord, type KeyStatus } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
 import { ImportWriteError, runImport, type ImportOptions, type ImportOutcome, type ImportSource } from './import-run.js';
@@ -71,24 +69,6 @@ export interface KeyPageQuery {
   namePrefix?: string;
 }
 
-/** A window of a key as it stands: requests counted, the limit, and when it resets (ISO-8601). */
-export interface WindowView {
-  name: 'minute' | 'day';
-  used: number;
-  limit: number;
-  remaining: number;
-  resetAt: string;
-}
-
-/** A key's limits as they stand, read without counting a request. */
-export interface KeyLiveState {
-  /** Null when the key's plan is not configured (its requests are refused with 503 until it is). */
-  windows: WindowView[] | null;
-  ban: { until: string; level: number } | null;
-  /** The escalation level the next ban builds on (0 once resetAfter has passed since the last ban). */
-  banLevel: number;
-}
-
 /**
  * How often a change is tried again when another change to the key came in between its read and its write, and the
  * longest random wait before a retry (they grow 1, 2, 4 ... ms): enough for dozens of simultaneous writers of one key.
@@ -102,8 +82,6 @@ const PAGE_READ_BATCH = 100;
 export interface KeyAdminPolicy {
   /** The plans in force (the config's, read per call: a reload applies at once). */
   plans(): Readonly<Record<string, unknown>>;
-  /** The ban ladder in force, for the level reset. */
-  ban(): BanPolicy;
   /** The prefix new and rotated keys are issued with (auth.issuedPrefix); "tg_" when left out. */
   issuedPrefix?(): string;
   /** How plaintext keys in an import are judged (auth.issuedPrefix, auth.foreignKeys); the defaults when left out. */
@@ -160,12 +138,6 @@ export type KeyChangeListener = (
 
 /** A change with no actor named: the CLI's, which passes none. */
 const CLI: Actor = { by: 'cli' };
-
-export interface BanView {
-  /** ISO-8601, or null when the key is not banned. */
-  bannedUntil: string | null;
-  banLevel: number;
-}
 
 /** Why a list or report over many keys failed, as its error message says it. */
 export function incomplete(what: string, err: unknown): KeyAdminError {
@@ -252,7 +224,6 @@ export class KeyAdmin {
    */
   constructor(
     private readonly store: KeyStore,
-    private readonly bans: BanStore,
     private readonly clock: Clock,
     private readonly policy: KeyAdminPolicy,
     private readonly onChange: KeyChangeListener = () => {},
@@ -342,25 +313,6 @@ export class KeyAdmin {
   /** Every key's record, a batch at a time, in one pass over the id set: see KeyRecords.all. */
   all(what: string): AsyncGenerator<KeyRecord[]> {
     return this.records.all(what);
-  }
-
-  /** The key's windows and ban as they stand (one read-only store call): nothing is counted. */
-  async liveState(k: KeyRecord): Promise<KeyLiveState> {
-    const limits = effectiveLimits(k, this.policy.plans()[k.plan] as Limits | undefined);
-    // The plan's two windows (a route's windows are shown by the quota endpoint, which knows the plan's routes).
-    const s = await this.bans.snapshot(k.id, limits ? planWindows(limits) : [], this.policy.ban());
-    const view = (name: 'minute' | 'day', w: WindowState, limit: number): WindowView => ({
-      name,
-      used: w.used,
-      limit,
-      remaining: Math.max(0, limit - w.used),
-      resetAt: new Date(s.now + w.resetMs).toISOString(),
-    });
-    return {
-      windows: limits ? [view('minute', s.windows[0]!, limits.perMinute), view('day', s.windows[1]!, limits.perDay)] : null,
-      ban: s.banMs > 0 ? { until: new Date(s.now + s.banMs).toISOString(), level: s.banLevel } : null,
-      banLevel: s.banLevel,
-    };
   }
 
   /** The status an administrator sees, on this process's clock. */
@@ -531,30 +483,18 @@ export class KeyAdmin {
     }
   }
 
-  /** The key's ban now, as the limit check sees it (the store's clock). */
-  async banState(id: string): Promise<BanView> {
-    const s = await this.bans.snapshot(id, [], this.policy.ban());
-    return { bannedUntil: s.banMs > 0 ? new Date(s.now + s.banMs).toISOString() : null, banLevel: s.banLevel };
-  }
-
-  /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */
-  async unban(id: string, actor: Actor = CLI): Promise<{ replication: Replication }> {
-    await this.mustRead(id);
-    await this.bans.unban(id);
-    await this.store.publishChange(id);
-    this.onChange({ action: 'unban', keyId: id, actor });
-    return { replication: await this.replicated(id, []) };
+  /** The key's record; KeyAdminError not_found when there is none (for operations on a key's windows and ban). */
+  async require(id: string): Promise<KeyRecord> {
+    return toRecord(await this.mustRead(id));
   }
 
   /**
-   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes (a ban in force stays: unban lifts it), so a customer
-   * whose quota was spent by mistake is admitted again; every instance drops its own copy of the key's windows.
+   * Announces a change made outside the key's record (its ban lifted, its windows emptied: src/limits/key-admin.ts):
+   * every instance drops what it cached of the key (`what`: only its windows), and the change listener hears of it.
    */
-  async resetWindows(id: string, actor: Actor = CLI): Promise<void> {
-    await this.mustRead(id);
-    await this.bans.resetWindows(id);
-    await this.store.publishChange(id, 'windows');
-    this.onChange({ action: 'reset', keyId: id, actor });
+  async announce(id: string, action: 'unban' | 'reset', actor: Actor = CLI, what?: 'windows'): Promise<void> {
+    await this.store.publishChange(id, what);
+    this.onChange({ action, keyId: id, actor });
   }
 
   private requirePlan(plan: string): void {

@@ -1,28 +1,26 @@
 // The authentication decision: who is calling, from the key the request presents (read from the configured sources
-// by keys/sources.ts: a bearer token, RFC 6750, a header or a query parameter).
+// by http/credentials.ts: a bearer token, RFC 6750, a header or a query parameter).
 // It answers with an outcome and writes nothing to the response: the request path's authenticate and requireApiKey
 // stages turn outcomes into HTTP. A client the anonymous limit already refuses gets no key-store read for a key
 // the key filter is certain no stored key has (a made-up key: it could only have been answered 429 anyway); a valid
 // key this instance has not cached is looked up and admitted, whatever else comes from its address.
-import type { AuthFailure, RequestContext } from '../pipeline/context.js';
 import type { Consumer } from './consumer.js';
-import type { PresentedKey } from './sources.js';
+import type { PresentedKey } from '../http/credentials.js';
 import type { LookupGate, VerifyResult } from './verifier.js';
 
-/** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
-const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
-const BEARER_SCHEME = /^Bearer(?: |$)/i;
+/** Why a request carries no consumer: the 401 it gets unless the anonymous limit answers 429 first. */
+export type AuthFailure = 'missing_api_key' | 'invalid_api_key';
 
-export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
-
-const MISSING: BearerParse = Object.freeze({ kind: 'missing' });
-const MALFORMED: BearerParse = Object.freeze({ kind: 'malformed' });
-
-export function parseBearer(header: string | undefined): BearerParse {
-  // No Authorization, or another scheme (Basic, ...): no bearer credentials were offered.
-  if (!header || !BEARER_SCHEME.test(header)) return MISSING;
-  const m = BEARER.exec(header);
-  return m?.[1] ? { kind: 'token', token: m[1] } : MALFORMED;
+/**
+ * What authentication reads and writes of a request: declared here so keys/ need not import the request path;
+ * pipeline/context.ts's RequestContext has all of it.
+ */
+export interface AuthRequest {
+  /** The key the anonymous limit meters this request's client under. */
+  clientKey(): string;
+  anonymousRefusedUntil: number;
+  /** Milliseconds the request has waited on Redis so far (a key-store read adds to it). */
+  redisMs: number;
 }
 
 /**
@@ -46,7 +44,7 @@ export class Authenticator {
    * Asked only on a key-cache miss (the store read a guessed key would cost), never for a cached key: made once
    * here, so a request allocates nothing for it.
    */
-  private readonly lookupGate: LookupGate<RequestContext> | undefined;
+  private readonly lookupGate: LookupGate<AuthRequest> | undefined;
 
   constructor(
     private readonly keys: KeyVerification,
@@ -63,7 +61,7 @@ export class Authenticator {
   }
 
   /** Time spent reading the key store (a cache miss) is added to ctx.redisMs: it comes out of the request's Redis budget. */
-  async authenticate(parsed: PresentedKey, ctx: RequestContext): Promise<AuthOutcome> {
+  async authenticate(parsed: PresentedKey, ctx: AuthRequest): Promise<AuthOutcome> {
     if (parsed.kind === 'missing') return 'missing_api_key';
     if (parsed.kind !== 'token') return 'invalid_api_key';
     const result = await this.keys.verify(parsed.token, this.lookupGate, ctx);

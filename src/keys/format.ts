@@ -4,18 +4,12 @@
 // looked up by their SHA-256 like any other; a key that starts with the issued prefix is still judged as an issued one.
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { crc32 } from 'node:zlib';
+import { KEY_PREFIX } from '../http/credentials.js';
 
-export const KEY_PREFIX = 'tg_';
 const BODY_LENGTH = 43; // ceil(256 / log2(62))
 const CHECKSUM_LENGTH = 6; // 62^6 > 2^32
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 const ISSUED_BODY = new RegExp(`^[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`);
-
-/**
- * What an issued prefix may be made of: RFC 3986's unreserved characters, which are also HTTP token and bearer
- * token68 characters, so an issued key travels unescaped in a header, a bearer token and a query string alike.
- */
-export const ISSUED_PREFIX_SHAPE = /^[A-Za-z0-9._~-]{1,32}$/;
 
 /** A foreign key: 16 to 256 visible ASCII characters (no space, no control character). */
 const FOREIGN_KEY = /^[\x21-\x7e]{16,256}$/;
@@ -65,50 +59,6 @@ export function isWellFormedKey(token: string, prefix: string = KEY_PREFIX): boo
 export function isAcceptableKey(token: string, rules: KeyShapeRules): boolean {
   if (token.startsWith(rules.issuedPrefix)) return isWellFormedKey(token, rules.issuedPrefix);
   return rules.foreignKeys && FOREIGN_KEY.test(token);
-}
-
-/**
- * Text shaped like an issued key, or like the start of one (a key cut short is still most of a secret): the prefix
- * and 20 or more base62 characters, anywhere. Logs never carry it and a request id may not be one. "tg_" is always
- * looked for, as well as a configured prefix: keys issued before the prefix changed stay secrets.
- */
-export interface KeyShapeText {
-  holds(text: string): boolean;
-  /** The text with everything shaped like a key replaced by `<prefix>[redacted]`; the same string when there is none. */
-  redact(text: string): string;
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-const shapeTexts = new Map<string, KeyShapeText>();
-
-/** The matcher of key-shaped text for an issued prefix (made once per prefix). */
-export function keyShapeText(prefix: string = KEY_PREFIX): KeyShapeText {
-  let made = shapeTexts.get(prefix);
-  if (made) return made;
-  const prefixes = prefix === KEY_PREFIX ? [KEY_PREFIX] : [KEY_PREFIX, prefix];
-  const one = new RegExp(`(${prefixes.map(escapeRegExp).join('|')})[0-9A-Za-z]{20,}`);
-  const all = new RegExp(one.source, 'g');
-  const mentioned = (text: string): boolean => prefixes.some((p) => text.includes(p));
-  made = {
-    holds: (text) => mentioned(text) && one.test(text),
-    redact: (text) => (mentioned(text) ? text.replace(all, '$1[redacted]') : text),
-  };
-  shapeTexts.set(prefix, made);
-  return made;
-}
-
-const DEFAULT_SHAPE_TEXT = keyShapeText(KEY_PREFIX);
-
-export function holdsKeyShape(text: string): boolean {
-  return DEFAULT_SHAPE_TEXT.holds(text);
-}
-
-/** The text with everything shaped like a "tg_" key replaced by `tg_[redacted]`; the same string when there is none. */
-export function redactKeyShapes(text: string): string {
-  return DEFAULT_SHAPE_TEXT.redact(text);
 }
 
 export function hashKey(token: string): string {

@@ -2,31 +2,9 @@
 // store holds (no I/O): every way a record could take over, revive or shadow a key is refused with its line number.
 // KeyAdmin.importKeys applies it for `tollgate keys import`; any other way in (another file format, an admin
 // endpoint) hands it its parsed records and gets the same refusals.
-import { z } from 'zod';
-import { metadataSchema } from './fields.js';
+import { storedKeySchema } from './record-schema.js';
 import type { StoredKey } from './types.js';
 import { sameGivenFields, type NormalisedRecord } from './import-records.js';
-
-const hex64 = z.string().regex(/^[0-9a-f]{64}$/, 'expected a SHA-256 in lowercase hex');
-const isoTime = z.iso.datetime({ offset: true });
-
-/** A key record as stored: what every check of the request path reads. Unknown fields are refused. */
-export const storedKeySchema = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected an id of letters, digits, "_" or "-"'),
-  name: z.string().max(200).optional(),
-  plan: z.string().min(1),
-  perMinute: z.number().int().positive().optional(),
-  perDay: z.number().int().positive().optional(),
-  createdAt: isoTime,
-  expiresAt: isoTime.optional(),
-  metadata: metadataSchema.optional(),
-  status: z.enum(['active', 'revoked']),
-  revokedAt: isoTime.optional(),
-  rotatedAt: isoTime.optional(),
-  hash: hex64,
-  prevHash: hex64.optional(),
-  prevHashUntil: z.number().int().nonnegative().optional(),
-});
 
 /** One record to import, as parsed (not yet validated), and the line (or row) it came from, counted from 1. */
 export interface ImportCandidate {

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { keyNameSchema, metadataSchema, sortedMetadata } from './fields.js';
 import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, type KeyShapeRules } from './format.js';
-import { storedKeySchema } from './import-check.js';
+import { storedKeySchema } from './record-schema.js';
 import { isBearerToken } from './cost-warnings.js';
 import type { StoredKey } from './types.js';
 

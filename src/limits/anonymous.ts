@@ -12,7 +12,7 @@ import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAb
 import type { Clock } from '../util/clock.js';
 import { formatRateLimitPolicy } from '../http/headers.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import { BreakerOpenError, type Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
 

@@ -8,10 +8,9 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Consumer } from '../keys/consumer.js';
 import { effectiveLimits } from '../keys/rules.js';
-import type { RequestContext } from '../pipeline/context.js';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
-import type { CompiledRoute } from '../routes/policy.js';
+import type { CompiledRoute } from '../routing/routes.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
 import { LEDGER_KIND, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
@@ -56,6 +55,18 @@ interface KnownBan {
   until: number;
   decision: Decision;
   at: number;
+}
+
+/**
+ * What the key limit check reads and writes of a request: declared here so limits/ need not import the request path;
+ * pipeline/context.ts's RequestContext has all of it.
+ */
+export interface LimitedRequest {
+  readonly id: string;
+  /** Milliseconds the request has waited on Redis so far (its budget is what is left of commandTimeoutMs). */
+  redisMs: number;
+  decision: Decision | undefined;
+  charge: Charge | undefined;
 }
 
 /**
@@ -153,7 +164,7 @@ export class KeyLimiter {
    * Redis fails with failMode open). Counts the decision in the metrics and logs a new ban; writes nothing to any
    * response (the keyLimits stage does).
    */
-  async check(consumer: Consumer, ctx: RequestContext, route?: CompiledRoute): Promise<KeyLimitOutcome> {
+  async check(consumer: Consumer, ctx: LimitedRequest, route?: CompiledRoute): Promise<KeyLimitOutcome> {
     const { clock, logger, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) {
@@ -271,7 +282,7 @@ export class KeyLimiter {
    * by the same rules. A refund Redis cannot take is logged and dropped (the request stays charged). Strikes and bans
    * are never touched. A request that reached a target is never refunded: see upstreamFailed().
    */
-  async refund(ctx: RequestContext): Promise<void> {
+  async refund(ctx: LimitedRequest): Promise<void> {
     const charge = ctx.charge;
     if (!charge) return;
     ctx.charge = undefined;
@@ -316,7 +327,7 @@ export class KeyLimiter {
    * work) and the ledger counts it upstreamFailed beside admitted, so billing can choose. Written with the ledger's
    * batches (UsageRecorder), in the hour the check counted it in; no Redis call on the request path.
    */
-  upstreamFailed(ctx: RequestContext): void {
+  upstreamFailed(ctx: LimitedRequest): void {
     const charge = ctx.charge;
     if (!charge) return;
     ctx.charge = undefined;
@@ -330,7 +341,7 @@ export class KeyLimiter {
    * request's Redis budget), checking the key's record as the limit check does. When Redis fails: failMode open
    * reads this instance's memory windows (what it would meter by), closed answers unavailable.
    */
-  async quota(consumer: Consumer, ctx: RequestContext): Promise<QuotaOutcome> {
+  async quota(consumer: Consumer, ctx: LimitedRequest): Promise<QuotaOutcome> {
     const { clock, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) return NO_PLAN;
@@ -363,7 +374,7 @@ export class KeyLimiter {
     return { kind: 'read', snapshot, request, now };
   }
 
-  private decided(consumer: Consumer, request: LimitRequest, decision: Decision, now: number, ctx: RequestContext): KeyLimitOutcome {
+  private decided(consumer: Consumer, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
     ctx.decision = decision;
     const outcome = decision.outcome;
     const metrics = this.deps.metrics;

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import { dayOf, HOUR_MS } from '../usage/store.js';
+import { dayOf, HOUR_MS } from '../util/time.js';
 import type {
   BanStore,
   BanPolicy,

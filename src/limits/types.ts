@@ -1,6 +1,5 @@
 // The limiter store interface: one atomic check per request (key record, ban, every window that applies, strikes).
 // Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test covers both.
-import type { UsageKind } from '../usage/store.js';
 
 export interface KeyLimits {
   perMinute: number;
@@ -92,6 +91,13 @@ export type Outcome =
   /** The key record in the store is unreadable (not a JSON object): the key cannot be verified, answer 401. */
   | 'invalid_record';
 
+/**
+ * The usage ledger's kind of a counted request: a admitted, r refused by a window, b by a ban, f admitted and failed
+ * by a target it reached, s refused by a window in shadow mode (proxied). Defined beside the outcomes it records: the limiter decides, the
+ * ledger (usage/) records its decisions.
+ */
+export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
+
 /** The usage ledger's kind of each outcome (a admitted, r refused by a window, b by a ban): the script's and memory's. */
 export const LEDGER_KIND: Readonly<Record<Outcome, UsageKind>> = {
   admitted: 'a',
@@ -172,9 +178,6 @@ export interface Charge {
   /** The gateway's clock when the store answered. */
   at: number;
 }
-
-export const MINUTE_MS = 60_000;
-export const DAY_MS = 86_400_000;
 
 export interface LimiterStore {
   /**

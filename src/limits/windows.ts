@@ -2,10 +2,11 @@
 // limit, length and mode, and the request's cost. Built once per (plan limits, route, config) and cached, so a request
 // allocates nothing for them: the RateLimit-Policy header and the limit script's per-window arguments come with them.
 import type { Config } from '../config/schema.js';
-import type { Runtime, RuntimeConfig } from '../config/runtime.js';
+import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
 import { formatRateLimitPolicy } from '../http/headers.js';
-import type { CompiledRoute } from '../routes/policy.js';
-import { DAY_MS, MINUTE_MS, type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
+import type { CompiledRoute } from '../routing/routes.js';
+import { type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
+import { DAY_MS, MINUTE_MS } from '../util/time.js';
 
 /** Candidate limits beside a plan's or a route's windows (`shadow: { perMinute, perDay }`). */
 export interface CandidateLimits {

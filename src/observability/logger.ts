@@ -1,7 +1,6 @@
 // Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { KEY_PREFIX, keyShapeText } from '../keys/format.js';
-import { keyHeaderNames } from '../keys/sources.js';
+import { KEY_PREFIX, keyHeaderNames, keyShapeText } from '../http/credentials.js';
 
 export type { Logger };
 
@@ -29,7 +28,7 @@ export function redactRequestHeaders(req: unknown): unknown {
 /**
  * `issuedPrefix` (auth.issuedPrefix): text shaped like a key with it (or with "tg_") is redacted from every line. A key
  * of another shape is kept out by where it is read: the access log's URL has key parameters redacted
- * (observability/requests.ts) and no line carries request headers but through the `req` serializer below.
+ * (pipeline/observers.ts) and no line carries request headers but through the `req` serializer below.
  */
 export function createLogger(level: LevelWithSilent, destination?: DestinationStream, issuedPrefix: string = KEY_PREFIX): Logger {
   return pino(

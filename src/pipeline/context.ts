@@ -2,14 +2,15 @@
 // metrics, a tracing span, the usage ledger) needs. One typed object per request, created by the first stage and
 // reachable as `req.ctx` from every stage and from the proxy's callbacks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthFailure } from '../keys/authenticator.js';
 import type { Consumer } from '../keys/consumer.js';
-import type { KeySources } from '../keys/sources.js';
+import type { KeySources } from '../http/credentials.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
-import type { CompiledRoute } from '../routes/policy.js';
+import type { CompiledRoute } from '../routing/routes.js';
 import type { Service } from '../routing/services.js';
-import type { ProxyExchange } from './proxy.js';
+import type { ProxyExchange } from './exchange.js';
 
 declare module 'node:http' {
   interface IncomingMessage {
@@ -19,9 +20,6 @@ declare module 'node:http' {
     ctx: RequestContext;
   }
 }
-
-/** Why a request carries no consumer: the 401 it gets unless the anonymous limit answers 429 first. */
-export type AuthFailure = 'missing_api_key' | 'invalid_api_key';
 
 export class RequestContext {
   /** The authenticated key; undefined until authentication found one (and again if the limit check disowns it). */

@@ -1,7 +1,8 @@
 // Stages 9-11 of the request path (src/pipeline/stages.ts): declaredBodyLimit, prepareUpstreamHeaders and
 // proxyToUpstream, which sends the request to a target of the route's service and streams the answer back. Each try
-// is an UpstreamTry (upstream-try.ts), the body a RequestBody (request-body.ts); what follows a try's outcome (retry,
-// stream, answer, give points back) is decide() in proxy-rules.ts. This file carries those decisions out: the
+// is an UpstreamTry (upstream-try.ts), the body a RequestBody (request-body.ts), where the request stands among its
+// tries a ProxyExchange (exchange.ts); what follows a try's outcome (retry, stream, answer, give points back) is
+// decide() in proxy-rules.ts. This file carries those decisions out: the
 // request's deadline, the per-try timer, the response relayed with its idle timer, and answerUpstreamFailure(), the
 // one place the gateway answers for an upstream.
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
@@ -11,14 +12,15 @@ import type { Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
-import { withoutParams } from '../keys/sources.js';
+import { withoutParams } from '../http/credentials.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';
-import { forwardedTarget } from '../routes/policy.js';
+import { forwardedTarget } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
-import { decide, healthRecord, IDEMPOTENT, type Answer, type Decision, type ExchangeState, type TryOutcome } from './proxy-rules.js';
+import { decide, healthRecord, IDEMPOTENT, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
+import { ProxyExchange } from './exchange.js';
 import { RequestBody } from './request-body.js';
 import { UpstreamTry } from './upstream-try.js';
 
@@ -146,43 +148,6 @@ export function declaredBodyLimit(maxBodyBytes: number) {
     }
     next();
   };
-}
-
-/** The per-request proxy state (req.ctx.proxy): where the request stands among its tries. */
-export class ProxyExchange implements ExchangeState {
-  /** The target of the current try, and every target tried so far (a retry goes to another while there is one). */
-  target: Target | undefined = undefined;
-  readonly tried = new Set<Target>();
-  current: UpstreamTry | undefined = undefined;
-  retries = 0;
-  staleRetries = 0;
-  reached = false;
-  clientGone = false;
-  /** The gateway has answered, or is streaming the response: no more tries, no timers. */
-  done = false;
-  body: RequestBody | undefined = undefined;
-  deadlineTimer: NodeJS.Timeout | undefined = undefined;
-  tryTimer: NodeJS.Timeout | undefined = undefined;
-
-  constructor(
-    readonly service: Service,
-    /** Clock time by which response headers must have arrived: timeoutMs from the proxy stage. */
-    readonly deadlineAt: number,
-    readonly repeatable: boolean,
-    /** process.hrtime.bigint() at the proxy stage (the upstream duration metric). */
-    readonly startedAt: bigint,
-  ) {}
-
-  /**
-   * No further try: timers cleared and, unless the response is being streamed (the target may still be reading the
-   * rest of the body), the body no longer read for the proxy.
-   */
-  finish(stopBody = true): void {
-    this.done = true;
-    clearTimeout(this.deadlineTimer);
-    clearTimeout(this.tryTimer);
-    if (stopBody) this.body?.stop();
-  }
 }
 
 /** The failure label of metrics and the log line, for what the gateway answered. */

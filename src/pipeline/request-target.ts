@@ -2,7 +2,7 @@
 // reduced to its path (so routing and the proxy only ever see a path, and the configured upstream is the only host
 // contacted) and its authority becomes the Host, and a /v1 path an upstream may read as another path is refused.
 import type { IncomingMessage } from 'node:http';
-import { pathOf } from '../routes/policy.js';
+import { pathOf } from '../routing/routes.js';
 
 /**
  * An absolute-form request target (`GET http://other.host/v1/x HTTP/1.1`) is reduced to its path and query, and a

@@ -31,18 +31,17 @@
 import { randomUUID } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import helmet from 'helmet';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
-import { keyShapeText } from '../keys/format.js';
-import { compileKeySources, DEFAULT_KEY_SOURCES, mentionsPresentedKey, readPresentedKey, type KeySources } from '../keys/sources.js';
+import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, readPresentedKey, type KeySources } from '../http/credentials.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
-import { gatewayPaths } from '../config/schema.js';
-import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routes/policy.js';
+import { gatewayPaths } from '../http/paths.js';
+import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routing/routes.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -235,7 +234,7 @@ export function refuseAmbiguousPaths(req: Request, res: Response, next: NextFunc
 }
 
 /**
- * 4. Finds out who is calling, from the key the configured sources present (keys/sources.ts); only a key store that
+ * 4. Finds out who is calling, from the key the configured sources present (http/credentials.ts); only a key store that
  * cannot answer is answered here (503, never a 401).
  */
 export function authenticate(authenticator: Authenticator, logger: Logger, sources: () => KeySources = () => DEFAULT_KEY_SOURCES): RequestHandler {

@@ -9,7 +9,7 @@ import type { Config, OpsConfig } from '../config/schema.js';
 import { closeLogs, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildOpsApp } from '../observability/ops.js';
-import type { Runtime } from '../config/runtime.js';
+import type { Runtime } from '../routing/runtime.js';
 
 export interface RunningGateway {
   server: Server;

@@ -8,7 +8,9 @@
 // with the same batches, raised where larger, since every instance writes its own.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { dayOf, HOUR_MS, type MinutePeak, type UsageKind, type UsageStore } from './store.js';
+import { type MinutePeak, type UsageStore } from './store.js';
+import type { UsageKind } from '../limits/types.js';
+import { dayOf, HOUR_MS } from '../util/time.js';
 
 export interface UsageRecorderOptions {
   store: UsageStore;

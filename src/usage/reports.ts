@@ -4,10 +4,11 @@
 import type { RouteConfig } from '../config/schema.js';
 import { incomplete, KeyAdminError, type KeyRecords } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
-import { deprecatedRouteName } from '../routes/policy.js';
+import { deprecatedRouteName } from '../routing/routes.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { simulate, type SimulateInput, type Simulation } from './whatif.js';
-import { DAY_MS, HOUR_MS, dayOf, spanOf, type DayCounts, type LedgerSpan, type LedgerSums, type SumBy, type UsageCounts, type UsageStore } from './store.js';
+import { spanOf, type DayCounts, type LedgerSpan, type LedgerSums, type SumBy, type UsageCounts, type UsageStore } from './store.js';
+import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 
 export type { UsageCounts } from './store.js';
 

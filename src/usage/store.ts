@@ -8,23 +8,14 @@
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
-
-export const DAY_MS = 86_400_000;
-export const HOUR_MS = 3_600_000;
-
-/** a admitted, r refused by a window, b by a ban, f admitted and failed by a target it reached, s refused by a window in shadow mode (proxied). */
-export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
+import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
+import type { UsageKind } from '../limits/types.js';
 
 /** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 export interface MinutePeak {
   id: string;
   atMs: number;
   peak: number;
-}
-
-/** Days since 1970-01-01 (UTC) of an instant. */
-export function dayOf(ms: number): number {
-  return Math.floor(ms / DAY_MS);
 }
 
 /** A key's counts over one UTC day: field `<kind><hour>` -> count. */

@@ -5,7 +5,8 @@
 // explains each bound and why it never overstates. The answer is bounded: totals, then the keys most refused, each
 // with its most refused hours (TOP_HOURS), the rest of the keys paged (whatif-pages.ts).
 import type { KeyRecord } from '../keys/types.js';
-import { DAY_MS, HOUR_MS, dayOf, type DayCounts, type UsageStore } from './store.js';
+import { type DayCounts, type UsageStore } from './store.js';
+import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 
 export interface SimulateInput {
   plan: string;

@@ -9,7 +9,7 @@ import { composeGateway, type ComposedGateway, type ComposeOptions } from '../..
 import { validateConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import type { Logger } from '../../src/observability/logger.js';
-import type { Runtime } from '../../src/config/runtime.js';
+import type { Runtime } from '../../src/routing/runtime.js';
 
 export const silentLogger: Logger = pino({ level: 'silent' });
 

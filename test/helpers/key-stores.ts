@@ -2,7 +2,6 @@
 // or drop pub/sub, so tests can prove how often (and whether) the key store is consulted.
 import { KeyAdmin } from '../../src/keys/admin.js';
 import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from '../../src/keys/types.js';
-import { memoryBanStore, MemoryLimiterStore } from '../../src/limits/memory-store.js';
 import { systemClock, type Clock } from '../../src/util/clock.js';
 import { testConfig } from './gateway.js';
 
@@ -106,5 +105,5 @@ export class SpyKeyStore implements KeyStore {
  */
 export function testKeyAdmin(store: KeyStore, clock: Clock = systemClock): KeyAdmin {
   const config = testConfig({ upstream: { url: 'http://127.0.0.1:9' } });
-  return new KeyAdmin(store, memoryBanStore(new MemoryLimiterStore(clock)), clock, { plans: () => config.plans, ban: () => config.ban });
+  return new KeyAdmin(store, clock, { plans: () => config.plans });
 }

@@ -10,7 +10,7 @@ import type { Clock } from '../../src/util/clock.js';
 import type { Config } from '../../src/config/schema.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import type { Runtime } from '../../src/config/runtime.js';
+import type { Runtime } from '../../src/routing/runtime.js';
 import { composeGateway, type ComposedGateway } from '../../src/compose.js';
 import { silentLogger } from './gateway.js';
 import type { LimiterStore } from '../../src/limits/types.js';

@@ -1,13 +1,14 @@
 // What every request leaves behind: the request metrics (a RequestObserver, src/pipeline/context.ts, once the
 // response is over) and the access log line (pino-http, started in stage 1). Both watch every request, gateway and
-// ops paths alike, from outside the request path's decisions.
+// ops paths alike, from outside the request path's decisions; they read its context, so they live beside it, above
+// the logger and the metrics they write to.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
-import type { RequestContext, RequestEnd, RequestObserver } from '../pipeline/context.js';
-import { redactParams } from '../keys/sources.js';
-import { pathOf } from '../routes/policy.js';
-import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
+import type { RequestContext, RequestEnd, RequestObserver } from './context.js';
+import { redactParams } from '../http/credentials.js';
+import { pathOf } from '../routing/routes.js';
+import type { Logger } from '../observability/logger.js';
+import type { Metrics } from '../observability/metrics.js';
 
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 const OPS_PATHS = new Set(['/healthz', '/readyz', '/metrics']);

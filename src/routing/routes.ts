@@ -5,7 +5,7 @@
 // plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Config, RouteConfig } from '../config/schema.js';
-import { routeMatcher } from '../config/schema.js';
+import { routeMatcher } from '../http/paths.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
 
 export interface CompiledRoute {

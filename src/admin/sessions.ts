@@ -1,7 +1,8 @@
 // Dashboard sessions: an admin token, checked once at sign-in, exchanged for a random session id the browser keeps in
 // an HttpOnly, SameSite=Strict cookie, so the page's script never holds the token. Sessions live in this process's
 // memory (a restart, or another worker, signs the browser out) and end after SESSION_TTL_MS or at sign-out. Each
-// remembers the token it was opened with, so that the admin guard ends it once a reload takes that token away.
+// remembers the token it was opened with, so that the admin guard ends it once a reload takes that token away. They
+// live in admin/ beside the guard that honours them: a session opens the admin API, whichever page signed in.
 import { randomBytes } from 'node:crypto';
 
 export const SESSION_COOKIE = 'tollgate_session';

@@ -1,17 +1,19 @@
-// The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory).
+// The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory). They
+// compose and start processes, so they sit with the servers they start, above everything the gateway is built of.
 import { loadConfigFile, validateConfig } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
-import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from '../server/gateway-server.js';
+import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
-import { watchConfigFile } from '../server/config-watch.js';
+import { watchConfigFile } from './config-watch.js';
 import { startPetstore } from '../petstore/server.js';
 import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
-import { isPrimary, reportWorkerReady, runPrimary, workerCount } from '../server/cluster.js';
-import { applyHeapGrowth } from '../server/heap.js';
-import { CliError } from './cli-error.js';
+import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster.js';
+import { applyHeapGrowth } from './heap.js';
+import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
+import { DAY_MS } from '../util/time.js';
 
 export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
   const result = loadConfigFile(configPath, process.env);
@@ -95,7 +97,6 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
 const SEED_DEPRECATION = '2026-06-01T00:00:00Z';
 const SEED_SUNSET = '2027-06-01T00:00:00Z';
 const SEED_LINK = 'https://example.com/docs/migrate-pets';
-const DAY_MS = 86_400_000;
 
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn');

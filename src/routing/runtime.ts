@@ -1,7 +1,7 @@
 // The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
 // so a reload applies to the next request without dropping any connection.
-import type { Config } from './schema.js';
-import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from '../routes/policy.js';
+import type { Config } from '../config/schema.js';
+import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from './routes.js';
 
 export interface RuntimeConfig {
   readonly config: Config;

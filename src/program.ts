@@ -2,15 +2,15 @@
 // 1 a clear error on stderr, 2 usage). src/cli.ts runs it for the process; tests run it in-process, so a usage
 // error costs no child process.
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { configJsonSchema } from '../config/json-schema.js';
-import { loadConfigFile, resolveConfigPath } from '../config/load.js';
-import { CliError } from './cli-error.js';
-import { costWarnings } from '../limits/cost-warnings.js';
-import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
-import { registerKeysCommands } from './keys.js';
-import { registerUsageCommands } from './usage.js';
-import { registerPlansCommands } from './plans.js';
-import { runDev, runPetstore, runServe } from './run.js';
+import { configJsonSchema } from './config/json-schema.js';
+import { loadConfigFile, resolveConfigPath } from './config/load.js';
+import { CliError } from './commands/cli-error.js';
+import { costWarnings } from './limits/cost-warnings.js';
+import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
+import { registerKeysCommands } from './commands/keys.js';
+import { registerUsageCommands } from './commands/usage.js';
+import { registerPlansCommands } from './commands/plans.js';
+import { runDev, runPetstore, runServe } from './server/run.js';
 
 /** Where commander's own output (help, usage errors) and the error line go. */
 export interface CliIo {

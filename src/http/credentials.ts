@@ -1,10 +1,13 @@
-// Where a request's API key is read (auth.sources): the bearer token, a header, a query parameter, in the configured
-// order. The first source that carries a key gives it; every other source that carries one must carry the same key,
-// or the request is refused (a client that sends two different keys is confused or probing). The same rules say
-// which header and which query parameter the proxy removes (hideCredentials) and the access log redacts: whatever
-// a configured source names, whatever the key's shape.
+// The credentials a request may carry, as HTTP sees them: where its API key is read (auth.sources), the bearer
+// token's syntax, and the shapes of an issued key and an admin token (so logs, request ids and the config can tell
+// one at a glance). Below config/, keys/ and observability/, which all need these and nothing else of each other.
+//
+// Sources: the bearer token, a header, a query parameter, in the configured order. The first source that carries a
+// key gives it; every other source that carries one must carry the same key, or the request is refused (a client
+// that sends two different keys is confused or probing). The same rules say which header and which query parameter
+// the proxy removes (hideCredentials) and the access log redacts: whatever a configured source names, whatever the
+// key's shape.
 import type { IncomingMessage } from 'node:http';
-import { parseBearer } from './authenticator.js';
 
 export type KeySource = { kind: 'bearer' } | { kind: 'header'; name: string; label: string } | { kind: 'query'; name: string };
 
@@ -259,4 +262,77 @@ export function mentionsPresentedKey(req: UrlRequest, sources: KeySources, text:
     } else if ((paramValues(req.originalUrl ?? req.url ?? '/', s.name) ?? []).some(hit)) return true;
   }
   return false;
+}
+
+// Bearer tokens (RFC 6750).
+/** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const BEARER_SCHEME = /^Bearer(?: |$)/i;
+
+export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
+
+const NO_BEARER: BearerParse = Object.freeze({ kind: 'missing' });
+const BAD_BEARER: BearerParse = Object.freeze({ kind: 'malformed' });
+
+export function parseBearer(header: string | undefined): BearerParse {
+  // No Authorization, or another scheme (Basic, ...): no bearer credentials were offered.
+  if (!header || !BEARER_SCHEME.test(header)) return NO_BEARER;
+  const m = BEARER.exec(header);
+  return m?.[1] ? { kind: 'token', token: m[1] } : BAD_BEARER;
+}
+
+// Key shapes: what an issued key and an admin token look like, so logs and request ids never carry one.
+export const KEY_PREFIX = 'tg_';
+
+/**
+ * What an issued prefix may be made of: RFC 3986's unreserved characters, which are also HTTP token and bearer
+ * token68 characters, so an issued key travels unescaped in a header, a bearer token and a query string alike.
+ */
+export const ISSUED_PREFIX_SHAPE = /^[A-Za-z0-9._~-]{1,32}$/;
+
+/** Admin tokens are told apart from API keys (tg_...) at a glance, and a gateway key never has this shape. */
+export const ADMIN_TOKEN_PREFIX = 'tga_';
+
+/**
+ * Text shaped like an issued key, or like the start of one (a key cut short is still most of a secret): the prefix
+ * and 20 or more base62 characters, anywhere. Logs never carry it and a request id may not be one. "tg_" is always
+ * looked for, as well as a configured prefix: keys issued before the prefix changed stay secrets.
+ */
+export interface KeyShapeText {
+  holds(text: string): boolean;
+  /** The text with everything shaped like a key replaced by `<prefix>[redacted]`; the same string when there is none. */
+  redact(text: string): string;
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+const shapeTexts = new Map<string, KeyShapeText>();
+
+/** The matcher of key-shaped text for an issued prefix (made once per prefix). */
+export function keyShapeText(prefix: string = KEY_PREFIX): KeyShapeText {
+  let made = shapeTexts.get(prefix);
+  if (made) return made;
+  const prefixes = prefix === KEY_PREFIX ? [KEY_PREFIX] : [KEY_PREFIX, prefix];
+  const one = new RegExp(`(${prefixes.map(escapeRegExp).join('|')})[0-9A-Za-z]{20,}`);
+  const all = new RegExp(one.source, 'g');
+  const mentioned = (text: string): boolean => prefixes.some((p) => text.includes(p));
+  made = {
+    holds: (text) => mentioned(text) && one.test(text),
+    redact: (text) => (mentioned(text) ? text.replace(all, '$1[redacted]') : text),
+  };
+  shapeTexts.set(prefix, made);
+  return made;
+}
+
+const DEFAULT_SHAPE_TEXT = keyShapeText(KEY_PREFIX);
+
+export function holdsKeyShape(text: string): boolean {
+  return DEFAULT_SHAPE_TEXT.holds(text);
+}
+
+/** The text with everything shaped like a "tg_" key replaced by `tg_[redacted]`; the same string when there is none. */
+export function redactKeyShapes(text: string): string {
+  return DEFAULT_SHAPE_TEXT.redact(text);
 }

@@ -1,0 +1,21 @@
+// The gateway's HTTP paths: its own (never routed) and how a route's path pattern matches a request path. The config
+// rules (src/config/schema.ts) and the route table (src/routing/routes.ts) both use them, so they live below both.
+import { match } from 'path-to-regexp';
+
+/** The gateway's own paths are never routed: /healthz, the quota endpoint and (on the gateway port) /readyz, /metrics. */
+export function gatewayPaths(cfg: { selfService: { path: string; enabled: boolean }; ops?: unknown }): string[] {
+  return ['/healthz', ...(cfg.selfService.enabled ? [cfg.selfService.path] : []), ...(cfg.ops ? [] : ['/readyz', '/metrics'])];
+}
+
+/**
+ * A route path's matcher (path-to-regexp, undecoded): exact or a pattern matches the whole path; a prefix ending in
+ * /* matches the prefix itself and everything under it. Used by the config rules and compiled once per config.
+ */
+export function routeMatcher(path: string): (p: string) => false | { params: Partial<Record<string, string | string[]>> } {
+  if (path.endsWith('/*')) {
+    const base = path.slice(0, -2);
+    if (base === '') return () => ({ params: {} });
+    return match(base, { decode: false, end: false });
+  }
+  return match(path, { decode: false, end: true });
+}
