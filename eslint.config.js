@@ -22,9 +22,9 @@ export default tseslint.config(
     },
   },
   {
-    // The dashboard's page script runs in the browser (src/dashboard/public/app.js).
+    // The dashboard's modules run in the browser (src/dashboard/public/: app.js and its views, ES modules).
     files: ['src/dashboard/public/**/*.js'],
-    languageOptions: { sourceType: 'script', globals: { ...globals.browser } },
+    languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
   },
   {
     // Browser code the benchmark and tests inject into pages, if any, and the .mjs scripts run on Node as well.

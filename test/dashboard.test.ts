@@ -4,7 +4,7 @@
 // as their share, find a key, its usage chart drawn to the traffic's height, reset its spent windows, rotate it with
 // the offered grace and see the new key once while the old one still works, revoke it and see /v1 refuse it, the
 // deprecated routes with their callers and the CSV export, sign out; every page at a phone's width without sideways
-// scrolling. What a person sees is measured (rendered boxes, the chart's pixels); screenshots of each page go to
+// scrolling; a slow answer never drawn over the page the user has moved to. What a person sees is measured (rendered boxes, the chart's pixels); screenshots of each page go to
 // test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
@@ -407,6 +407,32 @@ describe('the dashboard in a browser', () => {
     const listed = (await adminGet('/keys?limit=1000')).keys as Array<{ name?: string; plan: string; metadata?: Record<string, string> }>;
     expect(listed.find((k) => k.name === 'Imported, Inc')).toMatchObject({ plan: 'starter', metadata: { customer: 'c_7' } });
     expect(listed.find((k) => k.name === '=SUM(A1:A9)')).toMatchObject({ plan: 'growth' });
+  });
+
+  it('a slow answer never paints over the page the user moved to (the render token)', async () => {
+    // The deprecated routes' answer is held back 1.5 s; meanwhile the user moves on to the keys.
+    let released = false;
+    await page.route('**/routes/deprecated', async (r) => {
+      await new Promise((done) => setTimeout(done, 1500));
+      released = true;
+      await r.continue();
+    });
+    try {
+      await page.goto(`${gw.adminUrl}/#/deprecated`);
+      await page.goto(`${gw.adminUrl}/#/keys?name=bar-`);
+      await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
+      // The held answer has arrived, and the page had time to draw it: still the keys, nothing of the other page.
+      await expect.poll(() => released, { timeout: 5000 }).toBe(true);
+      await page.waitForLoadState('networkidle');
+      await new Promise((done) => setTimeout(done, 300));
+      expect(await page.locator('#view h1').allInnerTexts()).toEqual(['Keys']);
+      expect(await page.locator('.deprecated-route').count()).toBe(0);
+      expect(await page.locator('#keys-table tbody tr').count()).toBe(2);
+      expect(await page.locator('[data-nav].current').allInnerTexts()).toEqual(['Keys']);
+      await shot(page, 'render-token');
+    } finally {
+      await page.unroute('**/routes/deprecated');
+    }
   });
 
   it('a change with the session cookie from another origin is refused; sign out ends the session', async () => {

@@ -36,6 +36,7 @@ describe('the npm package', () => {
   it('holds only what a user needs', () => {
     expect(files).toContain('dist/cli.js');
     expect(files).toContain('dist/dashboard/public/app.js');
+    expect(files).toContain('dist/dashboard/public/views/key.js');
     expect(files).toContain('config/gateway.yaml');
     expect(files).toContain('config/gateway.schema.json');
     expect(files).toContain('docs/admin.openapi.yaml');
@@ -67,7 +68,9 @@ describe('the npm package', () => {
       const admin = /Dashboard and admin API: (http:\/\/127\.0\.0\.1:\d+)\//.exec(dev.stdout)![1]!;
       const page = await fetch(`${admin}/`, { signal: AbortSignal.timeout(5000) });
       expect(await page.text()).toContain('<title>Tollgate</title>');
-      expect((await fetch(`${admin}/assets/uPlot.iife.min.js`, { signal: AbortSignal.timeout(5000) })).status).toBe(200);
+      // The page's modules and the libraries they import, served from the installed package's node_modules.
+      for (const asset of ['app.js', 'views/keys.js', 'vendor/preact.js', 'vendor/htm.js', 'vendor/uplot.js', 'vendor/uPlot.min.css'])
+        expect((await fetch(`${admin}/assets/${asset}`, { signal: AbortSignal.timeout(5000) })).status, asset).toBe(200);
     } finally {
       expect(await dev.stop()).toEqual({ code: 0, signal: null });
     }

@@ -1,0 +1,64 @@
+// The dashboard's views read only what the admin API answers: src/dashboard/public/api.d.ts is generated from
+// docs/admin.openapi.yaml (and must be up to date), every view's api() call is typed by it, and tsc refuses a view
+// that reads a field its answer's schema does not have.
+import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+// @ts-expect-error: a plain .mjs script, untyped.
+import { generate, OUT } from '../scripts/gen-dashboard-types.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
+
+/** Runs tsc on a project (from its folder, so errors name files relative to it); its exit code and output. */
+function tsc(project: string, cwd = ROOT): { code: number; out: string } {
+  try {
+    return { code: 0, out: execFileSync(process.execPath, [TSC, '-p', project], { encoding: 'utf8', cwd }) };
+  } catch (err) {
+    const e = err as { status: number; stdout: string };
+    return { code: e.status, out: e.stdout };
+  }
+}
+
+describe("the dashboard's types", () => {
+  it('api.d.ts is what the generator makes from docs/admin.openapi.yaml (run npm run gen:dashboard-types)', () => {
+    expect(readFileSync(OUT as URL, 'utf8')).toBe((generate as () => string)());
+  });
+
+  it('every view type-checks against the answers it reads', () => {
+    const r = tsc(join(ROOT, 'tsconfig.dashboard.json'));
+    expect(r.out).toBe('');
+    expect(r.code).toBe(0);
+  }, 60_000);
+
+  it('a view reading a field its answer does not have, or an operation the API does not have, fails tsc', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-dash-types-'));
+    try {
+      const lib = join(ROOT, 'src/dashboard/public/lib.js');
+      writeFileSync(
+        join(dir, 'view.js'),
+        [
+          '// @ts-check',
+          `import { api } from ${JSON.stringify(lib)};`,
+          "const k = await api('GET /keys/{id}', { params: { id: 'key_1' } });",
+          'console.log(k.banLevel, k.windows?.[0]?.used, k.quotaLeft);',
+          "await api('GET /keys/{id}/windows');",
+          '',
+        ].join('\n'),
+      );
+      writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: join(ROOT, 'tsconfig.dashboard.json'), include: [], files: ['view.js'] }));
+      const r = tsc(dir, dir);
+      expect(r.code).not.toBe(0);
+      const errors = r.out.split('\n').filter((l) => l.startsWith('view.js'));
+      // Exactly the two wrong reads: the fields that exist (banLevel, windows[].used) pass.
+      expect(errors).toHaveLength(2);
+      expect(errors[0]).toContain("Property 'quotaLeft' does not exist");
+      expect(errors[1]).toContain('"GET /keys/{id}/windows"');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
