@@ -4,7 +4,6 @@
 // expires after the retention, the deprecated-route report names the keys still calling each route, and the admin
 // API and the CLI (CSV for billing) read both. Every admin answer is checked against docs/admin.openapi.yaml.
 import { describe, expect, it } from 'vitest';
-import request from 'supertest';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
@@ -13,11 +12,10 @@ import { csvField } from '../src/usage/csv.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { useStack } from './helpers/stack.js';
 import type { Config } from '../src/config/schema.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'use:';
 const ks = new Keyspace(PREFIX);
 const TOKEN = 'tga_usage-test-token';
@@ -34,7 +32,7 @@ const s = useStack({
   gateway: async () => ({ a: await startLimitsGateway(config()), b: await startLimitsGateway(config()) }),
 });
 
-const problems: string[] = [];
+const api = new CheckedApi({ target: () => s.gw.a.gateway.adminApp!, token: TOKEN });
 
 function config(): Config {
   return testConfig({
@@ -56,11 +54,7 @@ async function call(gw: LimitsGateway, key: string | undefined, path = '/v1/cate
   return res.status;
 }
 
-async function admin(path: string) {
-  const res = await request(s.gw.a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
-  problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
-  return res;
-}
+const admin = (path: string) => api.get(path);
 
 describe('the usage ledger', () => {
   it('is exact across two instances under concurrent load: admitted and refused as the clients saw them', async () => {
@@ -246,6 +240,6 @@ describe('deprecated routes', () => {
   });
 
   it('every admin answer above matches the OpenAPI document', () => {
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   });
 });
