@@ -147,16 +147,25 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       // A burst of swaps inside the debounce window: one reload, of the last file (a limit of 1: the next is 429).
       mark = proc.logs.length;
       for (const perMinute of [500, 400, 1]) volume.swap(yaml(perMinute, { watchConfig: inFile }));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
-      await new Promise((r) => setTimeout(r, 600));
+      const first = await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      // No second reload within 600 ms after the first.
+      expect(await proc.logsWithin('config', { after: proc.logs.indexOf(first) + 1, forMs: 600 })).toEqual([]);
       expect(proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded')).toHaveLength(1);
       expect(await statuses(url, 1)).toEqual([429]);
 
-      // A file beside it that changes leaves the config alone: nothing is reloaded.
+      // A file beside it that changes leaves the config alone: nothing is reloaded within a second; then a SIGHUP's
+      // reload, the marker, shows the process was logging all along: its line is the only config line since.
       mark = proc.logs.length;
       writeFileSync(join(dir, 'unrelated.txt'), 'x');
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(proc.logs.slice(mark).filter((l) => String(l.msg).startsWith('config'))).toEqual([]);
+      expect(await proc.logsWithin('config', { after: mark, forMs: 1000 })).toEqual([]);
+      proc.signal('SIGHUP');
+      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      expect(
+        proc.logs
+          .slice(mark)
+          .filter((l) => String(l.msg).startsWith('config'))
+          .map((l) => l.msg),
+      ).toEqual(['config reloaded']);
       expect(proc.running).toBe(true);
     } finally {
       proc.signal('SIGTERM');
@@ -200,8 +209,7 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       const url = String((await proc.waitForLog('tollgate gateway listening')).url);
       const mark = proc.logs.length;
       volume.swap(yaml(1));
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(proc.logs.slice(mark).filter((l) => String(l.msg).startsWith('config'))).toEqual([]);
+      expect(await proc.logsWithin('config', { after: mark, forMs: 1000 })).toEqual([]);
       expect(await statuses(url, 2)).toEqual([200, 200]);
       proc.signal('SIGHUP');
       await proc.waitForLog('config reloaded', { after: mark });

@@ -2,14 +2,16 @@
 // 410 gone after the sunset without calling the upstream, and live route swaps through Runtime.apply.
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ManualClock } from '../src/util/clock.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { policyPath } from '../src/routing/routes.js';
 import { metricValue } from './helpers/limits.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
-import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+import { RawConnection, leaksIn, rawRequest, startTestGateway, testConfig } from './helpers/gateway.js';
+import { useStack } from './helpers/stack.js';
+import type { Config } from '../src/config/schema.js';
 
 const PETS = {
   method: 'GET',
@@ -39,29 +41,19 @@ const PETS_HEADERS = {
 const BEFORE_SUNSET = Date.UTC(2026, 6, 1); // 2026-07-01: pets deprecated, not yet sunset; orders past sunset
 const PETS_SUNSET = Date.parse(PETS.sunset);
 
-let up: TestUpstream;
-let gw: TestGateway;
 const clock = new ManualClock(BEFORE_SUNSET);
 
-function config(routes: unknown[], upstreamUrl = up.url) {
+function config(routes: unknown[], upstreamUrl = s.up.url): Config {
   return testConfig({ upstream: { url: upstreamUrl }, routes });
 }
 
-beforeAll(async () => {
-  up = await TestUpstream.start();
-  gw = await startTestGateway(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]), { clock });
-});
-
-afterAll(async () => {
-  await gw?.close();
-  await up?.close();
-});
+const s = useStack({ gateway: async () => startTestGateway(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]), { clock }) });
 
 beforeEach(() => {
-  up.seen.length = 0;
-  up.behaviour = echo;
+  s.up.seen.length = 0;
+  s.up.behaviour = echo;
   clock.set(BEFORE_SUNSET);
-  gw.runtime.apply(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]));
+  s.gw.runtime.apply(config([PETS, ORDERS, LEGACY, SUNSET_ONLY]));
 });
 
 function expectNoPolicyHeaders(headers: Record<string, unknown>): void {
@@ -72,32 +64,32 @@ function expectNoPolicyHeaders(headers: Record<string, unknown>): void {
 
 describe('deprecated routes', () => {
   it('adds Deprecation @<secs>, Sunset IMF-fixdate and Link rel="deprecation" to a matching route', async () => {
-    const res = await request(gw.url).get('/v1/pets/42');
+    const res = await request(s.gw.url).get('/v1/pets/42');
     expect(res.status).toBe(200);
     expect(res.headers).toMatchObject(PETS_HEADERS);
-    expect(up.seen.map((s) => s.url)).toEqual(['/v1/pets/42']);
+    expect(s.up.seen.map((s) => s.url)).toEqual(['/v1/pets/42']);
     // The policy headers are for the client, not the upstream.
-    expect(up.seen[0]!.headers.deprecation).toBeUndefined();
+    expect(s.up.seen[0]!.headers.deprecation).toBeUndefined();
   });
 
   it('matches with a query string, a trailing slash, percent-encoded ids and any letter case', async () => {
     for (const path of ['/v1/pets/42?expand=owner', '/v1/pets/42/', '/v1/pets/%34%32', '/v1/pets/fluffy-the-cat', '/V1/Pets/42']) {
-      const res = await request(gw.url).get(path);
+      const res = await request(s.gw.url).get(path);
       expect(res.status, path).toBe(200);
       expect(res.headers, path).toMatchObject(PETS_HEADERS);
     }
   });
 
   it('HEAD matches a GET route', async () => {
-    const res = await request(gw.url).head('/v1/pets/42');
+    const res = await request(s.gw.url).head('/v1/pets/42');
     expect(res.status).toBe(200);
     expect(res.headers).toMatchObject(PETS_HEADERS);
-    expect(up.seen[0]!.method).toBe('HEAD');
+    expect(s.up.seen[0]!.method).toBe('HEAD');
   });
 
   it('is method-aware: other methods on the same path get no policy headers', async () => {
     for (const method of ['post', 'put', 'patch', 'delete'] as const) {
-      const res = await request(gw.url)[method]('/v1/pets/42').send({});
+      const res = await request(s.gw.url)[method]('/v1/pets/42').send({});
       expect(res.status, method).toBe(200);
       expectNoPolicyHeaders(res.headers);
     }
@@ -105,7 +97,7 @@ describe('deprecated routes', () => {
 
   it('leaves other paths alone, including longer and shorter ones', async () => {
     for (const path of ['/v1/categories', '/v1/pets', '/v1/pets/42/photos', '/v1/store/orders', '/v1/petsx/42']) {
-      const res = await request(gw.url).get(path);
+      const res = await request(s.gw.url).get(path);
       expect(res.status, path).toBe(200);
       expectNoPolicyHeaders(res.headers);
     }
@@ -113,7 +105,7 @@ describe('deprecated routes', () => {
 
   it('a "*" route matches every method, and a route without link or sunset sends only Deprecation', async () => {
     for (const method of ['get', 'post', 'delete'] as const) {
-      const res = await request(gw.url)[method]('/v1/legacy/a/b');
+      const res = await request(s.gw.url)[method]('/v1/legacy/a/b');
       expect(res.status).toBe(200);
       expect(res.headers.deprecation).toBe('@1767225600');
       expect(res.headers.sunset).toBeUndefined();
@@ -122,28 +114,28 @@ describe('deprecated routes', () => {
   });
 
   it('a route with a sunset but no deprecation links its documentation as rel="sunset"', async () => {
-    const res = await request(gw.url).get('/v1/reports');
+    const res = await request(s.gw.url).get('/v1/reports');
     expect(res.headers.sunset).toBe('Fri, 01 Jan 2027 00:00:00 GMT');
     expect(res.headers.deprecation).toBeUndefined();
     expect(res.headers.link).toBe('<https://example.com/reports>; rel="sunset"');
   });
 
   it("keeps the upstream's own Link values next to the gateway's, and the gateway's Deprecation over the upstream's", async () => {
-    up.behaviour = (_req, res) => {
+    s.up.behaviour = (_req, res) => {
       res.setHeader('link', '</v1/pets/43>; rel="next"');
       res.setHeader('deprecation', '@1');
       res.end('{}');
     };
-    const res = await request(gw.url).get('/v1/pets/42');
+    const res = await request(s.gw.url).get('/v1/pets/42');
     expect(res.headers.link).toBe('<https://example.com/docs/migrate-pets>; rel="deprecation", </v1/pets/43>; rel="next"');
     expect(res.headers.deprecation).toBe('@1780272000');
   });
 
   it('adds the headers to upstream error answers too', async () => {
-    up.behaviour = (_req, res) => {
+    s.up.behaviour = (_req, res) => {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"code":"not_found","message":"no such pet","status":404}');
     };
-    const res = await request(gw.url).get('/v1/pets/999');
+    const res = await request(s.gw.url).get('/v1/pets/999');
     expect(res.status).toBe(404);
     expect(res.body.message).toBe('no such pet');
     expect(res.headers).toMatchObject(PETS_HEADERS);
@@ -165,22 +157,22 @@ describe('policyPath', () => {
 describe('after the sunset', () => {
   it('afterSunset gone: 410 gone, with the policy headers, and the upstream is not called', async () => {
     clock.set(PETS_SUNSET);
-    const res = await request(gw.url).get('/v1/pets/42');
+    const res = await request(s.gw.url).get('/v1/pets/42');
     expect(res.status).toBe(410);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(res.body).toEqual({ code: 'gone', message: expect.any(String), status: 410 });
     expect(res.headers).toMatchObject(PETS_HEADERS);
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(leaksIn(res.text)).toEqual([]);
-    expect(up.seen).toEqual([]);
+    expect(s.up.seen).toEqual([]);
   });
 
   it('is still served one millisecond before the sunset', async () => {
     clock.set(PETS_SUNSET - 1);
-    expect((await request(gw.url).get('/v1/pets/42')).status).toBe(200);
+    expect((await request(s.gw.url).get('/v1/pets/42')).status).toBe(200);
     clock.advance(1);
-    expect((await request(gw.url).get('/v1/pets/42')).status).toBe(410);
-    expect(up.seen).toHaveLength(1);
+    expect((await request(s.gw.url).get('/v1/pets/42')).status).toBe(410);
+    expect(s.up.seen).toHaveLength(1);
   });
 
   it('gone cannot be dodged by case, trailing slash, repeated slashes, escaped letters, HEAD or an absolute-form target', async () => {
@@ -196,22 +188,22 @@ describe('after the sunset', () => {
       '/v1/%70ets/%34%32',
       '/v1/P%45TS/42',
     ]) {
-      expect((await request(gw.url).get(path)).status, path).toBe(410);
+      expect((await request(s.gw.url).get(path)).status, path).toBe(410);
     }
-    expect((await request(gw.url).head('/v1/pets/42')).status).toBe(410);
-    const conn = await RawConnection.open(gw.port);
+    expect((await request(s.gw.url).head('/v1/pets/42')).status).toBe(410);
+    const conn = await RawConnection.open(s.gw.port);
     try {
       conn.write('GET http://other.invalid/v1/pets/42 HTTP/1.1\r\nHost: other.invalid\r\nConnection: close\r\n\r\n');
       expect((await conn.read()).status).toBe(410);
     } finally {
       conn.destroy();
     }
-    expect(up.seen).toEqual([]);
+    expect(s.up.seen).toEqual([]);
   });
 
   it('a request that waits on Expect: 100-continue gets its 410 at once, without being asked for its body', async () => {
     clock.set(PETS_SUNSET + 1000);
-    const conn = await RawConnection.open(gw.port);
+    const conn = await RawConnection.open(s.gw.port);
     try {
       conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n');
       const res = await conn.read();
@@ -223,39 +215,39 @@ describe('after the sunset', () => {
     } finally {
       conn.destroy();
     }
-    expect(up.seen).toEqual([]);
+    expect(s.up.seen).toEqual([]);
   });
 
   it('gone applies only to the matching method', async () => {
     clock.set(PETS_SUNSET + 1000);
-    expect((await request(gw.url).post('/v1/pets/42').send({})).status).toBe(200);
+    expect((await request(s.gw.url).post('/v1/pets/42').send({})).status).toBe(200);
   });
 
   it('afterSunset pass: keeps proxying, with the headers', async () => {
-    const res = await request(gw.url).post('/v1/store/orders').send({ petId: 1 });
+    const res = await request(s.gw.url).post('/v1/store/orders').send({ petId: 1 });
     expect(res.status).toBe(200);
     expect(res.headers.deprecation).toBe('@1767225600');
     expect(res.headers.sunset).toBe('Mon, 01 Jun 2026 00:00:00 GMT');
     expect(res.headers.link).toBe('<https://example.com/docs/orders-v2>; rel="deprecation"');
-    expect(up.seen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /v1/store/orders']);
+    expect(s.up.seen.map((s) => `${s.method} ${s.url}`)).toEqual(['POST /v1/store/orders']);
   });
 
   it('labels metrics with the route pattern', async () => {
     clock.set(PETS_SUNSET);
-    await request(gw.url).get('/v1/pets/7');
-    const metrics = (await request(gw.url).get('/metrics')).text;
+    await request(s.gw.url).get('/v1/pets/7');
+    const metrics = (await request(s.gw.url).get('/metrics')).text;
     expect(metrics).toMatch(/^tollgate_http_requests_total\{route="\/v1\/pets\/:petId",method="GET",status="410"\} [1-9]/m);
   });
 });
 
 describe('Runtime.apply', () => {
   it('swaps routes for the next request, on the same open connection', async () => {
-    const conn = await RawConnection.open(gw.port);
+    const conn = await RawConnection.open(s.gw.port);
     try {
       conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\n\r\n');
       expect((await conn.read()).headers.deprecation).toBe('@1780272000');
 
-      const ignored = gw.runtime.apply(config([{ method: 'GET', path: '/v1/categories', deprecation: '2026-02-01T00:00:00Z' }]));
+      const ignored = s.gw.runtime.apply(config([{ method: 'GET', path: '/v1/categories', deprecation: '2026-02-01T00:00:00Z' }]));
       expect(ignored).toEqual([]);
 
       conn.write('GET /v1/pets/42 HTTP/1.1\r\nHost: x\r\n\r\n');
@@ -271,8 +263,8 @@ describe('Runtime.apply', () => {
   });
 
   it('a new sunset with gone takes effect at once', async () => {
-    gw.runtime.apply(config([{ ...PETS, sunset: '2026-06-30T00:00:00Z' }]));
-    const res = await request(gw.url).get('/v1/pets/42');
+    s.gw.runtime.apply(config([{ ...PETS, sunset: '2026-06-30T00:00:00Z' }]));
+    const res = await request(s.gw.url).get('/v1/pets/42');
     expect(res.status).toBe(410);
     expect(res.headers.sunset).toBe('Tue, 30 Jun 2026 00:00:00 GMT');
   });
@@ -281,11 +273,11 @@ describe('Runtime.apply', () => {
     const other = await TestUpstream.start();
     try {
       const changed = config([], other.url);
-      const ignored = gw.runtime.apply(testConfig({ ...changed, server: { maxBodyBytes: 10 }, routes: [] }));
+      const ignored = s.gw.runtime.apply(testConfig({ ...changed, server: { maxBodyBytes: 10 }, routes: [] }));
       expect(ignored.sort()).toEqual(['server.*', 'upstream.*']);
-      expect(gw.runtime.config.upstream.url).toBe(up.url);
-      expect((await request(gw.url).get('/v1/categories')).status).toBe(200);
-      expect(up.seen).toHaveLength(1);
+      expect(s.gw.runtime.config.upstream.url).toBe(s.up.url);
+      expect((await request(s.gw.url).get('/v1/categories')).status).toBe(200);
+      expect(s.up.seen).toHaveLength(1);
       expect(other.seen).toHaveLength(0);
     } finally {
       await other.close();
@@ -294,8 +286,8 @@ describe('Runtime.apply', () => {
 
   it('tells its listeners', () => {
     const seen: string[] = [];
-    gw.runtime.onChange((next, prev) => seen.push(`${prev.routes.length}->${next.routes.length}`));
-    gw.runtime.apply(config([PETS]));
+    s.gw.runtime.onChange((next, prev) => seen.push(`${prev.routes.length}->${next.routes.length}`));
+    s.gw.runtime.apply(config([PETS]));
     expect(seen).toEqual(['4->1']);
   });
 });

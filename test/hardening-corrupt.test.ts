@@ -3,34 +3,18 @@
 // and switches the instance to degraded mode. A real gateway on a private redis-server in front of a loopback upstream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import type { Redis } from 'ioredis';
 import { Metrics } from '../src/observability/metrics.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
 import { testConfig } from './helpers/gateway.js';
 import { captureLogger, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { useStack } from './helpers/stack.js';
 
 const PREFIX = 'corrupt:';
 const keyspace = new Keyspace(PREFIX);
 /** What a request may take while Redis is hung, with commandTimeoutMs 100 (HUNG_REDIS_TIMEOUT_MS). */
 const BOUND_MS = 500;
 
-let up: TestUpstream;
-let redis: TestRedis;
-let admin: Redis;
-
-beforeAll(async () => {
-  up = await TestUpstream.start();
-  redis = await TestRedis.start();
-  admin = redis.client();
-});
-
-afterAll(async () => {
-  admin?.disconnect();
-  await redis?.stop();
-  await up?.close();
-});
+const s = useStack({ redis: true, client: true });
 
 /**
  * The hung-Redis test needs the 100 ms command timeout for its bound. The corrupt-record test must not have it: a
@@ -44,8 +28,8 @@ const LOADED_MACHINE_TIMEOUT_MS = 2000;
 
 function config(prefix: string, anonymousPerMinute = 1000, commandTimeoutMs = LOADED_MACHINE_TIMEOUT_MS) {
   return testConfig({
-    upstream: { url: up.url, timeoutMs: 2000 },
-    redis: { url: redis.url, prefix, failMode: 'open', commandTimeoutMs },
+    upstream: { url: s.up.url, timeoutMs: 2000 },
+    redis: { url: s.redis.url, prefix, failMode: 'open', commandTimeoutMs },
     plans: { free: { perMinute: 1000, perDay: 100_000 } },
     anonymous: { perMinute: anonymousPerMinute },
   });
@@ -82,7 +66,7 @@ describe('a key record that is not JSON', () => {
     expect((await get(gw, good.key)).status).toBe(200);
     expect((await get(gw, bad.key)).status).toBe(200);
 
-    await admin.set(keyspace.keyRecord(bad.id), 'not json');
+    await s.client.set(keyspace.keyRecord(bad.id), 'not json');
 
     // The first: cached, refused by the limit script; the later ones read the record again (uncached).
     for (let i = 0; i < 4; i++) {
@@ -93,7 +77,7 @@ describe('a key record that is not JSON', () => {
     }
     // A key never cached before it was corrupted: refused by the lookup.
     const fresh = await gw.createKey({});
-    await admin.set(keyspace.keyRecord(fresh.id), '{"truncated');
+    await s.client.set(keyspace.keyRecord(fresh.id), '{"truncated');
     expect((await get(gw, fresh.key)).code).toBe('invalid_api_key');
     expect((await get(gw, good.key)).status).toBe(200);
 
@@ -117,14 +101,14 @@ describe('the anonymous limit on a Redis that hangs', () => {
   });
 
   afterAll(async () => {
-    redis.resume();
+    s.redis.resume();
     await gw?.close();
   });
 
   it('counts the store errors, still answers 401/429 within the bound from memory, and enters degraded mode', async () => {
     expect((await get(gw)).status).toBe(401);
     expect(await metric(gw, 'tollgate_redis_degraded')).toBe(0);
-    redis.pause();
+    s.redis.pause();
     try {
       const answers = [];
       for (let i = 0; i < 6; i++) answers.push(await get(gw));
@@ -137,7 +121,7 @@ describe('the anonymous limit on a Redis that hangs', () => {
       expect(await metric(gw, 'tollgate_redis_errors_total', { op: 'anonymous_limit' })).toBeGreaterThanOrEqual(1);
       expect(await metric(gw, 'tollgate_redis_degraded')).toBe(1);
     } finally {
-      redis.resume();
+      s.redis.resume();
     }
     await waitFor(async () => (await metric(gw, 'tollgate_redis_degraded_transitions_total', { to: 'degraded' })) === 1, 'one degraded transition');
   });

@@ -1,30 +1,28 @@
 // Redis eviction and a full Redis: a maxmemory-policy that may evict keys destroys key records (allkeys-*) or
 // bans and rate windows (volatile-*), so the gateway checks the policy at start-up and periodically, logs it,
-// exposes it as tollgate_redis_eviction_unsafe and fails /readyz unless redis.allowEviction says the operator
+// exposes it as tollgate_redis_eviction_unsafe and fails /readyz unless s.redis.allowEviction says the operator
 // knows; a Redis that refuses writes (OOM under noeviction) is degraded mode and /readyz says so. One private
 // redis-server for the file: CONFIG SET is only ever sent to it.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import request from 'supertest';
 import { ReplyError, type Redis } from 'ioredis';
 import { Metrics } from '../src/observability/metrics.js';
 import { MemoryPolicyWatcher, writeRefusal } from '../src/storage/memory-policy.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
 import { testConfig } from './helpers/gateway.js';
 import { captureLogger, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { useStack } from './helpers/stack.js';
 
 const PREFIX = 'evict:';
 
-let up: TestUpstream;
-let redis: TestRedis;
-let admin: Redis;
+const s = useStack({ redis: true, client: true });
+
 let gw: LimitsGateway | undefined;
 
 function config(extra: { allowEviction?: boolean; url?: string } = {}) {
   return testConfig({
-    upstream: { url: up.url, timeoutMs: 2000 },
+    upstream: { url: s.up.url, timeoutMs: 2000 },
     redis: {
-      url: extra.url ?? redis.url,
+      url: extra.url ?? s.redis.url,
       prefix: PREFIX,
       failMode: 'open',
       commandTimeoutMs: 200,
@@ -40,7 +38,7 @@ async function unsafeGauge(g: LimitsGateway): Promise<number | undefined> {
 
 /** CONFIG GET calls Redis has seen, including those it refused (ACL): each periodic check is one. */
 async function configGets(): Promise<number> {
-  const line = /^cmdstat_config\|get:(.*)$/m.exec(await admin.info('commandstats'))?.[1] ?? '';
+  const line = /^cmdstat_config\|get:(.*)$/m.exec(await s.client.info('commandstats'))?.[1] ?? '';
   const field = (name: string) => Number(new RegExp(`(?:^|,)${name}=(\\d+)`).exec(line)?.[1] ?? 0);
   return field('calls') + field('rejected_calls');
 }
@@ -56,23 +54,11 @@ async function degradedGauge(g: LimitsGateway): Promise<number | undefined> {
   return metricValue((await request(g.url).get('/metrics')).text, 'tollgate_redis_degraded');
 }
 
-beforeAll(async () => {
-  up = await TestUpstream.start();
-  redis = await TestRedis.start();
-  admin = redis.client();
-});
-
 afterEach(async () => {
   await gw?.close();
   gw = undefined;
-  await admin.config('SET', 'maxmemory', '0');
-  await admin.config('SET', 'maxmemory-policy', 'noeviction');
-});
-
-afterAll(async () => {
-  admin?.disconnect();
-  await redis?.stop();
-  await up?.close();
+  await s.client.config('SET', 'maxmemory', '0');
+  await s.client.config('SET', 'maxmemory-policy', 'noeviction');
 });
 
 describe('maxmemory-policy at start-up', () => {
@@ -81,7 +67,7 @@ describe('maxmemory-policy at start-up', () => {
     ['volatile-lru', /ban/],
   ] as const) {
     it(`${policy}: /readyz answers 503 naming the policy, tollgate_redis_eviction_unsafe is 1, an error is logged`, async () => {
-      await admin.config('SET', 'maxmemory-policy', policy);
+      await s.client.config('SET', 'maxmemory-policy', policy);
       const cap = captureLogger('info');
       gw = await startLimitsGateway(config(), { logger: cap.logger, metrics: new Metrics() });
 
@@ -105,8 +91,8 @@ describe('maxmemory-policy at start-up', () => {
     });
   }
 
-  it('allkeys-lru with redis.allowEviction: true: /readyz 200, the gauge still 1, a warning instead of an error', async () => {
-    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+  it('allkeys-lru with s.redis.allowEviction: true: /readyz 200, the gauge still 1, a warning instead of an error', async () => {
+    await s.client.config('SET', 'maxmemory-policy', 'allkeys-lru');
     const cap = captureLogger('info');
     gw = await startLimitsGateway(config({ allowEviction: true }), { logger: cap.logger, metrics: new Metrics() });
 
@@ -129,10 +115,10 @@ describe('maxmemory-policy at start-up', () => {
   });
 
   it('CONFIG forbidden (an ACL user without it): one warning that the policy could not be checked, /readyz still 200', async () => {
-    await admin.call('ACL', 'SETUSER', 'noconfig', 'on', '>s3cret-pw', '~*', '&*', '+@all', '-config');
+    await s.client.call('ACL', 'SETUSER', 'noconfig', 'on', '>s3cret-pw', '~*', '&*', '+@all', '-config');
     const cap = captureLogger('info');
     try {
-      gw = await startLimitsGateway(config({ url: `redis://noconfig:s3cret-pw@127.0.0.1:${redis.port}/0` }), {
+      gw = await startLimitsGateway(config({ url: `redis://noconfig:s3cret-pw@127.0.0.1:${s.redis.port}/0` }), {
         logger: cap.logger,
         metrics: new Metrics(),
         memoryPolicyCheckMs: 50,
@@ -149,7 +135,7 @@ describe('maxmemory-policy at start-up', () => {
       expect(JSON.stringify(cap.lines)).not.toContain('s3cret-pw');
       expect(await unsafeGauge(gw)).toBe(0);
     } finally {
-      await admin.call('ACL', 'DELUSER', 'noconfig');
+      await s.client.call('ACL', 'DELUSER', 'noconfig');
     }
   });
 });
@@ -161,7 +147,7 @@ describe('maxmemory-policy changed while running', () => {
     const g = gw;
     expect(await unsafeGauge(g)).toBe(0);
 
-    await admin.config('SET', 'maxmemory-policy', 'volatile-lfu');
+    await s.client.config('SET', 'maxmemory-policy', 'volatile-lfu');
     // Without any /readyz call: the periodic check alone.
     await waitFor(async () => (await unsafeGauge(g)) === 1, 'gauge 1 after the policy changed');
     await waitFor(() => cap.lines.some((l) => l.level === 50 && l.policy === 'volatile-lfu'), 'the error line');
@@ -173,7 +159,7 @@ describe('maxmemory-policy changed while running', () => {
     await checksPass(3);
     expect(errorsAt()).toBe(1);
 
-    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await s.client.config('SET', 'maxmemory-policy', 'noeviction');
     await waitFor(async () => (await unsafeGauge(g)) === 0, 'gauge 0 after noeviction');
     expect((await request(g.url).get('/readyz')).status).toBe(200);
   });
@@ -181,7 +167,7 @@ describe('maxmemory-policy changed while running', () => {
   it('/readyz reads the policy itself: a change is reported at once, before the next periodic check', async () => {
     const cap = captureLogger('info');
     gw = await startLimitsGateway(config(), { logger: cap.logger, metrics: new Metrics() });
-    await admin.config('SET', 'maxmemory-policy', 'allkeys-random');
+    await s.client.config('SET', 'maxmemory-policy', 'allkeys-random');
     const ready = await request(gw.url).get('/readyz');
     expect(ready.status).toBe(503);
     expect(ready.body.reasons.redis).toContain('maxmemory-policy allkeys-random');
@@ -200,7 +186,7 @@ describe('a full Redis (noeviction, maxmemory reached)', () => {
     expect((await get()).status).toBe(200);
     expect(await degradedGauge(g)).toBe(0);
 
-    await admin.config('SET', 'maxmemory', '1');
+    await s.client.config('SET', 'maxmemory', '1');
     const res = await get();
     expect(res.status).toBe(200);
     expect(await degradedGauge(g)).toBe(1);
@@ -215,7 +201,7 @@ describe('a full Redis (noeviction, maxmemory reached)', () => {
     expect(ready.body.reasons.redis).toBe('redis refuses writes (OOM: maxmemory reached)');
     expect(ready.body.message).toContain('redis refuses writes (OOM: maxmemory reached)');
 
-    await admin.config('SET', 'maxmemory', '0');
+    await s.client.config('SET', 'maxmemory', '0');
     // Keyed traffic is what probes Redis again (one probe per breaker cool-down).
     await waitFor(
       async () => {

@@ -4,9 +4,8 @@
 // mode for a moment; the memory windows must continue from the counts Redis last reported (and what the memory
 // admitted must reach Redis afterwards), so the instance never admits past the key's limit, and the key cache must
 // survive the reconnects, so a valid key never gets 503.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Redis } from 'ioredis';
 import express from 'express';
 import request from 'supertest';
 import { systemClock } from '../src/util/clock.js';
@@ -19,11 +18,10 @@ import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { Runtime } from '../src/routing/runtime.js';
 import { Breaker } from '../src/storage/breaker.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { checkOnlyStore, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { checkOnlyStore, metricValue, startLimitsGateway, waitFor } from './helpers/limits.js';
+import { useStack } from './helpers/stack.js';
 
 const PER_MINUTE = 60;
 const KILL_EVERY_MS = 150;
@@ -31,53 +29,42 @@ const FLAP_FOR_MS = 8000;
 const REQUESTS = 150;
 const keyspace = new Keyspace('flaps:');
 
-let redis: TestRedis;
-let up: TestUpstream;
-let admin: Redis;
-let gw: LimitsGateway;
-
-beforeAll(async () => {
-  [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
-  admin = redis.client();
-  gw = await startLimitsGateway(
-    testConfig({
-      upstream: { url: up.url, timeoutMs: 2000 },
-      redis: { url: redis.url, prefix: keyspace.prefix, failMode: 'open', commandTimeoutMs: 100 },
-      plans: { free: { perMinute: 1000, perDay: 100_000 } },
-      anonymous: { perMinute: 100_000 },
-      // Bans stay out of the way: every refusal here is a plain 429.
-      ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
-    }),
-    { metrics: new Metrics() },
-  );
-});
-
-afterAll(async () => {
-  await gw?.close();
-  admin?.disconnect();
-  await up?.close();
-  await redis?.stop();
+const s = useStack({
+  redis: true,
+  client: true,
+  gateway: async ({ up, redis }) =>
+    startLimitsGateway(
+      testConfig({
+        upstream: { url: up.url, timeoutMs: 2000 },
+        redis: { url: redis.url, prefix: keyspace.prefix, failMode: 'open', commandTimeoutMs: 100 },
+        plans: { free: { perMinute: 1000, perDay: 100_000 } },
+        anonymous: { perMinute: 100_000 },
+        // Bans stay out of the way: every refusal here is a plain 429.
+        ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
+      }),
+      { metrics: new Metrics() },
+    ),
 });
 
 async function get(key: string): Promise<number> {
-  const res = await fetch(`${gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+  const res = await fetch(`${s.gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
   await res.arrayBuffer();
   return res.status;
 }
 
 async function degraded(): Promise<number | undefined> {
-  return metricValue(await gw.metrics.registry.metrics(), 'tollgate_redis_degraded');
+  return metricValue(await s.gw.metrics.registry.metrics(), 'tollgate_redis_degraded');
 }
 
 describe('KeyLimiter on a shared store that fails every other call (the real script on Redis)', () => {
   it('admits exactly perMinute in all: memory continues from the last Redis counts, and the next Redis check is credited with what memory admitted', async () => {
-    const client = redis.client();
+    const client = s.redis.client();
     try {
       const store = new RedisLimiterStore(client, keyspace);
       let calls = 0;
       // Fails before anything reaches Redis, so every count in Redis is exact and can be compared.
       const flapping = checkOnlyStore((...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)));
-      const config = testConfig({ upstream: { url: up.url }, ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 } });
+      const config = testConfig({ upstream: { url: s.up.url }, ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 } });
       const limiter = new KeyLimiter({
         runtime: new Runtime(config),
         clock: systemClock,
@@ -103,21 +90,21 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       expect(statuses.filter((st) => st === 200)).toHaveLength(20);
       expect(statuses.slice(0, 20)).toEqual(Array(20).fill(200));
       // Redis holds all 20: its own admissions plus the credits for memory's.
-      expect(await admin.get(keyspace.minuteWindow('key_flapping'))).toBe('20');
-      expect(await admin.get(keyspace.dayWindow('key_flapping'))).toBe('20');
+      expect(await s.client.get(keyspace.minuteWindow('key_flapping'))).toBe('20');
+      expect(await s.client.get(keyspace.dayWindow('key_flapping'))).toBe('20');
     } finally {
       client.disconnect();
     }
   });
 
   it("with a route's cost: memory and Redis count points alike, the credit carries points, and the key gets exactly perMinute / cost", async () => {
-    const client = redis.client();
+    const client = s.redis.client();
     try {
       const store = new RedisLimiterStore(client, keyspace);
       let calls = 0;
       const flapping = checkOnlyStore((...args) => (++calls % 2 === 0 ? Promise.reject(new Error('connection closed (test)')) : store.check(...args)));
       const config = testConfig({
-        upstream: { url: up.url },
+        upstream: { url: s.up.url },
         ban: { threshold: 100_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
         routes: [{ method: 'POST', path: '/v1/orders', cost: 4 }],
       });
@@ -147,8 +134,8 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       // 20 points a minute, 4 a request: 5 admitted, whichever store decided each.
       expect(statuses.filter((st) => st === 200)).toHaveLength(5);
       expect(statuses.slice(0, 5)).toEqual(Array(5).fill(200));
-      expect(await admin.get(keyspace.minuteWindow('key_costly'))).toBe('20');
-      expect(await admin.get(keyspace.dayWindow('key_costly'))).toBe('20');
+      expect(await s.client.get(keyspace.minuteWindow('key_costly'))).toBe('20');
+      expect(await s.client.get(keyspace.dayWindow('key_costly'))).toBe('20');
     } finally {
       client.disconnect();
     }
@@ -157,23 +144,23 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
 
 describe('Redis connections killed every 150 ms', () => {
   it("one instance admits at most the key's perMinute (60) across the flaps, and a valid key never gets 503", async () => {
-    const { id, key } = await gw.createKey({ perMinute: PER_MINUTE, perDay: 100_000 });
+    const { id, key } = await s.gw.createKey({ perMinute: PER_MINUTE, perDay: 100_000 });
     // The first request reads the key into the cache while Redis is steady.
     const statuses = [await get(key)];
     expect(statuses[0]).toBe(200);
 
     // CLIENT KILL TYPE normal spares the connection that sends it (SKIPME defaults to yes), so one admin connection
     // can kill every other one, the gateway's request-path client included, again and again.
-    expect(Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'))).toBeGreaterThanOrEqual(1);
+    expect(Number(await s.client.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'))).toBeGreaterThanOrEqual(1);
     let kills = 0;
     let subscriberKills = 0;
     let stop = false;
     const flapping = (async () => {
       const until = Date.now() + FLAP_FOR_MS;
       while (!stop && Date.now() < until && kills < 100) {
-        kills += Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'normal'));
+        kills += Number(await s.client.call('CLIENT', 'KILL', 'TYPE', 'normal'));
         // The key-change subscriber counts as a pubsub client, not a normal one: kill it too, so it reconnects.
-        subscriberKills += Number(await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+        subscriberKills += Number(await s.client.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
         await sleep(KILL_EVERY_MS);
       }
     })();
@@ -202,7 +189,7 @@ describe('Redis connections killed every 150 ms', () => {
     // The flaps really happened: the gateway's connection was killed many times and it went degraded.
     expect(kills, JSON.stringify(summary)).toBeGreaterThanOrEqual(20);
     expect(subscriberKills, JSON.stringify(summary)).toBeGreaterThanOrEqual(5);
-    expect(metricValue(await gw.metrics.registry.metrics(), 'tollgate_redis_degraded_transitions_total', { to: 'degraded' })).toBeGreaterThanOrEqual(5);
+    expect(metricValue(await s.gw.metrics.registry.metrics(), 'tollgate_redis_degraded_transitions_total', { to: 'degraded' })).toBeGreaterThanOrEqual(5);
     expect(summary.other, JSON.stringify(summary)).toEqual([]);
     expect(summary.unavailable, JSON.stringify(summary)).toBe(0);
     expect(summary.admitted, JSON.stringify(summary)).toBeLessThanOrEqual(PER_MINUTE);
@@ -211,6 +198,6 @@ describe('Redis connections killed every 150 ms', () => {
 
     // Once Redis stays up, what memory admitted meanwhile has reached the Redis window: it holds every 200.
     await waitFor(async () => (await degraded()) === 0 && (await get(key)) === 429, 'a Redis answer after the flaps', 5000, 50);
-    expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBeGreaterThanOrEqual(summary.admitted);
+    expect(Number(await s.client.get(keyspace.minuteWindow(id)))).toBeGreaterThanOrEqual(summary.admitted);
   });
 });

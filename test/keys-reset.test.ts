@@ -112,7 +112,7 @@ describe('tollgate keys reset (the built CLI, on real Redis)', () => {
     expect(unknown.stderr.trim().split('\n')).toEqual(['error: no key with id "key_doesNotExist0000"']);
     expect(unknown.stdout).toBe('');
     const missing = await runCli(['keys', 'reset', '--config', file]);
-    expect(missing.code).not.toBe(0);
+    expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("missing required argument 'id'");
     expect(missing.stderr).not.toMatch(/\n\s+at /);
   });

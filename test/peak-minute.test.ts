@@ -5,9 +5,8 @@
 // no Redis command (INFO commandstats while flushes wait), and a flush one script call per key and day whose figure
 // grew since the instance last wrote it (none when nothing grew). The memory
 // store (tollgate dev) keeps it too; a reply arriving late for an earlier hour is not lost.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import request from 'supertest';
-import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { MemoryUsageStore, type UsageStore } from '../src/usage/store.js';
@@ -16,24 +15,24 @@ import { UsageRecorder } from '../src/usage/recorder.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { OpenApiDocument } from './helpers/openapi.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
+import type { Config } from '../src/config/schema.js';
 
 const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'peak:';
 const ks = new Keyspace(PREFIX);
 const TOKEN = 'tga_peak-test-token';
-let redis: TestRedis;
-let client: Redis;
-let up: TestUpstream;
-let a: LimitsGateway;
-let b: LimitsGateway;
+const s = useStack<{ a: LimitsGateway; b: LimitsGateway }>({
+  redis: true,
+  client: true,
+  gateway: async () => ({ a: await startLimitsGateway(config()), b: await startLimitsGateway(config()) }),
+});
 
-function config() {
+function config(): Config {
   return testConfig({
     server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
+    upstream: { url: s.up.url },
+    redis: { url: s.redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
     admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
     plans: { metered: { perMinute: 100, perDay: 10_000 } },
     // Flushes only when the test asks: what the request path sends is measured apart from them.
@@ -50,42 +49,26 @@ async function call(gw: LimitsGateway, key: string): Promise<number> {
 /** The key's hourly buckets over the last two hours, as the admin API answers them (checked against the document). */
 async function hourly(id: string): Promise<Array<{ start: string; admitted: number; peakMinute: number }>> {
   const path = `/keys/${id}/usage?granularity=hour&from=${new Date(Date.now() - HOUR_MS).toISOString()}`;
-  const res = await request(a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
+  const res = await request(s.gw.a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
   expect(res.status).toBe(200);
   expect(doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text)).toEqual([]);
   return res.body.buckets;
 }
 
-beforeAll(async () => {
-  redis = await TestRedis.start();
-  client = redis.client();
-  up = await TestUpstream.start();
-  a = await startLimitsGateway(config());
-  b = await startLimitsGateway(config());
-}, 30_000);
-
-afterAll(async () => {
-  await a?.close();
-  await b?.close();
-  client?.disconnect();
-  await up?.close();
-  await redis?.stop();
-});
-
 describe('peakMinute', () => {
   it('7 requests in one minute window then 3 in the next, over two instances: the hour keeps 7, the larger instance maximum', async () => {
-    const { id, key } = await a.createKey({ plan: 'metered' });
+    const { id, key } = await s.gw.a.createKey({ plan: 'metered' });
     // The first six through A (A's replies say 1..6), the seventh through B (the fleet's count: 7).
-    for (let i = 0; i < 6; i++) expect(await call(a, key)).toBe(200);
-    expect(await call(b, key)).toBe(200);
+    for (let i = 0; i < 6; i++) expect(await call(s.gw.a, key)).toBe(200);
+    expect(await call(s.gw.b, key)).toBe(200);
     // A new minute window (a reset starts one, as the next minute would), three requests in it, through both.
-    await a.gateway.keyLimits.resetWindows(id);
-    for (const gw of [a, b, a]) expect(await call(gw, key)).toBe(200);
+    await s.gw.a.gateway.keyLimits.resetWindows(id);
+    for (const gw of [s.gw.a, s.gw.b, s.gw.a]) expect(await call(gw, key)).toBe(200);
     // B (maximum 7) writes first, then A (maximum 6, then 3): A's smaller figure must not lower the ledger's.
-    await b.gateway.flushUsage();
-    await a.gateway.flushUsage();
+    await s.gw.b.gateway.flushUsage();
+    await s.gw.a.gateway.flushUsage();
     const hour = Math.floor(Date.now() / HOUR_MS);
-    const field = await client.hget(ks.usageDay(id, dayOf(Date.now())), `m${hour % 24}`);
+    const field = await s.client.hget(ks.usageDay(id, dayOf(Date.now())), `m${hour % 24}`);
     const buckets = await hourly(id);
     const busy = buckets.filter((x) => x.admitted > 0);
     // Ten admitted, in the hour the checks ran (two buckets only if the hour turned during the test).
@@ -96,20 +79,20 @@ describe('peakMinute', () => {
       expect(busy[0]!.peakMinute).toBe(7);
     }
     // A day's bucket shows its busiest hour's figure, not a sum.
-    const day = await request(a.gateway.adminApp!).get(`/keys/${id}/usage?granularity=day`).set('authorization', `Bearer ${TOKEN}`);
+    const day = await request(s.gw.a.gateway.adminApp!).get(`/keys/${id}/usage?granularity=day`).set('authorization', `Bearer ${TOKEN}`);
     expect(Math.max(...day.body.buckets.map((x: { peakMinute: number }) => x.peakMinute))).toBe(7);
   });
 
   it('costs the request path no Redis command; a flush costs one script call per key and day on each instance', async () => {
-    const k1 = await a.createKey({ plan: 'metered' });
-    const k2 = await a.createKey({ plan: 'metered' });
+    const k1 = await s.gw.a.createKey({ plan: 'metered' });
+    const k2 = await s.gw.a.createKey({ plan: 'metered' });
     // Cached keys, loaded script, nothing pending: what follows is the request path alone.
-    for (const k of [k1, k2]) for (const gw of [a, b]) expect(await call(gw, k.key)).toBe(200);
-    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
+    for (const k of [k1, k2]) for (const gw of [s.gw.a, s.gw.b]) expect(await call(gw, k.key)).toBe(200);
+    await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
     const N = 12;
-    const before = await commandCalls(client);
-    for (let i = 0; i < N; i++) expect(await call(i % 2 ? a : b, i % 3 ? k1.key : k2.key)).toBe(200);
-    const during = await commandCalls(client);
+    const before = await commandCalls(s.client);
+    for (let i = 0; i < N; i++) expect(await call(i % 2 ? s.gw.a : s.gw.b, i % 3 ? k1.key : k2.key)).toBe(200);
+    const during = await commandCalls(s.client);
     const delta = (cmd: string, from: Map<string, number>, to: Map<string, number>) => (to.get(cmd) ?? 0) - (from.get(cmd) ?? 0);
     // One limit-script call per request and nothing else sent by a client (what a script runs inside is counted
     // under its own command names: HGET and HSET, which the raise script would add, must not move).
@@ -118,22 +101,22 @@ describe('peakMinute', () => {
     expect(delta('hset', before, during)).toBe(0);
     expect(delta('hget', before, during)).toBe(0);
 
-    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
-    const flushed = await commandCalls(client);
+    await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
+    const flushed = await commandCalls(s.client);
     // Two keys, one day, two instances that both saw both keys: four raise calls, nothing more on the ledger.
     expect(delta('eval', during, flushed)).toBe(4);
     expect(delta('evalsha', during, flushed)).toBe(0);
     expect(delta('hincrby', during, flushed)).toBe(0);
     // Nothing grew since: the next flush writes nothing. A new window that stays below the hour's figure neither.
-    await a.gateway.keyLimits.resetWindows(k1.id);
-    expect(await call(a, k1.key)).toBe(200);
-    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
-    const idle = await commandCalls(client);
+    await s.gw.a.gateway.keyLimits.resetWindows(k1.id);
+    expect(await call(s.gw.a, k1.key)).toBe(200);
+    await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
+    const idle = await commandCalls(s.client);
     expect(delta('eval', flushed, idle)).toBe(0);
   });
 
   it('a Redis-less gateway (tollgate dev) keeps it in its memory ledger', async () => {
-    const memory = await startLimitsGateway(testConfig({ upstream: { url: up.url }, plans: { metered: { perMinute: 100, perDay: 1000 } } }));
+    const memory = await startLimitsGateway(testConfig({ upstream: { url: s.up.url }, plans: { metered: { perMinute: 100, perDay: 1000 } } }));
     try {
       const { id, key } = await memory.createKey({ plan: 'metered' });
       for (let i = 0; i < 5; i++) expect(await call(memory, key)).toBe(200);

@@ -4,18 +4,16 @@
 // (the report kept in Redis, named by its cursor, read by either instance); a kept report that expired answers 410.
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { hourOfDay } from '../src/usage/store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'pages:';
 const TOKEN = 'tga_pages-test-token';
 const ks = new Keyspace(PREFIX);
@@ -24,7 +22,7 @@ let client: Redis;
 let up: TestUpstream;
 let a: TestGateway;
 let b: TestGateway;
-const problems: string[] = [];
+const api = new CheckedApi({ token: TOKEN });
 
 /** 24 keys; key i has i + 1 requests admitted in the ledger before the export starts. */
 const N = 24;
@@ -46,11 +44,7 @@ async function seed(): Promise<void> {
   await p.exec();
 }
 
-async function admin(gw: TestGateway, path: string) {
-  const res = await request(gw.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
-  problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
-  return res;
-}
+const admin = (gw: TestGateway, path: string) => api.get(path, { at: gw.gateway.adminApp! });
 
 /** `n` real requests with each key given, half through each gateway. */
 async function traffic(ids: readonly string[], n: number): Promise<void> {
@@ -121,7 +115,7 @@ afterAll(async () => {
   await up?.close();
   client?.disconnect();
   await redis?.stop();
-  expect(problems).toEqual([]);
+  expect(api.problems).toEqual([]);
 });
 
 describe("GET /usage's pages from two instances while traffic moves the figures", () => {

@@ -3,7 +3,6 @@
 // once for concurrent and repeated viewers, and a record that fails to read fails the report (admin API 503, CLI exit
 // 1 with one line) instead of leaving the key out of a billing export.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import request from 'supertest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
@@ -11,7 +10,7 @@ import { DAY_MS, dayOf } from '../src/util/time.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { startTestGateway as startGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { clientAddresses, commandCalls, monitorRedis } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 
 /**
@@ -24,12 +23,11 @@ async function startTestGateway(...args: Parameters<typeof startGateway>): Promi
   return gw;
 }
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const TOKEN = 'tga_reports-test-token';
 const PASSWORD = 'reports-pw';
 let redis: TestRedis;
 let client: Redis;
-const problems: string[] = [];
+const api = new CheckedApi({ token: TOKEN });
 
 /** Keys with a ledger of `days` days (one admitted request per hour, 24 a day), written straight into Redis. */
 async function seed(prefix: string, ids: string[], days: number): Promise<void> {
@@ -60,11 +58,7 @@ function config(prefix: string, redisExtra: Record<string, unknown> = {}) {
   });
 }
 
-async function admin(gw: TestGateway, path: string) {
-  const res = await request(gw.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
-  problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
-  return res;
-}
+const admin = (gw: TestGateway, path: string) => api.get(path, { at: gw.gateway.adminApp! });
 
 const ids = (tag: string, n: number): string[] => Array.from({ length: n }, (_, i) => `key_${tag}${String(i).padStart(6, '0')}`);
 
@@ -76,7 +70,7 @@ beforeAll(async () => {
 afterAll(async () => {
   client?.disconnect();
   await redis?.stop();
-  expect(problems).toEqual([]);
+  expect(api.problems).toEqual([]);
 });
 
 describe('usage reports over many keys', () => {

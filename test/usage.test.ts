@@ -3,9 +3,7 @@
 // script), refusals by window and by ban are counted (ban-cache refusals flushed in batches), a day of the ledger
 // expires after the retention, the deprecated-route report names the keys still calling each route, and the admin
 // API and the CLI (CSV for billing) read both. Every admin answer is checked against docs/admin.openapi.yaml.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import request from 'supertest';
-import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
@@ -14,11 +12,10 @@ import { csvField } from '../src/usage/csv.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { CheckedApi } from './helpers/openapi.js';
+import { useStack } from './helpers/stack.js';
+import type { Config } from '../src/config/schema.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'use:';
 const ks = new Keyspace(PREFIX);
 const TOKEN = 'tga_usage-test-token';
@@ -29,18 +26,19 @@ const DEPRECATED = {
   sunset: '2099-01-01T00:00:00Z',
   link: 'https://example.com/m',
 };
-let redis: TestRedis;
-let client: Redis;
-let up: TestUpstream;
-let a: LimitsGateway;
-let b: LimitsGateway;
-const problems: string[] = [];
+const s = useStack({
+  redis: true,
+  client: true,
+  gateway: async () => ({ a: await startLimitsGateway(config()), b: await startLimitsGateway(config()) }),
+});
 
-function config() {
+const api = new CheckedApi({ target: () => s.gw.a.gateway.adminApp!, token: TOKEN });
+
+function config(): Config {
   return testConfig({
     server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
+    upstream: { url: s.up.url },
+    redis: { url: s.redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
     admin: { port: 0, tokens: [{ id: 'billing', sha256: hashAdminToken(TOKEN) }] },
     plans: { metered: { perMinute: 40, perDay: 10_000 }, tiny: { perMinute: 1, perDay: 10_000 } },
     anonymous: { perMinute: 1000 },
@@ -56,38 +54,18 @@ async function call(gw: LimitsGateway, key: string | undefined, path = '/v1/cate
   return res.status;
 }
 
-async function admin(path: string) {
-  const res = await request(a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
-  problems.push(...doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text));
-  return res;
-}
-
-beforeAll(async () => {
-  redis = await TestRedis.start();
-  client = redis.client();
-  up = await TestUpstream.start();
-  a = await startLimitsGateway(config());
-  b = await startLimitsGateway(config());
-}, 30_000);
-
-afterAll(async () => {
-  await a?.close();
-  await b?.close();
-  client?.disconnect();
-  await up?.close();
-  await redis?.stop();
-});
+const admin = (path: string) => api.get(path);
 
 describe('the usage ledger', () => {
   it('is exact across two instances under concurrent load: admitted and refused as the clients saw them', async () => {
-    const { id, key } = await a.createKey({ plan: 'metered' });
-    const statuses = await Promise.all(Array.from({ length: 120 }, (_, i) => call(i % 2 ? a : b, key)));
+    const { id, key } = await s.gw.a.createKey({ plan: 'metered' });
+    const statuses = await Promise.all(Array.from({ length: 120 }, (_, i) => call(i % 2 ? s.gw.a : s.gw.b, key)));
     const admitted = statuses.filter((s) => s === 200).length;
     const refused = statuses.filter((s) => s === 429).length;
     expect(admitted).toBe(40);
     expect(admitted + refused).toBe(120);
-    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
-    const u = await a.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
+    await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
+    const u = await s.gw.a.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
     // Refusals: by the window until the third strike bans the key, by the ban after (the script's and the ban cache's).
     expect(u.totals).toEqual({ admitted: 40, rateLimited: 3 - 1, banned: refused - 2, upstreamFailed: 0, shadowRefused: 0 });
 
@@ -102,16 +80,16 @@ describe('the usage ledger', () => {
   });
 
   it("each day of it expires after usage.retentionDays (+ the day itself), in the key's own hash slot", async () => {
-    const { id, key } = await a.createKey({ plan: 'metered' });
-    expect(await call(a, key)).toBe(200);
+    const { id, key } = await s.gw.a.createKey({ plan: 'metered' });
+    expect(await call(s.gw.a, key)).toBe(200);
     const day = ks.usageDay(id, dayOf(Date.now()));
-    expect(await client.hget(day, `a${new Date().getUTCHours()}`)).toBe('1');
-    const ttl = await client.pttl(day);
+    expect(await s.client.hget(day, `a${new Date().getUTCHours()}`)).toBe('1');
+    const ttl = await s.client.pttl(day);
     expect(ttl).toBeGreaterThan(2 * 86_400_000);
     expect(ttl).toBeLessThanOrEqual(3 * 86_400_000);
     expect(day).toContain(`{${id}}`);
     // Counts an instance writes itself carry the same expiry: here a short one, watched as it lapses.
-    const store = new RedisUsageStore(a.gateway.redis!.client, ks);
+    const store = new RedisUsageStore(s.gw.a.gateway.redis!.client, ks);
     await store.add([{ id: 'key_expiring', kind: 'b', atMs: Date.now(), n: 2 }], 300);
     expect((await store.days('key_expiring', [dayOf(Date.now())]))[0]).toEqual({ [`b${new Date().getUTCHours()}`]: 2 });
     await new Promise((r) => setTimeout(r, 400));
@@ -125,7 +103,7 @@ describe('the usage ledger', () => {
   it('a Redis-less gateway keeps the same ledger in memory (every decision counted by the instance)', async () => {
     const memory = await startLimitsGateway(
       testConfig({
-        upstream: { url: up.url },
+        upstream: { url: s.up.url },
         plans: { tiny: { perMinute: 2, perDay: 100 } },
         ban: { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 },
       }),
@@ -145,8 +123,8 @@ describe('the usage ledger', () => {
   });
 
   it("GET /usage: every key's totals, sorted and paged; bad queries are refused", async () => {
-    const busy = await a.createKey({ plan: 'metered' });
-    for (let i = 0; i < 5; i++) expect(await call(b, busy.key)).toBe(200);
+    const busy = await s.gw.a.createKey({ plan: 'metered' });
+    for (let i = 0; i < 5; i++) expect(await call(s.gw.b, busy.key)).toBe(200);
     const all: Array<{ id: string; admitted: number }> = [];
     let cursor: string | null = null;
     for (let i = 0; i < 20; i++) {
@@ -174,15 +152,15 @@ describe('the usage ledger', () => {
 
 describe('deprecated routes', () => {
   it('names the keys still calling each deprecated route, with counts and when last seen; the CLI exports it as CSV', async () => {
-    const k1 = await a.createKey({ plan: 'metered' });
-    const k2 = await a.createKey({ plan: 'metered' });
-    const k3 = await a.createKey({ plan: 'metered' });
-    for (let i = 0; i < 3; i++) expect(await call(i % 2 ? a : b, k1.key, `/v1/pets/${i}`)).toBe(200);
-    expect(await call(a, k2.key, '/v1/pets/7')).toBe(200);
-    expect(await call(a, k3.key, '/v1/categories')).toBe(200);
-    expect(await call(a, undefined, '/v1/pets/1')).toBe(401);
+    const k1 = await s.gw.a.createKey({ plan: 'metered' });
+    const k2 = await s.gw.a.createKey({ plan: 'metered' });
+    const k3 = await s.gw.a.createKey({ plan: 'metered' });
+    for (let i = 0; i < 3; i++) expect(await call(i % 2 ? s.gw.a : s.gw.b, k1.key, `/v1/pets/${i}`)).toBe(200);
+    expect(await call(s.gw.a, k2.key, '/v1/pets/7')).toBe(200);
+    expect(await call(s.gw.a, k3.key, '/v1/categories')).toBe(200);
+    expect(await call(s.gw.a, undefined, '/v1/pets/1')).toBe(401);
     const before = Date.now();
-    await Promise.all([a.gateway.flushUsage(), b.gateway.flushUsage()]);
+    await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
 
     const r = await admin('/routes/deprecated');
     expect(r.status).toBe(200);
@@ -204,8 +182,8 @@ describe('deprecated routes', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', {
-        upstream: { url: up.url },
-        redis: { url: redis.url, prefix: PREFIX },
+        upstream: { url: s.up.url },
+        redis: { url: s.redis.url, prefix: PREFIX },
         plans: { metered: { perMinute: 40, perDay: 10_000 } },
         routes: [DEPRECATED],
       });
@@ -262,6 +240,6 @@ describe('deprecated routes', () => {
   });
 
   it('every admin answer above matches the OpenAPI document', () => {
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   });
 });

@@ -3,7 +3,6 @@
 // answers were worked out by hand below. Keys with their own override are reported as such; keys of other plans and
 // hours outside the period are left out; every bad body is a 400 naming the field; answers match the OpenAPI document.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import request from 'supertest';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
@@ -15,18 +14,17 @@ import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'whatif:';
 const TOKEN = 'tga_whatif-test-token';
 const PLANS = { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10_000 } };
 let redis: TestRedis;
 let up: TestUpstream;
 let gw: LimitsGateway;
-const problems: string[] = [];
+const api = new CheckedApi({ target: () => gw.gateway.adminApp! });
 
 /** Midnight UTC three days ago: the period is its day and the next (48 whole hours). */
 const D0 = (dayOf(Date.now()) - 3) * DAY_MS;
@@ -34,14 +32,7 @@ const FROM = new Date(D0).toISOString();
 const TO = new Date(D0 + 48 * HOUR_MS).toISOString();
 const ids: Record<'k1' | 'k2' | 'k3' | 'k4' | 'k5', string> = { k1: '', k2: '', k3: '', k4: '', k5: '' };
 
-async function simulate(body: unknown, token = TOKEN) {
-  const res = await request(gw.gateway.adminApp!)
-    .post('/plans/simulate')
-    .set('authorization', `Bearer ${token}`)
-    .send(body as object);
-  problems.push(...doc.check('POST', '/plans/simulate', res.status, res.headers as Record<string, string>, res.text));
-  return res;
-}
+const simulate = (body: unknown, token = TOKEN) => api.call('POST', '/plans/simulate', { body, token });
 
 beforeAll(async () => {
   assertBuilt();
@@ -231,7 +222,7 @@ describe('POST /plans/simulate', () => {
     const proto = await simulate({ plan: '__proto__', perMinute: 5 });
     expect(proto.body.code).toBe('unknown_plan');
     expect((await simulate({ plan: 'free', perMinute: 5 }, 'tga_wrong')).status).toBe(401);
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   });
 });
 
@@ -365,6 +356,6 @@ describe('the answer is bounded and says points', () => {
     expect(gone.status).toBe(410);
     expect(gone.body.code).toBe('report_expired');
     redisClient.disconnect();
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   }, 60_000);
 });

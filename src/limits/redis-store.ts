@@ -95,7 +95,7 @@ export class RedisLimiterStore implements LimiterStore {
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
-    // 0.9 ms (bench/README.md, "p99 at one connection: the limit check's write"). Checks that overlap (concurrent
+    // 0.9 ms (bench/history/2026-11.md, "p99 at one connection: the limit check's write"). Checks that overlap (concurrent
     // requests) still share one write per turn (per node, on a cluster).
     const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
     const windows = request.windows;

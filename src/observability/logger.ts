@@ -60,7 +60,7 @@ export const DEFAULT_LOG_BUFFER_BYTES = 16 * 1024 * 1024;
  * Its default text mode writes one chunk of at most maxWrite bytes per write, and re-measures (so re-copies) that
  * chunk on every line it joins. Each write is a round trip through libuv's thread pool that completes only when the
  * event loop comes round, so under load the log drained a few KB per turn of the loop while a turn's requests logged
- * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/README.md, "RSS: the log backlog and
+ * more: a 429 flood at 8,000 requests/s queued 15 MB of lines in 10 s (bench/history/2026-11.md, "RSS: the log backlog and
  * V8's heap growth").
  */
 export function logDestination(fd: number, maxBufferBytes = DEFAULT_LOG_BUFFER_BYTES): DestinationStream {

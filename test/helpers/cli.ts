@@ -192,6 +192,21 @@ export class CliProcess {
     );
   }
 
+  /**
+   * The log lines after `after` whose msg starts with `prefix`, having waited up to forMs for one to come: for "nothing
+   * was logged", which a test then proves was not merely late with a marker (a SIGHUP's reload) it waits for after.
+   * Fails if the process exits meanwhile.
+   */
+  async logsWithin(prefix: string, opts: { after: number; forMs: number }): Promise<LogLine[]> {
+    const matching = () => this.logs.slice(opts.after).filter((l) => String(l.msg).startsWith(prefix));
+    try {
+      await this.until(() => (matching().length > 0 ? true : undefined), `a "${prefix}" log line`, opts.forMs);
+    } catch (err) {
+      if (!this.running) throw err;
+    }
+    return matching();
+  }
+
   /** Waits for the first match of `pattern` in stdout. */
   waitForStdout(pattern: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
     return this.until(() => pattern.exec(this.stdout) ?? undefined, `${pattern} on stdout`, timeoutMs);

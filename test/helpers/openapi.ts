@@ -1,7 +1,10 @@
 // Checks HTTP answers against an OpenAPI 3.1 document kept in the repository: the status must be one the operation
 // lists, and the body (JSON) and the headers it describes must match their schemas (JSON Schema 2020-12, with ajv).
 // Every operation a test exercised is recorded, so a test can also insist that none of the document goes untried.
+// CheckedApi calls an API (over HTTP or in process) and checks every answer, so test files need no copy of that.
 import { readFileSync } from 'node:fs';
+import type { Express } from 'express';
+import request from 'supertest';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { parse } from 'yaml';
@@ -134,4 +137,83 @@ export class OpenApiDocument {
 /** A JSON pointer segment for a path template ("/categories/{id}" -> "~1categories~1{id}"). */
 function pointer(segment: string): string {
   return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/** docs/admin.openapi.yaml, parsed once per test file. */
+let adminDoc: OpenApiDocument | undefined;
+export function adminDocument(): OpenApiDocument {
+  adminDoc ??= new OpenApiDocument(new URL('../../docs/admin.openapi.yaml', import.meta.url));
+  return adminDoc;
+}
+
+export interface CheckedAnswer {
+  status: number;
+  /** Lower-cased names. */
+  headers: Record<string, string>;
+  text: string;
+  /** The body parsed as JSON ({} when it is not JSON): supertest's loose type, so tests can reach into it. */
+  body: request.Response['body'];
+}
+
+export interface CallOptions {
+  body?: unknown;
+  type?: string;
+  token?: string | null;
+  at?: string | Express;
+}
+
+/**
+ * An API caller whose every answer is checked against an OpenAPI document; the problems pile up in `problems`, for a
+ * final `expect(api.problems).toEqual([])`. `target` is read at each call (the gateway starts in beforeAll): a base
+ * URL (fetch) or an Express app (supertest, no port); a call may name its own (`at`). `token` is sent as a bearer
+ * token unless a call says otherwise.
+ */
+export class CheckedApi {
+  readonly problems: string[] = [];
+  readonly doc: OpenApiDocument;
+  private readonly target: (() => string | Express) | undefined;
+  private readonly token: string | undefined;
+  constructor(opts: { target?: () => string | Express; token?: string; doc?: OpenApiDocument }) {
+    this.target = opts.target;
+    this.token = opts.token;
+    this.doc = opts.doc ?? adminDocument();
+  }
+
+  /**
+   * `body`: an object or array is sent as JSON; a string or Buffer as it is, with `type`. `token: null` sends none.
+   * `at`: another target for this call (a second gateway of the same test).
+   */
+  async call(method: string, path: string, opts: CallOptions = {}): Promise<CheckedAnswer> {
+    const token = opts.token === undefined ? this.token : opts.token;
+    const headers: Record<string, string> = {};
+    if (token) headers.authorization = `Bearer ${token}`;
+    let payload: string | Buffer | undefined;
+    if (opts.body !== undefined) {
+      const raw = typeof opts.body === 'string' || Buffer.isBuffer(opts.body);
+      payload = raw ? (opts.body as string | Buffer) : JSON.stringify(opts.body);
+      headers['content-type'] = opts.type ?? 'application/json';
+    }
+    const target = opts.at ?? this.target?.();
+    if (target === undefined) throw new Error('CheckedApi: no target (give one to the constructor or to the call)');
+    let answer: { status: number; headers: Record<string, string>; text: string };
+    if (typeof target === 'string') {
+      const res = await fetch(`${target}${path}`, { method, headers, ...(payload !== undefined ? { body: payload } : {}) });
+      answer = { status: res.status, headers: Object.fromEntries(res.headers), text: await res.text() };
+    } else {
+      let req = request(target)[method.toLowerCase() as 'get'](path).set(headers);
+      if (payload !== undefined) req = req.send(payload);
+      const res = await req;
+      answer = { status: res.status, headers: res.headers as Record<string, string>, text: res.text };
+    }
+    this.problems.push(...this.doc.check(method, path, answer.status, answer.headers, answer.text));
+    let body: request.Response['body'] = {};
+    try {
+      body = JSON.parse(answer.text);
+    } catch {}
+    return { ...answer, body };
+  }
+
+  get(path: string, opts: Omit<CallOptions, 'body' | 'type'> = {}): Promise<CheckedAnswer> {
+    return this.call('GET', path, opts);
+  }
 }
