@@ -4,6 +4,7 @@ import { match } from 'path-to-regexp';
 import { z } from 'zod';
 import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
 import { gatewayPaths, routeMatcher } from '../http/paths.js';
+import { keyInputFields, sha256HexSchema } from './key-fields.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -346,14 +347,16 @@ function validKeySource(text: string, ctx: Ctx): void {
   if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed, input: text });
 }
 
+/** A static key: a key record's fields by the rules every way in shares (key-fields.ts), with the key's SHA-256. */
 const staticKey = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -').describe('The static key\'s id (X-Consumer-Id upstream).'),
-  plan: z.string().min(1).describe('A plan from plans.'),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the key)').describe('SHA-256 of the plaintext key, 64 lowercase hex digits.'),
-  name: z.string().optional().describe('A label.'),
-  perMinute: positiveInt().optional().describe('This key\'s own limit per minute, over its plan\'s.'),
-  perDay: positiveInt().optional().describe('This key\'s own limit per day, over its plan\'s.'),
-  expiresAt: isoInstant().optional().describe('When the key stops working (ISO-8601).'),
+  id: keyInputFields.id.describe('The static key\'s id (X-Consumer-Id upstream).'),
+  plan: keyInputFields.plan.describe('A plan from plans.'),
+  sha256: sha256HexSchema.describe('SHA-256 of the plaintext key, 64 lowercase hex digits.'),
+  name: keyInputFields.name.optional().describe('A label.'),
+  perMinute: keyInputFields.perMinute.optional().describe('This key\'s own limit per minute, over its plan\'s.'),
+  perDay: keyInputFields.perDay.optional().describe('This key\'s own limit per day, over its plan\'s.'),
+  expiresAt: keyInputFields.expiresAt.optional().describe('When the key stops working (ISO-8601).'),
+  metadata: keyInputFields.metadata.optional().describe('Names and values a portal or billing system keeps on the key (at most 16), shown in usage reports.'),
 });
 
 export const configSchema = z
