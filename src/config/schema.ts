@@ -3,7 +3,7 @@
 import { match } from 'path-to-regexp';
 import { z } from 'zod';
 import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
-import { gatewayPaths, routeMatcher } from '../http/paths.js';
+import { gatewayPaths, isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { keyInputFields, sha256HexSchema } from './key-fields.js';
 
 const positiveInt = () => z.number().int().positive();
@@ -109,7 +109,7 @@ const selfService = z.strictObject({
   path: z
     .string()
     .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, 'expected an absolute path such as /ratelimit')
-    .refine((p) => !/^\/v1(\/|$)/i.test(p), 'must not be under /v1 (those requests go to the upstream)')
+    .refine((p) => !isUnderUpstreamPrefix(p), `must not be under ${UPSTREAM_PREFIX} (those requests go to the upstream)`)
     .refine((p) => !RESERVED_PATHS.includes(p.toLowerCase()), `must not be one of ${RESERVED_PATHS.join(', ')}`)
     .default('/ratelimit').describe('Its path; not under /v1, not /healthz, /readyz or /metrics.'),
 });
@@ -410,6 +410,9 @@ export const configSchema = z
   .superRefine(stripPrefixLeadsPath)
   .transform(withUpstream);
 
+/** The service the upstream section is (upstream.url): every request under /v1 and the routes that name no service. */
+export const UPSTREAM_SERVICE = 'upstream';
+
 /** The upstream section's defaults, for a config that leaves it out. */
 const UPSTREAM_DEFAULTS = upstream.parse({});
 
@@ -458,8 +461,13 @@ function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
   });
   if (cfg.defaultService !== undefined && !known.includes(cfg.defaultService))
     ctx.addIssue({ code: 'custom', path: ['defaultService'], message: `unknown service; ${expected}`, input: cfg.defaultService });
-  if (cfg.services && cfg.upstream !== undefined && Object.hasOwn(cfg.services, 'upstream'))
-    ctx.addIssue({ code: 'custom', path: ['services', 'upstream'], message: 'the name "upstream" is taken by the upstream section (its service); rename one', input: 'upstream' });
+  if (cfg.services && cfg.upstream !== undefined && Object.hasOwn(cfg.services, UPSTREAM_SERVICE))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['services', UPSTREAM_SERVICE],
+      message: `the name "${UPSTREAM_SERVICE}" is taken by the upstream section (its service); rename one`,
+      input: UPSTREAM_SERVICE,
+    });
 }
 
 /**
@@ -477,8 +485,8 @@ function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
         message: `route ${routeName(r)} names no service and there is no upstream section to take it; name one of the services`,
         input: undefined,
       });
-    else if (!/^\/v1(\/|$)/.test(r.path))
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: 'expected a path under /v1/, such as /v1/pets/:petId', input: r.path });
+    else if (!isUnderUpstreamPrefix(r.path))
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `expected a path under ${UPSTREAM_PREFIX}/, such as ${UPSTREAM_PREFIX}/pets/:petId`, input: r.path });
     else if (r.stripPrefix !== undefined)
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'stripPrefix'], message: `route ${routeName(r)}: stripPrefix needs a service (the upstream gets /v1 paths whole)`, input: r.stripPrefix });
   });

@@ -8,7 +8,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
-import type { Config } from '../config/schema.js';
+import { UPSTREAM_SERVICE, type Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
@@ -105,7 +105,9 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const traced = req.ctx.trace;
     if (traced) {
       const service = req.ctx.service?.name;
-      const span = traced.start('tollgate.upstream', 'client', { 'server.address': service === undefined || service === 'upstream' ? upstreamHost : service });
+      const span = traced.start('tollgate.upstream', 'client', {
+        'server.address': service === undefined || service === UPSTREAM_SERVICE ? upstreamHost : service,
+      });
       traced.inject(span, out);
       res.once('close', () => traced.end(span, undefined, res.statusCode >= 500, res.statusCode));
     }

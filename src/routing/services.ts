@@ -2,7 +2,7 @@
 // their health), its balancing, timeouts, retry rules and budget, and its health checks. A reload (apply) keeps
 // the Target objects whose URL stays, so health state and pools survive it; removed targets finish what is in
 // flight and then close. snapshot() is the read-only view for /readyz, an admin endpoint or a dashboard page.
-import type { Config, ServiceConfig, UpstreamConfig } from '../config/schema.js';
+import { UPSTREAM_SERVICE, type Config, type ServiceConfig, type UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { pickTarget, type Balance } from './balancer.js';
@@ -10,9 +10,6 @@ import { countsAsTargetFailure, mayEject, type EjectOutcome } from './ejection.j
 import { HealthChecker, type HealthCheckSettings } from './health.js';
 import { RetryBudget } from './retry-budget.js';
 import { Target, type TargetError } from './target.js';
-
-/** The service upstream.url stands for: every request under /v1 and the routes that name no service. */
-export const UPSTREAM_SERVICE = 'upstream';
 
 export interface ServiceSettings {
   balance: Balance;
