@@ -33,7 +33,7 @@ export interface ProxyOptions {
   responseIdleTimeoutMs: number;
   logger: Logger;
   metrics: Metrics;
-  /** The clock deadlines are reckoned on (Date.now() by default). */
+  /** The clock deadlines are reckoned on: the services' own (ServiceRegistry.now) unless a test gives another. */
   now?: () => number;
   /**
    * The request never reached a target (no try had a connection, or no target was healthy): called before the gateway
@@ -167,7 +167,7 @@ function failureKind(outcome: TryOutcome): string {
 
 export function createProxy(opts: ProxyOptions) {
   const { services, maxBodyBytes, logger, metrics, onNotReached, onReachedFailed, responseIdleTimeoutMs } = opts;
-  const now = opts.now ?? Date.now;
+  const now = opts.now ?? opts.services.now;
 
   function proxyToUpstreamStage(req: Request, res: Response, next: NextFunction): void {
     const service = req.ctx.service;
@@ -423,7 +423,7 @@ function mendResponseHeaders(upRes: IncomingMessage, res: ServerResponse): Recor
 
 /** 503 no_healthy_upstream: every target of the service is out; Retry-After says when one may be back. */
 export function answerNoHealthyUpstream(res: Response, service: Service): void {
-  res.setHeader(H.retryAfter, formatRetryAfter(service.retryAfterSeconds(Date.now()) * 1000));
+  res.setHeader(H.retryAfter, formatRetryAfter(service.retryAfterSeconds() * 1000));
   sendError(res, 'no_healthy_upstream');
 }
 
