@@ -99,6 +99,23 @@ describe('a bad key field: one message from the admin API, the CLI, an import an
     }
   });
 
+  it("a CSV import's metadata.<name> columns take the metadata name rule", async () => {
+    const csv = async (column: string) => {
+      const res = await fetch(`${gw.adminUrl}/keys/import?dryRun=true`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'text/csv' },
+        body: `plan,sha256,${column}\r\nfree,${sha()},v\r\n`,
+      });
+      return { status: res.status, body: (await res.json()) as { message?: string } };
+    };
+    expect((await csv('metadata.team_1.x')).status).toBe(200);
+    for (const bad of ['metadata.bad name', `metadata.${'m'.repeat(65)}`, 'metadata.']) {
+      const r = await csv(bad);
+      expect(r.status).toBe(400);
+      expect(r.body.message).toMatch(/^CSV header: unknown column/);
+    }
+  });
+
   it('a good value of each field passes all four, and a static key keeps its metadata sorted', async () => {
     const good = { name: 'Acme', perMinute: 5, perDay: 1_000_000_000_000, metadata: { z: '1', a: '2' }, expiresAt: '2031-01-01T00:00:00+02:00' };
     expect((await post('/keys', { plan: 'free', ...good })).status).toBe(201);

@@ -37,10 +37,13 @@ export const graceSecondsSchema = z.number(graceMessage).int(graceMessage).min(0
 export const METADATA_MAX_ENTRIES = 16;
 export const METADATA_VALUE_MAX = 256;
 
+/** A metadata entry's name (also a CSV import's `metadata.<name>` column). */
+export const METADATA_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
 /** A small string map a portal or billing system keeps on a key (customer id, subscription, ...). */
 export const metadataSchema = z
   .record(
-    z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'metadata names are 1-64 characters of A-Z a-z 0-9 _ . -'),
+    z.string().regex(METADATA_NAME, 'metadata names are 1-64 characters of A-Z a-z 0-9 _ . -'),
     z.string(`expected a string of at most ${METADATA_VALUE_MAX} characters`).max(METADATA_VALUE_MAX, `expected a string of at most ${METADATA_VALUE_MAX} characters`),
   )
   .refine((m) => Object.keys(m).length <= METADATA_MAX_ENTRIES, `at most ${METADATA_MAX_ENTRIES} metadata entries`);
