@@ -319,7 +319,12 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const tracing: Tracing | undefined = otlpEndpoint
     ? new (await import('./observability/tracing.js')).Tracing({ ...config.tracing, otlpEndpoint }, packageVersion())
     : undefined;
-  const services = new ServiceRegistry(config, { logger, metrics, ...(opts.healthChecks === false ? { healthChecks: false } : {}) });
+  const services = new ServiceRegistry(config, {
+    logger,
+    metrics,
+    now: () => clock.now(),
+    ...(opts.healthChecks === false ? { healthChecks: false } : {}),
+  });
   // Services and routes apply on reload: targets that stay keep their health and pools, removed ones finish.
   runtime.onChange((next) => services.apply(next.config));
   readiness.push(

@@ -1,7 +1,8 @@
 // The services and routes config (docs/routing.md): what a valid file yields, every cross-field rule with the path it
 // names, and `tollgate config check` on the built CLI refusing a routing mistake with one line per problem.
 import { describe, expect, it } from 'vitest';
-import { parseConfigText } from '../src/config/load.js';
+import { parseConfigText, validateConfig } from '../src/config/load.js';
+import { matchRoute, withUpstreamCatchAll } from '../src/routing/routes.js';
 import type { Config } from '../src/config/schema.js';
 import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
 
@@ -168,5 +169,22 @@ describe('tollgate config check (built CLI)', () => {
     } finally {
       tmp.remove();
     }
+  });
+});
+
+describe('"under /v1": one rule (isUnderUpstreamPrefix) for the config and the route table', () => {
+  const errorsOf = (raw: Record<string, unknown>) => {
+    const r = validateConfig(raw);
+    return r.ok ? [] : r.errors;
+  };
+  it('a route that names no service is under /v1 in any case, as a request is; /v1x is not', () => {
+    expect(errorsOf({ routes: [{ path: '/V1/pets' }] })).toEqual([]);
+    expect(errorsOf({ routes: [{ path: '/v1x/pets' }] })).toEqual(['routes[0].path: expected a path under /v1/, such as /v1/pets/:petId, got "/v1x/pets"']);
+    expect(errorsOf({ selfService: { path: '/V1/quota' } })).toEqual([
+      'selfService.path: must not be under /v1 (those requests go to the upstream), got "/V1/quota"',
+    ]);
+    const catchAll = withUpstreamCatchAll([], {});
+    expect(matchRoute(catchAll, 'GET', '/V1/pets')?.service).toBe('upstream');
+    expect(matchRoute(catchAll, 'GET', '/v1x')).toBeUndefined();
   });
 });

@@ -172,7 +172,7 @@ describe('customer records as JSON lines', () => {
     expect(lines[3]).toBe('line 4: give key (the plaintext, hashed on import) or sha256');
     expect(lines[4]).toMatch(/^line 5: perMinute: /);
     expect(lines[5]).toMatch(/^line 6: perDay: /);
-    expect(lines[6]).toBe('line 7: expiresAt: expected an ISO-8601 date-time, e.g. 2027-01-01T00:00:00Z');
+    expect(lines[6]).toBe('line 7: expiresAt: expected an ISO-8601 date-time with its offset, e.g. 2027-01-01T00:00:00Z');
     expect(lines[7]).toMatch(/^line 8: metadata\.a: /);
     expect(lines[8]).toMatch(/^line 9: metadata: /);
     expect(lines[9]).toMatch(/^line 10: \(record\): .*colour/);

@@ -10,7 +10,7 @@ import { auditOf, assertBuilt, runCli, tempDir, withoutAudit, type CliResult } f
 import { TestRedis } from './helpers/redis-server.js';
 import { waitFor } from './helpers/wait.js';
 import type { StoredKey } from '../src/keys/types.js';
-import { checkImport } from '../src/keys/import-check.js';
+import { judgeRecord } from '../src/keys/import-check.js';
 
 const PREFIX = 'imp:';
 let redis: TestRedis;
@@ -232,29 +232,24 @@ describe('keys import that passes', () => {
   });
 });
 
-describe('checkImport, the check any way of importing reuses (parsed records in, refusals by line out, no I/O)', () => {
-  it('splits records into those to create, those already there, and refusals by line', () => {
-    const stored: StoredKey = { id: 'key_a', plan: 'free', createdAt: '2026-11-01T00:00:00.000Z', status: 'active', hash: newHash() };
-    const gone: StoredKey = { ...stored, id: 'key_gone', hash: newHash(), status: 'revoked', revokedAt: '2026-11-02T00:00:00.000Z' };
-    const ok = fresh();
-    const result = checkImport(
-      [
-        { line: 1, record: ok },
-        { line: 2, record: { ...stored } },
-        { line: 4, record: fresh({ hash: gone.hash }) },
-        { line: 7, record: fresh({ plan: 'gold' }) },
-      ],
-      { plans: new Set(['free']), existing: [stored, gone], unreadable: new Set() },
+describe('judgeRecord, the store rules every import record passes (a record and what the store holds in, a verdict out, no I/O)', () => {
+  const plans = new Set(['free']);
+  const exported = (key: StoredKey) => ({ key, customer: false, idGiven: true, retired: [] });
+  const stored: StoredKey = { id: 'key_a', plan: 'free', createdAt: '2026-11-01T00:00:00.000Z', status: 'active', hash: newHash() };
+  const gone: StoredKey = { ...stored, id: 'key_gone', hash: newHash(), status: 'revoked', revokedAt: '2026-11-02T00:00:00.000Z' };
+
+  it("creates a new record, leaves one stored as it is, refuses a revoked key's hash and an unknown plan", () => {
+    expect(judgeRecord(exported(fresh()), { byId: undefined, owner: undefined }, plans)).toBe('create');
+    expect(judgeRecord(exported({ ...stored }), { byId: stored, owner: stored }, plans)).toBe('unchanged');
+    expect(judgeRecord(exported(fresh({ hash: gone.hash })), { byId: undefined, owner: gone }, plans)).toBe(
+      'a hash of this record belongs to revoked key key_gone; a hash opens one key only',
     );
-    expect(result.create).toEqual([{ line: 1, key: ok }]);
-    expect(result.unchanged).toEqual([{ line: 2, id: 'key_a' }]);
-    expect(result.refusals).toEqual([
-      { line: 4, error: 'a hash of this record belongs to revoked key key_gone; a hash opens one key only' },
-      { line: 7, error: 'unknown plan "gold"; plans: free' },
-    ]);
-    // An id whose stored record cannot be read is never written over.
-    expect(
-      checkImport([{ line: 1, record: fresh({ id: 'key_bad' }) }], { plans: new Set(['free']), existing: [], unreadable: new Set(['key_bad']) }).refusals,
-    ).toEqual([{ line: 1, error: 'key key_bad exists with an unreadable record; repair or delete it in Redis first' }]);
+    expect(judgeRecord(exported(fresh({ plan: 'gold' })), { byId: undefined, owner: undefined }, plans)).toBe('unknown plan "gold"; plans: free');
+  });
+
+  it('never writes over an id whose stored record cannot be read', () => {
+    expect(judgeRecord(exported(fresh({ id: 'key_bad' })), { byId: 'unreadable', owner: undefined }, plans)).toBe(
+      'key key_bad exists with an unreadable record; repair or delete it in Redis first',
+    );
   });
 });

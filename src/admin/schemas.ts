@@ -1,35 +1,35 @@
 // What the admin API accepts, as zod schemas: request bodies and the list query. Unknown fields are refused, and
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
-import { keyNameSchema, metadataSchema } from '../keys/fields.js';
+import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema } from '../config/key-fields.js';
 
-const positiveInt = z.number().int().positive().max(1_000_000_000_000);
-const instant = z.iso.datetime({ offset: true });
+// A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
+// what these refuse, with the same message.
+const { name, plan, perMinute, perDay, expiresAt, metadata } = keyInputFields;
 
 export const createKeyBody = z.strictObject({
-  plan: z.string().min(1),
-  name: keyNameSchema.optional(),
-  perMinute: positiveInt.optional(),
-  perDay: positiveInt.optional(),
-  expiresAt: instant.optional(),
-  metadata: metadataSchema.optional(),
+  plan,
+  name: name.optional(),
+  perMinute: perMinute.optional(),
+  perDay: perDay.optional(),
+  expiresAt: expiresAt.optional(),
+  metadata: metadata.optional(),
 });
 
 /** null removes a field (an override, the expiry, the name, the metadata); a field left out stays as it is. */
 export const patchKeyBody = z
   .strictObject({
-    plan: z.string().min(1).optional(),
-    name: keyNameSchema.nullable().optional(),
-    perMinute: positiveInt.nullable().optional(),
-    perDay: positiveInt.nullable().optional(),
-    expiresAt: instant.nullable().optional(),
-    metadata: metadataSchema.nullable().optional(),
+    plan: plan.optional(),
+    name: name.nullable().optional(),
+    perMinute: perMinute.nullable().optional(),
+    perDay: perDay.nullable().optional(),
+    expiresAt: expiresAt.nullable().optional(),
+    metadata: metadata.nullable().optional(),
   })
   .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata');
 
-/** Up to 30 days: a longer overlap of two keys is a second key, not a rotation. */
 export const rotateKeyBody = z.strictObject({
-  graceSeconds: z.number().int().min(0).max(2_592_000).default(0),
+  graceSeconds: graceSecondsSchema.default(0),
 });
 
 export const emptyBody = z.strictObject({});
@@ -46,7 +46,7 @@ export const listKeysQuery = z.strictObject({
   cursor: z.string().min(1).optional(),
   plan: z.string().min(1).optional(),
   status: z.enum(['active', 'revoked', 'expired']).optional(),
-  name: z.string().min(1).max(200).optional(),
+  name: z.string().min(1).max(KEY_NAME_MAX).optional(),
 });
 
 const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });
@@ -84,8 +84,8 @@ export const WHATIF_PAGE = 100;
 export const simulateBody = z
   .strictObject({
     plan: z.string().min(1).max(200).optional(),
-    perMinute: positiveInt.optional(),
-    perDay: positiveInt.optional(),
+    perMinute: keyLimitSchema.optional(),
+    perDay: keyLimitSchema.optional(),
     ...period,
     limit: z.number().int().min(1).max(MAX_PAGE).default(WHATIF_PAGE),
     cursor: z.string().min(1).max(200).optional(),

@@ -7,7 +7,7 @@ import { systemClock } from '../util/clock.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { KEY_REPLICATION_WAIT_MS, KeyAdmin, KeyAdminError, unconfirmed, type KeyUpdate, type Replication } from '../keys/admin.js';
-import { metadataSchema } from '../keys/fields.js';
+import { graceSecondsSchema, keyInputFields } from '../config/key-fields.js';
 import { generateKey, hashKey } from '../keys/format.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { effectiveLimits } from '../keys/rules.js';
@@ -26,6 +26,7 @@ import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
 import { terminalSafe, visible } from '../util/visible.js';
+import type { z } from 'zod';
 
 export interface CommonOpts {
   config?: string;
@@ -115,9 +116,22 @@ export function positiveInt(name: string) {
   };
 }
 
-/** A positive whole number, or "none" (back to the plan's limit). Not null: commander turns a parser's null into ''. */
-function overrideOrNone(name: string) {
-  return (v: string): number | 'none' => (v === 'none' ? 'none' : positiveInt(name)(v));
+/**
+ * An option by a key field's rule (config/key-fields.ts): refused (exit 2) with the message the admin API, an import
+ * and a static key give for the same value. A numeric field's text is read as a number when it is one.
+ */
+function keyField<T>(flag: string, schema: z.ZodType<T>, numeric = false) {
+  return (v: string): T => {
+    const r = schema.safeParse(numeric && /^-?\d+$/.test(v) ? Number(v) : v);
+    if (!r.success) throw new CliError(`${flag}: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
+    return r.data;
+  };
+}
+
+/** A per-key override by its rule, or "none" (back to the plan's limit). Not null: commander turns a parser's null into ''. */
+function overrideOrNone(flag: string, schema: z.ZodType<number>) {
+  const parse = keyField(flag, schema, true);
+  return (v: string): number | 'none' => (v === 'none' ? 'none' : parse(v));
 }
 
 export function isoOption(name: string, v: string): string {
@@ -126,7 +140,12 @@ export function isoOption(name: string, v: string): string {
   return new Date(ms).toISOString();
 }
 
-/** --metadata: a JSON object of strings, by the rules the admin API applies (src/keys/fields.ts). */
+/** --expires: a date-time by the key's rule, stored in UTC as an import stores it. */
+function expiresOption(v: string): string {
+  return new Date(Date.parse(keyField('--expires', keyInputFields.expiresAt)(v))).toISOString();
+}
+
+/** --metadata: a JSON object of strings, by the rules the admin API applies. */
 function metadataOption(v: string): Record<string, string> {
   let parsed: unknown;
   try {
@@ -134,16 +153,9 @@ function metadataOption(v: string): Record<string, string> {
   } catch {
     throw new CliError(`--metadata must be a JSON object, got "${v.slice(0, 80)}"`, 2);
   }
-  const r = metadataSchema.safeParse(parsed);
+  const r = keyInputFields.metadata.safeParse(parsed);
   if (!r.success) throw new CliError(`--metadata: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
   return r.data;
-}
-
-function nonNegativeInt(name: string) {
-  return (v: string): number => {
-    if (!/^\d+$/.test(v)) throw new CliError(`${name} must be a whole number of seconds, got "${v}"`, 2);
-    return Number(v);
-  };
 }
 
 /**
@@ -192,15 +204,17 @@ export function registerKeysCommands(program: Command): void {
   common(keys.command('create'))
     .description('issue a key; prints the plaintext key once')
     .requiredOption('--plan <plan>', 'plan name from the config')
-    .option('--name <name>', 'a label, e.g. the customer')
-    .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute').argParser(positiveInt('--per-minute')))
-    .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(positiveInt('--per-day')))
+    .addOption(new Option('--name <name>', 'a label, e.g. the customer').argParser(keyField('--name', keyInputFields.name)))
+    .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute').argParser(keyField('--per-minute', keyInputFields.perMinute, true)))
+    .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(keyField('--per-day', keyInputFields.perDay, true)))
     .option('--expires <iso>', 'expiry, ISO-8601 (e.g. 2027-01-01T00:00:00Z)')
     .option('--metadata <json>', 'a JSON object of strings for your own ids, e.g. \'{"customer":"c_42"}\'')
     .option('--json', 'print one JSON object')
     .action(
       async (o: CommonOpts & { plan: string; name?: string; perMinute?: number; perDay?: number; expires?: string; metadata?: string; json?: boolean }) => {
-        const expiresAt = o.expires === undefined ? undefined : isoOption('--expires', o.expires);
+        // Every field is checked before Redis is asked anything: a bad one is a usage error (exit 2).
+        const expiresAt = o.expires === undefined ? undefined : expiresOption(o.expires);
+        const metadata = o.metadata === undefined ? undefined : metadataOption(o.metadata);
         await withSession(o, async (s) => {
           const created = await s.keys.create({
             plan: o.plan,
@@ -208,7 +222,7 @@ export function registerKeysCommands(program: Command): void {
             ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}),
             ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
             ...(expiresAt !== undefined ? { expiresAt } : {}),
-            ...(o.metadata !== undefined ? { metadata: metadataOption(o.metadata) } : {}),
+            ...(metadata !== undefined ? { metadata } : {}),
           });
           warnUnconfirmed('new key', created.replication);
           warnAll(created.warnings);
@@ -271,9 +285,17 @@ export function registerKeysCommands(program: Command): void {
     .description("change a key's plan, name, overrides, expiry or metadata (every instance applies it at its next request)")
     .argument('<id>', 'key id')
     .option('--plan <plan>', 'a plan name from the config')
-    .option('--name <name>', 'a new label')
-    .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute ("none": the plan\'s again)').argParser(overrideOrNone('--per-minute')))
-    .addOption(new Option('--per-day <n>', 'override the plan: requests per day ("none": the plan\'s again)').argParser(overrideOrNone('--per-day')))
+    .addOption(new Option('--name <name>', 'a new label').argParser(keyField('--name', keyInputFields.name)))
+    .addOption(
+      new Option('--per-minute <n>', 'override the plan: requests per minute ("none": the plan\'s again)').argParser(
+        overrideOrNone('--per-minute', keyInputFields.perMinute),
+      ),
+    )
+    .addOption(
+      new Option('--per-day <n>', 'override the plan: requests per day ("none": the plan\'s again)').argParser(
+        overrideOrNone('--per-day', keyInputFields.perDay),
+      ),
+    )
     .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
     .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
     .option('--json', 'print one JSON object')
@@ -295,7 +317,7 @@ export function registerKeysCommands(program: Command): void {
           ...(o.name !== undefined ? { name: o.name } : {}),
           ...(o.perMinute !== undefined ? { perMinute: o.perMinute === 'none' ? null : o.perMinute } : {}),
           ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
-          ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : isoOption('--expires', o.expires) } : {}),
+          ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : expiresOption(o.expires) } : {}),
           ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
         };
         if (Object.keys(patch).length === 0)
@@ -327,7 +349,7 @@ export function registerKeysCommands(program: Command): void {
   common(keys.command('rotate'))
     .description('issue a new key for the same id, plan and overrides; the old key works for the grace period')
     .argument('<id>', 'key id')
-    .addOption(new Option('--grace <seconds>', 'how long the old key keeps working').default(0).argParser(nonNegativeInt('--grace')))
+    .addOption(new Option('--grace <seconds>', 'how long the old key keeps working').default(0).argParser(keyField('--grace', graceSecondsSchema, true)))
     .option('--json', 'print one JSON object')
     .action(async (id: string, o: CommonOpts & { grace: number; json?: boolean }) => {
       await withSession(o, async (s) => {

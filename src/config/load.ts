@@ -139,7 +139,8 @@ function formatIssue(issue: z.core.$ZodIssue): string[] {
   const where = formatPath(issue.path);
   switch (issue.code) {
     case 'invalid_type':
-      return [`${where}: expected ${issue.expected}, got ${describe(issue.input)}`];
+      // A schema's own message (a key field's, key-fields.ts: the one the admin API and the CLI give) over zod's.
+      return [`${where}: ${issue.message.startsWith('Invalid input') ? `expected ${issue.expected}` : issue.message}, got ${describe(issue.input)}`];
     case 'unrecognized_keys':
       return issue.keys.map((k) => `${formatPath([...issue.path, k])}: unknown field`);
     case 'invalid_value':

@@ -3,7 +3,8 @@
 import { match } from 'path-to-regexp';
 import { z } from 'zod';
 import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
-import { gatewayPaths, routeMatcher } from '../http/paths.js';
+import { gatewayPaths, isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
+import { keyInputFields, sha256HexSchema } from './key-fields.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -108,7 +109,7 @@ const selfService = z.strictObject({
   path: z
     .string()
     .regex(/^\/[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*$/, 'expected an absolute path such as /ratelimit')
-    .refine((p) => !/^\/v1(\/|$)/i.test(p), 'must not be under /v1 (those requests go to the upstream)')
+    .refine((p) => !isUnderUpstreamPrefix(p), `must not be under ${UPSTREAM_PREFIX} (those requests go to the upstream)`)
     .refine((p) => !RESERVED_PATHS.includes(p.toLowerCase()), `must not be one of ${RESERVED_PATHS.join(', ')}`)
     .default('/ratelimit').describe('Its path; not under /v1, not /healthz, /readyz or /metrics.'),
 });
@@ -346,14 +347,16 @@ function validKeySource(text: string, ctx: Ctx): void {
   if (typeof parsed === 'string') ctx.addIssue({ code: 'custom', message: parsed, input: text });
 }
 
+/** A static key: a key record's fields by the rules every way in shares (key-fields.ts), with the key's SHA-256. */
 const staticKey = z.strictObject({
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'expected 1-64 characters of A-Z a-z 0-9 _ . -').describe('The static key\'s id (X-Consumer-Id upstream).'),
-  plan: z.string().min(1).describe('A plan from plans.'),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'expected 64 lowercase hex digits (SHA-256 of the key)').describe('SHA-256 of the plaintext key, 64 lowercase hex digits.'),
-  name: z.string().optional().describe('A label.'),
-  perMinute: positiveInt().optional().describe('This key\'s own limit per minute, over its plan\'s.'),
-  perDay: positiveInt().optional().describe('This key\'s own limit per day, over its plan\'s.'),
-  expiresAt: isoInstant().optional().describe('When the key stops working (ISO-8601).'),
+  id: keyInputFields.id.describe('The static key\'s id (X-Consumer-Id upstream).'),
+  plan: keyInputFields.plan.describe('A plan from plans.'),
+  sha256: sha256HexSchema.describe('SHA-256 of the plaintext key, 64 lowercase hex digits.'),
+  name: keyInputFields.name.optional().describe('A label.'),
+  perMinute: keyInputFields.perMinute.optional().describe('This key\'s own limit per minute, over its plan\'s.'),
+  perDay: keyInputFields.perDay.optional().describe('This key\'s own limit per day, over its plan\'s.'),
+  expiresAt: keyInputFields.expiresAt.optional().describe('When the key stops working (ISO-8601).'),
+  metadata: keyInputFields.metadata.optional().describe('Names and values a portal or billing system keeps on the key (at most 16), shown in usage reports.'),
 });
 
 export const configSchema = z
@@ -407,6 +410,9 @@ export const configSchema = z
   .superRefine(stripPrefixLeadsPath)
   .transform(withUpstream);
 
+/** The service the upstream section is (upstream.url): every request under /v1 and the routes that name no service. */
+export const UPSTREAM_SERVICE = 'upstream';
+
 /** The upstream section's defaults, for a config that leaves it out. */
 const UPSTREAM_DEFAULTS = upstream.parse({});
 
@@ -455,8 +461,13 @@ function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
   });
   if (cfg.defaultService !== undefined && !known.includes(cfg.defaultService))
     ctx.addIssue({ code: 'custom', path: ['defaultService'], message: `unknown service; ${expected}`, input: cfg.defaultService });
-  if (cfg.services && cfg.upstream !== undefined && Object.hasOwn(cfg.services, 'upstream'))
-    ctx.addIssue({ code: 'custom', path: ['services', 'upstream'], message: 'the name "upstream" is taken by the upstream section (its service); rename one', input: 'upstream' });
+  if (cfg.services && cfg.upstream !== undefined && Object.hasOwn(cfg.services, UPSTREAM_SERVICE))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['services', UPSTREAM_SERVICE],
+      message: `the name "${UPSTREAM_SERVICE}" is taken by the upstream section (its service); rename one`,
+      input: UPSTREAM_SERVICE,
+    });
 }
 
 /**
@@ -474,8 +485,8 @@ function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
         message: `route ${routeName(r)} names no service and there is no upstream section to take it; name one of the services`,
         input: undefined,
       });
-    else if (!/^\/v1(\/|$)/.test(r.path))
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: 'expected a path under /v1/, such as /v1/pets/:petId', input: r.path });
+    else if (!isUnderUpstreamPrefix(r.path))
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `expected a path under ${UPSTREAM_PREFIX}/, such as ${UPSTREAM_PREFIX}/pets/:petId`, input: r.path });
     else if (r.stripPrefix !== undefined)
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'stripPrefix'], message: `route ${routeName(r)}: stripPrefix needs a service (the upstream gets /v1 paths whole)`, input: r.stripPrefix });
   });

@@ -2,6 +2,16 @@
 // rules (src/config/schema.ts) and the route table (src/routing/routes.ts) both use them, so they live below both.
 import { match } from 'path-to-regexp';
 
+/** The upstream shorthand's prefix: upstream.url takes every request under it, and the routes that name no service. */
+export const UPSTREAM_PREFIX = '/v1';
+// The segment itself, then a slash or the end, in any case (as the gateway always took it): /v1x is not under it.
+const UNDER_UPSTREAM_PREFIX = new RegExp(`^${UPSTREAM_PREFIX}(?:/|$)`, 'i');
+
+/** Whether a path is under /v1 (UPSTREAM_PREFIX): the config's rules and the route table both ask it. */
+export function isUnderUpstreamPrefix(path: string): boolean {
+  return UNDER_UPSTREAM_PREFIX.test(path);
+}
+
 /** The gateway's own paths are never routed: /healthz, the quota endpoint and (on the gateway port) /readyz, /metrics. */
 export function gatewayPaths(cfg: { selfService: { path: string; enabled: boolean }; ops?: unknown }): string[] {
   return ['/healthz', ...(cfg.selfService.enabled ? [cfg.selfService.path] : []), ...(cfg.ops ? [] : ['/readyz', '/metrics'])];

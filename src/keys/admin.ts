@@ -5,7 +5,7 @@
 // the key from its cache before its next request.
 import type { Clock } from '../util/clock.js';
 import { DEFAULT_KEY_SHAPE, generateKey, generateKeyId, hashKey, type KeyShapeRules } from './format.js';
-import { sortedMetadata } from './fields.js';
+import { sortedMetadata } from '../config/key-fields.js';
 import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import { keyStatus, toRecord, type KeyStatus } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';

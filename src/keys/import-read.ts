@@ -6,6 +6,7 @@ import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { parse } from 'csv-parse';
 import type { ImportItem, ImportSource } from './import-run.js';
+import { METADATA_NAME } from '../config/key-fields.js';
 
 export type ImportFormat = 'jsonl' | 'csv';
 
@@ -125,7 +126,7 @@ function checkHeader(cells: string[]): string[] {
   for (const c of cells) {
     if (seen.has(c)) throw new ImportFileError(`CSV header: column "${c}" appears twice`);
     seen.add(c);
-    if (!CSV_FIELDS.has(c) && !/^metadata\.[A-Za-z0-9_.-]{1,64}$/.test(c))
+    if (!CSV_FIELDS.has(c) && !(c.startsWith('metadata.') && METADATA_NAME.test(c.slice('metadata.'.length))))
       throw new ImportFileError(
         `CSV header: unknown column "${c.slice(0, 64)}"; columns: ${[...CSV_FIELDS].join(', ')}, and metadata.<name> for each metadata entry`,
       );

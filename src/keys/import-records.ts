@@ -3,29 +3,29 @@
 // system: `{id?, name?, plan, key | sha256, metadata?, perMinute?, perDay?, expiresAt?}`. A plaintext `key` is hashed
 // here and dropped: it is never stored, logged or echoed (no refusal message quotes a field's value).
 import { z } from 'zod';
-import { keyNameSchema, metadataSchema, sortedMetadata } from './fields.js';
+import { keyInputFields, sha256HexSchema, sortedMetadata } from '../config/key-fields.js';
 import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, type KeyShapeRules } from './format.js';
 import { storedKeySchema } from './record-schema.js';
 import { isBearerToken } from './cost-warnings.js';
 import type { StoredKey } from './types.js';
 
-const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-
 /** An export record's retired hashes: SHA-256 in lowercase hex, as stored. */
-const retiredHashesSchema = z.array(z.string().regex(/^[0-9a-f]{64}$/, 'expected a SHA-256 in lowercase hex')).optional();
+const retiredHashesSchema = z.array(sha256HexSchema).optional();
+
+const { id, name, plan, perMinute, perDay, expiresAt, metadata } = keyInputFields;
 
 /** A customer's record: strict (an unknown field is refused, so a misspelt column never goes unnoticed). */
 const customerSchema = z.strictObject({
-  id: z.string().regex(KEY_ID, 'expected an id of letters, digits, "_" or "-" (1-64)').optional(),
-  name: keyNameSchema.optional(),
-  plan: z.string().min(1, 'a plan is required'),
+  id: id.optional(),
+  name: name.optional(),
+  plan,
   // Checked by hand below, never by a schema message: zod would not quote it, but the shape rules name it in words.
   key: z.string().optional(),
   sha256: z.string().optional(),
-  metadata: metadataSchema.optional(),
-  perMinute: z.number().int().positive().optional(),
-  perDay: z.number().int().positive().optional(),
-  expiresAt: z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2027-01-01T00:00:00Z' }).optional(),
+  metadata: metadata.optional(),
+  perMinute: perMinute.optional(),
+  perDay: perDay.optional(),
+  expiresAt: expiresAt.optional(),
 });
 
 /**

@@ -6,6 +6,7 @@ import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { StaticKeyConfig } from '../config/schema.js';
+import { sortedMetadata } from '../config/key-fields.js';
 import { hashKey, hashesEqual, isWellFormedKey } from './format.js';
 import { KnownHashes, type HashSource } from './known-hashes.js';
 import { expiredAt, expiryMs } from './rules.js';
@@ -346,6 +347,7 @@ export function staticKeyMap(keys: readonly StaticKeyConfig[], createdAt: string
       if (k.perMinute !== undefined) stored.perMinute = k.perMinute;
       if (k.perDay !== undefined) stored.perDay = k.perDay;
       if (k.expiresAt !== undefined) stored.expiresAt = k.expiresAt;
+      if (k.metadata !== undefined) stored.metadata = sortedMetadata(k.metadata);
       return [k.sha256, stored];
     }),
   );

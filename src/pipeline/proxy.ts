@@ -8,7 +8,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
-import type { Config } from '../config/schema.js';
+import { UPSTREAM_SERVICE, type Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
@@ -33,7 +33,7 @@ export interface ProxyOptions {
   responseIdleTimeoutMs: number;
   logger: Logger;
   metrics: Metrics;
-  /** The clock deadlines are reckoned on (Date.now() by default). */
+  /** The clock deadlines are reckoned on: the services' own (ServiceRegistry.now) unless a test gives another. */
   now?: () => number;
   /**
    * The request never reached a target (no try had a connection, or no target was healthy): called before the gateway
@@ -105,7 +105,9 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     const traced = req.ctx.trace;
     if (traced) {
       const service = req.ctx.service?.name;
-      const span = traced.start('tollgate.upstream', 'client', { 'server.address': service === undefined || service === 'upstream' ? upstreamHost : service });
+      const span = traced.start('tollgate.upstream', 'client', {
+        'server.address': service === undefined || service === UPSTREAM_SERVICE ? upstreamHost : service,
+      });
       traced.inject(span, out);
       res.once('close', () => traced.end(span, undefined, res.statusCode >= 500, res.statusCode));
     }
@@ -165,7 +167,7 @@ function failureKind(outcome: TryOutcome): string {
 
 export function createProxy(opts: ProxyOptions) {
   const { services, maxBodyBytes, logger, metrics, onNotReached, onReachedFailed, responseIdleTimeoutMs } = opts;
-  const now = opts.now ?? Date.now;
+  const now = opts.now ?? opts.services.now;
 
   function proxyToUpstreamStage(req: Request, res: Response, next: NextFunction): void {
     const service = req.ctx.service;
@@ -421,7 +423,7 @@ function mendResponseHeaders(upRes: IncomingMessage, res: ServerResponse): Recor
 
 /** 503 no_healthy_upstream: every target of the service is out; Retry-After says when one may be back. */
 export function answerNoHealthyUpstream(res: Response, service: Service): void {
-  res.setHeader(H.retryAfter, formatRetryAfter(service.retryAfterSeconds(Date.now()) * 1000));
+  res.setHeader(H.retryAfter, formatRetryAfter(service.retryAfterSeconds() * 1000));
   sendError(res, 'no_healthy_upstream');
 }
 

@@ -148,7 +148,7 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
 /** H. Every target of the service is out: 503 at once, before any limit counts the request (it costs nothing). */
 export function requireHealthyService(req: Request, res: Response, next: NextFunction): void {
   const service = req.ctx.service!;
-  if (!service.hasAvailable(Date.now())) return answerNoHealthyUpstream(res, service);
+  if (!service.hasAvailable()) return answerNoHealthyUpstream(res, service);
   next();
 }
 

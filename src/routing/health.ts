@@ -34,7 +34,8 @@ export class HealthChecker {
     readonly target: Target,
     private settings: HealthCheckSettings,
     private readonly onResult: CheckListener,
-    private readonly now: () => number = Date.now,
+    /** The registry's clock: a check ends a passive rest that began before it by the same time the rest was set. */
+    private readonly now: () => number,
   ) {
     this.passes = statusMatcher(settings.expectedStatuses);
   }

@@ -4,8 +4,8 @@
 // (Runtime) with path-to-regexp; per request the compiled matchers run in file order and the first match wins (a
 // plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Config, RouteConfig } from '../config/schema.js';
-import { routeMatcher } from '../http/paths.js';
+import { UPSTREAM_SERVICE, type Config, type RouteConfig } from '../config/schema.js';
+import { isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
 
 export interface CompiledRoute {
@@ -39,13 +39,10 @@ export interface CompiledRoute {
   readonly mode: RouteConfig['mode'];
 }
 
-/** The service routes without one go to: upstream.url (src/routing/services.ts names it the same). */
-const UPSTREAM_SERVICE = 'upstream';
-
 /** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
 export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: Pick<Config, 'upstreamIsService'>): CompiledRoute[] {
   if (config.upstreamIsService === false) return [...routes];
-  return [...routes, { ...compileRoutes([{ method: '*', path: '/v1/*', afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
+  return [...routes, { ...compileRoutes([{ method: '*', path: `${UPSTREAM_PREFIX}/*`, afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
 }
 
 export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
@@ -87,14 +84,11 @@ export function findRoute(routes: readonly CompiledRoute[], method: string, path
   for (const r of routes) {
     if (r.method !== '*' && r.method !== method && !(r.method === 'GET' && method === 'HEAD')) continue;
     if (r.host !== undefined && r.host !== host) continue;
-    if (r.upstreamRoute && !UNDER_V1.test(asSent)) continue;
+    if (r.upstreamRoute && !isUnderUpstreamPrefix(asSent)) continue;
     if (r.matches(r.asSent ? asSent : path)) return r;
   }
   return undefined;
 }
-
-/** A path under /v1 as sent: the segment itself, then a slash or the end (any case, as the gateway always took it). */
-const UNDER_V1 = /^\/v1(?:\/|$)/i;
 
 /** A request target's path: everything before the query. */
 export function pathOf(url: string): string {

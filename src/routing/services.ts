@@ -2,7 +2,7 @@
 // their health), its balancing, timeouts, retry rules and budget, and its health checks. A reload (apply) keeps
 // the Target objects whose URL stays, so health state and pools survive it; removed targets finish what is in
 // flight and then close. snapshot() is the read-only view for /readyz, an admin endpoint or a dashboard page.
-import type { Config, ServiceConfig, UpstreamConfig } from '../config/schema.js';
+import { UPSTREAM_SERVICE, type Config, type ServiceConfig, type UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { pickTarget, type Balance } from './balancer.js';
@@ -10,9 +10,6 @@ import { countsAsTargetFailure, mayEject, type EjectOutcome } from './ejection.j
 import { HealthChecker, type HealthCheckSettings } from './health.js';
 import { RetryBudget } from './retry-budget.js';
 import { Target, type TargetError } from './target.js';
-
-/** The service upstream.url stands for: every request under /v1 and the routes that name no service. */
-export const UPSTREAM_SERVICE = 'upstream';
 
 export interface ServiceSettings {
   balance: Balance;
@@ -44,18 +41,23 @@ export class Service {
   constructor(
     readonly name: string,
     public settings: ServiceSettings,
+    /** The registry's clock: what the request path reads a target's rest and availability by. */
+    readonly now: () => number,
   ) {}
 
   pick(now: number, avoid?: ReadonlySet<Target>): Target | undefined {
     return pickTarget(this.settings.balance, this.targets, now, avoid);
   }
 
-  hasAvailable(now: number): boolean {
+  /** Whether a target is available now (by the registry's clock). */
+  hasAvailable(): boolean {
+    const now = this.now();
     return this.targets.some((t) => t.available(now));
   }
 
   /** Seconds until a target may be available again: the soonest passive rest to end, else one check interval. */
-  retryAfterSeconds(now: number): number {
+  retryAfterSeconds(): number {
+    const now = this.now();
     const rests = this.targets.filter((t) => t.checkHealthy && t.ejectedUntil > now).map((t) => t.ejectedUntil - now);
     const ms = rests.length > 0 ? Math.min(...rests) : (this.settings.healthCheck?.intervalMs ?? 1000);
     return Math.max(1, Math.ceil(ms / 1000));
@@ -85,7 +87,7 @@ export interface ServiceSnapshot {
 export interface ServiceRegistryOptions {
   logger: Logger;
   metrics: Metrics;
-  /** Date.now() unless a test moves time. */
+  /** The composition root's clock (Date.now() when left out): ejections, rests, retry budgets and health by it. */
   now?: () => number;
   /** false: no active checks are started (tests of the proxy alone). */
   healthChecks?: boolean;
@@ -93,7 +95,8 @@ export interface ServiceRegistryOptions {
 
 export class ServiceRegistry {
   private services = new Map<string, Service>();
-  private readonly now: () => number;
+  /** The clock every service of the registry reads: the request path's proxy reckons by it too. */
+  readonly now: () => number;
 
   constructor(
     config: Config,
@@ -116,7 +119,7 @@ export class ServiceRegistry {
   apply(config: Config): void {
     const next = new Map<string, Service>();
     for (const [name, { settings, targets }] of desiredServices(config)) {
-      const service = this.services.get(name) ?? new Service(name, settings);
+      const service = this.services.get(name) ?? new Service(name, settings, this.now);
       service.settings = settings;
       const old = new Map(service.targets.map((t) => [t.url, t]));
       service.targets = targets.map(({ url, weight }) => {

@@ -24,7 +24,7 @@ export class Target {
   active = 0;
   /** Failed requests in a row (passive); a success resets it. */
   consecutiveFailures = 0;
-  /** Date.now() until which the target rests after passive ejection (0: not ejected). */
+  /** The registry's clock time until which the target rests after passive ejection (0: not ejected). */
   ejectedUntil = 0;
   /** When its last passive rest began (only checks sent after it may end that rest). */
   ejectedAt = 0;

@@ -4,6 +4,7 @@
 // an order that moves with traffic, the first page computes the whole report and keeps it in Redis for a bounded
 // time (kept-reports.ts); its cursor names the kept report, which any instance reads: every page from the same figures.
 import { randomBytes } from 'node:crypto';
+import { KEY_ID } from '../config/key-fields.js';
 import type { KeyTotals, TotalsSort, UsageReports } from './reports.js';
 import { ReportError, type KeptReports } from './kept-reports.js';
 
@@ -32,7 +33,6 @@ export const REPORT_ROWS_KEPT = 200_000;
 
 const SORTS: readonly string[] = ['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id'];
 export const KEPT_ID = /^[A-Za-z0-9_-]{22}$/;
-const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 export function encodeCursor(c: ReportCursor): string {
   const base = { f: c.fromMs, t: c.toMs, s: c.sort, o: c.order, ...(c.nonZero ? { z: 1 } : {}) };
