@@ -22,7 +22,7 @@ import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
 import type { ReadinessCheck } from './observability/ops.js';
 import { Keyspace } from './storage/keyspace.js';
-import { connectRedis, topologyMismatch, type RedisCommands, type RedisConnection } from './storage/redis.js';
+import { connectRedis, topologyMismatch, type RedisConnection } from './storage/redis.js';
 import { Breaker } from './storage/breaker.js';
 import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
@@ -147,118 +147,174 @@ function packageVersion(): string {
   }
 }
 
-export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
-  const { logger } = opts;
-  const runtime = opts.runtime ?? new Runtime(opts.config);
-  const metrics = opts.metrics ?? new Metrics();
-  const clock = opts.clock ?? systemClock;
-  const config = runtime.config;
-  const redisCfg = config.redis;
-  let redis: RedisConnection | undefined;
-  // The admin API's and reports' own connection: their reads never queue on the request path's socket.
-  let adminRedis: RedisConnection | undefined;
-  let closing = false;
-  let keyStore: KeyStore;
-  let shared: { client: RedisCommands; keyspace: Keyspace; breaker: Breaker; clientForSlotOf: (key: string) => RedisCommands } | undefined;
-  let memoryPolicy: MemoryPolicyWatcher | undefined;
-  let persistenceWatcher: PersistenceWatcher | undefined;
-  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
-  // (the config in force says which: a reload may add services).
-  const readiness: ReadinessCheck[] = [
-    httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
-  ];
-  const invalidRecords = new InvalidKeyRecords(logger, metrics);
-  if (redisCfg) {
-    // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
-    const mismatch = await topologyMismatch(redisCfg, Math.max(1000, redisCfg.commandTimeoutMs * 10));
-    if (mismatch) throw new Error(`invalid configuration: ${mismatch}`);
-    const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway', logger });
-    redis = connection;
-    const { client, where } = connection;
-    const keyspace = new Keyspace(redisCfg.prefix);
-    const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, connection.isReady, { budgetMs: redisCfg.commandTimeoutMs, bytesRead: connection.bytesRead });
-    reportTimeouts(breaker, metrics, logger, clock);
-    breaker.onChange((state, reason) => {
-      metrics.degraded.set(state === 'open' ? 1 : 0);
-      metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });
-      // A full Redis (OOM) or a replica answers at once but refuses the limit script's writes: not "unreachable".
-      const why = (reason !== undefined && writeRefusal(reason)) || 'redis unreachable';
-      if (state === 'open')
-        logger.warn(
-          { redis: where, failMode: redisCfg.failMode, reason },
-          `${why}: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`,
-        );
-      else logger.info({ redis: where }, 'redis answering again: degraded mode over');
-    });
-    const policy = new MemoryPolicyWatcher({
-      client,
-      primaries: connection.primaries,
-      allowEviction: redisCfg.allowEviction,
-      logger,
-      metrics,
-      where,
-      ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}),
-    });
-    memoryPolicy = policy;
-    const persistence = new PersistenceWatcher({ primaries: connection.primaries, logger, metrics, where });
-    persistenceWatcher = persistence;
-    connection.onReady(() => {
-      logger.info({ redis: where }, 'redis connected');
-      // A reconnect may have reached another server (a failover): read its policy and persistence too.
-      void policy.check();
-      // Read until Redis answers: at start-up on a loaded machine the first read can miss the command timeout.
-      void persistence.check();
-      // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
-      // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
-      breaker.close();
-    });
-    // Our own quit at shutdown is not an outage: no degraded-mode switch for it.
-    connection.onClose(() => closing || breaker.trip('connection closed'));
-    // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
-    // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
-    await connection.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
-      // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start. (The
-      // ready event, above, already read its persistence.)
-      () => policy.check(),
-      () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
-    );
-    policy.start();
-    keyStore = new RedisKeyStore(connection, keyspace, breaker, (id) => invalidRecords.report(id, 'lookup'));
-    // Same topology, credentials and TLS, its own timeout and no breaker: a slow report neither trips the request
-    // path into degraded mode nor waits on the request path's 100 ms budget. Key changes wait up to a second for a
-    // replica (WAIT), and a connection waiting in WAIT answers nothing else meanwhile: on this connection no limit
-    // check queues behind it. Not awaited: its commands wait for the connection, so a Redis down at start-up delays
-    // nothing.
-    adminRedis = connectRedis({ redis: redisCfg, commandTimeoutMs: Math.max(redisCfg.adminCommandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS), purpose: 'admin' });
-    shared = { client, keyspace, breaker, clientForSlotOf: connection.clientForSlotOf };
-    readiness.push(redisReadiness(client, keyspace, policy, connection.silentPrimaries));
-  } else {
-    keyStore = new MemoryKeyStore(() => clock.now());
-  }
-  if (opts.keyStore) keyStore = opts.keyStore;
+/** What every builder below is given: the config holder, the clock, logs and metrics, and the caller's options. */
+interface Base {
+  opts: ComposeOptions;
+  runtime: Runtime;
+  logger: Logger;
+  metrics: Metrics;
+  clock: Clock;
+}
 
+/** The gateway's Redis, when the config names one: both connections and what watches them. */
+interface RedisBackend {
+  /** The request path's connection. */
+  connection: RedisConnection;
+  /** The admin API's and reports' own connection: their reads never queue on the request path's socket. */
+  admin: RedisConnection;
+  keyspace: Keyspace;
+  breaker: Breaker;
+  readiness: ReadinessCheck;
+  /** Stops the watchers; from here on a closed connection is our own quit, not an outage. */
+  stop(): void;
+}
+
+/** The stores the decisions stand on: Redis's or memory's, chosen once here. */
+interface Stores {
+  keyStore: KeyStore;
+  memoryLimits: MemoryLimiterStore;
+  usageStore: MemoryUsageStore | RedisUsageStore;
+  /** What this instance counts itself, flushed to the ledger (absent when usage is off). */
+  recorder: UsageRecorder | undefined;
+  bans: BanStore;
+  /** The same stores on the admin connection (absent without Redis, or with a key store the caller gave). */
+  adminStores: { keys: RedisKeyStore; bans: RedisBanStore; usage: RedisUsageStore } | undefined;
+  adminReads: ReturnType<typeof readLimit>;
+  /** How long a ledger day is kept (0 when usage is off), read from the config in force. */
+  ledgerTtlMs: () => number;
+  invalidRecords: InvalidKeyRecords;
+}
+
+/** The request path's decisions and their administration. */
+interface Decisions {
+  admin: KeyAdmin;
+  keyLimits: KeyLimitAdmin;
+  keys: KeyVerifier;
+  keyLimiter: KeyLimiter;
+  anonymous: AnonymousLimiter;
+}
+
+/**
+ * Connects the Redis the config names and the watchers on it (breaker, maxmemory-policy, persistence), and waits for
+ * it at most a start-up's while: a Redis that is down at start-up does not stop the gateway, which starts degraded.
+ */
+async function connectRedisBackend(base: Base, redisCfg: NonNullable<Config['redis']>): Promise<RedisBackend> {
+  const { opts, logger, metrics, clock } = base;
+  // A topology that does not match the server fails the start with the field to fix, never MOVED at request time.
+  const mismatch = await topologyMismatch(redisCfg, Math.max(1000, redisCfg.commandTimeoutMs * 10));
+  if (mismatch) throw new Error(`invalid configuration: ${mismatch}`);
+  const connection = connectRedis({ redis: redisCfg, commandTimeoutMs: redisCfg.commandTimeoutMs, purpose: 'gateway', logger });
+  const { client, where } = connection;
+  let closing = false;
+  const keyspace = new Keyspace(redisCfg.prefix);
+  const breaker = new Breaker(clock, BREAKER_COOLDOWN_MS, connection.isReady, { budgetMs: redisCfg.commandTimeoutMs, bytesRead: connection.bytesRead });
+  reportTimeouts(breaker, metrics, logger, clock);
+  breaker.onChange((state, reason) => {
+    metrics.degraded.set(state === 'open' ? 1 : 0);
+    metrics.degradedTransitions.inc({ to: state === 'open' ? 'degraded' : 'normal' });
+    // A full Redis (OOM) or a replica answers at once but refuses the limit script's writes: not "unreachable".
+    const why = (reason !== undefined && writeRefusal(reason)) || 'redis unreachable';
+    if (state === 'open')
+      logger.warn(
+        { redis: where, failMode: redisCfg.failMode, reason },
+        `${why}: degraded mode (${redisCfg.failMode === 'open' ? 'per-instance memory limits' : 'answering 503'})`,
+      );
+    else logger.info({ redis: where }, 'redis answering again: degraded mode over');
+  });
+  const policy = new MemoryPolicyWatcher({
+    client,
+    primaries: connection.primaries,
+    allowEviction: redisCfg.allowEviction,
+    logger,
+    metrics,
+    where,
+    ...(opts.memoryPolicyCheckMs ? { intervalMs: opts.memoryPolicyCheckMs } : {}),
+  });
+  const persistence = new PersistenceWatcher({ primaries: connection.primaries, logger, metrics, where });
+  connection.onReady(() => {
+    logger.info({ redis: where }, 'redis connected');
+    // A reconnect may have reached another server (a failover): read its policy and persistence too.
+    void policy.check();
+    // Read until Redis answers: at start-up on a loaded machine the first read can miss the command timeout.
+    void persistence.check();
+    // A (re)connection passed ioredis's ready check: Redis answers, so end degraded mode now rather than after
+    // the next cool-down probe (a reconnect during start-up would otherwise leave it degraded for a while).
+    breaker.close();
+  });
+  // Our own quit at shutdown is not an outage: no degraded-mode switch for it.
+  connection.onClose(() => closing || breaker.trip('connection closed'));
+  // Commands fail at once until the client is ready (enableOfflineQueue: false), so serve only once it is; a Redis
+  // that is down at start-up does not stop the gateway: it starts degraded and recovers when Redis answers.
+  await connection.waitForReady(Math.max(1000, redisCfg.commandTimeoutMs * 10)).then(
+    // Read before serving, so a start-up on an evicting Redis is logged (and in the gauge) from the start. (The
+    // ready event, above, already read its persistence.)
+    () => policy.check(),
+    () => logger.warn({ redis: where }, 'redis not ready at start-up: starting in degraded mode'),
+  );
+  policy.start();
+  // Same topology, credentials and TLS, its own timeout and no breaker: a slow report neither trips the request
+  // path into degraded mode nor waits on the request path's 100 ms budget. Key changes wait up to a second for a
+  // replica (WAIT), and a connection waiting in WAIT answers nothing else meanwhile: on this connection no limit
+  // check queues behind it. Not awaited: its commands wait for the connection, so a Redis down at start-up delays
+  // nothing.
+  const admin = connectRedis({ redis: redisCfg, commandTimeoutMs: Math.max(redisCfg.adminCommandTimeoutMs, ADMIN_COMMAND_TIMEOUT_MS), purpose: 'admin' });
+  return {
+    connection,
+    admin,
+    keyspace,
+    breaker,
+    readiness: redisReadiness(client, keyspace, policy, connection.silentPrimaries),
+    stop() {
+      closing = true;
+      policy.stop();
+      persistence.stop();
+    },
+  };
+}
+
+/** The key, limit and usage stores: on Redis when there is one (the admin's on its own connection), else in memory. */
+function buildStores(base: Base, redis: RedisBackend | undefined): Stores {
+  const { opts, runtime, logger, metrics, clock } = base;
+  const invalidRecords = new InvalidKeyRecords(logger, metrics);
+  const keyStore =
+    opts.keyStore ??
+    (redis
+      ? new RedisKeyStore(redis.connection, redis.keyspace, redis.breaker, (id) => invalidRecords.report(id, 'lookup'))
+      : new MemoryKeyStore(() => clock.now()));
   const memoryLimits = new MemoryLimiterStore(clock);
   // The usage ledger: counted by the limit script on Redis, by this instance for what it decides itself.
-  const usageStore = shared ? new RedisUsageStore(shared.client, shared.keyspace) : new MemoryUsageStore();
+  const usageStore = redis ? new RedisUsageStore(redis.connection.client, redis.keyspace) : new MemoryUsageStore();
   const ledgerTtlMs = (): number => (runtime.config.usage.enabled ? (runtime.config.usage.retentionDays + 1) * DAY_MS : 0);
-  const recorder = config.usage.enabled
-    ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: config.usage.flushIntervalMs, ttlMs: ledgerTtlMs })
+  const { usage } = runtime.config;
+  const recorder = usage.enabled
+    ? new UsageRecorder({ store: usageStore, clock, logger, flushIntervalMs: usage.flushIntervalMs, ttlMs: ledgerTtlMs })
     : undefined;
   // `keys reset` empties the key's route windows too: every one the config in force has.
   const routeSuffixes = (): string[] => allRouteSuffixes(runtime.config);
-  const bans: BanStore = shared ? new RedisBanStore(shared.client, shared.keyspace, routeSuffixes) : memoryBanStore(memoryLimits);
+  const bans: BanStore = redis ? new RedisBanStore(redis.connection.client, redis.keyspace, routeSuffixes) : memoryBanStore(memoryLimits);
   // Key administration and reports read through the admin connection, their reads in flight bounded together.
   const adminReads = readLimit();
   const adminStores =
-    adminRedis && shared && !opts.keyStore
+    redis && !opts.keyStore
       ? {
-          keys: new RedisKeyStore(adminRedis, shared.keyspace),
-          bans: new RedisBanStore(adminRedis.client, shared.keyspace, routeSuffixes),
-          usage: new RedisUsageStore(adminRedis.client, shared.keyspace, adminReads),
+          keys: new RedisKeyStore(redis.admin, redis.keyspace),
+          bans: new RedisBanStore(redis.admin.client, redis.keyspace, routeSuffixes),
+          usage: new RedisUsageStore(redis.admin.client, redis.keyspace, adminReads),
         }
       : undefined;
+  return { keyStore, memoryLimits, usageStore, recorder, bans, adminStores, adminReads, ledgerTtlMs, invalidRecords };
+}
+
+/**
+ * The decisions of the request path (who calls: the key verifier with its cache and filter; may it: the key and
+ * anonymous limiters) and their administration (KeyAdmin, KeyLimitAdmin), on the stores. Starts the verifier.
+ */
+async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | undefined): Promise<Decisions> {
+  const { runtime, logger, metrics, clock } = base;
+  const config = runtime.config;
+  const redisCfg = config.redis;
   const admin = new KeyAdmin(
-    adminStores?.keys ?? keyStore,
+    stores.adminStores?.keys ?? stores.keyStore,
     clock,
     {
       plans: () => runtime.config.plans,
@@ -268,16 +324,19 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       routes: () => runtime.config.routes,
     },
     auditKeyChanges(logger, metrics),
-    adminReads,
+    stores.adminReads,
   );
-  const keyLimits = new KeyLimitAdmin(admin, adminStores?.bans ?? bans, { plans: () => runtime.config.plans, ban: () => runtime.config.ban });
+  const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
+    plans: () => runtime.config.plans,
+    ban: () => runtime.config.ban,
+  });
   const keys = new KeyVerifier(
-    keyStore,
+    stores.keyStore,
     clock,
     { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 },
     staticKeyMap(config.keys, new Date(clock.now()).toISOString()),
     {
-      source: adminStores?.keys,
+      source: stores.adminStores?.keys,
       onBuilt: (built) => {
         if ('error' in built)
           logger.warn({ err: built.error }, 'key filter could not be built (tried again shortly): unknown keys from refused clients are looked up meanwhile');
@@ -289,21 +348,22 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   );
   await keys.start();
 
+  const { recorder, invalidRecords } = stores;
   const keyLimiter = new KeyLimiter({
     runtime,
     clock,
     logger,
     metrics,
-    memory: memoryLimits,
+    memory: stores.memoryLimits,
     onInvalidKey: (id) => keys.forget(id),
     onInvalidRecord: (id) => invalidRecords.report(id, 'limit_check'),
     onKeyRecordChecked: (hash, revision, current) => keys.recordChecked(hash, revision, current),
     ...(recorder ? { usage: recorder } : {}),
-    ...(shared && redisCfg
+    ...(redis && redisCfg
       ? {
           shared: {
-            store: new RedisLimiterStore(shared.client, shared.keyspace, ledgerTtlMs, shared.clientForSlotOf),
-            breaker: shared.breaker,
+            store: new RedisLimiterStore(redis.connection.client, redis.keyspace, stores.ledgerTtlMs, redis.connection.clientForSlotOf),
+            breaker: redis.breaker,
             failMode: redisCfg.failMode,
             commandTimeoutMs: redisCfg.commandTimeoutMs,
           },
@@ -311,8 +371,28 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       : {}),
   });
   keys.onChange((id, change) => keyLimiter.forget(id, change));
-  const anonymous = new AnonymousLimiter({ runtime, clock, metrics, ...(shared ? { redis: shared } : {}) });
+  const anonymous = new AnonymousLimiter({
+    runtime,
+    clock,
+    metrics,
+    ...(redis ? { redis: { client: redis.connection.client, keyspace: redis.keyspace, breaker: redis.breaker } } : {}),
+  });
+  return { admin, keyLimits, keys, keyLimiter, anonymous };
+}
 
+/**
+ * The request path: the services and their targets, the proxy to them, and the gateway's Express app with its stages
+ * (the key stages on the decisions), observers and tracing. `readiness` gains the services' check.
+ */
+async function buildRequestPath(
+  base: Base,
+  decisions: Decisions,
+  recorder: UsageRecorder | undefined,
+  readiness: ReadinessCheck[],
+): Promise<{ app: express.Express; services: ServiceRegistry; tracing: Tracing | undefined }> {
+  const { opts, runtime, logger, metrics, clock } = base;
+  const config = runtime.config;
+  const { keys, anonymous, keyLimiter } = decisions;
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
   // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.
@@ -360,11 +440,29 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     services,
     ...(recorder ? { usage: recorder } : {}),
   });
-  const usage = new UsageReports(adminStores?.usage ?? usageStore, admin.records);
+  return { app, services, tracing };
+}
+
+/**
+ * The admin side: the usage reports (on Redis on a thread of their own), the overview, and the admin API's app when
+ * an admin token is configured (undefined otherwise: the API is off).
+ */
+function buildAdmin(
+  base: Base,
+  decisions: Decisions,
+  stores: Stores,
+  redis: RedisBackend | undefined,
+  services: ServiceRegistry,
+): { usage: UsageReports; reports: ReportRunner; adminApp: express.Express | undefined } {
+  const { opts, runtime, logger, metrics, clock } = base;
+  const config = runtime.config;
+  const redisCfg = config.redis;
+  const { admin, keyLimits } = decisions;
+  const usage = new UsageReports(stores.adminStores?.usage ?? stores.usageStore, admin.records);
   // On Redis, reports over every key run on a thread of their own, off the request path's event loop; a Redis-less
   // gateway's ledger is in this process's memory, so its reports run here.
   const reports: ReportRunner =
-    adminStores && redisCfg
+    stores.adminStores && redisCfg
       ? new ReportThread(
           {
             redis: redisCfg,
@@ -399,31 +497,49 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
         services: () => services.snapshot(),
       })
     : undefined;
+  return { usage, reports, adminApp };
+}
+
+export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
+  const runtime = opts.runtime ?? new Runtime(opts.config);
+  const base: Base = { opts, runtime, logger: opts.logger, metrics: opts.metrics ?? new Metrics(), clock: opts.clock ?? systemClock };
+  const { config } = runtime;
+  // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
+  // (the config in force says which: a reload may add services).
+  const readiness: ReadinessCheck[] = [
+    httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
+  ];
+  const redis = config.redis ? await connectRedisBackend(base, config.redis) : undefined;
+  if (redis) readiness.push(redis.readiness);
+  const stores = buildStores(base, redis);
+  const decisions = await buildDecisions(base, stores, redis);
+  const { app, services, tracing } = await buildRequestPath(base, decisions, stores.recorder, readiness);
+  const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
+  const { recorder } = stores;
+  const { keys } = decisions;
 
   return {
     app,
     runtime,
-    metrics,
+    metrics: base.metrics,
     readiness,
     keys,
-    admin,
-    keyLimits,
+    admin: decisions.admin,
+    keyLimits: decisions.keyLimits,
     adminApp,
     usage,
     reports,
     flushUsage: async () => recorder?.flush(),
     services,
-    redis,
-    adminRedis,
+    redis: redis?.connection,
+    adminRedis: redis?.admin,
     async close() {
-      closing = true;
+      redis?.stop();
       services.close();
-      memoryPolicy?.stop();
-      persistenceWatcher?.stop();
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();
-      await Promise.all([redis?.close(), adminRedis?.close(), reports.close()]);
+      await Promise.all([redis?.connection.close(), redis?.admin.close(), reports.close()]);
     },
   };
 }

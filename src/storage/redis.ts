@@ -1,12 +1,13 @@
 // The Redis port: connectRedis() builds the connections Tollgate needs from the `redis` config section, and the
 // stores see only RedisCommands, the narrow set of commands they send. Which client stands behind it (a standalone
-// server's today; a Cluster or Sentinel client) is this file's business alone: the stores and their callers do not
-// change with the topology. Stores never pipeline or run a transaction across hash slots (a cluster refuses it):
+// server's, a Sentinel-managed primary's or a Cluster client) is decided once, in connectRedis(): clusterClient() and
+// singlePrimaryClient() answer the port's topology-dependent questions (every primary, a key's slot's connection,
+// WAIT, silent primaries), and the stores and their callers ask the port, never the client's class. Stores never pipeline or run a transaction across hash slots (a cluster refuses it):
 // every multi-key command or script touches keys of one slot (hash-tagged, see keyspace.ts).
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import calculateSlot from 'cluster-key-slot';
-import { Cluster, Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import { connectionProblemLog } from './connection-problems.js';
@@ -210,142 +211,102 @@ async function sentinelReplicas(target: RedisTopology, timeoutMs: number): Promi
 /** Reconnect quickly and keep trying: an outage should end the moment Redis is back. */
 const retryStrategy = (times: number): number => Math.min(50 * 2 ** Math.min(times, 5), 1000);
 
-export function connectRedis(opts: RedisConnectOptions): RedisConnection {
-  const target: RedisTopology = opts.redis ?? { url: opts.url };
-  // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
-  // reconnect; key administration, the CLI and the pet store prefer to wait for the connection.
-  const failFast = opts.purpose === 'gateway';
-  const perConnection = {
-    // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
-    protocol: 2 as const,
-    commandTimeout: opts.commandTimeoutMs,
-    connectTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
-    maxRetriesPerRequest: failFast ? 0 : 1,
-    connectionName: `tollgate-${opts.purpose}`,
-    ...(target.username !== undefined ? { username: target.username } : {}),
-    ...(target.password !== undefined ? { password: target.password } : {}),
-  };
-  let client: Redis | Cluster;
-  let topology: RedisConnection['topology'];
-  let where: string;
-  if (target.cluster) {
-    const nodes = target.cluster.nodes;
-    const first = new URL(nodes[0]!);
-    const tls = tlsOptions(target.tls, nodes[0]!);
-    client = new Cluster(
-      nodes.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 6379) })),
-      {
-        redisOptions: {
-          ...perConnection,
-          // For the commands clientForSlotOf() sends straight to a node: one write per turn of the event loop, as on
-          // a standalone Redis. (The cluster client's own commands reach a node through sendCommand, which this
-          // option leaves alone.)
-          enableAutoPipelining: true,
-          // Credentials from the seed URL unless the config names them.
-          ...(target.username === undefined && first.username ? { username: decodeURIComponent(first.username) } : {}),
-          ...(target.password === undefined && first.password ? { password: decodeURIComponent(first.password) } : {}),
-          ...(tls ? { tls } : {}),
-        },
-        enableOfflineQueue: !failFast,
+/** What every connection of one connectRedis() call is made with, whatever the topology. */
+interface ClientSettings {
+  /** ioredis options for each connection to a Redis server. */
+  perConnection: RedisOptions;
+  /** Commands fail at once while disconnected (the gateway's request path) rather than wait in the offline queue. */
+  failFast: boolean;
+  commandTimeoutMs: number;
+  /** The replicas each primary is meant to have, kept across the connection's life. */
+  expected: ExpectedReplicas;
+}
+
+/**
+ * What differs between the topologies behind the port: the client, and the port's answers that depend on how many
+ * primaries there are and how keys map to them. clusterClient() and singlePrimaryClient() each build one; connectRedis()
+ * chooses between them once and adds what is common.
+ */
+interface TopologyClient {
+  client: Redis | Cluster;
+  topology: RedisConnection['topology'];
+  where: string;
+  /** Calls fn with every connection error; tcpConnected when the socket was up (a TLS handshake then got no answer). */
+  onConnectionError(fn: (err: unknown, tcpConnected?: boolean) => void): void;
+  bytesRead(): number;
+  primaries(): RedisCommands[];
+  clientForSlotOf(key: string): RedisCommands;
+  waitForReplicas(keys: readonly string[], timeoutMs: number): Promise<Replication>;
+  silentPrimaries(timeoutMs: number): Promise<string[]>;
+  /**
+   * A duplicate of the client for subscribing: no command timeout, and maxRetriesPerRequest null, which keeps the
+   * SUBSCRIBE queued until a connection exists (with the request-path client's 0 it was dropped at the first failed
+   * connect when Redis was down at start-up, and never resent).
+   */
+  duplicateForSubscriber(): Redis | Cluster;
+}
+
+/** Bytes read on a connection's current socket (replaced on every reconnect; none before the first). */
+const socketBytesRead = (node: Redis): number => (node.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0;
+
+/** A cluster node's address as the cluster client's slot table names it. */
+const nodeAddress = (node: Redis): string => `${node.options.host}:${node.options.port}`;
+
+/**
+ * A Redis Cluster: commands routed by slot, every primary reached for the commands that carry no key, WAIT sent to
+ * each primary holding a changed key, and the request path's commands sent straight to their slot's primary.
+ */
+function clusterClient(target: RedisTopology & { cluster: NonNullable<RedisTopology['cluster']> }, settings: ClientSettings): TopologyClient {
+  const { perConnection, failFast, commandTimeoutMs, expected } = settings;
+  const nodes = target.cluster.nodes;
+  const first = new URL(nodes[0]!);
+  const tls = tlsOptions(target.tls, nodes[0]!);
+  const c = new Cluster(
+    nodes.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 6379) })),
+    {
+      redisOptions: {
+        ...perConnection,
+        // For the commands clientForSlotOf() sends straight to a node: one write per turn of the event loop, as on
+        // a standalone Redis. (The cluster client's own commands reach a node through sendCommand, which this
+        // option leaves alone.)
         enableAutoPipelining: true,
-        clusterRetryStrategy: retryStrategy,
-        slotsRefreshTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
-        // Every command goes to the primary of its slot: limits are read-modify-write, never from a lagging replica.
-        scaleReads: 'master',
+        // Credentials from the seed URL unless the config names them.
+        ...(target.username === undefined && first.username ? { username: decodeURIComponent(first.username) } : {}),
+        ...(target.password === undefined && first.password ? { password: decodeURIComponent(first.password) } : {}),
+        ...(tls ? { tls } : {}),
       },
-    );
-    topology = 'cluster';
-    where = `cluster ${nodes.map(redactRedisUrl).join(', ')}`;
-  } else if (target.sentinel) {
-    const { masterName, sentinels } = target.sentinel;
-    const first = new URL(sentinels[0]!);
-    const tls = tlsOptions(target.tls, sentinels[0]!);
-    client = new Redis({
-      ...perConnection,
-      sentinels: sentinels.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 26379) })),
-      name: masterName,
-      ...(first.username ? { sentinelUsername: decodeURIComponent(first.username) } : {}),
-      ...(first.password ? { sentinelPassword: decodeURIComponent(first.password) } : {}),
-      ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
       enableOfflineQueue: !failFast,
       enableAutoPipelining: true,
-      retryStrategy,
-      sentinelRetryStrategy: retryStrategy,
-      // A primary demoted by a failover answers writes with READONLY: reconnect (asking Sentinel for the new one).
-      reconnectOnError: (err) => err.message.startsWith('READONLY'),
-      lazyConnect: false,
-    });
-    topology = 'sentinel';
-    where = `sentinel ${masterName} via ${sentinels.map(redactRedisUrl).join(', ')}`;
-  } else {
-    const url = target.url!;
-    const tls = tlsOptions(target.tls, url);
-    client = new Redis(url, {
-      ...perConnection,
-      ...(tls ? { tls } : {}),
-      enableOfflineQueue: !failFast,
-      enableAutoPipelining: true,
-      retryStrategy,
-      // A primary demoted behind a fixed address (a managed service's failover) answers writes with READONLY.
-      reconnectOnError: (err) => err.message.startsWith('READONLY'),
-      lazyConnect: false,
-    });
-    topology = 'standalone';
-    where = redactRedisUrl(url);
-  }
-  // Without a listener ioredis logs "Unhandled error event" on every failed reconnect. With a logger, why it fails is
-  // logged when the cause changes (refused, timeout, not Redis, auth, TLS), never once per retry.
-  const usesTls = (target.cluster?.nodes[0] ?? target.sentinel?.sentinels[0] ?? target.url ?? '').startsWith('rediss:');
-  const secrets = [target.password ?? '', ...[target.url, ...(target.cluster?.nodes ?? []), ...(target.sentinel?.sentinels ?? [])].map(urlPassword)];
-  const problems = opts.logger ? connectionProblemLog(opts.logger, where, usesTls, secrets) : undefined;
-  // Whether the TCP connection was up (a TLS handshake then got no answer, rather than the host none).
-  const tcpUp = (): boolean => !(client instanceof Cluster) && (client.stream as { connecting?: boolean } | undefined)?.connecting === false;
-  client.on('error', (err: unknown) => problems?.error(err, tcpUp()));
-  if (client instanceof Cluster) client.on('node error', (err: unknown) => problems?.error(err));
-  client.on('ready', () => problems?.connected());
-  const c = client;
-  const expected = new ExpectedReplicas(target.replicas ?? 0);
-  // A standalone or Sentinel-managed primary: its replicas as seen at every (re)connection, so one that drops out
-  // later still counts. (A cluster's come from its slot map.)
-  const PRIMARY = 'primary';
-  let sentinelsAskedAt = -Infinity;
-  if (!(c instanceof Cluster))
-    c.on('ready', () => {
-      connectedReplicas(c).then(
-        (n) => expected.note(PRIMARY, n),
-        () => {},
-      );
-    });
-  // A cluster's node connections by "host:port", the form its slot table names them in; kept by the client's events.
+      clusterRetryStrategy: retryStrategy,
+      slotsRefreshTimeout: Math.max(1000, commandTimeoutMs * 10),
+      // Every command goes to the primary of its slot: limits are read-modify-write, never from a lagging replica.
+      scaleReads: 'master',
+    },
+  );
+  // The node connections by "host:port", the form the slot table names them in; kept by the client's events.
   const nodeByAddress = new Map<string, Redis>();
-  if (c instanceof Cluster) {
-    const address = (node: Redis): string => `${node.options.host}:${node.options.port}`;
-    // The seed nodes' connections were made in the constructor, before these listeners.
-    for (const node of c.nodes('all')) nodeByAddress.set(address(node), node);
-    c.on('+node', (node: Redis) => nodeByAddress.set(address(node), node));
-    c.on('-node', (node: Redis) => {
-      if (nodeByAddress.get(address(node)) === node) nodeByAddress.delete(address(node));
-    });
-  }
+  // The seed nodes' connections were made in the constructor, before these listeners.
+  for (const node of c.nodes('all')) nodeByAddress.set(nodeAddress(node), node);
+  c.on('+node', (node: Redis) => nodeByAddress.set(nodeAddress(node), node));
+  c.on('-node', (node: Redis) => {
+    if (nodeByAddress.get(nodeAddress(node)) === node) nodeByAddress.delete(nodeAddress(node));
+  });
   return {
     client: c,
-    where,
-    topology,
-    isReady: () => c.status === 'ready',
-    // The socket is replaced on every reconnect; before the first connection there is none. A cluster: every node's.
-    bytesRead: () =>
-      c instanceof Cluster
-        ? c.nodes().reduce((n, node) => n + ((node.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0), 0)
-        : ((c.stream as { bytesRead?: number } | undefined)?.bytesRead ?? 0),
+    topology: 'cluster',
+    where: `cluster ${nodes.map(redactRedisUrl).join(', ')}`,
+    onConnectionError(fn) {
+      c.on('error', (err: unknown) => fn(err, false));
+      c.on('node error', (err: unknown) => fn(err));
+    },
+    bytesRead: () => c.nodes().reduce((n, node) => n + socketBytesRead(node), 0),
+    primaries: () => c.nodes('master'),
+    clientForSlotOf(key) {
+      const owner = c.slots[calculateSlot(key)]?.[0];
+      const node = owner === undefined ? undefined : nodeByAddress.get(owner);
+      return node?.status === 'ready' ? node : c;
+    },
     async waitForReplicas(keys, timeoutMs) {
-      if (!(c instanceof Cluster)) {
-        // The sentinels' view, asked at most once a minute: a connection of its own each time.
-        if (target.sentinel && Date.now() - sentinelsAskedAt > SENTINEL_ASK_EVERY_MS) {
-          sentinelsAskedAt = Date.now();
-          expected.note(PRIMARY, await sentinelReplicas(target, Math.min(timeoutMs, 1000)));
-        }
-        return waitOnPrimary(c, timeoutMs, PRIMARY, expected);
-      }
       // WAIT counts the replicas of the primary it is sent to, so it goes to each primary holding one of the keys.
       const primaries = new Set<string>();
       for (const key of keys) {
@@ -356,29 +317,21 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       }
       let worst: Replication | undefined;
       for (const owner of primaries) {
-        const node = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner);
+        const node = c.nodes('master').find((n) => nodeAddress(n) === owner);
         // The slot's primary is not reachable: nothing could acknowledge there.
         const r = node ? await waitOnPrimary(node, timeoutMs, owner, expected) : { expected: expected.of(owner), acked: 0 };
         if (!worst || riskier(r, worst)) worst = r;
       }
       return worst ?? { expected: 0, acked: 0 };
     },
-    primaries: () => (c instanceof Cluster ? c.nodes('master') : [c]),
-    clientForSlotOf(key) {
-      if (!(c instanceof Cluster)) return c;
-      const owner = c.slots[calculateSlot(key)]?.[0];
-      const node = owner === undefined ? undefined : nodeByAddress.get(owner);
-      return node?.status === 'ready' ? node : c;
-    },
     async silentPrimaries(timeoutMs) {
-      if (!(c instanceof Cluster)) return [];
       const ranges = slotRanges(c.slots);
       // The owners the slot table names: a primary whose connection ended has left the client's node list, but its
       // slots still point at it until a replica takes them over.
-      const nodes = new Map<string, Redis>(c.nodes('all').map((n) => [`${n.options.host}:${n.options.port}`, n]));
+      const byAddress = new Map<string, Redis>(c.nodes('all').map((n) => [nodeAddress(n), n]));
       const silent = await Promise.all(
         [...ranges.keys()].map(async (key) => {
-          const node = nodes.get(key);
+          const node = byAddress.get(key);
           let timer: NodeJS.Timeout | undefined;
           const answered =
             node !== undefined &&
@@ -395,19 +348,134 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
       );
       return silent.filter((x): x is string => x !== undefined);
     },
+    duplicateForSubscriber: () =>
+      c.duplicate(undefined, {
+        enableOfflineQueue: true,
+        redisOptions: { ...c.options.redisOptions, commandTimeout: undefined, maxRetriesPerRequest: null },
+      }),
+  };
+}
+
+/**
+ * One primary: a standalone Redis at a URL, or the primary a set of sentinels names (asked again after a failover).
+ * Every command, keyed or not, goes to it; WAIT too.
+ */
+function singlePrimaryClient(target: RedisTopology, settings: ClientSettings): TopologyClient {
+  const { perConnection, failFast, expected } = settings;
+  let c: Redis;
+  let where: string;
+  if (target.sentinel) {
+    const { masterName, sentinels } = target.sentinel;
+    const first = new URL(sentinels[0]!);
+    const tls = tlsOptions(target.tls, sentinels[0]!);
+    c = new Redis({
+      ...perConnection,
+      sentinels: sentinels.map((u) => ({ host: new URL(u).hostname, port: Number(new URL(u).port || 26379) })),
+      name: masterName,
+      ...(first.username ? { sentinelUsername: decodeURIComponent(first.username) } : {}),
+      ...(first.password ? { sentinelPassword: decodeURIComponent(first.password) } : {}),
+      ...(tls ? { tls, sentinelTLS: tls, enableTLSForSentinelMode: true } : {}),
+      enableOfflineQueue: !failFast,
+      enableAutoPipelining: true,
+      retryStrategy,
+      sentinelRetryStrategy: retryStrategy,
+      // A primary demoted by a failover answers writes with READONLY: reconnect (asking Sentinel for the new one).
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      lazyConnect: false,
+    });
+    where = `sentinel ${masterName} via ${sentinels.map(redactRedisUrl).join(', ')}`;
+  } else {
+    const url = target.url!;
+    const tls = tlsOptions(target.tls, url);
+    c = new Redis(url, {
+      ...perConnection,
+      ...(tls ? { tls } : {}),
+      enableOfflineQueue: !failFast,
+      enableAutoPipelining: true,
+      retryStrategy,
+      // A primary demoted behind a fixed address (a managed service's failover) answers writes with READONLY.
+      reconnectOnError: (err) => err.message.startsWith('READONLY'),
+      lazyConnect: false,
+    });
+    where = redactRedisUrl(url);
+  }
+  // The primary's replicas as seen at every (re)connection, so one that drops out later still counts.
+  const PRIMARY = 'primary';
+  c.on('ready', () => {
+    connectedReplicas(c).then(
+      (n) => expected.note(PRIMARY, n),
+      () => {},
+    );
+  });
+  let sentinelsAskedAt = -Infinity;
+  return {
+    client: c,
+    topology: target.sentinel ? 'sentinel' : 'standalone',
+    where,
+    onConnectionError: (fn) => void c.on('error', (err: unknown) => fn(err, (c.stream as { connecting?: boolean } | undefined)?.connecting === false)),
+    bytesRead: () => socketBytesRead(c),
+    primaries: () => [c],
+    clientForSlotOf: () => c,
+    async waitForReplicas(_keys, timeoutMs) {
+      // The sentinels' view, asked at most once a minute: a connection of its own each time.
+      if (target.sentinel && Date.now() - sentinelsAskedAt > SENTINEL_ASK_EVERY_MS) {
+        sentinelsAskedAt = Date.now();
+        expected.note(PRIMARY, await sentinelReplicas(target, Math.min(timeoutMs, 1000)));
+      }
+      return waitOnPrimary(c, timeoutMs, PRIMARY, expected);
+    },
+    // One primary, which the readiness write probe reaches.
+    silentPrimaries: async () => [],
+    duplicateForSubscriber: () => c.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null }),
+  };
+}
+
+export function connectRedis(opts: RedisConnectOptions): RedisConnection {
+  const target: RedisTopology = opts.redis ?? { url: opts.url };
+  // The gateway's requests fail at once while disconnected (enableOfflineQueue: false) rather than queueing for the
+  // reconnect; key administration, the CLI and the pet store prefer to wait for the connection.
+  const failFast = opts.purpose === 'gateway';
+  const settings: ClientSettings = {
+    perConnection: {
+      // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
+      protocol: 2,
+      commandTimeout: opts.commandTimeoutMs,
+      connectTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
+      maxRetriesPerRequest: failFast ? 0 : 1,
+      connectionName: `tollgate-${opts.purpose}`,
+      ...(target.username !== undefined ? { username: target.username } : {}),
+      ...(target.password !== undefined ? { password: target.password } : {}),
+    },
+    failFast,
+    commandTimeoutMs: opts.commandTimeoutMs,
+    expected: new ExpectedReplicas(target.replicas ?? 0),
+  };
+  // The one place that tells a cluster from a single primary: everything below, and every caller, asks the port.
+  const cluster = target.cluster;
+  const t = cluster ? clusterClient({ ...target, cluster }, settings) : singlePrimaryClient(target, settings);
+  const c = t.client;
+  // Without a listener ioredis logs "Unhandled error event" on every failed reconnect. With a logger, why it fails is
+  // logged when the cause changes (refused, timeout, not Redis, auth, TLS), never once per retry.
+  const usesTls = (target.cluster?.nodes[0] ?? target.sentinel?.sentinels[0] ?? target.url ?? '').startsWith('rediss:');
+  const secrets = [target.password ?? '', ...[target.url, ...(target.cluster?.nodes ?? []), ...(target.sentinel?.sentinels ?? [])].map(urlPassword)];
+  const problems = opts.logger ? connectionProblemLog(opts.logger, t.where, usesTls, secrets) : undefined;
+  t.onConnectionError((err, tcpConnected) => problems?.error(err, tcpConnected));
+  c.on('ready', () => problems?.connected());
+  return {
+    client: c,
+    where: t.where,
+    topology: t.topology,
+    isReady: () => c.status === 'ready',
+    bytesRead: t.bytesRead,
+    waitForReplicas: t.waitForReplicas,
+    primaries: t.primaries,
+    clientForSlotOf: t.clientForSlotOf,
+    silentPrimaries: t.silentPrimaries,
     onReady: (fn) => void c.on('ready', fn),
     onClose: (fn) => void c.on('close', fn),
     waitForReady: (timeoutMs, o) => waitForReady(c, timeoutMs, o),
     subscriber() {
-      // maxRetriesPerRequest: null keeps the SUBSCRIBE queued until a connection exists: with the request-path
-      // client's 0 it was dropped at the first failed connect when Redis was down at start-up, and never resent.
-      const sub =
-        c instanceof Cluster
-          ? c.duplicate(undefined, {
-              enableOfflineQueue: true,
-              redisOptions: { ...c.options.redisOptions, commandTimeout: undefined, maxRetriesPerRequest: null },
-            })
-          : c.duplicate({ enableOfflineQueue: true, commandTimeout: undefined, maxRetriesPerRequest: null });
+      const sub = t.duplicateForSubscriber();
       sub.on('error', () => {});
       return sub as RedisSubscriber;
     },

@@ -1,0 +1,105 @@
+// The admin API's usage reports: one key's usage, every key's (paged, GET /usage), the overview's summary, and the
+// deprecated-route report (JSON and CSV). Periods are read per request against usage.retentionDays, so a reload
+// applies at once.
+import { Router } from 'express';
+import type { KeyAdmin } from '../keys/admin.js';
+import type { Runtime } from '../routing/runtime.js';
+import { csv, deprecatedRows } from '../usage/csv.js';
+import type { OverviewCache } from '../usage/overview.js';
+import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
+import type { ReportRunner } from '../usage/report-runner.js';
+import { resolvePeriod, type UsageReports } from '../usage/reports.js';
+import { DAY_MS, HOUR_MS } from '../util/time.js';
+import { existingKey } from './keys-routes.js';
+import { keyIdParam, parse, periodOf, periodView, queryOf, sendProblems } from './requests.js';
+import { deprecatedQuery, keyUsageQuery, usageQuery } from './schemas.js';
+
+export interface UsageRoutesOptions {
+  keys: KeyAdmin;
+  runtime: Runtime;
+  /** The usage ledger, read for one key. */
+  usage: UsageReports;
+  /** Reports over every key (usage/report-runner.ts). */
+  reports: ReportRunner;
+  /** The overview's summary, computed once and shared (usage/overview.ts). */
+  overview: OverviewCache;
+}
+
+export function usageRoutes(o: UsageRoutesOptions): Router {
+  const { runtime } = o;
+  const router = Router();
+  const retentionDays = () => runtime.config.usage.retentionDays;
+
+  router.get('/keys/:id/usage', keyIdParam, async (req, res) => {
+    const q = parse(keyUsageQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    const k = await existingKey(o.keys, String(req.params.id));
+    const u = await o.usage.keyUsage(k.id, p.fromMs, p.toMs, q.granularity);
+    res.json({ id: k.id, plan: k.plan, granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
+  });
+
+  router.get('/usage', async (req, res) => {
+    const raw = queryOf(req, res);
+    const q = parse(usageQuery, raw, 'query', res);
+    if (!q) return;
+    let at: ReportCursor | undefined;
+    if (q.cursor !== undefined) {
+      at = decodeCursor(q.cursor);
+      if (!at || 'problem' in resolvePeriod(at, 0, retentionDays(), Date.now()))
+        return sendProblems(res, [{ path: 'query.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous page)' }]);
+      // The cursor's report decides the period and order; the same query repeated with it is welcome, another is not.
+      const other =
+        (q.from !== undefined && Date.parse(q.from) !== at.fromMs) ||
+        (q.to !== undefined && Date.parse(q.to) !== at.toMs) ||
+        (raw!.sort !== undefined && q.sort !== at.sort) ||
+        (raw!.order !== undefined && q.order !== at.order);
+      if (other)
+        return sendProblems(res, [
+          { path: 'query.cursor', message: "belongs to a report with another from, to, sort or order: leave them out or give the first page's" },
+        ]);
+    }
+    const nonZero = q.nonzero === 'true';
+    if (nonZero && q.sort === 'id') return sendProblems(res, [{ path: 'query.nonzero', message: 'only with a sort by a figure (admitted, rateLimited, ...)' }]);
+    if (at && q.nonzero !== undefined && nonZero !== !!at.nonZero)
+      return sendProblems(res, [{ path: 'query.cursor', message: "belongs to a report with another nonzero: leave it out or give the first page's" }]);
+    const p = at ?? periodOf(q, 7 * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    const page = await o.reports.page(at ?? { fromMs: p.fromMs, toMs: p.toMs, sort: q.sort, order: q.order, ...(nonZero ? { nonZero } : {}) }, q.limit);
+    res.json({
+      ...periodView(page.query),
+      sort: page.query.sort,
+      order: page.query.order,
+      keys: page.keys,
+      total: page.total,
+      nextCursor: page.next,
+    });
+  });
+
+  router.get('/usage/summary', async (req, res) => {
+    const q = parse(keyUsageQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    const u = await o.overview.get(p.fromMs, p.toMs, q.granularity);
+    res.json({ granularity: q.granularity, ...periodView(u), asOf: new Date(u.asOfMs).toISOString(), totals: u.totals, buckets: u.buckets });
+  });
+
+  router.get('/routes/deprecated.csv', async (_req, res) => {
+    const p = periodOf({}, retentionDays() * DAY_MS, retentionDays(), res)!;
+    const rows = deprecatedRows(await o.reports.deprecatedRoutes(p.fromMs, p.toMs, runtime.config.routes));
+    res.setHeader('content-disposition', 'attachment; filename="deprecated-routes.csv"');
+    res.type('text/csv; charset=utf-8').send(csv(rows));
+  });
+
+  router.get('/routes/deprecated', async (req, res) => {
+    const q = parse(deprecatedQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, retentionDays() * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    res.json({ ...periodView(p), routes: await o.reports.deprecatedRoutes(p.fromMs, p.toMs, runtime.config.routes) });
+  });
+
+  return router;
+}
