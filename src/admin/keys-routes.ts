@@ -6,7 +6,8 @@ import { H, NO_STORE } from '../http/headers.js';
 import { KeyAdminError, type KeyAdmin } from '../keys/admin.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
-import { actorOf, KEY_ID, keyIdParam, parse, queryOf, sendProblems } from './requests.js';
+import { KEY_ID } from '../config/key-fields.js';
+import { actorOf, keyIdParam, parse, queryOf, sendProblems } from './requests.js';
 import { createKeyBody, emptyBody, listKeysQuery, patchKeyBody, rotateKeyBody } from './schemas.js';
 
 /** The key with this id, or a not_found KeyAdminError (the error handler answers 404). */
@@ -48,7 +49,11 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
       ...(query.status !== undefined ? { status: query.status } : {}),
       ...(query.name !== undefined ? { namePrefix: query.name } : {}),
     });
-    res.json({ keys: page.keys.map(view), nextCursor: page.next === undefined ? null : Buffer.from(page.next).toString('base64url') });
+    // With windows=true each key's live state is read here (one snapshot per key, in parallel), not by one request
+    // per row from the client.
+    const keysOut =
+      query.windows === 'true' ? await Promise.all(page.keys.map(async (k) => ({ ...view(k), ...(await keyLimits.liveState(k)) }))) : page.keys.map(view);
+    res.json({ keys: keysOut, nextCursor: page.next === undefined ? null : Buffer.from(page.next).toString('base64url') });
   });
 
   router.get('/keys/:id', keyIdParam, async (req, res) => {

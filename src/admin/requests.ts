@@ -3,13 +3,11 @@
 // key id in the path, a report's period within what is kept.
 import type { Request, RequestHandler, Response } from 'express';
 import type { z } from 'zod';
+import { KEY_ID } from '../config/key-fields.js';
 import { sendError } from '../http/errors.js';
 import type { Actor } from '../keys/admin.js';
 import { resolvePeriod } from '../usage/reports.js';
 import { problemsOf, type Problem } from './schemas.js';
-
-/** The ids KeyAdmin issues (key_...) and those `keys import` accepts. */
-export const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Who made a change, for its audit line: the admin token guard.ts found, and the request's id. */
 export const actorOf = (req: Request): Actor => ({ by: req.adminTokenId!, requestId: req.id });

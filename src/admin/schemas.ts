@@ -47,6 +47,8 @@ export const listKeysQuery = z.strictObject({
   plan: z.string().min(1).optional(),
   status: z.enum(['active', 'revoked', 'expired']).optional(),
   name: z.string().min(1).max(KEY_NAME_MAX).optional(),
+  /** true: each key with its live state (windows, ban), as GET /keys/{id} gives it: a list page in one request. */
+  windows: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
 });
 
 const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });

@@ -149,7 +149,7 @@ export type UpdateKeyRequest = {
 /** The JSON answer (its first 2xx) of each operation, by method and path as the OpenAPI document writes them. */
 export interface Answers {
   'GET /keys': {
-    keys: Array<Key>;
+    keys: Array<Key | KeyWithState>;
     nextCursor: string | null;
   };
   'POST /keys': IssuedKey;
