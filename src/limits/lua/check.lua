@@ -2,33 +2,40 @@
 -- Every key it touches carries the key id's hash tag {<id>}: on Redis Cluster it runs in one slot.
 --
 -- KEYS
---   1     the key record (a JSON string)
---   2     the ban hash (until, level, lastEnd)
---   3     the strike counter toward a ban
---   4     the usage ledger's day as the gateway's clock has it: a hash of per-hour counts, a<h> admitted, r<h> refused
---         by a window, b<h> refused by a ban, s<h> admitted but refused by a window in shadow mode, f<h> admitted but
---         failed by the upstream (refund.lua; h = UTC hour 0-23); expiring ARGV[6] ms after the first count of each
+--   1     record: the key record (a JSON string)
+--   2     ban: the ban hash (until, level, lastEnd)
+--   3     strikes: the strike counter toward a ban
+--   4     usageDay: the usage ledger's day as the gateway's clock has it: a hash of per-hour counts, a<h> admitted,
+--         r<h> refused by a window, b<h> refused by a ban, s<h> admitted but refused by a window in shadow mode, f<h>
+--         admitted but failed by the upstream (refund.lua; h = UTC hour 0-23); expiring ARGV[6] ms after the first count of each
 --         kind in each hour. Declared even with no ledger (then left alone).
---   5...  the request's windows, one counter each: the plan's minute and day first, then the route's
+--   5...  per window: window: the request's windows, one counter each: the plan's minute and day first, then the
+--         route's
 -- ARGV
---   1     the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
---   2     the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs durationsMs... (parsed
---         only when a request meets a ban or a full window)
---   3     the key's hash ('' = do not check the record)
---   4     the revision (SHA-1 of the bytes) of the record the gateway has cached as active for that hash ('' = skip)
---   5     a credit ('' = none): "minute minuteMs day dayMs requests", points the gateway admitted from its memory
+--   1     ledgerDay: the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
+--   2     banLadder: the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs
+--         durationsMs... (parsed only when a request meets a ban or a full window)
+--   3     keyHash: the key's hash ('' = do not check the record)
+--   4     keyRevision: the revision (SHA-1 of the bytes) of the record the gateway has cached as active for that hash
+--         ('' = skip)
+--   5     credit: a credit ('' = none): "minute minuteMs day dayMs requests", points the gateway admitted from its memory
 --         windows while Redis was out of reach, added to windows 1 and 2 (KEYS[5], KEYS[6]) before the decision; a
 --         window that lapsed meanwhile starts with them for minuteMs/dayMs; `requests` go to the ledger as admitted
 --   6     ledgerMs: how long a ledger day lives ('' with no ledger)
---   7     the request's cost: the points it takes from every window
---   8...  per window (same order as KEYS[5...]): its limit (negative: the window is in shadow mode), its length in ms
---   then  per candidate limit (none on most requests): the position of the window (1...) whose count it is checked on,
---         and its limit. A candidate has no counter of its own: it is a limit tried in shadow beside an enforced one.
+--   7     cost: the request's cost: the points it takes from every window
+--   8...  per window (same order as KEYS[5...]): limit, lengthMs: its limit (negative: the window is in shadow mode),
+--         its length in ms
+--   then  per candidate (a candidate limit; none on most requests): window, limit: the position of the window (1...)
+--         whose count it is checked on, and its limit. A candidate has no counter of its own: it is a limit tried in
+--         shadow beside an enforced one.
 -- Reply
---   outcome ('admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'), retry ms, ban level,
---   record revision compared (1 same, 0 changed, -1 not compared), the ledger hour on Redis's clock (hours since 1970;
---   -1 with no ledger), short (bit i-1 set: window i lacked the cost; bit n+k-1: candidate k would have refused it),
---   then per window: points used, ms until it ends.
+--   1     outcome: 'admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'
+--   2     retryMs: ms until a refused request would be admitted again
+--   3     banLevel: the ban level
+--   4     recordSame: the record's revision compared (1 same, 0 changed, -1 not compared)
+--   5     ledgerHour: the ledger hour on Redis's clock (hours since 1970; -1 with no ledger)
+--   6     short: bit i-1 set: window i lacked the cost; bit n+k-1: candidate k would have refused it
+--   7...  per window: used, resetMs: points used, ms until it ends
 --   (invalid_* replies stop after `short`.)
 --
 -- A request is admitted only when every enforced window has `cost` points left; then `cost` is taken from each window
