@@ -82,7 +82,7 @@ describe('the Redis store sends and reads by the contract', () => {
   const windows = [...planWindows({ perMinute: 5, perDay: 50 }), ...routeWindows('r', { perMinute: 3 }, 'shadow')];
   const request = limitRequest(windows, 2, candidatesFor(windows, 0, 2, { perMinute: 4 }));
 
-  it('the check: keys, then argv by name, then per window limit and lengthMs (shadow: negative), then per candidate its window and limit; the reply read by name', async () => {
+  it('the check: keys, then argv by name (shadow: the windows in shadow mode as a mask), then per window limit and lengthMs, then per candidate its window and limit; the reply read by name', async () => {
     const values = { outcome: 'limited', retryMs: 1234, banLevel: 2, recordSame: 0, ledgerHour: -1, short: 9 };
     const perWindow = [
       [5, 40_000],
@@ -116,7 +116,23 @@ describe('the Redis store sends and reads by the contract', () => {
     expect(argv[CHECK_ARGV.banLadder]).toBe('3 60000 3600000 60000 600000');
     expect(argv[CHECK_ARGV.ledgerDay]).toBe('');
     expect(argv[CHECK_ARGV.ledgerMs]).toBe('');
-    expect(argv.slice(CHECK_CONTRACT.argv.fixed.length)).toEqual([5, 60_000, 50, 86_400_000, -3, 60_000, 1, 4]);
+    // Window 3 (the route's minute) is in shadow mode: bit 2; its limit is its own, not a negative one.
+    expect(argv[CHECK_ARGV.shadow]).toBe(4);
+    expect(argv.slice(CHECK_CONTRACT.argv.fixed.length)).toEqual([5, 60_000, 50, 86_400_000, 3, 60_000, 1, 4]);
+  });
+
+  it("the check's credit names the plan's windows by their positions (request.plan), wherever they stand", async () => {
+    const reply = [...inOrder(CHECK_CONTRACT.reply.fixed, { outcome: 'admitted', retryMs: 0, banLevel: 0, recordSame: -1, ledgerHour: -1, short: 0 })];
+    const { client, calls } = stub([...reply, 1, 1, 1, 1, 1, 1]);
+    const store = new RedisLimiterStore(client, ks);
+    const credit = { minute: 3, minuteMs: 1000, day: 4, dayMs: 2000, requests: 5 };
+    await store.check('k4', request, BAN, '', '', credit);
+    // The route's window first: the plan's minute and day are windows 2 and 3 (from 1).
+    const routeFirst = limitRequest([...routeWindows('r', { perMinute: 3 }, 'enforce'), ...planWindows({ perMinute: 5, perDay: 50 })]);
+    expect(routeFirst.plan).toEqual({ minute: 1, day: 2 });
+    await store.check('k4', routeFirst, BAN, '', '', credit);
+    const creditArg = (n: number) => calls[n]!.args[1 + (calls[n]!.args[0] as number) + CHECK_ARGV.credit];
+    expect([creditArg(0), creditArg(1)]).toEqual(['1 3 1000 2 4 2000 5', '2 3 1000 3 4 2000 5']);
   });
 
   it('the snapshot: the reply read by name', async () => {

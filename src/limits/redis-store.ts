@@ -100,7 +100,8 @@ export class RedisLimiterStore implements LimiterStore {
     const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now() + this.redisAheadMs) : '';
     // Declared even with no ledger (the script then leaves it alone): the script's first keys are always four.
     const usageDay = `${record}:usage:${ledgerDay === '' ? this.day.arg : ledgerDay}`;
-    const creditArg = credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
+    const plan = request.plan;
+    const creditArg = credit ? `${plan.minute + 1} ${credit.minute} ${credit.minuteMs} ${plan.day + 1} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
@@ -111,7 +112,7 @@ export class RedisLimiterStore implements LimiterStore {
     // In the order of CHECK_CONTRACT's keys and argv (test/limits-contract.test.ts checks the positions by name).
     const args: Array<string | number> = [CHECK_FIXED_KEYS + windows.length, record, this.ks.ban(id), this.ks.strikes(id), usageDay];
     for (const w of windows) args.push(this.ks.limitWindow(id, w.suffix));
-    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, ...request.scriptArgs);
+    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, ...request.scriptArgs);
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;

@@ -12,7 +12,7 @@ export interface ScriptContract {
 export const CHECK_CONTRACT = {
   keys: { fixed: ['record', 'ban', 'strikes', 'usageDay'], perWindow: ['window'] },
   argv: {
-    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost'],
+    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost', 'shadow'],
     perWindow: ['limit', 'lengthMs'],
     perCandidate: ['window', 'limit'],
   },
