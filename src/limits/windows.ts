@@ -23,7 +23,7 @@ export interface RouteWindowLimits extends CandidateLimits {
 export const OWN_MINUTE = 1;
 export const OWN_DAY = 2;
 
-/** The plan's two windows, always first in a request's list. */
+/** The plan's two windows, first in a request's list (found there through LimitRequest.plan, not by position). */
 export function planWindows(limits: KeyLimits, mode: LimitMode = 'enforce'): WindowSpec[] {
   return [
     { name: 'minute', suffix: 'minute', limit: limits.perMinute, lengthMs: MINUTE_MS, mode },
