@@ -228,7 +228,7 @@ export class KeyLimiter {
         const answeredAt = clock.now();
         ctx.redisMs += answeredAt - now;
         if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record')
-          this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), decision, answeredAt);
+          this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), request, decision, answeredAt);
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
         rec ??= this.lastCounts.ensure(consumer.id);
@@ -239,7 +239,7 @@ export class KeyLimiter {
         this.deps.memory.raiseTo(consumer.id, rec, now);
         decision = await this.deps.memory.check(consumer.id, request, runtime.config.ban);
         by = 'fallback';
-        if (decision.outcome === 'admitted') this.lastCounts.owe(rec, decision, now, request.cost);
+        if (decision.outcome === 'admitted') this.lastCounts.owe(rec, request, decision, now);
         // Admitted ones reach the ledger with the credit the next Redis check carries; refusals only from here.
         if (decision.outcome !== 'admitted') local = true;
       }
@@ -257,7 +257,7 @@ export class KeyLimiter {
     }
     // peakMinute: the plan minute window's count this check reported (Redis's is the fleet's; points, with costs), in
     // the hour the ledger counted it in.
-    this.deps.usage?.minuteCount(consumer.id, decision.windows[0]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
+    this.deps.usage?.minuteCount(consumer.id, decision.windows[request.plan.minute]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }

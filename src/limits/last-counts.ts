@@ -3,7 +3,7 @@
 // since (owed to Redis, credited by the key's next Redis check). One small record per key, mutated in place, so a key
 // in steady use costs no allocation per request; bounded in the number of keys.
 import type { SeenWindows } from './memory-store.js';
-import type { Decision, WindowCredit } from './types.js';
+import type { Decision, LimitRequest, WindowCredit } from './types.js';
 
 export interface KeyWindows extends SeenWindows {
   /**
@@ -57,11 +57,12 @@ export class LastCounts {
   }
 
   /**
-   * Redis decided: its plan windows (windows[0] and [1], as they stand after the decision) are the ones a fall-back
+   * Redis decided: its plan windows (request.plan, as they stand after the decision) are the ones a fall-back
    * continues. (A route's windows are metered by each instance alone while Redis is away: see docs/reliability.md.)
    */
-  seen(rec: KeyWindows, d: Decision, now: number): void {
-    const [minute, day] = d.windows;
+  seen(rec: KeyWindows, request: LimitRequest, d: Decision, now: number): void {
+    const minute = d.windows[request.plan.minute];
+    const day = d.windows[request.plan.day];
     rec.minuteUsed = minute!.used;
     rec.minuteEndsAt = now + minute!.resetMs;
     rec.dayUsed = day!.used;
@@ -72,11 +73,13 @@ export class LastCounts {
    * Memory admitted a request of `cost` points while Redis was out of reach: Redis is owed them, in the memory plan
    * windows `d` reports. A plan window in shadow mode that had no room took nothing (bit set in d.short): owed nothing.
    */
-  owe(rec: KeyWindows, d: Decision, now: number, cost: number): void {
+  owe(rec: KeyWindows, request: LimitRequest, d: Decision, now: number): void {
     const o = (rec.owed ??= { minute: 0, minuteEndsAt: 0, day: 0, dayEndsAt: 0, requests: 0 });
-    const [minute, day] = d.windows;
-    const m = d.short & 1 ? 0 : cost;
-    const dd = d.short & 2 ? 0 : cost;
+    const { plan, cost } = request;
+    const minute = d.windows[plan.minute];
+    const day = d.windows[plan.day];
+    const m = d.short & (1 << plan.minute) ? 0 : cost;
+    const dd = d.short & (1 << plan.day) ? 0 : cost;
     o.minute = o.minuteEndsAt > now ? o.minute + m : m;
     o.minuteEndsAt = now + minute!.resetMs;
     o.requests = o.dayEndsAt > now ? o.requests + 1 : 1;

@@ -47,6 +47,14 @@ export class MemoryLimiterStore implements LimiterStore {
     }
     if (b && b.until > now) return { outcome: 'banned', windows: states, short: 0, retryMs: b.until - now, banLevel: level };
 
+    // A window a refund emptied holds no admitted request, so it has not started: the next admitted request opens a
+    // window from now, and a refusal leaves none (the script: an INCR that lands on the cost runs PEXPIRE of a whole
+    // window, and a refusal's give-back that reaches zero is a DEL). A ban or a snapshot still sees it as it stands,
+    // as Redis does (the key is there, at zero, with its old expiry).
+    for (let i = 0; i < windows.length; i++) {
+      if (states[i]!.used === 0 && this.counters.delete(`${id}:${windows[i]!.suffix}`)) states[i] = { used: 0, resetMs: windows[i]!.lengthMs };
+    }
+
     // The same rule as the script: every enforced window needs `cost` points left; a shadow one without them is only
     // reported (bit i of short) and takes nothing.
     let short = 0;

@@ -23,6 +23,15 @@ import type {
   WindowState,
 } from './types.js';
 import { LEDGER_KIND } from './types.js';
+import {
+  CHECK_FIXED_KEYS,
+  CHECK_REPLY,
+  CHECK_REPLY_WINDOWS,
+  REFUND_FIXED_KEYS,
+  SNAPSHOT_FIXED_KEYS,
+  SNAPSHOT_REPLY,
+  SNAPSHOT_REPLY_WINDOWS,
+} from './script-contract.js';
 
 // The Lua source Redis runs is in src/limits/lua/ (each file documents its KEYS, ARGV and reply), copied next to the
 // build by `npm run build` and read once when this module loads.
@@ -31,8 +40,8 @@ const CHECK_SCRIPT = lua('check.lua');
 const SNAPSHOT_SCRIPT = lua('snapshot.lua');
 const REFUND_SCRIPT = lua('refund.lua');
 
-/** outcome, retry ms, ban level, record compared, ledger hour (-1: none), short, then used and ttl per window. */
-type ScriptReply = [Outcome, number, number, number, number, number, ...number[]];
+/** The check's reply: its fields and per window used and ttl, at the positions of CHECK_CONTRACT.reply. */
+type ScriptReply = ReadonlyArray<Outcome | number>;
 
 /**
  * The script is defined on a client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
@@ -91,7 +100,8 @@ export class RedisLimiterStore implements LimiterStore {
     const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now() + this.redisAheadMs) : '';
     // Declared even with no ledger (the script then leaves it alone): the script's first keys are always four.
     const usageDay = `${record}:usage:${ledgerDay === '' ? this.day.arg : ledgerDay}`;
-    const creditArg = credit ? `${credit.minute} ${credit.minuteMs} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
+    const plan = request.plan;
+    const creditArg = credit ? `${plan.minute + 1} ${credit.minute} ${credit.minuteMs} ${plan.day + 1} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
     // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
     // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
@@ -99,9 +109,10 @@ export class RedisLimiterStore implements LimiterStore {
     // requests) still share one write per turn (per node, on a cluster).
     const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
     const windows = request.windows;
-    const args: Array<string | number> = [4 + windows.length, record, this.ks.ban(id), this.ks.strikes(id), usageDay];
+    // In the order of CHECK_CONTRACT's keys and argv (test/limits-contract.test.ts checks the positions by name).
+    const args: Array<string | number> = [CHECK_FIXED_KEYS + windows.length, record, this.ks.ban(id), this.ks.strikes(id), usageDay];
     for (const w of windows) args.push(this.ks.limitWindow(id, w.suffix));
-    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, ...request.scriptArgs);
+    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, ...request.scriptArgs);
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;
@@ -120,11 +131,19 @@ export class RedisLimiterStore implements LimiterStore {
     } finally {
       this.awaiting--;
     }
-    const [outcome, retryMs, banLevel, same, hour, short] = reply;
+    const outcome = reply[CHECK_REPLY.outcome] as Outcome;
+    const same = reply[CHECK_REPLY.recordSame];
+    const hour = reply[CHECK_REPLY.ledgerHour];
     const states: WindowState[] = [];
     if (outcome === 'invalid_key' || outcome === 'invalid_record') for (const w of windows) states.push({ used: 0, resetMs: w.lengthMs });
-    else for (let i = 0; i < windows.length; i++) states.push({ used: Number(reply[6 + 2 * i]), resetMs: Number(reply[7 + 2 * i]) });
-    const decision: Decision = { outcome, windows: states, short: Number(short), retryMs: Number(retryMs), banLevel: Number(banLevel) };
+    else for (let i = 0, at = CHECK_REPLY_WINDOWS; i < windows.length; i++, at += 2) states.push({ used: Number(reply[at]), resetMs: Number(reply[at + 1]) });
+    const decision: Decision = {
+      outcome,
+      windows: states,
+      short: Number(reply[CHECK_REPLY.short]),
+      retryMs: Number(reply[CHECK_REPLY.retryMs]),
+      banLevel: Number(reply[CHECK_REPLY.banLevel]),
+    };
     if (same !== -1) decision.keyRecord = same === 1 ? 'current' : 'changed';
     if (hour !== -1 && outcome !== 'invalid_key' && outcome !== 'invalid_record') {
       decision.ledgerHour = Number(hour);
@@ -169,7 +188,7 @@ export class RedisLimiterStore implements LimiterStore {
     const day = hour === undefined ? 0 : Math.floor(hour / 24);
     const h = hour === undefined ? 0 : hour % 24;
     const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
-    const args: Array<string | number> = [1 + r.windows.length, this.ks.usageDay(id, day)];
+    const args: Array<string | number> = [REFUND_FIXED_KEYS + r.windows.length, this.ks.usageDay(id, day)];
     for (const w of r.windows) args.push(this.ks.limitWindow(id, w.suffix));
     args.push(r.cost, hour === undefined ? '' : `a${h}`);
     for (const w of r.windows) args.push(Math.round(w.remainingMs), w.lengthMs);
@@ -198,7 +217,8 @@ export class RedisLimiterStore implements LimiterStore {
 
 const SNAPSHOT = 'tollgateSnapshot';
 const REFUND = 'tollgateRefund';
-type SnapshotReply = [LimitSnapshot['key'], number, number, number, ...number[]];
+/** The snapshot's reply, at the positions of SNAPSHOT_CONTRACT.reply. */
+type SnapshotReply = ReadonlyArray<LimitSnapshot['key'] | number>;
 
 /** The snapshot script on a client (defined once per client: EVALSHA, EVAL once after a Redis restart). */
 async function readSnapshot(
@@ -212,17 +232,18 @@ async function readSnapshot(
   withCheck(redis);
   const r = redis as RedisCommands & Record<typeof SNAPSHOT, (...args: Array<string | number>) => Promise<SnapshotReply>>;
   const keys = windows.map((w) => ks.limitWindow(id, w.suffix));
-  const reply = await r[SNAPSHOT](2 + keys.length, ks.keyRecord(id), ks.ban(id), ...keys, ban.resetAfterSeconds * 1000, keyHash);
-  const [key, now, banMs, level] = reply;
+  const reply = await r[SNAPSHOT](SNAPSHOT_FIXED_KEYS + keys.length, ks.keyRecord(id), ks.ban(id), ...keys, ban.resetAfterSeconds * 1000, keyHash);
+  const key = reply[SNAPSHOT_REPLY.keyState] as LimitSnapshot['key'];
   return {
     key,
-    now: Number(now),
+    now: Number(reply[SNAPSHOT_REPLY.now]),
     windows: windows.map((w, i) => {
-      const ttl = key === 'ok' ? Number(reply[5 + 2 * i]) : -1;
-      return { used: key === 'ok' ? Number(reply[4 + 2 * i]) : 0, resetMs: ttl < 0 ? w.lengthMs : ttl };
+      const at = SNAPSHOT_REPLY_WINDOWS + 2 * i;
+      const ttl = key === 'ok' ? Number(reply[at + 1]) : -1;
+      return { used: key === 'ok' ? Number(reply[at]) : 0, resetMs: ttl < 0 ? w.lengthMs : ttl };
     }),
-    banMs: Number(banMs),
-    banLevel: Number(level),
+    banMs: Number(reply[SNAPSHOT_REPLY.banMs]),
+    banLevel: Number(reply[SNAPSHOT_REPLY.banLevel]),
   };
 }
 

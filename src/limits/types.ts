@@ -35,12 +35,18 @@ export interface CandidateSpec {
 }
 
 /**
- * Every window that applies to one request, and the points it takes from each when admitted. The plan's minute and
- * day windows always come first (windows[0], windows[1]): the fail-open memory path credits those two back to Redis.
- * Built once per plan limits, route and config (src/limits/windows.ts), never per request.
+ * Every window that applies to one request, and the points it takes from each when admitted. Built once per plan
+ * limits, route and config (src/limits/windows.ts), never per request.
  */
 export interface LimitRequest {
   readonly windows: readonly WindowSpec[];
+  /**
+   * Where the plan's minute and day windows are in `windows` (-1: not there): the fail-open memory path credits those
+   * two back to Redis, and the usage ledger's peak minute reads the minute's count.
+   */
+  readonly plan: { readonly minute: number; readonly day: number };
+  /** Bit i set: windows[i] is in shadow mode (the limit script's `shadow` argument). */
+  readonly shadow: number;
   /** Candidate limits beside some of the windows; a decision's bit windows.length + j stands for candidates[j]. */
   readonly candidates: readonly CandidateSpec[];
   readonly cost: number;
@@ -57,8 +63,8 @@ export interface LimitRequest {
    */
   readonly unpayable: WindowSpec | undefined;
   /**
-   * The limit script's arguments, built once: per window its limit (negative in shadow mode) and length in ms; then
-   * per candidate the window's position (from 1) and its limit.
+   * The limit script's arguments after `shadow`, built once: per window its limit and length in ms; then per candidate
+   * the window's position (from 1) and its limit (script-contract.ts: CHECK_CONTRACT.argv).
    */
   readonly scriptArgs: readonly number[];
 }

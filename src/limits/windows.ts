@@ -23,7 +23,7 @@ export interface RouteWindowLimits extends CandidateLimits {
 export const OWN_MINUTE = 1;
 export const OWN_DAY = 2;
 
-/** The plan's two windows, always first in a request's list. */
+/** The plan's two windows, first in a request's list (found there through LimitRequest.plan, not by position). */
 export function planWindows(limits: KeyLimits, mode: LimitMode = 'enforce'): WindowSpec[] {
   return [
     { name: 'minute', suffix: 'minute', limit: limits.perMinute, lengthMs: MINUTE_MS, mode },
@@ -65,6 +65,8 @@ export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidate
   windows.forEach((w, i) => w.mode === 'enforce' && shown.push(i));
   return Object.freeze({
     windows: Object.freeze([...windows]),
+    plan: Object.freeze({ minute: windows.findIndex((w) => w.suffix === 'minute'), day: windows.findIndex((w) => w.suffix === 'day') }),
+    shadow: windows.reduce((mask, w, i) => (w.mode === 'shadow' ? mask | (1 << i) : mask), 0),
     candidates: Object.freeze([...candidates]),
     cost,
     shown: Object.freeze(shown),
@@ -72,11 +74,7 @@ export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidate
     policy: formatRateLimitPolicy(shown.map((i) => ({ name: windows[i]!.name, limit: windows[i]!.limit, windowSeconds: windows[i]!.lengthMs / 1000 }))),
     // Known from the config alone, so such a request is refused without asking a store (and strikes nothing).
     unpayable: windows.find((w) => w.mode === 'enforce' && w.limit < cost),
-    // Shadow mode rides on the limit's sign: one argument per window less for the script to read.
-    scriptArgs: Object.freeze([
-      ...windows.flatMap((w) => [w.mode === 'shadow' ? -w.limit : w.limit, w.lengthMs]),
-      ...candidates.flatMap((c) => [c.of + 1, c.limit]),
-    ]),
+    scriptArgs: Object.freeze([...windows.flatMap((w) => [w.limit, w.lengthMs]), ...candidates.flatMap((c) => [c.of + 1, c.limit])]),
   });
 }
 

@@ -2,33 +2,41 @@
 -- Every key it touches carries the key id's hash tag {<id>}: on Redis Cluster it runs in one slot.
 --
 -- KEYS
---   1     the key record (a JSON string)
---   2     the ban hash (until, level, lastEnd)
---   3     the strike counter toward a ban
---   4     the usage ledger's day as the gateway's clock has it: a hash of per-hour counts, a<h> admitted, r<h> refused
---         by a window, b<h> refused by a ban, s<h> admitted but refused by a window in shadow mode, f<h> admitted but
---         failed by the upstream (refund.lua; h = UTC hour 0-23); expiring ARGV[6] ms after the first count of each
+--   1     record: the key record (a JSON string)
+--   2     ban: the ban hash (until, level, lastEnd)
+--   3     strikes: the strike counter toward a ban
+--   4     usageDay: the usage ledger's day as the gateway's clock has it: a hash of per-hour counts, a<h> admitted,
+--         r<h> refused by a window, b<h> refused by a ban, s<h> admitted but refused by a window in shadow mode, f<h>
+--         admitted but failed by the upstream (refund.lua; h = UTC hour 0-23); expiring ARGV[6] ms after the first count of each
 --         kind in each hour. Declared even with no ledger (then left alone).
---   5...  the request's windows, one counter each: the plan's minute and day first, then the route's
+--   5...  per window: window: the request's windows, one counter each: the plan's minute and day first, then the
+--         route's
 -- ARGV
---   1     the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
---   2     the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs durationsMs... (parsed
---         only when a request meets a ban or a full window)
---   3     the key's hash ('' = do not check the record)
---   4     the revision (SHA-1 of the bytes) of the record the gateway has cached as active for that hash ('' = skip)
---   5     a credit ('' = none): "minute minuteMs day dayMs requests", points the gateway admitted from its memory
---         windows while Redis was out of reach, added to windows 1 and 2 (KEYS[5], KEYS[6]) before the decision; a
---         window that lapsed meanwhile starts with them for minuteMs/dayMs; `requests` go to the ledger as admitted
+--   1     ledgerDay: the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
+--   2     banLadder: the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs
+--         durationsMs... (parsed only when a request meets a ban or a full window)
+--   3     keyHash: the key's hash ('' = do not check the record)
+--   4     keyRevision: the revision (SHA-1 of the bytes) of the record the gateway has cached as active for that hash
+--         ('' = skip)
+--   5     credit: a credit ('' = none): "minuteAt minute minuteMs dayAt day dayMs requests", points the gateway
+--         admitted from its memory windows while Redis was out of reach, added to the plan's minute and day windows (at
+--         positions minuteAt and dayAt, from 1, among the windows) before the decision; a window that lapsed meanwhile
+--         starts with them for minuteMs/dayMs; `requests` go to the ledger as admitted
 --   6     ledgerMs: how long a ledger day lives ('' with no ledger)
---   7     the request's cost: the points it takes from every window
---   8...  per window (same order as KEYS[5...]): its limit (negative: the window is in shadow mode), its length in ms
---   then  per candidate limit (none on most requests): the position of the window (1...) whose count it is checked on,
---         and its limit. A candidate has no counter of its own: it is a limit tried in shadow beside an enforced one.
+--   7     cost: the request's cost: the points it takes from every window
+--   8     shadow: the windows in shadow mode, bit i-1 for window i ('0' = none: read only when a window is short)
+--   9...  per window (same order as KEYS[5...]): limit, lengthMs: its limit, its length in ms
+--   then  per candidate (a candidate limit; none on most requests): window, limit: the position of the window (1...)
+--         whose count it is checked on, and its limit. A candidate has no counter of its own: it is a limit tried in
+--         shadow beside an enforced one.
 -- Reply
---   outcome ('admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'), retry ms, ban level,
---   record revision compared (1 same, 0 changed, -1 not compared), the ledger hour on Redis's clock (hours since 1970;
---   -1 with no ledger), short (bit i-1 set: window i lacked the cost; bit n+k-1: candidate k would have refused it),
---   then per window: points used, ms until it ends.
+--   1     outcome: 'admitted', 'limited', 'banned', 'banned_now', 'invalid_key', 'invalid_record'
+--   2     retryMs: ms until a refused request would be admitted again
+--   3     banLevel: the ban level
+--   4     recordSame: the record's revision compared (1 same, 0 changed, -1 not compared)
+--   5     ledgerHour: the ledger hour on Redis's clock (hours since 1970; -1 with no ledger)
+--   6     short: bit i-1 set: window i lacked the cost; bit n+k-1: candidate k would have refused it
+--   7...  per window: used, resetMs: points used, ms until it ends
 --   (invalid_* replies stop after `short`.)
 --
 -- A request is admitted only when every enforced window has `cost` points left; then `cost` is taken from each window
@@ -119,11 +127,11 @@ if argv[5] ~= '' then
   helpers()
   local c = {}
   for v in string.gmatch(argv[5], '%S+') do c[#c + 1] = tonumber(v) end
-  for i = 0, 1 do
-    local pts, ttl = c[1 + 2 * i], c[2 + 2 * i]
-    if pts > 0 and call('INCRBY', keys[5 + i], pts) == pts then call('PEXPIRE', keys[5 + i], ttl) end
+  for i = 0, 3, 3 do
+    local key, pts, ttl = keys[4 + c[1 + i]], c[2 + i], c[3 + i]
+    if pts > 0 and call('INCRBY', key, pts) == pts then call('PEXPIRE', key, ttl) end
   end
-  if c[5] > 0 then count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', c[5]) end
+  if c[7] > 0 then count('a0a1a2a3a4a5a6a7a8a9', 'a10a11a12a13a14a15a16a17a18a19a20a21a22a23', c[7]) end
 end
 
 local ban = call('HMGET', keys[2], 'until', 'level', 'lastEnd')
@@ -136,7 +144,7 @@ if banUntil > now then
   helpers()
   local reply = {'banned', banUntil - now, level, same, hour, 0}
   for i = 1, n do
-    local key, len = keys[4 + i], tonumber(argv[7 + 2 * i])
+    local key, len = keys[4 + i], tonumber(argv[8 + 2 * i])
     local used = tonumber(call('GET', key) or '0')
     local ttl = call('PTTL', key)
     if ttl < 0 then used = 0; ttl = len end
@@ -159,15 +167,15 @@ for i = 1, n do
   if one then u = call('INCR', keys[4 + i]) else u = call('INCRBY', keys[4 + i], cost) end
   local j = 5 + 2 * i
   reply[j] = u
-  local limit = tonumber(argv[j + 1])
-  if u > limit and u > -limit then
+  if u > tonumber(argv[j + 2]) then
     short = short + bit
-    if limit > 0 then refused = true end
+    -- Enforced unless its bit is in the shadow mask ('0', the usual mask, is told by its text).
+    if argv[8] == '0' or tonumber(argv[8]) % (2 * bit) < bit then refused = true end
   end
   bit = bit * 2
 end
 -- Candidate limits, on the counts just taken (a request in the candidate's world would have brought the window there).
-local c = 8 + 2 * n
+local c = 9 + 2 * n
 while argv[c] do
   if reply[5 + 2 * tonumber(argv[c])] > tonumber(argv[c + 1]) then short = short + bit end
   bit = bit * 2
@@ -182,8 +190,8 @@ if short == 0 then
     -- A window without an expiry (a PERSIST by hand) is given one, as remaining() does.
     local ttl = reply[j] ~= cost and call('PTTL', keys[4 + i]) or -1
     if ttl < 0 then
-      call('PEXPIRE', keys[4 + i], argv[j + 2])
-      ttl = tonumber(argv[j + 2])
+      call('PEXPIRE', keys[4 + i], argv[j + 3])
+      ttl = tonumber(argv[j + 3])
     end
     reply[j + 1] = ttl
   end
@@ -199,15 +207,16 @@ helpers()
 reply[6] = short
 bit = 1
 local retry = 0
+local shadow = tonumber(argv[8])
 for i = 1, n do
-  local key, u, len = keys[4 + i], reply[5 + 2 * i], tonumber(argv[7 + 2 * i])
+  local key, u, len = keys[4 + i], reply[5 + 2 * i], tonumber(argv[8 + 2 * i])
   local ttl
   if refused or short % (2 * bit) >= bit then
     -- Takes nothing: the request was refused, or this shadow window has no room for it.
     if u == cost then call('DEL', key) elseif one then call('DECR', key) else call('DECRBY', key, cost) end
     u = u - cost
     ttl = u > 0 and remaining(key, len) or len
-    if refused and short % (2 * bit) >= bit and tonumber(argv[6 + 2 * i]) > 0 and ttl > retry then retry = ttl end
+    if refused and short % (2 * bit) >= bit and shadow % (2 * bit) < bit and ttl > retry then retry = ttl end
   elseif u == cost then
     call('PEXPIRE', key, len)
     ttl = len

@@ -2,14 +2,17 @@
 -- Every key carries the key id's hash tag: one slot.
 --
 -- KEYS
---   1     the usage ledger's day the check counted the request in
---   2...  the windows the request took points from (a shadow window that had no room took none: not here)
+--   1     usageDay: the usage ledger's day the check counted the request in
+--   2...  per window: window: the windows the request took points from (a shadow window that had no room took none:
+--         not here)
 -- ARGV
---   1     the request's cost: the points given back to each window
---   2     the ledger's admitted field of that hour ('' = not counted there)
---   3...  per window (same order as KEYS[2...]): how long the window the check counted in runs from now, as the
---         gateway reckons it (its reset then, less the time since: no clock is compared), and the window's length
--- Reply: 1
+--   1     cost: the request's cost: the points given back to each window
+--   2     ledgerField: the ledger's admitted field of that hour ('' = not counted there)
+--   3...  per window (same order as KEYS[2...]): remainingMs, lengthMs: how long the window the check counted in runs
+--         from now, as the gateway reckons it (its reset then, less the time since: no clock is compared), and the
+--         window's length
+-- Reply
+--   1     done: 1
 --
 -- A window is given the points back only while it is the same window: one opened since ends at least a whole window
 -- later than the one the check saw, so a remaining time past half a window more than reckoned is another window (and

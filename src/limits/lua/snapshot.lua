@@ -2,15 +2,19 @@
 -- admin API read them without spending a request (src/limits/redis-store.ts). Every key carries the id's hash tag.
 --
 -- KEYS
---   1     the key record
---   2     the ban hash (until, level, lastEnd)
---   3...  the windows asked for, one counter each
+--   1     record: the key record
+--   2     ban: the ban hash (until, level, lastEnd)
+--   3...  per window: window: the windows asked for, one counter each
 -- ARGV
---   1     resetAfterMs of the ban ladder (a ban level older than this is forgotten)
---   2     the key's hash ('' = do not check the record)
+--   1     resetAfterMs: resetAfterMs of the ban ladder (a ban level older than this is forgotten)
+--   2     keyHash: the key's hash ('' = do not check the record)
 -- Reply
---   key state ('ok', 'invalid_key', 'invalid_record'), now (Redis TIME, ms), ms until the ban ends, ban level, then
---   per window: points used, ms until it ends (-1: not started). (invalid_* replies stop after the level.)
+--   1     keyState: 'ok', 'invalid_key', 'invalid_record'
+--   2     now: Redis TIME, ms
+--   3     banMs: ms until the ban ends
+--   4     banLevel: the ban level
+--   5...  per window: used, resetMs: points used, ms until it ends (-1: not started)
+--   (invalid_* replies stop after the level.)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[2] ~= '' then
