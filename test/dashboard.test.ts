@@ -230,8 +230,17 @@ describe('the dashboard in a browser', () => {
     page.on('console', onConsole);
     const csp = (await page.context().request.get(`${gw.adminUrl}/`)).headers()['content-security-policy'];
     expect(csp).toContain("style-src 'self';");
+    // The page is one API request: the list answers each key's windows (no request per row).
+    const apiCalls: string[] = [];
+    const onRequest = (r: { url(): string }) => {
+      const path = new URL(r.url()).pathname;
+      if (path.startsWith('/keys')) apiCalls.push(path);
+    };
+    page.on('request', onRequest);
     await page.goto(`${gw.adminUrl}/#/keys?name=bar-`);
     await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
+    page.off('request', onRequest);
+    expect(apiCalls).toEqual(['/keys']);
     const rows = await page.locator('#keys-table tbody tr').allTextContents();
     // Rows are in id order: find each key's.
     const half = rows.findIndex((r) => r.startsWith('bar-half'));
