@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { KEY_ID } from '../config/key-fields.js';
 import type { KeyTotals, TotalsSort, UsageReports } from './reports.js';
 import { ReportError, type KeptReports } from './kept-reports.js';
+import { decodeOpaque, encodeOpaque } from '../util/opaque.js';
 
 export interface ReportQuery {
   fromMs: number;
@@ -37,19 +38,14 @@ export const KEPT_ID = /^[A-Za-z0-9_-]{22}$/;
 export function encodeCursor(c: ReportCursor): string {
   const base = { f: c.fromMs, t: c.toMs, s: c.sort, o: c.order, ...(c.nonZero ? { z: 1 } : {}) };
   const rest = 'after' in c ? { a: c.after } : { r: c.report, n: c.offset };
-  return Buffer.from(JSON.stringify({ ...base, ...rest })).toString('base64url');
+  return encodeOpaque({ ...base, ...rest });
 }
 
 /** The cursor a previous page gave out, or undefined for anything else (a cursor is opaque to clients). */
 export function decodeCursor(text: string): ReportCursor | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const { f, t, s, o, a, r, n, z } = v as Record<string, unknown>;
+  const v = decodeOpaque(text);
+  if (!v) return undefined;
+  const { f, t, s, o, a, r, n, z } = v;
   if (!Number.isSafeInteger(f) || !Number.isSafeInteger(t)) return undefined;
   if (typeof s !== 'string' || !SORTS.includes(s) || (o !== 'asc' && o !== 'desc')) return undefined;
   const query: ReportQuery = { fromMs: f as number, toMs: t as number, sort: s as TotalsSort, order: o, ...(z === 1 ? { nonZero: true } : {}) };

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { ReportError, type KeptReports } from './kept-reports.js';
 import { KEPT_ID, REPORT_KEEP_MS } from './report-pages.js';
 import type { SimulateInput, SimulatedKey, Simulation, SimulationTotals } from './whatif.js';
+import { decodeOpaque, encodeOpaque } from '../util/opaque.js';
 
 /** Where the next page of a what-if starts: at `offset` in the kept what-if named `report`. */
 export interface WhatIfCursor {
@@ -30,19 +31,14 @@ export interface WhatIfPage extends WhatIfHead {
 export const WHATIF_KEYS_KEPT = 50_000;
 
 export function encodeWhatIfCursor(c: WhatIfCursor): string {
-  return Buffer.from(JSON.stringify({ w: c.report, n: c.offset })).toString('base64url');
+  return encodeOpaque({ w: c.report, n: c.offset });
 }
 
 /** A cursor a previous page gave out, or undefined for anything else. */
 export function decodeWhatIfCursor(text: string): WhatIfCursor | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const { w, n } = v as Record<string, unknown>;
+  const v = decodeOpaque(text);
+  if (!v) return undefined;
+  const { w, n } = v;
   if (typeof w !== 'string' || !KEPT_ID.test(w) || !Number.isSafeInteger(n) || (n as number) < 1) return undefined;
   const c = { report: w, offset: n as number };
   return encodeWhatIfCursor(c) === text ? c : undefined;
