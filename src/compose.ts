@@ -283,7 +283,10 @@ function buildStores(base: Base, redis: RedisBackend | undefined): Stores {
       : new MemoryKeyStore(() => clock.now()));
   const memoryLimits = new MemoryLimiterStore(clock);
   // The usage ledger: counted by the limit script on Redis, by this instance for what it decides itself.
-  const usageStore = redis ? new RedisUsageStore(redis.connection.client, redis.keyspace) : new MemoryUsageStore();
+  // The flush's scripts put many keys in a call on one server, only one slot's keys on a cluster.
+  const usageStore = redis
+    ? new RedisUsageStore(redis.connection.client, redis.keyspace, undefined, { scriptKeys: redis.connection.topology === 'cluster' ? 'slot' : 'any' })
+    : new MemoryUsageStore();
   const ledgerTtlMs = (): number => (runtime.config.usage.enabled ? (runtime.config.usage.retentionDays + 1) * DAY_MS : 0);
   const { usage } = runtime.config;
   const recorder = usage.enabled

@@ -8,7 +8,7 @@
 // with the same batches, raised where larger, since every instance writes its own.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { type MinutePeak, type UsageStore } from './store.js';
+import { type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
 import type { UsageKind } from '../limits/types.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
 
@@ -150,14 +150,18 @@ export class UsageRecorder {
       this.counts = new Map();
       this.calls = new Map();
       this.closedPeaks = [];
+      // Only what was not written is kept for the next flush: an entry written is never sent again (a count added
+      // twice would bill twice), and a batch with one failed entry does not come back whole.
+      let unwritten: typeof counts;
       try {
-        if (counts.length) await this.o.store.add(counts, this.o.ttlMs());
+        unwritten = counts.length ? await this.o.store.add(counts, this.o.ttlMs()) : [];
       } catch (err) {
-        this.restore(counts, []);
-        this.o.logger.warn(
-          { err: { message: String((err as Error)?.message ?? err) }, entries: counts.length },
-          'usage counts not written yet: kept for the next flush',
-        );
+        unwritten = counts;
+        this.o.logger.warn({ err: { message: String((err as Error)?.message ?? err) }, entries: counts.length }, 'usage counts not written');
+      }
+      if (unwritten.length) {
+        this.restore(unwritten, []);
+        this.o.logger.warn({ entries: unwritten.length, of: counts.length }, 'usage counts not written yet: kept for the next flush');
       }
       try {
         if (calls.length) await this.o.store.addDeprecated(calls, this.o.ttlMs());
@@ -168,15 +172,18 @@ export class UsageRecorder {
           'deprecated-route calls not written yet: kept for the next flush',
         );
       }
+      let peaksUnwritten: MinutePeak[];
       try {
-        if (peaks.length) await this.o.store.raisePeaks(peaks, this.o.ttlMs());
+        peaksUnwritten = peaks.length ? await this.o.store.raisePeaks(peaks, this.o.ttlMs()) : [];
       } catch (err) {
-        // A maximum written twice changes nothing: what failed is simply kept for the next flush.
-        for (const p of peaks) this.closePeak(p);
-        this.o.logger.warn(
-          { err: { message: String((err as Error)?.message ?? err) }, entries: peaks.length },
-          'usage peakMinute not written yet: kept for the next flush',
-        );
+        peaksUnwritten = peaks;
+        this.o.logger.warn({ err: { message: String((err as Error)?.message ?? err) }, entries: peaks.length }, 'usage peakMinute not written');
+      }
+      if (peaksUnwritten.length) {
+        // Only the keys of the calls that failed are kept for the next flush (a maximum written twice changes nothing,
+        // but 10,000 keys re-sent for one failed call would be 10,000 writes for nothing).
+        for (const p of peaksUnwritten) this.closePeak(p);
+        this.o.logger.warn({ entries: peaksUnwritten.length, of: peaks.length }, 'usage peakMinute not written yet: kept for the next flush');
       }
     })().finally(() => (this.flushing = undefined));
     return this.flushing;
@@ -188,10 +195,7 @@ export class UsageRecorder {
     await this.flush();
   }
 
-  private restore(
-    counts: Array<{ id: string; kind: UsageKind; atMs: number; n: number }>,
-    calls: Array<{ route: string; id: string; day: number; n: number; lastMs: number }>,
-  ): void {
+  private restore(counts: readonly UsageEntry[], calls: Array<{ route: string; id: string; day: number; n: number; lastMs: number }>): void {
     for (const c of counts) {
       const key = `${c.id}\u0000${c.kind}\u0000${c.atMs / HOUR_MS}`;
       const e = this.counts.get(key);

@@ -5,6 +5,7 @@
 // id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script takes a never-reached request out of a<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
+import calculateSlot from 'cluster-key-slot';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
@@ -83,11 +84,26 @@ function inSpan(span: LedgerSpan, i: number, h: number): boolean {
   return (i > 0 || h >= span.firstHour) && (i < span.days.length - 1 || h < span.endHour);
 }
 
+/** A count made outside the limit script: one key, kind and hour (`atMs` its start). */
+export interface UsageEntry {
+  id: string;
+  kind: UsageKind;
+  atMs: number;
+  n: number;
+}
+
 export interface UsageStore {
-  /** Adds counts made outside the limit script (one entry per key, kind and hour). */
-  add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void>;
-  /** Raises each key's peakMinute field (m<h>) to the value given where it is larger: one write per key and day. */
-  raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void>;
+  /**
+   * Adds counts made outside the limit script (one entry per key, kind and hour). Answers the entries whose count
+   * was not written (empty when all were): the caller keeps those, and only those, for another try, so a count is
+   * never added twice because another entry of its batch failed.
+   */
+  add(entries: readonly UsageEntry[], ttlMs: number): Promise<UsageEntry[]>;
+  /**
+   * Raises each key's peakMinute field (m<h>) to the value given where it is larger, in script calls of many keys.
+   * Answers the entries not written (those of a call that failed).
+   */
+  raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<MinutePeak[]>;
   /** The key's counts for each day asked, in order (an empty object for a day without any). */
   days(id: string, days: readonly number[]): Promise<DayCounts[]>;
   /**
@@ -209,26 +225,92 @@ function groups(xs: readonly number[]): LedgerSums[] {
 
 const SUM_LEDGER_COMMAND = 'tollgateSumLedger';
 
+/**
+ * The peakMinute flush's raise, for many keys in one call: a flush after a busy hour raises a figure for every key in
+ * use (10,000 in the bench's scenario b), and one call per key was as many round trips and script texts (bench/README.md,
+ * "peakMinute"). KEYS: the day hashes. ARGV: 1 their time to live in ms, then per key in KEYS' order the number of its
+ * fields and its field, value pairs. Per key the same commands as one call each: HGET per field, HSET where larger,
+ * PEXPIRE.
+ */
+const RAISE_PEAKS = `
+local ttl = ARGV[1]
+local a = 2
+for k = 1, #KEYS do
+  local key = KEYS[k]
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  for j = 1, n do
+    local f, v = ARGV[a], ARGV[a + 1]
+    a = a + 2
+    local cur = redis.call('HGET', key, f)
+    if not cur or tonumber(v) > tonumber(cur) then redis.call('HSET', key, f, v) end
+  end
+  redis.call('PEXPIRE', key, ttl)
+end
+`;
+
+const RAISE_PEAKS_COMMAND = 'tollgateRaisePeaks';
+const RAISE_LAST_SEEN_COMMAND = 'tollgateRaiseLastSeen';
+
+/** Keys per raise call: a call's arguments stay small (a few KB) and Redis runs it in well under a millisecond. */
+export const PEAK_KEYS_PER_CALL = 200;
+
+/** Raise calls in flight at once: a 10,000-key flush on a cluster (a call per slot) never queues thousands of them. */
+const PEAK_CALLS_IN_FLIGHT = 8;
+
+/** How the store's writes may group keys: 'any' (one server: any keys in one script call), or 'slot' (a cluster). */
+export interface UsageStoreOptions {
+  scriptKeys?: 'any' | 'slot';
+}
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 export class RedisUsageStore implements UsageStore {
-  /** `reads` bounds days()'s reads in flight (a report's thousands of them); writes are not bounded by it. */
+  /**
+   * `reads` bounds days()'s reads in flight (a report's thousands of them); writes are not bounded by it.
+   * `scriptKeys`: 'slot' (the default, safe on any topology) puts only keys of one hash slot in a script call; 'any',
+   * for a standalone or Sentinel-managed server, puts up to PEAK_KEYS_PER_CALL keys in each.
+   */
+  private readonly scriptKeys: 'any' | 'slot';
+
   constructor(
     private readonly redis: RedisCommands,
     private readonly ks: Keyspace,
     private readonly reads: ReadLimit = (fn) => fn(),
+    opts: UsageStoreOptions = {},
   ) {
+    this.scriptKeys = opts.scriptKeys ?? 'slot';
     // defineCommand sends EVALSHA, and EVAL once where Redis does not have the script yet (e.g. after a restart).
     if (!(SUM_LEDGER_COMMAND in redis)) redis.defineCommand(SUM_LEDGER_COMMAND, { lua: SUM_LEDGER });
+    if (!(RAISE_PEAKS_COMMAND in redis)) redis.defineCommand(RAISE_PEAKS_COMMAND, { lua: RAISE_PEAKS });
+    if (!(RAISE_LAST_SEEN_COMMAND in redis)) redis.defineCommand(RAISE_LAST_SEEN_COMMAND, { lua: RAISE_LAST_SEEN });
   }
 
-  async add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>, ttlMs: number): Promise<void> {
+  async add(entries: readonly UsageEntry[], ttlMs: number): Promise<UsageEntry[]> {
     // One command per entry, never a pipeline across keys: on a cluster each key's ledger lives in its own slot.
+    // An entry whose HINCRBY failed is answered back; one whose HINCRBY was written is not, even if its PEXPIRE failed
+    // (the count is in; the next write to that day sets its expiry).
+    const failed: UsageEntry[] = [];
     await Promise.all(
       entries.map(async (e) => {
         const key = this.ks.usageDay(e.id, dayOf(e.atMs));
-        await this.redis.hincrby(key, `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`, e.n);
-        await this.redis.pexpire(key, ttlMs);
+        try {
+          await this.redis.hincrby(key, `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`, e.n);
+        } catch {
+          failed.push(e);
+          return;
+        }
+        await this.redis.pexpire(key, ttlMs).catch(() => undefined);
       }),
     );
+    return failed;
   }
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
@@ -241,13 +323,34 @@ export class RedisUsageStore implements UsageStore {
     return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER)));
   }
 
-  async raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<void> {
-    // One script call per key and day (each key's ledger in its own slot), every hour of it in the same call.
-    await Promise.all(
-      [...peakFields(entries)].map(([key, fields]) =>
-        this.redis.eval(RAISE_LAST_SEEN, 1, this.ks.usageDay(key.id, key.day), String(ttlMs), ...[...fields].flatMap(([f, v]) => [f, String(v)])),
-      ),
-    );
+  async raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<MinutePeak[]> {
+    // Each key and day once, every hour of it in the same call; keys grouped into calls (by slot on a cluster), a few
+    // calls in flight at once (auto-pipelining sends those together). What a failed call carried is answered back.
+    const groups = new Map<string | number, Array<{ key: string; fields: Map<string, number>; entries: MinutePeak[] }>>();
+    for (const g of peakFields(entries)) {
+      const key = this.ks.usageDay(g.id, g.day);
+      const group = this.scriptKeys === 'any' ? '' : calculateSlot(key);
+      const list = groups.get(group) ?? [];
+      list.push({ key, fields: g.fields, entries: g.entries });
+      groups.set(group, list);
+    }
+    const calls: Array<typeof groups extends Map<unknown, infer V> ? V : never> = [];
+    for (const list of groups.values()) for (let i = 0; i < list.length; i += PEAK_KEYS_PER_CALL) calls.push(list.slice(i, i + PEAK_KEYS_PER_CALL));
+    const r = this.redis as RedisCommands & Record<typeof RAISE_PEAKS_COMMAND, (...args: Array<string | number>) => Promise<unknown>>;
+    const failed: MinutePeak[] = [];
+    await eachLimited(calls, PEAK_CALLS_IN_FLIGHT, async (call) => {
+      const args: string[] = [String(ttlMs)];
+      for (const k of call) {
+        args.push(String(k.fields.size));
+        for (const [f, v] of k.fields) args.push(f, String(v));
+      }
+      try {
+        await r[RAISE_PEAKS_COMMAND](call.length, ...call.map((k) => k.key), ...args);
+      } catch {
+        for (const k of call) failed.push(...k.entries);
+      }
+    });
+    return failed;
   }
 
   async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {
@@ -263,7 +366,12 @@ export class RedisUsageStore implements UsageStore {
         const last = new Map<string, number>();
         for (const e of list) last.set(e.id, Math.max(last.get(e.id) ?? 0, e.lastMs));
         const pairs = [...last].flatMap(([id, ms]) => [id, String(ms)]);
-        await this.redis.eval(RAISE_LAST_SEEN, 1, this.ks.deprecatedLastSeen(route), String(ttlMs), ...pairs);
+        await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
+          '1',
+          this.ks.deprecatedLastSeen(route),
+          String(ttlMs),
+          ...pairs,
+        );
       }),
     );
   }
@@ -286,17 +394,18 @@ export class RedisUsageStore implements UsageStore {
 }
 
 /** Entries grouped by key and day, each hour's field (m<h>) with the largest value given for it. */
-function peakFields(entries: readonly MinutePeak[]): Map<{ id: string; day: number }, Map<string, number>> {
-  const byName = new Map<string, { key: { id: string; day: number }; fields: Map<string, number> }>();
+function peakFields(entries: readonly MinutePeak[]): Array<{ id: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }> {
+  const byName = new Map<string, { id: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }>();
   for (const e of entries) {
     const day = dayOf(e.atMs);
     const name = `${e.id}\u0000${day}`;
     let g = byName.get(name);
-    if (!g) byName.set(name, (g = { key: { id: e.id, day }, fields: new Map() }));
+    if (!g) byName.set(name, (g = { id: e.id, day, fields: new Map(), entries: [] }));
     const field = `m${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
     g.fields.set(field, Math.max(g.fields.get(field) ?? 0, e.peak));
+    g.entries.push(e);
   }
-  return new Map([...byName.values()].map((g) => [g.key, g.fields]));
+  return [...byName.values()];
 }
 
 /** The same data in process memory, for a Redis-less gateway (`tollgate dev`): one instance, lost on restart. */
@@ -305,7 +414,7 @@ export class MemoryUsageStore implements UsageStore {
   private readonly calls = new Map<string, Map<string, number>>();
   private readonly last = new Map<string, Map<string, number>>();
 
-  async add(entries: ReadonlyArray<{ id: string; kind: UsageKind; atMs: number; n: number }>): Promise<void> {
+  async add(entries: readonly UsageEntry[]): Promise<UsageEntry[]> {
     for (const e of entries) {
       const key = `${e.id}:${dayOf(e.atMs)}`;
       const day = this.ledger.get(key) ?? {};
@@ -313,15 +422,17 @@ export class MemoryUsageStore implements UsageStore {
       day[field] = (day[field] ?? 0) + e.n;
       this.ledger.set(key, day);
     }
+    return [];
   }
 
-  async raisePeaks(entries: readonly MinutePeak[]): Promise<void> {
-    for (const [key, fields] of peakFields(entries)) {
-      const name = `${key.id}:${key.day}`;
+  async raisePeaks(entries: readonly MinutePeak[]): Promise<MinutePeak[]> {
+    for (const g of peakFields(entries)) {
+      const name = `${g.id}:${g.day}`;
       const day = this.ledger.get(name) ?? {};
-      for (const [f, v] of fields) day[f] = Math.max(day[f] ?? 0, v);
+      for (const [f, v] of g.fields) day[f] = Math.max(day[f] ?? 0, v);
       this.ledger.set(name, day);
     }
+    return [];
   }
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
