@@ -54,7 +54,7 @@ try {
   console.log(`peakMinute flush, ${KEYS} keys x ${ROUNDS} rounds (one hour of one day per key)`);
   for (const [kind, list] of Object.entries(rows)) {
     const calls = Object.entries(list[0].calls)
-      .map(([name, n]) => `${name} ${(n / KEYS).toFixed(2)}`)
+      .map(([name, n]) => `${name} ${n} (${(n / KEYS).toFixed(4)}/key)`)
       .join(', ');
     console.log(`  ${kind.padEnd(9)} commands per key: ${calls}; Redis CPU per key: median ${median(list.map((r) => r.usPerKey)).toFixed(2)} µs`);
   }

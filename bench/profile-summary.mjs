@@ -4,7 +4,7 @@
 //
 //   node bench/profile-summary.mjs FILE.cpuprofile [--top N]
 //   node bench/profile-summary.mjs --compare A.cpuprofile A_REQUESTS B.cpuprofile B_REQUESTS [--top N]
-//     (B against A, per request: what B adds, by package and by function)
+//     (B against A, per request: what B adds, by package, by function and by request-path stage (STAGES))
 //
 // Also imported by bench/run.mjs (--profile).
 import { readFileSync } from 'node:fs';
@@ -29,8 +29,125 @@ function locate(url, root) {
     const pkg = rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
     return { where: `${pkg}/${rest.slice(rest[0].startsWith('@') ? 2 : 1).join('/')}`, group: pkg };
   }
-  const rel = root && u.startsWith(`${root}/`) ? u.slice(root.length + 1) : u;
+  let rel = root && u.startsWith(`${root}/`) ? u.slice(root.length + 1) : u;
+  // Another checkout's build (bench/run.mjs --gateway): its dist/ files are named as this one's, so two builds'
+  // profiles compare function by function.
+  const d = rel.startsWith('/') ? rel.lastIndexOf('/dist/') : -1;
+  if (d >= 0) rel = rel.slice(d + 1);
   return { where: rel, group: rel.startsWith('dist/') ? `tollgate ${rel.slice(5)}` : rel };
+}
+
+/**
+ * The request path's stages, by where a function lives: a Tollgate source file (dist/<folder>/<file>.js) or a package.
+ * First match wins. Node's own modules and native frames (JSON, string encoding, a socket write) belong to no stage:
+ * their time is charged to the nearest caller on the stack that does, so a log line's JSON and its write count as
+ * logging and the proxy's socket writes as proxy.
+ */
+export const STAGES = [
+  ['route matching (routing/)', [/^dist\/routing\//]],
+  ['key filter (keys/known-hashes)', [/^dist\/keys\/known-hashes\./]],
+  ['key source reading (http/credentials)', [/^dist\/http\/credentials\./]],
+  ['key lookup (keys/)', [/^dist\/keys\//]],
+  ['window list (limits/windows)', [/^dist\/limits\/windows\./]],
+  ['limit check (limits/)', [/^dist\/limits\//]],
+  ['header writing (http/headers)', [/^dist\/http\/headers\./]],
+  ['security headers (helmet)', [/^helmet$/]],
+  [
+    'logging (observability/logger, pino)',
+    [
+      /^dist\/observability\/logger\./,
+      /^(pino|pino-http|pino-std-serializers|sonic-boom|fast-redact|quick-format-unescaped|safe-stable-stringify|thread-stream|on-exit-leak-free|atomic-sleep|fast-safe-stringify)$/,
+    ],
+  ],
+  ['metrics (observability/metrics, prom-client)', [/^dist\/observability\/metrics\./, /^(prom-client|tdigest|bintrees)$/]],
+  ['tracing (observability/tracing)', [/^dist\/observability\/tracing\./, /^@opentelemetry\//]],
+  ['usage ledger (usage/)', [/^dist\/usage\//]],
+  [
+    'Redis client (storage/, ioredis)',
+    [/^dist\/storage\//, /^(ioredis|redis-parser|redis-errors|denque|cluster-key-slot|standard-as-callback|lodash\.[a-z]+)$/],
+  ],
+  [
+    'proxy (pipeline/proxy, http-proxy-middleware)',
+    [
+      /^dist\/pipeline\/(proxy|upstream-try|proxy-rules|exchange|request-body)\./,
+      /^(http-proxy-middleware|httpxy|http-proxy|eventemitter3|follow-redirects|requires-port)$/,
+    ],
+  ],
+  ['pipeline stages (pipeline/stages, context)', [/^dist\/pipeline\//, /^dist\/http\//]],
+  [
+    'Express',
+    [
+      /^(express|router|finalhandler|path-to-regexp|on-finished|parseurl|qs|body-parser|debug|depd|send|serve-static|content-type|type-is|accepts|vary|encodeurl|escape-html|fresh|range-parser|proxy-addr|forwarded|ipaddr\.js|statuses|mime-types|mime-db|cookie|etag|merge-descriptors|setprototypeof|http-errors|utils-merge|methods|ee-first|unpipe|media-typer|negotiator|is-promise|content-disposition|cookie-signature|safe-buffer|iconv-lite|raw-body|bytes|toidentifier|inherits|call-bind.*|get-intrinsic|side-channel.*|object-inspect|es-errors|gopd|has-symbols|function-bind|hasown|math-intrinsics|dunder-proto|es-define-property|es-object-atoms|get-proto|call-bound|once|wrappy|router)$/,
+    ],
+  ],
+  ['server (server/, compose)', [/^dist\/server\//, /^dist\/[a-z-]+\.js$/]],
+  ['Tollgate, other', [/^dist\//]],
+];
+
+function stageOfWhere(where, group) {
+  for (const [name, tests] of STAGES) if (tests.some((t) => t.test(where) || t.test(group))) return name;
+  return undefined;
+}
+
+/**
+ * Busy time by stage (STAGES): each sample's self time charged to the innermost frame on its stack that belongs to a
+ * stage; `Node (no caller in a stage)` when none does (the HTTP parser, the event loop, timers), `(garbage collector)`
+ * and `(program)` as V8 reports them.
+ */
+export function stagesOfProfile(profile, { root } = {}) {
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const memo = new Map();
+  const stageOf = (id) => {
+    if (memo.has(id)) return memo.get(id);
+    const n = nodes.get(id);
+    const name = n.callFrame.functionName;
+    let st;
+    if (name === '(garbage collector)' || name === '(program)' || name === '(idle)') st = name;
+    else if (name === '(root)') st = 'Node (no caller in a stage)';
+    else {
+      const { where, group } = n.callFrame.url ? locate(n.callFrame.url, root) : { where: '', group: '' };
+      const pkgWhere = where.startsWith('dist/') ? where : group;
+      st = n.callFrame.url && !where.startsWith('node:') ? stageOfWhere(pkgWhere, group) : undefined;
+      if (st === undefined) st = parent.has(id) ? stageOf(parent.get(id)) : 'Node (no caller in a stage)';
+    }
+    memo.set(id, st);
+    return st;
+  };
+  const { samples = [], timeDeltas = [] } = profile;
+  const meanDelta = samples.length > 1 ? (profile.endTime - profile.startTime) / samples.length : 0;
+  const us = new Map();
+  for (let i = 0; i < samples.length; i++) {
+    const w = i + 1 < timeDeltas.length ? Math.max(0, timeDeltas[i + 1]) : meanDelta;
+    const st = stageOf(samples[i]);
+    if (st === '(idle)') continue;
+    us.set(st, (us.get(st) ?? 0) + w);
+  }
+  return us;
+}
+
+/** Two profiles' busy time by stage, per request served: a's, b's and b minus a, in µs (largest b first). */
+export function compareStages(a, aRequests, b, bRequests, { root } = {}) {
+  const sa = stagesOfProfile(a, { root });
+  const sb = stagesOfProfile(b, { root });
+  const names = new Set([...sa.keys(), ...sb.keys()]);
+  const rows = [...names].map((name) => {
+    const ua = (sa.get(name) ?? 0) / aRequests;
+    const ub = (sb.get(name) ?? 0) / bRequests;
+    return { stage: name, a: ua, b: ub, diff: ub - ua };
+  });
+  rows.sort((x, y) => y.b - x.b);
+  const total = (m, n) => [...m.values()].reduce((s, x) => s + x, 0) / n;
+  return { rows, busy: { a: total(sa, aRequests), b: total(sb, bRequests) } };
+}
+
+export function formatStages(c, { a = 'a', b = 'b' } = {}) {
+  const us = (x) => x.toFixed(1).padStart(7);
+  const lines = [`  busy CPU per request by stage under the profiler (µs: ${a}, ${b}, difference; share of ${b}):`];
+  for (const r of c.rows) lines.push(`    ${us(r.a)} ${us(r.b)} ${us(r.diff)} ${((100 * r.b) / c.busy.b).toFixed(1).padStart(5)}%  ${r.stage}`);
+  lines.push(`    ${us(c.busy.a)} ${us(c.busy.b)} ${us(c.busy.b - c.busy.a)}        all (${b}/${a} ${(c.busy.b / c.busy.a).toFixed(3)})`);
+  return lines.join('\n');
 }
 
 export function summarizeProfile(profile, { top = 25, root } = {}) {
@@ -216,8 +333,13 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
       process.exit(2);
     }
     const read = (f) => JSON.parse(readFileSync(f, 'utf8'));
-    const c = compareProfiles(read(fa), Number(na), read(fb), Number(nb), { root });
-    process.stdout.write(`A: ${fa}\nB: ${fb}\n${formatComparison(c, { top: topAt >= 0 ? Number(args[topAt + 1]) || 25 : 25, a: 'A', b: 'B' })}\n`);
+    const pa = read(fa);
+    const pb = read(fb);
+    const c = compareProfiles(pa, Number(na), pb, Number(nb), { root });
+    const st = compareStages(pa, Number(na), pb, Number(nb), { root });
+    process.stdout.write(
+      `A: ${fa}\nB: ${fb}\n${formatComparison(c, { top: topAt >= 0 ? Number(args[topAt + 1]) || 25 : 25, a: 'A', b: 'B' })}\n${formatStages(st, { a: 'A', b: 'B' })}\n`,
+    );
     process.exit(0);
   }
   const topIdx = args.indexOf('--top');

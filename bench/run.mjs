@@ -13,10 +13,12 @@ import { startRedis, startRedisCluster, redisSnapshot, redisDelta } from './lib/
 import { runLoad, wrkAvailable, onSpawn } from './lib/load.mjs';
 import { median } from './lib/stats.mjs';
 import { loadFormat, cliCreateKey, bulkCreateKeys, runCli } from './lib/keys.mjs';
-import { summarizeProfile, formatSummary, compareProfiles, formatComparison } from './profile-summary.mjs';
+import { summarizeProfile, formatSummary, compareProfiles, formatComparison, compareStages, formatStages } from './profile-summary.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '..');
+/** The checkout whose dist/ is measured as Tollgate (--gateway; this one by default): its CLI, its key layout. */
+let GW = REPO;
 const PATH = '/v1/bench';
 
 const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [options])
@@ -46,6 +48,10 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --wrk-threads N       wrk threads (default 1)
   --strict              exit 1 when a budget check fails
   --out DIR             results directory (default bench/results)
+  --heap-snapshot       after the last scenario, a V8 heap snapshot of the main Tollgate (what its RSS holds), written
+                        to the results directory (node --heapsnapshot-signal; summarize with bench/heap-summary.mjs)
+  --gateway DIR         measure the Tollgate built in another checkout (DIR/dist/cli.js, e.g. a git worktree of an
+                        older commit after npm ci && npm run build there) with this harness; default: this checkout
   -h, --help            this text
 `;
 
@@ -77,6 +83,8 @@ function parseOptions(argv) {
         'wrk-threads': { type: 'string' },
         strict: { type: 'boolean', default: false },
         out: { type: 'string' },
+        gateway: { type: 'string' },
+        'heap-snapshot': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
@@ -126,8 +134,14 @@ function parseOptions(argv) {
     wrkThreads: Math.floor(int('wrk-threads', values['wrk-threads'], 1)),
     strict: values.strict,
     outDir: resolve(values.out ?? join(HERE, 'results')),
+    heapSnapshot: values['heap-snapshot'],
   };
   if (opts.storedKeys < opts.keyCount) usage('--stored-keys must be at least --keys');
+  if (values.gateway !== undefined) {
+    GW = resolve(values.gateway);
+    if (!existsSync(join(GW, 'dist/cli.js'))) usage(`--gateway: ${join(GW, 'dist/cli.js')} does not exist (build that checkout first)`);
+    opts.gateway = GW;
+  }
   return opts;
 }
 
@@ -258,6 +272,31 @@ class Prober {
 
 const cpuProfFlags = (dir) => ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-interval', '500'];
 
+/**
+ * A heap snapshot of a running Tollgate (started with --heapsnapshot-signal=SIGUSR1 --diagnostic-dir=tmp): the signal,
+ * then wait until the file is whole (the process answers /healthz again: V8 writes it on the main thread), then move
+ * it to the results. Answers its path relative to the repository and the process's RSS when it was taken.
+ */
+async function takeHeapSnapshot(tg, tmp, outDir, stamp) {
+  const rssMB = memoryOf(tg.pid).maxRssMB;
+  const before = new Set(readdirSync(tmp).filter((f) => f.endsWith('.heapsnapshot')));
+  process.kill(tg.pid, 'SIGUSR1');
+  await sleep(200);
+  await waitFor(
+    async () =>
+      readdirSync(tmp).some((f) => f.endsWith('.heapsnapshot') && !before.has(f)) && (await httpGet(`${tg.url}/healthz`).catch(() => ({}))).status === 200,
+    120_000,
+    'the heap snapshot',
+    250,
+  );
+  const file = readdirSync(tmp).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+  const dest = join(outDir, `heap-${stamp}.heapsnapshot`);
+  mkdirSync(outDir, { recursive: true });
+  writeFileSync(dest, readFileSync(join(tmp, file)));
+  log(`heap snapshot of ${tg.name} (RSS ${rssMB.toFixed(0)} MB): ${relative(REPO, dest)}`);
+  return { file: relative(REPO, dest), rssMB };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Tollgate
 
@@ -296,8 +335,8 @@ class Tollgate {
     this.writeConfig();
     const fd = openSync(this.logFile, 'a');
     const nodeFlags = [...this.nodeFlags, ...(this.profileDir ? cpuProfFlags(this.profileDir) : []), '--import', PROBE_URL];
-    const child = this.procs.spawn(this.name, process.execPath, [...nodeFlags, join(REPO, 'dist/cli.js'), 'serve', '--config', this.configPath], {
-      cwd: REPO,
+    const child = this.procs.spawn(this.name, process.execPath, [...nodeFlags, join(GW, 'dist/cli.js'), 'serve', '--config', this.configPath], {
+      cwd: GW,
       env: childEnv({ BENCH_PROBE_DIR: this.prober.dir }),
       stdio: ['ignore', fd, 'pipe'],
     });
@@ -738,16 +777,21 @@ function summarize(runs) {
     if (row.target === 'baseline') continue;
     const mine = runs.filter((r) => r.scenario === row.scenario && r.target === row.target);
     const ratios = [];
+    const cpuRatios = [];
     const p99Added = [];
     for (const r of mine) {
       const b = runs.find((x) => x.scenario === r.scenario && x.target === 'baseline' && x.round === r.round);
       if (b) {
         ratios.push(r.rps / b.rps);
+        cpuRatios.push(r.cpuUsPerReq / b.cpuUsPerReq);
         p99Added.push(r.latencyMs.p99 - b.latencyMs.p99);
       }
     }
     row.ratio = median(ratios);
     row.ratios = ratios;
+    // CPU per request against the baseline's in the same round: steadier than req/s on a shared machine.
+    row.cpuRatio = median(cpuRatios);
+    row.cpuRatios = cpuRatios;
     row.p99AddedMs = median(p99Added);
     // A target measured against another Tollgate in the same rounds (c and k against b's, the ledger on against off):
     // per-round paired ratios, so the comparison is of runs seconds apart rather than of scenarios minutes apart.
@@ -859,6 +903,22 @@ const throughputLine = (s) => ({
 const BUDGET = [
   throughputLine('a'),
   throughputLine('b'),
+  // The full path's regression line: its CPU per request against the bare proxy's, paired per round (e82d086 read
+  // 0.90 on the pinned bench; bench/README.md, "Where the full path's CPU goes"). With --profile the report also
+  // names each stage's share (stagesOfProfile).
+  {
+    name: '(a) CPU per request <= 0.92 x baseline (paired)',
+    noiseOf: ['a'],
+    judge: ({ get, T }) => {
+      const r = get('a', T);
+      return verdict(
+        r && Number.isFinite(r.cpuRatio) ? r.cpuRatio <= 0.92 : undefined,
+        r
+          ? `Tollgate/baseline CPU us/req = ${fmt(r.cpuRatio, 3)} (per round: ${r.cpuRatios.map((x) => fmt(x, 3)).join(', ')}); medians ${fmt(r.cpuUsPerReq, 0)} vs ${fmt(get('a', 'baseline')?.cpuUsPerReq, 0)} us/req`
+          : 'not run',
+      );
+    },
+  },
   // c and k against b: each round runs b's Tollgate (10,000 keys on the standalone Redis) beside the one under test,
   // with the same load, and the line is the median of the per-round ratios. Comparing c's and b's medians instead,
   // measured minutes apart, judged this machine's drift: the same code's CPU per request moves 15% between half hours.
@@ -1070,8 +1130,8 @@ async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig
   const file = join(tmp, 'keys.jsonl');
   const t1 = Date.now();
   const env = childEnv();
-  await runCli({ repoRoot: REPO, env, args: ['keys', 'export', '--out', file, '--config', standaloneConfig] });
-  const report = await runCli({ repoRoot: REPO, env, args: ['keys', 'import', file, '--config', tg.configPath] });
+  await runCli({ repoRoot: GW, env, args: ['keys', 'export', '--out', file, '--config', standaloneConfig] });
+  const report = await runCli({ repoRoot: GW, env, args: ['keys', 'import', file, '--config', tg.configPath] });
   setup.kMigrateSeconds = (Date.now() - t1) / 1000;
   log(`  keys export, then keys import into the cluster: ${setup.kMigrateSeconds.toFixed(1)} s (${report.trim()})`);
   instances.push(tg);
@@ -1099,7 +1159,7 @@ async function clusterScenario({ opts, procs, tmp, upstreamUrl, standaloneConfig
 async function main() {
   const opts = parseOptions(process.argv.slice(2));
   SCENARIOS.k.title = `k: b on a ${opts.clusterPrimaries}-primary cluster`;
-  if (!existsSync(join(REPO, 'dist/cli.js'))) throw new Error('dist/cli.js is missing: run `npm run build` first (npm run bench does)');
+  if (!existsSync(join(GW, 'dist/cli.js'))) throw new Error(`${join(GW, 'dist/cli.js')} is missing: run npm run build first (npm run bench does)`);
   const startedAt = new Date();
   const stamp = startedAt
     .toISOString()
@@ -1176,7 +1236,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     upstreamUrl,
     redis: { url: redis.url },
     profileDir: profileDir && join(profileDir, 'tollgate'),
-    nodeFlags: opts.nodeFlags,
+    // --heap-snapshot: SIGUSR1 writes one into the scratch directory (bench() moves it to the results).
+    nodeFlags: opts.heapSnapshot ? [...opts.nodeFlags, '--heapsnapshot-signal=SIGUSR1', `--diagnostic-dir=${tmp}`] : opts.nodeFlags,
   });
   tg.writeConfig();
   const instances = [tg];
@@ -1184,10 +1245,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
   ourPids = () => [redis.child.pid, upstream.pid, baselineProc.pid, ...storePids, ...instances.filter((t) => t.pid).map((t) => t.pid)];
 
   // Keys: two through the real CLI, the rest in bulk.
-  const format = await loadFormat(REPO);
+  const format = await loadFormat(GW);
   const env = childEnv();
-  const hot = await cliCreateKey({ repoRoot: REPO, configPath: tg.configPath, plan: 'bench', name: 'bench-hot', env });
-  const flood = await cliCreateKey({ repoRoot: REPO, configPath: tg.configPath, plan: 'flood', name: 'bench-flood', env });
+  const hot = await cliCreateKey({ repoRoot: GW, configPath: tg.configPath, plan: 'bench', name: 'bench-hot', env });
+  const flood = await cliCreateKey({ repoRoot: GW, configPath: tg.configPath, plan: 'flood', name: 'bench-flood', env });
   const setup = {};
   let rotating = [];
   // Scenario b's keys: its own, and those of every scenario that runs b's Tollgate beside its own (c, k) or b's load (l).
@@ -1297,6 +1358,8 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     await SCENARIOS[sc].run(x);
   }
   const { clusterServed } = x;
+  let heapSnapshot;
+  if (opts.heapSnapshot) heapSnapshot = await takeHeapSnapshot(tg, tmp, opts.outDir, stamp);
 
   // Every request each profiled process served in its lifetime (what its profile covers), warm-ups included.
   const served = profileDir ? { baseline: (await baseline.prober.read()).requests, tollgate: (await tg.prober.read()).requests } : undefined;
@@ -1306,6 +1369,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   let profile;
   let profileDiff;
+  let profileStages;
   let clusterDiff;
   if (profileDir) {
     // A profile is written when its process exits.
@@ -1317,7 +1381,10 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     const [base] = load('baseline');
     const mine = load('tollgate');
     profile = mine.map((p) => ({ file: p.file, summary: summarizeProfile(p.profile, { top: 25, root: REPO }) }));
-    if (base && mine.length === 1) profileDiff = compareProfiles(base.profile, served.baseline, mine[0].profile, served.tollgate, { root: REPO });
+    if (base && mine.length === 1) {
+      profileDiff = compareProfiles(base.profile, served.baseline, mine[0].profile, served.tollgate, { root: REPO });
+      profileStages = compareStages(base.profile, served.baseline, mine[0].profile, served.tollgate, { root: REPO });
+    }
     const [onCluster] = load('tollgate-cluster');
     if (onCluster && mine.length === 1 && clusterServed)
       clusterDiff = compareProfiles(mine[0].profile, served.tollgate, onCluster.profile, clusterServed, { root: REPO });
@@ -1343,17 +1410,19 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
     runs,
     ...(profile ? { profile } : {}),
     ...(profileDiff ? { profileDiff } : {}),
+    ...(profileStages ? { profileStages } : {}),
+    ...(heapSnapshot ? { heapSnapshot } : {}),
     ...(clusterDiff ? { clusterDiff } : {}),
   };
   const out = join(opts.outDir, `${stamp}.json`);
   writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
 
-  printReport({ opts, runs, rows, checks, loadBefore, profile, profileDiff, clusterDiff, out });
+  printReport({ opts, runs, rows, checks, loadBefore, profile, profileDiff, profileStages, clusterDiff, out });
   return opts.strict && checks.some((c) => c.result === 'FAIL') ? 1 : 0;
 }
 
 /** The run's report on stdout: the table of medians, what the figures mean, warnings, the budget, the profiles. */
-function printReport({ opts, runs, rows, checks, loadBefore, profile, profileDiff, clusterDiff, out }) {
+function printReport({ opts, runs, rows, checks, loadBefore, profile, profileDiff, profileStages, clusterDiff, out }) {
   const print = (s = '') => process.stdout.write(`${s}\n`);
   print();
   print(
@@ -1397,6 +1466,12 @@ function printReport({ opts, runs, rows, checks, loadBefore, profile, profileDif
   if (profileDiff) {
     print();
     print(formatComparison(profileDiff, { top: 25, a: 'baseline', b: 'Tollgate' }));
+  }
+  if (profileStages) {
+    print();
+    print('Where the CPU goes, by request-path stage (bench/profile-summary.mjs STAGES: each sample charged to the innermost');
+    print("frame of a stage's source file or package), Tollgate against the bare proxy:");
+    print(formatStages(profileStages, { a: 'baseline', b: 'Tollgate' }));
   }
   if (clusterDiff) {
     print();
