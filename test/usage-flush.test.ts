@@ -111,6 +111,39 @@ describe('peakMinute flush against a real Redis', () => {
 });
 
 describe('the recorder keeps only what was not written', () => {
+  it('deprecated-route calls: a count that failed comes back alone, one written is never sent again', async () => {
+    const ks = new Keyspace('flush4:');
+    const store = new RedisUsageStore(storeClient(), ks, undefined, { scriptKeys: 'any' });
+    const clock = new ManualClock(Math.floor(Date.now() / HOUR_MS) * HOUR_MS + 1000);
+    const day = dayOf(clock.now());
+    const route = 'GET /v1/pets/:petId';
+    // key_b's field holds text: HINCRBY on it fails (a real Redis error), key_a's and key_c's go in.
+    await s.client.hset(ks.deprecatedCalls(route, day), 'key_b', 'not a number');
+    const rec = new UsageRecorder({ store, clock, logger: silentLogger, flushIntervalMs: 3_600_000, ttlMs: () => TTL });
+    try {
+      for (const id of ['key_a', 'key_b', 'key_c']) for (let i = 0; i < 3; i++) rec.deprecatedCall(route, id);
+      await rec.flush();
+      expect(await s.client.hgetall(ks.deprecatedCalls(route, day))).toEqual({ key_a: '3', key_b: 'not a number', key_c: '3' });
+      await s.client.hdel(ks.deprecatedCalls(route, day), 'key_b');
+      const before = await commandCalls(s.client);
+      await rec.flush();
+      // Only key_b's count is sent again: one HINCRBY, and key_a and key_c still read 3.
+      expect(delta(before, await commandCalls(s.client)).hincrby).toBe(1);
+      expect(await s.client.hgetall(ks.deprecatedCalls(route, day))).toEqual({ key_a: '3', key_b: '3', key_c: '3' });
+      const after = await commandCalls(s.client);
+      await rec.flush();
+      expect(delta(after, await commandCalls(s.client)).hincrby).toBeUndefined();
+      const seen = await store.deprecated(route, [day]);
+      expect([...seen].map(([id, v]) => [id, v.calls]).sort()).toEqual([
+        ['key_a', 3],
+        ['key_b', 3],
+        ['key_c', 3],
+      ]);
+    } finally {
+      await rec.close();
+    }
+  });
+
   it('counts: a batch with failed entries is not re-sent whole, and every count lands exactly once', async () => {
     const clock = new ManualClock(100 * HOUR_MS + 1000);
     const store = new MemoryUsageStore();

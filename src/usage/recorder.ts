@@ -8,7 +8,7 @@
 // with the same batches, raised where larger, since every instance writes its own.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
+import { type DeprecatedCall, type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
 import type { UsageKind } from '../limits/types.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
 
@@ -163,14 +163,18 @@ export class UsageRecorder {
         this.restore(unwritten, []);
         this.o.logger.warn({ entries: unwritten.length, of: counts.length }, 'usage counts not written yet: kept for the next flush');
       }
+      // As for counts: only what was not written comes back (a call counted twice would show a customer calling a
+      // deprecated route more than they did).
+      let callsUnwritten: typeof calls;
       try {
-        if (calls.length) await this.o.store.addDeprecated(calls, this.o.ttlMs());
+        callsUnwritten = calls.length ? await this.o.store.addDeprecated(calls, this.o.ttlMs()) : [];
       } catch (err) {
-        this.restore([], calls);
-        this.o.logger.warn(
-          { err: { message: String((err as Error)?.message ?? err) }, entries: calls.length },
-          'deprecated-route calls not written yet: kept for the next flush',
-        );
+        callsUnwritten = calls;
+        this.o.logger.warn({ err: { message: String((err as Error)?.message ?? err) }, entries: calls.length }, 'deprecated-route calls not written');
+      }
+      if (callsUnwritten.length) {
+        this.restore([], callsUnwritten);
+        this.o.logger.warn({ entries: callsUnwritten.length, of: calls.length }, 'deprecated-route calls not written yet: kept for the next flush');
       }
       let peaksUnwritten: MinutePeak[];
       try {
@@ -195,7 +199,7 @@ export class UsageRecorder {
     await this.flush();
   }
 
-  private restore(counts: readonly UsageEntry[], calls: Array<{ route: string; id: string; day: number; n: number; lastMs: number }>): void {
+  private restore(counts: readonly UsageEntry[], calls: readonly DeprecatedCall[]): void {
     for (const c of counts) {
       const key = `${c.id}\u0000${c.kind}\u0000${c.atMs / HOUR_MS}`;
       const e = this.counts.get(key);

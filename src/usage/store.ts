@@ -13,6 +13,15 @@ import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 import type { UsageKind } from '../limits/types.js';
 
 /** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
+/** Calls of a deprecated route (`route` as "<METHOD> <pattern>") by one key on one day, and the last one's time. */
+export interface DeprecatedCall {
+  route: string;
+  id: string;
+  day: number;
+  n: number;
+  lastMs: number;
+}
+
 export interface MinutePeak {
   id: string;
   atMs: number;
@@ -111,8 +120,12 @@ export interface UsageStore {
    * of the span for 'hour', in order. What reports over every key read: numbers, not the day hashes.
    */
   sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]>;
-  /** Adds calls of deprecated routes by keys, and raises each key's last-seen time. */
-  addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void>;
+  /**
+   * Adds calls of deprecated routes by keys, and raises each key's last-seen time. Answers what was not written: an
+   * entry whose count failed, whole; one whose count went in but whose last-seen time did not, with `n` 0 (a count is
+   * never sent twice: it would be counted twice).
+   */
+  addDeprecated(entries: readonly DeprecatedCall[], ttlMs: number): Promise<DeprecatedCall[]>;
   /** Per key: calls of the route over the days asked, and when it last called (ever, within retention). */
   deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>>;
 }
@@ -353,27 +366,42 @@ export class RedisUsageStore implements UsageStore {
     return failed;
   }
 
-  async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>, ttlMs: number): Promise<void> {
-    const byRoute = new Map<string, typeof entries>();
+  async addDeprecated(entries: readonly DeprecatedCall[], ttlMs: number): Promise<DeprecatedCall[]> {
+    const byRoute = new Map<string, DeprecatedCall[]>();
     for (const e of entries) byRoute.set(e.route, [...(byRoute.get(e.route) ?? []), e]);
+    const unwritten: DeprecatedCall[] = [];
     await Promise.all(
       [...byRoute].map(async ([route, list]) => {
+        const counted: DeprecatedCall[] = [];
         for (const e of list) {
           const key = this.ks.deprecatedCalls(route, e.day);
-          await this.redis.hincrby(key, e.id, e.n);
-          await this.redis.pexpire(key, ttlMs);
+          try {
+            await this.redis.hincrby(key, e.id, e.n);
+          } catch {
+            unwritten.push(e);
+            continue;
+          }
+          counted.push(e);
+          await this.redis.pexpire(key, ttlMs).catch(() => undefined);
         }
+        if (!counted.length) return;
         const last = new Map<string, number>();
-        for (const e of list) last.set(e.id, Math.max(last.get(e.id) ?? 0, e.lastMs));
+        for (const e of counted) last.set(e.id, Math.max(last.get(e.id) ?? 0, e.lastMs));
         const pairs = [...last].flatMap(([id, ms]) => [id, String(ms)]);
-        await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
-          '1',
-          this.ks.deprecatedLastSeen(route),
-          String(ttlMs),
-          ...pairs,
-        );
+        try {
+          await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
+            '1',
+            this.ks.deprecatedLastSeen(route),
+            String(ttlMs),
+            ...pairs,
+          );
+        } catch {
+          // The counts are in; only the last-seen times go again (a maximum raised twice changes nothing).
+          for (const e of counted) unwritten.push({ ...e, n: 0 });
+        }
       }),
     );
+    return unwritten;
   }
 
   async deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>> {
@@ -462,7 +490,7 @@ export class MemoryUsageStore implements UsageStore {
     return by === 'total' ? [total] : out;
   }
 
-  async addDeprecated(entries: ReadonlyArray<{ route: string; id: string; day: number; n: number; lastMs: number }>): Promise<void> {
+  async addDeprecated(entries: readonly DeprecatedCall[]): Promise<DeprecatedCall[]> {
     for (const e of entries) {
       const key = `${e.route}\u0000${e.day}`;
       const m = this.calls.get(key) ?? new Map<string, number>();
@@ -472,6 +500,7 @@ export class MemoryUsageStore implements UsageStore {
       l.set(e.id, Math.max(l.get(e.id) ?? 0, e.lastMs));
       this.last.set(e.route, l);
     }
+    return [];
   }
 
   async deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>> {
