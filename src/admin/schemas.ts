@@ -120,6 +120,8 @@ export function problemsOf(error: z.ZodError, where: string): Problem[] {
   for (const issue of error.issues) {
     const at = [where, ...issue.path.map(String)].join('.');
     if (issue.code === 'unrecognized_keys') for (const k of issue.keys) out.push({ path: `${at}.${k}`, message: 'unknown field' });
+    // A map's name refused (a metadata name): its own rule's words, not zod's "Invalid key in record".
+    else if (issue.code === 'invalid_key') out.push({ path: at, message: issue.issues[0]?.message ?? issue.message });
     else out.push({ path: at, message: issue.message });
   }
   return out;
