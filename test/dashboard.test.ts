@@ -237,7 +237,7 @@ describe('the dashboard in a browser', () => {
       if (path.startsWith('/keys')) apiCalls.push(path);
     };
     page.on('request', onRequest);
-    await page.goto(`${gw.adminUrl}/#/keys?name=bar-`);
+    await page.goto(`${gw.adminUrl}/#/keys?q=bar-`);
     await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
     page.off('request', onRequest);
     expect(apiCalls).toEqual(['/keys']);
@@ -428,7 +428,7 @@ describe('the dashboard in a browser', () => {
     });
     try {
       await page.goto(`${gw.adminUrl}/#/deprecated`);
-      await page.goto(`${gw.adminUrl}/#/keys?name=bar-`);
+      await page.goto(`${gw.adminUrl}/#/keys?q=bar-`);
       await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
       // The held answer has arrived, and the page had time to draw it: still the keys, nothing of the other page.
       await expect.poll(() => released, { timeout: 5000 }).toBe(true);

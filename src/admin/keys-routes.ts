@@ -48,6 +48,7 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
       ...(query.plan !== undefined ? { plan: query.plan } : {}),
       ...(query.status !== undefined ? { status: query.status } : {}),
       ...(query.name !== undefined ? { namePrefix: query.name } : {}),
+      ...(query.q !== undefined ? { q: query.q } : {}),
     });
     // With windows=true each key's live state is read here (one snapshot per key, in parallel), not by one request
     // per row from the client.

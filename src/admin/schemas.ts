@@ -2,6 +2,7 @@
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
 import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema } from '../config/key-fields.js';
+import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
 // what these refuse, with the same message.
@@ -47,6 +48,11 @@ export const listKeysQuery = z.strictObject({
   plan: z.string().min(1).optional(),
   status: z.enum(['active', 'revoked', 'expired']).optional(),
   name: z.string().min(1).max(KEY_NAME_MAX).optional(),
+  /** An id prefix, or a piece of the name or a metadata value (keys/key-search.ts); counted in characters. */
+  q: z
+    .string()
+    .refine((s) => s.length > 0 && [...s].length <= KEY_SEARCH_MAX, `expected 1-${KEY_SEARCH_MAX} characters`)
+    .optional(),
   /** true: each key with its live state (windows, ban), as GET /keys/{id} gives it: a list page in one request. */
   windows: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
 });
@@ -114,6 +120,8 @@ export function problemsOf(error: z.ZodError, where: string): Problem[] {
   for (const issue of error.issues) {
     const at = [where, ...issue.path.map(String)].join('.');
     if (issue.code === 'unrecognized_keys') for (const k of issue.keys) out.push({ path: `${at}.${k}`, message: 'unknown field' });
+    // A map's name refused (a metadata name): its own rule's words, not zod's "Invalid key in record".
+    else if (issue.code === 'invalid_key') out.push({ path: at, message: issue.issues[0]?.message ?? issue.message });
     else out.push({ path: at, message: issue.message });
   }
   return out;

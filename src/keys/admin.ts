@@ -11,6 +11,7 @@ import { keyStatus, toRecord, type KeyStatus } from './rules.js';
 import { KeyStoreError, type KeyRecord, type KeyStore, type StoredKey } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
 import { ImportWriteError, runImport, type ImportOptions, type ImportOutcome, type ImportSource } from './import-run.js';
+import { keyMatcher } from './key-search.js';
 
 export type KeyAdminErrorCode =
   /** No key with that id. */
@@ -67,6 +68,8 @@ export interface KeyPageQuery {
   plan?: string;
   status?: KeyStatus;
   namePrefix?: string;
+  /** An id prefix, or a piece of the name or of a metadata value (key-search.ts). */
+  q?: string;
 }
 
 /**
@@ -78,6 +81,12 @@ const CHANGE_BACKOFF_MAX_MS = 50;
 
 /** How many records a page reads at once (one GET each: on a cluster they live in different slots). */
 const PAGE_READ_BATCH = 100;
+
+/**
+ * The most records one page reads: a filter that matches few keys answers a short (even empty) page with a cursor
+ * after this many, instead of one request reading every record.
+ */
+export const PAGE_SCAN_MAX = 10_000;
 
 export interface KeyAdminPolicy {
   /** The plans in force (the config's, read per call: a reload applies at once). */
@@ -278,8 +287,8 @@ export class KeyAdmin {
 
   /**
    * One page of keys in id order, after the id `after`, matching the filters. Reads the id set, then only as many
-   * records as the page needs (plus those the filters skip); `next` is the id to pass as `after` for the next page,
-   * absent once the last id has been read. Unreadable records (not a JSON key record) are skipped (the store
+   * records as the page needs (plus those the filters skip), at most PAGE_SCAN_MAX of them; `next` is the id to pass
+   * as `after` for the next page, absent once the last id has been read. Unreadable records (not a JSON key record) are skipped (the store
    * reports them); any other failed read fails the whole page (KeyAdminError 'incomplete'), never a page with keys
    * silently missing.
    */
@@ -289,8 +298,10 @@ export class KeyAdmin {
       let i = q.after === undefined ? 0 : firstAfter(ids, q.after);
       const keys: KeyRecord[] = [];
       const now = this.clock.now();
-      while (i < ids.length && keys.length < q.limit) {
-        const batch = ids.slice(i, i + PAGE_READ_BATCH);
+      const matches = q.q === undefined ? undefined : keyMatcher(q.q);
+      const end = Math.min(ids.length, i + PAGE_SCAN_MAX);
+      while (i < end && keys.length < q.limit) {
+        const batch = ids.slice(i, Math.min(end, i + PAGE_READ_BATCH));
         const records = await Promise.all(batch.map((id) => this.reads(() => this.store.get(id)).catch(skipUnreadable)));
         let j = 0;
         for (; j < batch.length && keys.length < q.limit; j++) {
@@ -299,6 +310,7 @@ export class KeyAdmin {
           if (q.plan !== undefined && k.plan !== q.plan) continue;
           if (q.status !== undefined && keyStatus(k, now) !== q.status) continue;
           if (q.namePrefix !== undefined && !(k.name ?? '').startsWith(q.namePrefix)) continue;
+          if (matches && !matches(k)) continue;
           keys.push(toRecord(k));
         }
         i += j;

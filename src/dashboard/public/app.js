@@ -113,11 +113,27 @@ $('#sign-out').addEventListener('click', async () => {
   showSignIn('Signed out.');
 });
 
-// Closing the new-key dialog shows the key page again, read afresh (its rotation is in it now).
+// Closing the new-key dialog empties it (the plaintext is gone from the page) and shows the keys page or the key's
+// page again, read afresh (the new key, or its rotation, is in it now).
 $('#new-key').addEventListener('close', () => {
   $('#new-key-value').textContent = '';
   $('#new-key-grace').textContent = '';
-  if (/^#\/keys\/.+$/.test(location.hash)) route();
+  $('#new-key-copied').textContent = '';
+  if (/^#\/keys([/?].*)?$/.test(location.hash)) route();
+});
+
+// Copy puts the key on the clipboard; where the browser refuses (a page over plain HTTP that is not on this
+// machine), the key is selected instead, for the operator's own copy.
+$('#new-key-copy').addEventListener('click', async () => {
+  const value = $('#new-key-value');
+  const said = $('#new-key-copied');
+  try {
+    await navigator.clipboard.writeText(value.textContent || '');
+    said.textContent = 'Copied to the clipboard.';
+  } catch {
+    getSelection()?.selectAllChildren(value);
+    said.textContent = 'The browser refused to copy: the key is selected, copy it with Ctrl+C (⌘C on a Mac).';
+  }
 });
 
 window.addEventListener('hashchange', () => route());

@@ -13,6 +13,20 @@ export const html = htm.bind(h);
 
 export class Unauthorized extends Error {}
 
+/** The admin API's error answer: its message, and for a 400 every problem with where it is ('body.perDay'). */
+export class ApiError extends Error {
+  /**
+   * @param {string} message
+   * @param {number} status
+   * @param {Array<{ path: string, message: string }>} problems
+   */
+  constructor(message, status, problems) {
+    super(message);
+    this.status = status;
+    this.problems = problems;
+  }
+}
+
 /**
  * @typedef {object} CallOptions
  * @property {Record<string, string>} [params] the path's {placeholders}
@@ -50,7 +64,7 @@ export async function api(op, opts = {}) {
   if (res.status === 401) throw new Unauthorized();
   const text = await res.text();
   const answer = text ? JSON.parse(text) : {};
-  if (!res.ok) throw new Error(answer.message || `HTTP ${res.status}`);
+  if (!res.ok) throw new ApiError(answer.message || `HTTP ${res.status}`, res.status, Array.isArray(answer.problems) ? answer.problems : []);
   return answer;
 }
 
@@ -129,3 +143,19 @@ export const errorText = (err) => (err instanceof Error ? err.message : String(e
 
 /** @param {string} message */
 export const alertLine = (message) => html`<p class="error" role="alert">${message}</p>`;
+
+/** @param {string} sel */
+const $ = (sel) => /** @type {HTMLElement} */ (document.querySelector(sel));
+
+/**
+ * Shows a plaintext key once, in the page's key dialog (index.html #new-key), with `note` under it. The key is put
+ * in the dialog's text and nowhere else (no state, URL or storage); app.js empties the dialog when it closes.
+ * @param {string} plaintext
+ * @param {string} note
+ */
+export function showKeyOnce(plaintext, note) {
+  $('#new-key-value').textContent = plaintext;
+  $('#new-key-grace').textContent = note;
+  $('#new-key-copied').textContent = '';
+  /** @type {HTMLDialogElement} */ ($('#new-key')).showModal();
+}

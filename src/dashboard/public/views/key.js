@@ -2,7 +2,7 @@
 // #/keys/<id>: one key, its windows and ban, its last 24 hours of traffic (with its hourly cap when the traffic comes
 // near it), and the changes an operator makes to it: plan, rotate (with the old key's grace), unban, reset, revoke.
 import { Component } from '../vendor/preact.js';
-import { api, Chart, errorText, fmt, html, iso, tile, Unauthorized } from '../lib.js';
+import { api, Chart, errorText, fmt, html, iso, showKeyOnce, tile, Unauthorized } from '../lib.js';
 
 /** @typedef {import('../api.d.ts').Answers} Answers */
 
@@ -87,12 +87,12 @@ class KeyPage extends Component {
       const graceSeconds = await askGrace();
       if (graceSeconds === undefined) return;
       const r = await api('POST /keys/{id}/rotate', { params, body: { graceSeconds } });
-      $('#new-key-grace').textContent =
+      showKeyOnce(
+        r.key,
         graceSeconds > 0
           ? `The old key keeps working until ${new Date(Date.now() + graceSeconds * 1000).toLocaleString()}.`
-          : 'The old key has stopped working.';
-      $('#new-key-value').textContent = r.key;
-      /** @type {HTMLDialogElement} */ ($('#new-key')).showModal();
+          : 'The old key has stopped working.',
+      );
     };
     const changePlan = async () => {
       const plan = /** @type {HTMLSelectElement} */ ($('#plan-select')).value;
