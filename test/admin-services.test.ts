@@ -10,12 +10,10 @@ import { startGateway, type RunningGateway } from '../src/server/gateway-server.
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { TestUpstream } from './helpers/upstream.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const TOKEN = generateAdminToken();
-const problems: string[] = [];
 
 let healthy: TestUpstream;
 let stopped: TestUpstream;
@@ -26,16 +24,9 @@ let gw: RunningGateway;
 let composed: ComposedGateway;
 const held: ServerResponse[] = [];
 
-async function admin(path: string, token: string | null = TOKEN): Promise<{ status: number; body: Record<string, unknown>; text: string }> {
-  const res = await fetch(`${gw.adminUrl}${path}`, { headers: token === null ? {} : { authorization: `Bearer ${token}` } });
-  const text = await res.text();
-  problems.push(...doc.check('GET', path, res.status, Object.fromEntries(res.headers), text));
-  let body: Record<string, unknown> = {};
-  try {
-    body = JSON.parse(text) as Record<string, unknown>;
-  } catch {}
-  return { status: res.status, body, text };
-}
+const api = new CheckedApi({ target: () => gw.adminUrl!, token: TOKEN });
+/** A GET on the admin listener; `token: null` sends none. */
+const admin = (path: string, token: string | null = TOKEN) => api.get(path, { token });
 
 /** The raw path as sent, bypassing fetch's normalisation of dot segments. */
 function rawGet(path: string): Promise<string> {
@@ -173,6 +164,6 @@ describe('GET /services', () => {
   });
 
   it('every answer matched the OpenAPI document', () => {
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   });
 });

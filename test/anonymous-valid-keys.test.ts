@@ -5,40 +5,29 @@
 // gateways on a private redis-server in front of a loopback upstream; the CLI as a child process; the in-memory store.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import request from 'supertest';
-import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { generateKey, hashKey } from '../src/keys/format.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 import { testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { assertBuilt, runCli, startServe, tempDir, type CliProcess } from './helpers/cli.js';
 
 const PER_MINUTE = 3;
 
-let up: TestUpstream;
-let redis: TestRedis;
-let admin: Redis;
+const stack = useStack({ redis: true, client: true });
 const opened: LimitsGateway[] = [];
 let prefixSeq = 0;
 
-beforeAll(async () => {
-  [up, redis] = await Promise.all([TestUpstream.start(), TestRedis.start()]);
-  admin = redis.client();
-});
 afterAll(async () => {
   for (const gw of opened) await gw.close().catch(() => {});
-  admin?.disconnect();
-  await up?.close();
-  await redis?.stop();
 });
 
 const config = (prefix: string) =>
   testConfig({
     server: { trustProxy: true },
-    upstream: { url: up.url, timeoutMs: 2000 },
+    upstream: { url: stack.up.url, timeoutMs: 2000 },
     // Generous: a loaded machine must not turn lookups into 503s; these tests are about who is admitted.
-    redis: { url: redis.url, prefix, commandTimeoutMs: 1000 },
+    redis: { url: stack.redis.url, prefix, commandTimeoutMs: 1000 },
     anonymous: { perMinute: PER_MINUTE },
   });
 
@@ -99,13 +88,13 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     const ip = '198.51.100.21';
     await overAnonymousLimit(gw.url, ip);
     const N = 300;
-    const before = await commandCalls(admin);
+    const before = await commandCalls(stack.client);
     const statuses = new Map<number, number>();
     for (let i = 0; i < N; i++) {
       const s = (await send(gw.url, ip, generateKey())).status;
       statuses.set(s, (statuses.get(s) ?? 0) + 1);
     }
-    const after = await commandCalls(admin);
+    const after = await commandCalls(stack.client);
     expect(Object.fromEntries(statuses)).toEqual({ 429: N });
     const delta = (cmd: string) => (after.get(cmd) ?? 0) - (before.get(cmd) ?? 0);
     // The key lookup is a GET of keyhash:<sha256> (then the record): none. Nor any other command but INFO itself.
@@ -123,12 +112,12 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     expect((await send(gw.url, ip, k.key)).status).toBe(200);
     expect(await gw.gateway.admin.revoke(k.id)).toEqual({ replication: { expected: 0, acked: 0 } });
     await overAnonymousLimit(gw.url, ip);
-    const before = await commandCalls(admin);
+    const before = await commandCalls(stack.client);
     const started = Date.now();
     const statuses = new Set<number>();
     for (let i = 0; i < 100; i++) statuses.add((await send(gw.url, ip, k.key)).status);
     const seconds = (Date.now() - started) / 1000;
-    const after = await commandCalls(admin);
+    const after = await commandCalls(stack.client);
     expect([...statuses]).toEqual([429]);
     // The lookup is one GET of its (deleted) keyhash link, then "no such key" is remembered for 2 s.
     expect((after.get('get') ?? 0) - (before.get('get') ?? 0)).toBeLessThanOrEqual(Math.ceil(seconds / 2) + 1);
@@ -167,7 +156,7 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     );
     const dir = tempDir();
     try {
-      const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { url: redis.url, prefix } });
+      const file = dir.write('gateway.yaml', { upstream: { url: stack.up.url }, redis: { url: stack.redis.url, prefix } });
       const records = dir.write('keys.jsonl', lines.join('\n') + '\n');
       const r = await runCli(['keys', 'import', records, '--config', file]);
       expect(r.code, r.stderr).toBe(0);
@@ -206,9 +195,9 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     await overAnonymousLimit(gw.url, ip);
     const made = generateKey();
     for (const junk of ['+', '+nothex', `+${'A'.repeat(64)}`, `+${hashKey(made)}x`, `+${'0'.repeat(100_000)}`])
-      await admin.publish(`${prefix}keys:events`, junk);
+      await stack.client.publish(`${prefix}keys:events`, junk);
     // A well-formed hash of no stored key: it is only looked up, and found to be no key.
-    await admin.publish(`${prefix}keys:events`, `+${hashKey(made)}`);
+    await stack.client.publish(`${prefix}keys:events`, `+${hashKey(made)}`);
     await sleep(100);
     expect((await send(gw.url, ip, made)).status).toBe(429);
     const k = await gw.createKey({ plan: 'free' });
@@ -222,7 +211,7 @@ describe('the in-memory store and static keys (as tollgate dev runs)', () => {
     const gw = await startLimitsGateway(
       testConfig({
         server: { trustProxy: true },
-        upstream: { url: up.url, timeoutMs: 2000 },
+        upstream: { url: stack.up.url, timeoutMs: 2000 },
         anonymous: { perMinute: PER_MINUTE },
         keys: [{ id: 'static_one', plan: 'free', sha256: hashKey(staticKey) }],
       }),
@@ -250,8 +239,8 @@ describe('the CLI: tollgate serve, keys created by tollgate keys create after st
     dir = tempDir();
     file = dir.write('gateway.yaml', {
       server: { host: '127.0.0.1', port: 0, trustProxy: true },
-      upstream: { url: up.url },
-      redis: { url: redis.url, prefix: 'avkcli:', commandTimeoutMs: 1000 },
+      upstream: { url: stack.up.url },
+      redis: { url: stack.redis.url, prefix: 'avkcli:', commandTimeoutMs: 1000 },
       log: { level: 'info' },
       anonymous: { perMinute: PER_MINUTE },
     });

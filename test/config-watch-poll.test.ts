@@ -7,10 +7,20 @@ import { join } from 'node:path';
 import { EventEmitter } from 'node:events';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 
+/** The paths the watcher stat()ed, in order: each look it takes at the file (a check, a settle) is one. */
+const looked = vi.hoisted(() => [] as string[]);
+
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof import('node:fs')>();
-  // A watch that is set up but never reports an event.
-  return { ...fs, watch: () => Object.assign(new EventEmitter(), { close: () => undefined }) };
+  return {
+    ...fs,
+    // A watch that is set up but never reports an event.
+    watch: () => Object.assign(new EventEmitter(), { close: () => undefined }),
+    statSync: ((...args: Parameters<typeof fs.statSync>) => {
+      looked.push(String(args[0]));
+      return fs.statSync(...args);
+    }) as typeof fs.statSync,
+  };
 });
 
 const { watchConfigFile } = await import('../src/server/config-watch.js');
@@ -29,8 +39,9 @@ describe('watchConfigFile without any directory event', () => {
     try {
       writeFileSync(path, 'plans: { free: { perMinute: 20, perDay: 100 } }\n');
       await vi.waitFor(() => expect(reload).toHaveBeenCalledTimes(1), { timeout: 5000, interval: 20 });
-      // Nothing changed since: later polls reload nothing.
-      await new Promise((r) => setTimeout(r, 400));
+      // Nothing changed since: the next three polls look at the file and reload nothing.
+      const after = looked.filter((p) => p === path).length;
+      await vi.waitFor(() => expect(looked.filter((p) => p === path).length).toBeGreaterThanOrEqual(after + 3), { timeout: 5000, interval: 20 });
       expect(reload).toHaveBeenCalledTimes(1);
     } finally {
       watcher.close();
@@ -42,11 +53,15 @@ describe('watchConfigFile without any directory event', () => {
     writeFileSync(path, 'plans: { free: { perMinute: 10, perDay: 100 } }\n');
     const reload = vi.fn();
     const watcher = watchConfigFile(path, reload, silent, { debounceMs: 10, settleMs: 50, pollMs: 3_600_000 });
+    // The same file under a watcher that polls every 100 ms: once it has found the change, a poll could have.
+    const control = vi.fn();
+    const polled = watchConfigFile(path, control, silent, { debounceMs: 10, settleMs: 50, pollMs: 100 });
     try {
       writeFileSync(path, 'plans: { free: { perMinute: 20, perDay: 100 } }\n');
-      await new Promise((r) => setTimeout(r, 500));
+      await vi.waitFor(() => expect(control).toHaveBeenCalledTimes(1), { timeout: 5000, interval: 20 });
       expect(reload).not.toHaveBeenCalled();
     } finally {
+      polled.close();
       watcher.close();
     }
   });

@@ -3,7 +3,7 @@
 // the degraded gauge or log "redis unreachable": it is counted as overload instead. A Redis that really does not
 // answer (SIGSTOP) still trips the breaker. Unit tests of the Breaker's classification (injected clocks), and an
 // in-process gateway on a private, healthy redis-server whose event loop the test blocks while commands are in flight.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { once } from 'node:events';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Command, Redis } from 'ioredis';
@@ -11,10 +11,9 @@ import { ManualClock } from '../src/util/clock.js';
 import { DeadlineError, withDeadline } from '../src/util/deadline.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { Breaker, type TimeoutCause } from '../src/storage/breaker.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 import { testConfig } from './helpers/gateway.js';
-import { captureLogger, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { captureLogger, metricValue, startLimitsGateway, waitFor } from './helpers/limits.js';
 
 const COMMAND_TIMEOUT_MS = 100;
 
@@ -149,33 +148,24 @@ describe('withDeadline', () => {
 });
 
 describe('gateway on a healthy Redis, event loop blocked while commands are in flight', () => {
-  let redis: TestRedis;
-  let up: TestUpstream;
-  let gw: LimitsGateway;
   const cap = captureLogger('info');
-
-  beforeAll(async () => {
-    [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
-    gw = await startLimitsGateway(
-      testConfig({
-        upstream: { url: up.url, timeoutMs: 5000 },
-        redis: { url: redis.url, prefix: 'overload:', failMode: 'open', commandTimeoutMs: COMMAND_TIMEOUT_MS },
-        plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
-        anonymous: { perMinute: 100_000 },
-      }),
-      { logger: cap.logger, metrics: new Metrics() },
-    );
+  const s = useStack({
+    redis: true,
+    gateway: async ({ up, redis }) =>
+      startLimitsGateway(
+        testConfig({
+          upstream: { url: up.url, timeoutMs: 5000 },
+          redis: { url: redis.url, prefix: 'overload:', failMode: 'open', commandTimeoutMs: COMMAND_TIMEOUT_MS },
+          plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
+          anonymous: { perMinute: 100_000 },
+        }),
+        { logger: cap.logger, metrics: new Metrics() },
+      ),
   });
 
-  afterAll(async () => {
-    await gw?.close();
-    await up?.close();
-    await redis?.stop();
-  });
-
-  const metrics = async () => gw.metrics.registry.metrics();
+  const metrics = async () => s.gw.metrics.registry.metrics();
   async function get(key: string): Promise<number> {
-    const res = await fetch(`${gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+    const res = await fetch(`${s.gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
     await res.arrayBuffer();
     return res.status;
   }
@@ -185,7 +175,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
    * loop is blocked for 4 × commandTimeoutMs: that command's answer sits in the socket while its timer runs out.
    */
   async function withBlockAfterFirstCommand<T>(burst: () => Promise<T>): Promise<T> {
-    const client = gw.gateway.redis!.client as unknown as Redis;
+    const client = s.gw.gateway.redis!.client as unknown as Redis;
     const original = client.sendCommand;
     let armed = true;
     client.sendCommand = function (this: typeof client, command: Command, stream?: unknown) {
@@ -204,12 +194,12 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
   }
 
   it('a blocked event loop is counted as overload: the breaker stays closed, no degraded mode, no "redis unreachable", no 500', async () => {
-    const cached = await gw.createKey({});
+    const cached = await s.gw.createKey({});
     expect(await get(cached.key)).toBe(200);
     const statuses: number[] = [];
     for (let round = 0; round < 3; round++) {
       // Valid keys not yet cached, and a cached one, in flight together.
-      const fresh = await Promise.all([gw.createKey({}), gw.createKey({})]);
+      const fresh = await Promise.all([s.gw.createKey({}), s.gw.createKey({})]);
       statuses.push(
         ...(await withBlockAfterFirstCommand(() => Promise.all([get(cached.key), get(cached.key), ...fresh.map((k) => get(k.key)), get(cached.key)]))),
       );
@@ -233,16 +223,16 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
 
   it('a Redis that really does not answer (SIGSTOP) still opens the breaker (cause redis)', async () => {
     await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 0, 'not degraded to begin with');
-    const { key } = await gw.createKey({});
+    const { key } = await s.gw.createKey({});
     expect(await get(key)).toBe(200);
-    redis.pause();
+    s.redis.pause();
     try {
       expect(await get(key)).toBe(200);
       await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 1, 'degraded mode on a hung Redis');
       expect(metricValue(await metrics(), 'tollgate_redis_timeouts_total', { cause: 'redis' })).toBeGreaterThanOrEqual(1);
       expect(cap.messages().some((m) => m.startsWith('redis unreachable'))).toBe(true);
     } finally {
-      redis.resume();
+      s.redis.resume();
     }
     await waitFor(
       async () => {

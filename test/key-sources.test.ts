@@ -3,43 +3,27 @@
 // lookups are counted with Redis's INFO commandstats (a lookup by hash is one GET).
 import { request as httpRequest, type OutgoingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import type { Redis } from 'ioredis';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { validateConfig } from '../src/config/load.js';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { composeGateway } from '../src/compose.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { startGateway } from '../src/server/gateway-server.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { captureLogger, commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { compileKeySources } from '../src/http/credentials.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 
-let redis: TestRedis;
-let probe: Redis;
-let up: TestUpstream;
+const stack = useStack({ redis: true, client: true });
 let prefixes = 0;
-
-beforeAll(async () => {
-  redis = await TestRedis.start();
-  probe = redis.client();
-  up = await TestUpstream.start();
-}, 30_000);
-
-afterAll(async () => {
-  probe?.disconnect();
-  await up?.close();
-  await redis?.stop();
-});
 
 function config(auth: Record<string, unknown>, extra: Record<string, unknown> = {}) {
   return testConfig({
-    upstream: { url: up.url },
+    upstream: { url: stack.up.url },
     // A Redis prefix per gateway: every test starts with no keys and no counts.
-    redis: { url: redis.url, prefix: `ks${++prefixes}:` },
+    redis: { url: stack.redis.url, prefix: `ks${++prefixes}:` },
     plans: { free: { perMinute: 1000, perDay: 10_000 } },
     anonymous: { perMinute: 10_000 },
     auth,
@@ -94,7 +78,7 @@ function send(gw: LimitsGateway, path: string, headers: OutgoingHttpHeaders = {}
 
 /** Key-store lookups so far: a lookup by hash is one GET (the record's read, a second, only for a known hash). */
 async function gets(): Promise<number> {
-  return (await commandCalls(probe)).get('get') ?? 0;
+  return (await commandCalls(stack.client)).get('get') ?? 0;
 }
 
 const ALL = { sources: ['bearer', 'header:X-API-Key', 'query:api_key'], foreignKeys: true };
@@ -104,24 +88,24 @@ describe('auth.sources: where a key is read', () => {
   it('reads a key from the bearer token, a header or a query parameter, and removes it before proxying', async () => {
     const gw = await gateway(ALL);
     const { id, key } = await gw.createKey({});
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, '/v1/things', { authorization: `Bearer ${key}` })).status).toBe(200);
     expect((await send(gw, '/v1/things?b=2', { 'x-api-key': key })).status).toBe(200);
     const viaQuery = await send(gw, `/v1/things?b=2&api_key=${key}&a=%41+x&&c;d=1`);
     expect(viaQuery.status).toBe(200);
-    expect(up.seen.map((s) => s.headers['x-consumer-id'])).toEqual([id, id, id]);
+    expect(stack.up.seen.map((s) => s.headers['x-consumer-id'])).toEqual([id, id, id]);
     // The key is gone from what the upstream receives; the rest of the query is as it was sent, byte for byte.
-    expect(up.seen.map((s) => s.url)).toEqual(['/v1/things', '/v1/things?b=2', '/v1/things?b=2&a=%41+x&&c;d=1']);
-    for (const s of up.seen) {
+    expect(stack.up.seen.map((s) => s.url)).toEqual(['/v1/things', '/v1/things?b=2', '/v1/things?b=2&a=%41+x&&c;d=1']);
+    for (const s of stack.up.seen) {
       expect(s.headers.authorization).toBeUndefined();
       expect(s.headers['x-api-key']).toBeUndefined();
       expect(JSON.stringify(s)).not.toContain(key);
     }
     // The only parameter: the query goes with it. An escaped name is the same name (upstreams decode it too).
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, `/v1/things?api_key=${key}`)).status).toBe(200);
     expect((await send(gw, `/v1/things?api%5Fkey=${key}&x=1`)).status).toBe(200);
-    expect(up.seen.map((s) => s.url)).toEqual(['/v1/things', '/v1/things?x=1']);
+    expect(stack.up.seen.map((s) => s.url)).toEqual(['/v1/things', '/v1/things?x=1']);
   });
 
   it('reads only the sources listed: the default reads the bearer token alone', async () => {
@@ -145,9 +129,9 @@ describe('auth.sources: where a key is read', () => {
   it('takes the key from the first source that carries one (Basic credentials are no bearer key)', async () => {
     const gw = await gateway({ sources: ['bearer', 'header:X-API-Key'] });
     const { id, key } = await gw.createKey({});
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, '/v1/things', { authorization: 'Basic dXNlcjpwYXNz', 'x-api-key': key })).status).toBe(200);
-    expect(up.seen[0]!.headers['x-consumer-id']).toBe(id);
+    expect(stack.up.seen[0]!.headers['x-consumer-id']).toBe(id);
     const none = await send(gw, '/v1/things', { authorization: 'Basic dXNlcjpwYXNz' });
     expect(none.body.message).toBe('An API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>".');
   });
@@ -164,14 +148,14 @@ describe('auth.sources: where a key is read', () => {
       // A key and a made-up one: still two different keys, refused before any lookup.
       [`/v1/things?api_key=${LEGACY}`, { authorization: `Bearer ${a.key}` }],
     ];
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     for (const [path, headers] of conflicts) {
       const res = await send(gw, path, headers);
       expect(res.status, path).toBe(401);
       expect(res.body).toEqual({ code: 'invalid_api_key', status: 401, message: 'The request carries two different API keys; send one key, in one place.' });
       expect(res.headers['www-authenticate']).toBe('Bearer realm="tollgate", error="invalid_token"');
     }
-    expect(up.seen).toHaveLength(0);
+    expect(stack.up.seen).toHaveLength(0);
     // The same key in two places (or twice in one) is one key.
     expect((await send(gw, `/v1/things?api_key=${a.key}`, { authorization: `Bearer ${a.key}`, 'x-api-key': a.key })).status).toBe(200);
     expect((await send(gw, `/v1/things?api_key=${a.key}&api_key=${a.key}`)).status).toBe(200);
@@ -191,12 +175,12 @@ describe('auth.sources: where a key is read', () => {
   });
 
   it('keeps the key header and parameter for the upstream with hideCredentials: false', async () => {
-    const gw = await gateway(ALL, { upstream: { url: up.url, hideCredentials: false } });
+    const gw = await gateway(ALL, { upstream: { url: stack.up.url, hideCredentials: false } });
     const { key } = await gw.createKey({});
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, `/v1/things?api_key=${key}&b=1`, { 'x-api-key': key })).status).toBe(200);
-    expect(up.seen[0]!.url).toBe(`/v1/things?api_key=${key}&b=1`);
-    expect(up.seen[0]!.headers['x-api-key']).toBe(key);
+    expect(stack.up.seen[0]!.url).toBe(`/v1/things?api_key=${key}&b=1`);
+    expect(stack.up.seen[0]!.headers['x-api-key']).toBe(key);
   });
 
   it('applies new sources on reload; a new issuedPrefix waits for a restart', async () => {
@@ -214,11 +198,11 @@ describe('auth.sources: where a key is read', () => {
   it('gives a request whose X-Request-Id holds its key a fresh id', async () => {
     const gw = await gateway(ALL);
     await storeForeignKey(gw, LEGACY);
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     const res = await send(gw, '/v1/things', { 'x-api-key': LEGACY, 'x-request-id': LEGACY });
     expect(res.status).toBe(200);
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
-    expect(up.seen[0]!.headers['x-request-id']).toBe(res.headers['x-request-id']);
+    expect(stack.up.seen[0]!.headers['x-request-id']).toBe(res.headers['x-request-id']);
     // An id that is not the key is kept.
     expect((await send(gw, '/v1/things', { 'x-api-key': LEGACY, 'x-request-id': 'order-4711-retry-2' })).headers['x-request-id']).toBe('order-4711-retry-2');
   });
@@ -238,11 +222,11 @@ describe('auth.foreignKeys: keys of any shape, looked up by SHA-256', () => {
   it('accepts a foreign key from every source when its hash is stored; refuses it with foreignKeys off', async () => {
     const gw = await gateway(ALL);
     const id = await storeForeignKey(gw, LEGACY);
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, '/v1/things', { authorization: `Bearer ${LEGACY}` })).status).toBe(200);
     expect((await send(gw, '/v1/things', { 'x-api-key': LEGACY })).status).toBe(200);
     expect((await send(gw, `/v1/things?api_key=${encodeURIComponent(LEGACY)}`)).status).toBe(200);
-    expect(up.seen.map((s) => s.headers['x-consumer-id'])).toEqual([id, id, id]);
+    expect(stack.up.seen.map((s) => s.headers['x-consumer-id'])).toEqual([id, id, id]);
 
     const strict = await gateway({ sources: ['header:X-API-Key'] });
     await storeForeignKey(strict, LEGACY);
@@ -296,9 +280,9 @@ describe('auth.foreignKeys: keys of any shape, looked up by SHA-256', () => {
   it('lets a static config key with a foreign key’s hash in only with foreignKeys on', async () => {
     const keys = [{ id: 'legacy-static', plan: 'free', sha256: hashKey(LEGACY) }];
     const on = await gateway({ sources: ['bearer'], foreignKeys: true }, { keys });
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(on, '/v1/things', { authorization: `Bearer ${LEGACY}` })).status).toBe(200);
-    expect(up.seen[0]!.headers['x-consumer-id']).toBe('legacy-static');
+    expect(stack.up.seen[0]!.headers['x-consumer-id']).toBe('legacy-static');
     const off = await gateway({ sources: ['bearer'] }, { keys });
     expect((await send(off, '/v1/things', { authorization: `Bearer ${LEGACY}` })).status).toBe(401);
   });
@@ -309,9 +293,9 @@ describe('auth.issuedPrefix', () => {
     const gw = await gateway({ issuedPrefix: 'acme_live_', foreignKeys: true });
     const { id, key } = await gw.createKey({});
     expect(key).toMatch(/^acme_live_[0-9A-Za-z]{49}$/);
-    up.seen.length = 0;
+    stack.up.seen.length = 0;
     expect((await send(gw, '/v1/things', { authorization: `Bearer ${key}` })).status).toBe(200);
-    expect(up.seen[0]!.headers['x-consumer-id']).toBe(id);
+    expect(stack.up.seen[0]!.headers['x-consumer-id']).toBe(id);
     const rotated = await gw.gateway.admin.rotate(id, 0);
     expect(rotated!.key.startsWith('acme_live_')).toBe(true);
     const before = await gets();
@@ -328,22 +312,16 @@ describe('the admin API issues keys with auth.issuedPrefix', () => {
     const gateway = await composeGateway({ config: cfg, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
     const running = await startGateway({ gateway, logger: silentLogger });
     onTestFinished(() => running.shutdown());
-    const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
-    const call = async (path: string, body: unknown): Promise<{ key?: string; id?: string }> => {
-      const res = await fetch(`${running.adminUrl!}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      const text = await res.text();
-      expect(doc.check('POST', path, res.status, Object.fromEntries(res.headers), text)).toEqual([]);
-      return JSON.parse(text) as { key?: string; id?: string };
-    };
-    const created = await call('/keys', { plan: 'free' });
-    expect(created.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
-    const rotated = await call(`/keys/${created.id}/rotate`, {});
-    expect(rotated.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
-    const res = await fetch(`${running.url}/v1/things`, { headers: { authorization: `Bearer ${rotated.key}` } });
+    const api = new CheckedApi({ target: () => running.adminUrl!, token });
+    const created = await api.call('POST', '/keys', { body: { plan: 'free' } });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
+    const rotated = await api.call('POST', `/keys/${created.body.id}/rotate`, { body: {} });
+    expect(rotated.status, rotated.text).toBe(200);
+    expect(rotated.body.key).toMatch(/^acme_[0-9A-Za-z]{49}$/);
+    expect(rotated.body.key).not.toBe(created.body.key);
+    expect(api.problems).toEqual([]);
+    const res = await fetch(`${running.url}/v1/things`, { headers: { authorization: `Bearer ${rotated.body.key}` } });
     expect(res.status).toBe(200);
   });
 });

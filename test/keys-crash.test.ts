@@ -3,39 +3,30 @@
 // nothing half-done that the request path would act on. Each case runs the real CLI through a proxy that lets exactly
 // N writes reach Redis and then cuts it off, and then asks a gateway that already had the key cached and a fresh one.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../src/config/schema.js';
 import { hashKey } from '../src/keys/format.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { runCli, tempDir } from './helpers/cli.js';
 import { CrashProxy } from './helpers/crash-proxy.js';
 import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
 
 const PREFIX = 'crash:';
-let redis: TestRedis;
-let up: TestUpstream;
-let cached: LimitsGateway;
+const s = useStack({ redis: true, client: true, gateway: async () => startLimitsGateway(config()) });
 let dir: ReturnType<typeof tempDir>;
 let file: string;
 
-beforeAll(async () => {
-  [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
+beforeAll(() => {
   dir = tempDir();
-  file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { url: redis.url, prefix: PREFIX } });
-  cached = await startLimitsGateway(config());
+  file = dir.write('gateway.yaml', { upstream: { url: s.up.url }, redis: { url: s.redis.url, prefix: PREFIX } });
 });
 
-afterAll(async () => {
-  await cached?.close();
-  await up?.close();
-  await redis?.stop();
-  dir?.remove();
-});
+afterAll(() => dir?.remove());
 
-function config() {
-  return testConfig({ upstream: { url: up.url }, redis: { url: redis.url, prefix: PREFIX }, plans: { free: { perMinute: 1000, perDay: 10_000 } } });
+function config(): Config {
+  return testConfig({ upstream: { url: s.up.url }, redis: { url: s.redis.url, prefix: PREFIX }, plans: { free: { perMinute: 1000, perDay: 10_000 } } });
 }
 
 async function status(g: LimitsGateway, key: string): Promise<number> {
@@ -46,7 +37,7 @@ async function status(g: LimitsGateway, key: string): Promise<number> {
 
 /** Runs a key command whose connection dies right after its Nth write reached Redis; returns what it printed. */
 async function crashAfter(writes: number, ...args: string[]): Promise<{ code: number | null; stdout: string; writes: string[] }> {
-  const proxy = await CrashProxy.start(redis.port, writes);
+  const proxy = await CrashProxy.start(s.redis.port, writes);
   try {
     const r = await runCli(['keys', ...args, '--config', file, '--redis', `redis://127.0.0.1:${proxy.port}`], { timeoutMs: 15_000 });
     return { code: r.code, stdout: r.stdout, writes: proxy.writes };
@@ -78,26 +69,21 @@ describe('the CLI dies between the writes of one key operation', () => {
   });
 
   it('revoke: after remembering its hashes only, the key still works; after the record (its hash link still there), it is refused everywhere at once', async () => {
-    const early = await cached.createKey({ plan: 'free' });
-    expect(await status(cached, early.key)).toBe(200);
+    const early = await s.gw.createKey({ plan: 'free' });
+    expect(await status(s.gw, early.key)).toBe(200);
     // The retired hash is remembered first: dying right after leaves a working key whose hash an import refuses anyway.
     const retiredOnly = await crashAfter(2, 'revoke', early.id);
     expect(retiredOnly.writes).toEqual(['set', 'sadd']);
     expect(retiredOnly.code).toBe(1);
     expect(await freshStatus(early.key)).toBe(200);
-    const { id, key } = await cached.createKey({ plan: 'free' });
-    expect(await status(cached, key)).toBe(200);
+    const { id, key } = await s.gw.createKey({ plan: 'free' });
+    expect(await status(s.gw, key)).toBe(200);
     const r = await crashAfter(3, 'revoke', id);
     expect(r.writes).toEqual(['set', 'sadd', 'eval']);
     expect(r.code).toBe(1);
-    const admin = redis.client();
-    try {
-      expect(await admin.exists(new Keyspace(PREFIX).keyByHash(hashKey(key)))).toBe(1);
-    } finally {
-      admin.disconnect();
-    }
+    expect(await s.client.exists(new Keyspace(PREFIX).keyByHash(hashKey(key)))).toBe(1);
     // No change message went out, yet the instance that cached the key refuses it: the limit check reads the record.
-    expect(await status(cached, key)).toBe(401);
+    expect(await status(s.gw, key)).toBe(401);
     expect(await freshStatus(key)).toBe(401);
   });
 
@@ -105,13 +91,13 @@ describe('the CLI dies between the writes of one key operation', () => {
     // Writes 1 and 2 remember the old hash as retired (it keeps working: the record still names it); 3 is the new
     // link, 4 the record.
     for (const n of [3, 4]) {
-      const { id, key } = await cached.createKey({ plan: 'free' });
-      expect(await status(cached, key)).toBe(200);
+      const { id, key } = await s.gw.createKey({ plan: 'free' });
+      expect(await status(s.gw, key)).toBe(200);
       const r = await crashAfter(n, 'rotate', id, '--grace', '600');
       expect(r.writes).toHaveLength(n);
       expect(r.code).toBe(1);
       expect(r.stdout).not.toMatch(/tg_/);
-      await waitFor(async () => (await status(cached, key)) === 200, 'the old key works on the instance that cached it', 2000);
+      await waitFor(async () => (await status(s.gw, key)) === 200, 'the old key works on the instance that cached it', 2000);
       expect(await freshStatus(key)).toBe(200);
     }
   });

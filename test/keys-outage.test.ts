@@ -15,9 +15,9 @@ import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
 import { startServe, tempDir } from './helpers/cli.js';
-import { freePort, TestRedis } from './helpers/redis-server.js';
+import { freePort } from './helpers/redis-server.js';
 import { leaksIn, testConfig } from './helpers/gateway.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 
 const PREFIX = 'tollgate:';
@@ -25,28 +25,24 @@ const COMMAND_TIMEOUT_MS = 100;
 /** "Well under a second": the command timeout plus generous slack for a loaded two-core machine. */
 const MAX_WAIT_MS = 500;
 
-let redis: TestRedis;
-let upstream: TestUpstream;
+const s = useStack({ redis: true });
 let adminConnection: RedisConnection;
 let adminStore: RedisKeyStore;
 let admin: KeyAdmin;
 
-beforeAll(async () => {
-  [redis, upstream] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
-  adminConnection = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
+beforeAll(() => {
+  adminConnection = connectRedis({ url: s.redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
   adminStore = new RedisKeyStore(adminConnection, new Keyspace(PREFIX));
   admin = testKeyAdmin(adminStore, systemClock);
 });
 
 afterAll(async () => {
   await adminConnection?.close();
-  await upstream?.close();
-  await redis?.stop();
 });
 
 function gatewayConfig(redisUrl: string, extra: Record<string, unknown> = {}): Config {
   return testConfig({
-    upstream: { url: upstream.url },
+    upstream: { url: s.up.url },
     redis: { url: redisUrl, prefix: PREFIX, commandTimeoutMs: COMMAND_TIMEOUT_MS, failMode: 'open' },
     log: { level: 'silent' },
     anonymous: { perMinute: 100_000 },
@@ -65,7 +61,7 @@ async function startGateway(config: Config, clock: Clock = systemClock): Promise
 }
 
 afterEach(async () => {
-  redis.resume();
+  s.redis.resume();
   await Promise.all(open.splice(0).map((g) => g.close()));
 });
 
@@ -119,7 +115,7 @@ async function waitBound(): Promise<number> {
   const times: number[] = [];
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
-    await (await fetch(`${upstream.url}/probe`, { signal: AbortSignal.timeout(5000) })).text();
+    await (await fetch(`${s.up.url}/probe`, { signal: AbortSignal.timeout(5000) })).text();
     times.push(performance.now() - t0);
   }
   times.sort((x, y) => x - y);
@@ -132,12 +128,12 @@ async function snapshot(): Promise<void> {
 }
 
 async function ensureRedisUp(): Promise<void> {
-  redis.resume();
-  const c = redis.client();
+  s.redis.resume();
+  const c = s.redis.client();
   try {
     await c.ping();
   } catch {
-    await redis.startProcess();
+    await s.redis.startProcess();
   } finally {
     c.disconnect();
   }
@@ -147,7 +143,7 @@ describe('Redis hung (SIGSTOP)', () => {
   beforeEach(ensureRedisUp);
 
   it('cached key: 200 to the upstream; uncached valid key: 503 service_unavailable; nothing waits past the command timeout', async () => {
-    const gw = await startGateway(gatewayConfig(redis.url));
+    const gw = await startGateway(gatewayConfig(s.redis.url));
     const a = await admin.create({ plan: 'free', name: 'cached' });
     const b = await admin.create({ plan: 'free', name: 'uncached' });
     await warm(gw.url, a.key);
@@ -164,12 +160,12 @@ describe('Redis hung (SIGSTOP)', () => {
     // b was used in the yardstick burst: take a fresh uncached key for the outage.
     const c = await admin.create({ plan: 'free', name: 'uncached' });
 
-    redis.pause();
-    upstream.seen.length = 0;
+    s.redis.pause();
+    s.up.seen.length = 0;
     const cached = await get(gw.url, a.key);
     expect(cached.status).toBe(200);
     expect(cached.ms).toBeLessThan(bound);
-    expect(upstream.seen.at(-1)?.headers['x-consumer-id']).toBe(a.record.id);
+    expect(s.up.seen.at(-1)?.headers['x-consumer-id']).toBe(a.record.id);
 
     const uncached = await get(gw.url, c.key);
     expect(uncached.status).toBe(503);
@@ -193,7 +189,7 @@ describe('Redis hung (SIGSTOP)', () => {
     expect((await get(gw.url, undefined, '/healthz')).status).toBe(200);
 
     // Redis answers again: the uncached key works without any restart.
-    redis.resume();
+    s.redis.resume();
     const recovered = await pollUntil(
       () => get(gw.url, c.key),
       (r) => r.status === 200,
@@ -204,7 +200,7 @@ describe('Redis hung (SIGSTOP)', () => {
 
   it('a key read before the outage keeps working after its cache ttl (stale), within the command timeout', async () => {
     const clock = new ManualClock(Date.now());
-    const connection = connectRedis({ url: redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, purpose: 'gateway' });
+    const connection = connectRedis({ url: s.redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, purpose: 'gateway' });
     const service = new KeyVerifier(new RedisKeyStore(connection, new Keyspace(PREFIX)), clock, { lookupTimeoutMs: COMMAND_TIMEOUT_MS });
     try {
       const a = await admin.create({ plan: 'free' });
@@ -214,7 +210,7 @@ describe('Redis hung (SIGSTOP)', () => {
       let first = await service.verify(a.key);
       for (let i = 0; i < 20 && !first.ok; i++) first = await service.verify(a.key); // an overloaded machine may time out once
       expect(first.ok).toBe(true);
-      redis.pause();
+      s.redis.pause();
       clock.advance(service.opts.ttlMs + 1);
       let t0 = performance.now();
       expect((await service.verify(a.key)).ok).toBe(true);
@@ -223,7 +219,7 @@ describe('Redis hung (SIGSTOP)', () => {
       expect(await service.verify(b.key)).toEqual({ ok: false, reason: 'unavailable' });
       expect(performance.now() - t0).toBeLessThan(bound);
     } finally {
-      redis.resume();
+      s.redis.resume();
       await connection.close();
     }
   });
@@ -233,13 +229,13 @@ describe('Redis killed', () => {
   beforeEach(ensureRedisUp);
 
   it('cached key works, uncached gets 503 fast, no crash; after a restart it recovers and revocations flow again', async () => {
-    const gw = await startGateway(gatewayConfig(redis.url));
+    const gw = await startGateway(gatewayConfig(s.redis.url));
     const a = await admin.create({ plan: 'free' });
     const b = await admin.create({ plan: 'free' });
     await warm(gw.url, a.key);
     const bound = await waitBound();
     await snapshot();
-    await redis.kill();
+    await s.redis.kill();
 
     for (let round = 0; round < 3; round++) {
       const ra = await get(gw.url, a.key);
@@ -257,7 +253,7 @@ describe('Redis killed', () => {
     const ready = await get(gw.url, undefined, '/readyz');
     expect(ready.status).toBe(503);
 
-    await redis.startProcess();
+    await s.redis.startProcess();
     const recovered = await pollUntil(
       () => get(gw.url, b.key),
       (r) => r.status === 200,
@@ -289,13 +285,13 @@ describe('Redis killed', () => {
   it('started while Redis is down: works once Redis is up, and revocations reach it within a second', async () => {
     const bound = await waitBound();
     await snapshot();
-    await redis.kill();
-    const gw = await startGateway(gatewayConfig(redis.url));
+    await s.redis.kill();
+    const gw = await startGateway(gatewayConfig(s.redis.url));
     const early = await get(gw.url, generateKey());
     expect(early.status).toBe(503);
     expect(early.ms).toBeLessThan(bound);
     await sleep(300); // several failed connection attempts
-    await redis.startProcess();
+    await s.redis.startProcess();
     const a = await admin.create({ plan: 'free' });
     const up = await pollUntil(
       () => get(gw.url, a.key),
@@ -327,13 +323,13 @@ describe('Redis killed', () => {
     const dead = `redis://127.0.0.1:${await freePort()}/0`;
     const gw = await startGateway(gatewayConfig(dead, { keys: [{ id: 'static-1', plan: 'free', sha256: hashKey(key) }] }));
     const bound = await waitBound();
-    upstream.seen.length = 0;
+    s.up.seen.length = 0;
     for (let i = 0; i < 5; i++) {
       const r = await get(gw.url, key);
       expect(r.status).toBe(200);
       expect(r.ms).toBeLessThan(bound);
     }
-    expect(upstream.seen.map((s) => s.headers['x-consumer-id'])).toEqual(Array(5).fill('static-1'));
+    expect(s.up.seen.map((r) => r.headers['x-consumer-id'])).toEqual(Array(5).fill('static-1'));
     const other = await get(gw.url, generateKey());
     expect(other.status).toBe(503);
   });
@@ -346,8 +342,8 @@ describe('a real `tollgate serve` process', () => {
     const dir = tempDir();
     const file = dir.write('gateway.yaml', {
       server: { host: '127.0.0.1', port: 0 },
-      upstream: { url: upstream.url },
-      redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: COMMAND_TIMEOUT_MS, failMode: 'open' },
+      upstream: { url: s.up.url },
+      redis: { url: s.redis.url, prefix: PREFIX, commandTimeoutMs: COMMAND_TIMEOUT_MS, failMode: 'open' },
       log: { level: 'info' },
       anonymous: { perMinute: 100_000 },
       plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
@@ -359,7 +355,7 @@ describe('a real `tollgate serve` process', () => {
       await warm(url, a.key);
       const bound = await waitBound();
       await snapshot();
-      await redis.kill();
+      await s.redis.kill();
       const deadline = Date.now() + 1500;
       let n = 0;
       while (Date.now() < deadline) {
@@ -374,7 +370,7 @@ describe('a real `tollgate serve` process', () => {
       expect(proc.running).toBe(true);
       expect((await get(url, undefined, '/healthz')).status).toBe(200);
 
-      await redis.startProcess();
+      await s.redis.startProcess();
       const recovered = await pollUntil(
         () => get(url, b.key),
         (r) => r.status === 200,

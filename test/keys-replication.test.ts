@@ -11,11 +11,10 @@ import { Metrics } from '../src/observability/metrics.js';
 import { assertBuilt, runCli, tempDir, withoutAudit, type CliResult } from './helpers/cli.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { metricValue, waitFor } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const TOKEN = generateAdminToken();
 const PLANS = { free: { perMinute: 100, perDay: 1000 }, pro: { perMinute: 200, perDay: 2000 }, busy: { perMinute: 100_000, perDay: 1_000_000 } };
 
@@ -26,7 +25,7 @@ let up: TestUpstream;
 let gw: RunningGateway;
 const metrics = new Metrics();
 let dir: ReturnType<typeof tempDir>;
-const problems: string[] = [];
+const adminApi = new CheckedApi({ target: () => gw.adminUrl!, token: TOKEN });
 
 const fileFor = (url: string, extra: Record<string, unknown> = {}, name = `c-${url.replace(/\W/g, '')}-${Object.keys(extra).length}.yaml`) =>
   dir.write(name, { redis: { url, prefix: 'rep:', ...extra }, plans: PLANS });
@@ -88,16 +87,7 @@ async function everyChangeByCli(config: string): Promise<Array<{ action: string;
   return results.map(({ action, r }) => ({ action, replication: r.json.replication, warning: withoutAudit(r.stderr) }));
 }
 
-async function admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${gw.adminUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  problems.push(...doc.check(method, path, res.status, Object.fromEntries(res.headers), text));
-  return { status: res.status, body: JSON.parse(text) as Record<string, unknown> };
-}
+const admin = (method: string, path: string, body?: unknown) => adminApi.call(method, path, body === undefined ? {} : { body });
 
 /** Every change the admin API makes to one fresh key: each answer's replication. */
 async function everyChangeByApi(): Promise<Array<{ action: string; status: number; replication: unknown }>> {
@@ -124,7 +114,7 @@ describe('key changes wait for a replica and say how far they reached', () => {
     const api = await everyChangeByApi();
     expect(api.map((a) => a.status)).toEqual([201, 200, 200, 200, 200, 200]);
     for (const a of api) expect(a, a.action).toMatchObject({ replication: { expected: 1, acked: 1 } });
-    expect(problems).toEqual([]);
+    expect(adminApi.problems).toEqual([]);
   }, 60_000);
 
   it('standalone without replicas: {expected: 0, acked: 0} at once, and no warning', async () => {
@@ -145,7 +135,7 @@ describe('key changes wait for a replica and say how far they reached', () => {
       expect(await everyChangeByCli(fileFor(primary.url))).toEqual(each({ expected: 1, acked: 0 }, /^Warning: no replica confirmed this .* \(1 expected\)/));
       const api = await everyChangeByApi();
       for (const a of api) expect(a, a.action).toMatchObject({ replication: { expected: 1, acked: 0 } });
-      expect(problems).toEqual([]);
+      expect(adminApi.problems).toEqual([]);
     } finally {
       replica.resume();
     }
@@ -210,7 +200,7 @@ describe('key changes wait for a replica and say how far they reached', () => {
     );
     const api = await everyChangeByApi();
     for (const a of api) expect(a, a.action).toMatchObject({ replication: { expected: 1, acked: 0 } });
-    expect(problems).toEqual([]);
+    expect(adminApi.problems).toEqual([]);
     // A fresh CLI process never saw the replica: the config says how many there should be.
     const configured = fileFor(primary.url, { replicas: 1 });
     expect(await everyChangeByCli(configured)).toEqual(each({ expected: 1, acked: 0 }, /^Warning: no replica confirmed this .* \(1 expected\)/));

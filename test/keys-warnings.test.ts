@@ -6,24 +6,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { composeGateway } from '../src/compose.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
+import { startGateway } from '../src/server/gateway-server.js';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { assertBuilt, runCli, tempDir, withoutAudit, type CliResult } from './helpers/cli.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
-import { OpenApiDocument } from './helpers/openapi.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { CheckedApi } from './helpers/openapi.js';
+import { useStack } from './helpers/stack.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'warn:';
 const TOKEN = generateAdminToken();
-let redis: TestRedis;
-let up: TestUpstream;
-let gw: RunningGateway;
 let dir: ReturnType<typeof tempDir>;
 let cliConfig: string;
-const problems: string[] = [];
 
 const COST_MINUTE = 'perMinute 6 is below the cost of route bulk (cost 8): this key can never call it (403 cost_exceeds_limit)';
 const COST_DAY_BOTH = 'perDay 4 is below the cost of routes POST /v1/reports (cost 5), bulk (cost 8): this key can never call them (403 cost_exceeds_limit)';
@@ -31,8 +25,8 @@ const NOT_BEARER =
   'key: holds characters a Bearer token cannot carry (token68: A-Z a-z 0-9 - . _ ~ + / then "=" at the end only): it can never be sent as "Authorization: Bearer"; send it through another of auth.sources';
 
 const base = () => ({
-  upstream: { url: up.url },
-  redis: { url: redis.url, prefix: PREFIX },
+  upstream: { url: s.up.url },
+  redis: { url: s.redis.url, prefix: PREFIX },
   auth: { foreignKeys: true, sources: ['bearer', 'header:X-API-Key'] },
   plans: { free: { perMinute: 10, perDay: 100 } },
   routes: [
@@ -43,12 +37,8 @@ const base = () => ({
   ],
 });
 
-async function admin(method: string, path: string, body: string, type = 'application/json'): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${gw.adminUrl}${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, 'content-type': type }, body });
-  const text = await res.text();
-  problems.push(...doc.check(method, path, res.status, Object.fromEntries(res.headers), text));
-  return { status: res.status, body: JSON.parse(text) as Record<string, unknown> };
-}
+const api = new CheckedApi({ target: () => s.gw.adminUrl!, token: TOKEN });
+const admin = (method: string, path: string, body: string) => api.call(method, path, { body });
 
 const cli = (...args: string[]): Promise<CliResult> => runCli(['keys', ...args, '--config', cliConfig]);
 const warningsOf = (r: CliResult) =>
@@ -56,28 +46,29 @@ const warningsOf = (r: CliResult) =>
     .split('\n')
     .filter((l) => l.includes('arning'));
 
-beforeAll(async () => {
-  assertBuilt();
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
+beforeAll(() => assertBuilt());
+
+const s = useStack({
+  redis: true,
+  client: true,
+  gateway: async ({ redis }) => {
+    const config = testConfig({
+      ...base(),
+      server: { host: '127.0.0.1', port: 0 },
+      redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 1000 },
+      admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
+    });
+    const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), env: {}, upstreamCheckTimeoutMs: 500 });
+    return startGateway({ gateway, logger: silentLogger });
+  },
+});
+
+beforeAll(() => {
   dir = tempDir();
   cliConfig = dir.write('gateway.yaml', base());
-  const config = testConfig({
-    ...base(),
-    server: { host: '127.0.0.1', port: 0 },
-    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 1000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-  });
-  const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), env: {}, upstreamCheckTimeoutMs: 500 });
-  gw = await startGateway({ gateway, logger: silentLogger });
-}, 30_000);
-
-afterAll(async () => {
-  await gw?.shutdown();
-  await up?.close();
-  await redis?.stop();
-  dir?.remove();
 });
+
+afterAll(() => dir?.remove());
 
 describe('the admin API warns, and still does what it was asked', () => {
   it('POST /keys and PATCH /keys/{id}: an override below a route cost is in warnings, naming the window and the routes', async () => {
@@ -116,25 +107,21 @@ describe('the admin API warns, and still does what it was asked', () => {
   }, 60_000);
 
   it('POST /keys/import while another instance holds the import lock: 409 import_in_progress, nothing written', async () => {
-    const c = redis.client();
-    try {
-      await c.set(`${PREFIX}keys:import:lock`, 'another-instance', 'PX', 30_000);
-      const sha256 = randomBytes(32).toString('hex');
-      const r = await admin('POST', '/keys/import', JSON.stringify([{ plan: 'free', sha256 }]));
-      expect(r.status).toBe(409);
-      expect(r.body).toMatchObject({ code: 'import_in_progress', status: 409 });
-      expect(await c.get(`${PREFIX}keyhash:${sha256}`)).toBeNull();
-      // Its holder's lock is left alone.
-      expect(await c.get(`${PREFIX}keys:import:lock`)).toBe('another-instance');
-      await c.del(`${PREFIX}keys:import:lock`);
-      expect((await admin('POST', '/keys/import', JSON.stringify([{ plan: 'free', sha256 }]))).status).toBe(200);
-    } finally {
-      c.disconnect();
-    }
+    const c = s.client;
+    await c.set(`${PREFIX}keys:import:lock`, 'another-instance', 'PX', 30_000);
+    const sha256 = randomBytes(32).toString('hex');
+    const r = await admin('POST', '/keys/import', JSON.stringify([{ plan: 'free', sha256 }]));
+    expect(r.status).toBe(409);
+    expect(r.body).toMatchObject({ code: 'import_in_progress', status: 409 });
+    expect(await c.get(`${PREFIX}keyhash:${sha256}`)).toBeNull();
+    // Its holder's lock is left alone.
+    expect(await c.get(`${PREFIX}keys:import:lock`)).toBe('another-instance');
+    await c.del(`${PREFIX}keys:import:lock`);
+    expect((await admin('POST', '/keys/import', JSON.stringify([{ plan: 'free', sha256 }]))).status).toBe(200);
   }, 60_000);
 
   it('every answer matched the OpenAPI document', () => {
-    expect(problems).toEqual([]);
+    expect(api.problems).toEqual([]);
   });
 });
 

@@ -6,7 +6,6 @@
 // figure grew since the instance last wrote it (many keys per call; none when nothing grew). The memory
 // store (tollgate dev) keeps it too; a reply arriving late for an earlier hour is not lost.
 import { describe, expect, it } from 'vitest';
-import request from 'supertest';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { MemoryUsageStore, type UsageStore } from '../src/usage/store.js';
@@ -14,11 +13,10 @@ import { dayOf, HOUR_MS } from '../src/util/time.js';
 import { UsageRecorder } from '../src/usage/recorder.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
-import { OpenApiDocument } from './helpers/openapi.js';
+import { CheckedApi } from './helpers/openapi.js';
 import { useStack } from './helpers/stack.js';
 import type { Config } from '../src/config/schema.js';
 
-const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'peak:';
 const ks = new Keyspace(PREFIX);
 const TOKEN = 'tga_peak-test-token';
@@ -27,6 +25,7 @@ const s = useStack<{ a: LimitsGateway; b: LimitsGateway }>({
   client: true,
   gateway: async () => ({ a: await startLimitsGateway(config()), b: await startLimitsGateway(config()) }),
 });
+const api = new CheckedApi({ target: () => s.gw.a.gateway.adminApp!, token: TOKEN });
 
 function config(): Config {
   return testConfig({
@@ -49,9 +48,9 @@ async function call(gw: LimitsGateway, key: string): Promise<number> {
 /** The key's hourly buckets over the last two hours, as the admin API answers them (checked against the document). */
 async function hourly(id: string): Promise<Array<{ start: string; admitted: number; peakMinute: number }>> {
   const path = `/keys/${id}/usage?granularity=hour&from=${new Date(Date.now() - HOUR_MS).toISOString()}`;
-  const res = await request(s.gw.a.gateway.adminApp!).get(path).set('authorization', `Bearer ${TOKEN}`);
-  expect(res.status).toBe(200);
-  expect(doc.check('GET', path, res.status, res.headers as Record<string, string>, res.text)).toEqual([]);
+  const res = await api.get(path);
+  expect(res.status, res.text).toBe(200);
+  expect(api.problems).toEqual([]);
   return res.body.buckets;
 }
 
@@ -79,8 +78,10 @@ describe('peakMinute', () => {
       expect(busy[0]!.peakMinute).toBe(7);
     }
     // A day's bucket shows its busiest hour's figure, not a sum.
-    const day = await request(s.gw.a.gateway.adminApp!).get(`/keys/${id}/usage?granularity=day`).set('authorization', `Bearer ${TOKEN}`);
+    const day = await api.get(`/keys/${id}/usage?granularity=day`);
+    expect(day.status, day.text).toBe(200);
     expect(Math.max(...day.body.buckets.map((x: { peakMinute: number }) => x.peakMinute))).toBe(7);
+    expect(api.problems).toEqual([]);
   });
 
   it('costs the request path no Redis command; a flush costs one script call by SHA for its keys on each instance', async () => {

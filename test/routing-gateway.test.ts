@@ -101,7 +101,8 @@ describe('routes to services', () => {
   it('auth: none needs no key and is metered by the anonymous limit alone; a keyed route still answers 401', async () => {
     const first = await send(g, 'GET', '/status', ['host: a.example', 'x-forwarded-for: 9.9.9.9']);
     expect(first.status).toBe(200);
-    expect(first.headers['ratelimit-policy']).toBeDefined();
+    // The anonymous limit's one window (anonymous.perMinute 2), the only limit a public route has.
+    expect(first.headers['ratelimit-policy']).toBe('"minute";q=2;w=60');
     // A key sent to a public route is neither checked nor spent, and no consumer headers go upstream.
     const withKey = await send(g, 'GET', '/status', [AUTH()]);
     expect(withKey.status).toBe(200);
@@ -129,8 +130,9 @@ describe('routes to services', () => {
   it('the route policy still applies: deprecation headers on the matched route', async () => {
     const res = await send(g, 'GET', '/v1/pets/3', [AUTH()]);
     expect(res.status).toBe(200);
-    expect(res.headers.deprecation).toBeDefined();
-    expect(res.headers.sunset).toBeDefined();
+    // The route's deprecation (2026-06-01) as an RFC 9745 date, its sunset (2099-06-01) as an HTTP date.
+    expect(res.headers.deprecation).toBe('@1780272000');
+    expect(res.headers.sunset).toBe('Mon, 01 Jun 2099 00:00:00 GMT');
     expect(res.json().url).toBe('/v1/pets/3');
   });
 
@@ -244,7 +246,7 @@ describe('upstream.url with services', () => {
       }),
     );
     try {
-      expect((await send(g, 'GET', '/v1/old')).headers.deprecation).toBeDefined();
+      expect((await send(g, 'GET', '/v1/old')).headers.deprecation).toBe('@1767225600'); // 2026-01-01T00:00:00Z
       expect((await send(g, 'GET', '/v1/new/1')).status).toBe(200);
       expect((await send(g, 'GET', '/shop/item')).status).toBe(200);
       expect((await send(g, 'GET', '/elsewhere')).status).toBe(404);

@@ -128,7 +128,7 @@ describe('traffic', () => {
     expect((await send(A, '/v1/things?x=1', { key: k, method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"x"}' })).status).toBe(
       200,
     );
-    expect((await send(A, '/v1/pets/1', { key: k })).headers?.deprecation).toBeDefined();
+    expect((await send(A, '/v1/pets/1', { key: k })).headers?.deprecation).toBe('@1577836800'); // 2020-01-01T00:00:00Z
     expect((await send(A, '/v1/things', { key: STATIC_KEY })).status).toBe(200);
     expect((await send(A, '/v1/things', { headers: { authorization: `bearer ${k}` } })).status).toBe(200);
     expect((await send(A, '/v1/things', { headers: { authorization: `BEARER    ${k}  ` } })).status).toBe(200);

@@ -2,7 +2,7 @@
 // Redis with known hourly values, then POST /plans/simulate and the built CLI's `tollgate plans simulate`, whose
 // answers were worked out by hand below. Keys with their own override are reported as such; keys of other plans and
 // hours outside the period are left out; every bad body is a 400 naming the field; answers match the OpenAPI document.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
@@ -13,19 +13,13 @@ import { WhatIfPages } from '../src/usage/whatif-pages.js';
 import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
-import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
+import { startLimitsGateway } from './helpers/limits.js';
 import { CheckedApi } from './helpers/openapi.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 
 const PREFIX = 'whatif:';
 const TOKEN = 'tga_whatif-test-token';
 const PLANS = { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10_000 } };
-let redis: TestRedis;
-let up: TestUpstream;
-let gw: LimitsGateway;
-const api = new CheckedApi({ target: () => gw.gateway.adminApp! });
-
 /** Midnight UTC three days ago: the period is its day and the next (48 whole hours). */
 const D0 = (dayOf(Date.now()) - 3) * DAY_MS;
 const FROM = new Date(D0).toISOString();
@@ -34,22 +28,28 @@ const ids: Record<'k1' | 'k2' | 'k3' | 'k4' | 'k5', string> = { k1: '', k2: '', 
 
 const simulate = (body: unknown, token = TOKEN) => api.call('POST', '/plans/simulate', { body, token });
 
+beforeAll(() => assertBuilt());
+
+const s = useStack({
+  redis: true,
+  client: true,
+  gateway: async ({ up, redis }) =>
+    startLimitsGateway(
+      testConfig({
+        upstream: { url: up.url },
+        redis: { url: redis.url, prefix: PREFIX },
+        admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
+        plans: PLANS,
+        // A route whose requests take 5 points each (the what-if's figures are points).
+        routes: [{ path: '/v1/heavy', cost: 5 }],
+        usage: { retentionDays: 7 },
+      }),
+    ),
+});
+const api = new CheckedApi({ target: () => s.gw.gateway.adminApp! });
+
 beforeAll(async () => {
-  assertBuilt();
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
-  gw = await startLimitsGateway(
-    testConfig({
-      upstream: { url: up.url },
-      redis: { url: redis.url, prefix: PREFIX },
-      admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-      plans: PLANS,
-      // A route whose requests take 5 points each (the what-if's figures are points).
-      routes: [{ path: '/v1/heavy', cost: 5 }],
-      usage: { retentionDays: 7 },
-    }),
-  );
-  const make = async (plan: string, extra: { perMinute?: number; perDay?: number } = {}) => (await gw.gateway.admin.create({ plan, ...extra })).record.id;
+  const make = async (plan: string, extra: { perMinute?: number; perDay?: number } = {}) => (await s.gw.gateway.admin.create({ plan, ...extra })).record.id;
   ids.k1 = await make('free');
   ids.k2 = await make('free', { perMinute: 100 });
   ids.k3 = await make('free', { perDay: 5000 });
@@ -57,7 +57,7 @@ beforeAll(async () => {
   ids.k5 = await make('free');
 
   // The ledger, written the way instances write it (counts added, peakMinute raised), hour h after D0.
-  const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+  const store = new RedisUsageStore(s.client, new Keyspace(PREFIX));
   const counts: Array<{ id: string; kind: UsageKind; atMs: number; n: number }> = [];
   const peaks: Array<{ id: string; atMs: number; peak: number }> = [];
   const at = (id: string, h: number, c: Partial<Record<UsageKind | 'm', number>>) => {
@@ -77,12 +77,6 @@ beforeAll(async () => {
   await store.add(counts, 8 * DAY_MS);
   await store.raisePeaks(peaks, 8 * DAY_MS);
 }, 30_000);
-
-afterAll(async () => {
-  await gw?.close();
-  await up?.close();
-  await redis?.stop();
-});
 
 describe('the bounds', () => {
   it('minute: neighbouring hours may share one window (the larger counts), hours further apart may not', () => {
@@ -231,8 +225,8 @@ describe('tollgate plans simulate', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', {
-        upstream: { url: up.url },
-        redis: { url: redis.url, prefix: PREFIX },
+        upstream: { url: s.up.url },
+        redis: { url: s.redis.url, prefix: PREFIX },
         plans: PLANS,
         usage: { retentionDays: 7 },
       });
@@ -280,16 +274,16 @@ describe('tollgate plans simulate', () => {
 
 describe('the answer is bounded and says points', () => {
   it('labels points as points: 52 requests of cost 5 in a minute are 260 points, and a limit of 60 refuses at least 200 points', async () => {
-    const { id, key } = await gw.createKey({ plan: 'pro' });
+    const { id, key } = await s.gw.createKey({ plan: 'pro' });
     for (let i = 0; i < 52; i++) {
-      const res = await fetch(`${gw.url}/v1/heavy`, { headers: { authorization: `Bearer ${key}` } });
+      const res = await fetch(`${s.gw.url}/v1/heavy`, { headers: { authorization: `Bearer ${key}` } });
       expect(res.status).toBe(200);
       await res.arrayBuffer();
     }
     const now = Date.now();
     const body = { plan: 'pro', perMinute: 60, from: new Date(now - 2 * HOUR_MS).toISOString(), to: new Date(now + HOUR_MS).toISOString() };
     // The busiest minute reaches the ledger with the usage flush, off the request path.
-    await gw.gateway.flushUsage();
+    await s.gw.gateway.flushUsage();
     const res = await simulate(body);
     expect(res.status, res.text).toBe(200);
     const mine = res.body.keys.find((k: { id: string }) => k.id === id) as
@@ -301,8 +295,8 @@ describe('the answer is bounded and says points', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', {
-        upstream: { url: up.url },
-        redis: { url: redis.url, prefix: PREFIX },
+        upstream: { url: s.up.url },
+        redis: { url: s.redis.url, prefix: PREFIX },
         plans: PLANS,
         usage: { retentionDays: 7 },
       });
@@ -319,10 +313,10 @@ describe('the answer is bounded and says points', () => {
   it('lists each key with its 10 most refused hours and the count of all, a page of keys at a time by cursor', async () => {
     // Two days before the period above: 30 busy hours for one key, 12 for another, 1 for a third.
     const P0 = D0 - 2 * DAY_MS;
-    const k6 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
-    const k7 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
-    const k8 = (await gw.gateway.admin.create({ plan: 'free' })).record.id;
-    const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+    const k6 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const k7 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const k8 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const store = new RedisUsageStore(s.client, new Keyspace(PREFIX));
     const peaks = [
       ...Array.from({ length: 30 }, (_, h) => ({ id: k6, atMs: P0 + h * HOUR_MS, peak: 100 + h })),
       ...Array.from({ length: 12 }, (_, h) => ({ id: k7, atMs: P0 + h * HOUR_MS, peak: 80 })),
@@ -350,12 +344,10 @@ describe('the answer is bounded and says points', () => {
     expect(next.body.totals).toEqual(first.body.totals);
     expect(next.body).toMatchObject({ plan: 'free', ...period, simulated: { perMinute: 30 }, nextCursor: null });
     // A what-if no longer kept: 410, ask again.
-    const redisClient = redis.client();
-    for (const k of await redisClient.keys(`${PREFIX}report:*`)) await redisClient.del(k);
+    for (const k of await s.client.keys(`${PREFIX}report:*`)) await s.client.del(k);
     const gone = await simulate({ cursor: first.body.nextCursor });
     expect(gone.status).toBe(410);
     expect(gone.body.code).toBe('report_expired');
-    redisClient.disconnect();
     expect(api.problems).toEqual([]);
   }, 60_000);
 });
