@@ -12,6 +12,7 @@ import { hashAdminToken } from '../src/admin/tokens.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import type { Logger } from '../src/observability/logger.js';
 import { CliProcess, assertBuilt, runCli, startServe, tempDir } from './helpers/cli.js';
+import { Runtime } from '../src/routing/runtime.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { makeCertificates, type TestCertificates } from './helpers/tls.js';
 import { TestUpstream } from './helpers/upstream.js';
@@ -551,4 +552,31 @@ describe('TLS config errors', () => {
     },
     SLOW,
   );
+});
+
+describe("what a reload does with the listeners' tls blocks", () => {
+  const tls = (extra: Record<string, unknown> = {}) => ({ certFile: '/etc/a.crt', keyFile: '/etc/a.key', ...extra });
+  const cfg = (server: Record<string, unknown> | undefined, admin: Record<string, unknown> = {}) =>
+    testConfig({ server: { port: 0, ...(server ? { tls: server } : {}) }, admin: { port: 0, ...admin } });
+
+  it('new paths and minVersion apply; turning TLS or mutual TLS on or off is named under needsRestart and the old block stays', () => {
+    const runtime = new Runtime(cfg(tls()));
+    expect(runtime.apply(cfg(tls({ certFile: '/etc/b.crt', minVersion: 'TLSv1.3' })))).toEqual([]);
+    expect(runtime.config.server.tls).toMatchObject({ certFile: '/etc/b.crt', minVersion: 'TLSv1.3' });
+
+    expect(runtime.apply(cfg(undefined))).toEqual(['server.tls']);
+    expect(runtime.config.server.tls?.certFile).toBe('/etc/b.crt');
+    expect(runtime.apply(cfg(tls({ caFile: '/etc/ca.crt' })))).toEqual(['server.tls']);
+    expect(runtime.config.server.tls?.caFile).toBeUndefined();
+
+    // Another server field beside it is still the server section's restart, named as before.
+    expect(runtime.apply(testConfig({ server: { port: 0, maxBodyBytes: 10, tls: tls() }, admin: { port: 0 } }))).toEqual(['server.*']);
+    expect(runtime.config.server.tls?.certFile).toBe('/etc/a.crt');
+
+    const plain = new Runtime(cfg(undefined));
+    expect(plain.apply(cfg(tls()))).toEqual(['server.tls']);
+    expect(plain.config.server.tls).toBeUndefined();
+    expect(plain.apply(cfg(undefined, { tls: tls() }))).toEqual(['admin.tls']);
+    expect(plain.config.admin.tls).toBeUndefined();
+  });
 });
