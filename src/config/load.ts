@@ -5,6 +5,7 @@ import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { redactKeyShapes } from '../http/credentials.js';
 import { configSchema, type Config } from './schema.js';
+import { tlsFileErrors } from './tls-files.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
 
@@ -75,7 +76,11 @@ export function parseConfigText(
   }
   const overridden = new Map<string, string>();
   const result = validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
-  return result.ok ? { ...result, sections: configSections(raw as Record<string, unknown>) } : result;
+  if (!result.ok) return result;
+  // The certificate and key files are part of the config: one that cannot be used fails it like a bad field.
+  const tlsErrors = tlsFileErrors(result.config);
+  if (tlsErrors.length > 0) return { ok: false, errors: tlsErrors };
+  return { ...result, sections: configSections(raw as Record<string, unknown>) };
 }
 
 /** The top-level sections a parsed file gives with some content (null, `{}` and `[]` count as absent), sorted. */

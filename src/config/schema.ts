@@ -9,6 +9,18 @@ import { keyInputFields, sha256HexSchema } from './key-fields.js';
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
 
+/**
+ * HTTPS on a listener (server, admin, ops): its certificate and key, and with caFile, mutual TLS: every client must
+ * present a certificate that CA signed. The files are read when the config is loaded (src/config/tls-files.ts) and
+ * again on every reload, so a rotated certificate is picked up without dropping a connection.
+ */
+const listenerTls = z.strictObject({
+  certFile: z.string().min(1).describe('PEM file of the listener\'s certificate (and any intermediates after it).'),
+  keyFile: z.string().min(1).describe('PEM file of the certificate\'s private key (unencrypted).'),
+  caFile: z.string().min(1).optional().describe('PEM file of the CA certificate(s) clients\' certificates must be signed by: set, every client must present one (mutual TLS); a client without one is refused during the handshake.'),
+  minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').describe('The oldest TLS version accepted: TLSv1.2 or TLSv1.3.'),
+});
+
 const server = z.strictObject({
   host: z.string().min(1).default('127.0.0.1').describe('Address to listen on.'),
   port: z.number().int().min(0).max(65535).default(8080).describe('TCP port to listen on (0 picks a free one).'),
@@ -22,6 +34,7 @@ const server = z.strictObject({
   keepAliveTimeoutMs: z.number().int().positive().default(5_000).describe('Idle keep-alive connections from clients are closed after this time.'),
   responseIdleTimeoutMs: z.number().int().positive().default(30_000).describe('A proxied response the client stops reading, or a request body it stops sending, for this long is cut off and the backend connection it held is freed.'),
   watchConfig: z.boolean().default(false).describe('Reload when the config file changes (also when a mounted Kubernetes ConfigMap is swapped), as SIGHUP does; `serve --watch-config` turns it on too (read at start-up).'),
+  tls: listenerTls.optional().describe('Serve HTTPS on this port: { certFile, keyFile, caFile (mutual TLS), minVersion }. The files are re-read on every reload; turning TLS or caFile on or off needs a restart.'),
 });
 
 const upstream = z.strictObject({
@@ -87,6 +100,7 @@ function oneRedisTopology(
 const ops = z.strictObject({
   host: z.string().min(1).default('127.0.0.1').describe('Address of the operations listener. Loopback by default: metrics and readiness are for the platform, not clients.'),
   port: z.number().int().min(0).max(65535).describe('Port of the operations listener (0 picks a free one); must differ from server.port.'),
+  tls: listenerTls.optional().describe('HTTPS on the operations listener, as server.tls.'),
 });
 
 const adminToken = z.strictObject({
@@ -99,6 +113,7 @@ const admin = z.strictObject({
   port: z.number().int().min(0).max(65535).default(8079).describe('Port of the admin listener (0 picks a free one); must differ from server.port and ops.port.'),
   tokens: z.array(adminToken).default([]).describe('Without a token (here or in TOLLGATE_ADMIN_TOKEN) the admin API does not start.'),
   maxFailuresPerMinute: positiveInt().default(10).describe('Failed token checks one client address may make per minute; past it, 429 until the minute ends.'),
+  tls: listenerTls.optional().describe('HTTPS on the admin listener (and its dashboard), as server.tls.'),
 });
 
 /** Paths the gateway port answers itself: the quota endpoint may not take one of them, nor one under /v1. */
@@ -271,6 +286,18 @@ const eject = z.strictObject({
     .describe('Outcomes that count as a failure of the target: "connect" (refused, connect timeout), "reset", "timeout", a status 500-599, or "5xx" (all). Default: the target\'s own failures, not the application\'s 500s.'),
 });
 
+/**
+ * HTTPS to a service's targets with a private CA, and optionally a client certificate (mutual TLS). Every target of
+ * such a service is https:// (refused otherwise: the block would silently do nothing for an http:// one).
+ */
+const serviceTls = z.strictObject({
+  caFile: z.string().min(1).describe('PEM file of the CA certificate(s) that signed the targets\' certificates (instead of the system\'s trusted CAs).'),
+  certFile: z.string().min(1).optional().describe('PEM file of the client certificate the gateway presents, for targets that require one (mutual TLS); goes with keyFile.'),
+  keyFile: z.string().min(1).optional().describe('PEM file of the client certificate\'s private key (unencrypted); goes with certFile.'),
+  servername: z.string().regex(/^[A-Za-z0-9.-]+$/, 'expected a host name such as orders.internal').optional().describe('The name the targets\' certificates must carry (SNI and verification), when it is not the host in their URLs.'),
+  verify: z.boolean().default(true).describe('false accepts any certificate from the targets (warned about at start): for a test setup only.'),
+});
+
 /** Names appear in metrics labels and log lines. */
 const SERVICE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -284,7 +311,10 @@ const service = z.strictObject({
   perTryTimeoutMs: positiveInt().optional().describe('No response headers within this time on one try of an idempotent request without a body: that try ends (counted a timeout) and the next goes to another target, within timeoutMs. Left out: a try may take the whole timeoutMs.'),
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
-}).superRefine(perTryBelowTimeout);
+  tls: serviceTls.optional().describe('HTTPS to the targets with a private CA: { caFile, certFile, keyFile, servername, verify }; every target must then be https://. Active health checks use it too. Without it, https:// targets are verified against the system\'s CAs.'),
+})
+  .superRefine(perTryBelowTimeout)
+  .superRefine(tlsTargetsAreHttps);
 
 const route = z.strictObject({
   method: z
@@ -535,6 +565,25 @@ function exampleStrip(path: string): string {
 }
 
 
+/** A service's tls block is for https:// targets: with an http:// one it would do nothing, a mistake either way. */
+function tlsTargetsAreHttps(
+  s: { targets: Array<{ url: string }>; tls?: { certFile?: string | undefined; keyFile?: string | undefined } | undefined },
+  ctx: Ctx,
+): void {
+  if (!s.tls) return;
+  s.targets.forEach((t, i) => {
+    if (t.url.startsWith('http://'))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['targets', i],
+        message: 'tls is set, so every target must be https:// (write https://, or drop tls for plain HTTP)',
+        input: t.url,
+      });
+  });
+  if ((s.tls.certFile === undefined) !== (s.tls.keyFile === undefined))
+    ctx.addIssue({ code: 'custom', path: ['tls', s.tls.certFile === undefined ? 'certFile' : 'keyFile'], message: 'certFile and keyFile go together (the client certificate and its key)' });
+}
+
 /** A per-try bound at or over the whole request's bound never ends a try: a mistake, not a setting. */
 function perTryBelowTimeout(s: { timeoutMs: number; perTryTimeoutMs?: number | undefined }, ctx: Ctx): void {
   if (s.perTryTimeoutMs !== undefined && s.perTryTimeoutMs >= s.timeoutMs) {
@@ -679,4 +728,6 @@ export type LimitsConfig = z.output<typeof limits>;
 export type RedisConfig = z.output<typeof redis>;
 export type OpsConfig = z.output<typeof ops>;
 export type AdminConfig = z.output<typeof admin>;
+export type ListenerTlsConfig = z.output<typeof listenerTls>;
+export type ServiceTlsConfig = z.output<typeof serviceTls>;
 export type UsageConfig = z.output<typeof usage>;

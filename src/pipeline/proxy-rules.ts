@@ -26,9 +26,10 @@ export type TryOutcome =
   | { type: 'status'; status: number }
   /**
    * `reached`: this try had a connection to its target; `reusedSocket`: a pooled keep-alive one; `queued`: it was still
-   * waiting for a connection of the target's pool (every one busy with other requests) when it ended.
+   * waiting for a connection of the target's pool (every one busy with other requests) when it ended; `tlsError`: the
+   * TLS layer's error code when TLS failed (the target's certificate not verified, or the target refusing the session).
    */
-  | { type: 'failed'; failure: TryFailure; reached: boolean; reusedSocket: boolean; queued?: boolean };
+  | { type: 'failed'; failure: TryFailure; reached: boolean; reusedSocket: boolean; queued?: boolean; tlsError?: string };
 
 /** The request's progress so far, as the rules need it. */
 export interface ExchangeState {

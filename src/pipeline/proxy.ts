@@ -234,6 +234,13 @@ export function createProxy(opts: ProxyOptions) {
     const { service } = x;
     const target = x.target!;
     const decision = decide(outcome, x, service.settings, at);
+    if (outcome.type === 'failed' && outcome.tlsError)
+      logger.warn(
+        { reqId: req.id, service: service.name, target: target.url, code: outcome.tlsError, kind: failureKind(outcome) },
+        outcome.reached
+          ? 'TLS with the target failed after the handshake (it refused the session)'
+          : 'TLS handshake with the target failed: counted as a connect failure',
+      );
     if (decision.do !== 'drop') {
       const health = healthRecord(outcome, decision);
       if (health) {

@@ -40,6 +40,17 @@ function originOf(target: Target): Origin {
   return o;
 }
 
+/**
+ * The code of an error of the TLS layer: a certificate the gateway could not verify (UNABLE_TO_VERIFY_LEAF_SIGNATURE,
+ * ERR_TLS_CERT_ALTNAME_INVALID, CERT_HAS_EXPIRED, ...), an alert from the target (ERR_SSL_..., e.g. it wanted a client
+ * certificate), or no TLS at all on the other end (EPROTO). Undefined for any other error (refused, reset, ...).
+ */
+export function tlsErrorCode(err: NodeJS.ErrnoException): string | undefined {
+  const code = err.code;
+  if (!code) return undefined;
+  return /CERT|SELF_SIGNED|^UNABLE_TO_|^ERR_SSL_|^ERR_TLS_|^EPROTO$|^HOSTNAME_MISMATCH$/.test(code) ? code : undefined;
+}
+
 export interface TryEvents {
   /** The try has its connection (a fresh one, or one from the pool). */
   onReached: () => void;
@@ -85,10 +96,11 @@ export class UpstreamTry {
       socket.destroy();
       this.settle({ type: 'status', status: 101 });
     });
-    req.on('error', () => {
+    req.on('error', (err: NodeJS.ErrnoException) => {
       if (this.settled) return;
       const failure = this.abortedAs ?? (this.reached ? 'reset' : 'refused');
-      this.settle({ type: 'failed', failure, reached: this.reached, reusedSocket: this.reusedSocket });
+      const tlsError = origin.https ? tlsErrorCode(err) : undefined;
+      this.settle({ type: 'failed', failure, reached: this.reached, reusedSocket: this.reusedSocket, ...(tlsError ? { tlsError } : {}) });
     });
     req.once('close', () => {
       clearTimeout(this.connectTimer);

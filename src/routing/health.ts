@@ -2,7 +2,8 @@
 // intervalMs (GET, on a connection of its own, not the request pool). An answer in expectedStatuses (default 200-399)
 // within timeoutMs passes; no answer in time, a refused connection or any other status fails. unhealthyAfter failures
 // in a row take the target out, healthyAfter passes in a row bring it back, and a passing check ends a passive rest.
-// Cost: N instances x M targets checks per interval, each a short GET.
+// Over https, a check is made with the service's TLS settings (its CA, client certificate, servername): a target whose
+// certificate fails verification fails its checks. Cost: N instances x M targets checks per interval, each a short GET.
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { statusMatcher } from './ejection.js';
@@ -22,7 +23,7 @@ export interface HealthCheckSettings {
  * What a check found, told to the owner (metrics, logs): the checks' verdict, whether it changed, and whether this
  * check ended a passive rest.
  */
-export type CheckListener = (target: Target, healthy: boolean, changed: boolean, restEnded: boolean) => void;
+export type CheckListener = (target: Target, healthy: boolean, changed: boolean, restEnded: boolean, reason?: string) => void;
 
 /** One target's checks: a timer (unref'd: it never keeps the process up) and at most one check in flight. */
 export class HealthChecker {
@@ -65,14 +66,15 @@ export class HealthChecker {
     this.inFlight = true;
     const startedAt = this.now();
     try {
-      const status = await probe(this.target.url, this.settings.path, this.settings.timeoutMs);
-      this.record(status !== undefined && this.passes(status), startedAt);
+      const answer = await probe(this.target, this.settings.path, this.settings.timeoutMs);
+      const passed = typeof answer === 'number' && this.passes(answer);
+      this.record(passed, startedAt, passed ? undefined : typeof answer === 'number' ? `status ${answer}` : answer);
     } finally {
       this.inFlight = false;
     }
   }
 
-  private record(passed: boolean, startedAt: number): void {
+  private record(passed: boolean, startedAt: number, reason: string | undefined): void {
     const t = this.target;
     const s = this.settings;
     const was = t.checkHealthy;
@@ -94,13 +96,16 @@ export class HealthChecker {
       if (t.checkHealthy && t.checkFailures >= s.unhealthyAfter) t.checkHealthy = false;
       t.noteError('health_check', this.now());
     }
-    this.onResult(t, t.checkHealthy, t.checkHealthy !== was, restEnded);
+    this.onResult(t, t.checkHealthy, t.checkHealthy !== was, restEnded, reason);
   }
 }
 
-/** One GET of the target's base URL joined with path: its status, or undefined for no answer in time. */
-function probe(base: string, path: string, timeoutMs: number): Promise<number | undefined> {
-  const url = new URL(base);
+/**
+ * One GET of the target's base URL joined with path: its status, or why there was none ("timeout", the error's code:
+ * ECONNREFUSED, or a TLS one such as UNABLE_TO_VERIFY_LEAF_SIGNATURE).
+ */
+function probe(target: Target, path: string, timeoutMs: number): Promise<number | string> {
+  const url = new URL(target.url);
   const basePath = url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname;
   const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
@@ -112,14 +117,19 @@ function probe(base: string, path: string, timeoutMs: number): Promise<number | 
         method: 'GET',
         agent: false,
         headers: { 'user-agent': 'tollgate-health-check' },
+        ...(url.protocol === 'https:' ? target.tls?.options : {}),
       },
       (res) => {
         res.resume();
-        resolve(res.statusCode);
+        resolve(res.statusCode ?? 'no status');
       },
     );
-    req.setTimeout(timeoutMs, () => req.destroy());
-    req.on('error', () => resolve(undefined));
+    let timedOut = false;
+    req.setTimeout(timeoutMs, () => {
+      timedOut = true;
+      req.destroy();
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve(timedOut ? 'timeout' : (err.code ?? 'error')));
     req.end();
   });
 }

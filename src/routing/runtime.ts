@@ -23,7 +23,7 @@ function compiled(config: Config): RuntimeConfig {
  * selfService, usage.retentionDays, log.level, plans, anonymous, ban, services, routes, defaultService (targets that
  * stay keep their health; requests in flight to a removed one finish: src/routing/services.ts), auth.sources,
  * auth.foreignKeys, admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it
- * opened, are refused at once).
+ * opened, are refused at once), and the listeners' tls blocks (below).
  */
 const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
 const RESTART_ONLY_FIELDS = [
@@ -41,6 +41,19 @@ const RESTART_ONLY_FIELDS = [
   // The logs redact text shaped like an issued key by the prefix the logger was built with at start-up.
   ['auth', 'issuedPrefix'],
 ] as const;
+
+/**
+ * Listeners whose tls block reloads inside a section that otherwise does not: new files (a rotated certificate) and
+ * minVersion apply to new connections (setSecureContext). Turning TLS on or off, or mutual TLS (caFile), changes what
+ * the socket is and needs a restart.
+ */
+const LISTENER_TLS_SECTIONS = ['server', 'admin', 'ops'] as const;
+
+type TlsShape = { caFile?: string | undefined } | undefined;
+
+function withoutTls(section: unknown): unknown {
+  return section && typeof section === 'object' ? { ...section, tls: undefined } : section;
+}
 
 export class Runtime {
   private state: RuntimeConfig;
@@ -70,14 +83,27 @@ export class Runtime {
     const now = this.state.config;
     const ignored: string[] = [];
     const merged: Record<string, unknown> = { ...next };
+    const tlsApart = (section: string): boolean => (LISTENER_TLS_SECTIONS as readonly string[]).includes(section);
     for (const section of RESTART_ONLY_SECTIONS) {
-      if (JSON.stringify(next[section]) !== JSON.stringify(now[section])) ignored.push(section === 'keys' ? 'keys' : `${section}.*`);
+      const given = tlsApart(section) ? withoutTls(next[section]) : next[section];
+      const kept = tlsApart(section) ? withoutTls(now[section]) : now[section];
+      if (JSON.stringify(given) !== JSON.stringify(kept)) ignored.push(section === 'keys' ? 'keys' : `${section}.*`);
       merged[section] = now[section];
     }
     for (const [section, field] of RESTART_ONLY_FIELDS) {
       const kept = (now[section] as Record<string, unknown>)[field];
       if (JSON.stringify((next[section] as Record<string, unknown>)[field]) !== JSON.stringify(kept)) ignored.push(`${section}.${field}`);
       merged[section] = { ...(merged[section] as object), [field]: kept };
+    }
+    for (const section of LISTENER_TLS_SECTIONS) {
+      const kept = merged[section] as Record<string, unknown> | undefined;
+      if (!kept || next[section] === undefined) continue;
+      const was = (now[section] as { tls?: TlsShape } | undefined)?.tls;
+      const given = (next[section] as { tls?: TlsShape }).tls;
+      if (was === undefined && given === undefined) continue;
+      const sameShape = (was === undefined) === (given === undefined) && (was?.caFile === undefined) === (given?.caFile === undefined);
+      merged[section] = { ...kept, tls: sameShape ? given : was };
+      if (!sameShape && JSON.stringify(was) !== JSON.stringify(given)) ignored.push(`${section}.tls`);
     }
     Object.freeze(merged);
     const prev = this.state;

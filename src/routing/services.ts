@@ -2,7 +2,8 @@
 // their health), its balancing, timeouts, retry rules and budget, and its health checks. A reload (apply) keeps
 // the Target objects whose URL stays, so health state and pools survive it; removed targets finish what is in
 // flight and then close. snapshot() is the read-only view for /readyz, an admin endpoint or a dashboard page.
-import { UPSTREAM_SERVICE, type Config, type ServiceConfig, type UpstreamConfig } from '../config/schema.js';
+import { UPSTREAM_SERVICE, type Config, type ServiceConfig, type ServiceTlsConfig, type UpstreamConfig } from '../config/schema.js';
+import { readTargetTls, type TargetTlsMaterial } from '../config/tls-files.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { pickTarget, type Balance } from './balancer.js';
@@ -37,6 +38,8 @@ export class Service {
   targets: Target[] = [];
   readonly budget = new RetryBudget();
   readonly checkers = new Map<Target, HealthChecker>();
+  /** Its tls block, read at the last apply that could read it (undefined: plain http, or the system's CAs). */
+  tls: TargetTlsMaterial | undefined;
 
   constructor(
     readonly name: string,
@@ -118,18 +121,20 @@ export class ServiceRegistry {
   /** Builds or updates every service from a (new) config: targets whose URL stays keep their state. */
   apply(config: Config): void {
     const next = new Map<string, Service>();
-    for (const [name, { settings, targets }] of desiredServices(config)) {
+    for (const [name, { settings, targets, tls }] of desiredServices(config)) {
       const service = this.services.get(name) ?? new Service(name, settings, this.now);
       service.settings = settings;
+      service.tls = this.readTls(name, tls, service.tls);
       const old = new Map(service.targets.map((t) => [t.url, t]));
       service.targets = targets.map(({ url, weight }) => {
         const kept = old.get(url);
         old.delete(url);
         if (kept) {
           kept.weight = weight;
+          kept.useTls(service.tls);
           return kept;
         }
-        return new Target(url, weight, { maxSockets: config.upstream.maxSockets });
+        return new Target(url, weight, { maxSockets: config.upstream.maxSockets, tls: service.tls });
       });
       for (const gone of old.values()) this.removeTarget(service, gone);
       this.reconcileChecks(service);
@@ -208,6 +213,18 @@ export class ServiceRegistry {
     }
   }
 
+  /**
+   * A service's tls files, read again on every apply (a rotated certificate under the same name is picked up). The
+   * config was checked as it was loaded; files that changed since and cannot be used keep the material before.
+   */
+  private readTls(name: string, tls: ServiceTlsConfig | undefined, before: TargetTlsMaterial | undefined): TargetTlsMaterial | undefined {
+    if (!tls) return undefined;
+    const read = readTargetTls(`services.${name}.tls`, tls);
+    if (read.ok) return read.value;
+    this.opts.logger.error({ service: name, error: read.error }, "TLS files not reloaded: the service keeps its targets' old TLS settings");
+    return before;
+  }
+
   private removeTarget(service: Service, target: Target): void {
     service.checkers.get(target)?.stop();
     service.checkers.delete(target);
@@ -232,10 +249,10 @@ export class ServiceRegistry {
         const checker = new HealthChecker(
           t,
           settings,
-          (target, healthy, changed, restEnded) => {
+          (target, healthy, changed, restEnded, reason) => {
             if (changed)
               this.opts.logger.warn(
-                { service: service.name, target: target.url, healthy },
+                { service: service.name, target: target.url, healthy, ...(reason ? { reason } : {}) },
                 healthy ? 'target passed its health checks: back in' : 'target failed its health checks: taken out',
               );
             else if (restEnded) this.opts.logger.info({ service: service.name, target: target.url }, 'target passed its health check: its passive rest ends');
@@ -251,11 +268,17 @@ export class ServiceRegistry {
 }
 
 /** The services a config asks for, the upstream shorthand included when it is one. */
-function desiredServices(config: Config): Map<string, { settings: ServiceSettings; targets: Array<{ url: string; weight: number }> }> {
-  const out = new Map<string, { settings: ServiceSettings; targets: Array<{ url: string; weight: number }> }>();
+interface DesiredService {
+  settings: ServiceSettings;
+  targets: Array<{ url: string; weight: number }>;
+  tls?: ServiceTlsConfig | undefined;
+}
+
+function desiredServices(config: Config): Map<string, DesiredService> {
+  const out = new Map<string, DesiredService>();
   if (config.upstreamIsService !== false)
     out.set(UPSTREAM_SERVICE, { settings: upstreamSettings(config.upstream), targets: [{ url: config.upstream.url, weight: 1 }] });
-  for (const [name, s] of Object.entries(config.services ?? {})) out.set(name, { settings: serviceSettings(s), targets: s.targets });
+  for (const [name, s] of Object.entries(config.services ?? {})) out.set(name, { settings: serviceSettings(s), targets: s.targets, tls: s.tls });
   return out;
 }
 

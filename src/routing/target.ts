@@ -1,11 +1,15 @@
 // One instance of a backend service: its address, keep-alive pool, and what the gateway knows of its health: the
 // requests in flight on it (least-requests), failures in a row (passive ejection), the active checks' verdict, and its
-// last errors (the read-only snapshot). A target keeps this state across a reload for as long as its URL stays.
+// last errors (the read-only snapshot). A target keeps this state across a reload for as long as its URL stays; new
+// TLS material (a service's tls block, its files re-read) gives it a new pool, the old one finishing what it carries.
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
+import type { TargetTlsMaterial } from '../config/tls-files.js';
 
 export interface TargetSettings {
   maxSockets: number;
+  /** The service's tls block, read: its CA, client certificate, servername and verify. Else the system's CAs. */
+  tls?: TargetTlsMaterial | undefined;
 }
 
 /** Errors kept per target for the snapshot: the last few, newest last. */
@@ -18,7 +22,9 @@ export interface TargetError {
 
 export class Target {
   readonly url: string;
-  readonly agent: HttpAgent;
+  agent: HttpAgent;
+  tls: TargetTlsMaterial | undefined;
+  private readonly maxSockets: number;
   weight: number;
   /** Tries on this target that have not ended. */
   active = 0;
@@ -41,15 +47,34 @@ export class Target {
   constructor(url: string, weight: number, settings: TargetSettings) {
     this.url = url;
     this.weight = weight;
+    this.maxSockets = settings.maxSockets;
+    this.tls = settings.tls;
+    this.agent = this.newAgent();
+  }
+
+  private newAgent(): HttpAgent {
     const opts = {
       keepAlive: true,
-      maxSockets: settings.maxSockets,
-      maxFreeSockets: Math.min(settings.maxSockets, 64),
+      maxSockets: this.maxSockets,
+      maxFreeSockets: Math.min(this.maxSockets, 64),
       // Free sockets are dropped before a typical backend's own 5 s keep-alive timeout closes them under us.
       timeout: 4_000,
       scheduling: 'lifo' as const,
     };
-    this.agent = new URL(url).protocol === 'https:' ? new HttpsAgent(opts) : new HttpAgent(opts);
+    return new URL(this.url).protocol === 'https:' ? new HttpsAgent({ ...opts, ...this.tls?.options }) : new HttpAgent(opts);
+  }
+
+  /**
+   * New TLS material (a reload): new tries go out on a new pool made with it. The old pool keeps no socket once its
+   * request ends (an agent without keepAlive closes a freed socket), so requests in flight finish where they are.
+   */
+  useTls(tls: TargetTlsMaterial | undefined): void {
+    if (tls?.id === this.tls?.id) return;
+    const old = this.agent;
+    this.tls = tls;
+    this.agent = this.newAgent();
+    (old as HttpAgent & { keepAlive: boolean }).keepAlive = false;
+    for (const sockets of Object.values(old.freeSockets)) for (const s of sockets ?? []) s.destroy();
   }
 
   /** Whether it may be picked now: not removed, passed its checks, not resting. */

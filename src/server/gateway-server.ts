@@ -1,11 +1,14 @@
 // Runs the gateway: builds its dependencies from config, listens, reloads on SIGHUP, drains on SIGTERM/SIGINT.
 // The only gateway file that binds a port or installs signal handlers.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { Server as TlsServer } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import type { ComposedGateway } from '../compose.js';
 import { excerpt, loadConfigFile } from '../config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
-import type { Config, OpsConfig } from '../config/schema.js';
+import type { Config, ListenerTlsConfig, OpsConfig } from '../config/schema.js';
+import { readListenerTls, type ListenerTlsMaterial } from '../config/tls-files.js';
 import { closeLogs, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildOpsApp } from '../observability/ops.js';
@@ -42,14 +45,18 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   const { runtime, metrics, readiness } = gateway;
   const config = runtime.config;
 
-  const server = createGatewayServer(gateway.app, {
-    headersTimeout: config.server.headersTimeoutMs,
-    requestTimeout: config.server.requestTimeoutMs,
-    keepAliveTimeout: config.server.keepAliveTimeoutMs,
-    // Node enforces headersTimeout/requestTimeout only when it sweeps its connections, by default every 30 s: a
-    // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
-    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
-  });
+  const server = createGatewayServer(
+    gateway.app,
+    {
+      headersTimeout: config.server.headersTimeoutMs,
+      requestTimeout: config.server.requestTimeoutMs,
+      keepAliveTimeout: config.server.keepAliveTimeoutMs,
+      // Node enforces headersTimeout/requestTimeout only when it sweeps its connections, by default every 30 s: a
+      // slowloris client would hold its socket up to 30 s past the timeout. Sweep often enough to keep the promise.
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(config.server.headersTimeoutMs / 2))),
+    },
+    startTls('server.tls', config.server.tls),
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.server.port, config.server.host, () => {
@@ -68,7 +75,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     res.once('close', answered);
   });
   const port = (server.address() as AddressInfo).port;
-  const url = httpUrl(config.server.host, port);
+  const url = listenerUrl(config.server.host, port, config.server.tls !== undefined);
   // The gateway's own port is already bound when a side listener fails: release it, or the failed start would keep
   // the process alive.
   const abandon = (err: unknown): never => {
@@ -78,10 +85,10 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     throw err;
   };
   let ops: { server: Server; url: string } | undefined;
-  if (config.ops) ops = await listenSide(config.ops, buildOpsApp(metrics, readiness)).catch(abandon);
+  if (config.ops) ops = await listenSide(config.ops, buildOpsApp(metrics, readiness), 'ops.tls').catch(abandon);
   let admin: { server: Server; url: string } | undefined;
   if (gateway.adminApp) {
-    admin = await listenSide(config.admin, gateway.adminApp).catch(abandon);
+    admin = await listenSide(config.admin, gateway.adminApp, 'admin.tls').catch(abandon);
     logger.info({ url: admin.url }, 'admin API listening');
   } else logger.info('admin API off: no admin token configured (admin.tokens in the config, or TOLLGATE_ADMIN_TOKEN)');
 
@@ -100,6 +107,11 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       // Tokens apply on reload to a running admin API; one that was off (no token at start-up) has no listener to
       // start until a restart.
       if (!admin && JSON.stringify(next.admin.tokens) !== JSON.stringify(before)) restartOnly.push('admin.tokens');
+      // The listeners' certificates are read again on every reload (a rotated file under the same name included).
+      const applied = runtime.config;
+      renewTls(server, 'server.tls', applied.server.tls, logger);
+      if (admin) renewTls(admin.server, 'admin.tls', applied.admin.tls, logger);
+      if (ops) renewTls(ops.server, 'ops.tls', applied.ops?.tls, logger);
       metrics.configReloads.inc({ result: 'applied' });
       logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
       return true;
@@ -149,19 +161,51 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   return { server, url, port, ...(ops ? { opsUrl: ops.url } : {}), ...(admin ? { adminUrl: admin.url } : {}), runtime, metrics, reload, shutdown };
 }
 
-function httpUrl(host: string, port: number): string {
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+function listenerUrl(host: string, port: number, tls: boolean): string {
+  return `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
 /**
- * The ops and admin listeners: plain node:http servers (no drain: scrapes, probes and admin calls are short and
- * retried).
+ * A listener's TLS material at start-up. The config was checked as it was loaded (src/config/tls-files.ts), so a
+ * failure here is a file changed since: said as the config error it is.
+ */
+function startTls(field: string, block: ListenerTlsConfig | undefined): ListenerTlsMaterial | undefined {
+  if (!block) return undefined;
+  const read = readListenerTls(field, block);
+  if (!read.ok) throw new Error(read.error);
+  return read.value;
+}
+
+/**
+ * Reads a TLS listener's files again and gives them to new connections (setSecureContext: connections already open
+ * keep theirs, none is dropped). Files that cannot be used leave the listener on its old certificate, and say why.
+ */
+function renewTls(server: Server, field: string, block: ListenerTlsConfig | undefined, logger: Logger): void {
+  if (!block || !('setSecureContext' in server)) return;
+  const read = readListenerTls(field, block);
+  if (!read.ok) {
+    logger.error({ field, error: read.error }, 'TLS files not reloaded: the listener keeps its old certificate');
+    return;
+  }
+  const { cert, key, ca, minVersion } = read.value;
+  try {
+    (server as unknown as TlsServer).setSecureContext({ cert, key, ...(ca ? { ca } : {}), minVersion });
+  } catch (err) {
+    logger.error({ field, error: excerpt(String((err as Error)?.message ?? err), 200) }, 'TLS files not reloaded: the listener keeps its old certificate');
+  }
+}
+
+/**
+ * The ops and admin listeners: node:http servers, or node:https with a tls block (no drain: scrapes, probes and admin
+ * calls are short and retried).
  */
 async function listenSide(
-  where: Pick<OpsConfig, 'host' | 'port'>,
+  where: Pick<OpsConfig, 'host' | 'port' | 'tls'>,
   app: (req: IncomingMessage, res: ServerResponse) => void,
+  tlsField: string,
 ): Promise<{ server: Server; url: string }> {
-  const server = createServer(app);
+  const tls = startTls(tlsField, where.tls);
+  const server = tls ? (createHttpsServer(tls, app) as unknown as Server) : createServer(app);
   // A scrape, probe or admin call that stalls must not hold a socket for long.
   server.headersTimeout = 5_000;
   server.requestTimeout = 10_000;
@@ -172,7 +216,7 @@ async function listenSide(
       resolve();
     });
   });
-  return { server, url: httpUrl(where.host, (server.address() as AddressInfo).port) };
+  return { server, url: listenerUrl(where.host, (server.address() as AddressInfo).port, tls !== undefined) };
 }
 
 /**

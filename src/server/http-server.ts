@@ -2,6 +2,8 @@
 // per-request prototype change is a no-op), responses that close their connections once the server drains, and two
 // request shapes handled the way a gateway should rather than the way Node does by default.
 import { createServer, IncomingMessage, ServerResponse, type OutgoingHttpHeader, type RequestListener, type Server, type ServerOptions } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { ListenerTlsMaterial } from '../config/tls-files.js';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { randomUUID } from 'node:crypto';
@@ -96,9 +98,12 @@ export function expressPrototypes(app: ExpressLike): PrototypeOptions {
  *   (401, 429, 410, 413, 404, ...) is answered at once, its body never sent, and Node closes that connection.
  * - `CONNECT` (a forward-proxy tunnel): there is none here. It gets `404 not_found` and the connection is closed,
  *   instead of Node's close without an answer.
+ * - With `tls`, the server is node:https's (the same options, requests and responses, over TLS); its type is the
+ *   http Server's, whose methods an https server has too.
  */
-export function createGatewayServer(app: RequestListener & ExpressLike, options: ServerOptions = {}): Server {
-  const server = createServer({ ...expressPrototypes(app), ...options }, app);
+export function createGatewayServer(app: RequestListener & ExpressLike, options: ServerOptions = {}, tls?: ListenerTlsMaterial): Server {
+  const all = { ...expressPrototypes(app), ...options };
+  const server = tls ? (createHttpsServer({ ...all, ...tls }, app) as unknown as Server) : createServer(all, app);
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     awaitContinue(res);
     server.emit('request', req, res);

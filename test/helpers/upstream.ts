@@ -1,5 +1,7 @@
-// A real upstream HTTP server on loopback whose behaviour each test chooses: echo, slow, reset, refuse.
+// A real upstream HTTP server on loopback whose behaviour each test chooses: echo, slow, reset, refuse. Given TLS
+// options, it serves HTTPS (with them: its certificate, and a CA to demand client certificates by).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 
 export interface SeenRequest {
@@ -22,11 +24,14 @@ export class TestUpstream {
   readonly seen: SeenRequest[] = [];
   behaviour: Behaviour = echo;
   private readonly sockets = new Set<Socket>();
-  private constructor(private readonly server: Server) {}
+  private constructor(
+    private readonly server: Server,
+    private readonly scheme: 'http' | 'https',
+  ) {}
 
-  static async start(): Promise<TestUpstream> {
-    const server = createServer();
-    const up = new TestUpstream(server);
+  static async start(tls?: HttpsOptions): Promise<TestUpstream> {
+    const server = tls ? (createHttpsServer(tls) as unknown as Server) : createServer();
+    const up = new TestUpstream(server, tls ? 'https' : 'http');
     server.on('connection', (s) => {
       up.sockets.add(s);
       s.on('close', () => up.sockets.delete(s));
@@ -50,7 +55,7 @@ export class TestUpstream {
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.scheme}://127.0.0.1:${this.port}`;
   }
 
   get openSockets(): number {
