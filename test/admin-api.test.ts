@@ -425,6 +425,8 @@ describe('keys through the admin API', () => {
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);
+    expect((await admin('GET', '/usage.csv')).status).toBe(200);
+    expect((await admin('GET', '/usage.csv?limit=5')).status).toBe(400);
     expect(((await admin('GET', '/usage/summary?granularity=day')).body.totals as { admitted: number }).admitted).toBeGreaterThan(0);
     expect((await admin('GET', '/status')).body.redis).toBe('ok');
     expect((await admin('GET', '/keys/key_doesNotExist0000/usage')).status).toBe(404);
