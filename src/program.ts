@@ -11,6 +11,7 @@ import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
 import { registerKeysCommands } from './commands/keys.js';
 import { registerUsageCommands } from './commands/usage.js';
 import { registerPlansCommands } from './commands/plans.js';
+import { guardRedisCommands } from './commands/touches.js';
 import { runDev, runPetstore, runServe } from './server/run.js';
 
 /** Where commander's own output (help, usage errors) and the error line go. */
@@ -92,6 +93,8 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
   registerKeysCommands(program);
   registerUsageCommands(program);
   registerPlansCommands(program);
+  // After every command is registered: each one that opens a Redis session says what it touches and guards writes.
+  guardRedisCommands(program);
 
   program
     .command('admin')

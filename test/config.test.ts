@@ -173,8 +173,8 @@ describe('invalid files (test/fixtures/config)', () => {
   it('unknown keys are errors at every depth', () => {
     expect(errors('extra: 1\n')).toEqual(['extra: unknown field']);
     expect(errors('log:\n  level: info\n  format: json\n')).toEqual(['log.format: unknown field']);
-    expect(errors('ban:\n  durationSeconds: [1]\n')).toEqual(['ban.durationSeconds: unknown field']);
-    expect(errors('routes:\n  - { path: /v1/x, sunst: "2027-01-01T00:00:00Z" }\n')).toEqual(['routes[0].sunst: unknown field']);
+    expect(errors('ban:\n  durationSeconds: [1]\n')).toEqual(['ban.durationSeconds: unknown field; did you mean durationsSeconds?']);
+    expect(errors('routes:\n  - { path: /v1/x, sunst: "2027-01-01T00:00:00Z" }\n')).toEqual(['routes[0].sunst: unknown field; did you mean sunset?']);
   });
 
   it('validateConfig checks an object the same way', () => {

@@ -80,6 +80,22 @@ export const usageQuery = z.strictObject({
   nonzero: z.enum(['true', 'false']).optional(),
 });
 
+/**
+ * GET /usage.csv: the CLI's `usage --csv` over HTTP, so the whole report (no limit, no cursor). With key: that key by
+ * hour or day; without: every key's totals, sorted (by id ascending, else descending, unless order says).
+ */
+export const usageCsvQuery = z.strictObject({
+  ...period,
+  key: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,128}$/, 'expected a key id')
+    .optional(),
+  granularity: z.enum(['hour', 'day']).optional(),
+  sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id']).optional(),
+  order: z.enum(['asc', 'desc']).optional(),
+  nonzero: z.enum(['true', 'false']).optional(),
+});
+
 export const deprecatedQuery = z.strictObject(period);
 
 /** Keys per page of the what-if: the keys most refused come first. */

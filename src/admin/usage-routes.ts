@@ -1,10 +1,10 @@
 // The admin API's usage reports: one key's usage, every key's (paged, GET /usage), the overview's summary, and the
 // deprecated-route report (JSON and CSV). Periods are read per request against usage.retentionDays, so a reload
 // applies at once.
-import { Router } from 'express';
+import { Router, type Response } from 'express';
 import type { KeyAdmin } from '../keys/admin.js';
 import type { Runtime } from '../routing/runtime.js';
-import { csv, deprecatedRows } from '../usage/csv.js';
+import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import type { OverviewCache } from '../usage/overview.js';
 import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import type { ReportRunner } from '../usage/report-runner.js';
@@ -12,7 +12,7 @@ import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { existingKey } from './keys-routes.js';
 import { keyIdParam, parse, periodOf, periodView, queryOf, sendProblems } from './requests.js';
-import { deprecatedQuery, keyUsageQuery, usageQuery } from './schemas.js';
+import { deprecatedQuery, keyUsageQuery, usageCsvQuery, usageQuery } from './schemas.js';
 
 export interface UsageRoutesOptions {
   keys: KeyAdmin;
@@ -77,6 +77,36 @@ export function usageRoutes(o: UsageRoutesOptions): Router {
     });
   });
 
+  // The CLI's `usage --csv`, byte for byte. The report is built whole before anything is sent: one that fails is the
+  // JSON error (5xx), never a CSV cut short that looks complete.
+  router.get('/usage.csv', async (req, res) => {
+    const q = parse(usageCsvQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    if (q.key !== undefined) {
+      const misplaced = (['sort', 'order', 'nonzero'] as const).filter((f) => q[f] !== undefined);
+      if (misplaced.length > 0)
+        return sendProblems(
+          res,
+          misplaced.map((f) => ({ path: `query.${f}`, message: "only without key (every key's totals)" })),
+        );
+      const granularity = q.granularity ?? 'hour';
+      const p = periodOf(q, granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, retentionDays(), res);
+      if (!p) return;
+      const k = await existingKey(o.keys, q.key);
+      const u = await o.usage.keyUsage(k.id, p.fromMs, p.toMs, granularity);
+      return sendCsv(res, `usage-${k.id}.csv`, csv(bucketRows(u.buckets)));
+    }
+    if (q.granularity !== undefined) return sendProblems(res, [{ path: 'query.granularity', message: 'only with key (one key by hour or day)' }]);
+    const sort = q.sort ?? 'admitted';
+    const nonZero = q.nonzero === 'true';
+    if (nonZero && sort === 'id') return sendProblems(res, [{ path: 'query.nonzero', message: 'only with a sort by a figure (admitted, rateLimited, ...)' }]);
+    const p = periodOf(q, 7 * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    const order = q.order ?? (sort === 'id' ? 'asc' : 'desc');
+    const all = await o.reports.page({ fromMs: p.fromMs, toMs: p.toMs, sort, order, ...(nonZero ? { nonZero } : {}) }, Number.MAX_SAFE_INTEGER);
+    sendCsv(res, 'usage.csv', csv(totalsRows(all.keys)));
+  });
+
   router.get('/usage/summary', async (req, res) => {
     const q = parse(keyUsageQuery, queryOf(req, res), 'query', res);
     if (!q) return;
@@ -102,4 +132,9 @@ export function usageRoutes(o: UsageRoutesOptions): Router {
   });
 
   return router;
+}
+
+function sendCsv(res: Response, filename: string, body: string): void {
+  res.setHeader('content-disposition', `attachment; filename="${filename}"`);
+  res.type('text/csv; charset=utf-8').send(body);
 }

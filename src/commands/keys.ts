@@ -25,6 +25,7 @@ import { pino } from 'pino';
 import { auditKeyChanges } from '../admin/audit.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
+import { beforeRedis } from './touches.js';
 import { terminalSafe, visible } from '../util/visible.js';
 import type { z } from 'zod';
 
@@ -57,6 +58,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   const url = opts.redis ?? (process.env.REDIS_URL || undefined);
   const target: RedisTopology | undefined = url !== undefined ? { ...config.redis, url, cluster: undefined, sentinel: undefined } : config.redis;
   if (!target) throw new CliError('no Redis to talk to: pass --redis URL, set REDIS_URL, or set a redis section in the config file');
+  beforeRedis(opts, path, target);
   const mismatch = await topologyMismatch(target, CONNECT_TIMEOUT_MS);
   if (mismatch) throw new CliError(mismatch);
   const redis = connectRedis({ redis: target, commandTimeoutMs: 5000, purpose: 'cli' });

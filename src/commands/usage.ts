@@ -5,7 +5,7 @@ import { type Command, Option } from 'commander';
 import { resolvePeriod, UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
 import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
-import { csv, deprecatedRows, metadataCell } from '../usage/csv.js';
+import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
 import { tabbed } from './terminal.js';
@@ -51,10 +51,7 @@ export function registerUsageCommands(program: Command): void {
           const p = period(o, o.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, s.config.usage.retentionDays);
           const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);
           if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
-          const rows = [
-            ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused'],
-            ...u.buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused]),
-          ];
+          const rows = bucketRows(u.buckets);
           if (o.csv) return void process.stdout.write(csv(rows));
           return out(tabbed(rows));
         }
@@ -66,7 +63,7 @@ export function registerUsageCommands(program: Command): void {
           ...t.keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned, k.upstreamFailed, k.shadowRefused]),
         ];
         // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
-        if (o.csv) return void process.stdout.write(csv(rows.map((row, i) => [...row, i === 0 ? 'metadata' : metadataCell(t.keys[i - 1]!.metadata)])));
+        if (o.csv) return void process.stdout.write(csv(totalsRows(t.keys)));
         out(tabbed(rows));
       });
     });

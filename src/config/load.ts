@@ -5,6 +5,7 @@ import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { redactKeyShapes } from '../http/credentials.js';
 import { configSchema, type Config } from './schema.js';
+import { knownFieldsAt, nearestField } from './field-names.js';
 import { tlsFileErrors } from './tls-files.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
@@ -146,8 +147,13 @@ function formatIssue(issue: z.core.$ZodIssue): string[] {
     case 'invalid_type':
       // A schema's own message (a key field's, key-fields.ts: the one the admin API and the CLI give) over zod's.
       return [`${where}: ${issue.message.startsWith('Invalid input') ? `expected ${issue.expected}` : issue.message}, got ${describe(issue.input)}`];
-    case 'unrecognized_keys':
-      return issue.keys.map((k) => `${formatPath([...issue.path, k])}: unknown field`);
+    case 'unrecognized_keys': {
+      const known = knownFieldsAt(configSchema, issue.path);
+      return issue.keys.map((k) => {
+        const near = nearestField(k, known);
+        return `${formatPath([...issue.path, k])}: unknown field${near ? `; did you mean ${near}?` : ''}`;
+      });
+    }
     case 'invalid_value':
       return [`${where}: expected one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe(issue.input)}`];
     case 'invalid_key':

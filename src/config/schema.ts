@@ -423,21 +423,21 @@ export const configSchema = z
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })
-  .superRefine(sunsetNotBeforeDeprecation)
-  .superRefine(afterSunsetNeedsSunset)
-  .superRefine(staticKeysUseKnownPlans)
-  .superRefine(routeLimitsUseKnownPlans)
-  .superRefine(routeWindowNamesUnique)
-  .superRefine(staticKeyIdsUnique)
-  .superRefine(workersNeedRedis)
-  .superRefine(opsPortDiffers)
-  .superRefine(adminPortDiffers)
-  .superRefine(adminTokenIdsUnique)
-  .superRefine(keySourcesDistinct)
-  .superRefine(routesNameKnownServices)
-  .superRefine(routesWithoutServiceNeedUpstream)
-  .superRefine(routesLeaveGatewayPathsAlone)
-  .superRefine(stripPrefixLeadsPath)
+  .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))
+  .superRefine(afterSunsetNeedsSunset, readsClean('routes'))
+  .superRefine(staticKeysUseKnownPlans, readsClean('keys', 'plans'))
+  .superRefine(routeLimitsUseKnownPlans, readsClean('routes', 'plans'))
+  .superRefine(routeWindowNamesUnique, readsClean('routes'))
+  .superRefine(staticKeyIdsUnique, readsClean('keys'))
+  .superRefine(workersNeedRedis, readsClean('server', 'redis'))
+  .superRefine(opsPortDiffers, readsClean('ops', 'server'))
+  .superRefine(adminPortDiffers, readsClean('admin', 'server', 'ops'))
+  .superRefine(adminTokenIdsUnique, readsClean('admin'))
+  .superRefine(keySourcesDistinct, readsClean('auth'))
+  .superRefine(routesNameKnownServices, readsClean('services', 'routes', 'defaultService', 'upstream'))
+  .superRefine(routesWithoutServiceNeedUpstream, readsClean('services', 'upstream', 'routes'))
+  .superRefine(routesLeaveGatewayPathsAlone, readsClean('routes', 'selfService', 'ops'))
+  .superRefine(stripPrefixLeadsPath, readsClean('routes'))
   .transform(withUpstream);
 
 /** The service the upstream section is (upstream.url): every request under /v1 and the routes that name no service. */
@@ -459,6 +459,17 @@ function withUpstream<T extends { upstream?: z.output<typeof upstream> | undefin
 
 // Refinements only add issues, so any context will do for their signatures.
 type Ctx = z.RefinementCtx<unknown>;
+
+/**
+ * A cross-field rule runs unless a section it reads failed to parse (a wrong type: zod's aborting issues), even when
+ * other sections did: `config check` then names every problem in one pass, where zod by default skips every rule after
+ * one wrong type anywhere. A section with only unknown fields or out-of-range values parsed, and is read as it is.
+ * Reading a section that failed to parse, a rule could only guess, so it waits for that section to be fixed.
+ */
+function readsClean(...sections: string[]): { when: (payload: z.core.ParsePayload) => boolean } {
+  return { when: (payload) => !payload.issues.some((i) => i.continue !== true && sections.includes(String(i.path?.[0]))) };
+}
+
 
 function validRoutePattern(path: string, ctx: Ctx): void {
   try {

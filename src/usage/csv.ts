@@ -1,6 +1,6 @@
 // CSV for billing and migration exports (`tollgate usage --csv`, `routes deprecated --csv`, the dashboard's export).
 import { terminalSafe, visibleKeepingLineBreaks } from '../util/visible.js';
-import type { DeprecatedRouteReport } from './reports.js';
+import type { DeprecatedRouteReport, KeyTotals, UsageBucket } from './reports.js';
 
 /**
  * Where a spreadsheet may start a cell inside a field: after any separator it may split on (comma; semicolon in
@@ -62,4 +62,20 @@ export function deprecatedRows(list: readonly DeprecatedRouteReport[]): Array<Ar
     for (const k of route.keys) rows.push([...at, k.id, k.calls, k.lastSeen, k.name ?? '', metadataCell(k.metadata)]);
   }
   return rows;
+}
+
+/** Every key's totals as CSV rows (`tollgate usage --csv`, GET /usage.csv): each key's metadata last, one JSON column. */
+export function totalsRows(keys: readonly KeyTotals[]): Array<Array<string | number>> {
+  return [
+    ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'metadata'],
+    ...keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned, k.upstreamFailed, k.shadowRefused, metadataCell(k.metadata)]),
+  ];
+}
+
+/** One key's usage by hour or day as CSV rows (`tollgate usage --key ID --csv`, GET /usage.csv?key=ID). */
+export function bucketRows(buckets: readonly UsageBucket[]): Array<Array<string | number>> {
+  return [
+    ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused'],
+    ...buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused]),
+  ];
 }

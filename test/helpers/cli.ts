@@ -28,13 +28,14 @@ export function assertBuilt(): void {
 }
 
 /**
- * A key command's stderr without its audit lines (one JSON "admin change" line per change it made), so a test can
- * insist that nothing else (no warning, no error) was written; `auditOf` gives those lines, parsed.
+ * A key command's stderr without its audit lines (one JSON "admin change" line per change it made) and without the
+ * line naming the config and Redis it uses (test/cli-touches.test.ts checks that one), so a test can insist that
+ * nothing else (no warning, no error) was written; `auditOf` gives the audit lines, parsed.
  */
 export function withoutAudit(stderr: string): string {
   return stderr
     .split('\n')
-    .filter((l) => !l.includes('"msg":"admin change"'))
+    .filter((l) => !l.includes('"msg":"admin change"') && !l.startsWith('tollgate: config '))
     .join('\n')
     .trim();
 }
