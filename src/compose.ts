@@ -386,7 +386,9 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     clock,
     metrics,
     memory: new MemoryLimiterStore(clock),
-    ...(redis ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } } : {}),
+    ...(redis
+      ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
+      : {}),
   });
   return { admin, keyLimits, keys, keyLimiter, anonymous, publicLimits };
 }

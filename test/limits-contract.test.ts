@@ -137,7 +137,15 @@ describe('the Redis store sends and reads by the contract', () => {
   });
 
   it("the check's ban mode: shadow names the would-be ban's own hash and strikes; off sends off; the reply's wouldBan read by name", async () => {
-    const reply = inOrder(CHECK_CONTRACT.reply.fixed, { outcome: 'limited', retryMs: 10, banLevel: 1, recordSame: -1, ledgerHour: -1, short: 1, wouldBan: 60_000 });
+    const reply = inOrder(CHECK_CONTRACT.reply.fixed, {
+      outcome: 'limited',
+      retryMs: 10,
+      banLevel: 1,
+      recordSame: -1,
+      ledgerHour: -1,
+      short: 1,
+      wouldBan: 60_000,
+    });
     const { client, calls } = stub([...reply, 1, 1, 1, 1, 1, 1]);
     const store = new RedisLimiterStore(client, ks);
     const d = await store.check('k5', request, { ...BAN, mode: 'shadow' });

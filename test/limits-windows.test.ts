@@ -577,6 +577,12 @@ describe('config mistakes are refused, naming the field', () => {
       "warning: routes[1] (POST /v1/x, cost 61): more than plan trial's candidate limit day:shadow (20): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
       "warning: routes[2] (/v1/y, cost 5): more than plan free's y:minute window holds in all (4): its keys are refused there with 403 cost_exceeds_limit",
       "warning: routes[2] (/v1/y, cost 5): more than plan free's candidate limit y:minute:shadow (2): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      // A public route: a request with a valid key there is metered by its plan, at the route's cost.
+      "warning: routes[3] (/v1/public, cost 5000): more than plan free's minute window holds in all (60): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan free's day window holds in all (1000): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's minute window holds in all (10): in shadow mode: every such request is a shadow refusal",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's day window holds in all (100): in shadow mode: every such request is a shadow refusal",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's candidate limit day:shadow (20): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
       '',
     ]);
   });

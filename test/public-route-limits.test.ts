@@ -15,7 +15,9 @@ function config(over: { prefix: string; trustProxy?: boolean; redis?: boolean })
   return testConfig({
     server: { trustProxy: over.trustProxy ?? true },
     upstream: { url: s.up.url },
-    ...(over.redis === false ? { keys: [{ id: 'static-one', plan: 'free', sha256: hashKey(STATIC_KEY) }] } : { redis: { url: s.redis.url, prefix: over.prefix, commandTimeoutMs: 2000 } }),
+    ...(over.redis === false
+      ? { keys: [{ id: 'static-one', plan: 'free', sha256: hashKey(STATIC_KEY) }] }
+      : { redis: { url: s.redis.url, prefix: over.prefix, commandTimeoutMs: 2000 } }),
     plans: { free: { perMinute: 5, perDay: 1000 } },
     anonymous: { perMinute: 8 },
     routes: [
@@ -125,7 +127,7 @@ describe('a public route with limits, Redis store', () => {
     for (const ip of ips) expect(await statuses(gw, '/v1/status', 4, () => ({ ip }))).toEqual([200, 200, 200, 429]);
   });
 
-  it('X-Forwarded-For with trustProxy on: an address that is not an IP literal is the peer\'s; with trustProxy off every made-up address is the peer', async () => {
+  it("X-Forwarded-For with trustProxy on: an address that is not an IP literal is the peer's; with trustProxy off every made-up address is the peer", async () => {
     const junk = ['not-an-ip', 'x'.repeat(5000), '999.1.1.1', ''];
     // trustProxy on: junk values fall back to the peer's address, one bucket.
     expect(await statuses(s.gw.trusting, '/v1/status', 4, (i) => ({ ip: junk[i]! }))).toEqual([200, 200, 200, 429]);
@@ -167,7 +169,7 @@ describe('a public route with limits, Redis-less (memory store)', () => {
   });
 });
 
-describe('config: a public route\'s limits', () => {
+describe("config: a public route's limits", () => {
   const errorsOf = (routes: unknown[]): string[] => {
     const r = validateConfig({ upstream: { url: 'http://127.0.0.1:9' }, routes });
     return r.ok ? [] : r.errors;

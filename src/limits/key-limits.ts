@@ -13,7 +13,17 @@ import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { LEDGER_KIND, type UsageKind, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
+import {
+  LEDGER_KIND,
+  type UsageKind,
+  type Charge,
+  type Decision,
+  type KeyLimits,
+  type LimiterStore,
+  type LimitRequest,
+  type LimitSnapshot,
+  type WindowSpec,
+} from './types.js';
 import { OWN_DAY, OWN_MINUTE, RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {

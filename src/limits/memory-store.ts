@@ -2,7 +2,19 @@
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
-import { banModeOf, type BanPolicy, type BanState, type BanStore, type Decision, type LimiterStore, type LimitRequest, type LimitSnapshot, type Refund, type WindowSpec, type WindowState } from './types.js';
+import {
+  banModeOf,
+  type BanPolicy,
+  type BanState,
+  type BanStore,
+  type Decision,
+  type LimiterStore,
+  type LimitRequest,
+  type LimitSnapshot,
+  type Refund,
+  type WindowSpec,
+  type WindowState,
+} from './types.js';
 
 interface Counter {
   used: number;

@@ -35,8 +35,7 @@ export function addressWindows(route: Pick<CompiledRoute, 'limitName' | 'address
 }
 
 export type PublicLimitOutcome =
-  | { kind: 'decided'; decision: Decision; request: LimitRequest; now: number }
-  | { kind: 'cost_exceeds_limit'; window: WindowSpec; cost: number };
+  { kind: 'decided'; decision: Decision; request: LimitRequest; now: number } | { kind: 'cost_exceeds_limit'; window: WindowSpec; cost: number };
 
 export interface PublicLimiterDeps {
   runtime: Runtime;

@@ -88,6 +88,8 @@ export function requestPath(p: RequestPathParts): RequestHandler {
   const quota = p.keys
     ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
+  // A public route's request whose key the limit check disowns is metered by its address after all (stages 5 and P).
+  const byAddress = p.keys ? inSequence([anonymousLimit(p.keys.anonymous), publicRouteLimits(p.keys.publicLimits)]) : undefined;
   return inSequence([
     observeRequest(p.observers, p.accessLog, p.tracing, idCarriesKey),
     securityHeaders(),
@@ -95,7 +97,17 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     matchRoute(p.runtime, p.services),
     refuseAmbiguousPaths,
     requireHealthyService,
-    ...(p.keys ? keyStages(p.keys, p.logger, sources) : []),
+    // Stages 4-7. A public route (auth: none) needs no key: a request without a valid key is metered by its address
+    // (the anonymous limit, then the route's own limits), one with a valid key by its key (its plan, the route's cost).
+    ...(p.keys
+      ? [
+          authenticate(p.keys.authenticator, p.logger, sources),
+          anonymousLimit(p.keys.anonymous),
+          publicRouteLimits(p.keys.publicLimits),
+          keyedRoutesOnly(requireApiKey),
+          keyLimits(p.keys.limiter, byAddress),
+        ]
+      : []),
     routePolicy(p.clock, p.usage),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),
@@ -146,20 +158,6 @@ export function requireHealthyService(req: Request, res: Response, next: NextFun
   const service = req.ctx.service!;
   if (!service.hasAvailable()) return answerNoHealthyUpstream(res, service);
   next();
-}
-
-/**
- * Stages 4-7. A public route (auth: none) needs no key: one without a valid key is metered per client address (the
- * anonymous limit, then the route's own limits), one with a valid key by its key (its plan's windows, the route's cost).
- */
-function keyStages(keys: NonNullable<RequestPathParts['keys']>, logger: Logger, sources: () => KeySources): RequestHandler[] {
-  const byAddress = [anonymousLimit(keys.anonymous), ...(keys.publicLimits ? [publicRouteLimits(keys.publicLimits)] : [])];
-  return [
-    authenticate(keys.authenticator, logger, sources),
-    ...byAddress,
-    keyedRoutesOnly(requireApiKey),
-    keyLimits(keys.limiter, inSequence(byAddress)),
-  ];
 }
 
 /** A key stage that a public route (auth: none) skips: no key is required there. */
@@ -300,7 +298,7 @@ export function anonymousLimit(anonymous: AnonymousLimiter): RequestHandler {
  * P. A public route's own limits per client address, for a request without a valid key the anonymous limit admitted:
  * both must pass. The RateLimit headers list the anonymous limit's window and the route's enforced ones together.
  */
-export function publicRouteLimits(limiter: PublicRouteLimiter): RequestHandler {
+export function publicRouteLimits(limiter: PublicRouteLimiter | undefined): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: PublicLimitOutcome): void => {
     if (o.kind === 'cost_exceeds_limit') {
       const w = o.window;
@@ -326,7 +324,7 @@ export function publicRouteLimits(limiter: PublicRouteLimiter): RequestHandler {
   return function publicRouteLimitsStage(req, res, next) {
     const ctx = req.ctx;
     const route = ctx.matchedRoute;
-    if (ctx.consumer || !route || route.auth !== 'none' || !route.addressLimits) return next();
+    if (!limiter || ctx.consumer || !route || route.auth !== 'none' || !route.addressLimits) return next();
     limiter
       .check(route, ctx.clientKey())
       .then((o) => answer(req, res, next, o))
