@@ -28,6 +28,7 @@ import { InvalidKeyRecords } from './keys/invalid-records.js';
 import { MemoryPolicyWatcher, redisReadiness, writeRefusal } from './storage/memory-policy.js';
 import { PersistenceWatcher } from './storage/persistence.js';
 import { AnonymousLimiter } from './limits/anonymous.js';
+import { PublicRouteLimiter } from './limits/public-limits.js';
 import { KeyLimiter } from './limits/key-limits.js';
 import { KeyLimitAdmin } from './limits/key-admin.js';
 import { memoryBanStore, MemoryLimiterStore } from './limits/memory-store.js';
@@ -192,6 +193,7 @@ interface Decisions {
   keys: KeyVerifier;
   keyLimiter: KeyLimiter;
   anonymous: AnonymousLimiter;
+  publicLimits: PublicRouteLimiter;
 }
 
 /**
@@ -380,7 +382,18 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     metrics,
     ...(redis ? { redis: { client: redis.connection.client, keyspace: redis.keyspace, breaker: redis.breaker } } : {}),
   });
-  return { admin, keyLimits, keys, keyLimiter, anonymous };
+  // Public routes' address windows: the limit script without a ledger (addresses have none), and a memory store of
+  // their own, so a flood of addresses cannot evict the keys' fallback windows.
+  const publicLimits = new PublicRouteLimiter({
+    runtime,
+    clock,
+    metrics,
+    memory: new MemoryLimiterStore(clock),
+    ...(redis
+      ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
+      : {}),
+  });
+  return { admin, keyLimits, keys, keyLimiter, anonymous, publicLimits };
 }
 
 /**
@@ -395,7 +408,7 @@ async function buildRequestPath(
 ): Promise<{ app: express.Express; services: ServiceRegistry; tracing: Tracing | undefined }> {
   const { opts, runtime, logger, metrics, clock } = base;
   const config = runtime.config;
-  const { keys, anonymous, keyLimiter } = decisions;
+  const { keys, anonymous, keyLimiter, publicLimits } = decisions;
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
   // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.
@@ -438,7 +451,7 @@ async function buildRequestPath(
     observers: [requestMetrics(metrics)],
     accessLog: accessLog(logger, () => compileKeySources(runtime.config.auth.sources).params),
     ...(tracing ? { tracing } : {}),
-    ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter } }),
+    ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter, publicLimits } }),
     proxyToUpstream: proxy.handler,
     services,
     ...(recorder ? { usage: recorder } : {}),

@@ -421,7 +421,7 @@ describe('keys through the admin API', () => {
     const { id, key } = await createKey({ plan: 'big' });
     expect((await call(b, key)).status).toBe(200);
     const u = await admin('GET', `/keys/${id}/usage`);
-    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
+    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);

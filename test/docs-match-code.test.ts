@@ -55,6 +55,7 @@ describe('the request path picture', () => {
       'requireHealthyService',
       'authenticate',
       'anonymousLimit',
+      'publicRouteLimits',
       'requireApiKey',
       'keyLimits',
       'routePolicy',

@@ -118,6 +118,7 @@ describe('the Redis store sends and reads by the contract', () => {
     expect(argv[CHECK_ARGV.ledgerMs]).toBe('');
     // Window 3 (the route's minute) is in shadow mode: bit 2; its limit is its own, not a negative one.
     expect(argv[CHECK_ARGV.shadow]).toBe(4);
+    expect(argv[CHECK_ARGV.banMode]).toBe('enforce');
     expect(argv.slice(CHECK_CONTRACT.argv.fixed.length)).toEqual([5, 60_000, 50, 86_400_000, 3, 60_000, 1, 4]);
   });
 
@@ -133,6 +134,28 @@ describe('the Redis store sends and reads by the contract', () => {
     await store.check('k4', routeFirst, BAN, '', '', credit);
     const creditArg = (n: number) => calls[n]!.args[1 + (calls[n]!.args[0] as number) + CHECK_ARGV.credit];
     expect([creditArg(0), creditArg(1)]).toEqual(['1 3 1000 2 4 2000 5', '2 3 1000 3 4 2000 5']);
+  });
+
+  it("the check's ban mode: shadow names the would-be ban's own hash and strikes; off sends off; the reply's wouldBan read by name", async () => {
+    const reply = inOrder(CHECK_CONTRACT.reply.fixed, {
+      outcome: 'limited',
+      retryMs: 10,
+      banLevel: 1,
+      recordSame: -1,
+      ledgerHour: -1,
+      short: 1,
+      wouldBan: 60_000,
+    });
+    const { client, calls } = stub([...reply, 1, 1, 1, 1, 1, 1]);
+    const store = new RedisLimiterStore(client, ks);
+    const d = await store.check('k5', request, { ...BAN, mode: 'shadow' });
+    expect(d.wouldBan).toBe(60_000);
+    await store.check('k5', request, { ...BAN, enabled: false, mode: 'shadow' });
+    const keysOf = (n: number) => calls[n]!.args.slice(1, 1 + (calls[n]!.args[0] as number));
+    const argvOf = (n: number) => calls[n]!.args.slice(1 + (calls[n]!.args[0] as number));
+    expect(keysOf(0).slice(1, 3)).toEqual([ks.shadowBan('k5'), ks.shadowStrikes('k5')]);
+    expect(argvOf(0)[CHECK_ARGV.banMode]).toBe('shadow');
+    expect(argvOf(1)[CHECK_ARGV.banMode]).toBe('off');
   });
 
   it('the snapshot: the reply read by name', async () => {

@@ -87,6 +87,7 @@ type Step =
   | { op: 'refund'; of: number; late: number }
   | { op: 'advance'; ms: number }
   | { op: 'reset' }
+  | { op: 'banMode'; to: 'enforce' | 'shadow' | 'off' }
   | { op: 'snapshot'; request: number };
 
 interface Sequence {
@@ -118,7 +119,11 @@ function sequence(seed: number): Sequence {
     // A request no store is asked about (KeyLimiter refuses it first: 403 cost_exceeds_limit).
     if (!r.unpayable) requests.push(r);
   }
+  // The ladder's mode at the start (a banMode step switches it, as a reload does).
+  const startMode = pick(rnd, ['enforce', 'enforce', 'shadow', 'off'] as const);
   const ban: BanPolicy = {
+    enabled: startMode !== 'off',
+    mode: startMode === 'off' ? 'enforce' : startMode,
     threshold: int(rnd, 2, 6),
     windowSeconds: int(rnd, 30, 300),
     durationsSeconds: [int(rnd, 5, 90), int(rnd, 60, 600)],
@@ -131,6 +136,7 @@ function sequence(seed: number): Sequence {
     else if (p < 0.65) steps.push({ op: 'refund', of: int(rnd, 1, 3), late: int(rnd, 0, 1) * SECOND });
     else if (p < 0.88) steps.push({ op: 'advance', ms: pick(rnd, [1, 5, 20, 30, 59, 60, 61, 300, 3600, 86_400]) * SECOND });
     else if (p < 0.93) steps.push({ op: 'reset' });
+    else if (p < 0.96) steps.push({ op: 'banMode', to: pick(rnd, ['enforce', 'shadow', 'off'] as const) });
     else steps.push({ op: 'snapshot', request: int(rnd, 0, requests.length - 1) });
   }
   return { ban, requests, steps };
@@ -140,7 +146,15 @@ function sequence(seed: number): Sequence {
 function agree(mem: Decision | LimitSnapshot, red: Decision | LimitSnapshot, where: string): string | undefined {
   const exact = (d: Decision | LimitSnapshot) =>
     'outcome' in d
-      ? { outcome: d.outcome, short: d.short, banLevel: d.banLevel, used: d.windows.map((w) => w.used), retryMs: d.retryMs > 0 }
+      ? {
+          outcome: d.outcome,
+          short: d.short,
+          banLevel: d.banLevel,
+          used: d.windows.map((w) => w.used),
+          retryMs: d.retryMs > 0,
+          // A would-be ban (bans in shadow mode): in force (-1) or started now (its length, within SLACK_MS).
+          wouldBan: d.wouldBan === undefined ? 0 : d.wouldBan < 0 ? -1 : Math.ceil(d.wouldBan / 1000),
+        }
       : { key: d.key, banLevel: d.banLevel, used: d.windows.map((w) => w.used), banned: d.banMs > 0 };
   const durations = (d: Decision | LimitSnapshot) => ['outcome' in d ? d.retryMs : d.banMs, ...d.windows.map((w) => w.resetMs)];
   const [m, r] = [JSON.stringify(exact(mem)), JSON.stringify(exact(red))];
@@ -152,7 +166,9 @@ function agree(mem: Decision | LimitSnapshot, red: Decision | LimitSnapshot, whe
 
 /** Runs one seed's sequence over both stores; returns the first disagreement (with the steps so far), or undefined. */
 async function run(seed: number): Promise<string | undefined> {
-  const { ban, requests, steps } = sequence(seed);
+  const seq = sequence(seed);
+  const { requests, steps } = seq;
+  let ban = seq.ban;
   const id = `key_d${seed}_${process.pid}`;
   const clock = new ManualClock();
   const memory = new MemoryLimiterStore(clock);
@@ -195,6 +211,8 @@ async function run(seed: number): Promise<string | undefined> {
     } else if (step.op === 'advance') {
       clock.advance(step.ms);
       await shiftRedis(id, step.ms);
+    } else if (step.op === 'banMode') {
+      ban = { ...ban, enabled: step.to !== 'off', mode: step.to === 'off' ? 'enforce' : step.to };
     } else if (step.op === 'reset') {
       memory.resetWindows(id);
       await sharedBans.resetWindows(id);

@@ -25,6 +25,9 @@ const SECOND = 1000;
 /** No bans in the window tests: a threshold that is never reached. */
 const NO_BANS: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 86_400 };
 const LADDER: BanPolicy = { threshold: 3, windowSeconds: 3600, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 7200 };
+/** The same ladder in shadow mode, and turned off. */
+const SHADOW_LADDER: BanPolicy = { ...LADDER, mode: 'shadow' };
+const NO_LADDER: BanPolicy = { ...LADDER, enabled: false };
 
 interface Harness {
   name: string;
@@ -309,6 +312,68 @@ describe.each(harnesses)('$name', (h) => {
     expect(second.outcome).toBe('banned_now');
     expect(second.banLevel).toBe(2);
     expect(second.retryMs).toBe(600 * SECOND);
+  });
+
+  it('bans in shadow mode: the ladder is computed (wouldBan: the length of the ban it would start, then -1 while it would be in force) and nothing is refused for it', async () => {
+    const id = newId('shadow-ban');
+    const limits = { perMinute: 1, perDay: 1000 };
+    expect((await check(id, limits, SHADOW_LADDER)).outcome).toBe('admitted');
+    for (let i = 0; i < 2; i++) {
+      const d = await check(id, limits, SHADOW_LADDER);
+      expect(d).toMatchObject({ outcome: 'limited', banLevel: 0 });
+      expect(d.wouldBan).toBeUndefined();
+    }
+    // The threshold's refusal: what the limits say (limited, the minute window's retry), and the ban it would start.
+    const third = await check(id, limits, SHADOW_LADDER);
+    expect(third).toMatchObject({ outcome: 'limited', banLevel: 1, wouldBan: 60 * SECOND, short: 1 });
+    expect(third.retryMs).toBeLessThanOrEqual(MINUTE_MS);
+    // During the would-be ban: still only the windows decide; every answer says a ban would have refused it.
+    const during = await check(id, limits, SHADOW_LADDER);
+    expect(during).toMatchObject({ outcome: 'limited', banLevel: 1, wouldBan: -1 });
+    await h.advance(id, 61 * SECOND);
+    // Window and would-be ban over: admitted, nothing would refuse it.
+    const after = await check(id, limits, SHADOW_LADDER);
+    expect(after.outcome).toBe('admitted');
+    expect(after.wouldBan).toBeUndefined();
+    // The next would-be ban escalates, as an enforced one would.
+    for (let i = 0; i < 2; i++) expect((await check(id, limits, SHADOW_LADDER)).wouldBan).toBeUndefined();
+    expect(await check(id, limits, SHADOW_LADDER)).toMatchObject({ outcome: 'limited', banLevel: 2, wouldBan: 600 * SECOND });
+  });
+
+  it('switching modes: a ban in force is not enforced in shadow mode nor with bans off, and is again back in enforce mode; a would-be ban is never enforced', async () => {
+    const id = newId('switch-ban');
+    const limits = { perMinute: 1, perDay: 1000 };
+    await check(id, limits, LADDER);
+    for (let i = 0; i < 3; i++) await check(id, limits, LADDER);
+    expect((await check(id, limits, LADDER)).outcome).toBe('banned');
+    // Shadow: the enforced ban is neither enforced nor reported (the would-be ladder is its own, empty so far).
+    const shadow = await check(id, limits, SHADOW_LADDER);
+    expect(shadow).toMatchObject({ outcome: 'limited', banLevel: 0 });
+    expect(shadow.wouldBan).toBeUndefined();
+    expect((await check(id, limits, NO_LADDER)).outcome).toBe('limited');
+    expect((await check(id, limits, LADDER)).outcome).toBe('banned');
+    // A would-be ban started in shadow mode is not enforced after switching back.
+    const other = newId('switch-would');
+    await check(other, limits, SHADOW_LADDER);
+    for (let i = 0; i < 3; i++) await check(other, limits, SHADOW_LADDER);
+    expect((await check(other, limits, SHADOW_LADDER)).wouldBan).toBe(-1);
+    const back = await check(other, limits, LADDER);
+    expect(back).toMatchObject({ outcome: 'limited', banLevel: 0 });
+  });
+
+  it('bans off: refusals never strike nor ban, whatever their number', async () => {
+    const id = newId('no-ban');
+    const limits = { perMinute: 1, perDay: 1000 };
+    expect((await check(id, limits, NO_LADDER)).outcome).toBe('admitted');
+    for (let i = 0; i < 10; i++) {
+      const d = await check(id, limits, NO_LADDER);
+      expect(d).toMatchObject({ outcome: 'limited', banLevel: 0 });
+      expect(d.wouldBan).toBeUndefined();
+    }
+    // Nothing struck meanwhile: enforce mode starts its ladder from zero.
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited');
+    expect((await check(id, limits, LADDER)).outcome).toBe('limited');
+    expect((await check(id, limits, LADDER)).outcome).toBe('banned_now');
   });
 
   it('escalates: ban N uses durations[N-1], every later ban the last entry', async () => {
@@ -677,6 +742,28 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '5', [`s${hour}`]: '3' });
   });
 
+  it('bans in shadow mode: counted in the ledger (w<h>) beside how each request was answered, in their own keys; bans off: no ban or strike key and no ban command (MONITOR)', async () => {
+    const { store, id, day, field } = await withLedger('shadow-ban-ledger');
+    const limits = { perMinute: 1, perDay: 1000 };
+    const outcomes: string[] = [];
+    for (let i = 0; i < 6; i++) outcomes.push((await store.check(id, planRequest(limits), SHADOW_LADDER)).outcome);
+    expect(outcomes).toEqual(['admitted', 'limited', 'limited', 'limited', 'limited', 'limited']);
+    const hour = field.slice(1);
+    // The 4th started a would-be ban, the 5th and 6th fell in it.
+    expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '1', [`r${hour}`]: '5', [`w${hour}`]: '3' });
+    expect((await keysOf(id)).sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.shadowBan(id), day].sort());
+
+    const off = newId('ban-off-keys');
+    const mon = await monitorRedis(admin);
+    for (let i = 0; i < 12; i++) await redisStore.check(off, planRequest(limits), NO_LADDER);
+    const seen = (await mon.stop()).filter((c) => c.source === 'lua').map((c) => (c.args[0] ?? '').toUpperCase());
+    expect((await keysOf(off)).sort()).toEqual([keyspace.minuteWindow(off), keyspace.dayWindow(off)].sort());
+    expect(seen).not.toContain('HMGET');
+    expect(seen).not.toContain('HSET');
+    // Per check: TIME, INCR per window, and an expiry (PEXPIRE/PTTL) or a give-back per window: never a ban's command.
+    expect(new Set(seen)).toEqual(new Set(['TIME', 'INCR', 'PEXPIRE', 'PTTL', 'DECR']));
+  });
+
   it("names the ledger's day on Redis's clock when the gateway's clock says another day", async () => {
     const { ledgerMs, store, id, seconds, redisDay, day, field } = await withLedger('skewed-ledger');
     const limits = { perMinute: 100, perDay: 1000 };
@@ -702,7 +789,7 @@ describe('RedisLimiterStore only', () => {
     // is inlined (the admitted path's), each expression run for every hour.
     const source = readFileSync(new URL('../src/limits/lua/check.lua', import.meta.url), 'utf8');
     const calls = [...source.matchAll(/count\('([a-z])0[^']*', '[a-z]10[^']*'/g)];
-    expect(new Set(calls.map((c) => c[1]))).toEqual(new Set(['a', 'r', 'b', 's']));
+    expect(new Set(calls.map((c) => c[1]))).toEqual(new Set(['a', 'r', 'b', 's', 'w']));
     const cuts = [...source.matchAll(/local field = (.*)\n/g)].map((m) => m[1]!);
     expect(cuts).toHaveLength(2);
     const hours = (lua: string, ...args: string[]) => Promise.all(Array.from({ length: 24 }, (_, h) => admin.eval(lua, 0, h, ...args)));

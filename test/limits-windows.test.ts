@@ -290,7 +290,7 @@ describe('shadow mode', () => {
     const shown = await runCli(['keys', 'show', id, '--json', '--config', configFile]);
     expect(JSON.parse(shown.stdout)).toMatchObject({ bannedUntil: null, banLevel: 0 });
     expect(await admin.exists(`${PREFIX}strikes:{${id}}`)).toBe(0);
-    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 4 });
+    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 4, wouldBan: 0 });
     const metrics = await send(a, key, 'GET', '/metrics');
     const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_decisions_total{plan="free",decision="shadow_refused",window="route"}'));
     // Only this test sends to the shadow route: its gateway counted exactly the four shadow refusals above.
@@ -360,7 +360,7 @@ describe('candidate limits (plans.<p>.shadow)', () => {
     // The day window kept counting; the ledger has the three shadow refusals beside what was refused for real.
     expect(await windowCount(id, 'minute')).toBe(6);
     expect(await windowCount(id, 'day')).toBe(6);
-    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 2, banned: 1, upstreamFailed: 0, shadowRefused: 3 });
+    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 2, banned: 1, upstreamFailed: 0, shadowRefused: 3, wouldBan: 0 });
     const metrics = await send(a, key, 'GET', '/metrics');
     const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_shadow_refusals_total{plan="candidate",window="minute:shadow"}'));
     expect(line?.split(' ')[1]).toBe('3');
@@ -578,6 +578,12 @@ describe('config mistakes are refused, naming the field', () => {
       "warning: routes[1] (POST /v1/x, cost 61): more than plan trial's candidate limit day:shadow (20): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
       "warning: routes[2] (/v1/y, cost 5): more than plan free's y:minute window holds in all (4): its keys are refused there with 403 cost_exceeds_limit",
       "warning: routes[2] (/v1/y, cost 5): more than plan free's candidate limit y:minute:shadow (2): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
+      // A public route: a request with a valid key there is metered by its plan, at the route's cost.
+      "warning: routes[3] (/v1/public, cost 5000): more than plan free's minute window holds in all (60): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan free's day window holds in all (1000): its keys are refused there with 403 cost_exceeds_limit",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's minute window holds in all (10): in shadow mode: every such request is a shadow refusal",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's day window holds in all (100): in shadow mode: every such request is a shadow refusal",
+      "warning: routes[3] (/v1/public, cost 5000): more than plan trial's candidate limit day:shadow (20): once enforced, its keys would be refused there with 403 cost_exceeds_limit",
       '',
     ]);
   });

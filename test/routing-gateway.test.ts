@@ -1,5 +1,5 @@
 // Services and routes on a running gateway (docs/routing.md): routes matched once, by host and method, first match in
-// file order; stripPrefix and a target's base path; auth: none routes metered by the anonymous limit alone;
+// file order; stripPrefix and a target's base path; auth: none routes metered by the anonymous limit (by its key with a valid key);
 // defaultService and the 404 without it; the gateway's own paths never routed; refused requests labelled with their
 // route in /metrics. Real upstream servers on loopback, one per backend.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -98,19 +98,21 @@ describe('routes to services', () => {
     expect((await send(g, 'GET', '/ordersX/1', [AUTH()])).status).toBe(404);
   });
 
-  it('auth: none needs no key and is metered by the anonymous limit alone; a keyed route still answers 401', async () => {
+  it('auth: none needs no key: without one it is metered by the anonymous limit; a valid key there by its key; a keyed route still answers 401', async () => {
     const first = await send(g, 'GET', '/status', ['host: a.example', 'x-forwarded-for: 9.9.9.9']);
     expect(first.status).toBe(200);
-    // The anonymous limit's one window (anonymous.perMinute 2), the only limit a public route has.
+    // The anonymous limit's one window (anonymous.perMinute 2): this route has no limits of its own.
     expect(first.headers['ratelimit-policy']).toBe('"minute";q=2;w=60');
-    // A key sent to a public route is neither checked nor spent, and no consumer headers go upstream.
+    // A valid key sent to a public route is metered by its key (the client's anonymous window is not spent), and the
+    // consumer headers go upstream.
     const withKey = await send(g, 'GET', '/status', [AUTH()]);
     expect(withKey.status).toBe(200);
-    expect(withKey.json().headers['x-consumer-id']).toBeUndefined();
+    expect(withKey.json().headers['x-consumer-id']).toBe('key_routing');
+    expect((await send(g, 'GET', '/status', [])).status).toBe(200);
     const third = await send(g, 'GET', '/status', []);
     expect(third.status).toBe(429);
     expect(third.json().code).toBe('rate_limit_exceeded');
-    expect(catalog.seen).toHaveLength(2);
+    expect(catalog.seen).toHaveLength(3);
     const keyed = await send(g, 'GET', '/v1/categories', []);
     expect(keyed.status).toBe(429); // the same client's anonymous window is spent: refused before the 401
     const withGoodKey = await send(g, 'GET', '/v1/categories', [AUTH()]);

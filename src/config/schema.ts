@@ -219,6 +219,10 @@ const anonymous = z.strictObject({
 });
 
 const ban = z.strictObject({
+  enabled: z.boolean().default(true).describe('false: no ban is computed, stored or enforced (no strikes, no ban records in Redis); 429s alone meter repeat offenders.'),
+  mode: limitMode()
+    .default('enforce')
+    .describe('enforce: a ban refuses the key (403 api_key_banned). shadow: the ladder is computed, logged and counted (tollgate_ban_would_ban_total, the ledger\'s wouldBan) but refuses nothing; a ban started in enforce mode is not enforced while in shadow.'),
   threshold: positiveInt().default(10).describe('This many 429s for one key within windowSeconds bans it.'),
   windowSeconds: positiveInt().default(60).describe('The strike window: threshold 429s within this many seconds ban the key (fixed, from the first strike).'),
   durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]).describe('Ban lengths: 1st ban, 2nd, 3rd and later.'),
@@ -316,6 +320,55 @@ const service = z.strictObject({
   .superRefine(perTryBelowTimeout)
   .superRefine(tlsTargetsAreHttps);
 
+/** The two shapes of routes[].limits, by the route's auth: per client address (public) or per plan (keyed). */
+const ADDRESS_WINDOWS = ['perMinute', 'perDay'] as const;
+
+/**
+ * A public route's limits count per client address ({ perMinute, perDay }); a keyed route's name plans. One shape
+ * where the other belongs, or both mixed, is refused here: read either way it would meter something else than meant.
+ */
+function routeLimitsMatchAuth(r: { auth?: 'key' | 'none' | undefined; cost: number; limits?: Record<string, unknown> | undefined }, ctx: Ctx): void {
+  if (!r.limits) return;
+  const entries = Object.entries(r.limits);
+  const byAddress = entries.filter(([name]) => (ADDRESS_WINDOWS as readonly string[]).includes(name));
+  if (r.auth === 'none') {
+    for (const [name, value] of entries) {
+      if (typeof value === 'number' && byAddress.some(([n]) => n === name)) continue;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['limits', name],
+        message: byAddress.some(([n]) => n === name)
+          ? `a public route's ${name} is a number: points per client address`
+          : `a public route (auth: none) has limits per client address, { perMinute, perDay }; windows by plan ("${name}") need auth: key (a key on a public route is metered by its plan)`,
+        input: value,
+      });
+    }
+    if (entries.length === 0) ctx.addIssue({ code: 'custom', path: ['limits'], message: 'expected perMinute and/or perDay', input: r.limits });
+    for (const [name, value] of byAddress) {
+      if (typeof value === 'number' && value < r.cost) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['limits', name],
+          message: `${name} ${value} is below the route's cost ${r.cost}: no request without a key could ever be admitted`,
+          input: value,
+        });
+      }
+    }
+    return;
+  }
+  for (const [name, value] of entries) {
+    if (typeof value !== 'number') continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['limits', name],
+      message: byAddress.length > 0
+        ? `limits.${name} counts per client address, which only a public route (auth: none) has; a keyed route's windows go by plan: limits: { default: { ${name}: ${value} } }`
+        : `expected the windows of plan "${name}": { perMinute, perDay }`,
+      input: value,
+    });
+  }
+}
+
 const route = z.strictObject({
   method: z
     .string()
@@ -336,7 +389,10 @@ const route = z.strictObject({
     .describe('Matches the request\'s host: the Host header, or an absolute-form target\'s authority (case-insensitive, port and trailing dot ignored); leave out for any host.'),
   service: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('The service it goes to; left out, the upstream (upstream.url).'),
   stripPrefix: z.string().optional().describe('A literal leading part of path removed before proxying; the target gets X-Forwarded-Prefix with it.'),
-  auth: z.enum(['key', 'none']).optional().describe('"none": a public route, no key needed, metered by the anonymous limit alone. Default "key".'),
+  auth: z
+    .enum(['key', 'none'])
+    .optional()
+    .describe('"none": a public route, no key needed: a request without a valid key is metered per client address (the anonymous limit, and the route\'s own limits if it has any); one with a valid key by its key\'s plan. Default "key".'),
   deprecation: isoInstant().optional().describe('When the route became deprecated (Deprecation header, RFC 9745).'),
   sunset: isoInstant().optional().describe('When the route stops being served (Sunset header, RFC 8594).'),
   link: z
@@ -351,11 +407,11 @@ const route = z.strictObject({
     .optional()
     .describe('Names the route\'s windows ("<name>:minute", "<name>:day"); default: its path. Unique among routes.'),
   limits: z
-    .record(z.string(), routeWindowLimits)
+    .record(z.string(), z.union([routeWindowLimits, positiveInt()]))
     .optional()
-    .describe('Windows of this route, per key, beside the plan\'s: by plan name, "default" for plans without an entry.'),
+    .describe('A keyed route: its windows per key, beside the plan\'s, by plan name ("default" for plans without an entry), e.g. { default: { perMinute: 20 } }. A public route (auth: none): { perMinute, perDay } counted per client address for requests without a valid key, beside the anonymous limit (both must pass).'),
   mode: limitMode().optional().describe('enforce or shadow for this route\'s windows; default: limits.mode.'),
-});
+}).superRefine(routeLimitsMatchAuth);
 
 const auth = z.strictObject({
   sources: z
@@ -673,6 +729,7 @@ function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<s
 
 function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
+    if (r.auth === 'none') return;
     for (const plan of Object.keys(r.limits ?? {})) {
       if (plan !== 'default' && !Object.hasOwn(cfg.plans, plan)) {
         ctx.addIssue({
@@ -733,6 +790,23 @@ export type ServiceConfig = z.output<typeof service>;
 export type TargetConfig = z.output<typeof target>;
 export type UpstreamConfig = z.output<typeof upstream>;
 export type RouteConfig = z.output<typeof route>;
+/** A keyed route's windows for one plan (routes[].limits.<plan>). */
+export type RouteWindowLimitsConfig = z.output<typeof routeWindowLimits>;
+
+/** A keyed route's windows by plan name; undefined for a public route (its limits count per address). */
+export function planRouteLimits(r: Pick<RouteConfig, 'auth' | 'limits'>): Record<string, RouteWindowLimitsConfig> | undefined {
+  if (!r.limits || r.auth === 'none') return undefined;
+  // The schema refuses a number under a keyed route's limits (routeLimitsMatchAuth).
+  return r.limits as Record<string, RouteWindowLimitsConfig>;
+}
+
+/** A public route's limits per client address; undefined for a keyed route or a public one without limits. */
+export function addressRouteLimits(r: Pick<RouteConfig, 'auth' | 'limits'>): { perMinute?: number; perDay?: number } | undefined {
+  if (!r.limits || r.auth !== 'none') return undefined;
+  const out: { perMinute?: number; perDay?: number } = {};
+  for (const w of ADDRESS_WINDOWS) if (typeof r.limits[w] === 'number') out[w] = r.limits[w];
+  return out;
+}
 export type StaticKeyConfig = z.output<typeof staticKey>;
 export type PlanConfig = z.output<typeof plan>;
 export type LimitsConfig = z.output<typeof limits>;

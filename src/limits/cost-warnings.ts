@@ -1,6 +1,6 @@
 // Routes whose cost is more than a window of some plan holds in all: keys of that plan are refused there with 403
 // cost_exceeds_limit. A warning, not an error: a small trial plan beside expensive routes is a legitimate config.
-import type { Config } from '../config/schema.js';
+import { planRouteLimits, type Config } from '../config/schema.js';
 import { candidatesFor, planCandidates, planMode, planWindows, routeWindows } from './windows.js';
 
 /**
@@ -11,12 +11,14 @@ import { candidatesFor, planCandidates, planMode, planWindows, routeWindows } fr
 export function costWarnings(config: Config): string[] {
   const out: string[] = [];
   config.routes.forEach((r, i) => {
-    // A public route is metered by the anonymous limit alone: no plan window applies.
-    if (r.cost === 1 || r.auth === 'none') return;
+    // A public route's own limits count per address (the schema refuses a cost above them); a key there still pays its
+    // plan's windows.
+    if (r.cost === 1) return;
+    const limits = planRouteLimits(r);
     const route = `routes[${i}] (${r.method === '*' ? '' : `${r.method} `}${r.host ?? ''}${r.path}, cost ${r.cost})`;
     for (const [plan, p] of Object.entries(config.plans)) {
       const windows = planWindows(p, planMode(config, plan));
-      const own = Object.hasOwn(r.limits ?? {}, plan) ? r.limits![plan] : r.limits?.default;
+      const own = limits && (Object.hasOwn(limits, plan) ? limits[plan] : limits.default);
       const from = windows.length;
       if (own) windows.push(...routeWindows(r.name ?? r.path, own, r.mode ?? config.limits.mode));
       for (const w of windows) {

@@ -13,7 +13,17 @@ import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import { LastCounts } from './last-counts.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import { LEDGER_KIND, type Charge, type Decision, type KeyLimits, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
+import {
+  LEDGER_KIND,
+  type UsageKind,
+  type Charge,
+  type Decision,
+  type KeyLimits,
+  type LimiterStore,
+  type LimitRequest,
+  type LimitSnapshot,
+  type WindowSpec,
+} from './types.js';
 import { OWN_DAY, OWN_MINUTE, RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {
@@ -40,7 +50,7 @@ export interface KeyLimiterDeps {
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
   usage?: {
-    count(id: string, kind: 'a' | 'r' | 'b' | 'f' | 's'): void;
+    count(id: string, kind: UsageKind): void;
     /** An admitted request (counted at `atMs`) that reached no target: taken out of admitted (not billed). */
     notReached(id: string, atMs: number): void;
     /** An admitted request (counted at `atMs`) a target failed: counted upstreamFailed, admitted kept. */
@@ -105,6 +115,11 @@ function windowLabel(request: LimitRequest, short: number): string {
     plan |= 1 << w;
   }
   return plan === 1 ? 'minute' : plan === 2 ? 'day' : 'both';
+}
+
+/** The enforced windows a refusal found short (the offence that struck toward a ban), for the log. */
+function shortWindowNames(request: LimitRequest, short: number): string[] {
+  return request.windows.filter((w, i) => w.mode === 'enforce' && short & (1 << i)).map((w) => w.name);
 }
 
 /** The key's own overrides as OWN_* bits: a plan's candidate limits leave those windows alone. */
@@ -180,7 +195,10 @@ export class KeyLimiter {
     }
     const now = clock.now();
 
-    const known = this.knownBans.get(consumer.id);
+    // A ban this instance remembers is enforced only while bans are (a reload to shadow or off stops it at once).
+    const ban = runtime.config.ban;
+    const enforcing = ban.enabled && ban.mode === 'enforce';
+    const known = enforcing ? this.knownBans.get(consumer.id) : undefined;
     if (known && known.until > now) {
       const elapsed = now - known.at;
       // The windows as the ban's decision saw them: this request's own may differ (another route); the plan's lead both.
@@ -254,6 +272,7 @@ export class KeyLimiter {
     if (local && this.deps.usage) {
       this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
       if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's');
+      if (decision.wouldBan !== undefined) this.deps.usage.count(consumer.id, 'w');
     }
     // peakMinute: the plan minute window's count this check reported (Redis's is the fleet's; points, with costs), in
     // the hour the ledger counted it in.
@@ -265,6 +284,20 @@ export class KeyLimiter {
       this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
     if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, by, decision, request, at: clock.now() };
+    if (decision.wouldBan !== undefined && decision.wouldBan > 0) {
+      metrics.wouldBans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
+      logger.warn(
+        {
+          reqId: ctx.id,
+          consumer: consumer.id,
+          plan: consumer.plan,
+          banLevel: decision.banLevel,
+          seconds: Math.round(decision.wouldBan / 1000),
+          windows: shortWindowNames(request, decision.short),
+        },
+        'api key would have been banned (bans in shadow mode: not refused)',
+      );
+    }
     if (decision.outcome === 'banned_now') {
       metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
       logger.warn(

@@ -2,7 +2,19 @@
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
-import type { BanPolicy, BanState, BanStore, Decision, LimiterStore, LimitRequest, LimitSnapshot, Refund, WindowSpec, WindowState } from './types.js';
+import {
+  banModeOf,
+  type BanPolicy,
+  type BanState,
+  type BanStore,
+  type Decision,
+  type LimiterStore,
+  type LimitRequest,
+  type LimitSnapshot,
+  type Refund,
+  type WindowSpec,
+  type WindowState,
+} from './types.js';
 
 interface Counter {
   used: number;
@@ -31,6 +43,8 @@ export class MemoryLimiterStore implements LimiterStore {
     return (this.countersCache ??= new LRUCache<string, Counter>({ max: 500_000 }));
   }
   private readonly bans = new Map<string, StoredBan>();
+  /** Would-be bans (bans in shadow mode), apart from the enforced ones as in Redis. */
+  private readonly shadowBans = new Map<string, StoredBan>();
 
   constructor(private readonly clock: Clock) {}
 
@@ -39,13 +53,24 @@ export class MemoryLimiterStore implements LimiterStore {
     const { windows, candidates, cost } = request;
     const states = windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now));
 
-    const b = this.bans.get(id);
-    let level = b?.level ?? 0;
-    if (b && b.lastEnd > 0 && now >= b.lastEnd + ban.resetAfterSeconds * 1000) {
-      level = 0;
-      this.bans.delete(id);
+    // The script's ban rules: off reads and writes nothing; shadow keeps its own bans and strikes and never refuses.
+    const mode = banModeOf(ban);
+    const bans = mode === 'shadow' ? this.shadowBans : this.bans;
+    const strikesKey = mode === 'shadow' ? `${id}:ws` : `${id}:s`;
+    let level = 0;
+    let wouldBan = 0;
+    if (mode !== 'off') {
+      const b = bans.get(id);
+      level = b?.level ?? 0;
+      if (b && b.lastEnd > 0 && now >= b.lastEnd + ban.resetAfterSeconds * 1000) {
+        level = 0;
+        bans.delete(id);
+      }
+      if (b && b.until > now) {
+        if (mode === 'enforce') return { outcome: 'banned', windows: states, short: 0, retryMs: b.until - now, banLevel: level };
+        wouldBan = -1;
+      }
     }
-    if (b && b.until > now) return { outcome: 'banned', windows: states, short: 0, retryMs: b.until - now, banLevel: level };
 
     // A window a refund emptied holds no admitted request, so it has not started: the next admitted request opens a
     // window from now, and a refusal leaves none (the script: an INCR that lands on the cost runs PEXPIRE of a whole
@@ -74,16 +99,20 @@ export class MemoryLimiterStore implements LimiterStore {
       const c = candidates[j]!;
       if (states[c.of]!.used + cost > c.limit) short |= 1 << (windows.length + j);
     }
+    const would = (d: Decision): Decision => (wouldBan === 0 ? d : { ...d, wouldBan });
     if (refused) {
-      const strikes = this.increment(`${id}:s`, ban.windowSeconds * 1000, now, 1);
-      if (strikes >= ban.threshold) {
-        level += 1;
-        const dur = (ban.durationsSeconds[Math.min(level, ban.durationsSeconds.length) - 1] ?? 60) * 1000;
-        this.bans.set(id, { until: now + dur, level, lastEnd: now + dur });
-        this.counters.delete(`${id}:s`);
-        return { outcome: 'banned_now', windows: states, short, retryMs: dur, banLevel: level };
+      if (mode !== 'off' && wouldBan === 0) {
+        const strikes = this.increment(strikesKey, ban.windowSeconds * 1000, now, 1);
+        if (strikes >= ban.threshold) {
+          level += 1;
+          const dur = (ban.durationsSeconds[Math.min(level, ban.durationsSeconds.length) - 1] ?? 60) * 1000;
+          bans.set(id, { until: now + dur, level, lastEnd: now + dur });
+          this.counters.delete(strikesKey);
+          if (mode === 'enforce') return { outcome: 'banned_now', windows: states, short, retryMs: dur, banLevel: level };
+          wouldBan = dur;
+        }
       }
-      return { outcome: 'limited', windows: states, short, retryMs, banLevel: level };
+      return would({ outcome: 'limited', windows: states, short, retryMs, banLevel: level });
     }
     for (let i = 0; i < windows.length; i++) {
       if (short & (1 << i)) continue;
@@ -91,7 +120,7 @@ export class MemoryLimiterStore implements LimiterStore {
       this.increment(`${id}:${w.suffix}`, w.lengthMs, now, cost);
       states[i] = this.window(`${id}:${w.suffix}`, w.lengthMs, now);
     }
-    return { outcome: 'admitted', windows: states, short, retryMs: 0, banLevel: level };
+    return would({ outcome: 'admitted', windows: states, short, retryMs: 0, banLevel: level });
   }
 
   /**
@@ -121,7 +150,9 @@ export class MemoryLimiterStore implements LimiterStore {
   /** `keys unban` for a Redis-less gateway. */
   unban(id: string): void {
     this.bans.delete(id);
+    this.shadowBans.delete(id);
     this.countersCache?.delete(`${id}:s`);
+    this.countersCache?.delete(`${id}:ws`);
   }
 
   /** `keys reset` for a Redis-less gateway, and every instance's fallback windows after a reset anywhere in the fleet. */

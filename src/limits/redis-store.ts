@@ -22,7 +22,7 @@ import type {
   WindowSpec,
   WindowState,
 } from './types.js';
-import { LEDGER_KIND } from './types.js';
+import { banModeOf, LEDGER_KIND } from './types.js';
 import {
   CHECK_FIXED_KEYS,
   CHECK_REPLY,
@@ -110,9 +110,18 @@ export class RedisLimiterStore implements LimiterStore {
     const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
     const windows = request.windows;
     // In the order of CHECK_CONTRACT's keys and argv (test/limits-contract.test.ts checks the positions by name).
-    const args: Array<string | number> = [CHECK_FIXED_KEYS + windows.length, record, this.ks.ban(id), this.ks.strikes(id), usageDay];
+    // Bans in shadow mode keep their own hash and strikes: the enforced ones are neither read nor written then.
+    const banMode = banModeOf(ban);
+    const shadowBans = banMode === 'shadow';
+    const args: Array<string | number> = [
+      CHECK_FIXED_KEYS + windows.length,
+      record,
+      shadowBans ? this.ks.shadowBan(id) : this.ks.ban(id),
+      shadowBans ? this.ks.shadowStrikes(id) : this.ks.strikes(id),
+      usageDay,
+    ];
     for (const w of windows) args.push(this.ks.limitWindow(id, w.suffix));
-    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, ...request.scriptArgs);
+    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, banMode, ...request.scriptArgs);
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;
@@ -145,6 +154,8 @@ export class RedisLimiterStore implements LimiterStore {
       banLevel: Number(reply[CHECK_REPLY.banLevel]),
     };
     if (same !== -1) decision.keyRecord = same === 1 ? 'current' : 'changed';
+    const wouldBan = Number(reply[CHECK_REPLY.wouldBan] ?? 0);
+    if (wouldBan !== 0) decision.wouldBan = wouldBan;
     if (hour !== -1 && outcome !== 'invalid_key' && outcome !== 'invalid_record') {
       decision.ledgerHour = Number(hour);
       if (Math.floor(decision.ledgerHour / 24) !== Number(ledgerDay)) await this.countInRedisDay(id, decision, credit, ledgerMs);
@@ -172,6 +183,7 @@ export class RedisLimiterStore implements LimiterStore {
     try {
       await client.hincrby(key, `${LEDGER_KIND[d.outcome]}${h}`, 1);
       if (d.outcome === 'admitted' && d.short !== 0) await client.hincrby(key, `s${h}`, 1);
+      if (d.wouldBan !== undefined) await client.hincrby(key, `w${h}`, 1);
       if (credit && credit.requests > 0) await client.hincrby(key, `a${h}`, credit.requests);
       await client.pexpire(key, ledgerMs);
     } catch {
@@ -264,14 +276,14 @@ export class RedisBanStore implements BanStore {
   }
 
   async unban(id: string): Promise<void> {
-    // One slot: both keys carry the id's hash tag.
-    await this.redis.del(this.ks.ban(id), this.ks.strikes(id));
+    // One slot: every key carries the id's hash tag. The would-be ban (bans in shadow mode) goes with the ban.
+    await this.redis.del(this.ks.ban(id), this.ks.strikes(id), this.ks.shadowBan(id), this.ks.shadowStrikes(id));
   }
 
   async resetWindows(id: string): Promise<void> {
     // One DEL in one slot (every key carries the id's hash tag): a check runs wholly before or wholly after it, so no
     // request is counted in one window and not the other.
     const routes = this.routeSuffixes().map((s) => this.ks.limitWindow(id, s));
-    await this.redis.del(this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.strikes(id), ...routes);
+    await this.redis.del(this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.strikes(id), this.ks.shadowStrikes(id), ...routes);
   }
 }

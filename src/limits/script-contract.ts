@@ -12,11 +12,11 @@ export interface ScriptContract {
 export const CHECK_CONTRACT = {
   keys: { fixed: ['record', 'ban', 'strikes', 'usageDay'], perWindow: ['window'] },
   argv: {
-    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost', 'shadow'],
+    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost', 'shadow', 'banMode'],
     perWindow: ['limit', 'lengthMs'],
     perCandidate: ['window', 'limit'],
   },
-  reply: { fixed: ['outcome', 'retryMs', 'banLevel', 'recordSame', 'ledgerHour', 'short'], perWindow: ['used', 'resetMs'] },
+  reply: { fixed: ['outcome', 'retryMs', 'banLevel', 'recordSame', 'ledgerHour', 'short', 'wouldBan'], perWindow: ['used', 'resetMs'] },
 } as const satisfies ScriptContract;
 
 export const REFUND_CONTRACT = {

@@ -69,7 +69,19 @@ export interface LimitRequest {
   readonly scriptArgs: readonly number[];
 }
 
+/** Whether a ban refuses (enforce) or is only computed, counted and logged (shadow). */
+export type BanMode = 'enforce' | 'shadow';
+
+/** The limit check's ban mode for a policy: off when bans are disabled, else the ladder's mode (enforce by default). */
+export function banModeOf(ban: BanPolicy): BanMode | 'off' {
+  return ban.enabled === false ? 'off' : (ban.mode ?? 'enforce');
+}
+
 export interface BanPolicy {
+  /** false: no ban is read, computed or written (no strikes); absent: true. */
+  enabled?: boolean;
+  /** Absent: enforce. */
+  mode?: BanMode;
   threshold: number;
   windowSeconds: number;
   durationsSeconds: readonly number[];
@@ -99,10 +111,11 @@ export type Outcome =
 
 /**
  * The usage ledger's kind of a counted request: a admitted, r refused by a window, b by a ban, f admitted and failed
- * by a target it reached, s refused by a window in shadow mode (proxied). Defined beside the outcomes it records: the limiter decides, the
+ * by a target it reached, s refused by a window in shadow mode (proxied), w a request a ban in shadow mode would have
+ * refused (beside its own kind). Defined beside the outcomes it records: the limiter decides, the
  * ledger (usage/) records its decisions.
  */
-export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's';
+export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's' | 'w';
 
 /** The usage ledger's kind of each outcome (a admitted, r refused by a window, b by a ban): the script's and memory's. */
 export const LEDGER_KIND: Readonly<Record<Outcome, UsageKind>> = {
@@ -126,8 +139,13 @@ export interface Decision {
   short: number;
   /** For refusals: milliseconds until a request would be admitted again (ban end, or every short window reset). */
   retryMs: number;
-  /** Escalation level of the current or just-started ban (0 when none). */
+  /** Escalation level of the current or just-started ban (0 when none); with bans in shadow mode, the would-be ban's. */
   banLevel: number;
+  /**
+   * Bans in shadow mode only, absent otherwise: -1, a would-be ban in force would have refused this request; more than
+   * 0, this request would have started a ban of that many ms (level banLevel). The request got what its windows said.
+   */
+  wouldBan?: number;
   /**
    * Only when the check was given a record revision and the key is still valid: whether the stored record is still
    * exactly that revision ('current') or has changed since the caller read it ('changed').

@@ -1,7 +1,7 @@
 // The windows a request is checked against: its plan's minute and day, then the matched route's own, each with its
 // limit, length and mode, and the request's cost. Built once per (plan limits, route, config) and cached, so a request
 // allocates nothing for them: the RateLimit-Policy header and the limit script's per-window arguments come with them.
-import type { Config } from '../config/schema.js';
+import { planRouteLimits, type Config } from '../config/schema.js';
 import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
 import { formatRateLimitPolicy } from '../http/headers.js';
 import type { CompiledRoute } from '../routing/routes.js';
@@ -213,9 +213,10 @@ export class RequestWindows {
 export function allRouteSuffixes(config: Config): string[] {
   const out = new Set<string>();
   for (const r of config.routes) {
-    if (!r.limits) continue;
+    const limits = planRouteLimits(r);
+    if (!limits) continue;
     const name = r.name ?? r.path;
-    for (const l of Object.values(r.limits)) for (const w of routeWindows(name, l, 'enforce')) out.add(w.suffix);
+    for (const l of Object.values(limits)) for (const w of routeWindows(name, l, 'enforce')) out.add(w.suffix);
   }
   return [...out];
 }

@@ -101,6 +101,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly wouldBans = new Counter({
+    name: 'tollgate_ban_would_ban_total',
+    help: 'Bans the ladder would have started while bans run in shadow mode (no request was refused for them), by plan and escalation level.',
+    labelNames: ['plan', 'level'] as const,
+    registers: [this.registry],
+  });
+
+  readonly publicRouteDecisions = new Counter({
+    name: 'tollgate_public_route_decisions_total',
+    help: 'Requests without a valid key on a public route with limits of its own, by route window name and decision (admitted, refused).',
+    labelNames: ['route', 'decision'] as const,
+    registers: [this.registry],
+  });
+
   readonly degraded = new Gauge({
     name: 'tollgate_redis_degraded',
     help: '1 while Redis is unreachable and limits run on per-instance memory (failMode open) or answer 503 (closed).',

@@ -6,6 +6,7 @@ import type { AuthFailure } from '../keys/authenticator.js';
 import type { Consumer } from '../keys/consumer.js';
 import type { KeySources } from '../http/credentials.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
+import type { AnonymousDecision } from '../limits/anonymous.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { CompiledRoute } from '../routing/routes.js';
@@ -37,6 +38,8 @@ export class RequestContext {
    * clock time): the anonymous stage answers 429 from it without asking Redis again.
    */
   anonymousRefusedUntil = 0;
+  /** The anonymous limit's decision, when it admitted this request: a public route's own windows add to its headers. */
+  anonymousDecision: AnonymousDecision | undefined = undefined;
   /** Milliseconds this request has waited on Redis so far; the request's Redis budget is what is left of commandTimeoutMs. */
   redisMs = 0;
   /** The configured route pattern the request matched (the metrics' route label), set by the route match stage. */

@@ -14,12 +14,14 @@
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
 //   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
 //   4. authenticate             key from auth.sources (bearer, header, query) -> consumer (key cache; store read on a
-//                               miss)                                                                 [not for auth: none]
+//                               miss); on a public route a key store that cannot answer leaves the request anonymous
 //   5. anonymousLimit           per-client limit for requests without a valid key (429)
+//   P. publicRouteLimits        a public route's own limits per client address, for requests without a valid key,
+//                               one Redis round trip (429, with RateLimit headers)          [only auth: none with limits]
 //   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
 //   7. keyLimits                ban check, plan and route windows with the route's cost, one Redis round trip (429,
 //                               with RateLimit headers; shadow windows only report; 403 for a cost
-//                               no enforced window can hold, before Redis)                             [not for auth: none]
+//                               no enforced window can hold, before Redis)    [auth: none only with a valid key]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
@@ -38,6 +40,7 @@ import type { Authenticator } from '../keys/authenticator.js';
 import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, readPresentedKey, type KeySources } from '../http/credentials.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
+import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
@@ -63,7 +66,7 @@ export interface RequestPathParts {
    * The key stages' decisions (4-7). Always there in the gateway composeGateway builds; left out only by tests of
    * the proxy and route policy, which then run without keys.
    */
-  keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter };
+  keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter; publicLimits?: PublicRouteLimiter };
   /** Stage 11, created with the services' connection pools (createProxy). */
   proxyToUpstream: RequestHandler;
   /** The services routes go to, with their targets' health (src/routing/services.ts). */
@@ -85,6 +88,8 @@ export function requestPath(p: RequestPathParts): RequestHandler {
   const quota = p.keys
     ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
+  // A public route's request whose key the limit check disowns is metered by its address after all (stages 5 and P).
+  const byAddress = p.keys ? inSequence([anonymousLimit(p.keys.anonymous), publicRouteLimits(p.keys.publicLimits)]) : undefined;
   return inSequence([
     observeRequest(p.observers, p.accessLog, p.tracing, idCarriesKey),
     securityHeaders(),
@@ -92,12 +97,15 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     matchRoute(p.runtime, p.services),
     refuseAmbiguousPaths,
     requireHealthyService,
+    // Stages 4-7. A public route (auth: none) needs no key: a request without a valid key is metered by its address
+    // (the anonymous limit, then the route's own limits), one with a valid key by its key (its plan, the route's cost).
     ...(p.keys
       ? [
-          keyedRoutesOnly(authenticate(p.keys.authenticator, p.logger, sources)),
+          authenticate(p.keys.authenticator, p.logger, sources),
           anonymousLimit(p.keys.anonymous),
+          publicRouteLimits(p.keys.publicLimits),
           keyedRoutesOnly(requireApiKey),
-          keyedRoutesOnly(keyLimits(p.keys.limiter)),
+          keyLimits(p.keys.limiter, byAddress),
         ]
       : []),
     routePolicy(p.clock, p.usage),
@@ -152,7 +160,7 @@ export function requireHealthyService(req: Request, res: Response, next: NextFun
   next();
 }
 
-/** A key stage that a public route (auth: none) skips: such requests are metered by the anonymous limit alone. */
+/** A key stage that a public route (auth: none) skips: no key is required there. */
 function keyedRoutesOnly(stage: RequestHandler): RequestHandler {
   return function keyedRouteStage(req, res, next) {
     if (req.ctx.matchedRoute?.auth === 'none') return next();
@@ -248,7 +256,11 @@ export function authenticate(authenticator: Authenticator, logger: Logger, sourc
     const outcome = await authenticator.authenticate(presented, ctx);
     if (span) ctx.trace!.end(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
     if (typeof outcome === 'object') ctx.consumer = outcome;
-    else if (outcome === 'unavailable') {
+    else if (outcome === 'unavailable' && ctx.matchedRoute?.auth === 'none') {
+      // A public route serves requests without a key: this one is metered as one (by its address) rather than refused.
+      logger.warn({ reqId: req.id }, 'api key could not be verified on a public route (key store unavailable): metered by address');
+      ctx.authFailure = 'invalid_api_key';
+    } else if (outcome === 'unavailable') {
       // The key may be fine: the store did not answer. Not a 401, which would tell the client its key is wrong.
       logger.warn({ reqId: req.id }, 'api key could not be verified: key store unavailable');
       return sendError(res, 'service_unavailable', 'The API key could not be verified right now. Retry shortly.');
@@ -274,7 +286,48 @@ export function anonymousLimit(anonymous: AnonymousLimiter): RequestHandler {
     if (known) return answer(res, next, known);
     anonymous
       .consume(client)
-      .then((d) => answer(res, next, d))
+      .then((d) => {
+        ctx.anonymousDecision = d;
+        answer(res, next, d);
+      })
+      .catch(next);
+  };
+}
+
+/**
+ * P. A public route's own limits per client address, for a request without a valid key the anonymous limit admitted:
+ * both must pass. The RateLimit headers list the anonymous limit's window and the route's enforced ones together.
+ */
+export function publicRouteLimits(limiter: PublicRouteLimiter | undefined): RequestHandler {
+  const answer = (req: Request, res: Response, next: NextFunction, o: PublicLimitOutcome): void => {
+    if (o.kind === 'cost_exceeds_limit') {
+      const w = o.window;
+      return sendError(
+        res,
+        'cost_exceeds_limit',
+        `This request costs ${o.cost} points, more than the ${w.name} window of this route holds for one address in all (${w.limit}): it can never be admitted without an API key.`,
+      );
+    }
+    const { decision: d, request, now } = o;
+    const windows = request.shown.map((i) => rateWindow(request.windows[i]!, d.windows[i]!));
+    const anon = req.ctx.anonymousDecision;
+    if (anon) windows.unshift({ name: 'minute', limit: anon.limit, remaining: anon.remaining, resetMs: anon.resetMs - (now - anon.now), windowSeconds: 60 });
+    if (windows.length > 0) setRateLimitHeaders(res, windows, [anon?.policy ?? '', request.policy].filter((p) => p !== '').join(', '), now);
+    if (d.outcome === 'admitted') return next();
+    res.setHeader(H.retryAfter, formatRetryAfter(d.retryMs));
+    sendError(
+      res,
+      'rate_limit_exceeded',
+      `Too many requests without a valid API key from this address to this route (${shortNames(request, d.short)} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`,
+    );
+  };
+  return function publicRouteLimitsStage(req, res, next) {
+    const ctx = req.ctx;
+    const route = ctx.matchedRoute;
+    if (!limiter || ctx.consumer || !route || route.auth !== 'none' || !route.addressLimits) return next();
+    limiter
+      .check(route, ctx.clientKey())
+      .then((o) => answer(req, res, next, o))
       .catch(next);
   };
 }
@@ -330,10 +383,17 @@ function shortNames(request: LimitRequest, short: number): string {
  * the enforced windows on every answer, 429 for a refusal, 403 for a cost an enforced window can never hold. A window
  * in shadow mode or a candidate limit that would refuse only reports (metrics, ledger), never in the headers.
  */
-export function keyLimits(limiter: KeyLimiter): RequestHandler {
+export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
+    if (o.kind === 'invalid_key' && byAddress && req.ctx.matchedRoute?.auth === 'none') {
+      // A public route: a key the store no longer accepts leaves the request anonymous, metered by its address.
+      req.ctx.consumer = undefined;
+      req.ctx.authFailure = 'invalid_api_key';
+      void byAddress(req, res, next);
+      return;
+    }
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
     if (o.kind === 'cost_exceeds_limit') {
       // No Retry-After and no window headers: waiting never helps, and no store was read.
@@ -358,6 +418,8 @@ export function keyLimits(limiter: KeyLimiter): RequestHandler {
     sendError(res, 'rate_limit_exceeded', `Rate limit exceeded (${shortNames(request, d.short)} window). Retry after ${formatRetryAfter(d.retryMs)} seconds.`);
   };
   return function keyLimitsStage(req, res, next) {
+    // A public route's request without a valid key was metered by its address (stages 5 and P).
+    if (!req.ctx.consumer && req.ctx.matchedRoute?.auth === 'none') return next();
     const traced = req.ctx.trace;
     const span = traced?.start('tollgate.limit_check', 'client', { 'db.system.name': 'redis' });
     limiter

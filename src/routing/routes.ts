@@ -4,7 +4,7 @@
 // (Runtime) with path-to-regexp; per request the compiled matchers run in file order and the first match wins (a
 // plain scan: file order is the rule, and a config's few dozen routes cost microseconds).
 import type { IncomingHttpHeaders } from 'node:http';
-import { UPSTREAM_SERVICE, type Config, type RouteConfig } from '../config/schema.js';
+import { addressRouteLimits, planRouteLimits, UPSTREAM_SERVICE, type Config, type RouteConfig, type RouteWindowLimitsConfig } from '../config/schema.js';
 import { isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
 
@@ -17,7 +17,7 @@ export interface CompiledRoute {
   /** The service the route goes to (UPSTREAM_SERVICE for routes that name none). */
   readonly service: string;
   readonly stripPrefix: string | undefined;
-  /** "none": no key needed, the anonymous limit alone applies. */
+  /** "none": no key needed; without a valid key the anonymous limit (and addressLimits) apply. */
   readonly auth: 'key' | 'none';
   /** Matched against the path exactly as sent (the upstream shorthand's /v1/*: `//v1/x` is not under /v1). */
   readonly asSent?: boolean;
@@ -33,8 +33,10 @@ export interface CompiledRoute {
   readonly cost: number;
   /** The name of its windows: routes[].name, else its path. */
   readonly limitName: string;
-  /** Its windows by plan name (and "default"), if any. */
-  readonly limits: RouteConfig['limits'];
+  /** A keyed route's windows by plan name (and "default"), if any. */
+  readonly limits: Readonly<Record<string, RouteWindowLimitsConfig>> | undefined;
+  /** A public route's windows per client address (requests without a valid key), if any. */
+  readonly addressLimits: { readonly perMinute?: number; readonly perDay?: number } | undefined;
   /** Its windows' own mode, if set. */
   readonly mode: RouteConfig['mode'];
 }
@@ -69,7 +71,8 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       headers,
       cost: r.cost,
       limitName: r.name ?? r.path,
-      limits: r.limits,
+      limits: planRouteLimits(r),
+      addressLimits: addressRouteLimits(r),
       mode: r.mode,
     };
   });

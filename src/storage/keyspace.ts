@@ -60,6 +60,17 @@ export class Keyspace {
   ban(id: string): string {
     return `${this.prefix}ban:{${id}}`;
   }
+  /**
+   * Hash: a key's would-be ban while bans run in shadow mode (until, level, lastEnd): apart from the enforced one, so
+   * switching modes neither enforces a would-be ban nor counts one toward the enforced ladder.
+   */
+  shadowBan(id: string): string {
+    return `${this.prefix}wouldban:{${id}}`;
+  }
+  /** Counter of 429s toward a would-be ban (bans in shadow mode), expiring windowSeconds after the first. */
+  shadowStrikes(id: string): string {
+    return `${this.prefix}wouldstrikes:{${id}}`;
+  }
   /** String /readyz writes (expiring after 5 s) to learn whether Redis still takes writes. */
   readinessProbe(): string {
     return `${this.prefix}readyz:probe`;

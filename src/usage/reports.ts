@@ -70,7 +70,7 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
@@ -78,6 +78,7 @@ function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.banned += day[`b${hour}`] ?? 0;
   to.upstreamFailed += day[`f${hour}`] ?? 0;
   to.shadowRefused += day[`s${hour}`] ?? 0;
+  to.wouldBan += day[`w${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
@@ -86,6 +87,7 @@ function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.banned += from.banned;
   to.upstreamFailed += from.upstreamFailed;
   to.shadowRefused += from.shadowRefused;
+  to.wouldBan += from.wouldBan;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */

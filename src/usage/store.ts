@@ -1,6 +1,6 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted, reached a target and got no complete
-// answer (also in a<h>: upstreamFailed beside admitted), s<h> admitted though a window in shadow mode would have refused it; m<h> peakMinute: the highest
+// answer (also in a<h>: upstreamFailed beside admitted), s<h> admitted though a window in shadow mode would have refused it; w<h> a request a ban in shadow mode would have refused; m<h> peakMinute: the highest
 // minute-window count a check reported in the hour, raised, never added); per deprecated route and day, calls by key
 // id, and when each key last called. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script takes a never-reached request out of a<h>; this file writes what
@@ -44,6 +44,11 @@ export interface UsageCounts {
    * would have refused (the ledger's s<h>).
    */
   shadowRefused: number;
+  /**
+   * Requests a ban would have refused while bans run in shadow mode (the ledger's w<h>): those a would-be ban in force
+   * covered and those that would have started one. Each is also in admitted or rateLimited, as it was answered.
+   */
+  wouldBan: number;
 }
 
 /** A span's counts as sums() reads them: the counts added up, and the highest peakMinute (m<h>) of its hours. */
@@ -58,12 +63,13 @@ const KINDS: ReadonlyArray<readonly [UsageKind, keyof UsageCounts]> = [
   ['b', 'banned'],
   ['f', 'upstreamFailed'],
   ['s', 'shadowRefused'],
+  ['w', 'wouldBan'],
 ];
 /** The ledger's one field taken as a maximum, not a sum: the busiest minute window of the hour. */
 const PEAK_LETTER = 'm';
 const KIND_LETTERS = KINDS.map(([letter]) => letter).join('');
 
-const noCounts = (): LedgerSums => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, peakMinute: 0 });
+const noCounts = (): LedgerSums => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, peakMinute: 0 });
 
 /**
  * Whole hours of consecutive UTC days: every hour of each day but the first (from `firstHour`) and the last (up to

@@ -39,6 +39,7 @@ export type UsageCounts = {
   banned: number;
   upstreamFailed: number;
   shadowRefused: number;
+  wouldBan: number;
 };
 
 export type SimulatedWindow = {
