@@ -7,7 +7,7 @@ import { loadConfigFile, resolveConfigPath } from './config/load.js';
 import { CliError } from './commands/cli-error.js';
 import { costWarnings } from './limits/cost-warnings.js';
 import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
-import { registerKeysCommands } from './commands/keys.js';
+import { registerKeysCommands } from './commands/keys/index.js';
 import { registerUsageCommands } from './commands/usage.js';
 import { registerPlansCommands } from './commands/plans.js';
 import { runDev, runPetstore, runServe } from './server/run.js';
