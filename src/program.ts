@@ -8,7 +8,7 @@ import { CliError } from './commands/cli-error.js';
 import { costWarnings } from './limits/cost-warnings.js';
 import { tlsWarnings } from './config/tls-files.js';
 import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
-import { registerKeysCommands } from './commands/keys.js';
+import { registerKeysCommands } from './commands/keys/index.js';
 import { registerUsageCommands } from './commands/usage.js';
 import { registerPlansCommands } from './commands/plans.js';
 import { guardRedisCommands } from './commands/touches.js';

@@ -10,7 +10,7 @@ import { composeGateway } from '../src/compose.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Metrics } from '../src/observability/metrics.js';
-import { PAGE_SCAN_MAX } from '../src/keys/admin.js';
+import { PAGE_SCAN_MAX } from '../src/keys/listing.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';

@@ -110,7 +110,7 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     await filterBuilt(gw);
     const ip = '198.51.100.26';
     expect((await send(gw.url, ip, k.key)).status).toBe(200);
-    expect(await gw.gateway.admin.revoke(k.id)).toEqual({ replication: { expected: 0, acked: 0 } });
+    expect(await gw.gateway.admin.lifecycle.revoke(k.id)).toEqual({ replication: { expected: 0, acked: 0 } });
     await overAnonymousLimit(gw.url, ip);
     const before = await commandCalls(stack.client);
     const started = Date.now();
@@ -132,13 +132,13 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     expect((await send(b.url, ip, k.key)).status).toBe(200);
     await overAnonymousLimit(b.url, ip);
     for (let i = 0; i < 5; i++) {
-      const rotated = await a.gateway.admin.rotate(k.id, 0);
+      const rotated = await a.gateway.admin.lifecycle.rotate(k.id, 0);
       expect((await send(b.url, ip, rotated!.key)).status).toBe(200);
     }
     // An admin change that is not a rotation (a plan edit) drops the cached copy too: still admitted.
-    await a.gateway.admin.update(k.id, { plan: 'pro' });
-    const last = await a.gateway.admin.rotate(k.id, 0);
-    await a.gateway.admin.update(k.id, { plan: 'free' });
+    await a.gateway.admin.lifecycle.update(k.id, { plan: 'pro' });
+    const last = await a.gateway.admin.lifecycle.rotate(k.id, 0);
+    await a.gateway.admin.lifecycle.update(k.id, { plan: 'free' });
     expect((await send(b.url, ip, last!.key)).status).toBe(200);
     expect((await send(b.url, ip)).status).toBe(429);
   });

@@ -12,7 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { composeGateway } from '../src/compose.js';
-import { PAGE_SCAN_MAX } from '../src/keys/admin.js';
+import { PAGE_SCAN_MAX } from '../src/keys/listing.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';

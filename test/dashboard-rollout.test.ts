@@ -76,7 +76,7 @@ beforeAll(async () => {
     ['gamma-batch', 'starter', { perMinute: 20 }],
     ['delta-big', 'growth', {}],
   ] as const)
-    ids[name] = (await gateway.admin.create({ plan, name, ...extra })).record.id;
+    ids[name] = (await gateway.admin.issuer.create({ plan, name, ...extra })).record.id;
 
   // The ledger: hour-aligned instants well inside the last 24 hours and the last 7 days.
   const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
@@ -178,7 +178,7 @@ describe('the Rollout page', () => {
     const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
     const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
     const more: string[] = [];
-    for (let i = 0; i < 25; i++) more.push((await composed.admin.create({ plan: 'growth', name: `growth-${i}` })).record.id);
+    for (let i = 0; i < 25; i++) more.push((await composed.admin.issuer.create({ plan: 'growth', name: `growth-${i}` })).record.id);
     // Busiest minutes 700 + i: over a new limit of 650, 50 + i points at least; the page holds 20 keys.
     await store.raisePeaks(
       more.map((id, i) => ({ id, atMs: hourAgo(4), peak: 700 + i })),

@@ -52,7 +52,7 @@ describe('Authenticator', () => {
 
   it('a valid key: the consumer with its plan, overrides and the hash the limit check re-validates', async () => {
     const { auth, keys } = await setup();
-    const { key, record } = await keys.create({ plan: 'pro', perMinute: 7 });
+    const { key, record } = await keys.issuer.create({ plan: 'pro', perMinute: 7 });
     const consumer = await auth.authenticate(parseBearer(`Bearer ${key}`), context());
     expect(consumer).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7 });
     expect(typeof consumer === 'object' && consumer.keyHash).toMatch(/^[0-9a-f]{64}$/);
@@ -81,7 +81,7 @@ describe('Authenticator', () => {
     expect(reads).toBe(1);
     expect(other.anonymousRefusedUntil).toBe(0);
     // A valid key from the refused address, never seen by this verifier: read, and a consumer.
-    const { key, record } = await keys.create({ plan: 'free' });
+    const { key, record } = await keys.issuer.create({ plan: 'free' });
     expect(await auth.authenticate(parseBearer(`Bearer ${key}`), context())).toMatchObject({ id: record.id, plan: 'free' });
     expect(reads).toBe(2);
   });

@@ -296,7 +296,7 @@ describe('auth.issuedPrefix', () => {
     stack.up.seen.length = 0;
     expect((await send(gw, '/v1/things', { authorization: `Bearer ${key}` })).status).toBe(200);
     expect(stack.up.seen[0]!.headers['x-consumer-id']).toBe(id);
-    const rotated = await gw.gateway.admin.rotate(id, 0);
+    const rotated = await gw.gateway.admin.lifecycle.rotate(id, 0);
     expect(rotated!.key.startsWith('acme_live_')).toBe(true);
     const before = await gets();
     const bad = rotated!.key.slice(0, -1) + (rotated!.key.endsWith('a') ? 'b' : 'a');

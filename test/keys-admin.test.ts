@@ -5,7 +5,8 @@ import { planRequest } from '../src/limits/windows.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { KeyLimitAdmin } from '../src/limits/key-admin.js';
-import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
+import { KeyAdmin } from '../src/keys/admin.js';
+import { KeyAdminError } from '../src/keys/admin-errors.js';
 import { hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
@@ -47,8 +48,8 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
 describe('KeyAdmin (memory stores)', () => {
   it('create refuses a plan that is not configured, naming the plans', async () => {
     const { admin } = memoryAdmin();
-    await expect(admin.create({ plan: 'gold' })).rejects.toThrow('unknown plan "gold"; plans: free, pro');
-    expect(await codeOf(admin.create({ plan: 'gold' }))).toBe('unknown_plan');
+    await expect(admin.issuer.create({ plan: 'gold' })).rejects.toThrow('unknown plan "gold"; plans: free, pro');
+    expect(await codeOf(admin.issuer.create({ plan: 'gold' }))).toBe('unknown_plan');
   });
 
   it('update changes plan, name, overrides and expiry in place; null removes; the key keeps working and every instance hears of it', async () => {
@@ -57,8 +58,8 @@ describe('KeyAdmin (memory stores)', () => {
     const heard: string[] = [];
     verifier.onChange((id) => void (id && heard.push(id)));
     await verifier.start();
-    const { key, record } = await admin.create({ plan: 'free', name: 'acme', perMinute: 5 });
-    const { record: updated, replication } = await admin.update(record.id, {
+    const { key, record } = await admin.issuer.create({ plan: 'free', name: 'acme', perMinute: 5 });
+    const { record: updated, replication } = await admin.lifecycle.update(record.id, {
       plan: 'pro',
       name: null,
       perMinute: null,
@@ -69,20 +70,20 @@ describe('KeyAdmin (memory stores)', () => {
     expect(updated).toEqual({ ...record, plan: 'pro', perDay: 77, expiresAt: '2030-01-01T00:00:00.000Z', name: undefined, perMinute: undefined });
     expect(updated).not.toHaveProperty('name');
     expect(updated).not.toHaveProperty('perMinute');
-    expect(await admin.get(record.id)).toEqual(updated);
+    expect(await admin.listing.get(record.id)).toEqual(updated);
     expect(heard).toEqual([record.id]);
     const verified = await verifier.verify(key);
     expect(verified.ok && verified.key).toMatchObject({ plan: 'pro', perDay: 77 });
-    expect(await codeOf(admin.update(record.id, { plan: 'gold' }))).toBe('unknown_plan');
-    expect(await codeOf(admin.update('key_nope', { plan: 'pro' }))).toBe('not_found');
-    await admin.revoke(record.id);
-    expect(await codeOf(admin.update(record.id, { plan: 'free' }))).toBe('revoked');
-    expect(await codeOf(admin.rotate(record.id, 0))).toBe('revoked');
+    expect(await codeOf(admin.lifecycle.update(record.id, { plan: 'gold' }))).toBe('unknown_plan');
+    expect(await codeOf(admin.lifecycle.update('key_nope', { plan: 'pro' }))).toBe('not_found');
+    await admin.lifecycle.revoke(record.id);
+    expect(await codeOf(admin.lifecycle.update(record.id, { plan: 'free' }))).toBe('revoked');
+    expect(await codeOf(admin.lifecycle.rotate(record.id, 0))).toBe('revoked');
   });
 
   it('a change that another change overtook between its read and its write is made again on the new record, never over it', async () => {
     const { admin, store } = memoryAdmin();
-    const { key, record } = await admin.create({ plan: 'free', name: 'raced' });
+    const { key, record } = await admin.issuer.create({ plan: 'free', name: 'raced' });
     // The store lets one revoke in right after the update read the record: the update must not write "active" back.
     let injected = false;
     const read = store.getVersioned.bind(store);
@@ -91,43 +92,43 @@ describe('KeyAdmin (memory stores)', () => {
       if (!injected) {
         injected = true;
         store.getVersioned = read;
-        await admin.revoke(id);
+        await admin.lifecycle.revoke(id);
       }
       return r;
     };
-    expect(await codeOf(admin.update(record.id, { name: 'renamed' }))).toBe('revoked');
-    expect(await admin.get(record.id)).toMatchObject({ status: 'revoked', name: 'raced' });
+    expect(await codeOf(admin.lifecycle.update(record.id, { name: 'renamed' }))).toBe('revoked');
+    expect(await admin.listing.get(record.id)).toMatchObject({ status: 'revoked', name: 'raced' });
     expect((await store.findByHash(hashKey(key)))?.key).toBeUndefined();
 
     // Two changes of different fields, the second overtaking the first: both stand.
-    const other = await admin.create({ plan: 'free' });
+    const other = await admin.issuer.create({ plan: 'free' });
     injected = false;
     store.getVersioned = async (id) => {
       const r = await read(id);
       if (!injected) {
         injected = true;
         store.getVersioned = read;
-        await admin.update(id, { perDay: 9 });
+        await admin.lifecycle.update(id, { perDay: 9 });
       }
       return r;
     };
-    await admin.update(other.record.id, { name: 'both' });
-    expect(await admin.get(other.record.id)).toMatchObject({ name: 'both', perDay: 9 });
+    await admin.lifecycle.update(other.record.id, { name: 'both' });
+    expect(await admin.listing.get(other.record.id)).toMatchObject({ name: 'both', perDay: 9 });
   });
 
   it('statusOf: revoked wins over expired; expired once expiresAt has passed', async () => {
     const { admin, clock } = memoryAdmin();
-    const { record } = await admin.create({ plan: 'free', expiresAt: new Date(clock.now() + 1000).toISOString() });
-    expect(admin.statusOf(record)).toBe('active');
+    const { record } = await admin.issuer.create({ plan: 'free', expiresAt: new Date(clock.now() + 1000).toISOString() });
+    expect(admin.listing.statusOf(record)).toBe('active');
     clock.advance(1000);
-    expect(admin.statusOf(record)).toBe('expired');
-    await admin.revoke(record.id);
-    expect(admin.statusOf((await admin.get(record.id))!)).toBe('revoked');
+    expect(admin.listing.statusOf(record)).toBe('expired');
+    await admin.lifecycle.revoke(record.id);
+    expect(admin.listing.statusOf((await admin.listing.get(record.id))!)).toBe('revoked');
   });
 
   it('banState follows the limit check: banned until its end, the level kept until resetAfter past it; unban clears both', async () => {
     const { admin, keyLimits, limits, clock } = memoryAdmin();
-    const { record } = await admin.create({ plan: 'free' });
+    const { record } = await admin.issuer.create({ plan: 'free' });
     const lim = { perMinute: 1, perDay: 100 };
     await limits.check(record.id, planRequest(lim), config.ban);
     expect((await limits.check(record.id, planRequest(lim), config.ban)).outcome).toBe('banned_now');
@@ -147,9 +148,9 @@ describe('KeyAdmin (memory stores)', () => {
 
   it('rotate refuses a negative or fractional grace period', async () => {
     const { admin } = memoryAdmin();
-    const { record } = await admin.create({ plan: 'free' });
-    expect(await codeOf(admin.rotate(record.id, -1))).toBe('invalid');
-    expect(await codeOf(admin.rotate(record.id, 1.5))).toBe('invalid');
+    const { record } = await admin.issuer.create({ plan: 'free' });
+    expect(await codeOf(admin.lifecycle.rotate(record.id, -1))).toBe('invalid');
+    expect(await codeOf(admin.lifecycle.rotate(record.id, 1.5))).toBe('invalid');
   });
 });
 
@@ -184,7 +185,7 @@ describe('KeyAdmin on Redis', () => {
     const clock = new ManualClock(Date.now() + 365 * 86_400_000);
     const admin = new KeyAdmin(new RedisKeyStore(connection, ks), clock, policy);
     const keyLimits = new KeyLimitAdmin(admin, new RedisBanStore(connection.client, ks), policy);
-    const { record } = await admin.create({ plan: 'free' });
+    const { record } = await admin.issuer.create({ plan: 'free' });
     const now = await redisNowMs();
     await raw.hset(ks.ban(record.id), 'until', now + 60_000, 'level', 2, 'lastEnd', now + 60_000);
     const state = await keyLimits.banState(record.id);

@@ -4,7 +4,8 @@
 // Nothing is ever left half-written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { KeyAdmin, KeyAdminError } from '../src/keys/admin.js';
+import { KeyAdmin } from '../src/keys/admin.js';
+import { KeyAdminError } from '../src/keys/admin-errors.js';
 import type { ImportItem, ImportSource } from '../src/keys/import-run.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
@@ -85,10 +86,10 @@ describe('two imports at once, on two instances', () => {
     let reached!: () => void;
     const paused = new Promise<void>((r) => (reached = r));
     // A stops in the middle of its check, holding the lock (as a slow million-record check would).
-    const running = a.importKeys(gated(first, 300, gate, reached));
+    const running = a.importer.importKeys(gated(first, 300, gate, reached));
     await paused;
     const before = await snapshot();
-    const refused = await b.importKeys(plain(second)).then(
+    const refused = await b.importer.importKeys(plain(second)).then(
       () => 'resolved',
       (err: unknown) => (err instanceof KeyAdminError ? err.code : String(err)),
     );
@@ -107,7 +108,7 @@ describe('two imports at once, on two instances', () => {
       c.disconnect();
     }
     // B again: the overlapping record is refused by its line and nothing of B is written.
-    const again = await b.importKeys(plain(second));
+    const again = await b.importer.importKeys(plain(second));
     expect(again).toMatchObject({
       imported: 0,
       wrote: false,
@@ -128,9 +129,9 @@ describe('two imports at once, on two instances', () => {
     const gate = new Promise<void>((r) => (open = r));
     let reached!: () => void;
     const paused = new Promise<void>((r) => (reached = r));
-    const running = a.importKeys(gated(records(4, 'dry_a'), 2, gate, reached));
+    const running = a.importer.importKeys(gated(records(4, 'dry_a'), 2, gate, reached));
     await paused;
-    const dry = await b.importKeys(plain(records(3, 'dry_b')), undefined, { dryRun: true });
+    const dry = await b.importer.importKeys(plain(records(3, 'dry_b')), undefined, { dryRun: true });
     expect(dry).toMatchObject({ imported: 3, dryRun: true, wrote: false });
     open();
     expect(await running).toMatchObject({ imported: 4 });

@@ -144,8 +144,8 @@ describe('Redis hung (SIGSTOP)', () => {
 
   it('cached key: 200 to the upstream; uncached valid key: 503 service_unavailable; nothing waits past the command timeout', async () => {
     const gw = await startGateway(gatewayConfig(s.redis.url));
-    const a = await admin.create({ plan: 'free', name: 'cached' });
-    const b = await admin.create({ plan: 'free', name: 'uncached' });
+    const a = await admin.issuer.create({ plan: 'free', name: 'cached' });
+    const b = await admin.issuer.create({ plan: 'free', name: 'uncached' });
     await warm(gw.url, a.key);
     // The same burst with Redis answering, as a yardstick for this machine's speed right now.
     const burstOf = (other: string) => [
@@ -158,7 +158,7 @@ describe('Redis hung (SIGSTOP)', () => {
     const healthyBurstMs = performance.now() - t0;
     const bound = await waitBound();
     // b was used in the yardstick burst: take a fresh uncached key for the outage.
-    const c = await admin.create({ plan: 'free', name: 'uncached' });
+    const c = await admin.issuer.create({ plan: 'free', name: 'uncached' });
 
     s.redis.pause();
     s.up.seen.length = 0;
@@ -203,8 +203,8 @@ describe('Redis hung (SIGSTOP)', () => {
     const connection = connectRedis({ url: s.redis.url, commandTimeoutMs: COMMAND_TIMEOUT_MS, purpose: 'gateway' });
     const service = new KeyVerifier(new RedisKeyStore(connection, new Keyspace(PREFIX)), clock, { lookupTimeoutMs: COMMAND_TIMEOUT_MS });
     try {
-      const a = await admin.create({ plan: 'free' });
-      const b = await admin.create({ plan: 'free' });
+      const a = await admin.issuer.create({ plan: 'free' });
+      const b = await admin.issuer.create({ plan: 'free' });
       await connection.waitForReady(5000);
       const bound = await waitBound();
       let first = await service.verify(a.key);
@@ -230,8 +230,8 @@ describe('Redis killed', () => {
 
   it('cached key works, uncached gets 503 fast, no crash; after a restart it recovers and revocations flow again', async () => {
     const gw = await startGateway(gatewayConfig(s.redis.url));
-    const a = await admin.create({ plan: 'free' });
-    const b = await admin.create({ plan: 'free' });
+    const a = await admin.issuer.create({ plan: 'free' });
+    const b = await admin.issuer.create({ plan: 'free' });
     await warm(gw.url, a.key);
     const bound = await waitBound();
     await snapshot();
@@ -272,7 +272,7 @@ describe('Redis killed', () => {
     }
     expect(heard).toContain('key_probe');
     const t0 = Date.now();
-    expect(await admin.revoke(a.record.id)).toBeTruthy();
+    expect(await admin.lifecycle.revoke(a.record.id)).toBeTruthy();
     const revoked = await pollUntil(
       () => get(gw.url, a.key),
       (r) => r.status === 401,
@@ -292,7 +292,7 @@ describe('Redis killed', () => {
     expect(early.ms).toBeLessThan(bound);
     await sleep(300); // several failed connection attempts
     await s.redis.startProcess();
-    const a = await admin.create({ plan: 'free' });
+    const a = await admin.issuer.create({ plan: 'free' });
     const up = await pollUntil(
       () => get(gw.url, a.key),
       (r) => r.status === 200,
@@ -308,7 +308,7 @@ describe('Redis killed', () => {
     }
     expect(heard, 'the gateway never subscribed to key changes').toContain('key_probe');
     const t0 = Date.now();
-    await admin.revoke(a.record.id);
+    await admin.lifecycle.revoke(a.record.id);
     const revoked = await pollUntil(
       () => get(gw.url, a.key),
       (r) => r.status === 401,
@@ -350,8 +350,8 @@ describe('a real `tollgate serve` process', () => {
     });
     const { proc, url } = await startServe(file);
     try {
-      const a = await admin.create({ plan: 'free' });
-      const b = await admin.create({ plan: 'free' });
+      const a = await admin.issuer.create({ plan: 'free' });
+      const b = await admin.issuer.create({ plan: 'free' });
       await warm(url, a.key);
       const bound = await waitBound();
       await snapshot();

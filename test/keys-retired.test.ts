@@ -164,19 +164,19 @@ describe('a rotated or revoked key never comes back through an import', () => {
   it('the memory store remembers too, and its key filter source holds no retired hash', async () => {
     const store = new MemoryKeyStore();
     const admin = testKeyAdmin(store);
-    const created = await admin.create({ plan: 'free' });
-    const rotated = await admin.rotate(created.record.id, 0);
+    const created = await admin.issuer.create({ plan: 'free' });
+    const rotated = await admin.lifecycle.rotate(created.record.id, 0);
     const hashes: string[] = [];
     await store.forEachHash((h) => hashes.push(...h));
     expect(hashes).toEqual([hashKey(rotated!.key)]);
     expect(await store.retiredHashes(created.record.id)).toEqual([hashKey(created.key)]);
     const record = JSON.stringify({ plan: 'free', sha256: hashKey(created.key) });
-    const r = await admin.importKeys(bufferSource(Buffer.from(`${record}\n`), 'jsonl'));
+    const r = await admin.importer.importKeys(bufferSource(Buffer.from(`${record}\n`), 'jsonl'));
     expect(r.imported).toBe(0);
     expect(r.refusals).toEqual([
       { line: 1, error: `a hash of this record was key ${created.record.id}'s and was retired (rotated away or revoked); a retired key is never brought back` },
     ]);
-    await admin.revoke(created.record.id);
+    await admin.lifecycle.revoke(created.record.id);
     expect(await store.retiredHashes(created.record.id)).toEqual([hashKey(created.key), hashKey(rotated!.key)].sort());
   }, 60_000);
 });

@@ -225,10 +225,10 @@ describe.each(backends)('$name', (backend) => {
     two.onChange((id) => void (id && heard.push(id)));
     await two.start();
     await publishUntilHeard(a, heard, 'key_ready');
-    const { key, record } = await one.create({ plan: 'free' });
+    const { key, record } = await one.issuer.create({ plan: 'free' });
     expect((await two.verify(key)).ok).toBe(true);
     const t0 = Date.now();
-    await one.revoke(record.id);
+    await one.lifecycle.revoke(record.id);
     let ok = true;
     while (ok && Date.now() - t0 < 2000) {
       ok = (await two.verify(key)).ok;
@@ -259,7 +259,7 @@ describe('Redis commands spent on authentication (INFO stats on a private Redis)
     await redis.flush();
     const ks = new Keyspace(PREFIX);
     const admin = testKeyAdmin(new RedisKeyStore(redisClient(), ks), systemClock);
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     // Keys in Redis, limits in memory: the anonymous limit would (rightly) count refused requests in Redis.
     const config = testConfig({
       upstream: { url: upstream.url },
@@ -313,7 +313,7 @@ describe('RedisKeyStore layout', () => {
     const ks = new Keyspace(PREFIX);
     const store = new RedisKeyStore(redisClient(), ks);
     const admin = testKeyAdmin(store, systemClock);
-    const { key, record } = await admin.create({ plan: 'pro', name: 'acme' });
+    const { key, record } = await admin.issuer.create({ plan: 'pro', name: 'acme' });
     const r = redis.client();
     try {
       const names = (await r.keys('*')).sort();
@@ -327,12 +327,12 @@ describe('RedisKeyStore layout', () => {
         expect(name + value).not.toContain(key);
       }
       // Rotation with grace: the old hash link carries a TTL that ends with the grace period.
-      await admin.rotate(record.id, 30);
+      await admin.lifecycle.rotate(record.id, 30);
       const ttl = await r.pttl(`${PREFIX}keyhash:${hashKey(key)}`);
       expect(ttl).toBeGreaterThan(25_000);
       expect(ttl).toBeLessThanOrEqual(30_000);
       // Revoke unlinks every hash of the key.
-      await admin.revoke(record.id);
+      await admin.lifecycle.revoke(record.id);
       expect((await r.keys(`${PREFIX}keyhash:*`)).length).toBe(0);
     } finally {
       r.disconnect();

@@ -163,7 +163,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('stores only the hash: the plaintext is nowhere in the store, the record has no hash', async () => {
     const { mem, service, admin } = memoryService();
     await service.start();
-    const { key, record } = await admin.create({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, expiresAt: '2030-01-01T00:00:00.000Z' });
+    const { key, record } = await admin.issuer.create({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, expiresAt: '2030-01-01T00:00:00.000Z' });
     expect(isWellFormedKey(key)).toBe(true);
     expect(record).toMatchObject({ plan: 'pro', name: 'acme', perMinute: 5, perDay: 50, status: 'active', expiresAt: '2030-01-01T00:00:00.000Z' });
     expect(record.id).toMatch(/^key_/);
@@ -172,14 +172,14 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const stored = await mem.get(record.id);
     expect(stored?.hash).toBe(hashKey(key));
     expect(JSON.stringify(await mem.list())).not.toContain(key);
-    expect(JSON.stringify(await admin.list())).not.toContain(hashKey(key));
-    expect(await admin.get(record.id)).toEqual(record);
-    expect(await admin.get('key_nope')).toBeUndefined();
+    expect(JSON.stringify(await admin.listing.list())).not.toContain(hashKey(key));
+    expect(await admin.listing.get(record.id)).toEqual(record);
+    expect(await admin.listing.get('key_nope')).toBeUndefined();
   });
 
   it('refuses a malformed key without touching the store', async () => {
     const { spy, service, admin } = memoryService();
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     for (let i = 0; i < 100; i++) {
       const typo = substitute(key, 3 + (i % 49), 1 + (i % 60));
       expect(await service.verify(typo)).toEqual({ ok: false, reason: 'malformed' });
@@ -191,7 +191,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
 
   it('serves steady traffic for one key from the cache: one store read per ttl', async () => {
     const { clock, spy, service, admin } = memoryService();
-    const { key, record } = await admin.create({ plan: 'free' });
+    const { key, record } = await admin.issuer.create({ plan: 'free' });
     for (let i = 0; i < 200; i++) {
       const r = await service.verify(key);
       expect(r.ok && r.key.id).toBe(record.id);
@@ -206,7 +206,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
 
   it('asks the store once for many concurrent requests with the same uncached key', async () => {
     const { spy, service, admin } = memoryService();
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     const results = await Promise.all(Array.from({ length: 50 }, () => service.verify(key)));
     for (const r of results) expect(r.ok).toBe(true);
     expect(spy.calls.findByHash).toBe(1);
@@ -245,7 +245,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(service.knownHashes.isCertain).toBe(true);
     spy.reset();
     // Created after start: the change feed put its hash in the filter, so it is read whatever the gate says.
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     expect((await service.verify(key, decline, 'first')).ok).toBe(true);
     expect(spy.calls.findByHash).toBe(1);
     expect(asked).toEqual([]);
@@ -279,7 +279,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
 
   it('honours expiry', async () => {
     const { clock, service, admin } = memoryService();
-    const { key } = await admin.create({ plan: 'free', expiresAt: new Date(clock.now() + 5_000).toISOString() });
+    const { key } = await admin.issuer.create({ plan: 'free', expiresAt: new Date(clock.now() + 5_000).toISOString() });
     expect((await service.verify(key)).ok).toBe(true);
     clock.advance(4_999);
     expect((await service.verify(key)).ok).toBe(true);
@@ -290,27 +290,27 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('revoke takes effect at once through the change feed, for every cached hash of the key', async () => {
     const { spy, service, admin } = memoryService();
     await service.start();
-    const { key: oldKey, record } = await admin.create({ plan: 'free' });
-    const rotated = await admin.rotate(record.id, 60);
+    const { key: oldKey, record } = await admin.issuer.create({ plan: 'free' });
+    const rotated = await admin.lifecycle.rotate(record.id, 60);
     expect(rotated?.record.id).toBe(record.id);
     expect((await service.verify(oldKey)).ok).toBe(true);
     expect((await service.verify(rotated!.key)).ok).toBe(true);
     expect(service.cacheSize).toBe(2);
-    expect(await admin.revoke(record.id)).toEqual({ replication: { expected: 0, acked: 0 } });
+    expect(await admin.lifecycle.revoke(record.id)).toEqual({ replication: { expected: 0, acked: 0 } });
     expect(service.cacheSize).toBe(0);
     expect((await service.verify(oldKey)).ok).toBe(false);
     expect((await service.verify(rotated!.key)).ok).toBe(false);
     expect(spy.calls.subscribe).toBe(1);
-    const shown = await admin.get(record.id);
+    const shown = await admin.listing.get(record.id);
     expect(shown).toMatchObject({ status: 'revoked' });
     expect(shown?.revokedAt).toBeTruthy();
-    expect(await admin.revoke('key_unknown')).toBeUndefined();
+    expect(await admin.lifecycle.revoke('key_unknown')).toBeUndefined();
   });
 
   it("a change message drops that key's cached hashes by id, without walking the cache; evicted entries leave the index", async () => {
     const { service, admin } = memoryService({ cache: { maxEntries: 3 } });
     await service.start();
-    const made = await Promise.all([0, 1, 2, 3].map(() => admin.create({ plan: 'free' })));
+    const made = await Promise.all([0, 1, 2, 3].map(() => admin.issuer.create({ plan: 'free' })));
     for (const m of made) expect((await service.verify(m.key)).ok).toBe(true);
     // maxEntries 3: the first key was evicted; the other three are cached.
     expect(service.cacheSize).toBe(3);
@@ -318,10 +318,10 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     cache.entries = () => {
       throw new Error('forget() walked the whole cache');
     };
-    await admin.revoke(made[2]!.record.id);
+    await admin.lifecycle.revoke(made[2]!.record.id);
     expect(service.cacheSize).toBe(2);
     // An evicted key's message finds nothing to drop, and nothing breaks.
-    await admin.revoke(made[0]!.record.id);
+    await admin.lifecycle.revoke(made[0]!.record.id);
     expect(service.cacheSize).toBe(2);
     const index = (service as unknown as { hashesById: Map<string, Set<string>> }).hashesById;
     expect([...index.keys()].sort()).toEqual([made[1]!.record.id, made[3]!.record.id].sort());
@@ -330,13 +330,13 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('a lookup answered after a revoke was announced does not cache the pre-revoke record', async () => {
     const { spy, service, admin } = memoryService();
     await service.start();
-    const { key, record } = await admin.create({ plan: 'free' });
+    const { key, record } = await admin.issuer.create({ plan: 'free' });
     let release!: () => void;
     spy.findGate = new Promise<void>((r) => (release = r));
     // The store read happens now (the key is active), its answer arrives only after the revoke below.
     const inFlight = service.verify(key);
     spy.findGate = undefined;
-    await admin.revoke(record.id);
+    await admin.lifecycle.revoke(record.id);
     release();
     await inFlight; // began before the revoke: either answer is fair for this one request
     expect((await service.verify(key)).ok).toBe(false);
@@ -345,9 +345,9 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('rotate with grace: old and new both work until the grace ends, then only the new one', async () => {
     const { clock, service, admin } = memoryService();
     await service.start();
-    const { key: oldKey, record } = await admin.create({ plan: 'pro', perMinute: 7 });
+    const { key: oldKey, record } = await admin.issuer.create({ plan: 'pro', perMinute: 7 });
     expect((await service.verify(oldKey)).ok).toBe(true);
-    const r = await admin.rotate(record.id, 30);
+    const r = await admin.lifecycle.rotate(record.id, 30);
     expect(r).toBeDefined();
     expect(r!.key).not.toBe(oldKey);
     expect(isWellFormedKey(r!.key)).toBe(true);
@@ -366,14 +366,14 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it("a key cached under both hashes while a rotation's grace lasts loses both to one change message", async () => {
     const { service, admin } = memoryService();
     await service.start();
-    const { key: oldKey, record } = await admin.create({ plan: 'pro' });
-    const r = await admin.rotate(record.id, 30);
+    const { key: oldKey, record } = await admin.issuer.create({ plan: 'pro' });
+    const r = await admin.lifecycle.rotate(record.id, 30);
     expect((await service.verify(r!.key)).ok).toBe(true);
     expect((await service.verify(oldKey)).ok).toBe(true);
     expect(service.cacheSize).toBe(2);
     const index = (service as unknown as { hashesById: Map<string, string | Set<string>> }).hashesById;
     expect(index.get(record.id)).toEqual(new Set([hashKey(r!.key), hashKey(oldKey)]));
-    await admin.revoke(record.id);
+    await admin.lifecycle.revoke(record.id);
     expect(service.cacheSize).toBe(0);
     expect(index.size).toBe(0);
     expect((await service.verify(r!.key)).ok).toBe(false);
@@ -383,28 +383,28 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   it('rotate without grace: the old key stops at once; rotating twice retires the first grace key', async () => {
     const { service, admin } = memoryService();
     await service.start();
-    const { key: k1, record } = await admin.create({ plan: 'free' });
+    const { key: k1, record } = await admin.issuer.create({ plan: 'free' });
     expect((await service.verify(k1)).ok).toBe(true);
-    const r2 = await admin.rotate(record.id, 0);
+    const r2 = await admin.lifecycle.rotate(record.id, 0);
     expect((await service.verify(k1)).ok).toBe(false);
     expect((await service.verify(r2!.key)).ok).toBe(true);
-    const r3 = await admin.rotate(record.id, 60);
-    const r4 = await admin.rotate(record.id, 60);
+    const r3 = await admin.lifecycle.rotate(record.id, 60);
+    const r4 = await admin.lifecycle.rotate(record.id, 60);
     expect((await service.verify(r2!.key)).ok).toBe(false); // two rotations ago
     expect((await service.verify(r3!.key)).ok).toBe(true); // in grace
     expect((await service.verify(r4!.key)).ok).toBe(true);
-    expect(await admin.rotate('key_unknown', 0)).toBeUndefined();
-    await admin.revoke(record.id);
-    await expect(admin.rotate(record.id, 0)).rejects.toThrow(/revoked/);
+    expect(await admin.lifecycle.rotate('key_unknown', 0)).toBeUndefined();
+    await admin.lifecycle.revoke(record.id);
+    await expect(admin.lifecycle.rotate(record.id, 0)).rejects.toThrow(/revoked/);
   });
 
   it('if pub/sub is down, the cache ttl still bounds staleness', async () => {
     const ttlMs = 1_000;
     const { clock, service, admin } = memoryService({ pubsub: false, cache: { ttlMs } });
     await service.start();
-    const { key, record } = await admin.create({ plan: 'free' });
+    const { key, record } = await admin.issuer.create({ plan: 'free' });
     expect((await service.verify(key)).ok).toBe(true);
-    await admin.revoke(record.id);
+    await admin.lifecycle.revoke(record.id);
     // No change message arrives: the cached record is used until the ttl runs out...
     clock.advance(ttlMs - 1);
     expect((await service.verify(key)).ok).toBe(true);
@@ -427,7 +427,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const spy = new SpyKeyStore(store);
     const service = new KeyVerifier(spy, clock, { ttlMs });
     const admin = testKeyAdmin(store, clock);
-    const created = await admin.create({ plan: 'free' });
+    const created = await admin.issuer.create({ plan: 'free' });
     const { key } = created;
     const hash = hashKey(key);
     const verify = async (k = key) => {
@@ -464,7 +464,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(spy.calls.findByHash).toBe(3);
 
     // Rotated with a grace: the new key's copy sends its revision, the old key (its grace on Redis's clock) none.
-    const rotated = (await admin.rotate(created.record.id, 60))!;
+    const rotated = (await admin.lifecycle.rotate(created.record.id, 60))!;
     service.forget(created.record.id);
     await verify();
     await verify(rotated.key);
@@ -496,7 +496,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     service.onChange((id) => heard.push(id));
     await service.start();
     const admin = testKeyAdmin(store, clock);
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     const unknown = generateKey();
     const verify = async (k = key) => {
       const r = await service.verify(k);
@@ -536,7 +536,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     spy.mode = 'ok';
 
     // A read in flight across a reconnect is cached, but due: it may predate a missed change.
-    const other = await admin.create({ plan: 'free' });
+    const other = await admin.issuer.create({ plan: 'free' });
     let release!: () => void;
     spy.findGate = new Promise<void>((r) => (release = r));
     const pending = verify(other.key);
@@ -551,8 +551,8 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
 
   it('store failing: a cached key keeps working (stale, up to maxStaleMs); anything uncached is unavailable, not invalid', async () => {
     const { clock, spy, service, admin } = memoryService({ cache: { ttlMs: 1_000, maxStaleMs: 60_000 } });
-    const { key } = await admin.create({ plan: 'free' });
-    const { key: uncached } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
+    const { key: uncached } = await admin.issuer.create({ plan: 'free' });
     const unknown = generateKey();
     expect((await service.verify(key)).ok).toBe(true);
     expect((await service.verify(unknown)).ok).toBe(false);
@@ -582,7 +582,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const mem = new MemoryKeyStore();
     const spy = new SpyKeyStore(mem);
     const service = new KeyVerifier(spy, clock, { lookupTimeoutMs: 40, ttlMs: 1 });
-    const { key } = await testKeyAdmin(mem, clock).create({ plan: 'free' });
+    const { key } = await testKeyAdmin(mem, clock).issuer.create({ plan: 'free' });
     expect((await service.verify(key)).ok).toBe(true);
     // The 1 ms ttl must lapse on the real clock: this test measures real waits, so no manual clock.
     await new Promise((r) => setTimeout(r, 5));
@@ -598,7 +598,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const spy = new SpyKeyStore(mem);
     const service = new KeyVerifier(spy, clock, { lookupTimeoutMs: 50 });
     const admin = testKeyAdmin(mem, clock);
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     spy.mode = 'hang';
     const t0 = performance.now();
     const results = await Promise.all(Array.from({ length: 10 }, () => service.verify(key)));
@@ -702,10 +702,10 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('malformed, unknown, revoked and expired keys: 401 invalid_api_key with error="invalid_token", key never echoed', async () => {
-    const { key: good, record } = await admin.create({ plan: 'free' });
-    const { key: revoked, record: revokedRec } = await admin.create({ plan: 'free' });
-    const { key: expired } = await admin.create({ plan: 'free', expiresAt: new Date(clock.now() - 1).toISOString() });
-    await admin.revoke(revokedRec.id);
+    const { key: good, record } = await admin.issuer.create({ plan: 'free' });
+    const { key: revoked, record: revokedRec } = await admin.issuer.create({ plan: 'free' });
+    const { key: expired } = await admin.issuer.create({ plan: 'free', expiresAt: new Date(clock.now() - 1).toISOString() });
+    await admin.lifecycle.revoke(revokedRec.id);
     const typo = substitute(good, 20);
     const cases: Array<[string, string]> = [
       ['Bearer', 'Bearer'],
@@ -730,7 +730,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('accepts the Bearer scheme in any case and forwards X-Consumer-Id and X-Consumer-Plan, not the key', async () => {
-    const { key, record } = await admin.create({ plan: 'pro', name: 'acme' });
+    const { key, record } = await admin.issuer.create({ plan: 'pro', name: 'acme' });
     for (const scheme of ['Bearer', 'bearer', 'BEARER', 'bEArer']) {
       const res = await request(await app())
         .get('/v1/things?a=1')
@@ -751,7 +751,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('passes Authorization through when hideCredentials is false', async () => {
-    const { key, record } = await admin.create({ plan: 'free' });
+    const { key, record } = await admin.issuer.create({ plan: 'free' });
     const res = await request(await app({ hideCredentials: false }))
       .get('/v1/x')
       .set('Authorization', `Bearer ${key}`);
@@ -761,7 +761,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('100 requests with bad-checksum keys never reach the key store', async () => {
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     const a = await app();
     for (let i = 0; i < 100; i++) {
       const bad = substitute(key, 3 + (i % 49), 1 + (i % 61));
@@ -774,7 +774,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('steady traffic with one key costs one key-store read', async () => {
-    const { key } = await admin.create({ plan: 'free' });
+    const { key } = await admin.issuer.create({ plan: 'free' });
     const a = await app();
     for (let i = 0; i < 50; i++) expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${key}`)).status).toBe(200);
     expect(spy.calls.findByHash).toBe(1);
@@ -789,8 +789,8 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
   });
 
   it('key store down and key not cached: 503 service_unavailable, not 401', async () => {
-    const { key: cached } = await admin.create({ plan: 'free' });
-    const { key: uncached } = await admin.create({ plan: 'free' });
+    const { key: cached } = await admin.issuer.create({ plan: 'free' });
+    const { key: uncached } = await admin.issuer.create({ plan: 'free' });
     const a = await app();
     expect((await request(a).get('/v1/x').set('Authorization', `Bearer ${cached}`)).status).toBe(200);
     spy.mode = 'fail';

@@ -101,6 +101,35 @@ describe('redaction', () => {
     expect(lines[3]!.req).toEqual({ id: 'r1', method: 'GET', url: '/v1/x', remoteAddress: '127.0.0.1' });
   });
 
+  it('what else carries keys is what its builder hands it: key-source headers (also those named after it was built) and key-shaped text', async () => {
+    const { Writable } = await import('node:stream');
+    const { createLogger } = await import('../src/observability/logger.js');
+    const { compileKeySources, logRedaction } = await import('../src/http/credentials.js');
+    const { generateKey } = await import('../src/keys/format.js');
+    const sink = (lines: Record<string, unknown>[]) =>
+      new Writable({
+        write(chunk: Buffer, _enc, cb) {
+          for (const l of chunk.toString('utf8').split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
+          cb();
+        },
+      });
+    const given: Record<string, unknown>[] = [];
+    const bare: Record<string, unknown>[] = [];
+    const withRedaction = createLogger('info', sink(given), logRedaction('acme_'));
+    const without = createLogger('info', sink(bare));
+    // A header source configured after the loggers were built (a reload): the one given the redaction follows it.
+    compileKeySources(['bearer', 'header:X-Late-Key-Logger-Test']);
+    const issued = generateKey('acme_');
+    const req = { req: { headers: { 'x-late-key-logger-test': 'opaque-secret-value', authorization: 'Bearer x' } } };
+    for (const logger of [withRedaction, without]) logger.info({ ...req, note: `saw ${issued}` }, 'line');
+    await new Promise((r) => setImmediate(r));
+    expect(given[0]!.req).toEqual({ headers: { 'x-late-key-logger-test': '[redacted]', authorization: '[redacted]' } });
+    expect(given[0]!.note).toBe('saw acme_[redacted]');
+    // Without it the logger knows only HTTP's own credential headers: nothing of key sources or issued prefixes.
+    expect(bare[0]!.req).toEqual({ headers: { 'x-late-key-logger-test': 'opaque-secret-value', authorization: '[redacted]' } });
+    expect(bare[0]!.note).toBe(`saw ${issued}`);
+  });
+
   it('text shaped like a key is redacted in every field of every line, nested or not, and in the message', async () => {
     const { captureLogger } = await import('./helpers/limits.js');
     const { generateKey } = await import('../src/keys/format.js');

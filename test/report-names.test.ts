@@ -68,7 +68,7 @@ beforeAll(async () => {
     }),
   );
   for (const h of HOSTILE) {
-    const { key, record } = await gw.gateway.admin.create({ plan: 'metered', name: h.name, ...(h.metadata ? { metadata: h.metadata } : {}) });
+    const { key, record } = await gw.gateway.admin.issuer.create({ plan: 'metered', name: h.name, ...(h.metadata ? { metadata: h.metadata } : {}) });
     ids.push(record.id);
     const res = await fetch(`${gw.url}/v1/pets/1`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(10_000) });
     await res.arrayBuffer();

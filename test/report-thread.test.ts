@@ -5,7 +5,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { KeyAdminError, KeyRecords } from '../src/keys/admin.js';
+import { KeyAdminError } from '../src/keys/admin-errors.js';
+import { KeyRecords } from '../src/keys/records.js';
 import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';

@@ -128,7 +128,7 @@ describe('GET /ratelimit', () => {
 
   it('a missing, wrong or revoked key gets the usual 401, and counts toward the anonymous limit', async () => {
     const { id, key } = await gw.createKey({ plan: 'free' });
-    await gw.gateway.admin.revoke(id);
+    await gw.gateway.admin.lifecycle.revoke(id);
     const missing = await get(`${gw.url}/ratelimit`);
     expect([missing.status, missing.body.code]).toEqual([401, 'missing_api_key']);
     expect(missing.headers.get('www-authenticate')).toBe('Bearer realm="tollgate"');

@@ -46,7 +46,7 @@ beforeAll(async () => {
     { plan: 'metered', name: 'idle', calls: 0 },
   ];
   for (const k of keys) {
-    const { key, record } = await gw.gateway.admin.create({
+    const { key, record } = await gw.gateway.admin.issuer.create({
       plan: k.plan,
       ...(k.name ? { name: k.name } : {}),
       ...(k.metadata ? { metadata: k.metadata } : {}),

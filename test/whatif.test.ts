@@ -49,7 +49,8 @@ const s = useStack({
 const api = new CheckedApi({ target: () => s.gw.gateway.adminApp! });
 
 beforeAll(async () => {
-  const make = async (plan: string, extra: { perMinute?: number; perDay?: number } = {}) => (await s.gw.gateway.admin.create({ plan, ...extra })).record.id;
+  const make = async (plan: string, extra: { perMinute?: number; perDay?: number } = {}) =>
+    (await s.gw.gateway.admin.issuer.create({ plan, ...extra })).record.id;
   ids.k1 = await make('free');
   ids.k2 = await make('free', { perMinute: 100 });
   ids.k3 = await make('free', { perDay: 5000 });
@@ -314,9 +315,9 @@ describe('the answer is bounded and says points', () => {
   it('lists each key with its 10 most refused hours and the count of all, a page of keys at a time by cursor', async () => {
     // Two days before the period above: 30 busy hours for one key, 12 for another, 1 for a third.
     const P0 = D0 - 2 * DAY_MS;
-    const k6 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
-    const k7 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
-    const k8 = (await s.gw.gateway.admin.create({ plan: 'free' })).record.id;
+    const k6 = (await s.gw.gateway.admin.issuer.create({ plan: 'free' })).record.id;
+    const k7 = (await s.gw.gateway.admin.issuer.create({ plan: 'free' })).record.id;
+    const k8 = (await s.gw.gateway.admin.issuer.create({ plan: 'free' })).record.id;
     const store = new RedisUsageStore(s.client, new Keyspace(PREFIX));
     const peaks = [
       ...Array.from({ length: 30 }, (_, h) => ({ id: k6, atMs: P0 + h * HOUR_MS, peak: 100 + h })),

@@ -62,7 +62,7 @@ export async function bulkCreateKeys({ redis, format, prefix, plan, total, withP
       }
       const id = format.generateKeyId();
       ids.push(id);
-      // Field order as KeyAdmin.create builds the record.
+      // Field order as KeyIssuer.create (src/keys/issue.ts) builds the record.
       const record = { id, name: `${namePrefix}-${index}`, plan, createdAt, status: 'active', hash };
       pipe.set(ks.keyRecord(id), JSON.stringify(record));
       pipe.set(ks.keyByHash(hash), id);

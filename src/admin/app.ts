@@ -1,14 +1,15 @@
 // The admin HTTP API, on a listener of its own (admin.host:admin.port): the app that composes its resources (keys in
 // keys-routes.ts and import-route.ts, usage reports in usage-routes.ts, plans and status in plans-routes.ts, services
 // in services-routes.ts) behind one request log, the dashboard, the admin guard, the JSON body parser and one error
-// handler. Every change goes through KeyAdmin, the service the CLI uses too: one set of rules and error codes, and one
+// handler. Every change goes through key administration (src/keys/admin.ts), which the CLI uses too: one set of rules and error codes, and one
 // audit line per change. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import { dashboardRouter } from '../dashboard/routes.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId } from '../http/headers.js';
-import { KeyAdminError, type KeyAdmin, type KeyAdminErrorCode } from '../keys/admin.js';
+import type { KeyAdmin } from '../keys/admin.js';
+import { KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -87,12 +88,12 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.get('/openapi.json', (_req, res) => void res.json(o.openapi));
   app.use(guard.requireAdmin);
   // Before the JSON parser: an import body is larger (up to 10 MB) and may be CSV or JSON lines.
-  app.post('/keys/import', ...importRoute(keys, actorOf));
+  app.post('/keys/import', ...importRoute(keys.importer, actorOf));
   app.use(express.json({ limit: MAX_BODY, strict: true }));
   app.use(requireJsonBody);
 
   app.use(keyRoutes(keys, keyLimits));
-  app.use(usageRoutes({ keys, runtime, usage: o.usage, reports: o.reports, overview: o.overview }));
+  app.use(usageRoutes({ keys: keys.listing, runtime, usage: o.usage, reports: o.reports, overview: o.overview }));
   app.use(plansRoutes({ runtime, reports: o.reports, redisState: o.redisState }));
   app.use(servicesRoutes(o.services));
   app.use((_req, res) => sendError(res, 'not_found'));

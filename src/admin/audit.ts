@@ -1,7 +1,7 @@
 // The audit trail of key changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
-// or "cli", and the admin API request id) and a count of it. KeyAdmin calls it once a change is stored, so the CLI and
+// or "cli", and the admin API request id) and a count of it. Key administration (src/keys/key-changes.ts) calls it once a change is stored, so the CLI and
 // the admin API are audited by the same code. It never sees a key, a hash or a token: only ids.
-import type { KeyChangeListener } from '../keys/admin.js';
+import type { KeyChangeListener } from '../keys/key-changes.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 

@@ -1,10 +1,11 @@
-// POST /keys/import: the admin API's way to bring keys in, the same import as `tollgate keys import` (KeyAdmin.importKeys)
+// POST /keys/import: the admin API's way to bring keys in, the same import as `tollgate keys import` (KeyImporter.importKeys)
 // on a body held in memory: a JSON array of records, JSON lines (application/x-ndjson) or CSV (text/csv). Bounded at
 // IMPORT_MAX_BODY: a bigger import goes through the CLI, which streams its file. The answer never holds a plaintext key
 // (refusals name the line and the reason only).
 import express, { type RequestHandler } from 'express';
 import { errorBody, sendError } from '../http/errors.js';
-import type { Actor, KeyAdmin } from '../keys/admin.js';
+import type { KeyImporter } from '../keys/importer.js';
+import type { Actor } from '../keys/key-changes.js';
 import { bufferSource, ImportFileError } from '../keys/import-read.js';
 import type { ImportItem, ImportSource } from '../keys/import-run.js';
 
@@ -13,7 +14,7 @@ export const IMPORT_MAX_BODY_BYTES = 10 * 1024 * 1024;
 
 const FLAGS = new Set(['dryRun', 'skipInvalid']);
 
-export function importRoute(keys: KeyAdmin, actor: (req: express.Request) => Actor): RequestHandler[] {
+export function importRoute(importer: KeyImporter, actor: (req: express.Request) => Actor): RequestHandler[] {
   const raw = express.raw({ type: () => true, limit: IMPORT_MAX_BODY_BYTES });
   const readBody: RequestHandler = (req, res, next) =>
     raw(req, res, (err?: unknown) => {
@@ -48,7 +49,7 @@ export function importRoute(keys: KeyAdmin, actor: (req: express.Request) => Act
       };
     } else return sendError(res, 'unsupported_media_type', 'An import body is application/json (an array), application/x-ndjson or text/csv.');
     try {
-      const r = await keys.importKeys(source, actor(req), flags);
+      const r = await importer.importKeys(source, actor(req), flags);
       const report = {
         imported: r.imported,
         unchanged: r.unchanged,

@@ -1,30 +1,27 @@
 // The admin API's keys: issue, list, read (with the live windows and ban), change, rotate, revoke, unban and reset
-// windows. Every change goes through KeyAdmin or KeyLimitAdmin, as the CLI's do. (POST /keys/import is
+// windows. Every change goes through the key administration's pieces (src/keys/admin.ts) or KeyLimitAdmin, as the
+// CLI's do. (POST /keys/import is
 // import-route.ts; a key's usage is usage-routes.ts.)
 import { Router } from 'express';
 import { H, NO_STORE } from '../http/headers.js';
-import { KeyAdminError, type KeyAdmin } from '../keys/admin.js';
+import type { KeyAdmin } from '../keys/admin.js';
+import { notFound } from '../keys/admin-errors.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import { KEY_ID } from '../config/key-fields.js';
 import { actorOf, keyIdParam, parse, queryOf, sendProblems } from './requests.js';
 import { createKeyBody, emptyBody, listKeysQuery, patchKeyBody, rotateKeyBody } from './schemas.js';
 
-/** The key with this id, or a not_found KeyAdminError (the error handler answers 404). */
-export async function existingKey(keys: KeyAdmin, id: string): Promise<KeyRecord> {
-  const k = await keys.get(id);
-  if (!k) throw new KeyAdminError('not_found', `no key with id "${id}"`);
-  return k;
-}
-
-export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
+/** The key routes. A key that is not there is a not_found KeyAdminError (listing.require's): the error handler answers 404. */
+export function keyRoutes(keys: Pick<KeyAdmin, 'listing' | 'issuer' | 'lifecycle' | 'changes'>, keyLimits: KeyLimitAdmin): Router {
+  const { listing, issuer, lifecycle, changes } = keys;
   const router = Router();
-  const view = (k: KeyRecord) => ({ ...k, status: keys.statusOf(k) });
+  const view = (k: KeyRecord) => ({ ...k, status: listing.statusOf(k) });
 
   router.post('/keys', async (req, res) => {
     const body = parse(createKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    const created = await keys.create(body, actorOf(req));
+    const created = await issuer.create(body, actorOf(req));
     // The plaintext key is in this answer and nowhere else: no cache between here and the caller may keep it.
     res.setHeader(H.cacheControl, NO_STORE);
     res
@@ -42,7 +39,7 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
       if (!KEY_ID.test(after) || Buffer.from(after).toString('base64url') !== query.cursor)
         return sendProblems(res, [{ path: 'query.cursor', message: 'not a cursor this API gave out (use nextCursor from a previous page)' }]);
     }
-    const page = await keys.page({
+    const page = await listing.page({
       limit: query.limit,
       ...(after !== undefined ? { after } : {}),
       ...(query.plan !== undefined ? { plan: query.plan } : {}),
@@ -58,14 +55,14 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
   });
 
   router.get('/keys/:id', keyIdParam, async (req, res) => {
-    const k = await existingKey(keys, String(req.params.id));
+    const k = await listing.require(String(req.params.id));
     res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 
   router.patch('/keys/:id', keyIdParam, async (req, res) => {
     const body = parse(patchKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
-    const updated = await keys.update(String(req.params.id), body, actorOf(req));
+    const updated = await lifecycle.update(String(req.params.id), body, actorOf(req));
     res.json({ ...view(updated.record), replication: updated.replication, warnings: updated.warnings });
   });
 
@@ -73,8 +70,8 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
     const body = parse(rotateKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
     const id = String(req.params.id);
-    const rotated = await keys.rotate(id, body.graceSeconds, actorOf(req));
-    if (!rotated) throw new KeyAdminError('not_found', `no key with id "${id}"`);
+    const rotated = await lifecycle.rotate(id, body.graceSeconds, actorOf(req));
+    if (!rotated) throw notFound(id);
     res.setHeader(H.cacheControl, NO_STORE);
     res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, replication: rotated.replication });
   });
@@ -82,19 +79,19 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
   router.post('/keys/:id/revoke', keyIdParam, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
-    const k = await existingKey(keys, id);
+    const k = await listing.require(id);
     // Revoking a revoked key changes nothing: the same answer, no second audit line; its replication is still
     // asked, so a retry after an unconfirmed revoke learns whether the revocation has reached a replica since.
-    const revoked = k.status === 'revoked' ? { replication: await keys.replicated(id, []) } : await keys.revoke(id, actorOf(req));
-    if (!revoked) throw new KeyAdminError('not_found', `no key with id "${id}"`);
-    res.json({ ...view(await existingKey(keys, id)), replication: revoked.replication });
+    const revoked = k.status === 'revoked' ? { replication: await changes.replicated(id, []) } : await lifecycle.revoke(id, actorOf(req));
+    if (!revoked) throw notFound(id);
+    res.json({ ...view(await listing.require(id)), replication: revoked.replication });
   });
 
   router.post('/keys/:id/unban', keyIdParam, async (req, res) => {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
     const { replication } = await keyLimits.unban(id, actorOf(req));
-    const k = await existingKey(keys, id);
+    const k = await listing.require(id);
     res.json({ ...view(k), ...(await keyLimits.liveState(k)), replication });
   });
 
@@ -102,7 +99,7 @@ export function keyRoutes(keys: KeyAdmin, keyLimits: KeyLimitAdmin): Router {
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const id = String(req.params.id);
     await keyLimits.resetWindows(id, actorOf(req));
-    const k = await existingKey(keys, id);
+    const k = await listing.require(id);
     res.json({ ...view(k), ...(await keyLimits.liveState(k)) });
   });
 

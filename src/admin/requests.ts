@@ -5,7 +5,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import type { z } from 'zod';
 import { KEY_ID } from '../config/key-fields.js';
 import { sendError } from '../http/errors.js';
-import type { Actor } from '../keys/admin.js';
+import type { Actor } from '../keys/key-changes.js';
 import { resolvePeriod } from '../usage/reports.js';
 import { problemsOf, type Problem } from './schemas.js';
 

@@ -2,7 +2,7 @@
 // deprecated-route report (JSON and CSV). Periods are read per request against usage.retentionDays, so a reload
 // applies at once.
 import { Router, type Response } from 'express';
-import type { KeyAdmin } from '../keys/admin.js';
+import type { KeyListing } from '../keys/listing.js';
 import type { Runtime } from '../routing/runtime.js';
 import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import type { OverviewCache } from '../usage/overview.js';
@@ -10,12 +10,11 @@ import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import { resolvePeriod, type UsageReports } from '../usage/reports.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
-import { existingKey } from './keys-routes.js';
 import { keyIdParam, parse, periodOf, periodView, queryOf, sendProblems } from './requests.js';
 import { deprecatedQuery, keyUsageQuery, usageCsvQuery, usageQuery } from './schemas.js';
 
 export interface UsageRoutesOptions {
-  keys: KeyAdmin;
+  keys: KeyListing;
   runtime: Runtime;
   /** The usage ledger, read for one key. */
   usage: UsageReports;
@@ -35,7 +34,7 @@ export function usageRoutes(o: UsageRoutesOptions): Router {
     if (!q) return;
     const p = periodOf(q, q.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, retentionDays(), res);
     if (!p) return;
-    const k = await existingKey(o.keys, String(req.params.id));
+    const k = await o.keys.require(String(req.params.id));
     const u = await o.usage.keyUsage(k.id, p.fromMs, p.toMs, q.granularity);
     res.json({ id: k.id, plan: k.plan, granularity: q.granularity, ...periodView(p), totals: u.totals, buckets: u.buckets });
   });
@@ -92,7 +91,7 @@ export function usageRoutes(o: UsageRoutesOptions): Router {
       const granularity = q.granularity ?? 'hour';
       const p = periodOf(q, granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, retentionDays(), res);
       if (!p) return;
-      const k = await existingKey(o.keys, q.key);
+      const k = await o.keys.require(q.key);
       const u = await o.usage.keyUsage(k.id, p.fromMs, p.toMs, granularity);
       return sendCsv(res, `usage-${k.id}.csv`, csv(bucketRows(u.buckets)));
     }

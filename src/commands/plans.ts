@@ -5,9 +5,10 @@ import { DAY_MS } from '../util/time.js';
 import type { SimulatedKey, WindowOutcome } from '../usage/whatif.js';
 import { csv } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
-import { common, out, positiveInt, withSession, type CommonOpts } from './keys.js';
+import { positiveInt } from './options.js';
+import { common, withSession, type CommonOpts } from './session.js';
 import { period, reports } from './usage.js';
-import { tabbed } from './terminal.js';
+import { out, tabbed } from './terminal.js';
 import { visible } from '../util/visible.js';
 
 interface SimulateOpts extends CommonOpts {

@@ -7,8 +7,9 @@ import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
-import { common, isoOption, out, withSession, type CommonOpts, type Session } from './keys.js';
-import { tabbed } from './terminal.js';
+import { isoOption } from './options.js';
+import { common, withSession, type CommonOpts, type Session } from './session.js';
+import { out, tabbed } from './terminal.js';
 
 export function reports(s: Session): UsageReports {
   return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys.records);
@@ -46,7 +47,7 @@ export function registerUsageCommands(program: Command): void {
       await withSession(o, async (s) => {
         const r = reports(s);
         if (o.key !== undefined) {
-          const k = await s.keys.get(o.key);
+          const k = await s.keys.listing.get(o.key);
           if (!k) throw new CliError(`no key with id "${o.key}"`);
           const p = period(o, o.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, s.config.usage.retentionDays);
           const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);

@@ -3,7 +3,7 @@
 // config/ (not keys/) because the config's static keys need them and config/ sits below keys/ (docs/architecture.md).
 import { z } from 'zod';
 
-/** A key id: what KeyAdmin issues (key_...), what an import or a static key may name, what a report cursor carries. */
+/** A key id: what KeyIssuer issues (key_...), what an import or a static key may name, what a report cursor carries. */
 export const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
 export const keyIdSchema = z.string().regex(KEY_ID, 'expected 1-64 characters of A-Z a-z 0-9 _ -');
 

@@ -332,6 +332,16 @@ export function holdsKeyShape(text: string): boolean {
   return DEFAULT_SHAPE_TEXT.holds(text);
 }
 
+/**
+ * What the logs must keep out, for src/observability/logger.ts (LogRedaction), which the composition roots build
+ * every logger with: every header a key source has named in this process (keyHeaderNames, read as it grows), and text
+ * shaped like a key issued with `issuedPrefix` (or "tg_") anywhere in a line. One `includes` per prefix per line when
+ * there is none.
+ */
+export function logRedaction(issuedPrefix: string = KEY_PREFIX): { headers: ReadonlySet<string>; line: (text: string) => string } {
+  return { headers: everKeyHeaders, line: keyShapeText(issuedPrefix).redact };
+}
+
 /** The text with everything shaped like a "tg_" key replaced by `tg_[redacted]`; the same string when there is none. */
 export function redactKeyShapes(text: string): string {
   return DEFAULT_SHAPE_TEXT.redact(text);

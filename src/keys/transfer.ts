@@ -1,6 +1,6 @@
 // `tollgate keys export`: every key record as one JSON line, hashes included (never a plaintext: Tollgate has none),
 // to back keys up or move them to another Redis (a standalone one to a cluster). `keys import` reads the lines back
-// (import-read.ts) and KeyAdmin.importKeys checks every record before it writes any: importing an export again
+// (import-read.ts) and KeyImporter.importKeys (importer.ts) checks every record before it writes any: importing an export again
 // changes nothing. A record carries `retiredHashes`, the hashes the key had before (rotated away, revoked), so the
 // Redis it moves to refuses them too.
 import type { KeyStore } from './types.js';

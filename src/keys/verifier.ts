@@ -1,7 +1,7 @@
 // Key verification on the request path, above the KeyStore interface: the validity rules (status, expiry, grace),
 // the in-process cache that keeps steady traffic off Redis, change propagation between instances, and the key filter
 // (known-hashes.ts) that says which uncached hashes are worth a store read when the caller's gate would decline it.
-// Changing keys is KeyAdmin's job (admin.ts): the verifier only reads, and hears of changes.
+// Changing keys is key administration's job (issue.ts, lifecycle.ts, importer.ts): the verifier only reads, and hears of changes.
 import { LRUCache } from 'lru-cache';
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';

@@ -1,7 +1,8 @@
-// A key's windows and ban, for administrators: read them as they stand, lift a ban, empty the windows. KeyAdmin
-// (src/keys/admin.ts) owns the key records; this owns what the limit check keeps about a key, and announces each
-// change through KeyAdmin so every instance drops its cached copy and the audit hears of it.
-import type { Actor, KeyAdmin, Replication } from '../keys/admin.js';
+// A key's windows and ban, for administrators: read them as they stand, lift a ban, empty the windows. Key
+// administration (src/keys/admin.ts) owns the key records; this owns what the limit check keeps about a key, and
+// announces each change through its KeyChanges so every instance drops its cached copy and the audit hears of it.
+import type { KeyAdmin } from '../keys/admin.js';
+import type { Actor, Replication } from '../keys/key-changes.js';
 import { effectiveLimits, type Limits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { BanPolicy, BanStore, WindowState } from './types.js';
@@ -40,7 +41,7 @@ export interface KeyLimitAdminPolicy {
 
 export class KeyLimitAdmin {
   constructor(
-    private readonly keys: KeyAdmin,
+    private readonly keys: Pick<KeyAdmin, 'listing' | 'changes'>,
     private readonly bans: BanStore,
     private readonly policy: KeyLimitAdminPolicy,
   ) {}
@@ -72,10 +73,10 @@ export class KeyLimitAdmin {
 
   /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */
   async unban(id: string, actor?: Actor): Promise<{ replication: Replication }> {
-    await this.keys.require(id);
+    await this.keys.listing.require(id);
     await this.bans.unban(id);
-    await this.keys.announce(id, 'unban', actor);
-    return { replication: await this.keys.replicated(id, []) };
+    await this.keys.changes.announce(id, 'unban', actor);
+    return { replication: await this.keys.changes.replicated(id, []) };
   }
 
   /**
@@ -84,8 +85,8 @@ export class KeyLimitAdmin {
    * own copy of the key's windows.
    */
   async resetWindows(id: string, actor?: Actor): Promise<void> {
-    await this.keys.require(id);
+    await this.keys.listing.require(id);
     await this.bans.resetWindows(id);
-    await this.keys.announce(id, 'reset', actor, 'windows');
+    await this.keys.changes.announce(id, 'reset', actor, 'windows');
   }
 }

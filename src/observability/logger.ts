@@ -1,6 +1,8 @@
-// Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source.
+// Structured JSON logs (pino). Authorization and anything that may carry a key are redacted at the source. Which
+// headers and which text carry keys is not the logger's to know (auth.sources and the issued prefix are the
+// config's, their shapes src/http/credentials.ts's): whoever builds a logger hands them over (LogRedaction). Only
+// HTTP's own credential headers (Authorization, Proxy-Authorization, Cookie) are redacted by every logger.
 import { pino, type Logger, type LevelWithSilent, type DestinationStream } from 'pino';
-import { KEY_PREFIX, keyHeaderNames, keyShapeText } from '../http/credentials.js';
 
 export type { Logger };
 
@@ -9,38 +11,51 @@ export type { Logger };
 // serializer below covers headers logged under `req` instead.)
 export const REDACT_PATHS = ['headers.authorization', 'authorization'];
 
-/** Request headers that carry credentials: replaced wherever a `req` with headers is logged. */
+/** Request headers that carry credentials in HTTP itself: replaced wherever a `req` with headers is logged. */
 const SECRET_HEADERS = ['authorization', 'proxy-authorization', 'cookie'];
 
-/**
- * The `req` serializer: an object with headers is logged with its credential headers redacted (and every header an
- * auth.sources entry names, by name: a key there may have any shape); anything else as is.
- */
-export function redactRequestHeaders(req: unknown): unknown {
-  const headers = (req as { headers?: unknown } | null | undefined)?.headers;
-  if (headers === null || typeof headers !== 'object') return req;
-  const safe: Record<string, unknown> = { ...(headers as Record<string, unknown>) };
-  for (const name of SECRET_HEADERS) if (safe[name] !== undefined) safe[name] = '[redacted]';
-  for (const name of keyHeaderNames()) if (safe[name] !== undefined) safe[name] = '[redacted]';
-  return { ...(req as object), headers: safe };
+/** What else carries keys, as the composition root knows it (src/http/credentials.ts, logRedaction). */
+export interface LogRedaction {
+  /**
+   * Lower-case names of more headers whose values are replaced wherever a `req` with headers is logged. Iterated at
+   * every such line, so a set that grows as the config is reloaded is followed.
+   */
+  headers: Iterable<string>;
+  /** The whole serialized line with every secret in it replaced; the same string when there is none. */
+  line: (text: string) => string;
 }
 
 /**
- * `issuedPrefix` (auth.issuedPrefix): text shaped like a key with it (or with "tg_") is redacted from every line. A key
- * of another shape is kept out by where it is read: the access log's URL has key parameters redacted
- * (pipeline/observers.ts) and no line carries request headers but through the `req` serializer below.
+ * The `req` serializer: an object with headers is logged with its credential headers redacted (HTTP's own, and every
+ * header `extra` names: a key there may have any shape); anything else as is.
  */
-export function createLogger(level: LevelWithSilent, destination?: DestinationStream, issuedPrefix: string = KEY_PREFIX): Logger {
+function redactRequestHeaders(extra: Iterable<string>): (req: unknown) => unknown {
+  return (req) => {
+    const headers = (req as { headers?: unknown } | null | undefined)?.headers;
+    if (headers === null || typeof headers !== 'object') return req;
+    const safe: Record<string, unknown> = { ...(headers as Record<string, unknown>) };
+    for (const name of SECRET_HEADERS) if (safe[name] !== undefined) safe[name] = '[redacted]';
+    for (const name of extra) if (safe[name] !== undefined) safe[name] = '[redacted]';
+    return { ...(req as object), headers: safe };
+  };
+}
+
+/**
+ * A logger at `level` on `destination` (stdout's logDestination when left out). `redaction`: the headers and text
+ * that carry keys, besides HTTP's credential headers; the gateway's, the CLI's and the servers' loggers are given
+ * src/http/credentials.ts's logRedaction (key-shaped text is redacted from every line, whatever field it came in; a
+ * key of another shape is kept out by where it is read: the access log's URL has key parameters redacted,
+ * pipeline/observers.ts, and no line carries request headers but through the `req` serializer).
+ */
+export function createLogger(level: LevelWithSilent, destination?: DestinationStream, redaction?: LogRedaction): Logger {
   return pino(
     {
       level,
       base: { pid: process.pid },
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
-      serializers: { req: redactRequestHeaders },
+      serializers: { req: redactRequestHeaders(redaction?.headers ?? []) },
       timestamp: isoTime,
-      // Text shaped like a key is redacted from the whole serialized line, whatever field it came in (a URL, an error
-      // message, a header value): one `includes('tg_')` per line when there is none.
-      hooks: { streamWrite: keyShapeText(issuedPrefix).redact },
+      ...(redaction ? { hooks: { streamWrite: redaction.line } } : {}),
     },
     destination ?? logDestination(1),
   );

@@ -4,6 +4,7 @@ import { loadConfigFile, validateConfig } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
+import { logRedaction } from '../http/credentials.js';
 import { watchConfigFile } from './config-watch.js';
 import { startPetstore } from '../petstore/server.js';
 import { Metrics } from '../observability/metrics.js';
@@ -22,7 +23,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
   }
   const config = result.config;
-  const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), config.auth.issuedPrefix);
+  const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), logRedaction(config.auth.issuedPrefix));
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
   if (isPrimary()) for (const warning of [...costWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
@@ -73,7 +74,7 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
     if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration, refusing to start:\n  ${loaded.errors.join('\n  ')}`);
     redis = loaded.config.redis;
   }
-  const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info');
+  const logger = createLogger((process.env.LOG_LEVEL as 'info' | undefined) ?? 'info', undefined, logRedaction());
   exitOnFatalError(logger);
   reportLogDrops(logger);
   const url = process.env.REDIS_URL || undefined;
@@ -100,7 +101,7 @@ const SEED_SUNSET = '2027-06-01T00:00:00Z';
 const SEED_LINK = 'https://example.com/docs/migrate-pets';
 
 export async function runDev(opts: { port: number }): Promise<void> {
-  const logger = createLogger('warn');
+  const logger = createLogger('warn', undefined, logRedaction());
   exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
   // The seed's deprecated route, as config/gateway.yaml has it, with a sunset always ahead (the seed's own passes in
@@ -121,7 +122,7 @@ export async function runDev(opts: { port: number }): Promise<void> {
   const gateway = await composeGateway({ config: parsed.config, logger, metrics });
   const demo: string[] = [];
   for (const plan of Object.keys(parsed.config.plans)) {
-    const { key } = await gateway.admin.create({ plan, name: `demo-${plan}` });
+    const { key } = await gateway.admin.issuer.create({ plan, name: `demo-${plan}` });
     demo.push(`    ${plan.padEnd(11)} ${key}`);
   }
   const gw = await startGateway({ gateway, logger });

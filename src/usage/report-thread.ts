@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { incomplete, KeyAdminError, type KeyAdminErrorCode } from '../keys/admin.js';
+import { incomplete, KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { RedisTopology } from '../storage/redis.js';
 import { type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';

@@ -5,7 +5,8 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
-import { KeyAdminError, KeyRecords } from '../keys/admin.js';
+import { KeyAdminError } from '../keys/admin-errors.js';
+import { KeyRecords } from '../keys/records.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { pacedReadLimit } from '../storage/read-limit.js';

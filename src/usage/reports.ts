@@ -2,7 +2,8 @@
 // period (sortable, paged), and each deprecated route with the keys still calling it. The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
-import { incomplete, KeyAdminError, type KeyRecords } from '../keys/admin.js';
+import { incomplete, KeyAdminError } from '../keys/admin-errors.js';
+import type { KeyRecords } from '../keys/records.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routing/routes.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';

@@ -13,6 +13,7 @@ import { ERRORS } from '../../src/http/errors.js';
 import { startGateway, type RunningGateway } from '../../src/server/gateway-server.js';
 import { generateKey, hashKey } from '../../src/keys/format.js';
 import { createLogger } from '../../src/observability/logger.js';
+import { logRedaction } from '../../src/http/credentials.js';
 import { composeGateway } from '../../src/compose.js';
 import { leaksIn, parseResponse, testConfig, type RawResponse } from './gateway.js';
 import { TestUpstream, type SeenRequest } from './upstream.js';
@@ -153,7 +154,7 @@ export async function startFuzzGateway(opts: FuzzGatewayOptions = {}): Promise<F
       cb();
     },
   });
-  const logger = createLogger('error', sink);
+  const logger = createLogger('error', sink, logRedaction());
   const gw = await startGateway({ gateway: await composeGateway({ config, logger }), logger });
   return {
     gw,

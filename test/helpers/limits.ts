@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import type { Clock } from '../../src/util/clock.js';
 import type { Config } from '../../src/config/schema.js';
 import { createLogger, type Logger } from '../../src/observability/logger.js';
+import { logRedaction } from '../../src/http/credentials.js';
 import { Metrics } from '../../src/observability/metrics.js';
 import type { Runtime } from '../../src/routing/runtime.js';
 import { composeGateway, type ComposedGateway } from '../../src/compose.js';
@@ -53,7 +54,7 @@ export async function startLimitsGateway(
     runtime: gateway.runtime,
     metrics: gateway.metrics,
     async createKey(input) {
-      const { key, record } = await gateway.admin.create({
+      const { key, record } = await gateway.admin.issuer.create({
         plan: input.plan ?? 'free',
         ...(input.perMinute ? { perMinute: input.perMinute } : {}),
         ...(input.perDay ? { perDay: input.perDay } : {}),
@@ -68,21 +69,25 @@ export async function startLimitsGateway(
   };
 }
 
-/** A pino logger (src/observability/logger.ts) writing into memory, for assertions on log lines. */
+/** A pino logger (src/observability/logger.ts) writing into memory, redacting as the gateway's does, for assertions on log lines. */
 export function captureLogger(level: 'info' | 'debug' | 'warn' = 'info'): { logger: Logger; lines: Array<Record<string, unknown>>; messages(): string[] } {
   const lines: Array<Record<string, unknown>> = [];
-  const logger = createLogger(level, {
-    write(chunk: string) {
-      for (const line of chunk.split('\n')) {
-        if (!line.trim()) continue;
-        try {
-          lines.push(JSON.parse(line) as Record<string, unknown>);
-        } catch {
-          lines.push({ msg: line });
+  const logger = createLogger(
+    level,
+    {
+      write(chunk: string) {
+        for (const line of chunk.split('\n')) {
+          if (!line.trim()) continue;
+          try {
+            lines.push(JSON.parse(line) as Record<string, unknown>);
+          } catch {
+            lines.push({ msg: line });
+          }
         }
-      }
+      },
     },
-  });
+    logRedaction(),
+  );
   return { logger, lines, messages: () => lines.map((l) => String(l.msg ?? '')) };
 }
 

@@ -109,7 +109,7 @@ describe('the gateway on the cluster', () => {
     expect((await get(a, key)).status).toBe(200);
     expect((await get(b, key)).status).toBe(200);
     const t0 = Date.now();
-    await a.gateway.admin.revoke(id);
+    await a.gateway.admin.lifecycle.revoke(id);
     await waitFor(async () => (await get(b, key)).status === 401, 'the other instance refuses the revoked key', 2000, 20);
     expect(Date.now() - t0).toBeLessThan(1000);
   });

@@ -1,0 +1,54 @@
+// `tollgate keys create`: issues a key and prints its plaintext, the only time anything shows it.
+import { type Command, Option } from 'commander';
+import { keyInputFields } from '../../config/key-fields.js';
+import { common, withSession, type CommonOpts } from '../session.js';
+import { out } from '../terminal.js';
+import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
+import { expiresOption, keyField, metadataOption } from './fields.js';
+
+interface CreateOpts extends CommonOpts {
+  plan: string;
+  name?: string;
+  perMinute?: number;
+  perDay?: number;
+  expires?: string;
+  metadata?: string;
+  json?: boolean;
+}
+
+export function addCreate(keys: Command): void {
+  common(keys.command('create'))
+    .description('issue a key; prints the plaintext key once')
+    .requiredOption('--plan <plan>', 'plan name from the config')
+    .addOption(new Option('--name <name>', 'a label, e.g. the customer').argParser(keyField('--name', keyInputFields.name)))
+    .addOption(new Option('--per-minute <n>', 'override the plan: requests per minute').argParser(keyField('--per-minute', keyInputFields.perMinute, true)))
+    .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(keyField('--per-day', keyInputFields.perDay, true)))
+    .option('--expires <iso>', 'expiry, ISO-8601 (e.g. 2027-01-01T00:00:00Z)')
+    .option('--metadata <json>', 'a JSON object of strings for your own ids, e.g. \'{"customer":"c_42"}\'')
+    .option('--json', 'print one JSON object')
+    .action(createKey);
+}
+
+async function createKey(o: CreateOpts): Promise<void> {
+  // Every field is checked before Redis is asked anything: a bad one is a usage error (exit 2).
+  const expiresAt = o.expires === undefined ? undefined : expiresOption(o.expires);
+  const metadata = o.metadata === undefined ? undefined : metadataOption(o.metadata);
+  await withSession(o, async (s) => {
+    const created = await s.keys.issuer.create({
+      plan: o.plan,
+      ...(o.name !== undefined ? { name: o.name } : {}),
+      ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}),
+      ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
+      ...(expiresAt !== undefined ? { expiresAt } : {}),
+      ...(metadata !== undefined ? { metadata } : {}),
+    });
+    warnUnconfirmed('new key', created.replication);
+    warnAll(created.warnings);
+    if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
+    out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
+    out('');
+    out(`  ${created.key}`);
+    out('');
+    out('This is the only time the key is shown. Store it now; Tollgate keeps only its SHA-256 hash.');
+  });
+}

@@ -1,0 +1,84 @@
+// `tollgate keys import`: key records from a file or standard input (`keys export`'s, or a customer's own as JSON
+// lines or CSV), all or nothing unless --skip-invalid, through the same import as POST /keys/import
+// (src/keys/importer.ts). Refusals and warnings go to stderr, one line each; stdout gets the counts.
+import { statSync } from 'node:fs';
+import { type Command, Option } from 'commander';
+import { bufferSource, fileSource, formatOf, ImportFileError, type ImportFormat } from '../../keys/import-read.js';
+import { PROGRESS_EVERY, type ImportOutcome, type ImportSource } from '../../keys/import-run.js';
+import { CliError } from '../cli-error.js';
+import { positiveInt } from '../options.js';
+import { common, withSession, type CommonOpts } from '../session.js';
+import { out } from '../terminal.js';
+
+interface ImportOpts extends CommonOpts {
+  file?: string;
+  format?: ImportFormat;
+  dryRun?: boolean;
+  skipInvalid?: boolean;
+  progressEvery: number;
+}
+
+export function addImport(keys: Command): void {
+  common(keys.command('import'))
+    .description(
+      'import keys: `keys export` records or your own ({id?, name?, plan, key | sha256, metadata?, perMinute?, perDay?, expiresAt?}) as JSON lines or CSV; all or nothing unless --skip-invalid; records already there as given are left alone',
+    )
+    .argument('[file]', 'the file (same as --file), or - for standard input')
+    .option('--file <file>', 'the file to import')
+    .addOption(new Option('--format <format>', 'jsonl or csv (default: csv for a .csv file name, else jsonl)').choices(['jsonl', 'csv']))
+    .option('--dry-run', 'check every record and say what would be imported; write nothing')
+    .option('--skip-invalid', 'import the records that pass and list the refused ones on stderr (exit 0)')
+    .addOption(
+      new Option('--progress-every <n>', 'a progress line on stderr every n records of each pass')
+        .default(PROGRESS_EVERY)
+        .argParser(positiveInt('--progress-every')),
+    )
+    .action(importFile);
+}
+
+async function importFile(positional: string | undefined, o: ImportOpts): Promise<void> {
+  if (positional !== undefined && o.file !== undefined && positional !== o.file) throw new CliError('give the file once: as an argument or as --file', 2);
+  const file = o.file ?? positional;
+  if (file === undefined) throw new CliError('no file to import: give --file FILE (or - for standard input)', 2);
+  const source = await sourceOf(file, o.format ?? formatOf(file));
+  await withSession(o, async (s) => {
+    let r: ImportOutcome;
+    try {
+      r = await s.keys.importer.importKeys(source, undefined, {
+        ...(o.dryRun ? { dryRun: true } : {}),
+        ...(o.skipInvalid ? { skipInvalid: true } : {}),
+        progressEvery: o.progressEvery,
+        onProgress: (pass, lines) => process.stderr.write(`${pass === 'check' ? 'checked' : 'written'}: ${lines} records\n`),
+      });
+    } catch (err) {
+      if (err instanceof ImportFileError) throw new CliError(`${file}: ${err.message}`);
+      throw err;
+    }
+    for (const bad of r.refusals) process.stderr.write(`line ${bad.line}: ${bad.error}\n`);
+    for (const w of r.warnings) process.stderr.write(`line ${w.line}: warning: ${w.warning}\n`);
+    const counts = `${r.imported}, unchanged ${r.unchanged}${r.refusals.length > 0 ? `, refused ${r.refusals.length}` : ''}`;
+    out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
+    if (r.refusals.length > 0 && !o.skipInvalid)
+      throw new CliError(
+        r.dryRun
+          ? 'this import would be refused: every record must pass before any is written (see above), or give --skip-invalid'
+          : 'nothing was imported: every record must pass before any is written (see above)',
+      );
+  });
+}
+
+/** The records to import: a file (read once per pass), or standard input ("-"), held in memory as it cannot be read twice. */
+async function sourceOf(file: string, format: ImportFormat): Promise<ImportSource> {
+  if (file === '-') {
+    // A big import gives --file.
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return bufferSource(Buffer.concat(chunks), format);
+  }
+  try {
+    if (!statSync(file).isFile()) throw Object.assign(new Error(), { code: 'not a file' });
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  return fileSource(file, format);
+}

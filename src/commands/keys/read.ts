@@ -1,0 +1,57 @@
+// `tollgate keys list` and `keys show`: a key's metadata as administrators read it, never the key nor its hash (only
+// `keys export` prints hashes). They change nothing.
+import type { Command } from 'commander';
+import { CliError } from '../cli-error.js';
+import { common, withSession, type CommonOpts } from '../session.js';
+import { aligned, out } from '../terminal.js';
+import { limitsOf } from './answers.js';
+
+export function addList(keys: Command): void {
+  common(keys.command('list')).description("every key's metadata (never the key or its hash)").option('--json', 'print a JSON array').action(listKeys);
+}
+
+export function addShow(keys: Command): void {
+  common(keys.command('show'))
+    .description("one key's metadata, ban state and escalation level")
+    .argument('<id>', 'key id')
+    .option('--json', 'print one JSON object')
+    .action(showKey);
+}
+
+async function listKeys(o: CommonOpts & { json?: boolean }): Promise<void> {
+  await withSession(o, async (s) => {
+    const all = await s.keys.listing.list();
+    if (o.json) return out(JSON.stringify(all));
+    if (all.length === 0) return out('No keys. Create one with: tollgate keys create --plan <plan>');
+    out(
+      aligned([
+        ['ID', 'NAME', 'PLAN', 'LIMITS', 'STATUS', 'CREATED', 'EXPIRES'],
+        ...all.map((k) => [k.id, k.name ?? '', k.plan, limitsOf(k, s.config), s.keys.listing.statusOf(k), k.createdAt, k.expiresAt ?? '']),
+      ]),
+    );
+  });
+}
+
+async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<void> {
+  await withSession(o, async (s) => {
+    const k = await s.keys.listing.get(id);
+    if (!k) throw new CliError(`no key with id "${id}"`);
+    const ban = await s.keyLimits.banState(id);
+    if (o.json) return out(JSON.stringify({ ...k, ...ban }));
+    const rows: Array<[string, string]> = [
+      ['id', k.id],
+      ['name', k.name ?? ''],
+      ['plan', k.plan],
+      ['limits', limitsOf(k, s.config) + (k.perMinute || k.perDay ? ' (per-key override)' : '')],
+      ['status', s.keys.listing.statusOf(k)],
+      ['created', k.createdAt],
+      ['expires', k.expiresAt ?? 'never'],
+      ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
+      ['rotated', k.rotatedAt ?? ''],
+      ['revoked', k.revokedAt ?? ''],
+      ['banned until', ban.bannedUntil ?? 'not banned'],
+      ['ban level', String(ban.banLevel)],
+    ];
+    out(aligned(rows.filter(([, v]) => v !== '').map(([a, b]) => [`${a}:`, b])));
+  });
+}

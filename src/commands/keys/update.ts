@@ -1,0 +1,62 @@
+// `tollgate keys update`: changes a key's plan, name, overrides, expiry or metadata in place (the key and its hash
+// stay); "none"/"never" remove an override, the metadata or the expiry.
+import { type Command, Option } from 'commander';
+import { keyInputFields } from '../../config/key-fields.js';
+import type { KeyUpdate } from '../../keys/lifecycle.js';
+import { CliError } from '../cli-error.js';
+import { common, withSession, type CommonOpts } from '../session.js';
+import { out } from '../terminal.js';
+import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
+import { expiresOption, keyField, metadataOption, overrideOrNone } from './fields.js';
+
+interface UpdateOpts extends CommonOpts {
+  plan?: string;
+  name?: string;
+  perMinute?: number | 'none';
+  perDay?: number | 'none';
+  expires?: string;
+  metadata?: string;
+  json?: boolean;
+}
+
+export function addUpdate(keys: Command): void {
+  common(keys.command('update'))
+    .description("change a key's plan, name, overrides, expiry or metadata (every instance applies it at its next request)")
+    .argument('<id>', 'key id')
+    .option('--plan <plan>', 'a plan name from the config')
+    .addOption(new Option('--name <name>', 'a new label').argParser(keyField('--name', keyInputFields.name)))
+    .addOption(
+      new Option('--per-minute <n>', 'override the plan: requests per minute ("none": the plan\'s again)').argParser(
+        overrideOrNone('--per-minute', keyInputFields.perMinute),
+      ),
+    )
+    .addOption(
+      new Option('--per-day <n>', 'override the plan: requests per day ("none": the plan\'s again)').argParser(
+        overrideOrNone('--per-day', keyInputFields.perDay),
+      ),
+    )
+    .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
+    .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
+    .option('--json', 'print one JSON object')
+    .action(updateKey);
+}
+
+async function updateKey(id: string, o: UpdateOpts): Promise<void> {
+  const patch: KeyUpdate = {
+    ...(o.plan !== undefined ? { plan: o.plan } : {}),
+    ...(o.name !== undefined ? { name: o.name } : {}),
+    ...(o.perMinute !== undefined ? { perMinute: o.perMinute === 'none' ? null : o.perMinute } : {}),
+    ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
+    ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : expiresOption(o.expires) } : {}),
+    ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
+  };
+  if (Object.keys(patch).length === 0)
+    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
+  await withSession(o, async (s) => {
+    const { record: k, replication, warnings } = await s.keys.lifecycle.update(id, patch);
+    warnUnconfirmed('change', replication);
+    warnAll(warnings);
+    if (o.json) return out(JSON.stringify({ ...k, status: s.keys.listing.statusOf(k), replication }));
+    out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
+  });
+}

@@ -1,0 +1,33 @@
+// What key administration reads of the config in force, per call (a reload applies at once), and the two rules on it
+// that issuing, changing and importing keys all apply: the plan must be configured, and an override below a route's
+// cost is warned about. The composition root (src/compose.ts, the CLI's session) hands the config over as this.
+import { KeyAdminError } from './admin-errors.js';
+import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
+import type { KeyShapeRules } from './format.js';
+
+export interface KeyAdminPolicy {
+  /** The plans in force (the config's, read per call: a reload applies at once). */
+  plans(): Readonly<Record<string, unknown>>;
+  /** The prefix new and rotated keys are issued with (auth.issuedPrefix); "tg_" when left out. */
+  issuedPrefix?(): string;
+  /** How plaintext keys in an import are judged (auth.issuedPrefix, auth.foreignKeys); the defaults when left out. */
+  keyShape?(): KeyShapeRules;
+  /** auth.sources: with "bearer" among them, an imported plaintext no Bearer header can carry is warned about. */
+  keySources?(): readonly string[];
+  /** The configured routes (their costs): a key's override below a route's cost is warned about. */
+  routes?(): readonly CostedRoute[];
+}
+
+/** Refuses a plan the config does not have (KeyAdminError 'unknown_plan', naming the plans there are). */
+export function requirePlan(policy: KeyAdminPolicy, plan: string): void {
+  const plans = policy.plans();
+  if (!Object.hasOwn(plans, plan)) throw new KeyAdminError('unknown_plan', `unknown plan "${plan}"; plans: ${Object.keys(plans).join(', ')}`);
+}
+
+/**
+ * What is unusual about a key's overrides, warned and not refused: one below the cost of a configured route makes
+ * every request of the key there refused (403 cost_exceeds_limit).
+ */
+export function overrideWarningsFor(policy: KeyAdminPolicy, k: { perMinute?: number | undefined; perDay?: number | undefined }): string[] {
+  return overrideWarnings(k, policy.routes?.() ?? []);
+}
