@@ -216,7 +216,7 @@ describe('key changes wait for a replica and say how far they reached', () => {
       expect(r.stderr).not.toMatch(/\n\s+at /);
     }
     expect((await runCli(['config', 'check', '--config', dir.write('good.yaml', { redis: { url: lone.url, replicas: 0 }, plans: PLANS })])).code).toBe(0);
-  });
+  }, 60_000);
 
   it('the plain CLI output carries the same warning, on stderr only', async () => {
     const configured = fileFor(primary.url, { replicas: 1 }, 'plain.yaml');

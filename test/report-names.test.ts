@@ -192,7 +192,7 @@ describe('hostile key names', () => {
       expect(caller.name).toBe(h.name);
       expect(caller.metadata).toEqual(h.metadata);
     }
-  });
+  }, 60_000);
 
   it('GET /routes/deprecated and GET /usage name each key with its metadata; answers match the OpenAPI document', async () => {
     const get = async (path: string) => {

@@ -334,9 +334,12 @@ describe('a report is complete or fails', () => {
       const r = await runCli(['usage', '--csv', '--config', file]);
       expect(r.code, r.stdout).toBe(1);
       expect(r.stdout).toBe('');
+      // The line naming the config and the Redis the command uses, then the error alone; never the password.
       const lines = r.stderr.trim().split('\n');
-      expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/^error: the usage report could not be completed .*NOPERM/);
+      expect(lines, r.stderr).toHaveLength(2);
+      expect(lines[0]).toBe(`tollgate: config ${file} (from --config); Redis 127.0.0.1:${new URL(redis.url).port}/0, tls off (from the config)`);
+      expect(lines[1]).toMatch(/^error: the usage report could not be completed .*NOPERM/);
+      expect(r.stderr).not.toContain(PASSWORD);
     } finally {
       dir.remove();
     }
