@@ -523,6 +523,7 @@ describe('upstream failures', () => {
     const res = await request(gw.url).get('/v1/slow');
     const elapsed = Date.now() - started;
     expectError(res.status, res.headers, res.text, 504, 'gateway_timeout');
+    // A bound: timing (the timeout, later under load).
     expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT_MS - 20);
     expect(elapsed).toBeLessThan(1200);
     // The abandoned upstream request is cancelled, not left running.

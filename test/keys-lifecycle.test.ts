@@ -353,6 +353,7 @@ describe('the key lifecycle across two gateway processes', () => {
   });
 
   it('no plaintext key anywhere: not in any Redis key or value, not in the logs, not in any response', async () => {
+    // A bound: the tests above add the keys, and new tests add more.
     expect(plaintexts.size).toBeGreaterThanOrEqual(10);
     const exits = await Promise.all(gateways.map((g) => g.proc.stop()));
     for (const e of exits) expect(e).toEqual({ code: 0, signal: null });

@@ -47,6 +47,7 @@ describe('key format', () => {
     // Exactly one draw of at least 32 bytes of randomness went into it.
     const drawn = vi.mocked(randomBytes).mock.calls.slice(calls);
     expect(drawn).toHaveLength(1);
+    // A bound: what is required is at least 256 bits; a longer draw would do as well.
     expect(Number(drawn[0]![0])).toBeGreaterThanOrEqual(32);
     // 43 base62 digits hold 256 bits: 62^43 >= 2^256.
     expect(62n ** 43n >= 2n ** 256n).toBe(true);
@@ -589,6 +590,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     spy.mode = 'hang';
     const r = await service.verify(key);
     expect(r.ok).toBe(true);
+    // A bound: timing (the 40 ms lookup timeout, fired late under load).
     expect(r.storeMs).toBeGreaterThanOrEqual(35);
   });
 
@@ -604,6 +606,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     const results = await Promise.all(Array.from({ length: 10 }, () => service.verify(key)));
     const elapsed = performance.now() - t0;
     for (const r of results) expect(r).toEqual({ ok: false, reason: 'unavailable' });
+    // A bound: timing (the 50 ms lookup timeout, fired late under load).
     expect(elapsed).toBeGreaterThanOrEqual(45);
     expect(elapsed).toBeLessThan(1000);
     expect(spy.calls.findByHash).toBe(1);

@@ -320,7 +320,8 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
     expect(seenFor(id)).toBe(1);
 
     const metrics = (await request(gw.url).get('/metrics')).text;
-    const added = (name: string, labels: Record<string, string>) => (metricValue(metrics, name, labels) ?? 0) - (metricValue(countersBefore, name, labels) ?? 0);
+    const added = (name: string, labels: Record<string, string>) =>
+      (metricValue(metrics, name, labels) ?? 0) - (metricValue(countersBefore, name, labels) ?? 0);
     // One ban; the banning request and the five after it refused by the ban; two by the minute; one admitted.
     expect(added('tollgate_bans_total', { plan: 'free', level: '1' })).toBe(1);
     expect(added('tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'refused', window: 'ban' })).toBe(6);
