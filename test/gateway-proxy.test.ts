@@ -780,7 +780,7 @@ describe('request logs', () => {
     const logged = await startTestGateway(testConfig({ upstream: { url: up.url } }), { logger: cap.logger });
     try {
       const key = generateKey();
-      const ids: string[] = [];
+      const ids: Array<string | undefined> = [];
       for (const given of [key, `trace-${key}`]) {
         up.seen.length = 0;
         const res = await request(logged.url).get('/v1/categories').set('x-request-id', given);
