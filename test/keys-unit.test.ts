@@ -289,7 +289,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
   });
 
   it('revoke takes effect at once through the change feed, for every cached hash of the key', async () => {
-    const { spy, service, admin } = memoryService();
+    const { clock, spy, service, admin } = memoryService();
     await service.start();
     const { key: oldKey, record } = await admin.issuer.create({ plan: 'free' });
     const rotated = await admin.lifecycle.rotate(record.id, 60);
@@ -304,7 +304,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(spy.calls.subscribe).toBe(1);
     const shown = await admin.listing.get(record.id);
     expect(shown).toMatchObject({ status: 'revoked' });
-    expect(shown?.revokedAt).toBeTruthy();
+    expect(shown?.revokedAt).toBe(new Date(clock.now()).toISOString());
     expect(await admin.lifecycle.revoke('key_unknown')).toBeUndefined();
   });
 
@@ -353,7 +353,7 @@ describe('KeyVerifier and KeyAdmin (memory store, manual clock)', () => {
     expect(r!.key).not.toBe(oldKey);
     expect(isWellFormedKey(r!.key)).toBe(true);
     expect(r!.record).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7, status: 'active' });
-    expect(r!.record.rotatedAt).toBeTruthy();
+    expect(r!.record.rotatedAt).toBe(new Date(clock.now()).toISOString());
     expect(r!.record).not.toHaveProperty('prevHash');
     const newOk = await service.verify(r!.key);
     expect(newOk.ok && newOk.key.id).toBe(record.id);
@@ -729,7 +729,7 @@ describe('authentication stages (composeGateway + supertest + TestUpstream)', ()
       expect(res.headers['www-authenticate'], name).toBe(INVALID);
     }
     expect(upstream.seen).toHaveLength(0);
-    expect(record.id).toBeTruthy();
+    expect(record.id).toMatch(/^key_[0-9A-Za-z]{16}$/);
   });
 
   it('accepts the Bearer scheme in any case and forwards X-Consumer-Id and X-Consumer-Plan, not the key', async () => {
