@@ -362,6 +362,7 @@ describe('serve', () => {
     proc.signal('SIGTERM');
     const { code } = await proc.waitForExit(DRAIN_MS + 3000);
     expect(code).toBe(0);
+    // A bound: timing (the exit comes at the drain deadline, later under load).
     expect(Date.now() - sigtermAt).toBeGreaterThanOrEqual(DRAIN_MS - 50);
     // The client is not left hanging.
     expect(await stuck).toMatch(/^error /);

@@ -41,6 +41,7 @@ describe('watchConfigFile without any directory event', () => {
       await vi.waitFor(() => expect(reload).toHaveBeenCalledTimes(1), { timeout: 5000, interval: 20 });
       // Nothing changed since: the next three polls look at the file and reload nothing.
       const after = looked.filter((p) => p === path).length;
+      // A bound: a wait for three more polls; a fourth may come before it is seen.
       await vi.waitFor(() => expect(looked.filter((p) => p === path).length).toBeGreaterThanOrEqual(after + 3), { timeout: 5000, interval: 20 });
       expect(reload).toHaveBeenCalledTimes(1);
     } finally {

@@ -144,6 +144,7 @@ describe('defaults', () => {
 
 describe('invalid files (test/fixtures/config)', () => {
   it('has a fixture for every failure mode, each with its expected errors', () => {
+    // A bound: fixtures are added as failure modes are.
     expect(fixtures.length).toBeGreaterThanOrEqual(15);
     for (const f of fixtures) expect(f.expected.length, f.file).toBeGreaterThan(0);
   });

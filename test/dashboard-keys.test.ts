@@ -293,6 +293,7 @@ describe('the New key dialog at a phone width', () => {
       await page.locator('#create-key-open').click();
       await page.locator('#create-plan').waitFor({ state: 'visible' });
       const box = await page.locator('#create-key').boundingBox();
+      // A bound by design: anywhere inside the viewport.
       expect(box!.x).toBeGreaterThanOrEqual(0);
       expect(box!.x + box!.width).toBeLessThanOrEqual(375);
       expect(await overflowsSideways(page)).toBe(false);

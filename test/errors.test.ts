@@ -23,6 +23,7 @@ describe('the catalogue', () => {
     expect(codes.length).toBeGreaterThan(0);
     for (const code of codes) {
       expect(code).toMatch(/^[a-z]+(_[a-z]+)*$/);
+      // A bound by design: any 4xx or 5xx status is an error status.
       expect(ERRORS[code].status).toBeGreaterThanOrEqual(400);
       expect(ERRORS[code].status).toBeLessThan(600);
       expect(ERRORS[code].message.length).toBeGreaterThan(10);

@@ -194,6 +194,7 @@ describe('anonymous limit through the gateway (trustProxy: true, a private Redis
     for (let i = 0; i < N; i++) {
       const res = await send(gw, ip, generateKey());
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      // A bound: the seconds left in the window depend on when in it the request came.
       if (res.status === 429) expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     }
     const commands = await mon.stop();

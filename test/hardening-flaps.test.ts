@@ -85,7 +85,8 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
 
       const statuses: number[] = [];
       for (let i = 0; i < 50; i++) statuses.push((await request(app).get('/')).status);
-      expect(calls).toBeGreaterThanOrEqual(50);
+      // With no cool-down the breaker never answers for the store: one store call per request.
+      expect(calls).toBe(50);
       // Half the decisions were made in memory, yet the key got its 20 and not one more.
       expect(statuses.filter((st) => st === 200)).toHaveLength(20);
       expect(statuses.slice(0, 20)).toEqual(Array(20).fill(200));
@@ -130,7 +131,8 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
 
       const statuses: number[] = [];
       for (let i = 0; i < 20; i++) statuses.push((await request(app).post('/v1/orders')).status);
-      expect(calls).toBeGreaterThanOrEqual(20);
+      // One store call per request, as above.
+      expect(calls).toBe(20);
       // 20 points a minute, 4 a request: 5 admitted, whichever store decided each.
       expect(statuses.filter((st) => st === 200)).toHaveLength(5);
       expect(statuses.slice(0, 5)).toEqual(Array(5).fill(200));
@@ -151,6 +153,7 @@ describe('Redis connections killed every 150 ms', () => {
 
     // CLIENT KILL TYPE normal spares the connection that sends it (SKIPME defaults to yes), so one admin connection
     // can kill every other one, the gateway's request-path client included, again and again.
+    // A bound: how many connections are open besides the gateway's (the stack's own clients, the subscriber) varies.
     expect(Number(await s.client.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes'))).toBeGreaterThanOrEqual(1);
     let kills = 0;
     let subscriberKills = 0;
@@ -187,17 +190,22 @@ describe('Redis connections killed every 150 ms', () => {
       subscriberKills,
     };
     // The flaps really happened: the gateway's connection was killed many times and it went degraded.
+    // Bounds: how many kills fit in FLAP_FOR_MS, and how many found a connection to kill, depend on timing.
     expect(kills, JSON.stringify(summary)).toBeGreaterThanOrEqual(20);
+    // A bound: the subscriber is killed only when it had reconnected since the last kill.
     expect(subscriberKills, JSON.stringify(summary)).toBeGreaterThanOrEqual(5);
+    // A bound: a kill that finds the connection already reconnecting adds no transition.
     expect(metricValue(await s.gw.metrics.registry.metrics(), 'tollgate_redis_degraded_transitions_total', { to: 'degraded' })).toBeGreaterThanOrEqual(5);
     expect(summary.other, JSON.stringify(summary)).toEqual([]);
     expect(summary.unavailable, JSON.stringify(summary)).toBe(0);
     expect(summary.admitted, JSON.stringify(summary)).toBeLessThanOrEqual(PER_MINUTE);
-    // ... and it did not err the other way: the minute's quota was used.
+    // ... and it did not err the other way: the minute's quota was used. A bound: a request whose answer a kill lost
+    // was counted in Redis and again in memory, so a few points can be spent twice.
     expect(summary.admitted, JSON.stringify(summary)).toBeGreaterThanOrEqual(PER_MINUTE - 5);
 
     // Once Redis stays up, what memory admitted meanwhile has reached the Redis window: it holds every 200.
     await waitFor(async () => (await degraded()) === 0 && (await get(key)) === 429, 'a Redis answer after the flaps', 5000, 50);
+    // A bound: the window also counts the requests whose answer a kill lost after Redis had counted them.
     expect(Number(await s.client.get(keyspace.minuteWindow(id)))).toBeGreaterThanOrEqual(summary.admitted);
   });
 });

@@ -208,16 +208,19 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
     expect(metricValue(text, 'tollgate_redis_degraded_transitions_total', { to: 'degraded' }) ?? 0).toBe(0);
     expect(metricValue(text, 'tollgate_redis_degraded')).toBe(0);
     expect(cap.messages().filter((m) => m.startsWith('redis unreachable'))).toEqual([]);
+    // A bound: each block times out every command then in flight, and how many are depends on timing.
     expect(metricValue(text, 'tollgate_redis_timeouts_total', { cause: 'overload' })).toBeGreaterThanOrEqual(3);
     expect(metricValue(text, 'tollgate_redis_timeouts_total', { cause: 'redis' }) ?? 0).toBe(0);
     // One warning per second at most, saying what happened.
     const warnings = cap.lines.filter((l) => String(l.msg).startsWith('event loop overloaded'));
+    // A bound: at most one warning a second, and the rounds may or may not span a second boundary.
     expect(warnings.length).toBeGreaterThanOrEqual(1);
     expect(warnings.length).toBeLessThanOrEqual(3);
     expect(warnings[0]).toMatchObject({ level: 40, budgetMs: COMMAND_TIMEOUT_MS });
     // Each request that lost its answer fails as it would (memory limits for a cached key, 503 for an unverifiable
     // one); nothing is a 500, and everything else was answered by Redis.
     for (const s of statuses) expect([200, 503]).toContain(s);
+    // A bound: which requests lose their answer to a block depends on timing.
     expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(statuses.length - 6);
   });
 
@@ -229,6 +232,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
     try {
       expect(await get(key)).toBe(200);
       await waitFor(async () => metricValue(await metrics(), 'tollgate_redis_degraded') === 1, 'degraded mode on a hung Redis');
+      // A bound: the breaker's probes add timeouts while Redis stays paused.
       expect(metricValue(await metrics(), 'tollgate_redis_timeouts_total', { cause: 'redis' })).toBeGreaterThanOrEqual(1);
       expect(cap.messages().some((m) => m.startsWith('redis unreachable'))).toBe(true);
     } finally {

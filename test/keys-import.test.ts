@@ -205,6 +205,7 @@ describe('keys import that passes', () => {
     expect(withoutAudit(r.stderr)).toBe('');
     const audit = auditOf(r.stderr);
     expect(audit).toEqual([expect.objectContaining({ audit: true, action: 'import', by: 'cli', imported: 2, unchanged: 1, refused: 0 })]);
+    // A bound: a time, written during the import (less a second for clock rounding).
     expect(Date.parse(String(audit[0]!.time))).toBeGreaterThanOrEqual(t0 - 1000);
     expect(audit[0]).not.toHaveProperty('keyId');
     await waitFor(() => heard.length >= 2 && hashes.length >= 2, 'the change feed', 5000);

@@ -110,6 +110,7 @@ function retryAfter(res: Res): number {
   const v = res.headers['retry-after'];
   expect(v).toMatch(/^\d+$/);
   const n = Number(v);
+  // A bound: the seconds left in a window depend on when in it the request came.
   expect(n).toBeGreaterThanOrEqual(1);
   return n;
 }
@@ -156,9 +157,11 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
     expectXRateLimit(second, 60, 58, 60);
     const [minute, day] = parseRateLimit(second.headers.ratelimit);
     expect(minute).toMatchObject({ name: 'minute', r: 58 });
+    // A bound: a second may have passed since the first request opened the windows.
     expect(minute!.t).toBeGreaterThanOrEqual(59);
     expect(minute!.t).toBeLessThanOrEqual(60);
     expect(day).toMatchObject({ name: 'day', r: 998 });
+    // A bound: as for the minute.
     expect(day!.t).toBeGreaterThanOrEqual(86_399);
     expect(day!.t).toBeLessThanOrEqual(86_400);
     expect(seenFor(id)).toBe(2);
@@ -266,6 +269,7 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
       expectErrorBody(res, 429, 'rate_limit_exceeded');
       const wait = retryAfter(res);
       expect(wait).toBeLessThanOrEqual(60);
+      // A bound: up to two seconds may have passed since the first request opened the minute.
       expect(wait).toBeGreaterThanOrEqual(58);
       expectXRateLimit(res, 3, 0, wait);
       expect(parseRateLimit(res.headers.ratelimit)).toMatchObject([
@@ -291,6 +295,8 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
   });
 
   it('bans on the threshold-th 429: api_key_banned with Retry-After = ban length, no upstream call; metrics count it', async () => {
+    // The gateway serves the whole describe: the counters are compared with what they were before this test.
+    const countersBefore = (await request(gw.url).get('/metrics')).text;
     const { id, key } = await gw.createKey({ plan: 'free', perMinute: 1 });
     expect((await get('/v1/categories', key)).status).toBe(200);
     expect(body(await get('/v1/categories', key)).code).toBe('rate_limit_exceeded');
@@ -303,6 +309,7 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
       const again = await get('/v1/categories', key);
       expectErrorBody(again, 429, 'api_key_banned');
       const wait = retryAfter(again);
+      // A bound: up to two seconds may have passed since the ban began.
       expect(wait).toBeGreaterThanOrEqual(58);
       expect(wait).toBeLessThanOrEqual(60);
       expect(again.headers['x-ratelimit-limit']).toBe('1');
@@ -313,10 +320,13 @@ describe.each(['memory', 'redis'] as const)('%s store', (mode) => {
     expect(seenFor(id)).toBe(1);
 
     const metrics = (await request(gw.url).get('/metrics')).text;
-    expect(metricValue(metrics, 'tollgate_bans_total', { plan: 'free', level: '1' })).toBeGreaterThanOrEqual(1);
-    expect(metricValue(metrics, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'refused', window: 'ban' })).toBeGreaterThanOrEqual(6);
-    expect(metricValue(metrics, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'refused', window: 'minute' })).toBeGreaterThanOrEqual(2);
-    expect(metricValue(metrics, 'tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'admitted', window: 'none' })).toBeGreaterThanOrEqual(1);
+    const added = (name: string, labels: Record<string, string>) =>
+      (metricValue(metrics, name, labels) ?? 0) - (metricValue(countersBefore, name, labels) ?? 0);
+    // One ban; the banning request and the five after it refused by the ban; two by the minute; one admitted.
+    expect(added('tollgate_bans_total', { plan: 'free', level: '1' })).toBe(1);
+    expect(added('tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'refused', window: 'ban' })).toBe(6);
+    expect(added('tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'refused', window: 'minute' })).toBe(2);
+    expect(added('tollgate_ratelimit_decisions_total', { plan: 'free', decision: 'admitted', window: 'none' })).toBe(1);
   });
 
   it('per-key overrides win over the plan', async () => {

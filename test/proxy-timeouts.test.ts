@@ -92,6 +92,7 @@ describe('timeoutMs counts from the proxy stage; responseIdleTimeoutMs frees the
     const queued = await call(`${g.url}/ok`);
     expect(queued.status).toBe(504);
     expect(JSON.parse(queued.body).code).toBe('gateway_timeout');
+    // A bound: timing (the 800 ms timeout, later under load).
     expect(queued.ms).toBeGreaterThanOrEqual(750);
     expect(queued.ms).toBeLessThan(2500);
     // It never reached the target (and left no request queued for it).
@@ -129,6 +130,7 @@ describe('timeoutMs counts from the proxy stage; responseIdleTimeoutMs frees the
     const ms = performance.now() - t0;
     expect(got.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
     expect(JSON.parse(got.slice(got.indexOf('\r\n\r\n') + 4)).code).toBe('request_timeout');
+    // A bound: timing (the body timeout, later under load).
     expect(ms).toBeGreaterThanOrEqual(380);
     expect(ms).toBeLessThan(2000);
     await waitFor(() => aborted === 1 && up.open() === 0, 'the target saw its request cut and its connection closed');
@@ -187,6 +189,7 @@ describe('perTryTimeoutMs', () => {
     });
     const r = await call(`${g.url}/orders`, { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } });
     expect(r.status).toBe(504);
+    // A bound: timing (the 600 ms timeout, later under load).
     expect(r.ms).toBeGreaterThanOrEqual(580);
     expect(hung.seen('/orders')).toBe(1);
   });

@@ -161,8 +161,9 @@ describe('Redis persistence read when Redis answers late', () => {
     });
     open.push(gw);
     await waitFor(async () => (await gauge(gw)) === 1, 'tollgate_redis_persistence_disabled is 1', 10_000);
-    // Three reads got no answer in time; a later one did (the fourth, unless the machine is loaded too).
+    // Three reads got no answer in time; a later one did: the fourth, unless the machine is loaded too.
     expect(proxy.delays).toBe(0);
+    // A bound: on a loaded machine a read the proxy did not hold can still miss the 100 ms timeout and be read again.
     expect(proxy.configGetSave).toBeGreaterThanOrEqual(4);
     expect(cap.messages().filter((m) => m.startsWith(WARNING))).toHaveLength(1);
     expect(cap.messages().filter((m) => m.startsWith('redis persistence settings not read'))).toHaveLength(1);

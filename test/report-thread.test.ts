@@ -248,7 +248,7 @@ describe('paced reads', () => {
     expect(events.map(([e]) => e)).toEqual(['start 1', 'end 1', 'answer 1', 'start 2', 'end 2', 'answer 2', 'start 3', 'end 3', 'answer 3']);
     for (const i of [1, 2]) {
       const took = when.get(`end ${i}`)! - when.get(`start ${i}`)!;
-      // The next read waits at least as long as this one took (timers may fire a millisecond early or late).
+      // A bound: the next read waits at least as long as this one took (timers may fire a millisecond early or late).
       expect(when.get(`start ${i + 1}`)! - when.get(`end ${i}`)!).toBeGreaterThanOrEqual(took - 2);
       // The answer is not held back by the rest.
       expect(when.get(`answer ${i}`)! - when.get(`end ${i}`)!).toBeLessThan(took);

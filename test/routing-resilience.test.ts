@@ -248,6 +248,7 @@ describe('timeouts and passive ejection', () => {
     expect(timedOut).toHaveLength(2);
     for (const r of timedOut) {
       expect(JSON.parse(r.body).code).toBe('gateway_timeout');
+      // A bound: timing (the 300 ms timeout, later under load).
       expect(r.ms).toBeGreaterThanOrEqual(280);
       expect(r.ms).toBeLessThan(2000);
     }
@@ -337,7 +338,8 @@ describe('no healthy target', () => {
       const r = await call(`${g.url}/web/${i}`, { headers: auth });
       expect(r.status).toBe(503);
       expect(JSON.parse(r.body)).toEqual({ code: 'no_healthy_upstream', message: expect.any(String), status: 503 });
-      expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // Failed by health checks (none resting after ejection): one check interval (100 ms), rounded up to a second.
+      expect(r.headers.get('retry-after')).toBe('1');
       expect(r.ms).toBeLessThan(200);
     }
     const after = JSON.parse((await call(`${g.url}/ratelimit`, { headers: auth })).body);
