@@ -222,7 +222,7 @@ const ban = z.strictObject({
   enabled: z.boolean().default(true).describe('false: no ban is computed, stored or enforced (no strikes, no ban records in Redis); 429s alone meter repeat offenders.'),
   mode: limitMode()
     .default('enforce')
-    .describe('enforce: a ban refuses the key (403 api_key_banned). shadow: the ladder is computed, logged and counted (tollgate_ban_would_ban_total, the ledger\'s wouldBan) but refuses nothing; a ban started in enforce mode is not enforced while in shadow.'),
+    .describe('enforce: a ban refuses the key (429 api_key_banned). shadow: the ladder is computed, logged and counted (tollgate_ban_would_ban_total, the ledger\'s wouldBan) but refuses nothing; a ban started in enforce mode is not enforced while in shadow.'),
   threshold: positiveInt().default(10).describe('This many 429s for one key within windowSeconds bans it.'),
   windowSeconds: positiveInt().default(60).describe('The strike window: threshold 429s within this many seconds ban the key (fixed, from the first strike).'),
   durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]).describe('Ban lengths: 1st ban, 2nd, 3rd and later.'),

@@ -11,6 +11,14 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  ATTR_HTTP_REQUEST_METHOD,
+  ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_HTTP_ROUTE,
+  ATTR_SERVICE_NAME,
+  ATTR_SERVICE_VERSION,
+  ATTR_URL_PATH,
+} from '@opentelemetry/semantic-conventions';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 
 export interface TracingConfig {
@@ -47,7 +55,7 @@ export class RequestTrace {
   /** Ends a child span: the outcome as an attribute, an error status for failures, and a status code when given. */
   end(span: Span, outcome?: string, failed = false, statusCode?: number): void {
     if (outcome) span.setAttribute('tollgate.outcome', outcome);
-    if (statusCode !== undefined) span.setAttribute('http.response.status_code', statusCode);
+    if (statusCode !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, statusCode);
     if (failed) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
   }
@@ -65,7 +73,7 @@ export class Tracing {
   constructor(config: TracingConfig & { otlpEndpoint: string }, version: string) {
     const exporter = new OTLPTraceExporter({ url: `${config.otlpEndpoint.replace(/\/$/, '')}/v1/traces` });
     this.provider = new BasicTracerProvider({
-      resource: resourceFromAttributes({ 'service.name': config.serviceName, 'service.version': version }),
+      resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName, [ATTR_SERVICE_VERSION]: version }),
       spanProcessors: [new BatchSpanProcessor(exporter, { scheduledDelayMillis: config.exportIntervalMs })],
     });
     this.tracer = this.provider.getTracer('tollgate', version);
@@ -77,7 +85,7 @@ export class Tracing {
     const parent = propagator.extract(ROOT_CONTEXT, req.headers, getter);
     const span = this.tracer.startSpan(
       `${req.method ?? 'GET'}`,
-      { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': (req.url ?? '/').split('?')[0]! } },
+      { kind: SpanKind.SERVER, attributes: { [ATTR_HTTP_REQUEST_METHOD]: req.method ?? '', [ATTR_URL_PATH]: (req.url ?? '/').split('?')[0]! } },
       parent,
     );
     return new RequestTrace(this.tracer, span, req.method ?? 'GET');
@@ -91,10 +99,10 @@ export class Tracing {
   ): void {
     const s = t.server;
     if (facts.route) {
-      s.setAttribute('http.route', facts.route);
+      s.setAttribute(ATTR_HTTP_ROUTE, facts.route);
       s.updateName(`${t.method} ${facts.route}`);
     }
-    s.setAttribute('http.response.status_code', res.statusCode);
+    s.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, res.statusCode);
     if (facts.plan) s.setAttribute('tollgate.plan', facts.plan);
     if (facts.keyId) s.setAttribute('tollgate.key_id', facts.keyId);
     if (facts.decision) s.setAttribute('tollgate.limit.decision', facts.decision);
