@@ -64,6 +64,7 @@ export type Key = {
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
+  prefix?: string;
 };
 
 export type IssuedKey = KeyFields & {
@@ -91,6 +92,12 @@ export type ImportReport = {
     warning: string;
   }>;
   dryRun: boolean;
+  lines?: Array<{
+    line: number;
+    action: "import" | "unchanged" | "refuse";
+    id?: string;
+    reason?: string;
+  }>;
 };
 
 export type Replication = {
@@ -110,6 +117,7 @@ export type KeyFields = {
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
+  prefix?: string;
 };
 
 export type Window = {
@@ -155,6 +163,7 @@ export interface Answers {
   };
   'POST /keys': IssuedKey;
   'POST /keys/import': ImportReport & {
+    lines?: unknown;
     imported?: unknown;
     unchanged?: unknown;
     refused?: unknown;
