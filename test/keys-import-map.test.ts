@@ -261,7 +261,7 @@ describe('prefixes recorded at import', () => {
     const c = await keys(foreign, 'import', csv(`id,plan,sha256,prefix\np_csv,free,${sha('5'.repeat(20))},ak-\n`));
     expect(c.code, c.stderr).toBe(0);
     expect(await record('p_csv')).toMatchObject({ prefix: 'ak-' });
-  });
+  }, 60_000);
 });
 
 describe('keys rotate --keep-prefix', () => {
@@ -297,7 +297,7 @@ describe('keys rotate --keep-prefix', () => {
     expect(issued.key.startsWith('tg_')).toBe(true);
     expect(issued).not.toHaveProperty('prefix');
     expect(await call(issued.key)).toBe(200);
-  });
+  }, 60_000);
 
   it('is refused for a key without a prefix, a revoked key, and when auth.foreignKeys is false; the key unchanged', async () => {
     const none = `x${randomBytes(20).toString('hex')}`;
@@ -321,5 +321,5 @@ describe('keys rotate --keep-prefix', () => {
     expect(errLines(revoked)).toEqual(['error: key rot_rev is revoked; create a new key instead']);
     expect(await record('rot_rev')).toMatchObject({ status: 'revoked', hash: sha(withPrefix) });
     expect(await record('rot_none')).toMatchObject({ hash: sha(none) });
-  });
+  }, 60_000);
 });
