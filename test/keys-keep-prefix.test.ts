@@ -86,7 +86,7 @@ describe('the admin API', () => {
     expect(twice.body.key).toMatch(/^sk_live_[0-9A-Za-z]{49}$/);
     expect(await call(twice.body.key as string)).toBe(200);
     expect(await call(rotated.body.key as string)).toBe(200); // in its grace
-    expect(api.problems.join("\n")).toBe("");
+    expect(api.problems.join('\n')).toBe('');
   });
 
   it('refuses keepPrefix without a prefix, on a revoked key, and when not a boolean; refuses a wrong map', async () => {
@@ -114,7 +114,7 @@ describe('the admin API', () => {
       expect(r.body.code, query).toBe('invalid_request');
       expect(r.body.message, query).toContain(words);
     }
-    expect(api.problems.join("\n")).toBe("");
+    expect(api.problems.join('\n')).toBe('');
   });
 });
 
