@@ -521,6 +521,7 @@ describe('keys through the admin API', () => {
 
   it('POST /keys/import is on the admin listener behind its token (its own cases: test/admin-import.test.ts)', async () => {
     expect((await admin('POST', '/keys/import?dryRun=true', { body: [{ plan: 'big', sha256: 'a'.repeat(64) }] })).body).toEqual({
+      lines: [{ line: 1, action: 'import' }],
       imported: 1,
       unchanged: 0,
       refused: [],

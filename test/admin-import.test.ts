@@ -78,6 +78,14 @@ describe('POST /keys/import', () => {
       unchanged: 0,
       dryRun: true,
       warnings: [],
+      // Every record's outcome, in order (the plaintext never in it).
+      lines: [
+        { line: 1, action: 'import' },
+        { line: 2, action: 'refuse', reason: 'key: starts with the issued prefix "tg_" but is not a valid issued key (its checksum does not match)' },
+        { line: 3, action: 'refuse', reason: 'unknown plan "gold"; plans: free' },
+        { line: 4, action: 'refuse', reason: 'not a JSON object' },
+        { line: 5, action: 'refuse', reason: 'not a JSON object' },
+      ],
       refused: [
         { line: 2, reason: 'key: starts with the issued prefix "tg_" but is not a valid issued key (its checksum does not match)' },
         { line: 3, reason: 'unknown plan "gold"; plans: free' },

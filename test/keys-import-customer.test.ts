@@ -90,7 +90,15 @@ describe('customer records as JSON lines', () => {
       'error: this import would be refused: every record must pass before any is written (see above), or give --skip-invalid',
     ]);
     expect(dry.code).toBe(1);
-    expect(dry.stdout.trim()).toBe('Dry run (nothing written): would import 0, unchanged 0, refused 1.');
+    // The listing: each record's outcome by line (an id only where the record gives one), then the counts.
+    expect(dry.stdout.trim().split('\n')).toEqual([
+      'line 1: import',
+      'line 2: import cust_2',
+      'line 3: import',
+      'line 4: import',
+      'line 5: refuse: a hash of this record is also on line 3',
+      'Dry run (nothing written): would import 0, unchanged 0, refused 1.',
+    ]);
     expect(auditOf(dry.stderr)).toEqual([]);
     const good = jsonl(
       { name: 'Acme', plan: 'pro', key: issued, metadata: { customer: 'c_1' } },
@@ -243,7 +251,12 @@ describe('customer records as CSV', () => {
     expect(again.stdout.trim()).toBe('Imported 0, unchanged 2.');
     // --format csv reads a CSV whatever its name.
     const named = csvFile(text, 'txt');
-    expect((await keys(config, 'import', named, '--format', 'csv', '--dry-run')).stdout.trim()).toBe('Dry run (nothing written): would import 0, unchanged 2.');
+    // Rows are numbered by the line they end on (the quoted newline makes the second row end on line 4).
+    expect((await keys(config, 'import', named, '--format', 'csv', '--dry-run')).stdout.trim().split('\n')).toEqual([
+      'line 2: unchanged',
+      'line 4: unchanged',
+      'Dry run (nothing written): would import 0, unchanged 2.',
+    ]);
   });
 
   it('refuses a file with duplicate or unknown header columns, a row of another length, a row line-numbered by where it ends', async () => {

@@ -64,6 +64,7 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   contended: 'service_unavailable',
   incomplete: 'service_unavailable',
   import_in_progress: 'import_in_progress',
+  prefix_not_kept: 'prefix_not_kept',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {

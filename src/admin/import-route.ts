@@ -7,7 +7,8 @@ import { errorBody, sendError } from '../http/errors.js';
 import type { KeyImporter } from '../keys/importer.js';
 import type { Actor } from '../keys/key-changes.js';
 import { bufferSource, ImportFileError } from '../keys/import-read.js';
-import type { ImportItem, ImportSource } from '../keys/import-run.js';
+import { ColumnMapError, parseColumnMap, renameFields, type ColumnMap } from '../keys/import-map.js';
+import type { ImportItem, ImportLine, ImportSource } from '../keys/import-run.js';
 
 /** The largest import body: about 40,000 customer records in CSV. */
 export const IMPORT_MAX_BODY_BYTES = 10 * 1024 * 1024;
@@ -25,16 +26,24 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
       next();
     });
   const run: RequestHandler = async (req, res) => {
-    const flags = flagsOf(req.url);
-    if (typeof flags === 'string') return sendError(res, 'invalid_request', flags);
+    const query = flagsOf(req.url);
+    if (typeof query === 'string') return sendError(res, 'invalid_request', query);
+    const { map: pairs, ...flags } = query;
+    let map: ColumnMap;
+    try {
+      map = parseColumnMap(pairs);
+    } catch (err) {
+      if (err instanceof ColumnMapError) return sendError(res, 'invalid_request', `query.${err.message}`);
+      throw err;
+    }
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const mediaType = String(req.headers['content-type'] ?? '')
       .split(';')[0]!
       .trim()
       .toLowerCase();
     let source: ImportSource;
-    if (mediaType === 'text/csv') source = bufferSource(body, 'csv');
-    else if (mediaType === 'application/x-ndjson') source = bufferSource(body, 'jsonl');
+    if (mediaType === 'text/csv') source = bufferSource(body, 'csv', map);
+    else if (mediaType === 'application/x-ndjson') source = bufferSource(body, 'jsonl', map);
     else if (mediaType === 'application/json') {
       let parsed: unknown;
       try {
@@ -44,13 +53,20 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
       }
       if (!Array.isArray(parsed)) return sendError(res, 'invalid_request', 'The body must be a JSON array of key records.');
       const items: ImportItem[] = parsed.map((record: unknown, i) => ({ line: i + 1, record }));
-      source = async function* () {
-        yield* items;
-      };
+      source = () =>
+        renameFields(
+          (async function* () {
+            yield* items;
+          })(),
+          map,
+        );
     } else return sendError(res, 'unsupported_media_type', 'An import body is application/json (an array), application/x-ndjson or text/csv.');
     try {
-      const r = await importer.importKeys(source, actor(req), flags);
+      // A dry run's answer lists every record's outcome: the body is bounded, so is the list.
+      const lines: ImportLine[] = [];
+      const r = await importer.importKeys(source, actor(req), { ...flags, ...(flags.dryRun ? { onLine: (l: ImportLine) => lines.push(l) } : {}) });
       const report = {
+        ...(r.dryRun ? { lines } : {}),
         imported: r.imported,
         unchanged: r.unchanged,
         refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })),
@@ -69,6 +85,7 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
       }
       res.json(report);
     } catch (err) {
+      if (err instanceof ColumnMapError) return sendError(res, 'invalid_request', `query.${err.message}`);
       if (err instanceof ImportFileError) return sendError(res, 'invalid_request', err.message);
       throw err;
     }
@@ -76,12 +93,19 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
   return [readBody, run];
 }
 
-/** dryRun and skipInvalid, each "true" or "false"; any other parameter or value is refused (its message returned). */
-function flagsOf(url: string): { dryRun?: boolean; skipInvalid?: boolean } | string {
+/**
+ * dryRun and skipInvalid, each "true" or "false", and map (OLD=NEW, repeatable: import-map.ts); any other parameter or
+ * value is refused (its message returned).
+ */
+function flagsOf(url: string): { dryRun?: boolean; skipInvalid?: boolean; map: string[] } | string {
   const q = url.indexOf('?');
-  const out: { dryRun?: boolean; skipInvalid?: boolean } = {};
+  const out: { dryRun?: boolean; skipInvalid?: boolean; map: string[] } = { map: [] };
   for (const [k, v] of new URLSearchParams(q < 0 ? '' : url.slice(q + 1))) {
-    if (!FLAGS.has(k)) return 'query: an unknown parameter (an import takes dryRun and skipInvalid)';
+    if (k === 'map') {
+      out.map.push(v);
+      continue;
+    }
+    if (!FLAGS.has(k)) return 'query: an unknown parameter (an import takes dryRun, skipInvalid and map)';
     if (Object.hasOwn(out, k)) return `query.${k}: given more than once`;
     if (v !== 'true' && v !== 'false') return `query.${k}: expected true or false`;
     out[k as 'dryRun' | 'skipInvalid'] = v === 'true';

@@ -70,7 +70,7 @@ export function keyRoutes(keys: Pick<KeyAdmin, 'listing' | 'issuer' | 'lifecycle
     const body = parse(rotateKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
     const id = String(req.params.id);
-    const rotated = await lifecycle.rotate(id, body.graceSeconds, actorOf(req));
+    const rotated = await lifecycle.rotate(id, body.graceSeconds, actorOf(req), { keepPrefix: body.keepPrefix });
     if (!rotated) throw notFound(id);
     res.setHeader(H.cacheControl, NO_STORE);
     res.json({ ...view(rotated.record), key: rotated.key, graceSeconds: body.graceSeconds, replication: rotated.replication });

@@ -31,6 +31,7 @@ export const patchKeyBody = z
 
 export const rotateKeyBody = z.strictObject({
   graceSeconds: graceSecondsSchema.default(0),
+  keepPrefix: z.boolean().default(false),
 });
 
 export const emptyBody = z.strictObject({});

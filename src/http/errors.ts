@@ -15,6 +15,7 @@ export const ERRORS = {
   cost_exceeds_limit: { status: 403, message: "This request costs more points than a window of this key's limits holds in all: it can never be admitted." },
   not_found: { status: 404, message: 'No such route or resource.' },
   key_revoked: { status: 409, message: 'The key is revoked; create a new key instead.' },
+  prefix_not_kept: { status: 409, message: "The key's prefix cannot be kept: it has none recorded, or the gateway would refuse a key with it." },
   import_in_progress: { status: 409, message: 'Another import is running; nothing was imported. Run this one again once it has finished.' },
   import_refused: { status: 422, message: 'Records of the import were refused; nothing was imported.' },
   invalid_record: { status: 409, message: "The key's stored record cannot be read; repair or delete it in Redis." },

@@ -19,7 +19,9 @@ export type KeyAdminErrorCode =
   /** A list or report over many keys could not read them all (Redis failed or timed out): nothing partial is given. */
   | 'incomplete'
   /** Another import is running (on this or another instance): one import writes at a time. */
-  | 'import_in_progress';
+  | 'import_in_progress'
+  /** A rotation cannot keep the key's prefix (none recorded, or the gateway would refuse a key with it). */
+  | 'prefix_not_kept';
 
 export class KeyAdminError extends Error {
   constructor(

@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
 import { parse } from 'csv-parse';
 import type { ImportItem, ImportSource } from './import-run.js';
 import { METADATA_NAME } from '../config/key-fields.js';
+import { ColumnMapError, IMPORT_FIELDS, renameFields, renameHeader, type ColumnMap } from './import-map.js';
 
 export type ImportFormat = 'jsonl' | 'csv';
 
@@ -17,7 +18,7 @@ export const MAX_RECORD_BYTES = 64 * 1024;
 export class ImportFileError extends Error {}
 
 /** The CSV columns a record's fields go in; metadata goes in `metadata.<name>` columns. */
-const CSV_FIELDS = new Set(['id', 'name', 'plan', 'key', 'sha256', 'perMinute', 'perDay', 'expiresAt']);
+const CSV_FIELDS = new Set(IMPORT_FIELDS);
 const NUMBER_FIELDS = new Set(['perMinute', 'perDay']);
 
 /** The format a file name implies: .csv is CSV, anything else JSON lines. */
@@ -25,13 +26,16 @@ export function formatOf(fileName: string): ImportFormat {
   return /\.csv$/i.test(fileName) ? 'csv' : 'jsonl';
 }
 
-/** A source of records from bytes opened anew per pass (a file, or a body held in memory). */
-export function importSource(open: () => Readable, format: ImportFormat): ImportSource {
-  return format === 'csv' ? () => csvRecords(open()) : () => jsonLines(open());
+/**
+ * A source of records from bytes opened anew per pass (a file, or a body held in memory), with the column map
+ * (import-map.ts) applied to the CSV header or to each JSON record's fields.
+ */
+export function importSource(open: () => Readable, format: ImportFormat, map: ColumnMap = new Map()): ImportSource {
+  return format === 'csv' ? () => csvRecords(open(), map) : () => renameFields(jsonLines(open()), map);
 }
 
-export const fileSource = (path: string, format: ImportFormat): ImportSource => importSource(() => createReadStream(path), format);
-export const bufferSource = (bytes: Buffer, format: ImportFormat): ImportSource => importSource(() => Readable.from([bytes]), format);
+export const fileSource = (path: string, format: ImportFormat, map?: ColumnMap): ImportSource => importSource(() => createReadStream(path), format, map);
+export const bufferSource = (bytes: Buffer, format: ImportFormat, map?: ColumnMap): ImportSource => importSource(() => Readable.from([bytes]), format, map);
 
 /** One record per line; blank lines yield `record: undefined`; a line that is not JSON, or too long, an error. */
 async function* jsonLines(input: Readable): AsyncGenerator<ImportItem> {
@@ -81,13 +85,13 @@ async function* jsonLines(input: Readable): AsyncGenerator<ImportItem> {
 }
 
 /** CSV rows as records, numbered by the line each row ends on (a quoted cell may span lines). */
-async function* csvRecords(input: Readable): AsyncGenerator<ImportItem> {
+async function* csvRecords(input: Readable, map: ColumnMap): AsyncGenerator<ImportItem> {
   const parser = input.pipe(parse({ bom: true, info: true, relax_column_count: false, skip_empty_lines: true, max_record_size: MAX_RECORD_BYTES }));
   let header: string[] | undefined;
   try {
     for await (const row of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
       if (!header) {
-        header = checkHeader(row.record);
+        header = checkHeader(renameHeader(row.record, map));
         continue;
       }
       const record: Record<string, unknown> = {};
@@ -102,7 +106,7 @@ async function* csvRecords(input: Readable): AsyncGenerator<ImportItem> {
       yield { line: row.info.lines, record };
     }
   } catch (err) {
-    if (err instanceof ImportFileError) throw err;
+    if (err instanceof ImportFileError || err instanceof ColumnMapError) throw err;
     // csv-parse's own messages may quote a cell (a key, even): only its code and line are told.
     const e = err as { code?: string; lines?: number };
     throw new ImportFileError(

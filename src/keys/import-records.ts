@@ -1,11 +1,13 @@
 // What one import record may be, and the key record it becomes. Two shapes are accepted side by side: Tollgate's own
 // export records (they carry `hash`, `createdAt`, `status`: imported as they are) and a customer's records from another
-// system: `{id?, name?, plan, key | sha256, metadata?, perMinute?, perDay?, expiresAt?}`. A plaintext `key` is hashed
-// here and dropped: it is never stored, logged or echoed (no refusal message quotes a field's value).
+// system: `{id?, name?, plan, key | sha256, prefix?, metadata?, perMinute?, perDay?, expiresAt?}`. A plaintext `key` is
+// hashed here and dropped: it is never stored, logged or echoed (no refusal message quotes a field's value); only its
+// visible prefix is kept (key-prefix.ts). A record with only a hash may give that prefix itself.
 import { z } from 'zod';
 import { keyInputFields, sha256HexSchema, sortedMetadata } from '../config/key-fields.js';
 import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, type KeyShapeRules } from './format.js';
 import { storedKeySchema } from './record-schema.js';
+import { prefixOf, prefixProblem } from './key-prefix.js';
 import { isBearerToken } from './cost-warnings.js';
 import type { StoredKey } from './types.js';
 
@@ -22,6 +24,7 @@ const customerSchema = z.strictObject({
   // Checked by hand below, never by a schema message: zod would not quote it, but the shape rules name it in words.
   key: z.string().optional(),
   sha256: z.string().optional(),
+  prefix: z.string().optional(),
   metadata: metadata.optional(),
   perMinute: perMinute.optional(),
   perDay: perDay.optional(),
@@ -76,14 +79,22 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
   const r = checked.data;
   if (r.key !== undefined && r.sha256 !== undefined) return { error: 'give key or sha256, not both' };
   let hash: string;
+  let prefix: string | undefined;
   if (r.key !== undefined) {
     const problem = keyProblem(r.key, shape);
     if (problem) return { error: problem };
+    if (r.prefix !== undefined) return { error: 'prefix: give it only with sha256 (with key, the prefix is taken from the key)' };
     hash = hashKey(r.key);
+    prefix = prefixOf(r.key);
   } else if (r.sha256 !== undefined) {
     const h = normaliseSha256(r.sha256);
     if (!h) return { error: 'sha256: expected 64 hex digits, or base64 of 32 bytes (44 characters with "=", or 43 without)' };
     hash = h;
+    if (r.prefix !== undefined) {
+      const problem = prefixProblem(r.prefix);
+      if (problem) return { error: problem };
+      prefix = r.prefix;
+    }
   } else return { error: 'give key (the plaintext, hashed on import) or sha256' };
   const key: StoredKey = {
     id: r.id ?? newId(),
@@ -96,6 +107,7 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
     ...(r.metadata !== undefined ? { metadata: sortedMetadata(r.metadata) } : {}),
     status: 'active',
     hash,
+    ...(prefix !== undefined ? { prefix } : {}),
   };
   return { key, customer: true, idGiven: r.id !== undefined, retired: [], ...(r.key !== undefined && !isBearerToken(r.key) ? { notBearer: true } : {}) };
 }
@@ -116,7 +128,10 @@ function firstIssue(error: z.ZodError, field?: string): string {
   return `${where}: ${issue.message}`;
 }
 
-/** The fields a customer record sets: what "already there as given" compares (createdAt is the import's own). */
+/**
+ * The fields a customer record sets: what "already there as given" compares (createdAt is the import's own). The
+ * prefix is not among them: it follows from the key, which the hash already compares.
+ */
 export function sameGivenFields(stored: StoredKey, given: StoredKey): boolean {
   const pick = (k: StoredKey) =>
     JSON.stringify([

@@ -27,7 +27,16 @@ export interface ImportOptions {
   progressEvery?: number;
   /** Called every `progressEvery` records of each pass. */
   onProgress?: (pass: 'check' | 'write', lines: number) => void;
+  /** On a dry run: called for every record, in line order, with what the import would do with it (a third pass). */
+  onLine?: (entry: ImportLine) => void;
 }
+
+/**
+ * What an import does with one record: `import` it (a new key), leave it `unchanged` (already stored as given:
+ * import-check.ts), or `refuse` it. An import never changes a key that is there (a record with an existing key's id
+ * and other content is refused), so there is no "update".
+ */
+export type ImportLine = { line: number; action: 'import' | 'unchanged'; id?: string } | { line: number; action: 'refuse'; reason: string };
 
 /** Something unusual about a record that is imported all the same, by line. */
 export interface ImportWarning {
@@ -147,6 +156,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   const dryRun = opts.dryRun === true;
   // A dry run answers what the same import would do: nothing imported when a refusal stops it.
   const stopped = refusals.length > 0 && !opts.skipInvalid;
+  if (dryRun && opts.onLine) await listLines(source, deps, outcome, refusals, createdAt, opts.onLine);
   if (dryRun || stopped || toCreate === 0) return { imported: stopped ? 0 : toCreate, unchanged, refusals, warnings: kept, dryRun, wrote: false };
   const imported = await writeRecords(source, deps, outcome, createdAt, opts);
   return { imported, unchanged, refusals, warnings: kept, dryRun, wrote: true };
@@ -183,6 +193,33 @@ async function writeRecords(source: ImportSource, deps: ImportDeps, outcome: Lin
   }
   await write();
   return imported;
+}
+
+/**
+ * A dry run's listing: reads the source again and tells each record's outcome with its id when the record gives one
+ * (a record without an id gets one when it is written; an unchanged one is the key its hash opens).
+ */
+async function listLines(
+  source: ImportSource,
+  deps: ImportDeps,
+  outcome: LineOutcomes,
+  refusals: readonly ImportRefusal[],
+  createdAt: string,
+  onLine: (entry: ImportLine) => void,
+): Promise<void> {
+  const reasons = new Map<number, string>();
+  for (const r of refusals) if (!reasons.has(r.line)) reasons.set(r.line, r.error);
+  for await (const item of source()) {
+    const o = outcome.get(item.line);
+    if (o === SKIPPED) continue;
+    if (o === REFUSED) {
+      onLine({ line: item.line, action: 'refuse', reason: reasons.get(item.line) ?? 'refused' });
+      continue;
+    }
+    const r = 'error' in item ? undefined : normaliseRecord(item.record, deps.shape, createdAt, () => '');
+    const id = r && !('error' in r) && r.idGiven ? r.key.id : undefined;
+    onLine({ line: item.line, action: o === CREATE ? 'import' : 'unchanged', ...(id !== undefined ? { id } : {}) });
+  }
 }
 
 /** A write failed after others of the import were made: how many were. */

@@ -5,9 +5,10 @@ import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
 import { KeyAdminError, notFound } from './admin-errors.js';
 import { overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
-import { generateKey, hashKey } from './format.js';
+import { DEFAULT_KEY_SHAPE, generateKey, hashKey, isAcceptableKey } from './format.js';
 import { CLI_ACTOR, type Actor, type KeyChanges, type Replication } from './key-changes.js';
 import { toRecord } from './rules.js';
+import type { KeyShapeRules } from './format.js';
 import type { KeyRecord, StoredKey } from './types.js';
 
 /** A change to a key: what is given changes, `null` removes an override, the expiry or the metadata. */
@@ -71,17 +72,30 @@ export class KeyLifecycle {
     return { replication: await this.changes.replicated(id, unlinked) };
   }
 
-  /** A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. */
-  async rotate(id: string, graceSeconds: number, actor: Actor = CLI_ACTOR): Promise<RotatedKey | undefined> {
+  /**
+   * A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. With `keepPrefix`,
+   * the new key starts with the key's recorded prefix (an imported key's, key-prefix.ts) instead of the issued one,
+   * followed by as much randomness as an issued key: only with auth.foreignKeys, which such a key needs to be
+   * accepted. Without it, the new key is an issued one and the record forgets any prefix it had.
+   */
+  async rotate(id: string, graceSeconds: number, actor: Actor = CLI_ACTOR, opts: { keepPrefix?: boolean } = {}): Promise<RotatedKey | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
+    const shape = this.policy.keyShape?.() ?? { ...DEFAULT_KEY_SHAPE, ...(this.policy.issuedPrefix ? { issuedPrefix: this.policy.issuedPrefix() } : {}) };
+    if (opts.keepPrefix && !shape.foreignKeys)
+      throw new KeyAdminError(
+        'prefix_not_kept',
+        `cannot keep the prefix: auth.foreignKeys is false, so the gateway accepts only keys with the issued prefix "${shape.issuedPrefix}" and would refuse the new key; rotate without keeping the prefix, or set auth.foreignKeys: true`,
+      );
     let plaintext = '';
     let touched: string[] = [];
     const next = await this.changes.change(id, (k) => {
       refuseRevoked(k);
-      plaintext = generateKey(this.policy.issuedPrefix?.());
+      if (opts.keepPrefix) plaintext = keptPrefixKey(k, shape);
+      else plaintext = generateKey(this.policy.issuedPrefix?.());
       const now = this.clock.now();
       const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
+      if (!opts.keepPrefix) delete next.prefix;
       const unlink = k.prevHash ? [k.prevHash] : [];
       if (graceSeconds > 0) {
         next.prevHash = k.hash;
@@ -109,6 +123,23 @@ export class KeyLifecycle {
     const replication = await this.changes.replicated(id, touched);
     return { key: plaintext, record: toRecord(next), replication };
   }
+}
+
+/** A new key with the key's recorded prefix and an issued key's randomness, refused when the gateway could not accept it. */
+function keptPrefixKey(k: StoredKey, shape: KeyShapeRules): string {
+  if (k.prefix === undefined)
+    throw new KeyAdminError(
+      'prefix_not_kept',
+      `key ${k.id} has no recorded prefix (only keys imported with one have it: a plaintext key with a separator near its start, or a prefix column); rotate without keeping the prefix`,
+    );
+  const plaintext = generateKey(k.prefix);
+  // A prefix that starts with the issued one (but is not it) makes a key judged as an issued key, which it is not.
+  if (!isAcceptableKey(plaintext, shape))
+    throw new KeyAdminError(
+      'prefix_not_kept',
+      `cannot keep the prefix "${k.prefix}" of key ${k.id}: a key starting with it is judged as an issued key (prefix "${shape.issuedPrefix}") and would be refused; rotate without keeping the prefix`,
+    );
+  return plaintext;
 }
 
 /** A revoked key stays revoked: neither changed nor rotated back into use. */

@@ -3,6 +3,7 @@
 // rotation and revocation dates) are added here. An export record is checked against it on import.
 import { z } from 'zod';
 import { keyInputFields, keyInstantSchema, sha256HexSchema } from '../config/key-fields.js';
+import { prefixProblem } from './key-prefix.js';
 
 const { id, name, plan, perMinute, perDay, expiresAt, metadata } = keyInputFields;
 
@@ -19,6 +20,13 @@ export const storedKeySchema = z.strictObject({
   status: z.enum(['active', 'revoked']),
   revokedAt: keyInstantSchema.optional(),
   rotatedAt: keyInstantSchema.optional(),
+  prefix: z
+    .string()
+    .superRefine((p, ctx) => {
+      const problem = prefixProblem(p);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem.replace(/^prefix: /, '') });
+    })
+    .optional(),
   hash: sha256HexSchema,
   prevHash: sha256HexSchema.optional(),
   prevHashUntil: z.number().int().nonnegative().optional(),

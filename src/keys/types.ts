@@ -16,6 +16,8 @@ export interface KeyRecord {
   status: 'active' | 'revoked';
   revokedAt?: string;
   rotatedAt?: string;
+  /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
+  prefix?: string;
 }
 
 /** What the store keeps: the record plus the hashes that open it. Never the plaintext. */

@@ -10,6 +10,7 @@ import { keyField } from './fields.js';
 
 interface RotateOpts extends CommonOpts {
   grace: number;
+  keepPrefix?: boolean;
   json?: boolean;
 }
 
@@ -18,13 +19,17 @@ export function addRotate(keys: Command): void {
     .description('issue a new key for the same id, plan and overrides; the old key works for the grace period')
     .argument('<id>', 'key id')
     .addOption(new Option('--grace <seconds>', 'how long the old key keeps working').default(0).argParser(keyField('--grace', graceSecondsSchema, true)))
+    .option(
+      '--keep-prefix',
+      "the new key starts with the old key's recorded prefix (an imported key's, e.g. sk_live_) instead of the issued prefix; needs auth.foreignKeys: true",
+    )
     .option('--json', 'print one JSON object')
     .action(rotateKey);
 }
 
 async function rotateKey(id: string, o: RotateOpts): Promise<void> {
   await withSession(o, async (s) => {
-    const rotated = await s.keys.lifecycle.rotate(id, o.grace);
+    const rotated = await s.keys.lifecycle.rotate(id, o.grace, undefined, o.keepPrefix ? { keepPrefix: true } : {});
     if (!rotated) throw new CliError(`no key with id "${id}"`);
     warnUnconfirmed('rotation', rotated.replication);
     if (o.json) return out(JSON.stringify({ ...rotated.record, key: rotated.key, graceSeconds: o.grace, replication: rotated.replication }));

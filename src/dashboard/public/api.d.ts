@@ -24,7 +24,7 @@ export type Target = {
 };
 
 export type Error = {
-  code: "invalid_request" | "invalid_json" | "unknown_plan" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
+  code: "invalid_request" | "invalid_json" | "unknown_plan" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
   message: string;
   status: number;
   problems?: Array<{
@@ -64,6 +64,7 @@ export type Key = {
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
+  prefix?: string;
 };
 
 export type IssuedKey = KeyFields & {
@@ -91,6 +92,12 @@ export type ImportReport = {
     warning: string;
   }>;
   dryRun: boolean;
+  lines?: Array<{
+    line: number;
+    action: "import" | "unchanged" | "refuse";
+    id?: string;
+    reason?: string;
+  }>;
 };
 
 export type Replication = {
@@ -110,6 +117,7 @@ export type KeyFields = {
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
+  prefix?: string;
 };
 
 export type Window = {
@@ -155,6 +163,7 @@ export interface Answers {
   };
   'POST /keys': IssuedKey;
   'POST /keys/import': ImportReport & {
+    lines?: unknown;
     imported?: unknown;
     unchanged?: unknown;
     refused?: unknown;

@@ -26,10 +26,19 @@ function hourlyCap(windows) {
 /** @param {string} sel */
 const $ = (sel) => /** @type {HTMLElement} */ (document.querySelector(sel));
 
-/** Asks for the grace of a rotation in the rotate dialog (index.html): seconds, or undefined when cancelled. */
-function askGrace() {
+/**
+ * Asks for the grace of a rotation in the rotate dialog (index.html), and, for a key with a recorded prefix (an
+ * imported one), whether the new key keeps it: undefined when cancelled.
+ * @param {string | undefined} prefix
+ * @returns {Promise<{ graceSeconds: number, keepPrefix: boolean } | undefined>}
+ */
+function askRotation(prefix) {
   const dialog = /** @type {HTMLDialogElement} */ ($('#rotate-key'));
   const input = /** @type {HTMLInputElement} */ ($('#rotate-grace'));
+  const keep = /** @type {HTMLInputElement} */ ($('#rotate-keep-prefix'));
+  $('#rotate-keep-prefix-row').hidden = prefix === undefined;
+  $('#rotate-prefix').textContent = prefix ?? '';
+  keep.checked = false;
   input.value = '24';
   dialog.returnValue = '';
   return new Promise((resolve) => {
@@ -37,7 +46,11 @@ function askGrace() {
       'close',
       () => {
         const hours = Number(input.value);
-        resolve(dialog.returnValue === 'rotate' && Number.isFinite(hours) && hours >= 0 ? Math.round(hours * 3600) : undefined);
+        resolve(
+          dialog.returnValue === 'rotate' && Number.isFinite(hours) && hours >= 0
+            ? { graceSeconds: Math.round(hours * 3600), keepPrefix: prefix !== undefined && keep.checked }
+            : undefined,
+        );
       },
       { once: true },
     );
@@ -84,9 +97,10 @@ class KeyPage extends Component {
       ctx.refresh(note);
     };
     const rotate = async () => {
-      const graceSeconds = await askGrace();
-      if (graceSeconds === undefined) return;
-      const r = await api('POST /keys/{id}/rotate', { params, body: { graceSeconds } });
+      const asked = await askRotation(k.prefix);
+      if (asked === undefined) return;
+      const { graceSeconds, keepPrefix } = asked;
+      const r = await api('POST /keys/{id}/rotate', { params, body: { graceSeconds, ...(keepPrefix ? { keepPrefix } : {}) } });
       showKeyOnce(
         r.key,
         graceSeconds > 0
@@ -108,6 +122,7 @@ class KeyPage extends Component {
       ['plan', k.plan],
       ['created', k.createdAt],
       ['expires', k.expiresAt || 'never'],
+      ['prefix', k.prefix],
       ['rotated', k.rotatedAt],
       ['revoked', k.revokedAt],
       ['metadata', k.metadata ? JSON.stringify(k.metadata) : undefined],
