@@ -109,7 +109,11 @@ describe('tollgate keys reset (the built CLI, on real Redis)', () => {
   it('an unknown id, or none, is one line on stderr and a failing exit, nothing changed', async () => {
     const unknown = await runCli(['keys', 'reset', 'key_doesNotExist0000', '--config', file]);
     expect(unknown.code).toBe(1);
-    expect(unknown.stderr.trim().split('\n')).toEqual(['error: no key with id "key_doesNotExist0000"']);
+    // The line naming the config and Redis the command uses, then the error alone.
+    expect(unknown.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/^tollgate: config \S+ \(from --config\); Redis 127\.0\.0\.1:\d+\/0, tls off/),
+      'error: no key with id "key_doesNotExist0000"',
+    ]);
     expect(unknown.stdout).toBe('');
     const missing = await runCli(['keys', 'reset', '--config', file]);
     expect(missing.code).toBe(2);

@@ -114,11 +114,16 @@ $('#sign-out').addEventListener('click', async () => {
 });
 
 // Closing the new-key dialog empties it (the plaintext is gone from the page) and shows the keys page or the key's
-// page again, read afresh (the new key, or its rotation, is in it now).
-$('#new-key').addEventListener('close', () => {
+// page again, read afresh (the new key, or its rotation, is in it now). The dialog's 'close' event comes a task after
+// it closes, so its button empties it at once as well: no moment where the dialog is gone and the key still in the page.
+function forgetShownKey() {
   $('#new-key-value').textContent = '';
   $('#new-key-grace').textContent = '';
   $('#new-key-copied').textContent = '';
+}
+/** @type {HTMLFormElement} */ ($('#new-key-close').closest('form')).addEventListener('submit', forgetShownKey);
+$('#new-key').addEventListener('close', () => {
+  forgetShownKey();
   if (/^#\/keys([/?].*)?$/.test(location.hash)) route();
 });
 
