@@ -8,50 +8,37 @@
 // Screenshots go to test-results/screenshots/keys-*.png.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
-import { composeGateway } from '../src/compose.js';
+import type { BrowserContext, Page } from 'playwright-core';
+import { generateAdminToken } from '../src/admin/tokens.js';
 import { PAGE_SCAN_MAX } from '../src/keys/listing.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
-import { silentLogger, testConfig } from './helpers/gateway.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { PHONE, openSignedIn, overflowsSideways, shot, startAdminGateway, useBrowser } from './helpers/browser.js';
+import { useStack } from './helpers/stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
 const TOKEN = generateAdminToken();
-let redis: TestRedis;
-let up: TestUpstream;
-let gw: RunningGateway;
-let browser: Browser;
+const stack = useStack({
+  redis: true,
+  gateway: (s) =>
+    startAdminGateway(s, TOKEN, 'dashkeys:', {
+      plans: { starter: { perMinute: 5, perDay: 100 }, growth: { perMinute: 50, perDay: 5000 } },
+      anonymous: { perMinute: 1000 },
+    }),
+});
+const chromium = useBrowser();
 const made: Record<string, string> = {};
 
 async function call(key: string): Promise<number> {
-  const res = await fetch(`${gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` } });
+  const res = await fetch(`${stack.gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` } });
   await res.arrayBuffer();
   return res.status;
 }
 
 async function admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${gw.adminUrl}${path}`, {
+  const res = await fetch(`${stack.gw.adminUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
-async function signIn(page: Page): Promise<void> {
-  await page.goto(`${gw.adminUrl}/`);
-  await page.locator('#token').fill(TOKEN);
-  await page.locator('#sign-in-form button').click();
-  await page.locator('#nav').waitFor();
-}
-
-async function shot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
 }
 
 /** The rows of the keys table a person sees (visible ones), as their cells' text. */
@@ -83,28 +70,7 @@ async function searchFor(page: Page, text: string): Promise<string[][]> {
   return rows;
 }
 
-/** Whether the page scrolls sideways. The function runs in the browser. */
-async function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => {
-    const browser = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
-    return browser.document.documentElement.scrollWidth > browser.innerWidth + 1;
-  });
-}
-
 beforeAll(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
-  const config = testConfig({
-    server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: 'dashkeys:', commandTimeoutMs: 2000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-    plans: { starter: { perMinute: 5, perDay: 100 }, growth: { perMinute: 50, perDay: 5000 } },
-    anonymous: { perMinute: 1000 },
-  });
-  const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
-  gw = await startGateway({ gateway, logger: silentLogger });
   for (const [label, body] of [
     ['acme', { plan: 'starter', name: 'acme-prod', metadata: { customer: 'c_42' } }],
     ['acmeStaging', { plan: 'starter', name: 'Acme staging' }],
@@ -114,27 +80,15 @@ beforeAll(async () => {
     const r = await admin('POST', '/keys', body);
     made[label] = String(r.body.id);
   }
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
-}, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await gw?.shutdown();
-  await up?.close();
-  await redis?.stop();
 });
 
 describe('the keys page in a browser', () => {
   let context: BrowserContext;
   let page: Page;
-  const violations: string[] = [];
+  let violations: string[] = [];
 
   beforeAll(async () => {
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.adminUrl });
-    page = await context.newPage();
-    page.on('console', (m) => /Content Security Policy|Refused to/.test(m.text()) && violations.push(m.text()));
-    await signIn(page);
+    ({ context, page, violations } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN, { permissions: ['clipboard-read', 'clipboard-write'] }));
   });
   afterAll(async () => {
     await context?.close();
@@ -145,7 +99,7 @@ describe('the keys page in a browser', () => {
   it('creates a key: a refusal is said beside the form, then the plaintext is shown once, copied, and gone on close', async () => {
     const posts: number[] = [];
     page.on('response', (r) => r.request().method() === 'POST' && new URL(r.url()).pathname === '/keys' && posts.push(r.status()));
-    await page.goto(`${gw.adminUrl}/#/keys`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys`);
     await page.locator('#create-key-open').click();
     const dialog = page.locator('#create-key');
     await dialog.locator('#create-plan').waitFor({ state: 'visible' });
@@ -211,7 +165,7 @@ describe('the keys page in a browser', () => {
       const w = globalThis as unknown as { location: { href: string }; localStorage: { length: number }; sessionStorage: { length: number } };
       return { href: w.location.href, local: w.localStorage.length, session: w.sessionStorage.length };
     });
-    expect(kept).toEqual({ href: `${gw.adminUrl}/#/keys?q=${id}`, local: 0, session: 0 });
+    expect(kept).toEqual({ href: `${stack.gw.adminUrl}/#/keys?q=${id}`, local: 0, session: 0 });
 
     // The list shows the new key; the key works through the gateway, with what the form gave it.
     await expect.poll(() => visibleRows(page).then((rows) => rows.map((r) => r.slice(0, 4)))).toEqual([['Zeta Corp', id, 'growth', 'active']]);
@@ -241,7 +195,7 @@ describe('the keys page in a browser', () => {
   });
 
   it('the search box finds keys by name, metadata value and id: only the matching rows are shown', async () => {
-    expect((await redrawn(page, () => page.goto(`${gw.adminUrl}/#/keys`))).length).toBe(5);
+    expect((await redrawn(page, () => page.goto(`${stack.gw.adminUrl}/#/keys`))).length).toBe(5);
     const names = (rows: string[][]) => rows.map((r) => r[0]).sort();
     expect(names(await searchFor(page, 'ACME'))).toEqual(['Acme staging', 'acme-prod']);
     await shot(page, 'keys-search');
@@ -285,11 +239,9 @@ describe('the keys page in a browser', () => {
 
 describe('the New key dialog at a phone width', () => {
   it('fits the screen, and so does the key it shows', async () => {
-    const context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    const { context, page } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN, { options: PHONE });
     try {
-      const page = await context.newPage();
-      await signIn(page);
-      await page.goto(`${gw.adminUrl}/#/keys`);
+      await page.goto(`${stack.gw.adminUrl}/#/keys`);
       await page.locator('#create-key-open').click();
       await page.locator('#create-plan').waitFor({ state: 'visible' });
       const box = await page.locator('#create-key').boundingBox();

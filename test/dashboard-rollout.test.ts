@@ -3,29 +3,25 @@
 // shadow refusals per key over 24 h and 7 d (the busiest key's bar full, the other's as wide as its share), and the
 // what-if form filled and submitted, its visible result rows and numbers as worked out by hand; at a phone's width,
 // no sideways scrolling. Screenshots go to test-results/screenshots/rollout*.png.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
-import { composeGateway } from '../src/compose.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { generateAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
 import { DAY_MS, HOUR_MS } from '../src/util/time.js';
-import { silentLogger, testConfig } from './helpers/gateway.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { openSignedIn, overflowsSideways, shot, startAdminGateway, useBrowser } from './helpers/browser.js';
+import { useStack } from './helpers/stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
 const TOKEN = generateAdminToken();
 const PREFIX = 'roll:';
-let redis: TestRedis;
-let up: TestUpstream;
-let gw: RunningGateway;
-let composed: Awaited<ReturnType<typeof composeGateway>>;
-let browser: Browser;
+const stack = useStack({
+  redis: true,
+  gateway: (s) =>
+    startAdminGateway(s, TOKEN, PREFIX, {
+      plans: { starter: { perMinute: 60, perDay: 1000 }, growth: { perMinute: 600, perDay: 50_000 } },
+    }),
+});
+const chromium = useBrowser();
 const ids: Record<string, string> = {};
 
 /** The visible text of each cell of each row of the table `selector` (the function runs in the browser). */
@@ -50,37 +46,18 @@ async function barWidths(page: Page): Promise<Array<{ bar: number; fill: number 
   });
 }
 
-async function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => {
-    const b = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
-    return b.document.documentElement.scrollWidth > b.innerWidth + 1;
-  });
-}
-
 beforeAll(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
-  const config = testConfig({
-    server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-    plans: { starter: { perMinute: 60, perDay: 1000 }, growth: { perMinute: 600, perDay: 50_000 } },
-  });
-  const gateway = (composed = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 }));
-  gw = await startGateway({ gateway, logger: silentLogger });
   for (const [name, plan, extra] of [
     ['acme-prod', 'starter', {}],
     ['beta-app', 'starter', {}],
     ['gamma-batch', 'starter', { perMinute: 20 }],
     ['delta-big', 'growth', {}],
   ] as const)
-    ids[name] = (await gateway.admin.issuer.create({ plan, name, ...extra })).record.id;
+    ids[name] = (await stack.gw.composed.admin.issuer.create({ plan, name, ...extra })).record.id;
 
   // The ledger: hour-aligned instants well inside the last 24 hours and the last 7 days.
   const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
-  const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+  const store = new RedisUsageStore(stack.redis.client(), new Keyspace(PREFIX));
   await store.add(
     [
       // Shadow refusals: acme 12 in the last day and 30 more three days ago (42 in 7 d); beta 8, five days ago.
@@ -103,25 +80,12 @@ beforeAll(async () => {
     ],
     8 * DAY_MS,
   );
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
 }, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await gw?.shutdown();
-  await up?.close();
-  await redis?.stop();
-});
 
 describe('the Rollout page', () => {
   it('shows shadow refusals per key over 24 h and 7 d, and answers the what-if form with its result rows', async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const { context, page } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN, { waitFor: '#chart-24h' });
     try {
-      const page = await context.newPage();
-      await page.goto(`${gw.adminUrl}/`);
-      await page.locator('#token').fill(TOKEN);
-      await page.locator('#sign-in-form button').click();
-      await page.locator('#chart-24h').waitFor();
       await page.locator('[data-nav="rollout"]').click();
       await page.locator('#shadow-table').waitFor();
 
@@ -155,7 +119,7 @@ describe('the Rollout page', () => {
       // Every key fits one page: no button for more.
       expect(await page.locator('#whatif-more').isVisible()).toBe(false);
       expect(await page.locator('#whatif-table').isVisible()).toBe(true);
-      await page.screenshot({ path: new URL('rollout.png', SHOTS).pathname, fullPage: true });
+      await shot(page, 'rollout');
 
       // A bad value is said in words on the page, not a blank result.
       await page.locator('#whatif-minute').fill('');
@@ -168,7 +132,7 @@ describe('the Rollout page', () => {
       await page.locator('#whatif-form button[type="submit"]').click();
       await page.locator('#whatif-table').waitFor();
       expect(await overflowsSideways(page)).toBe(false);
-      await page.screenshot({ path: new URL('rollout-phone.png', SHOTS).pathname, fullPage: true });
+      await shot(page, 'rollout-phone');
     } finally {
       await context.close();
     }
@@ -176,21 +140,16 @@ describe('the Rollout page', () => {
 
   it('shows the what-if a page of keys at a time: "More keys" adds the next page to the table', async () => {
     const hourAgo = (n: number) => (Math.floor(Date.now() / HOUR_MS) - n) * HOUR_MS;
-    const store = new RedisUsageStore(redis.client(), new Keyspace(PREFIX));
+    const store = new RedisUsageStore(stack.redis.client(), new Keyspace(PREFIX));
     const more: string[] = [];
-    for (let i = 0; i < 25; i++) more.push((await composed.admin.issuer.create({ plan: 'growth', name: `growth-${i}` })).record.id);
+    for (let i = 0; i < 25; i++) more.push((await stack.gw.composed.admin.issuer.create({ plan: 'growth', name: `growth-${i}` })).record.id);
     // Busiest minutes 700 + i: over a new limit of 650, 50 + i points at least; the page holds 20 keys.
     await store.raisePeaks(
       more.map((id, i) => ({ id, atMs: hourAgo(4), peak: 700 + i })),
       8 * DAY_MS,
     );
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const { context, page } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN, { waitFor: '#chart-24h' });
     try {
-      const page = await context.newPage();
-      await page.goto(`${gw.adminUrl}/`);
-      await page.locator('#token').fill(TOKEN);
-      await page.locator('#sign-in-form button').click();
-      await page.locator('#chart-24h').waitFor();
       await page.locator('[data-nav="rollout"]').click();
       await page.locator('#whatif-plan').selectOption('growth');
       await page.locator('#whatif-minute').fill('650');
@@ -206,7 +165,7 @@ describe('the Rollout page', () => {
       const table = (await page.locator('#whatif-table').boundingBox())!;
       // Below the table (a bound: whatever the gap), where a person reaches the end of the list.
       expect(box.y).toBeGreaterThanOrEqual(table.y + table.height);
-      await page.screenshot({ path: new URL('rollout-more.png', SHOTS).pathname, fullPage: true });
+      await shot(page, 'rollout-more');
       await button.click();
       await expect.poll(async () => (await rowsOf(page, '#whatif-table')).length).toBe(25);
       rows = await rowsOf(page, '#whatif-table');

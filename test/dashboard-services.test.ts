@@ -5,31 +5,25 @@
 // the visible text of each row, the health bars' rendered widths, the page refreshing itself, no sideways scrolling
 // at a phone's width. Screenshots go to test-results/screenshots/services*.png.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { composeGateway } from '../src/compose.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
+import { PHONE, openSignedIn, overflowsSideways, shot, useBrowser } from './helpers/browser.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
 const TOKEN = generateAdminToken();
 let healthy: TestUpstream;
 let stoppedUrl: string;
 let failing: TestUpstream;
 let slow: TestUpstream;
 let gw: RunningGateway;
-let browser: Browser;
 const held: ServerResponse[] = [];
 let pending: Promise<number>;
-
-async function shot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
-}
+const chromium = useBrowser();
 
 /** The visible text of each cell of a service's target rows. */
 async function rows(page: Page, service: string): Promise<string[][]> {
@@ -46,22 +40,7 @@ async function barWidths(page: Page, service: string): Promise<{ bar: number; fi
   return { bar: bar!.width, fill: fill?.width ?? 0 };
 }
 
-async function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => {
-    const browser = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
-    return browser.document.documentElement.scrollWidth > browser.innerWidth + 1;
-  });
-}
-
-async function signIn(page: Page): Promise<void> {
-  await page.goto(`${gw.adminUrl}/`);
-  await page.locator('#token').fill(TOKEN);
-  await page.locator('#sign-in-form button').click();
-  await page.locator('#nav').waitFor();
-}
-
 beforeAll(async () => {
-  mkdirSync(SHOTS, { recursive: true });
   let stopped: TestUpstream;
   [healthy, stopped, failing, slow] = await Promise.all([TestUpstream.start(), TestUpstream.start(), TestUpstream.start(), TestUpstream.start()]);
   stoppedUrl = stopped.url;
@@ -96,22 +75,18 @@ beforeAll(async () => {
   expect(held).toHaveLength(1);
   // The failing target has had its first check (the snapshot says so before the page does).
   while (gateway.services.snapshot().find((s) => s.name === 'orders')!.healthy !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
 }, 60_000);
 
 afterAll(async () => {
   for (const r of held) r.end();
-  await browser?.close();
   await gw?.shutdown();
   await Promise.all([healthy, failing, slow].map((u) => u?.close()));
 });
 
 describe('the Services page', () => {
   it('shows each service with its targets: healthy, ejected with its errors, unhealthy by its checks, in flight', async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const { context, page } = await openSignedIn(chromium.browser, gw.adminUrl!, TOKEN);
     try {
-      const page = await context.newPage();
-      await signIn(page);
       const nav = page.locator('#nav a[data-nav="services"]');
       expect(await nav.innerText()).toBe('Services');
       await nav.click();
@@ -165,10 +140,8 @@ describe('the Services page', () => {
   });
 
   it('fits a phone (no sideways scrolling)', async () => {
-    const context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    const { context, page } = await openSignedIn(chromium.browser, gw.adminUrl!, TOKEN, { options: PHONE });
     try {
-      const page = await context.newPage();
-      await signIn(page);
       await page.goto(`${gw.adminUrl}/#/services`);
       await page.locator('[data-service="search"]').waitFor();
       expect(await overflowsSideways(page)).toBe(false);

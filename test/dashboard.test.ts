@@ -8,34 +8,36 @@
 // test-results/screenshots/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
-import { composeGateway } from '../src/compose.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
-import { silentLogger, testConfig } from './helpers/gateway.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import type { BrowserContext, Page } from 'playwright-core';
+import { generateAdminToken } from '../src/admin/tokens.js';
+import { PHONE, openPage, openSignedIn, overflowsSideways, shot, signIn, startAdminGateway, useBrowser } from './helpers/browser.js';
+import { useStack } from './helpers/stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
 const TOKEN = generateAdminToken();
-let redis: TestRedis;
-let up: TestUpstream;
-let gw: RunningGateway;
-let browser: Browser;
+const stack = useStack({
+  redis: true,
+  gateway: (s) =>
+    startAdminGateway(s, TOKEN, 'dash:', {
+      plans: { starter: { perMinute: 5, perDay: 100 }, growth: { perMinute: 50, perDay: 5000 } },
+      anonymous: { perMinute: 1000 },
+      usage: { flushIntervalMs: 200 },
+      routes: [
+        { method: 'GET', path: '/v1/pets/:petId', deprecation: '2026-01-01T00:00:00Z', sunset: '2099-06-01T00:00:00Z', link: 'https://example.com/migrate' },
+      ],
+    }),
+});
+const chromium = useBrowser();
 let acme: { id: string; key: string };
 let halfKey: { id: string; key: string };
 
 async function call(key: string, path = '/v1/categories'): Promise<number> {
-  const res = await fetch(`${gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+  const res = await fetch(`${stack.gw.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
   await res.arrayBuffer();
   return res.status;
 }
 
 async function adminPost(path: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${gw.adminUrl}${path}`, {
+  const res = await fetch(`${stack.gw.adminUrl}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
@@ -44,18 +46,8 @@ async function adminPost(path: string, body: unknown): Promise<Record<string, un
 }
 
 async function adminGet(path: string): Promise<Record<string, unknown>> {
-  const res = await fetch(`${gw.adminUrl}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const res = await fetch(`${stack.gw.adminUrl}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
   return (await res.json()) as Record<string, unknown>;
-}
-
-async function signIn(page: Page, token = TOKEN): Promise<void> {
-  await page.goto(`${gw.adminUrl}/`);
-  await page.locator('#token').fill(token);
-  await page.locator('#sign-in-form button').click();
-}
-
-async function shot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
 }
 
 /** The rendered box of every element matching `selector` (the function runs in the browser). */
@@ -129,33 +121,7 @@ type Colour = [number, number, number, number];
 const ADMITTED: Colour = [0x24, 0x57, 0xc5, 1];
 const CAP_LINE: Colour = [0x5d, 0x6b, 0x7a, 20];
 
-/** Whether the page scrolls sideways (it must not, at a phone's width). The function runs in the browser. */
-async function overflowsSideways(page: Page): Promise<boolean> {
-  return page.evaluate(() => {
-    // The browser's globals, typed here: the tests compile without the DOM library (it would retype fetch for Node).
-    const browser = globalThis as unknown as { document: { documentElement: { scrollWidth: number } }; innerWidth: number };
-    return browser.document.documentElement.scrollWidth > browser.innerWidth + 1;
-  });
-}
-
 beforeAll(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
-  const config = testConfig({
-    server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: 'dash:', commandTimeoutMs: 2000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-    plans: { starter: { perMinute: 5, perDay: 100 }, growth: { perMinute: 50, perDay: 5000 } },
-    anonymous: { perMinute: 1000 },
-    usage: { flushIntervalMs: 200 },
-    routes: [
-      { method: 'GET', path: '/v1/pets/:petId', deprecation: '2026-01-01T00:00:00Z', sunset: '2099-06-01T00:00:00Z', link: 'https://example.com/migrate' },
-    ],
-  });
-  const gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
-  gw = await startGateway({ gateway, logger: silentLogger });
   // Traffic: acme uses its quota and gets refused; beta calls the deprecated route.
   const a = await adminPost('/keys', { plan: 'starter', name: 'acme-prod', metadata: { customer: 'c_42' } });
   acme = { id: String(a.id), key: String(a.key) };
@@ -168,35 +134,26 @@ beforeAll(async () => {
   const half = await adminPost('/keys', { plan: 'growth', name: 'bar-half', perDay: 4 });
   halfKey = { id: String(half.id), key: String(half.key) };
   for (let i = 0; i < 2; i++) expect(await call(halfKey.key)).toBe(200);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
 }, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await gw?.shutdown();
-  await up?.close();
-  await redis?.stop();
-});
 
 describe('the dashboard in a browser', () => {
   let context: BrowserContext;
   let page: Page;
 
   beforeAll(async () => {
-    context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    page = await context.newPage();
+    ({ context, page } = await openPage(chromium.browser));
   });
   afterAll(async () => context?.close());
 
   it('refuses a wrong token, then signs in with an HttpOnly, SameSite=Strict session cookie', async () => {
-    await signIn(page, generateAdminToken());
+    await signIn(page, stack.gw.adminUrl, generateAdminToken(), null);
     await expect.poll(() => page.locator('#sign-in-error').textContent()).toBe('That token is not valid.');
     // The sign-in page shows no nav bar (no Sign out before signing in): nothing of it is drawn.
     expect(await page.locator('#nav').isVisible()).toBe(false);
     expect(await page.locator('#sign-out').boundingBox()).toBeNull();
     expect(await boxes(page, '#nav')).toEqual([{ width: 0, height: 0 }]);
     await shot(page, 'sign-in');
-    await signIn(page);
+    await signIn(page, stack.gw.adminUrl, TOKEN, null);
     await page.locator('#chart-24h canvas').first().waitFor();
     // Signed in, it is there.
     expect((await page.locator('#sign-out').boundingBox())!.height).toBeGreaterThan(10);
@@ -207,7 +164,7 @@ describe('the dashboard in a browser', () => {
   });
 
   it('the overview shows the traffic in its tiles and charts, Redis and the plans', async () => {
-    await page.goto(`${gw.adminUrl}/#/overview`);
+    await page.goto(`${stack.gw.adminUrl}/#/overview`);
     await page.locator('#chart-7d canvas').first().waitFor();
     const tiles = await page.locator('.tile').allTextContents();
     // acme: 5 admitted and 3 refused; beta: 3 admitted; bar-half: 2 admitted.
@@ -228,7 +185,7 @@ describe('the dashboard in a browser', () => {
     const violations: string[] = [];
     const onConsole = (m: { text(): string }) => void (/Content Security Policy/i.test(m.text()) && violations.push(m.text()));
     page.on('console', onConsole);
-    const csp = (await page.context().request.get(`${gw.adminUrl}/`)).headers()['content-security-policy'];
+    const csp = (await page.context().request.get(`${stack.gw.adminUrl}/`)).headers()['content-security-policy'];
     expect(csp).toContain("style-src 'self';");
     // The page is one API request: the list answers each key's windows (no request per row).
     const apiCalls: string[] = [];
@@ -237,7 +194,7 @@ describe('the dashboard in a browser', () => {
       if (path.startsWith('/keys')) apiCalls.push(path);
     };
     page.on('request', onRequest);
-    await page.goto(`${gw.adminUrl}/#/keys?q=bar-`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys?q=bar-`);
     await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
     page.off('request', onRequest);
     expect(apiCalls).toEqual(['/keys']);
@@ -261,7 +218,7 @@ describe('the dashboard in a browser', () => {
 
   it("a key's usage chart scales to its traffic, with the hourly cap drawn only when the traffic comes near it", async () => {
     // acme: 5 admitted this hour; its hourly cap is 100 (its day quota; 5/min × 60 would be 300): far off, not drawn.
-    await page.goto(`${gw.adminUrl}/#/keys/${acme.id}`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys/${acme.id}`);
     await page.locator('#key-chart canvas').first().waitFor();
     expect(await page.locator('#cap-note').textContent()).toContain('Hourly cap 100 not drawn');
     expect(await page.locator('#key-chart .u-legend').textContent()).not.toContain('hourly cap');
@@ -272,7 +229,7 @@ describe('the dashboard in a browser', () => {
     expect(acmeDrawn.cap).toBeNull();
 
     // bar-half: 2 admitted this hour, cap 4 (its day quota): half of it, so the cap is drawn, above the traffic.
-    await page.goto(`${gw.adminUrl}/#/keys/${halfKey.id}`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys/${halfKey.id}`);
     await expect.poll(() => page.locator('#view h1').textContent()).toBe('bar-half');
     await page.locator('#key-chart canvas').first().waitFor();
     expect(await page.locator('#key-chart .u-legend').textContent()).toContain('hourly cap (4)');
@@ -286,7 +243,7 @@ describe('the dashboard in a browser', () => {
   it('reset windows admits a key whose quota is spent again', async () => {
     // acme spent its 5 a minute in beforeAll.
     expect(await call(acme.key)).toBe(429);
-    await page.goto(`${gw.adminUrl}/#/keys/${acme.id}`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys/${acme.id}`);
     await page.locator('#key-chart canvas').first().waitFor();
     page.once('dialog', (d) => void d.accept());
     await page.locator('button', { hasText: 'Reset windows' }).click();
@@ -297,7 +254,7 @@ describe('the dashboard in a browser', () => {
   });
 
   it('the overview says how old its usage figures are, and the figures stay those of one computation for a minute', async () => {
-    await page.goto(`${gw.adminUrl}/#/overview`);
+    await page.goto(`${stack.gw.adminUrl}/#/overview`);
     const line = page.locator('#figures-as-of');
     await line.waitFor();
     const asOf = /^Usage figures as of (\d{1,2}:\d{2}:\d{2}(?: [AP]M)?) \((\d+) s ago\)$/;
@@ -321,7 +278,7 @@ describe('the dashboard in a browser', () => {
   });
 
   it('finds a key, shows its usage chart, rotates it (the new key once) and revokes it', async () => {
-    await page.goto(`${gw.adminUrl}/#/keys`);
+    await page.goto(`${stack.gw.adminUrl}/#/keys`);
     await page.locator('#key-search').fill('acme');
     await page.locator('.filters button').click();
     await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(1);
@@ -368,7 +325,7 @@ describe('the dashboard in a browser', () => {
   });
 
   it('lists deprecated routes with their callers and exports them as CSV', async () => {
-    await page.goto(`${gw.adminUrl}/#/deprecated`);
+    await page.goto(`${stack.gw.adminUrl}/#/deprecated`);
     await page.locator('.deprecated-route').first().waitFor();
     const text = await page.locator('.deprecated-route').textContent();
     expect(text).toContain('GET /v1/pets/:petId');
@@ -381,13 +338,13 @@ describe('the dashboard in a browser', () => {
     expect(nameBox!.width).toBeGreaterThan(30);
     expect(nameBox!.height).toBeGreaterThan(5);
     await shot(page, 'deprecated');
-    const csv = await context.request.get(`${gw.adminUrl}/routes/deprecated.csv`);
+    const csv = await context.request.get(`${stack.gw.adminUrl}/routes/deprecated.csv`);
     expect(csv.status()).toBe(200);
     expect((await csv.text()).split('\r\n')[1]).toMatch(/^GET,\/v1\/pets\/:petId,2026-01-01T00:00:00Z,2099-06-01T00:00:00Z,key_\w+,3,[^,]+,beta-app,$/);
   });
 
   it('imports a CSV: a dry-run preview with its counts and every refused row, then Import, and the keys are there', async () => {
-    await page.goto(`${gw.adminUrl}/#/import`);
+    await page.goto(`${stack.gw.adminUrl}/#/import`);
     const fileInput = page.locator('#import-file');
     await fileInput.waitFor();
     const sha = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -428,8 +385,8 @@ describe('the dashboard in a browser', () => {
       await r.continue();
     });
     try {
-      await page.goto(`${gw.adminUrl}/#/deprecated`);
-      await page.goto(`${gw.adminUrl}/#/keys?q=bar-`);
+      await page.goto(`${stack.gw.adminUrl}/#/deprecated`);
+      await page.goto(`${stack.gw.adminUrl}/#/keys?q=bar-`);
       await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(2);
       // The held answer has arrived, and the page had time to draw it: still the keys, nothing of the other page.
       await expect.poll(() => released, { timeout: 5000 }).toBe(true);
@@ -447,7 +404,7 @@ describe('the dashboard in a browser', () => {
 
   it('a change with the session cookie from another origin is refused; sign out ends the session', async () => {
     const cookie = (await context.cookies())[0]!;
-    const foreign = await fetch(`${gw.adminUrl}/keys`, {
+    const foreign = await fetch(`${stack.gw.adminUrl}/keys`, {
       method: 'POST',
       headers: { cookie: `${cookie.name}=${cookie.value}`, origin: 'http://evil.example', 'content-type': 'application/json' },
       body: JSON.stringify({ plan: 'starter' }),
@@ -457,17 +414,15 @@ describe('the dashboard in a browser', () => {
     await page.locator('#sign-in').waitFor();
     expect(await page.locator('#sign-in-error').textContent()).toBe('Signed out.');
     expect(await page.locator('#nav').isVisible()).toBe(false);
-    const after = await fetch(`${gw.adminUrl}/keys`, { headers: { cookie: `${cookie.name}=${cookie.value}` } });
+    const after = await fetch(`${stack.gw.adminUrl}/keys`, { headers: { cookie: `${cookie.name}=${cookie.value}` } });
     expect(after.status).toBe(401);
   });
 });
 
 describe('the dashboard at a phone width', () => {
   it('every page fits the screen (no sideways scrolling)', async () => {
-    const context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    const { context, page } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN, { options: PHONE, waitFor: null });
     try {
-      const page = await context.newPage();
-      await signIn(page);
       await page.locator('#chart-24h canvas').first().waitFor();
       expect(await overflowsSideways(page)).toBe(false);
       await shot(page, 'phone-overview');
@@ -476,11 +431,11 @@ describe('the dashboard at a phone width', () => {
         ['#/deprecated', '.deprecated-route'],
         ['#/import', '#import-file'],
       ] as const) {
-        await page.goto(`${gw.adminUrl}/${hash}`);
+        await page.goto(`${stack.gw.adminUrl}/${hash}`);
         await page.locator(ready).first().waitFor();
         expect(await overflowsSideways(page), hash).toBe(false);
       }
-      await page.goto(`${gw.adminUrl}/#/keys/${acme.id}`);
+      await page.goto(`${stack.gw.adminUrl}/#/keys/${acme.id}`);
       await page.locator('#key-chart canvas').first().waitFor();
       expect(await overflowsSideways(page)).toBe(false);
       await shot(page, 'phone-key');

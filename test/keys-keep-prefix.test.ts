@@ -5,60 +5,28 @@
 // checked against docs/admin.openapi.yaml. In real Chromium, the rotate dialog offers "Keep the prefix sk_live_" only
 // for a key that has one, and rotating with it ticked shows a key with that prefix. Screenshots:
 // test-results/screenshots/keep-prefix-*.png.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
-import { composeGateway, type ComposedGateway } from '../src/compose.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
-import { silentLogger, testConfig } from './helpers/gateway.js';
+import { generateAdminToken } from '../src/admin/tokens.js';
+import { openSignedIn, shot, startAdminGateway, useBrowser } from './helpers/browser.js';
 import { CheckedApi } from './helpers/openapi.js';
-import { TestRedis } from './helpers/redis-server.js';
-import { TestUpstream } from './helpers/upstream.js';
+import { useStack } from './helpers/stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const SHOTS = new URL('../test-results/screenshots/', import.meta.url);
 const TOKEN = generateAdminToken();
-let redis: TestRedis;
-let up: TestUpstream;
-let gateway: ComposedGateway;
-let gw: RunningGateway;
-let browser: Browser;
-const api = new CheckedApi({ target: () => gateway.adminApp!, token: TOKEN });
+const stack = useStack({
+  redis: true,
+  gateway: (s) => startAdminGateway(s, TOKEN, 'keep:', { auth: { foreignKeys: true }, plans: { free: { perMinute: 100, perDay: 1000 } } }),
+});
+const chromium = useBrowser();
+const api = new CheckedApi({ target: () => stack.gw.composed.adminApp!, token: TOKEN });
 const legacy = `sk_live_${randomBytes(16).toString('hex')}`;
 const plain = `x${randomBytes(20).toString('hex')}`;
 
 async function call(key: string): Promise<number> {
-  const res = await fetch(`${gw.url}/v1/things`, { headers: { authorization: `Bearer ${key}` } });
+  const res = await fetch(`${stack.gw.url}/v1/things`, { headers: { authorization: `Bearer ${key}` } });
   await res.arrayBuffer();
   return res.status;
 }
-
-beforeAll(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  redis = await TestRedis.start();
-  up = await TestUpstream.start();
-  const config = testConfig({
-    server: { host: '127.0.0.1', port: 0 },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: 'keep:', commandTimeoutMs: 2000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-    auth: { foreignKeys: true },
-    plans: { free: { perMinute: 100, perDay: 1000 } },
-  });
-  gateway = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500 });
-  gw = await startGateway({ gateway, logger: silentLogger });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox'] });
-}, 60_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await gw?.shutdown();
-  await up?.close();
-  await redis?.stop();
-});
 
 describe('the admin API', () => {
   it('imports with ?map=, records the prefix and shows it; rotate keepPrefix gives a key /v1 accepts, twice', async () => {
@@ -119,27 +87,18 @@ describe('the admin API', () => {
 });
 
 describe('the dashboard', () => {
-  async function signIn(page: Page): Promise<void> {
-    await page.goto(`${gw.adminUrl}/`);
-    await page.locator('#token').fill(TOKEN);
-    await page.locator('#sign-in-form button').click();
-    await page.locator('#nav').waitFor();
-  }
-
   it('offers "Keep the prefix sk_live_" only for a key with a prefix; ticked, the new key shown has it', async () => {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const page = await context.newPage();
+    const { context, page } = await openSignedIn(chromium.browser, stack.gw.adminUrl, TOKEN);
     try {
-      await signIn(page);
       // A key without a prefix: no checkbox in the dialog.
-      await page.goto(`${gw.adminUrl}/#/keys/api_b`);
+      await page.goto(`${stack.gw.adminUrl}/#/keys/api_b`);
       await page.getByRole('button', { name: 'Rotate', exact: true }).click();
       await page.locator('#rotate-key[open]').waitFor();
       expect(await page.locator('#rotate-keep-prefix-row').isVisible()).toBe(false);
       expect(await page.locator('#rotate-key').innerText()).not.toContain('Keep the prefix');
       await page.locator('#rotate-key button[value=cancel]').click();
 
-      await page.goto(`${gw.adminUrl}/#/keys/api_a`);
+      await page.goto(`${stack.gw.adminUrl}/#/keys/api_a`);
       await page.locator('text=sk_live_').first().waitFor();
       await page.getByRole('button', { name: 'Rotate', exact: true }).click();
       await page.locator('#rotate-key[open]').waitFor();
@@ -156,12 +115,12 @@ describe('the dashboard', () => {
       expect(words.x + words.width).toBeLessThanOrEqual(dialog.x + dialog.width);
       await page.locator('#rotate-keep-prefix').check();
       await page.locator('#rotate-grace').fill('0');
-      await page.screenshot({ path: new URL('keep-prefix-dialog.png', SHOTS).pathname });
+      await shot(page, 'keep-prefix-dialog', { fullPage: false });
       await page.locator('#rotate-key button[value=rotate]').click();
       await page.locator('#new-key[open]').waitFor();
       const shown = (await page.locator('#new-key-value').innerText()).trim();
       expect(shown).toMatch(/^sk_live_[0-9A-Za-z]{49}$/);
-      await page.screenshot({ path: new URL('keep-prefix-new-key.png', SHOTS).pathname });
+      await shot(page, 'keep-prefix-new-key', { fullPage: false });
       expect(await call(shown)).toBe(200);
     } finally {
       await context.close();
