@@ -160,8 +160,11 @@ describe('a SIGHUP reload switches the ban mode (tollgate serve, Redis-less, a s
         await proc.waitForLog('config reloaded', { after: mark });
       };
       await reload('shadow');
+      const shadowFrom = proc.logs.length;
       expect(await seq(3)).toEqual(['rate_limit_exceeded', 'rate_limit_exceeded', 'rate_limit_exceeded']);
-      // The would-be ban was logged once (its own ladder: two strikes).
+      // The would-be ban was logged once (its own ladder: two strikes). The log reaches the test through a pipe, after
+      // the answer: waited for, then counted.
+      await proc.waitForLog('api key would have been banned', { after: shadowFrom });
       expect(proc.logs.filter((l) => String(l.msg).startsWith('api key would have been banned'))).toHaveLength(1);
       await reload('enforce');
       expect(await seq(1)).toEqual(['api_key_banned']);
