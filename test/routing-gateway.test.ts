@@ -28,7 +28,8 @@ afterEach(() => {
   for (const u of [catalog, orders, legacy]) u.seen.length = 0;
 });
 
-function routingConfig(extra: Record<string, unknown> = {}) {
+/** `filler`: more routes after these (that no test request matches), to take the config past the route table's threshold. */
+function routingConfig(extra: Record<string, unknown> = {}, filler = 0) {
   return testConfig({
     services: {
       catalog: { targets: [catalog.url] },
@@ -41,6 +42,7 @@ function routingConfig(extra: Record<string, unknown> = {}) {
       { path: '/orders/*', service: 'legacy' },
       { path: '/status', service: 'catalog', auth: 'none' },
       { path: '/v1/pets/:petId', method: 'GET', service: 'catalog', deprecation: '2026-06-01T00:00:00Z', sunset: '2099-06-01T00:00:00Z' },
+      ...Array.from({ length: filler }, (_, i) => ({ path: `/v1/filler${i}/:id`, service: 'legacy' })),
     ],
     anonymous: { perMinute: 2 },
     keys: [{ id: 'key_routing', plan: 'pro', sha256: hashKey(key) }],
@@ -60,10 +62,14 @@ async function send(g: TestGateway, method: string, target: string, headers: str
 
 const AUTH = () => `authorization: Bearer ${key}`;
 
-describe('routes to services', () => {
+// Twice: a config of few routes is scanned whole; one of many goes through the route table (src/routing/route-table.ts).
+describe.each([
+  ['scanned whole', 0],
+  ['through the route table', 40],
+])('routes to services (%s)', (_how, filler) => {
   let g: TestGateway;
   beforeAll(async () => {
-    g = await startTestGateway(routingConfig(), { keyStages: true });
+    g = await startTestGateway(routingConfig({}, filler), { keyStages: true });
   });
   afterAll(async () => g.close());
 

@@ -44,7 +44,7 @@ import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-li
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
-import { isRetired, matchRoute as findMatchingRoute, pathOf, routingMethod } from '../routing/routes.js';
+import { isRetired, pathOf, routingMethod } from '../routing/routes.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -139,10 +139,10 @@ export const DEFAULT_ROUTE_LABEL = '(default)';
  */
 export function matchRoute(runtime: Runtime, services: ServiceRegistry): RequestHandler {
   return function matchRouteStage(req, res, next) {
-    const { routing, config } = runtime.current;
+    const { table, config } = runtime.current;
     const as = routingMethod(req.method, req.headers, req.originalUrl, config.methodOverride);
     if (as.refused !== undefined) return sendError(res, 'invalid_method_override', as.refused);
-    const route = findMatchingRoute(routing, as.method, req.originalUrl, req.headers.host ?? '');
+    const route = table.match(as.method, req.originalUrl, req.headers.host ?? '');
     const serviceName = route?.service ?? config.defaultService;
     const service = serviceName === undefined ? undefined : services.get(serviceName);
     if (!service) return next('route');

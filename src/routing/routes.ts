@@ -84,13 +84,16 @@ export function deprecatedRouteName(r: Pick<RouteConfig, 'method' | 'path'>): st
 }
 
 export function findRoute(routes: readonly CompiledRoute[], method: string, path: string, host?: string, asSent = path): CompiledRoute | undefined {
-  for (const r of routes) {
-    if (r.method !== '*' && r.method !== method && !(r.method === 'GET' && method === 'HEAD')) continue;
-    if (r.host !== undefined && r.host !== host) continue;
-    if (r.upstreamRoute && !isUnderUpstreamPrefix(asSent)) continue;
-    if (r.matches(r.asSent ? asSent : path)) return r;
-  }
+  for (const r of routes) if (routeTakes(r, method, path, host, asSent)) return r;
   return undefined;
+}
+
+/** Whether a route takes a request: its method (GET takes HEAD), its host if it names one, and its pattern. */
+export function routeTakes(r: CompiledRoute, method: string, path: string, host: string | undefined, asSent: string): boolean {
+  if (r.method !== '*' && r.method !== method && !(r.method === 'GET' && method === 'HEAD')) return false;
+  if (r.host !== undefined && r.host !== host) return false;
+  if (r.upstreamRoute && !isUnderUpstreamPrefix(asSent)) return false;
+  return r.matches(r.asSent ? asSent : path) !== false;
 }
 
 /** A request target's path: everything before the query. */

@@ -1,6 +1,7 @@
 // The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
 // so a reload applies to the next request without dropping any connection.
 import type { Config } from '../config/schema.js';
+import { RouteTable } from './route-table.js';
 import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from './routes.js';
 
 export interface RuntimeConfig {
@@ -9,11 +10,14 @@ export interface RuntimeConfig {
   readonly routes: readonly CompiledRoute[];
   /** What requests are matched against: the routes, then the upstream shorthand's /v1/* when it is a service. */
   readonly routing: readonly CompiledRoute[];
+  /** The same, indexed for lookup: what the request path matches with (src/routing/route-table.ts). */
+  readonly table: RouteTable;
 }
 
 function compiled(config: Config): RuntimeConfig {
   const routes = compileRoutes(config.routes);
-  return { config, routes, routing: withUpstreamCatchAll(routes, config) };
+  const routing = withUpstreamCatchAll(routes, config);
+  return { config, routes, routing, table: new RouteTable(routing) };
 }
 
 /**
