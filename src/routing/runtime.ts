@@ -12,7 +12,7 @@ export interface RuntimeConfig {
 }
 
 function compiled(config: Config): RuntimeConfig {
-  const routes = compileRoutes(config.routes);
+  const routes = compileRoutes(config.routes, config.services);
   return { config, routes, routing: withUpstreamCatchAll(routes, config) };
 }
 
