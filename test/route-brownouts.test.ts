@@ -38,6 +38,7 @@ beforeAll(async () => {
         { path: '/v1/orders', successor: 'https://api.example.com/v2/orders?x=a b,c;d' },
         { path: '/v1/toys', sunset: SUNSET, successor: 'https://api.example.com/v2/toys', brownouts: ['2031-03-01T14:00:00Z/PT1H'] },
         { path: '/v1/plain' },
+        { path: '/v1/breakout', successor: '/v2/x>;rel="alternate",<https://evil.example/' },
       ],
     }),
     { clock },
@@ -70,13 +71,28 @@ describe('a route successor', () => {
     expect(r.headers.get('deprecation')).toBeNull();
   });
 
+  it('a path crafted to close the link and open another stays one link on this host', async () => {
+    const r = await get('/v1/breakout');
+    expect(r.headers.get('link')).toBe('</v2/x%3E%3Brel=%22alternate%22%2C%3Chttps://evil.example/>; rel="successor-version"');
+  });
+
   it('config check refuses what is neither an http(s) URL nor a single-slash path, naming the field', () => {
     for (const successor of ['javascript:alert(1)', 'ftp://x.example/y', 'v2/pets', '//evil.example/x', '/\\evil.example', '/\n/evil.example', '/a b', '']) {
       const r = validateConfig({ routes: [{ path: '/v1/ok' }, { path: '/v1/x', successor }] });
       expect(r.ok, JSON.stringify(successor)).toBe(false);
-      if (!r.ok) expect(r.errors.join('\n'), JSON.stringify(successor)).toMatch(/^routes\[1\]\.successor: (expected an http:\/\/ or https:\/\/ URL, or a path|a successor path starts with a single \/)/m);
+      if (!r.ok)
+        expect(r.errors.join('\n'), JSON.stringify(successor)).toMatch(
+          /^routes\[1\]\.successor: (expected an http:\/\/ or https:\/\/ URL, or a path|a successor path starts with a single \/)/m,
+        );
     }
-    expect(validateConfig({ routes: [{ path: '/v1/x', successor: 'HTTPS://api.example.com/v2' }, { path: '/v1/y', successor: '/v2/y?a=1#b' }] }).ok).toBe(true);
+    expect(
+      validateConfig({
+        routes: [
+          { path: '/v1/x', successor: 'HTTPS://api.example.com/v2' },
+          { path: '/v1/y', successor: '/v2/y?a=1#b' },
+        ],
+      }).ok,
+    ).toBe(true);
   });
 });
 
@@ -90,8 +106,7 @@ describe('brownouts', () => {
     expect(r.body).toEqual({
       code: 'gone',
       status: 410,
-      message:
-        'GET /v1/pets/:id is browned out until 2031-03-01T16:00:00.000Z: it will be retired on 2031-06-01T00:00:00.000Z; move to /v2/pets/%7Bid%7D.',
+      message: 'GET /v1/pets/:id is browned out until 2031-03-01T16:00:00.000Z: it will be retired on 2031-06-01T00:00:00.000Z; move to /v2/pets/%7Bid%7D.',
     });
     expect(r.headers.get('retry-after')).toBe(String(110 * 60));
     expect(r.headers.get('deprecation')).toBe(`@${Date.parse('2030-06-01T00:00:00Z') / 1000}`);
@@ -158,7 +173,11 @@ describe('brownouts in the config', () => {
       { sunset: SUNSET, brownouts: ['2031-03-01T14:00:00Z/PT1H', '2031-05-31T23:00:00Z/PT2H'] },
       /^routes\[1\]\.brownouts\[1\]: the brownout ends at 2031-06-01T01:00:00\.000Z, after the route's sunset \(2031-06-01T00:00:00\.000Z\)/,
     ],
-    ['end before start', { sunset: SUNSET, brownouts: ['2031-03-01T15:00:00Z/2031-03-01T14:00:00Z'] }, /^routes\[1\]\.brownouts\[0\]: the interval must end after it starts/],
+    [
+      'end before start',
+      { sunset: SUNSET, brownouts: ['2031-03-01T15:00:00Z/2031-03-01T14:00:00Z'] },
+      /^routes\[1\]\.brownouts\[0\]: the interval must end after it starts/,
+    ],
     ['an empty duration', { sunset: SUNSET, brownouts: ['2031-03-01T15:00:00Z/PT0S'] }, /^routes\[1\]\.brownouts\[0\]: the interval must end after it starts/],
     ['malformed', { sunset: SUNSET, brownouts: ['2031-03-01T14:00:00Z'] }, /^routes\[1\]\.brownouts\[0\]: expected an ISO 8601 interval/],
     ['a date without time', { sunset: SUNSET, brownouts: ['2031-03-01/PT1H'] }, /^routes\[1\]\.brownouts\[0\]: .*its start "2031-03-01" is not a date-time/],
@@ -168,7 +187,10 @@ describe('brownouts in the config', () => {
     ['not a list', { sunset: SUNSET, brownouts: '2031-03-01T14:00:00Z/PT1H' }, /^routes\[1\]\.brownouts: /],
   ])('%s: refused, naming routes[i].brownouts[j]', (_name, extra, message) => {
     const errors = errorsOf(route(extra));
-    expect(errors.some((e) => message.test(e)), errors.join('\n')).toBe(true);
+    expect(
+      errors.some((e) => message.test(e)),
+      errors.join('\n'),
+    ).toBe(true);
   });
 
   it('config check names every bad brownout at once and exits 1', async () => {
@@ -218,7 +240,22 @@ describe('ISO 8601 intervals', () => {
   });
 
   it('refuses what is not one interval', () => {
-    for (const bad of ['', '/', 'PT1H', '2031-03-01T14:00:00Z/', '/PT1H', 'a/b', 'xPT1H/2031-03-01T15:00:00Z', '2031-03-01T14:00:00Z/P1DT', '2031-03-01T14:00:00Z/P', '2031-03-01T14:00:00Z/-PT1H', '2031-03-01T14:00:00Z/PT1.5H30M', '2031-02-30T14:00:00Z/PT1H', '2031-03-01T14:00:00Z/P99999999Y', '2031-03-01T14:00:00Z/PT1H/PT1H'])
+    for (const bad of [
+      '',
+      '/',
+      'PT1H',
+      '2031-03-01T14:00:00Z/',
+      '/PT1H',
+      'a/b',
+      'xPT1H/2031-03-01T15:00:00Z',
+      '2031-03-01T14:00:00Z/P1DT',
+      '2031-03-01T14:00:00Z/P',
+      '2031-03-01T14:00:00Z/-PT1H',
+      '2031-03-01T14:00:00Z/PT1.5H30M',
+      '2031-02-30T14:00:00Z/PT1H',
+      '2031-03-01T14:00:00Z/P99999999Y',
+      '2031-03-01T14:00:00Z/PT1H/PT1H',
+    ])
       expect(typeof span(bad), bad).toBe('string');
   });
 });

@@ -16,7 +16,10 @@ import { echo } from './helpers/upstream.js';
 const PREFIX = 'stab:';
 const ks = new Keyspace(PREFIX);
 
-function rawConfig(stack: Stack<never>, stability: Record<string, string[]> = { experimental: ['business'], beta: ['pro', 'business'] }): Record<string, unknown> {
+function rawConfig(
+  stack: Stack<never>,
+  stability: Record<string, string[]> = { experimental: ['business'], beta: ['pro', 'business'] },
+): Record<string, unknown> {
   return {
     redis: { url: stack.redis.url, prefix: PREFIX, commandTimeoutMs: 1000 },
     plans: { free: { perMinute: 2, perDay: 100 }, pro: { perMinute: 50, perDay: 1000 }, business: { perMinute: 50, perDay: 1000 } },
@@ -91,13 +94,18 @@ describe('403 plan_not_allowed', () => {
     for (let i = 0; i < 5; i++) {
       const r = await call('/exp', key);
       expect(r.status).toBe(403);
-      expect(r.body).toEqual({ code: 'plan_not_allowed', status: 403, message: 'This route is experimental: plan free is not allowed to call it (open to business).' });
+      expect(r.body).toEqual({
+        code: 'plan_not_allowed',
+        status: 403,
+        message: 'This route is experimental: plan free is not allowed to call it (open to business).',
+      });
       expect(r.headers.get('x-api-stability')).toBe('experimental');
       expect(r.headers.get('retry-after')).toBeNull();
     }
     expect((await call('/beta', key)).body.message).toBe('This route is beta: plan free is not allowed to call it (open to pro, business).');
     expect(await limitState(id)).toEqual(before);
-    const remaining = (q: { body: Record<string, unknown> }) => (q.body.windows as Array<{ name: string; remaining: number }>).map((w) => [w.name, w.remaining]);
+    const remaining = (q: { body: Record<string, unknown> }) =>
+      (q.body.windows as Array<{ name: string; remaining: number }>).map((w) => [w.name, w.remaining]);
     expect(remaining(await call('/ratelimit', key))).toEqual(remaining(quotaBefore));
     expect(remaining(quotaBefore)).toEqual([
       ['minute', 1],
@@ -152,7 +160,10 @@ describe('stability in the config', () => {
   const base = (route: Record<string, unknown>, stability: Record<string, unknown> = {}) => ({
     plans: { free: { perMinute: 1, perDay: 1 }, pro: { perMinute: 1, perDay: 1 } },
     services: { catalog: { targets: ['http://127.0.0.1:9'], openapi: { stability } } },
-    routes: [{ path: '/ok', service: 'catalog' }, { path: '/x', service: 'catalog', ...route }],
+    routes: [
+      { path: '/ok', service: 'catalog' },
+      { path: '/x', service: 'catalog', ...route },
+    ],
   });
   const errorsOf = (raw: Record<string, unknown>): string => {
     const r = validateConfig(raw);

@@ -573,7 +573,7 @@ function validInterval(text: string, ctx: Ctx): void {
 function validSuccessor(text: string, ctx: Ctx): void {
   const bad = (message: string): void => void ctx.addIssue({ code: 'custom', message, input: text });
   if (text.startsWith('/')) {
-    if (text.startsWith('//') || text.includes('\\') || /[\x00-\x20\x7f]/.test(text))
+    if (text.startsWith('//') || text.includes('\\') || /[^!-~\u00a0-\uffff]/.test(text))
       bad('a successor path starts with a single / and holds no backslash, space or control character (such as /v2/pets)');
     return;
   }
