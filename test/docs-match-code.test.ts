@@ -61,6 +61,7 @@ describe('the request path picture', () => {
       'anonymousLimit',
       'publicRouteLimits',
       'requireApiKey',
+      'requireAllowedPlan',
       'keyLimits',
       'routePolicy',
       'declaredBodyLimit',

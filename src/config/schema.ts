@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
 import { gatewayPaths, isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { keyInputFields, sha256HexSchema } from './key-fields.js';
+import { parseInterval } from './iso-interval.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -302,6 +303,21 @@ const serviceTls = z.strictObject({
   verify: z.boolean().default(true).describe('false accepts any certificate from the targets (warned about at start): for a test setup only.'),
 });
 
+/** A route's stability (routes[].stability, an OpenAPI document's x-stability): a token, sent as X-API-Stability. */
+const STABILITY = /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/;
+const STABILITY_SHAPE = 'expected a stability token of 1-64 characters of A-Z a-z 0-9 - (starting with a letter or digit), such as experimental or beta';
+
+/**
+ * A service's API policy. stability: for each stability value, the plans whose keys may call the service's routes of
+ * that stability (403 plan_not_allowed for others, before any quota is taken); a value not listed is open to all.
+ */
+const serviceOpenapi = z.strictObject({
+  stability: z
+    .record(z.string().regex(STABILITY, STABILITY_SHAPE), z.array(z.string()))
+    .default({})
+    .describe('Stability value -> the plans whose keys may call this service\'s routes of that stability, e.g. { experimental: [business, enterprise] }; values not listed are open to every plan.'),
+});
+
 /** Names appear in metrics labels and log lines. */
 const SERVICE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -316,6 +332,7 @@ const service = z.strictObject({
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
   tls: serviceTls.optional().describe('HTTPS to the targets with a private CA: { caFile, certFile, keyFile, servername, verify }; every target must then be https://. Active health checks use it too. Without it, https:// targets are verified against the system\'s CAs.'),
+  openapi: serviceOpenapi.optional().describe('The service\'s API description and policy: stability (which plans may call routes of each stability).'),
 })
   .superRefine(perTryBelowTimeout)
   .superRefine(tlsTargetsAreHttps);
@@ -400,6 +417,20 @@ const route = z.strictObject({
     .optional()
     .describe('Migration documentation (an http or https URL), sent as Link: <url>; rel="deprecation", percent-encoded.'),
   afterSunset: z.enum(['gone', 'pass']).default('pass').describe('After the sunset: "gone" answers 410 without calling the upstream, "pass" keeps proxying.'),
+  successor: z
+    .string()
+    .superRefine(validSuccessor)
+    .optional()
+    .describe('The route that replaces this one (an http or https URL, or a path starting with /), sent as Link: <...>; rel="successor-version", percent-encoded.'),
+  brownouts: z
+    .array(z.string().superRefine(validInterval))
+    .optional()
+    .describe('ISO 8601 intervals before the sunset (<start>/<end>, <start>/<duration>, <duration>/<end>, e.g. 2027-03-01T14:00:00Z/PT1H) during which the route answers 410 gone as if retired; needs sunset.'),
+  stability: z
+    .string()
+    .regex(STABILITY, STABILITY_SHAPE)
+    .optional()
+    .describe('A stability token (experimental, beta, stable, ...), sent as X-API-Stability on every answer of the route; services.<name>.openapi.stability says which plans may call it.'),
   cost: positiveInt().default(1).describe('Points a request of this route takes from every window that applies (the plan\'s and the route\'s).'),
   name: z
     .string()
@@ -481,6 +512,8 @@ export const configSchema = z
   })
   .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))
   .superRefine(afterSunsetNeedsSunset, readsClean('routes'))
+  .superRefine(brownoutsBeforeSunset, readsClean('routes'))
+  .superRefine(stabilityPlansKnown, readsClean('services', 'plans'))
   .superRefine(staticKeysUseKnownPlans, readsClean('keys', 'plans'))
   .superRefine(routeLimitsUseKnownPlans, readsClean('routes', 'plans'))
   .superRefine(routeWindowNamesUnique, readsClean('routes'))
@@ -526,6 +559,32 @@ function readsClean(...sections: string[]): { when: (payload: z.core.ParsePayloa
   return { when: (payload) => !payload.issues.some((i) => i.continue !== true && sections.includes(String(i.path?.[0]))) };
 }
 
+
+function validInterval(text: string, ctx: Ctx): void {
+  const parsed = parseInterval(text);
+  if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.message, input: text });
+}
+
+/**
+ * An http(s) URL, or a path on this gateway. A path must not be read as another host: `//host/...` (a network-path
+ * reference), a backslash (`/\host` is `//host` to a browser), spaces and control characters (the URL parser drops tabs
+ * and line breaks, so `/<LF>/host` would be `//host` too) are refused.
+ */
+function validSuccessor(text: string, ctx: Ctx): void {
+  const bad = (message: string): void => void ctx.addIssue({ code: 'custom', message, input: text });
+  if (text.startsWith('/')) {
+    if (text.startsWith('//') || text.includes('\\') || /[^!-~\u00a0-\uffff]/.test(text))
+      bad('a successor path starts with a single / and holds no backslash, space or control character (such as /v2/pets)');
+    return;
+  }
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) bad('expected an http:// or https:// URL, or a path starting with / (such as /v2/pets)');
+}
 
 function validRoutePattern(path: string, ctx: Ctx): void {
   try {
@@ -717,6 +776,44 @@ function afterSunsetNeedsSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void 
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'afterSunset'], message: 'afterSunset: gone needs a sunset date', input: r.afterSunset });
     }
   });
+}
+
+/** Brownouts rehearse a retirement: a route without a sunset has none to rehearse, and one after it is no rehearsal. */
+function brownoutsBeforeSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+  cfg.routes.forEach((r, i) => {
+    if (!r.brownouts || r.brownouts.length === 0) return;
+    if (!r.sunset) {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'brownouts'], message: 'brownouts need a sunset date: they rehearse the route\'s retirement', input: r.brownouts });
+      return;
+    }
+    const sunsetMs = Date.parse(r.sunset);
+    r.brownouts.forEach((text, j) => {
+      const b = parseInterval(text);
+      if (b.ok && b.endMs > sunsetMs)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['routes', i, 'brownouts', j],
+          message: `the brownout ends at ${new Date(b.endMs).toISOString()}, after the route's sunset (${new Date(sunsetMs).toISOString()}); a brownout ends at or before it`,
+          input: text,
+        });
+    });
+  });
+}
+
+function stabilityPlansKnown(cfg: { services?: Record<string, ServiceConfig> | undefined; plans: Record<string, unknown> }, ctx: Ctx): void {
+  for (const [name, s] of Object.entries(cfg.services ?? {})) {
+    for (const [value, plans] of Object.entries(s.openapi?.stability ?? {})) {
+      plans.forEach((plan, j) => {
+        if (!Object.hasOwn(cfg.plans, plan))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['services', name, 'openapi', 'stability', value, j],
+            message: `unknown plan; expected one of ${Object.keys(cfg.plans).join(', ')}`,
+            input: plan,
+          });
+      });
+    }
+  }
 }
 
 function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {

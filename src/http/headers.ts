@@ -8,6 +8,7 @@ export const H = {
   deprecation: 'deprecation',
   sunset: 'sunset',
   link: 'link',
+  apiStability: 'x-api-stability',
   retryAfter: 'retry-after',
   rateLimitLimit: 'x-ratelimit-limit',
   rateLimitRemaining: 'x-ratelimit-remaining',
@@ -35,11 +36,25 @@ export function formatSunset(epochMs: number): string {
  * WHATWG URL serialises it (space, `"`, `<`, `>` and controls percent-encoded, the host in ASCII), then every character
  * RFC 3986 does not allow in a URI, and `,` and `;` (which naive Link parsers split on), percent-encoded on top: nothing
  * in it can close the `<...>` or start another link or parameter, so the header carries exactly one relation.
+ * A target starting with a single `/` is a path on this gateway (`</v2/pets>`), serialised and encoded the same way.
  */
 export function formatLink(url: string, rel: string): string {
-  const target = new URL(url).href.replace(/[^A-Za-z0-9\-._~:/?#[\]@!$&'()*+=%]/g, (c) => encodeURIComponent(c));
-  return `<${target}>; rel="${rel}"`;
+  return `<${linkTarget(url)}>; rel="${rel}"`;
 }
+
+/** A Link target as formatLink writes it between `<` and `>`: an absolute URL, or a path (see formatLink). */
+export function linkTarget(url: string): string {
+  let href: string;
+  if (url.startsWith('/') && !url.startsWith('//')) {
+    const u = new URL(url, RELATIVE_BASE);
+    // The config refuses paths the URL parser could read as another host; a target that still did would not be a path.
+    if (u.origin !== RELATIVE_BASE) throw new Error(`not a path on this host: ${JSON.stringify(url)}`);
+    href = u.pathname + u.search + u.hash;
+  } else href = new URL(url).href;
+  return href.replace(/[^A-Za-z0-9\-._~:/?#[\]@!$&'()*+=%]/g, (c) => encodeURIComponent(c));
+}
+
+const RELATIVE_BASE = 'http://gateway.invalid';
 
 /** RFC 9110 Retry-After as delay-seconds: a whole number, never a fraction, at least 1. */
 export function formatRetryAfter(ms: number): string {

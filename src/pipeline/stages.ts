@@ -9,7 +9,8 @@
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
 //   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
 //                               and its service, or defaultService; neither: the request leaves the request path (404
-//                               not_found); an override that cannot be routed: 400 invalid_method_override
+//                               not_found); an override that cannot be routed: 400 invalid_method_override; from here
+//                               on every answer carries the route's X-API-Stability                [routes with stability]
 //   -- requests with a service only --
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
 //   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
@@ -19,10 +20,12 @@
 //   P. publicRouteLimits        a public route's own limits per client address, for requests without a valid key,
 //                               one Redis round trip (429, with RateLimit headers)          [only auth: none with limits]
 //   6. requireApiKey            401 for whoever is still without a valid key                       [not for auth: none]
+//   S. requireAllowedPlan       403 plan_not_allowed for a key whose plan the route's stability is not open to, before
+//                               any quota is taken                      [routes whose stability the service's map lists]
 //   7. keyLimits                ban check, plan and route windows with the route's cost, one Redis round trip (429,
 //                               with RateLimit headers; shadow windows only report; 403 for a cost
 //                               no enforced window can hold, before Redis)    [auth: none only with a valid key]
-//   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route
+//   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route or during a brownout
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
 //  11. proxyToUpstream          a target of the service, retries on another; stream there and back (src/pipeline/proxy.ts)
@@ -44,7 +47,8 @@ import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-li
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
-import { isRetired, pathOf, routingMethod } from '../routing/routes.js';
+import { pathOf, routingMethod, unservedAt } from '../routing/routes.js';
+import { planAllowed } from '../routing/stability.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
@@ -105,6 +109,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
           anonymousLimit(p.keys.anonymous),
           publicRouteLimits(p.keys.publicLimits),
           keyedRoutesOnly(requireApiKey),
+          requireAllowedPlan,
           keyLimits(p.keys.limiter, byAddress),
         ]
       : []),
@@ -146,6 +151,7 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
     const serviceName = route?.service ?? config.defaultService;
     const service = serviceName === undefined ? undefined : services.get(serviceName);
     if (!service) return next('route');
+    if (route?.stability !== undefined) res.setHeader(H.apiStability, route.stability);
     req.ctx.matchedRoute = route;
     req.ctx.route = route?.pattern ?? DEFAULT_ROUTE_LABEL;
     req.ctx.service = service;
@@ -344,6 +350,24 @@ export function requireApiKey(req: Request, res: Response, next: NextFunction): 
 }
 
 /**
+ * S. A route whose stability its service's openapi.stability lists is open to those plans only: a key of another plan
+ * is refused here, 403, before the key limits, so no window counts it, no ban strike follows and the backend never
+ * hears of it. A public route's request without a valid key passes (it has no plan; it is metered by its address);
+ * one with a valid key is judged by its key's plan, as its key's windows meter it there.
+ */
+export function requireAllowedPlan(req: Request, res: Response, next: NextFunction): void {
+  const ctx = req.ctx;
+  const plans = ctx.matchedRoute?.stabilityPlans;
+  if (!plans || !ctx.consumer || planAllowed(plans, ctx.consumer.plan)) return next();
+  const open = [...plans];
+  sendError(
+    res,
+    'plan_not_allowed',
+    `This route is ${ctx.matchedRoute!.stability}: plan ${ctx.consumer.plan} is not allowed to call it (${open.length > 0 ? `open to ${open.join(', ')}` : 'open to no plan'}).`,
+  );
+}
+
+/**
  * The store no longer accepts the key authentication found (revoked, rotated past its grace, unreadable since it was
  * cached): the request is answered as one without a valid key, 401.
  */
@@ -476,8 +500,11 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
 }
 
 /**
- * 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired. A keyed
- * call of a deprecated route is counted for the usage report (who still calls it), in memory, written in batches.
+ * 8. The matched route's deprecation headers (read per request: a reload applies at once), 410 once retired or
+ * during a brownout (one decision: unservedAt; the clock is read only for a route with a sunset to enforce or
+ * brownouts). A brownout's 410 comes where a retirement's does, after the key limits: the request counts as a retired
+ * route's does, so a brownout rehearses the sunset exactly, quota included. A keyed call of a deprecated route is
+ * counted for the usage report (who still calls it), in memory, written in batches.
  */
 export function routePolicy(clock: Clock, usage?: RequestPathParts['usage']): RequestHandler {
   return function routePolicyStage(req, res, next) {
@@ -485,8 +512,22 @@ export function routePolicy(clock: Clock, usage?: RequestPathParts['usage']): Re
     if (!route) return next();
     if (usage && route.deprecatedAs !== undefined && req.ctx.consumer) usage.deprecatedCall(route.deprecatedAs, req.ctx.consumer.id);
     for (const [name, value] of route.headers) res.setHeader(name, value);
-    if (isRetired(route, clock.now())) {
+    if (!route.timed) return next();
+    const now = clock.now();
+    const unserved = unservedAt(route, now);
+    if (unserved?.kind === 'retired') {
       return sendError(res, 'gone', `${req.method} ${route.pattern} was retired at ${new Date(route.sunsetMs!).toISOString()}.`);
+    }
+    if (unserved?.kind === 'brownout') {
+      // Retry-After: when the route is served again. The sunset is there: brownouts need one.
+      const sunset = new Date(route.sunsetMs!).toISOString();
+      res.setHeader(H.retryAfter, formatRetryAfter(unserved.untilMs - now));
+      return sendError(
+        res,
+        'gone',
+        `${req.method} ${route.pattern} is browned out until ${new Date(unserved.untilMs).toISOString()}: ` +
+          `${route.gone ? `it will be retired on ${sunset}` : `its sunset is ${sunset}`}${route.successor ? `; move to ${route.successor}` : ''}.`,
+      );
     }
     next();
   };

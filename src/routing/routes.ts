@@ -6,7 +6,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { addressRouteLimits, planRouteLimits, UPSTREAM_SERVICE, type Config, type RouteConfig, type RouteWindowLimitsConfig } from '../config/schema.js';
 import { isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
-import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
+import { H, formatDeprecation, formatLink, formatSunset, linkTarget } from '../http/headers.js';
+import { parseInterval } from '../config/iso-interval.js';
+import { stabilityPlans } from './stability.js';
 
 export interface CompiledRoute {
   readonly method: string;
@@ -25,6 +27,22 @@ export interface CompiledRoute {
   readonly upstreamRoute: boolean;
   readonly sunsetMs: number | undefined;
   readonly gone: boolean;
+  /**
+   * Whether answering needs the time (unservedAt): a sunset with afterSunset: gone, or brownouts. Routes without
+   * them never read the clock.
+   */
+  readonly timed: boolean;
+  /** routes[].brownouts in milliseconds, in order of their start; undefined: none. */
+  readonly brownouts?: ReadonlyArray<{ readonly startMs: number; readonly endMs: number }>;
+  /** routes[].successor as its Link carries it (percent-encoded), for the brownout's message. */
+  readonly successor?: string;
+  /** routes[].stability: sent as X-API-Stability on every answer once the route is matched. */
+  readonly stability?: string;
+  /**
+   * The plans whose keys may call the route, from its service's openapi.stability for its stability; undefined: every
+   * plan (no stability, or a value the map does not list).
+   */
+  readonly stabilityPlans?: ReadonlySet<string>;
   /** For a deprecated route, its name in the usage report ("<METHOD> <pattern>"): keyed calls of it are counted. */
   readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
@@ -47,7 +65,8 @@ export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: P
   return [...routes, { ...compileRoutes([{ method: '*', path: `${UPSTREAM_PREFIX}/*`, afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
 }
 
-export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
+/** A validated config's routes compiled in file order; `services` gives each route's stability its plans. */
+export function compileRoutes(routes: readonly RouteConfig[], services?: Config['services']): CompiledRoute[] {
   return routes.map((r) => {
     const headers: Array<[string, string]> = [];
     const links: string[] = [];
@@ -55,7 +74,10 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
     if (r.sunset) headers.push([H.sunset, formatSunset(Date.parse(r.sunset))]);
     if (r.link && r.deprecation) links.push(formatLink(r.link, 'deprecation'));
     if (r.link && r.sunset && !r.deprecation) links.push(formatLink(r.link, 'sunset'));
+    if (r.successor) links.push(formatLink(r.successor, 'successor-version'));
     if (links.length > 0) headers.push([H.link, links.join(', ')]);
+    const brownouts = compileBrownouts(r.brownouts);
+    const plans = stabilityPlans(r, services);
     return {
       method: r.method,
       pattern: r.path,
@@ -67,6 +89,11 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       auth: r.auth ?? 'key',
       sunsetMs: r.sunset ? Date.parse(r.sunset) : undefined,
       gone: r.afterSunset === 'gone',
+      timed: (r.afterSunset === 'gone' && r.sunset !== undefined) || brownouts !== undefined,
+      ...(brownouts ? { brownouts } : {}),
+      ...(r.successor ? { successor: linkTarget(r.successor) } : {}),
+      ...(r.stability !== undefined ? { stability: r.stability } : {}),
+      ...(plans ? { stabilityPlans: plans } : {}),
       deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
       headers,
       cost: r.cost,
@@ -206,6 +233,48 @@ export function forwardedTarget(route: Pick<CompiledRoute, 'stripPrefix'>, url: 
   return (rest === '' ? '/' : rest) + (q === -1 ? '' : url.slice(q));
 }
 
+/** Why a route is not served at a moment: retired (its sunset passed, afterSunset: gone), or in a brownout until untilMs. */
+export type Unserved = { kind: 'retired' } | { kind: 'brownout'; untilMs: number };
+
+/**
+ * The one decision of whether a route is served now: undefined (served), retired (afterSunset: gone and its sunset
+ * has passed), or browned out (inside one of its brownouts, which all end by the sunset). The routePolicy stage
+ * answers both with 410 gone. Read only for a route that is `timed`.
+ */
+export function unservedAt(route: CompiledRoute, nowMs: number): Unserved | undefined {
+  if (route.gone && route.sunsetMs !== undefined && nowMs >= route.sunsetMs) return RETIRED;
+  if (route.brownouts)
+    for (const b of route.brownouts) {
+      if (nowMs < b.startMs) break;
+      if (nowMs < b.endMs) return { kind: 'brownout', untilMs: b.endMs };
+    }
+  return undefined;
+}
+
+const RETIRED: Unserved = Object.freeze({ kind: 'retired' });
+
 export function isRetired(route: CompiledRoute, nowMs: number): boolean {
-  return route.gone && route.sunsetMs !== undefined && nowMs >= route.sunsetMs;
+  return unservedAt(route, nowMs)?.kind === 'retired';
+}
+
+/**
+ * Brownout intervals (validated by the schema) in milliseconds, sorted by start, overlapping or touching ones merged
+ * (so a brownout's "until" is when the route is served again); undefined for none.
+ */
+function compileBrownouts(texts: readonly string[] | undefined): CompiledRoute['brownouts'] {
+  if (!texts || texts.length === 0) return undefined;
+  const sorted = texts
+    .map((t) => {
+      const b = parseInterval(t);
+      if (!b.ok) throw new Error(`routes[].brownouts: ${b.message}`);
+      return { startMs: b.startMs, endMs: b.endMs };
+    })
+    .sort((a, b) => a.startMs - b.startMs);
+  const out: Array<{ startMs: number; endMs: number }> = [];
+  for (const b of sorted) {
+    const last = out[out.length - 1];
+    if (last && b.startMs <= last.endMs) last.endMs = Math.max(last.endMs, b.endMs);
+    else out.push(b);
+  }
+  return Object.freeze(out.map((b) => Object.freeze(b)));
 }

@@ -15,7 +15,7 @@ export interface RuntimeConfig {
 }
 
 function compiled(config: Config): RuntimeConfig {
-  const routes = compileRoutes(config.routes);
+  const routes = compileRoutes(config.routes, config.services);
   const routing = withUpstreamCatchAll(routes, config);
   return { config, routes, routing, table: new RouteTable(routing) };
 }

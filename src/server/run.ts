@@ -13,6 +13,7 @@ import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster
 import { applyHeapGrowth } from './heap.js';
 import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
+import { stabilityWarnings } from '../routing/stability.js';
 import { tlsWarnings } from '../config/tls-files.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
@@ -26,7 +27,8 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), logRedaction(config.auth.issuedPrefix));
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
-  if (isPrimary()) for (const warning of [...costWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
+  if (isPrimary())
+    for (const warning of [...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
