@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } from '../http/credentials.js';
 import { gatewayPaths, isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { keyInputFields, sha256HexSchema } from './key-fields.js';
+import type { LoadedDocuments } from '../openapi/operations.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -302,6 +303,19 @@ const serviceTls = z.strictObject({
   verify: z.boolean().default(true).describe('false accepts any certificate from the targets (warned about at start): for a test setup only.'),
 });
 
+/**
+ * A service's own OpenAPI document as its routes (src/openapi/): read when the config is loaded and on every reload.
+ */
+const openapiDocument = z.strictObject({
+  file: z.string().min(1).describe('The document (YAML or JSON, OpenAPI 3.0 or 3.1), relative to the config file; $refs to files beside it are read too.'),
+  basePath: z
+    .string()
+    .regex(/^(\/[A-Za-z0-9._~!$&'()+,;=@%-]+)*$/, 'expected a path such as /v1 (or "" for none)')
+    .optional()
+    .describe('Where the document\'s paths are served; default: the path of its servers[0].url, else none.'),
+  validate: z.enum(['off', 'shadow', 'enforce']).default('off').describe('Request validation against the operation: off, shadow (counted and logged) or enforce (400).'),
+});
+
 /** Names appear in metrics labels and log lines. */
 const SERVICE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -316,6 +330,8 @@ const service = z.strictObject({
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
   tls: serviceTls.optional().describe('HTTPS to the targets with a private CA: { caFile, certFile, keyFile, servername, verify }; every target must then be https://. Active health checks use it too. Without it, https:// targets are verified against the system\'s CAs.'),
+
+  openapi: openapiDocument.optional().describe('The service\'s OpenAPI 3.0/3.1 document: every operation becomes a route to this service, after the hand-written routes (docs/routing.md, "OpenAPI document").'),
 })
   .superRefine(perTryBelowTimeout)
   .superRefine(tlsTargetsAreHttps);
@@ -380,7 +396,17 @@ const route = z.strictObject({
     .string()
     .regex(/^\//, 'expected an absolute path such as /v1/pets/:petId or /orders/*')
     .superRefine(validRoutePattern)
-    .describe('Exact (/status), a pattern (/v1/pets/:petId) or a prefix ending in /* (/orders/*); also the route label in metrics. Under /v1 when the route names no service.'),
+    .optional()
+    .describe('Exact (/status), a pattern (/v1/pets/:petId) or a prefix ending in /* (/orders/*); also the route label in metrics. Under /v1 when the route names no service. Required unless the route names an operationId.'),
+  operationId: z
+    .string()
+    .regex(/^[^\s]{1,200}$/, 'expected an operationId of a service\'s OpenAPI document (1-200 characters, no spaces)')
+    .optional()
+    .describe('An operation of a service\'s OpenAPI document (services.<name>.openapi): this route\'s fields (cost, limits, mode, name, deprecation, sunset, link, afterSunset, ...) apply to that operation\'s route; it takes no method, path, host or service of its own.'),
+  deprecated: z.boolean().optional().describe('true: deprecated without a date (an OpenAPI operation\'s `deprecated: true`): counted in the deprecated-route report, no Deprecation header (it needs a date). A route with deprecation is deprecated anyway.'),
+  successor: z.string().min(1).optional().describe('The route that replaces this one: an http(s) URL or a path starting with /.'),
+  brownouts: z.array(z.string().min(1)).optional().describe('ISO 8601 intervals before the sunset during which the route answers 410 gone.'),
+  stability: z.string().regex(/^[A-Za-z0-9._-]{1,32}$/, 'expected a token such as experimental, beta or stable').optional().describe('The route\'s stability (experimental, beta, stable, ...).'),
   host: z
     .string()
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name without port, such as api.example.com')
@@ -411,7 +437,13 @@ const route = z.strictObject({
     .optional()
     .describe('A keyed route: its windows per key, beside the plan\'s, by plan name ("default" for plans without an entry), e.g. { default: { perMinute: 20 } }. A public route (auth: none): { perMinute, perDay } counted per client address for requests without a valid key, beside the anonymous limit (both must pass).'),
   mode: limitMode().optional().describe('enforce or shadow for this route\'s windows; default: limits.mode.'),
-}).superRefine(routeLimitsMatchAuth);
+}).superRefine(routeLimitsMatchAuth).superRefine(pathOrOperation);
+
+/** A route gives its path, or names an operation whose document gives it (src/openapi/documents.ts merges it there). */
+function pathOrOperation(r: { path?: string | undefined; operationId?: string | undefined }, ctx: Ctx): void {
+  if (r.operationId === undefined && r.path === undefined)
+    ctx.addIssue({ code: 'custom', path: ['path'], message: "expected a path (or an operationId of a service's OpenAPI document)", input: undefined });
+}
 
 const auth = z.strictObject({
   sources: z
@@ -538,15 +570,15 @@ function validRoutePattern(path: string, ctx: Ctx): void {
 type RoutingCfg = {
   services?: Record<string, unknown> | undefined;
   upstream?: unknown;
-  routes: RouteConfig[];
+  routes: ParsedRouteConfig[];
   defaultService?: string | undefined;
   selfService: { path: string; enabled: boolean };
   ops?: unknown;
 };
 
 /** A route's name in messages: its method (when not any), host (when given) and path. */
-function routeName(r: RouteConfig): string {
-  return `${r.method === '*' ? '' : `${r.method} `}${r.host ? `${r.host}` : ''}${r.path}`;
+function routeName(r: ParsedRouteConfig): string {
+  return `${r.method === '*' ? '' : `${r.method} `}${r.host ? `${r.host}` : ''}${r.path ?? `operationId ${r.operationId}`}`;
 }
 
 function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
@@ -574,7 +606,7 @@ function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
 function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
   const upstreamIsService = !cfg.services || cfg.upstream !== undefined;
   cfg.routes.forEach((r, i) => {
-    if (r.service !== undefined) return;
+    if (r.service !== undefined || r.path === undefined) return;
     if (!upstreamIsService)
       ctx.addIssue({
         code: 'custom',
@@ -593,6 +625,7 @@ function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
 function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
   const own = gatewayPaths(cfg);
   cfg.routes.forEach((r, i) => {
+    if (r.path === undefined) return;
     let m: ((p: string) => unknown) | undefined;
     try {
       m = routeMatcher(r.path);
@@ -613,7 +646,7 @@ function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
 function stripPrefixLeadsPath(cfg: RoutingCfg, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     const p = r.stripPrefix;
-    if (p === undefined) return;
+    if (p === undefined || r.path === undefined) return;
     const literal = /^(\/[A-Za-z0-9._~!$&'()+,=@%-]+)+$/.test(p);
     const leads = r.path === p || r.path.startsWith(`${p}/`);
     if (!literal || !leads)
@@ -703,7 +736,7 @@ function adminTokenIdsUnique(cfg: { admin: { tokens: Array<{ id: string }> } }, 
   });
 }
 
-function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function sunsetNotBeforeDeprecation(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.deprecation && r.sunset && Date.parse(r.sunset) < Date.parse(r.deprecation)) {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'sunset'], message: 'sunset must not be earlier than deprecation (RFC 8594)', input: r.sunset });
@@ -711,7 +744,7 @@ function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): v
   });
 }
 
-function afterSunsetNeedsSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function afterSunsetNeedsSunset(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.afterSunset === 'gone' && !r.sunset) {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'afterSunset'], message: 'afterSunset: gone needs a sunset date', input: r.afterSunset });
@@ -727,7 +760,7 @@ function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<s
   });
 }
 
-function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
+function routeLimitsUseKnownPlans(cfg: { routes: ParsedRouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.auth === 'none') return;
     for (const plan of Object.keys(r.limits ?? {})) {
@@ -747,10 +780,10 @@ function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<st
  * Route windows are stored per key under the route's name: two routes with windows under one name would share them
  * without anyone saying so. Name one of them.
  */
-function routeWindowNamesUnique(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function routeWindowNamesUnique(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   const seen = new Map<string, number>();
   cfg.routes.forEach((r, i) => {
-    if (!r.limits && r.name === undefined) return;
+    if ((!r.limits && r.name === undefined) || r.path === undefined) return;
     const name = r.name ?? r.path;
     const first = seen.get(name);
     if (first !== undefined) {
@@ -784,12 +817,18 @@ function keySourcesDistinct(cfg: { auth: { sources: string[] } }, ctx: Ctx): voi
   });
 }
 
-export type Config = z.output<typeof configSchema>;
+/** A route as the file gives it: a route naming an operationId has no path until its document is read. */
+export type ParsedRouteConfig = z.output<typeof route>;
+/**
+ * A loaded config: every route has its path (those naming an operationId were merged into their operation's route by
+ * src/openapi/), and `openapi` holds what the documents added, by route index.
+ */
+export type Config = Omit<z.output<typeof configSchema>, 'routes'> & { routes: RouteConfig[]; openapi?: LoadedDocuments };
 export type AuthConfig = z.output<typeof auth>;
 export type ServiceConfig = z.output<typeof service>;
 export type TargetConfig = z.output<typeof target>;
 export type UpstreamConfig = z.output<typeof upstream>;
-export type RouteConfig = z.output<typeof route>;
+export type RouteConfig = Omit<ParsedRouteConfig, 'path'> & { path: string };
 /** A keyed route's windows for one plan (routes[].limits.<plan>). */
 export type RouteWindowLimitsConfig = z.output<typeof routeWindowLimits>;
 

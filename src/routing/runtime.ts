@@ -1,6 +1,7 @@
 // The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
 // so a reload applies to the next request without dropping any connection.
 import type { Config } from '../config/schema.js';
+import { compileKeySources } from '../http/credentials.js';
 import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from './routes.js';
 
 export interface RuntimeConfig {
@@ -9,11 +10,19 @@ export interface RuntimeConfig {
   readonly routes: readonly CompiledRoute[];
   /** What requests are matched against: the routes, then the upstream shorthand's /v1/* when it is a service. */
   readonly routing: readonly CompiledRoute[];
+  /** Every query parameter a key may come in (auth.sources and the OpenAPI documents' apiKey schemes): the access log redacts them. */
+  readonly keyParams: readonly string[];
+}
+
+function keyParamsOf(config: Config, routes: readonly CompiledRoute[]): readonly string[] {
+  const names = new Set(compileKeySources(config.auth.sources).params);
+  for (const r of routes) for (const p of r.keySources?.params ?? []) names.add(p);
+  return [...names];
 }
 
 function compiled(config: Config): RuntimeConfig {
-  const routes = compileRoutes(config.routes);
-  return { config, routes, routing: withUpstreamCatchAll(routes, config) };
+  const routes = compileRoutes(config.routes, config.openapi?.routes);
+  return { config, routes, routing: withUpstreamCatchAll(routes, config), keyParams: keyParamsOf(config, routes) };
 }
 
 /**

@@ -18,7 +18,7 @@ import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
 export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
-  const result = loadConfigFile(configPath, process.env);
+  const result = await loadConfigFile(configPath, process.env);
   if (!result.ok) {
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
   }
@@ -26,12 +26,17 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), logRedaction(config.auth.issuedPrefix));
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
-  if (isPrimary()) for (const warning of [...costWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
+  if (isPrimary()) for (const warning of [...result.warnings, ...costWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
-    runPrimary(config, workers, logger, () => readReloadedConfig(configPath, process.env, logger) !== undefined);
-    watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
+    let inForce = config;
+    runPrimary(config, workers, logger, async () => {
+      const next = await readReloadedConfig(configPath, process.env, logger);
+      if (next) inForce = next;
+      return next !== undefined;
+    });
+    watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => inForce.openapi?.files ?? []);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -41,7 +46,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const gw = await startGateway({ gateway, logger, configPath, env: process.env });
   handleSignals(gw, logger);
   // In a worker the primary watches and forwards its SIGHUP, as it does for the operator's.
-  if (isPrimary()) watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
+  if (isPrimary()) watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => gw.runtime.config.openapi?.files ?? []);
   reportWorkerReady();
   logger.info(
     {
@@ -61,16 +66,16 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
  * The watcher holds back what the operator must confirm (a file that drops whole sections); a SIGHUP, the operator's
  * or its own, makes the file as it is then the watcher's reference.
  */
-function watchIfAsked(configPath: string, enabled: boolean, logger: Logger): void {
+function watchIfAsked(configPath: string, enabled: boolean, logger: Logger, files: () => readonly string[]): void {
   if (!enabled) return;
-  const watcher = watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger);
+  const watcher = watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger, { files });
   process.on('SIGHUP', () => watcher.rebase());
 }
 
 export async function runPetstore(opts: { port: number; host: string; config?: string }): Promise<void> {
   let redis: RedisConfig | undefined;
   if (opts.config !== undefined) {
-    const loaded = loadConfigFile(opts.config, process.env);
+    const loaded = await loadConfigFile(opts.config, process.env);
     if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration, refusing to start:\n  ${loaded.errors.join('\n  ')}`);
     redis = loaded.config.redis;
   }
