@@ -1,6 +1,8 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory). They
 // compose and start processes, so they sit with the servers they start, above everything the gateway is built of.
-import { loadConfigFile, validateConfig } from '../config/load.js';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
@@ -100,26 +102,34 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
   process.once('SIGINT', stop);
 }
 
-/** The seed config's deprecated route (config/gateway.yaml), which `tollgate dev` serves too. */
-const SEED_DEPRECATION = '2026-06-01T00:00:00Z';
+/**
+ * The pet store's OpenAPI document, which config/gateway.yaml and `tollgate dev` take as the pet store's routes (its
+ * deprecated getPet with its dates and link among them). Shipped in the package beside dist/.
+ */
+const PETSTORE_DOCUMENT = fileURLToPath(new URL('../../docs/petstore.openapi.yaml', import.meta.url));
+/** The document's sunset of getPet. */
 const SEED_SUNSET = '2027-06-01T00:00:00Z';
-const SEED_LINK = 'https://example.com/docs/migrate-pets';
 
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn', undefined, logRedaction());
   exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
-  // The seed's deprecated route, as config/gateway.yaml has it, with a sunset always ahead (the seed's own passes in
-  // 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this run's, for the dashboard.
+  // The pet store's document as its routes, as config/gateway.yaml has it, with getPet's sunset always ahead (the
+  // document's passes in 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this
+  // run's, for the dashboard.
   const sunset = new Date(Math.max(Date.parse(SEED_SUNSET), Math.ceil(Date.now() / DAY_MS + 180) * DAY_MS)).toISOString();
   const adminToken = generateAdminToken();
-  const parsed = validateConfig({
-    server: { port: opts.port },
-    upstream: { url: petstore.url },
-    log: { level: 'warn' },
-    admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
-    routes: [{ method: 'GET', path: '/v1/pets/:petId', deprecation: SEED_DEPRECATION, sunset, link: SEED_LINK, afterSunset: 'gone' }],
-  });
+  const parsed = await validateConfigWithDocuments(
+    {
+      server: { port: opts.port },
+      upstream: { url: petstore.url },
+      log: { level: 'warn' },
+      admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
+      services: { petstore: { targets: [petstore.url], openapi: { file: PETSTORE_DOCUMENT } } },
+      routes: [{ operationId: 'getPet', sunset }],
+    },
+    dirname(PETSTORE_DOCUMENT),
+  );
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
   applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });
