@@ -606,7 +606,8 @@ function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
 function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
   const upstreamIsService = !cfg.services || cfg.upstream !== undefined;
   cfg.routes.forEach((r, i) => {
-    if (r.service !== undefined || r.path === undefined) return;
+    // A route naming an operationId goes where its operation's document says (a path of its own is refused there).
+    if (r.service !== undefined || r.path === undefined || r.operationId !== undefined) return;
     if (!upstreamIsService)
       ctx.addIssue({
         code: 'custom',

@@ -93,10 +93,14 @@ export async function expandDocuments(services: DocumentServices | undefined, ra
         );
     const found = byId.get(id) ?? [];
     if (found.length === 0) {
-      // A document that could not be read may well hold it: its own errors say what to fix first.
-      if (unread > 0) return;
       errors.push(
-        `routes[${i}].operationId: unknown operationId "${clip(id, 80)}"; ${operations.length === 0 ? 'no service has an OpenAPI document (services.<name>.openapi)' : "no operation of the services' OpenAPI documents has it"}`,
+        `routes[${i}].operationId: unknown operationId "${clip(id, 80)}"; ${
+          unread > 0
+            ? 'no operation of the documents read has it (one that could not be read may)'
+            : operations.length === 0
+              ? 'no service has an OpenAPI document (services.<name>.openapi)'
+              : "no operation of the services' OpenAPI documents has it"
+        }`,
       );
       return;
     }

@@ -58,6 +58,9 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
     };
     const files = safeFiles(parser);
     if (e.code === 'ENOENT' || (/ENOENT/.test(String(e.message)) && !e.errors)) return { ok: false, errors: [`${label}: file not found`], files };
+    // The document itself unreadable: said as a config file's would be.
+    const own = e.errors?.find((x) => x.code === 'ERESOLVER' && x.source === path && (x.path ?? []).length === 0);
+    if (own) return { ok: false, files, errors: [`${label}: ${/ENOENT/.test(own.message) ? 'file not found' : clip(firstLine(own.message), 200)}`] };
     if (Array.isArray(e.errors) && e.errors.length > 0)
       return {
         ok: false,
