@@ -156,7 +156,7 @@ describe('routes from OpenAPI documents', () => {
     expect(res.status).toBe(200);
     expect(up.seen.slice(before).map((s) => s.url)).toEqual(['/cat/search?q=cats']);
     // And the access log carries the parameter redacted, never the key.
-    await waitFor(() => gw.proc.logs.some((l) => String(l.req && (l.req as { url?: string }).url).startsWith('/cat/search')));
+    await waitFor(() => gw.proc.logs.some((l) => String(l.req && (l.req as { url?: string }).url).startsWith('/cat/search')), 'the access log line');
     expect(gw.proc.stdout).not.toContain(KEY);
   });
 
