@@ -17,7 +17,6 @@ import { KeyAdmin } from './keys/admin.js';
 import { KEY_REPLICATION_WAIT_MS } from './keys/key-changes.js';
 import { KeyVerifier, staticKeyMap } from './keys/verifier.js';
 import { isAcceptableKey } from './keys/format.js';
-import { compileKeySources } from './http/credentials.js';
 import type { KeyStore } from './keys/types.js';
 import type { Logger } from './observability/logger.js';
 import { Metrics } from './observability/metrics.js';
@@ -450,7 +449,7 @@ async function buildRequestPath(
     readiness,
     opsOnGatewayPort: !config.ops,
     observers: [requestMetrics(metrics)],
-    accessLog: accessLog(logger, () => compileKeySources(runtime.config.auth.sources).params),
+    accessLog: accessLog(logger, () => runtime.current.keyParams),
     ...(tracing ? { tracing } : {}),
     ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter, publicLimits } }),
     proxyToUpstream: proxy.handler,

@@ -67,8 +67,8 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     .command('check')
     .description('validate a config file: exit 0 and say so (warnings on stderr), or exit 1 naming every bad field')
     .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
-    .action((opts: { config?: string }) => {
-      const result = loadConfigFile(resolveConfigPath(opts.config, process.env), process.env);
+    .action(async (opts: { config?: string }) => {
+      const result = await loadConfigFile(resolveConfigPath(opts.config, process.env), process.env);
       if (!result.ok) {
         io.err(`${result.path}: invalid configuration (${result.errors.length} problem${result.errors.length === 1 ? '' : 's'})\n`);
         for (const e of result.errors) io.err(`  ${e}\n`);
@@ -77,7 +77,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
       }
       const c = result.config;
       // Unusual but legitimate (a small trial plan beside expensive routes): said, never refused.
-      for (const w of [...costWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
+      for (const w of [...result.warnings, ...costWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
       io.out(
         `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
           `${c.redis ? 'Redis store' : 'in-memory store'})\n`,

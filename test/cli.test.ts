@@ -113,7 +113,7 @@ describe('config check', () => {
   it('exits 0 and says so for config/gateway.yaml', async () => {
     const r = await runCli(['config', 'check', '--config', 'config/gateway.yaml']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^config\/gateway\.yaml: OK \(4 plans, 1 routes, 0 static keys, Redis store\)\n$/);
+    expect(r.stdout).toMatch(/^config\/gateway\.yaml: OK \(4 plans, 5 routes, 0 static keys, Redis store\)\n$/);
     expect(r.stderr).toBe('');
   });
 

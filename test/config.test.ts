@@ -113,8 +113,8 @@ describe('defaults', () => {
     expect(ok('routes:\n  - { path: /v1/x, method: get }\n').routes[0]!.method).toBe('GET');
   });
 
-  it('the shipped config/gateway.yaml is valid and says what the contract shows', () => {
-    const r = loadConfigFile(REPO_CONFIG, {});
+  it('the shipped config/gateway.yaml is valid and says what the contract shows', async () => {
+    const r = await loadConfigFile(REPO_CONFIG, {});
     if (!r.ok) throw new Error(r.errors.join('\n'));
     expect(r.path).toBe(REPO_CONFIG);
     expect(r.config.server).toMatchObject({ host: '127.0.0.1', port: 8080, trustProxy: false, maxBodyBytes: 1_048_576 });
@@ -128,17 +128,27 @@ describe('defaults', () => {
       allowEviction: false,
     });
     expect(r.config.plans.free).toEqual({ perMinute: 60, perDay: 1000 });
-    expect(r.config.routes).toEqual([
-      {
-        method: 'GET',
-        path: '/v1/pets/:petId',
-        deprecation: '2026-06-01T00:00:00Z',
-        sunset: '2027-06-01T00:00:00Z',
-        link: 'https://example.com/docs/migrate-pets',
-        afterSunset: 'gone',
-        cost: 1,
-      },
+    // The routes are the pet store's OpenAPI document's (docs/petstore.openapi.yaml), concrete paths first.
+    expect(r.config.routes.map((x) => `${x.method} ${x.path} ${x.operationId}`)).toEqual([
+      'GET /v1/categories listCategories',
+      'POST /v1/categories createCategory',
+      'GET /v1/store/orders listOrders',
+      'GET /v1/categories/:id getCategory',
+      'GET /v1/pets/:petId getPet',
     ]);
+    expect(r.config.routes.find((x) => x.operationId === 'getPet')).toEqual({
+      method: 'GET',
+      path: '/v1/pets/:petId',
+      service: 'petstore',
+      operationId: 'getPet',
+      deprecated: true,
+      deprecation: '2026-06-01T00:00:00.000Z',
+      sunset: '2027-06-01T00:00:00.000Z',
+      link: 'https://example.com/docs/migrate-pets',
+      successor: 'https://example.com/docs/pets-v2',
+      afterSunset: 'gone',
+      cost: 1,
+    });
   });
 });
 
@@ -149,8 +159,8 @@ describe('invalid files (test/fixtures/config)', () => {
     for (const f of fixtures) expect(f.expected.length, f.file).toBeGreaterThan(0);
   });
 
-  it.each(fixtures.map((f) => [f.file, f] as const))('%s: reports exactly the expected errors, all at once', (_name, f) => {
-    const result = loadConfigFile(join(FIXTURES, f.file), {});
+  it.each(fixtures.map((f) => [f.file, f] as const))('%s: reports exactly the expected errors, all at once', async (_name, f) => {
+    const result = await loadConfigFile(join(FIXTURES, f.file), {});
     expect(result.ok).toBe(false);
     if (result.ok) return;
     expect(result.path).toBe(join(FIXTURES, f.file));
@@ -297,21 +307,21 @@ describe('environment overrides', () => {
     expect(ok('server:\n  port: eighty\n', { PORT: '8081' }).server.port).toBe(8081);
   });
 
-  it('loadConfigFile applies the environment it is given', () => {
-    const r = loadConfigFile(REPO_CONFIG, { PORT: '0', LOG_LEVEL: 'warn' });
+  it('loadConfigFile applies the environment it is given', async () => {
+    const r = await loadConfigFile(REPO_CONFIG, { PORT: '0', LOG_LEVEL: 'warn' });
     expect(r.ok && r.config.server.port).toBe(0);
     expect(r.ok && r.config.log.level).toBe('warn');
   });
 });
 
 describe('reading the file', () => {
-  it('a missing file is one clear error naming it', () => {
+  it('a missing file is one clear error naming it', async () => {
     const path = join(FIXTURES, 'does-not-exist.yaml');
-    expect(loadConfigFile(path, {})).toEqual({ ok: false, errors: [`${path}: file not found`], path });
+    expect(await loadConfigFile(path, {})).toEqual({ ok: false, errors: [`${path}: file not found`], path });
   });
 
-  it('a directory is an error, not a crash', () => {
-    const r = loadConfigFile(FIXTURES, {});
+  it('a directory is an error, not a crash', async () => {
+    const r = await loadConfigFile(FIXTURES, {});
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.errors[0]!.startsWith(`${FIXTURES}: `)).toBe(true);
   });

@@ -40,6 +40,8 @@ describe('the npm package', () => {
     expect(files).toContain('config/gateway.yaml');
     expect(files).toContain('config/gateway.schema.json');
     expect(files).toContain('docs/admin.openapi.yaml');
+    // config/gateway.yaml and `tollgate dev` take the pet store's routes from it.
+    expect(files).toContain('docs/petstore.openapi.yaml');
     expect(files).toContain('README.md');
     expect(files).toContain('LICENSE');
     const unwanted = files.filter(
@@ -54,7 +56,7 @@ describe('the npm package', () => {
       cwd: dir,
       timeout: 30_000,
     });
-    expect(check.stdout).toMatch(/gateway\.yaml: OK \(4 plans, 1 routes/);
+    expect(check.stdout).toMatch(/gateway\.yaml: OK \(4 plans, 5 routes/);
     const schema = await run(bin, ['config', 'schema'], { cwd: dir, timeout: 30_000 });
     expect(JSON.parse(schema.stdout).title).toBe('Tollgate gateway configuration');
 
@@ -65,6 +67,9 @@ describe('the npm package', () => {
       const key = /^ {4}free\s+(tg_[0-9A-Za-z]+)$/m.exec(dev.stdout)![1]!;
       const res = await fetch(`http://127.0.0.1:${port}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
       expect(res.status).toBe(200);
+      // The document's deprecated getPet, read from the installed package's docs/.
+      const pet = await fetch(`http://127.0.0.1:${port}/v1/pets/1`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+      expect(pet.headers.get('deprecation')).toBe('@1780272000');
       const admin = /Dashboard and admin API: (http:\/\/127\.0\.0\.1:\d+)\//.exec(dev.stdout)![1]!;
       const page = await fetch(`${admin}/`, { signal: AbortSignal.timeout(5000) });
       expect(await page.text()).toContain('<title>Tollgate</title>');

@@ -49,7 +49,7 @@ export const common = (cmd: Command): Command =>
 async function openSession(opts: CommonOpts): Promise<Session> {
   const path = resolveConfigPath(opts.config, process.env);
   // REDIS_URL is applied below with its own precedence, so the file is read without env overrides here.
-  const loaded = loadConfigFile(path, { ...process.env, REDIS_URL: undefined });
+  const loaded = await loadConfigFile(path, { ...process.env, REDIS_URL: undefined });
   if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration: ${loaded.errors.join('; ')}`);
   const config = loaded.config;
   const url = opts.redis ?? (process.env.REDIS_URL || undefined);

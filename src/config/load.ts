@@ -1,12 +1,15 @@
 // Reads the YAML file, applies environment overrides, validates against the schema and freezes the result.
 // Every problem is reported at once, each as "path: what was expected, what was found".
 import { readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { redactKeyShapes } from '../http/credentials.js';
 import { configSchema, type Config } from './schema.js';
 import { knownFieldsAt, nearestField } from './field-names.js';
 import { tlsFileErrors } from './tls-files.js';
+import { expandDocuments } from '../openapi/documents.js';
+import type { LoadedDocuments } from '../openapi/operations.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
 
@@ -14,7 +17,7 @@ export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
  * `sections`: the top-level sections the file itself gives (not empty, not null), before defaults and the environment:
  * what a reload compares to see whether a new file drops a whole section (configSections).
  */
-export type LoadResult = { ok: true; config: Config; path: string; sections: string[] } | { ok: false; errors: string[]; path: string };
+export type LoadResult = { ok: true; config: Config; path: string; sections: string[]; warnings: string[] } | { ok: false; errors: string[]; path: string };
 
 /** What an empty document (no content, only comments, or `null`) is told: never the defaults, which serve nothing. */
 export const EMPTY_DOCUMENT_ERROR =
@@ -43,7 +46,11 @@ function numberIfNumeric(v: string): unknown {
   return /^\d+$/.test(v.trim()) ? Number(v) : v;
 }
 
-export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): LoadResult {
+/**
+ * Reads, validates and completes the config file: the OpenAPI documents its services name are read too (relative to
+ * the file), so this is asynchronous. Never throws.
+ */
+export async function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): Promise<LoadResult> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -51,14 +58,41 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
     const reason = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : (err as Error).message;
     return { ok: false, errors: [`${path}: ${reason}`], path };
   }
-  const result = parseConfigText(text, env);
-  return { ...result, path };
+  const read = readRaw(text, env);
+  if (!read.ok) return { ...read, path };
+  const result = await validateConfigWithDocuments(read.raw, dirname(path), read.overridden).catch(
+    (err: unknown): { ok: false; errors: string[] } => ({ ok: false, errors: [`OpenAPI documents: ${excerpt(String((err as Error)?.message ?? err), 200)}`] }),
+  );
+  if (!result.ok) return { ...result, path };
+  return { ...result, sections: configSections(read.raw), path };
 }
 
+/**
+ * The config a text gives, checked by the schema alone: for a config whose services name no OpenAPI document (one
+ * that does is refused here: loadConfigFile reads documents).
+ */
 export function parseConfigText(
   text: string,
   env: NodeJS.ProcessEnv = {},
-): { ok: true; config: Config; sections: string[] } | { ok: false; errors: string[] } {
+): { ok: true; config: Config; sections: string[]; warnings: string[] } | { ok: false; errors: string[] } {
+  const read = readRaw(text, env);
+  if (!read.ok) return read;
+  const result = validateConfig(read.raw, read.overridden);
+  if (!result.ok) return result;
+  return { ...result, warnings: [], sections: configSections(read.raw) };
+}
+
+/** The sections a text gives when it is a valid config by the schema alone (documents unread): what --watch-config compares. */
+export function sectionsOfText(text: string, env: NodeJS.ProcessEnv = {}): string[] | undefined {
+  const read = readRaw(text, env);
+  if (!read.ok) return undefined;
+  return validateSchema(read.raw, read.overridden).ok ? configSections(read.raw) : undefined;
+}
+
+type RawRead = { ok: true; raw: Record<string, unknown>; overridden: Map<string, string> } | { ok: false; errors: string[] };
+
+/** The YAML as an object with the environment's overrides applied, or why it is none. */
+function readRaw(text: string, env: NodeJS.ProcessEnv): RawRead {
   let raw: unknown;
   try {
     const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
@@ -76,12 +110,44 @@ export function parseConfigText(
     return { ok: false, errors: [`(root): expected a mapping of sections (server, upstream, ...), got ${describe(raw)}`] };
   }
   const overridden = new Map<string, string>();
-  const result = validateConfig(applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden);
-  if (!result.ok) return result;
+  return { ok: true, raw: applyEnvOverrides(raw as Record<string, unknown>, env, overridden), overridden };
+}
+
+/**
+ * A config object (a parsed file with its overrides applied) validated and completed: the OpenAPI documents its
+ * services name read relative to `configDir` and their operations merged into routes (src/openapi/documents.ts), then
+ * the whole checked by the schema once more, so document routes obey every route rule; an error about one names its
+ * file and JSON pointer. `warnings`: what `config check` and start-up say without refusing.
+ */
+export async function validateConfigWithDocuments(
+  raw: Record<string, unknown>,
+  configDir: string,
+  overridden: ReadonlyMap<string, string> = new Map(),
+): Promise<{ ok: true; config: Config; warnings: string[] } | { ok: false; errors: string[] }> {
+  const first = validateSchema(raw, overridden);
+  if (!first.ok) return first;
+  const parsed = first.config;
+  if (!needsDocuments(parsed)) return finish(parsed, []);
+  const expanded = await expandDocuments(parsed.services, Array.isArray(raw.routes) ? raw.routes : [], configDir);
+  if (!expanded.ok) return { ok: false, errors: expanded.errors };
+  const second = validateSchema({ ...raw, routes: expanded.routes }, overridden);
+  if (!second.ok) {
+    // routes[i] of the merged list is a route of the file or a document's operation: name it as the reader knows it.
+    return { ok: false, errors: second.errors.map((e) => e.replace(/^routes\[(\d+)\]/, (m, i: string) => expanded.origins[Number(i)] ?? m)) };
+  }
+  return finish({ ...second.config, openapi: expanded.documents }, [...expanded.documents.warnings]);
+}
+
+function finish(config: ParsedConfig & { openapi?: LoadedDocuments }, warnings: string[]): { ok: true; config: Config; warnings: string[] } | { ok: false; errors: string[] } {
   // The certificate and key files are part of the config: one that cannot be used fails it like a bad field.
-  const tlsErrors = tlsFileErrors(result.config);
+  const frozen = deepFreeze(config) as Config;
+  const tlsErrors = tlsFileErrors(frozen);
   if (tlsErrors.length > 0) return { ok: false, errors: tlsErrors };
-  return { ...result, sections: configSections(raw as Record<string, unknown>) };
+  return { ok: true, config: frozen, warnings };
+}
+
+function needsDocuments(c: ParsedConfig): boolean {
+  return Object.values(c.services ?? {}).some((s) => s.openapi?.file !== undefined) || c.routes.some((r) => r.operationId !== undefined);
 }
 
 /** The top-level sections a parsed file gives with some content (null, `{}` and `[]` count as absent), sorted. */
@@ -98,11 +164,25 @@ export function droppedSections(before: readonly string[], after: readonly strin
   return before.filter((s) => !after.includes(s));
 }
 
-/** `overridden` maps a field path to the environment variable that set it, so errors can name it. */
+type ParsedConfig = z.output<typeof configSchema>;
+
+/**
+ * A config object checked by the schema, for one whose services name no OpenAPI document (validateConfigWithDocuments
+ * reads them). `overridden` maps a field path to the environment variable that set it, so errors can name it.
+ */
 export function validateConfig(
   raw: unknown,
   overridden: ReadonlyMap<string, string> = new Map(),
 ): { ok: true; config: Config } | { ok: false; errors: string[] } {
+  const result = validateSchema(raw, overridden);
+  if (!result.ok) return result;
+  if (needsDocuments(result.config))
+    return { ok: false, errors: ['services: an OpenAPI document (services.<name>.openapi) or a route naming operationId needs the documents read (validateConfigWithDocuments)'] };
+  const frozen = deepFreeze(result.config) as Config;
+  return { ok: true, config: frozen };
+}
+
+function validateSchema(raw: unknown, overridden: ReadonlyMap<string, string>): { ok: true; config: ParsedConfig } | { ok: false; errors: string[] } {
   const parsed = configSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
     return {
@@ -114,7 +194,7 @@ export function validateConfig(
       }),
     };
   }
-  return { ok: true, config: deepFreeze(parsed.data) };
+  return { ok: true, config: parsed.data };
 }
 
 function applyEnvOverrides(raw: Record<string, unknown>, env: NodeJS.ProcessEnv, overridden: Map<string, string>): Record<string, unknown> {

@@ -6,6 +6,7 @@ import { ADMIN_TOKEN_PREFIX, ISSUED_PREFIX_SHAPE, KEY_PREFIX, parseKeySource } f
 import { gatewayPaths, isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { keyInputFields, sha256HexSchema } from './key-fields.js';
 import { parseInterval } from './iso-interval.js';
+import type { LoadedDocuments } from '../openapi/operations.js';
 
 const positiveInt = () => z.number().int().positive();
 const isoInstant = () => z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time such as 2027-06-01T00:00:00Z' });
@@ -308,14 +309,27 @@ const STABILITY = /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/;
 const STABILITY_SHAPE = 'expected a stability token of 1-64 characters of A-Z a-z 0-9 - (starting with a letter or digit), such as experimental or beta';
 
 /**
- * A service's API policy. stability: for each stability value, the plans whose keys may call the service's routes of
+ * A service's own OpenAPI document as its routes (src/openapi/): read when the config is loaded and on every reload;
+ * and its API policy. stability: for each stability value, the plans whose keys may call the service's routes of
  * that stability (403 plan_not_allowed for others, before any quota is taken); a value not listed is open to all.
+ * `file` may be left out: the stability map then applies to the service's hand-written routes alone.
  */
 const serviceOpenapi = z.strictObject({
+  file: z.string().min(1).optional().describe('The document (YAML or JSON, OpenAPI 3.0 or 3.1), relative to the config file; $refs to files beside it are read too. Leave out for a stability map over hand-written routes only.'),
+  basePath: z
+    .string()
+    .regex(/^(\/[A-Za-z0-9._~!$&'()+,;=@%-]+)*$/, 'expected a path such as /v1 (or "" for none)')
+    .optional()
+    .describe('Where the document\'s paths are served; default: the path of its servers[0].url, else none.'),
+  validate: z.enum(['off', 'shadow', 'enforce']).default('off').describe('Request validation against the operation: off, shadow (counted and logged) or enforce (400).'),
   stability: z
     .record(z.string().regex(STABILITY, STABILITY_SHAPE), z.array(z.string()))
     .default({})
     .describe('Stability value -> the plans whose keys may call this service\'s routes of that stability, e.g. { experimental: [business, enterprise] }; values not listed are open to every plan.'),
+}).superRefine((o, ctx) => {
+  // A stability map alone is for hand-written routes; basePath and validate describe a document.
+  if (o.file === undefined && (o.basePath !== undefined || o.validate !== 'off'))
+    ctx.addIssue({ code: 'custom', path: ['file'], message: 'basePath and validate describe a document: give its file, or leave them out', input: o });
 });
 
 /** Names appear in metrics labels and log lines. */
@@ -332,7 +346,7 @@ const service = z.strictObject({
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
   tls: serviceTls.optional().describe('HTTPS to the targets with a private CA: { caFile, certFile, keyFile, servername, verify }; every target must then be https://. Active health checks use it too. Without it, https:// targets are verified against the system\'s CAs.'),
-  openapi: serviceOpenapi.optional().describe('The service\'s API description and policy: stability (which plans may call routes of each stability).'),
+  openapi: serviceOpenapi.optional().describe('The service\'s OpenAPI 3.0/3.1 document (every operation becomes a route to this service, after the hand-written routes: docs/routing.md, "OpenAPI document") and its API policy: stability (which plans may call routes of each stability).'),
 })
   .superRefine(perTryBelowTimeout)
   .superRefine(tlsTargetsAreHttps);
@@ -397,7 +411,14 @@ const route = z.strictObject({
     .string()
     .regex(/^\//, 'expected an absolute path such as /v1/pets/:petId or /orders/*')
     .superRefine(validRoutePattern)
-    .describe('Exact (/status), a pattern (/v1/pets/:petId) or a prefix ending in /* (/orders/*); also the route label in metrics. Under /v1 when the route names no service.'),
+    .optional()
+    .describe('Exact (/status), a pattern (/v1/pets/:petId) or a prefix ending in /* (/orders/*); also the route label in metrics. Under /v1 when the route names no service. Required unless the route names an operationId.'),
+  operationId: z
+    .string()
+    .regex(/^[^\s]{1,200}$/, 'expected an operationId of a service\'s OpenAPI document (1-200 characters, no spaces)')
+    .optional()
+    .describe('An operation of a service\'s OpenAPI document (services.<name>.openapi): this route\'s fields (cost, limits, mode, name, deprecation, sunset, link, afterSunset, ...) apply to that operation\'s route; it takes no method, path, host or service of its own.'),
+  deprecated: z.boolean().optional().describe('true: deprecated without a date (an OpenAPI operation\'s `deprecated: true`): counted in the deprecated-route report, no Deprecation header (it needs a date). A route with deprecation is deprecated anyway.'),
   host: z
     .string()
     .regex(/^[A-Za-z0-9.-]+$/, 'expected a host name without port, such as api.example.com')
@@ -442,7 +463,13 @@ const route = z.strictObject({
     .optional()
     .describe('A keyed route: its windows per key, beside the plan\'s, by plan name ("default" for plans without an entry), e.g. { default: { perMinute: 20 } }. A public route (auth: none): { perMinute, perDay } counted per client address for requests without a valid key, beside the anonymous limit (both must pass).'),
   mode: limitMode().optional().describe('enforce or shadow for this route\'s windows; default: limits.mode.'),
-}).superRefine(routeLimitsMatchAuth);
+}).superRefine(routeLimitsMatchAuth).superRefine(pathOrOperation);
+
+/** A route gives its path, or names an operation whose document gives it (src/openapi/documents.ts merges it there). */
+function pathOrOperation(r: { path?: string | undefined; operationId?: string | undefined }, ctx: Ctx): void {
+  if (r.operationId === undefined && r.path === undefined)
+    ctx.addIssue({ code: 'custom', path: ['path'], message: "expected a path (or an operationId of a service's OpenAPI document)", input: undefined });
+}
 
 const auth = z.strictObject({
   sources: z
@@ -597,15 +624,15 @@ function validRoutePattern(path: string, ctx: Ctx): void {
 type RoutingCfg = {
   services?: Record<string, unknown> | undefined;
   upstream?: unknown;
-  routes: RouteConfig[];
+  routes: ParsedRouteConfig[];
   defaultService?: string | undefined;
   selfService: { path: string; enabled: boolean };
   ops?: unknown;
 };
 
 /** A route's name in messages: its method (when not any), host (when given) and path. */
-function routeName(r: RouteConfig): string {
-  return `${r.method === '*' ? '' : `${r.method} `}${r.host ? `${r.host}` : ''}${r.path}`;
+function routeName(r: ParsedRouteConfig): string {
+  return `${r.method === '*' ? '' : `${r.method} `}${r.host ? `${r.host}` : ''}${r.path ?? `operationId ${r.operationId}`}`;
 }
 
 function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
@@ -633,7 +660,8 @@ function routesNameKnownServices(cfg: RoutingCfg, ctx: Ctx): void {
 function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
   const upstreamIsService = !cfg.services || cfg.upstream !== undefined;
   cfg.routes.forEach((r, i) => {
-    if (r.service !== undefined) return;
+    // A route naming an operationId goes where its operation's document says (a path of its own is refused there).
+    if (r.service !== undefined || r.path === undefined || r.operationId !== undefined) return;
     if (!upstreamIsService)
       ctx.addIssue({
         code: 'custom',
@@ -652,6 +680,7 @@ function routesWithoutServiceNeedUpstream(cfg: RoutingCfg, ctx: Ctx): void {
 function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
   const own = gatewayPaths(cfg);
   cfg.routes.forEach((r, i) => {
+    if (r.path === undefined) return;
     let m: ((p: string) => unknown) | undefined;
     try {
       m = routeMatcher(r.path);
@@ -672,7 +701,7 @@ function routesLeaveGatewayPathsAlone(cfg: RoutingCfg, ctx: Ctx): void {
 function stripPrefixLeadsPath(cfg: RoutingCfg, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     const p = r.stripPrefix;
-    if (p === undefined) return;
+    if (p === undefined || r.path === undefined) return;
     const literal = /^(\/[A-Za-z0-9._~!$&'()+,=@%-]+)+$/.test(p);
     const leads = r.path === p || r.path.startsWith(`${p}/`);
     if (!literal || !leads)
@@ -762,7 +791,7 @@ function adminTokenIdsUnique(cfg: { admin: { tokens: Array<{ id: string }> } }, 
   });
 }
 
-function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function sunsetNotBeforeDeprecation(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.deprecation && r.sunset && Date.parse(r.sunset) < Date.parse(r.deprecation)) {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'sunset'], message: 'sunset must not be earlier than deprecation (RFC 8594)', input: r.sunset });
@@ -770,7 +799,7 @@ function sunsetNotBeforeDeprecation(cfg: { routes: RouteConfig[] }, ctx: Ctx): v
   });
 }
 
-function afterSunsetNeedsSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function afterSunsetNeedsSunset(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.afterSunset === 'gone' && !r.sunset) {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'afterSunset'], message: 'afterSunset: gone needs a sunset date', input: r.afterSunset });
@@ -779,7 +808,7 @@ function afterSunsetNeedsSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void 
 }
 
 /** Brownouts rehearse a retirement: a route without a sunset has none to rehearse, and one after it is no rehearsal. */
-function brownoutsBeforeSunset(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function brownoutsBeforeSunset(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (!r.brownouts || r.brownouts.length === 0) return;
     if (!r.sunset) {
@@ -824,7 +853,7 @@ function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<s
   });
 }
 
-function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
+function routeLimitsUseKnownPlans(cfg: { routes: ParsedRouteConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
   cfg.routes.forEach((r, i) => {
     if (r.auth === 'none') return;
     for (const plan of Object.keys(r.limits ?? {})) {
@@ -844,10 +873,10 @@ function routeLimitsUseKnownPlans(cfg: { routes: RouteConfig[]; plans: Record<st
  * Route windows are stored per key under the route's name: two routes with windows under one name would share them
  * without anyone saying so. Name one of them.
  */
-function routeWindowNamesUnique(cfg: { routes: RouteConfig[] }, ctx: Ctx): void {
+function routeWindowNamesUnique(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): void {
   const seen = new Map<string, number>();
   cfg.routes.forEach((r, i) => {
-    if (!r.limits && r.name === undefined) return;
+    if ((!r.limits && r.name === undefined) || r.path === undefined) return;
     const name = r.name ?? r.path;
     const first = seen.get(name);
     if (first !== undefined) {
@@ -881,12 +910,18 @@ function keySourcesDistinct(cfg: { auth: { sources: string[] } }, ctx: Ctx): voi
   });
 }
 
-export type Config = z.output<typeof configSchema>;
+/** A route as the file gives it: a route naming an operationId has no path until its document is read. */
+export type ParsedRouteConfig = z.output<typeof route>;
+/**
+ * A loaded config: every route has its path (those naming an operationId were merged into their operation's route by
+ * src/openapi/), and `openapi` holds what the documents added, by route index.
+ */
+export type Config = Omit<z.output<typeof configSchema>, 'routes'> & { routes: RouteConfig[]; openapi?: LoadedDocuments };
 export type AuthConfig = z.output<typeof auth>;
 export type ServiceConfig = z.output<typeof service>;
 export type TargetConfig = z.output<typeof target>;
 export type UpstreamConfig = z.output<typeof upstream>;
-export type RouteConfig = z.output<typeof route>;
+export type RouteConfig = Omit<ParsedRouteConfig, 'path'> & { path: string };
 /** A keyed route's windows for one plan (routes[].limits.<plan>). */
 export type RouteWindowLimitsConfig = z.output<typeof routeWindowLimits>;
 

@@ -255,7 +255,8 @@ export function authenticate(authenticator: Authenticator, logger: Logger, sourc
   return async function authenticateStage(req, res, next) {
     const ctx = req.ctx;
     const span = ctx.trace?.start('tollgate.authenticate');
-    const from = sources();
+    // A route made from an OpenAPI document reads its key where its operation's security schemes say.
+    const from = ctx.matchedRoute?.keySources ?? sources();
     ctx.keySources = from;
     const presented = readPresentedKey(req, from);
     if (presented.kind === 'conflict') ctx.authFailureMessage = 'The request carries two different API keys; send one key, in one place.';

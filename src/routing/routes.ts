@@ -7,6 +7,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { addressRouteLimits, planRouteLimits, UPSTREAM_SERVICE, type Config, type RouteConfig, type RouteWindowLimitsConfig } from '../config/schema.js';
 import { isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { H, formatDeprecation, formatLink, formatSunset, linkTarget } from '../http/headers.js';
+import { compileKeySources, type KeySources } from '../http/credentials.js';
+import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
 import { parseInterval } from '../config/iso-interval.js';
 import { stabilityPlans } from './stability.js';
 
@@ -43,7 +45,10 @@ export interface CompiledRoute {
    * plan (no stability, or a value the map does not list).
    */
   readonly stabilityPlans?: ReadonlySet<string>;
-  /** For a deprecated route, its name in the usage report ("<METHOD> <pattern>"): keyed calls of it are counted. */
+  /**
+   * For a deprecated route (a deprecation date, or `deprecated: true` from its OpenAPI operation), its name in the usage
+   * report ("<METHOD> <pattern>"): keyed calls of it are counted.
+   */
   readonly deprecatedAs: string | undefined;
   /** Response headers this route adds, formatted once. */
   readonly headers: ReadonlyArray<readonly [string, string]>;
@@ -57,6 +62,11 @@ export interface CompiledRoute {
   readonly addressLimits: { readonly perMinute?: number; readonly perDay?: number } | undefined;
   /** Its windows' own mode, if set. */
   readonly mode: RouteConfig['mode'];
+  /** The OpenAPI operation a document route was made from (src/openapi/); undefined for a hand-written route. */
+  readonly operation?: OpenApiOperation;
+  readonly operationId?: string;
+  /** Where a document route reads its key (its operation's security schemes); undefined: the config's auth.sources. */
+  readonly keySources?: KeySources;
 }
 
 /** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
@@ -65,9 +75,13 @@ export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: P
   return [...routes, { ...compileRoutes([{ method: '*', path: `${UPSTREAM_PREFIX}/*`, afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
 }
 
-/** A validated config's routes compiled in file order; `services` gives each route's stability its plans. */
-export function compileRoutes(routes: readonly RouteConfig[], services?: Config['services']): CompiledRoute[] {
-  return routes.map((r) => {
+/**
+ * A validated config's routes compiled in file order; `services` gives each route's stability its plans, `documents`
+ * what OpenAPI documents add to each route, by index (config.openapi.routes).
+ */
+export function compileRoutes(routes: readonly RouteConfig[], services?: Config['services'], documents?: LoadedDocuments['routes']): CompiledRoute[] {
+  return routes.map((r, i) => {
+    const fromDocument = documents?.[i];
     const headers: Array<[string, string]> = [];
     const links: string[] = [];
     if (r.deprecation) headers.push([H.deprecation, formatDeprecation(Date.parse(r.deprecation))]);
@@ -94,13 +108,16 @@ export function compileRoutes(routes: readonly RouteConfig[], services?: Config[
       ...(r.successor ? { successor: linkTarget(r.successor) } : {}),
       ...(r.stability !== undefined ? { stability: r.stability } : {}),
       ...(plans ? { stabilityPlans: plans } : {}),
-      deprecatedAs: r.deprecation ? deprecatedRouteName(r) : undefined,
+      deprecatedAs: r.deprecation || r.deprecated ? deprecatedRouteName(r) : undefined,
       headers,
       cost: r.cost,
       limitName: r.name ?? r.path,
       limits: planRouteLimits(r),
       addressLimits: addressRouteLimits(r),
       mode: r.mode,
+      ...(fromDocument ? { operation: fromDocument.operation } : {}),
+      ...(r.operationId !== undefined ? { operationId: r.operationId } : {}),
+      ...(fromDocument?.keySources ? { keySources: compileKeySources(fromDocument.keySources) } : {}),
     };
   });
 }

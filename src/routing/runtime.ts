@@ -1,6 +1,7 @@
 // The configuration in force, swapped whole on SIGHUP. Request handlers read `runtime.current` per request,
 // so a reload applies to the next request without dropping any connection.
 import type { Config } from '../config/schema.js';
+import { compileKeySources } from '../http/credentials.js';
 import { RouteTable } from './route-table.js';
 import { compileRoutes, withUpstreamCatchAll, type CompiledRoute } from './routes.js';
 
@@ -12,12 +13,20 @@ export interface RuntimeConfig {
   readonly routing: readonly CompiledRoute[];
   /** The same, indexed for lookup: what the request path matches with (src/routing/route-table.ts). */
   readonly table: RouteTable;
+  /** Every query parameter a key may come in (auth.sources and the OpenAPI documents' apiKey schemes): the access log redacts them. */
+  readonly keyParams: readonly string[];
+}
+
+function keyParamsOf(config: Config, routes: readonly CompiledRoute[]): readonly string[] {
+  const names = new Set(compileKeySources(config.auth.sources).params);
+  for (const r of routes) for (const p of r.keySources?.params ?? []) names.add(p);
+  return [...names];
 }
 
 function compiled(config: Config): RuntimeConfig {
-  const routes = compileRoutes(config.routes, config.services);
+  const routes = compileRoutes(config.routes, config.services, config.openapi?.routes);
   const routing = withUpstreamCatchAll(routes, config);
-  return { config, routes, routing, table: new RouteTable(routing) };
+  return { config, routes, routing, table: new RouteTable(routing), keyParams: keyParamsOf(config, routes) };
 }
 
 /**

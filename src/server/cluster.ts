@@ -10,7 +10,7 @@ export function workerCount(setting: Config['server']['workers']): number {
   return setting === 'auto' ? availableParallelism() : setting;
 }
 
-export function runPrimary(config: Config, count: number, logger: Logger, validateReload: () => boolean): void {
+export function runPrimary(config: Config, count: number, logger: Logger, validateReload: () => Promise<boolean>): void {
   // Workers accept from the shared listening socket themselves (SCHED_NONE) instead of the primary accepting and
   // handing each connection over IPC (Node's default round robin). With round robin a connection in flight to a
   // worker that dies is never closed or redistributed (the primary waits for a reply that never comes), so its
@@ -41,10 +41,14 @@ export function runPrimary(config: Config, count: number, logger: Logger, valida
   for (let i = 0; i < count; i++) fork();
   logger.info({ workers: count, port: config.server.port }, 'tollgate primary started workers');
 
+  // Validated once here so a bad file is reported once; each worker then re-reads and applies it. One at a time, in
+  // the order the signals came (reading the OpenAPI documents is asynchronous).
+  let validating = Promise.resolve();
   process.on('SIGHUP', () => {
-    // Validated once here so a bad file is reported once; each worker then re-reads and applies it.
-    if (!validateReload()) return;
-    for (const w of listening) if (workers.has(w)) w.process.kill('SIGHUP');
+    validating = validating.then(async () => {
+      if (!(await validateReload())) return;
+      for (const w of listening) if (workers.has(w)) w.process.kill('SIGHUP');
+    });
   });
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { watch, lstatSync, readFileSync, realpathSync, statSync, type FSWatcher } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { droppedSections, parseConfigText } from '../config/load.js';
+import { droppedSections, sectionsOfText } from '../config/load.js';
 import type { Logger } from '../observability/logger.js';
 
 export interface ConfigWatcher {
@@ -35,6 +35,11 @@ export interface WatchOptions {
   pollMs?: number;
   /** The environment the file is validated with (its overrides), as the reload does. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Other files the config in force was read from (its OpenAPI documents and the files their $refs name): a change
+   * of one reloads as a change of the config file does. Asked again at every check, so a reload's new set applies.
+   */
+  files?: () => readonly string[];
 }
 
 export const WATCH_DEBOUNCE_MS = 200;
@@ -50,7 +55,17 @@ const MAX_SETTLE_ROUNDS = 120;
  */
 type Snapshot = { key: string; content: string; text?: string };
 
-function snapshot(path: string): Snapshot {
+function snapshot(path: string, others: readonly string[] = []): Snapshot {
+  const own = snapshotOne(path);
+  if (others.length === 0) return own;
+  const parts = others.map((f) => snapshotOne(f));
+  const content = createHash('sha256')
+    .update([own, ...parts].map((p) => p.content).join('\n'))
+    .digest('hex');
+  return { key: [own, ...parts].map((p) => p.key).join('|'), content, ...(own.text !== undefined ? { text: own.text } : {}) };
+}
+
+function snapshotOne(path: string): Snapshot {
   try {
     const st = statSync(path);
     const text = readFileSync(path, 'utf8');
@@ -105,12 +120,10 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
   const settleMs = opts.settleMs ?? WATCH_SETTLE_MS;
   const pollMs = opts.pollMs ?? WATCH_POLL_MS;
   const env = opts.env ?? process.env;
-  const sectionsOf = (s: Snapshot): string[] | undefined => {
-    if (s.text === undefined) return undefined;
-    const parsed = parseConfigText(s.text, env);
-    return parsed.ok ? parsed.sections : undefined;
-  };
-  let seen = snapshot(path);
+  const others = (): readonly string[] => opts.files?.().filter((f) => resolve(f) !== resolve(path)) ?? [];
+  const sectionsOf = (s: Snapshot): string[] | undefined => (s.text === undefined ? undefined : sectionsOfText(s.text, env));
+  const take = (): Snapshot => snapshot(path, others());
+  let seen = take();
   // The sections of the config in force: those of the file the gateway started with (it validated, or there would be
   // no gateway), then of each file applied.
   let inForce = sectionsOf(seen) ?? [];
@@ -126,7 +139,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
 
   /** Watches exactly the directories that matter now, and says so when none can be watched. */
   const resync = (): void => {
-    const want = directoriesToWatch(path);
+    const want = [...new Set([path, ...others()].flatMap((f) => directoriesToWatch(f)))];
     for (const [dir, w] of watchers) {
       if (want.includes(dir)) continue;
       w.close();
@@ -154,7 +167,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
     timer = undefined;
     if (closed) return;
     resync();
-    const first = snapshot(path);
+    const first = take();
     if (first.content === seen.content) return;
     schedule(() => settle(first, 1), settleMs);
   };
@@ -162,7 +175,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
   const settle = (before: Snapshot, round: number): void => {
     timer = undefined;
     if (closed) return;
-    const now = snapshot(path);
+    const now = take();
     if (now.key !== before.key) {
       if (round < MAX_SETTLE_ROUNDS) return schedule(() => settle(now, round + 1), settleMs);
       seen = now;
@@ -202,7 +215,7 @@ export function watchConfigFile(path: string, reload: () => void, logger: Logger
   logger.info({ path, debounceMs, settleMs, pollMs, watching: [...watchers.keys()] }, 'watching the config file: a change reloads it, as SIGHUP does');
   return {
     rebase() {
-      seen = snapshot(path);
+      seen = take();
       inForce = sectionsOf(seen) ?? inForce;
     },
     close() {

@@ -24,8 +24,11 @@ export interface RunningGateway {
   adminUrl?: string;
   runtime: Runtime;
   metrics: Metrics;
-  /** Re-reads the config file; a bad file is rejected and the old config stays. */
-  reload(): boolean;
+  /**
+   * Re-reads the config file (and the OpenAPI documents it names); a bad file is rejected and the old config stays.
+   * Reloads run one after another, in the order asked: a later one never lands before an earlier one.
+   */
+  reload(): Promise<boolean>;
   /** Stops accepting, lets in-flight requests finish (up to drainTimeoutMs), then releases everything. */
   shutdown(): Promise<void>;
 }
@@ -94,9 +97,11 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
 
   runtime.onChange((next) => (logger.level = next.config.log.level));
 
-  const reload = (): boolean => {
+  let reloading: Promise<boolean> = Promise.resolve(true);
+  const reload = (): Promise<boolean> => (reloading = reloading.then(reloadNow, reloadNow));
+  const reloadNow = async (): Promise<boolean> => {
     if (!opts.configPath) return false;
-    const next = readReloadedConfig(opts.configPath, opts.env ?? process.env, logger);
+    const next = await readReloadedConfig(opts.configPath, opts.env ?? process.env, logger);
     if (!next) {
       metrics.configReloads.inc({ result: 'rejected' });
       return false;
@@ -224,10 +229,10 @@ async function listenSide(
  * (the errors name fields and quote at most a short, redacted excerpt, never the file's content). Never throws: a
  * reload is triggered by a signal, and an exception there would end the process.
  */
-export function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger): Config | undefined {
-  let result: ReturnType<typeof loadConfigFile>;
+export async function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger): Promise<Config | undefined> {
+  let result: Awaited<ReturnType<typeof loadConfigFile>>;
   try {
-    result = loadConfigFile(path, env);
+    result = await loadConfigFile(path, env);
   } catch (err) {
     result = { ok: false, path, errors: [excerpt(String((err as Error)?.message ?? err), 200)] };
   }
@@ -260,7 +265,7 @@ export function exitOnFatalError(logger: Logger): void {
 /** Wires process signals to a running gateway: SIGHUP reloads, SIGTERM/SIGINT drain and exit 0. */
 export function handleSignals(gw: RunningGateway, logger: Logger): void {
   process.on('SIGHUP', () => {
-    gw.reload();
+    void gw.reload();
   });
   const stop = (signal: string) => {
     logger.info({ signal }, 'shutting down');

@@ -1,6 +1,8 @@
 // The long-running commands: serve (the gateway), petstore (the reference upstream) and dev (both, in memory). They
 // compose and start processes, so they sit with the servers they start, above everything the gateway is built of.
-import { loadConfigFile, validateConfig } from '../config/load.js';
+import { dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
 import type { RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
@@ -19,7 +21,7 @@ import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
 export async function runServe(configPath: string, opts: { watchConfig?: boolean } = {}): Promise<void> {
-  const result = loadConfigFile(configPath, process.env);
+  const result = await loadConfigFile(configPath, process.env);
   if (!result.ok) {
     throw new CliError(`${result.path}: invalid configuration, refusing to start:\n  ${result.errors.join('\n  ')}`);
   }
@@ -28,12 +30,18 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
   if (isPrimary())
-    for (const warning of [...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)]) logger.warn({ warning }, 'config warning');
+    for (const warning of [...result.warnings, ...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)])
+      logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
-    runPrimary(config, workers, logger, () => readReloadedConfig(configPath, process.env, logger) !== undefined);
-    watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
+    let inForce = config;
+    runPrimary(config, workers, logger, async () => {
+      const next = await readReloadedConfig(configPath, process.env, logger);
+      if (next) inForce = next;
+      return next !== undefined;
+    });
+    watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => inForce.openapi?.files ?? []);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -43,7 +51,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const gw = await startGateway({ gateway, logger, configPath, env: process.env });
   handleSignals(gw, logger);
   // In a worker the primary watches and forwards its SIGHUP, as it does for the operator's.
-  if (isPrimary()) watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger);
+  if (isPrimary()) watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => gw.runtime.config.openapi?.files ?? []);
   reportWorkerReady();
   logger.info(
     {
@@ -63,16 +71,16 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
  * The watcher holds back what the operator must confirm (a file that drops whole sections); a SIGHUP, the operator's
  * or its own, makes the file as it is then the watcher's reference.
  */
-function watchIfAsked(configPath: string, enabled: boolean, logger: Logger): void {
+function watchIfAsked(configPath: string, enabled: boolean, logger: Logger, files: () => readonly string[]): void {
   if (!enabled) return;
-  const watcher = watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger);
+  const watcher = watchConfigFile(configPath, () => process.kill(process.pid, 'SIGHUP'), logger, { files });
   process.on('SIGHUP', () => watcher.rebase());
 }
 
 export async function runPetstore(opts: { port: number; host: string; config?: string }): Promise<void> {
   let redis: RedisConfig | undefined;
   if (opts.config !== undefined) {
-    const loaded = loadConfigFile(opts.config, process.env);
+    const loaded = await loadConfigFile(opts.config, process.env);
     if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration, refusing to start:\n  ${loaded.errors.join('\n  ')}`);
     redis = loaded.config.redis;
   }
@@ -97,26 +105,34 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
   process.once('SIGINT', stop);
 }
 
-/** The seed config's deprecated route (config/gateway.yaml), which `tollgate dev` serves too. */
-const SEED_DEPRECATION = '2026-06-01T00:00:00Z';
+/**
+ * The pet store's OpenAPI document, which config/gateway.yaml and `tollgate dev` take as the pet store's routes (its
+ * deprecated getPet with its dates and link among them). Shipped in the package beside dist/.
+ */
+const PETSTORE_DOCUMENT = fileURLToPath(new URL('../../docs/petstore.openapi.yaml', import.meta.url));
+/** The document's sunset of getPet. */
 const SEED_SUNSET = '2027-06-01T00:00:00Z';
-const SEED_LINK = 'https://example.com/docs/migrate-pets';
 
 export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn', undefined, logRedaction());
   exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
-  // The seed's deprecated route, as config/gateway.yaml has it, with a sunset always ahead (the seed's own passes in
-  // 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this run's, for the dashboard.
+  // The pet store's document as its routes, as config/gateway.yaml has it, with getPet's sunset always ahead (the
+  // document's passes in 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this
+  // run's, for the dashboard.
   const sunset = new Date(Math.max(Date.parse(SEED_SUNSET), Math.ceil(Date.now() / DAY_MS + 180) * DAY_MS)).toISOString();
   const adminToken = generateAdminToken();
-  const parsed = validateConfig({
-    server: { port: opts.port },
-    upstream: { url: petstore.url },
-    log: { level: 'warn' },
-    admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
-    routes: [{ method: 'GET', path: '/v1/pets/:petId', deprecation: SEED_DEPRECATION, sunset, link: SEED_LINK, afterSunset: 'gone' }],
-  });
+  const parsed = await validateConfigWithDocuments(
+    {
+      server: { port: opts.port },
+      upstream: { url: petstore.url },
+      log: { level: 'warn' },
+      admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
+      services: { petstore: { targets: [petstore.url], openapi: { file: PETSTORE_DOCUMENT } } },
+      routes: [{ operationId: 'getPet', sunset }],
+    },
+    dirname(PETSTORE_DOCUMENT),
+  );
   if (!parsed.ok) throw new CliError(parsed.errors.join('\n'));
   applyHeapGrowth(parsed.config.server.heapGrowthPercent);
   const metrics = new Metrics({ defaultMetrics: true });

@@ -57,7 +57,7 @@ const JSON_FORMULA = /(?<=[,;|][ "]*)[=+\-@]/g;
 export function deprecatedRows(list: readonly DeprecatedRouteReport[]): Array<Array<string | number | null>> {
   const rows: Array<Array<string | number | null>> = [['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata']];
   for (const route of list) {
-    const at = [route.method, route.path, route.deprecation, route.sunset ?? ''];
+    const at = [route.method, route.path, route.deprecation ?? '', route.sunset ?? ''];
     if (route.keys.length === 0) rows.push([...at, '', 0, '', '', '']);
     for (const k of route.keys) rows.push([...at, k.id, k.calls, k.lastSeen, k.name ?? '', metadataCell(k.metadata)]);
   }

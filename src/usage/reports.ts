@@ -37,14 +37,17 @@ export interface NamedKey {
 }
 
 /** What the deprecated-route report needs of a configured route. */
-export type DeprecatableRoute = Pick<RouteConfig, 'method' | 'path' | 'deprecation' | 'sunset' | 'link' | 'afterSunset'>;
+export type DeprecatableRoute = Pick<RouteConfig, 'method' | 'path' | 'deprecation' | 'deprecated' | 'sunset' | 'link' | 'afterSunset' | 'operationId'>;
 
 export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
 export interface DeprecatedRouteReport {
   method: string;
   path: string;
-  deprecation: string;
+  /** The OpenAPI operation the route was made from, when it was. */
+  operationId?: string;
+  /** Absent for a route deprecated without a date (an OpenAPI operation's `deprecated: true`). */
+  deprecation?: string;
   sunset?: string;
   link?: string;
   afterSunset: 'gone' | 'pass';
@@ -285,13 +288,14 @@ export class UsageReports {
     const days = daysOf(fromMs, toMs);
     const routes = await Promise.all(
       configured
-        .filter((r) => r.deprecation !== undefined)
+        .filter((r) => r.deprecation !== undefined || r.deprecated === true)
         .map(async (r) => {
           const callers = await this.store.deprecated(deprecatedRouteName(r), days);
           return {
             method: r.method,
             path: r.path,
-            deprecation: r.deprecation!,
+            ...(r.operationId !== undefined ? { operationId: r.operationId } : {}),
+            ...(r.deprecation !== undefined ? { deprecation: r.deprecation } : {}),
             ...(r.sunset !== undefined ? { sunset: r.sunset } : {}),
             ...(r.link !== undefined ? { link: r.link } : {}),
             afterSunset: r.afterSunset,

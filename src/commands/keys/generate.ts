@@ -15,8 +15,8 @@ export function addGenerate(keys: Command): void {
     .action(generateStaticKey);
 }
 
-function generateStaticKey(o: { json?: boolean; config?: string }): void {
-  const key = generateKey(issuedPrefixOf(o.config ?? (process.env.TOLLGATE_CONFIG || undefined)));
+async function generateStaticKey(o: { json?: boolean; config?: string }): Promise<void> {
+  const key = generateKey(await issuedPrefixOf(o.config ?? (process.env.TOLLGATE_CONFIG || undefined)));
   const sha256 = hashKey(key);
   if (o.json) return out(JSON.stringify({ key, sha256 }));
   out(`key:    ${key}`);
@@ -26,9 +26,9 @@ function generateStaticKey(o: { json?: boolean; config?: string }): void {
 }
 
 /** auth.issuedPrefix of the config file named, or the default prefix when none is named. */
-function issuedPrefixOf(path: string | undefined): string | undefined {
+async function issuedPrefixOf(path: string | undefined): Promise<string | undefined> {
   if (path === undefined) return undefined;
-  const loaded = loadConfigFile(path, process.env);
+  const loaded = await loadConfigFile(path, process.env);
   if (!loaded.ok) throw new CliError(`${loaded.path}: invalid configuration: ${loaded.errors.join('; ')}`);
   return loaded.config.auth.issuedPrefix;
 }

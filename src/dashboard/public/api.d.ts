@@ -212,7 +212,8 @@ export interface Answers {
     routes: Array<{
       method: string;
       path: string;
-      deprecation: string;
+      operationId?: string;
+      deprecation?: string;
       sunset?: string;
       link?: string;
       afterSunset: "gone" | "pass";

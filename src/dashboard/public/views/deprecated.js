@@ -22,7 +22,7 @@ export async function load() {
     ${r.routes.map(
       (route) =>
         html`<div class="panel deprecated-route">
-          <h2>${route.method} ${route.path}</h2>
+          <h2>${route.method} ${route.path}${route.operationId ? html` <span class="muted">(${route.operationId})</span>` : null}</h2>
           <p>
             <span class="badge expired">${countdown(route.sunset)}</span>${' '}${route.sunset ? `(${route.sunset})` : ''}
             ${route.link ? html` · <a href=${route.link} rel="noopener">migration guide</a>` : null}
