@@ -7,6 +7,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { addressRouteLimits, planRouteLimits, UPSTREAM_SERVICE, type Config, type RouteConfig, type RouteWindowLimitsConfig } from '../config/schema.js';
 import { isUnderUpstreamPrefix, routeMatcher, UPSTREAM_PREFIX } from '../http/paths.js';
 import { H, formatDeprecation, formatLink, formatSunset } from '../http/headers.js';
+import type { OpenApiOperation } from '../openapi/operations.js';
+import { compileRequestValidator, operationName, type RequestValidator } from '../validation/validator.js';
 
 export interface CompiledRoute {
   readonly method: string;
@@ -39,7 +41,17 @@ export interface CompiledRoute {
   readonly addressLimits: { readonly perMinute?: number; readonly perDay?: number } | undefined;
   /** Its windows' own mode, if set. */
   readonly mode: RouteConfig['mode'];
+  /** The OpenAPI operation a route of a service's document describes. */
+  readonly operation?: OpenApiOperation;
+  /**
+   * Requests checked against the operation's description (its validate mode, when not off): `operation` names it in
+   * metrics and reports (its operationId, else "<METHOD> <template>").
+   */
+  readonly validation?: { readonly mode: 'shadow' | 'enforce'; readonly validator: RequestValidator; readonly operation: string };
 }
+
+/** A route as compileRoutes takes it: a configured one, or one made from an OpenAPI operation (which it carries). */
+export type RouteSource = RouteConfig & { readonly operation?: OpenApiOperation };
 
 /** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
 export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: Pick<Config, 'upstreamIsService'>): CompiledRoute[] {
@@ -47,8 +59,9 @@ export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: P
   return [...routes, { ...compileRoutes([{ method: '*', path: `${UPSTREAM_PREFIX}/*`, afterSunset: 'pass', cost: 1 }])[0]!, asSent: true }];
 }
 
-export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
+export function compileRoutes(routes: readonly RouteSource[]): CompiledRoute[] {
   return routes.map((r) => {
+    const op = r.operation;
     const headers: Array<[string, string]> = [];
     const links: string[] = [];
     if (r.deprecation) headers.push([H.deprecation, formatDeprecation(Date.parse(r.deprecation))]);
@@ -74,6 +87,9 @@ export function compileRoutes(routes: readonly RouteConfig[]): CompiledRoute[] {
       limits: planRouteLimits(r),
       addressLimits: addressRouteLimits(r),
       mode: r.mode,
+      ...(op ? { operation: op } : {}),
+      // The validator is made once per operation object (per config load); its schemas compile on first use.
+      ...(op && op.validate !== 'off' ? { validation: { mode: op.validate, validator: compileRequestValidator(op), operation: operationName(op) } } : {}),
     };
   });
 }
