@@ -75,7 +75,7 @@ class Schemas implements DocumentSchemas {
     // OpenAPI's own formats for numbers (int32, int64, float, double) and strings (byte, binary, password): ranges
     // for the integers, nothing for the rest.
     ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -2147483648 && n <= 2147483647 });
-    ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 9223372036854775807 });
+    ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isInteger(n) && Math.abs(n) <= 2 ** 63 });
     for (const f of ['float', 'double']) ajv.addFormat(f, { type: 'number', validate: () => true });
     for (const f of ['byte', 'binary', 'password']) ajv.addFormat(f, true);
     ajv.addSchema(this.document, this.key);

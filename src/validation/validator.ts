@@ -76,7 +76,11 @@ export function checkOperation(op: OpenApiOperation): string | undefined {
 }
 
 interface Compiled {
-  readonly locations: ReadonlyArray<{ in: ParameterLocation; specs: ParameterSpec[]; check: ValidateFunction | undefined }>;
+  /**
+   * Per place: its parameters, and the checks of their values: `check` for those read from text (coerced to their
+   * schemas' types), `strict` for JSON-encoded ones (content), which are taken as they are.
+   */
+  readonly locations: ReadonlyArray<{ in: ParameterLocation; specs: ParameterSpec[]; checks: ValidateFunction[] }>;
   /** By lower-case media type (or range, `application/*`): the schema's check, or undefined when it has none. */
   readonly bodies: ReadonlyMap<string, ValidateFunction | undefined>;
 }
@@ -141,15 +145,17 @@ class OperationValidator implements RequestValidator {
   validate(input: RequestInput): ValidationProblem[] {
     const c = this.compiled();
     const found: ValidationProblem[] = [];
+    /** Problems past those converted (a 100,000-item array of wrong items gives 100,000 errors): counted only. */
+    let more = 0;
     for (const loc of c.locations) {
       const read =
         loc.in === 'path' ? readPath(loc.specs, input.path) : loc.in === 'query' ? readQuery(loc.specs, input.query) : readHeaders(loc.specs, input.headers);
       const prefix = loc.in === 'header' ? '/headers' : `/${loc.in}`;
       for (const p of read.problems) found.push({ pointer: `${prefix}/${escapePointer(p.name)}`, message: p.message });
-      if (loc.check && !loc.check(read.values)) found.push(...problemsOf(loc.check.errors, prefix, read.problems));
+      for (const check of loc.checks) if (!check(read.values)) more += problemsOf(check.errors, prefix, read.problems, found);
     }
-    this.validateBody(c, input, found);
-    return capped(dedupe(found));
+    more += this.validateBody(c, input, found);
+    return capped(dedupe(found), more);
   }
 
   /** Compiles the schemas on first use; a description that cannot be applied fails every call the same way. */
@@ -171,10 +177,16 @@ class OperationValidator implements RequestValidator {
     for (const where of ['path', 'query', 'header'] as const) {
       const specs = this.specs.filter((s) => s.in === where);
       if (specs.length === 0) continue;
-      const properties: Record<string, object> = {};
-      for (const s of specs) Object.defineProperty(properties, s.key, { value: s.schema ?? {}, enumerable: true });
-      const required = specs.filter((s) => s.required).map((s) => s.key);
-      locations.push({ in: where, specs, check: this.schemas.compile({ type: 'object', properties, required }, true) });
+      const checks: ValidateFunction[] = [];
+      for (const json of [false, true]) {
+        const these = specs.filter((s) => s.json === json);
+        if (these.length === 0) continue;
+        const properties: Record<string, object> = {};
+        for (const s of these) Object.defineProperty(properties, s.key, { value: s.schema ?? {}, enumerable: true });
+        const required = these.filter((s) => s.required).map((s) => s.key);
+        checks.push(this.schemas.compile({ type: 'object', properties, required }, !json));
+      }
+      locations.push({ in: where, specs, checks });
     }
     const bodies = new Map<string, ValidateFunction | undefined>();
     const rb = resolveRef(this.schemas.document, this.op.requestBody) as { content?: Record<string, { schema?: object }> } | undefined;
@@ -185,15 +197,15 @@ class OperationValidator implements RequestValidator {
     return { locations, bodies };
   }
 
-  private validateBody(c: Compiled, input: RequestInput, found: ValidationProblem[]): void {
+  private validateBody(c: Compiled, input: RequestInput, found: ValidationProblem[]): number {
     const present = input.rawBody !== undefined ? input.rawBody.length > 0 : input.body !== undefined || hasBody(input.headers);
     if (!this.body) {
       if (present) found.push({ pointer: '/body', message: 'this operation takes no request body' });
-      return;
+      return 0;
     }
     if (!present) {
       if (this.body.required) found.push({ pointer: '/body', message: `is required (${this.body.types.join(', ')})` });
-      return;
+      return 0;
     }
     const type = this.mediaTypeOf(input.headers);
     if (type === undefined) {
@@ -205,25 +217,32 @@ class OperationValidator implements RequestValidator {
             ? `is required with a body: one of ${this.body.types.join(', ')}`
             : `must be one of ${this.body.types.join(', ')} for this operation's body`,
       });
-      return;
+      return 0;
     }
     const check = c.bodies.get(type);
-    if (!check) return;
+    if (!check) return 0;
     let value: unknown = input.body;
     if (input.rawBody !== undefined) {
       const parsed = parseBody(input.rawBody);
-      if ('problem' in parsed) return void found.push({ pointer: '/body', message: parsed.problem });
+      if ('problem' in parsed) {
+        found.push({ pointer: '/body', message: parsed.problem });
+        return 0;
+      }
       value = parsed.value;
     }
-    if (depthOver(value, MAX_BODY_DEPTH)) return void found.push({ pointer: '/body', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` });
+    if (depthOver(value, MAX_BODY_DEPTH)) {
+      found.push({ pointer: '/body', message: `is nested more than ${MAX_BODY_DEPTH} levels deep` });
+      return 0;
+    }
     let ok: boolean;
     try {
       ok = check(value) as boolean;
     } catch (err) {
       if (!(err instanceof RangeError)) throw err;
-      return void found.push({ pointer: '/body', message: 'could not be checked: it is nested too deeply' });
+      found.push({ pointer: '/body', message: 'could not be checked: it is nested too deeply' });
+      return 0;
     }
-    if (!ok) found.push(...problemsOf(check.errors, '/body', []));
+    return ok ? 0 : problemsOf(check.errors, '/body', [], found);
   }
 
   /** The request's media type if the operation lists it (exactly, or by a range such as application/* or *\/*). */
@@ -251,7 +270,7 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/** The body's bytes as JSON: UTF-8 strictly, a JSON syntax error named by its place but never quoted back. */
+/** The body's bytes as JSON: UTF-8 strictly; a syntax error is named, never quoted back. */
 function parseBody(raw: Buffer): { value: unknown } | { problem: string } {
   let text: string;
   try {
@@ -261,9 +280,9 @@ function parseBody(raw: Buffer): { value: unknown } | { problem: string } {
   }
   try {
     return { value: JSON.parse(text) as unknown };
-  } catch (err) {
-    const at = /position (\d+)/.exec(err instanceof Error ? err.message : '');
-    return { problem: at ? `is not valid JSON (at character ${at[1]})` : 'is not valid JSON' };
+  } catch {
+    // V8's message quotes the body: not repeated back (nor into logs).
+    return { problem: 'is not valid JSON' };
   }
 }
 
@@ -301,10 +320,17 @@ export function escapePointer(name: string): string {
   return name.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
-/** Ajv's errors as problems under `prefix`; a required value the reading already found fault with is not listed again. */
-function problemsOf(errors: ErrorObject[] | null | undefined, prefix: string, read: readonly ReadProblem[]): ValidationProblem[] {
-  const out: ValidationProblem[] = [];
+/**
+ * Ajv's errors as problems under `prefix`, added to `out` while it has fewer than CONVERTED; answers how many were left
+ * out. A required value the reading already found fault with is not listed again.
+ */
+function problemsOf(errors: ErrorObject[] | null | undefined, prefix: string, read: readonly ReadProblem[], out: ValidationProblem[]): number {
+  let left = 0;
   for (const e of errors ?? []) {
+    if (out.length >= CONVERTED) {
+      left++;
+      continue;
+    }
     const at = prefix + e.instancePath;
     const params = e.params as Record<string, unknown>;
     switch (e.keyword) {
@@ -337,8 +363,11 @@ function problemsOf(errors: ErrorObject[] | null | undefined, prefix: string, re
         out.push({ pointer: at, message: e.message ?? `fails ${e.keyword}` });
     }
   }
-  return out;
+  return left;
 }
+
+/** Ajv errors turned into problems at most (enough to list MAX_PROBLEMS after duplicates are dropped). */
+const CONVERTED = 10 * MAX_PROBLEMS;
 
 function listed(values: readonly unknown[] | undefined): string {
   const all = (values ?? []).map((v) => JSON.stringify(v));
@@ -356,9 +385,9 @@ function dedupe(problems: ValidationProblem[]): ValidationProblem[] {
   });
 }
 
-function capped(problems: ValidationProblem[]): ValidationProblem[] {
-  if (problems.length <= MAX_PROBLEMS) return problems;
-  const left = problems.length - MAX_PROBLEMS;
+function capped(problems: ValidationProblem[], more: number): ValidationProblem[] {
+  if (problems.length + more <= MAX_PROBLEMS) return problems;
+  const left = problems.length + more - MAX_PROBLEMS;
   return [
     ...problems.slice(0, MAX_PROBLEMS),
     { pointer: '', message: `and ${left} more problem${left === 1 ? '' : 's'} (only the first ${MAX_PROBLEMS} are listed)` },

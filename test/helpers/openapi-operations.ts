@@ -1,0 +1,66 @@
+// OpenAPI operations from a document in test/fixtures/openapi/, as the loader (src/openapi/) hands them to routes:
+// one per method and path, path-level parameters merged with the operation's, the path under basePath (the first
+// server's path by default). A stand-in so request validation's tests run on their own; tests of the whole feature
+// go through `services.<name>.openapi` in the config instead.
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import type { OpenApiOperation } from '../../src/openapi/operations.js';
+
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+export interface FixtureOptions {
+  service?: string;
+  basePath?: string;
+  validate?: OpenApiOperation['validate'];
+}
+
+/** Every operation of a fixture document (file name under test/fixtures/openapi/). */
+export function fixtureOperations(file: string, o: FixtureOptions = {}): OpenApiOperation[] {
+  const url = new URL(`../fixtures/openapi/${file}`, import.meta.url);
+  const document = parse(readFileSync(url, 'utf8')) as {
+    openapi: string;
+    servers?: Array<{ url: string }>;
+    paths: Record<string, Record<string, unknown>>;
+  };
+  const basePath = o.basePath ?? document.servers?.[0]?.url ?? '';
+  const out: OpenApiOperation[] = [];
+  for (const [path, item] of Object.entries(document.paths)) {
+    const shared = (item.parameters as object[] | undefined) ?? [];
+    for (const method of METHODS) {
+      const op = item[method] as { operationId?: string; parameters?: object[]; requestBody?: object } | undefined;
+      if (!op) continue;
+      const own = op.parameters ?? [];
+      const key = (p: object): string => {
+        const r = p as { name?: string; in?: string; $ref?: string };
+        return r.$ref ?? `${r.in}:${r.name}`;
+      };
+      const parameters = [...shared.filter((p) => !own.some((q) => key(q) === key(p))), ...own];
+      out.push({
+        service: o.service ?? 'shop',
+        file: `test/fixtures/openapi/${file}`,
+        pointer: `/paths/${path.replaceAll('~', '~0').replaceAll('/', '~1')}/${method}`,
+        operationId: op.operationId,
+        method: method.toUpperCase(),
+        pathTemplate: `${basePath}${path}`,
+        document,
+        parameters,
+        requestBody: op.requestBody,
+        openapiVersion: document.openapi.startsWith('3.1') ? '3.1' : '3.0',
+        validate: o.validate ?? 'enforce',
+      });
+    }
+  }
+  return out;
+}
+
+/** One operation of a fixture document by its operationId. */
+export function fixtureOperation(file: string, operationId: string, o: FixtureOptions = {}): OpenApiOperation {
+  const op = fixtureOperations(file, o).find((x) => x.operationId === operationId);
+  if (!op) throw new Error(`${file} has no operation ${operationId}`);
+  return op;
+}
+
+/** A route pattern (path-to-regexp, as routes[].path) for an OpenAPI path template: {name} -> :name. */
+export function routePattern(template: string): string {
+  return template.replace(/\{([^}]+)\}/g, ':$1');
+}
