@@ -9,7 +9,7 @@ import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import type { OverviewCache } from '../usage/overview.js';
 import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import type { ReportRunner } from '../usage/report-runner.js';
-import { resolvePeriod, type UsageReports, type ValidatedOperation } from '../usage/reports.js';
+import { invalidRequestsName, resolvePeriod, type UsageReports, type ValidatedOperation } from '../usage/reports.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { keyIdParam, parse, periodOf, periodView, queryOf, sendProblems } from './requests.js';
@@ -149,9 +149,11 @@ function validatedOperations(routes: readonly CompiledRoute[]): ValidatedOperati
   const out: ValidatedOperation[] = [];
   for (const r of routes) {
     const v = r.validation;
-    if (!v || seen.has(v.operation)) continue;
-    seen.add(v.operation);
-    out.push({ operation: v.operation, service: r.service, method: r.method, path: r.pattern, mode: v.mode });
+    if (!v) continue;
+    const op: ValidatedOperation = { operation: v.operation, service: r.service, method: r.method, path: r.pattern, mode: v.mode };
+    if (seen.has(invalidRequestsName(op))) continue;
+    seen.add(invalidRequestsName(op));
+    out.push(op);
   }
   return out;
 }
