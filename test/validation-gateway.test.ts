@@ -12,14 +12,9 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
-import { composeGateway, type ComposedGateway } from '../src/compose.js';
-import type { Config } from '../src/config/schema.js';
-import { Metrics } from '../src/observability/metrics.js';
-import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
-import { testConfig } from './helpers/gateway.js';
+import { generateAdminToken } from '../src/admin/tokens.js';
 import { metricValue } from './helpers/limits.js';
-import { fixtureOperations, routePattern } from './helpers/openapi-operations.js';
+import { startDocumentGateway } from './helpers/openapi-operations.js';
 import { useStack } from './helpers/stack.js';
 import { OpenApiDocument } from './helpers/openapi.js';
 import type { TestRedis } from './helpers/redis-server.js';
@@ -81,35 +76,29 @@ afterAll(async () => {
   await streaming?.close();
 });
 
-type Gateway = RunningGateway & { adminUrl: string; composed: ComposedGateway };
-
 /**
  * The gateway: services shop and shadowshop on the test upstream, stream on the first-chunk one; the document's
  * routes under /shop (enforce), /shadow (shadow) and /live (enforce, to the first-chunk upstream), then a plain
  * /plain/* route without validation.
  */
-async function start({ redis, up }: { redis: TestRedis; up: TestUpstream }): Promise<Gateway> {
-  const ops = [
-    ...fixtureOperations(DOC, { service: 'shop', basePath: '/shop', validate: 'enforce' }),
-    ...fixtureOperations(DOC, { service: 'shadowshop', basePath: '/shadow', validate: 'shadow' }),
-    ...fixtureOperations(DOC, { service: 'stream', basePath: '/live', validate: 'enforce' }),
-  ].filter((o) => o.operationId !== 'postLoop');
-  const base = testConfig({
-    server: { host: '127.0.0.1', port: 0, maxBodyBytes: MAX_BODY, responseIdleTimeoutMs: IDLE_MS },
-    upstream: { url: up.url },
-    redis: { url: redis.url, prefix: 'val:', commandTimeoutMs: 2000 },
-    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] },
-    plans: { free: { perMinute: 1000, perDay: 10_000 } },
-    services: { shop: { targets: [up.url] }, shadowshop: { targets: [up.url] }, stream: { targets: [streaming.url] } },
-    routes: [
-      ...ops.map((o) => ({ method: o.method, path: routePattern(o.pathTemplate), service: o.service })),
-      { method: '*', path: '/plain/*', service: 'stream' },
+function start(stack: { redis: TestRedis; up: TestUpstream }) {
+  return startDocumentGateway(
+    stack,
+    TOKEN,
+    'val:',
+    [
+      { file: DOC, service: 'shop', basePath: '/shop', validate: 'enforce' },
+      { file: DOC, service: 'shadowshop', basePath: '/shadow', validate: 'shadow' },
+      { file: DOC, service: 'stream', basePath: '/live', validate: 'enforce' },
     ],
-  });
-  const config: Config = { ...base, routes: base.routes.map((r, i) => (i < ops.length ? { ...r, operation: ops[i]! } : r)) };
-  const composed = await composeGateway({ config, logger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500, healthChecks: false });
-  const running = await startGateway({ gateway: composed, logger });
-  return Object.assign(running, { adminUrl: running.adminUrl!, composed });
+    {
+      server: { host: '127.0.0.1', port: 0, maxBodyBytes: MAX_BODY, responseIdleTimeoutMs: IDLE_MS },
+      plans: { free: { perMinute: 1000, perDay: 10_000 } },
+      services: { shop: { targets: [stack.up.url] }, shadowshop: { targets: [stack.up.url] }, stream: { targets: [streaming.url] } },
+      routes: [{ method: '*', path: '/plain/*', service: 'stream' }],
+    },
+    logger,
+  );
 }
 
 const s = useStack({ redis: true, gateway: start });

@@ -5,6 +5,15 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import type { OpenApiOperation } from '../../src/openapi/operations.js';
+import { hashAdminToken } from '../../src/admin/tokens.js';
+import { composeGateway, type ComposedGateway } from '../../src/compose.js';
+import type { Config } from '../../src/config/schema.js';
+import { Metrics } from '../../src/observability/metrics.js';
+import type { Logger } from '../../src/observability/logger.js';
+import { startGateway, type RunningGateway } from '../../src/server/gateway-server.js';
+import { silentLogger, testConfig } from './gateway.js';
+import type { TestRedis } from './redis-server.js';
+import type { TestUpstream } from './upstream.js';
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
@@ -63,4 +72,40 @@ export function fixtureOperation(file: string, operationId: string, o: FixtureOp
 /** A route pattern (path-to-regexp, as routes[].path) for an OpenAPI path template: {name} -> :name. */
 export function routePattern(template: string): string {
   return template.replace(/\{([^}]+)\}/g, ':$1');
+}
+
+/** A fixture document served by one service under basePath, in a validate mode. */
+export interface DocumentMount {
+  file: string;
+  service: string;
+  basePath: string;
+  validate: OpenApiOperation['validate'];
+}
+
+/**
+ * A gateway composed as `tollgate serve` composes it (Redis, its admin listener taking `token`), whose first routes are
+ * the mounted documents' operations, then `config.routes`; `config` adds to the rest (services must name the mounts'
+ * services). With the document loader this is `services.<name>.openapi: { file, basePath, validate }` in the config.
+ */
+export async function startDocumentGateway(
+  { redis, up }: { redis: TestRedis; up: TestUpstream },
+  token: string,
+  prefix: string,
+  mounts: readonly DocumentMount[],
+  config: Record<string, unknown> = {},
+  logger: Logger = silentLogger,
+): Promise<RunningGateway & { adminUrl: string; composed: ComposedGateway }> {
+  const ops = mounts.flatMap((m) => fixtureOperations(m.file, m).filter((o) => o.operationId !== 'postLoop'));
+  const base = testConfig({
+    server: { host: '127.0.0.1', port: 0 },
+    upstream: { url: up.url },
+    redis: { url: redis.url, prefix, commandTimeoutMs: 2000 },
+    admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(token) }] },
+    ...config,
+    routes: [...ops.map((o) => ({ method: o.method, path: routePattern(o.pathTemplate), service: o.service })), ...((config.routes as unknown[]) ?? [])],
+  });
+  const withOps: Config = { ...base, routes: base.routes.map((r, i) => (i < ops.length ? { ...r, operation: ops[i]! } : r)) };
+  const composed = await composeGateway({ config: withOps, logger, metrics: new Metrics(), upstreamCheckTimeoutMs: 500, healthChecks: false });
+  const running = await startGateway({ gateway: composed, logger });
+  return Object.assign(running, { adminUrl: running.adminUrl!, composed });
 }
