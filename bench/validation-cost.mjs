@@ -49,7 +49,7 @@ const round = (n, d = 2) => Math.round(n * 10 ** d) / 10 ** d;
 
 function measure(validator, input, expectProblems) {
   const first = validator.validate(input);
-  if ((first.length > 0) !== expectProblems) throw new Error(`unexpected result: ${JSON.stringify(first)}`);
+  if (first.length > 0 !== expectProblems) throw new Error(`unexpected result: ${JSON.stringify(first)}`);
   // Warm-up: V8 optimises the generated code before anything is timed.
   for (let i = 0; i < PER_BATCH; i++) validator.validate(input);
   const perValidation = [];
@@ -60,7 +60,15 @@ function measure(validator, input, expectProblems) {
     perValidation.push(Number(process.hrtime.bigint() - start) / 1000 / PER_BATCH);
   }
   perValidation.sort((a, b) => a - b);
-  return { sink, problems: first, median: perValidation[perValidation.length >> 1], p10: percentile(perValidation, 0.1), p90: percentile(perValidation, 0.9), min: perValidation[0], max: perValidation.at(-1) };
+  return {
+    sink,
+    problems: first,
+    median: perValidation[perValidation.length >> 1],
+    p10: percentile(perValidation, 0.1),
+    p90: percentile(perValidation, 0.9),
+    min: perValidation[0],
+    max: perValidation.at(-1),
+  };
 }
 
 const body = (json) => {

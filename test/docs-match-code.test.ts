@@ -63,6 +63,7 @@ describe('the request path picture', () => {
       'requireApiKey',
       'keyLimits',
       'routePolicy',
+      'validateRequest',
       'declaredBodyLimit',
       'prepareUpstreamHeaders',
       'proxyToUpstream',
