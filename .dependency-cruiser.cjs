@@ -5,13 +5,13 @@
 //   4  entry points    compose.ts, program.ts, cli.ts, server/, petstore/
 //   3  application     pipeline/, admin/, dashboard/, commands/
 //   2  domain          routing/ < keys/ < limits/ < usage/   (each may import those before it, never after)
-//   1  infrastructure  http/, config/, storage/, observability/, openapi/
+//   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/
 //   0  util/
 //
 // src/types/ holds ambient declarations for untyped packages; nothing imports it.
 const ROOM = {
   util: '^src/util/',
-  base: '^src/(http|config|storage|observability|openapi)/',
+  base: '^src/(http|config|storage|observability|openapi|validation)/',
   routing: '^src/routing/',
   keys: '^src/keys/',
   limits: '^src/limits/',

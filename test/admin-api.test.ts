@@ -417,14 +417,16 @@ describe('keys through the admin API', () => {
     await waitFor(async () => (await call(b, key)).status === 401, 'the revoked key refused on b', 1000, 20);
   });
 
-  it('usage and deprecated-route reads answer here too (their content: test/usage.test.ts)', async () => {
+  it('usage, deprecated-route and invalid-request reads answer here too (their content: test/usage.test.ts, test/validation-gateway.test.ts)', async () => {
     const { id, key } = await createKey({ plan: 'big' });
     expect((await call(b, key)).status).toBe(200);
     const u = await admin('GET', `/keys/${id}/usage`);
-    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+    expect(u.body.totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
     expect((await admin('GET', '/usage?limit=5')).status).toBe(200);
     expect((await admin('GET', '/routes/deprecated')).body.routes).toEqual([]);
     expect((await admin('GET', '/routes/deprecated.csv')).status).toBe(200);
+    expect((await admin('GET', '/usage/invalid-requests')).body.operations).toEqual([]);
+    expect((await admin('GET', '/usage/invalid-requests?from=nope')).status).toBe(400);
     expect((await admin('GET', '/usage.csv')).status).toBe(200);
     expect((await admin('GET', '/usage.csv?limit=5')).status).toBe(400);
     expect(((await admin('GET', '/usage/summary?granularity=day')).body.totals as { admitted: number }).admitted).toBeGreaterThan(0);

@@ -76,7 +76,7 @@ describe('a client address over the anonymous limit, Redis store, two instances'
     await b.gateway.flushUsage();
     for (const id of ids) {
       const u = await b.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
-      expect(u.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+      expect(u.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
     }
   });
 

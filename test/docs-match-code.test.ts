@@ -64,6 +64,7 @@ describe('the request path picture', () => {
       'requireAllowedPlan',
       'keyLimits',
       'routePolicy',
+      'validateRequest',
       'declaredBodyLimit',
       'prepareUpstreamHeaders',
       'proxyToUpstream',

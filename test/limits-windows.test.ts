@@ -290,7 +290,7 @@ describe('shadow mode', () => {
     const shown = await runCli(['keys', 'show', id, '--json', '--config', configFile]);
     expect(JSON.parse(shown.stdout)).toMatchObject({ bannedUntil: null, banLevel: 0 });
     expect(await admin.exists(`${PREFIX}strikes:{${id}}`)).toBe(0);
-    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 4, wouldBan: 0 });
+    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 4, wouldBan: 0, validationFailed: 0 });
     const metrics = await send(a, key, 'GET', '/metrics');
     const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_decisions_total{plan="free",decision="shadow_refused",window="route"}'));
     // Only this test sends to the shadow route: its gateway counted exactly the four shadow refusals above.
@@ -360,7 +360,7 @@ describe('candidate limits (plans.<p>.shadow)', () => {
     // The day window kept counting; the ledger has the three shadow refusals beside what was refused for real.
     expect(await windowCount(id, 'minute')).toBe(6);
     expect(await windowCount(id, 'day')).toBe(6);
-    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 2, banned: 1, upstreamFailed: 0, shadowRefused: 3, wouldBan: 0 });
+    expect(await ledgerTotals(id)).toEqual({ admitted: 6, rateLimited: 2, banned: 1, upstreamFailed: 0, shadowRefused: 3, wouldBan: 0, validationFailed: 0 });
     const metrics = await send(a, key, 'GET', '/metrics');
     const line = metrics.body.split('\n').find((l) => l.startsWith('tollgate_ratelimit_shadow_refusals_total{plan="candidate",window="minute:shadow"}'));
     expect(line?.split(' ')[1]).toBe('3');

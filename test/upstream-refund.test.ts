@@ -111,7 +111,15 @@ describe('requests the upstream failed', () => {
       // More failures than the minute allows: none is refused, as none spends quota.
       for (let i = 0; i < 6; i++) expect(await call(gw, key)).toBe(502);
       expect(await remaining(gw, key)).toEqual({ minute: 4, day: 99 });
-      expect(await ledgerTotals(gw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+      expect(await ledgerTotals(gw, id)).toEqual({
+        admitted: 1,
+        rateLimited: 0,
+        banned: 0,
+        upstreamFailed: 0,
+        shadowRefused: 0,
+        wouldBan: 0,
+        validationFailed: 0,
+      });
       // The windows keep their expiry: a refund neither opens nor persists a window.
       expect(await client.pttl(ks.minuteWindow(id))).toBeGreaterThan(0);
       expect(await client.pttl(ks.dayWindow(id))).toBeGreaterThan(0);
@@ -131,7 +139,15 @@ describe('requests the upstream failed', () => {
     expect(hung.requests - before).toBe(2);
     expect(await remaining(slowGw, key)).toEqual({ minute: 3, day: 98 });
     expect(await client.get(ks.minuteWindow(id))).toBe('2');
-    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0, wouldBan: 0 });
+    expect(await ledgerTotals(slowGw, id)).toEqual({
+      admitted: 2,
+      rateLimited: 0,
+      banned: 0,
+      upstreamFailed: 2,
+      shadowRefused: 0,
+      wouldBan: 0,
+      validationFailed: 0,
+    });
   });
 
   it('a slow backend (504 each time): the key gets no more backend hits than its plan allows, then 429', async () => {
@@ -206,7 +222,15 @@ describe('requests the upstream failed', () => {
     // Past the upstream's timeout, whatever the gateway does about the requests it was left with.
     await new Promise((r) => setTimeout(r, 600));
     expect(await remaining(slowGw, key)).toEqual({ minute: 2, day: 97 });
-    expect(await ledgerTotals(slowGw, id)).toEqual({ admitted: 3, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+    expect(await ledgerTotals(slowGw, id)).toEqual({
+      admitted: 3,
+      rateLimited: 0,
+      banned: 0,
+      upstreamFailed: 0,
+      shadowRefused: 0,
+      wouldBan: 0,
+      validationFailed: 0,
+    });
   });
 
   it('a refund never lifts a ban nor takes back a strike', async () => {
@@ -237,7 +261,7 @@ describe('requests the upstream failed', () => {
     await slowGw.gateway.flushUsage();
     const one = await api.get(`/keys/${id}/usage?granularity=hour`);
     expect(one.status).toBe(200);
-    expect(one.body.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0, wouldBan: 0 });
+    expect(one.body.totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
     // Sorted by upstreamFailed: every key of the ledger (the earlier tests' too) in descending order of the figure, this
     // key's row exact, and a page of one holds the largest figure.
     const all = await api.get('/usage?sort=upstreamFailed&limit=1000');
@@ -253,6 +277,7 @@ describe('requests the upstream failed', () => {
       upstreamFailed: 2,
       shadowRefused: 0,
       wouldBan: 0,
+      validationFailed: 0,
     });
     const top = await api.get('/usage?sort=upstreamFailed&limit=1');
     expect(top.status).toBe(200);
@@ -274,7 +299,15 @@ describe('requests the upstream failed', () => {
       expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,2,0,0,2,0,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
-      expect(JSON.parse(json.stdout).totals).toEqual({ admitted: 2, rateLimited: 0, banned: 0, upstreamFailed: 2, shadowRefused: 0, wouldBan: 0 });
+      expect(JSON.parse(json.stdout).totals).toEqual({
+        admitted: 2,
+        rateLimited: 0,
+        banned: 0,
+        upstreamFailed: 2,
+        shadowRefused: 0,
+        wouldBan: 0,
+        validationFailed: 0,
+      });
       expect((await runCli(['usage', '--sort', 'failed', '--config', file])).code).toBe(2);
     } finally {
       dir.remove();
@@ -346,7 +379,15 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
     // failed ones still owed to it, 3), and the ledger (new too) has it admitted and nothing of the refused ones.
     expect(await call(fallback, key)).toBe(200);
     expect(await ownClient.get(ks.minuteWindow(id))).toBe('1');
-    expect(await ledgerTotals(fallback, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+    expect(await ledgerTotals(fallback, id)).toEqual({
+      admitted: 1,
+      rateLimited: 0,
+      banned: 0,
+      upstreamFailed: 0,
+      shadowRefused: 0,
+      wouldBan: 0,
+      validationFailed: 0,
+    });
   });
 });
 
@@ -378,7 +419,15 @@ describe('requests the upstream failed, on a gateway without Redis (memory limit
     await gone.stopListening();
     for (let i = 0; i < 7; i++) expect(await call(memoryGw, key)).toBe(502);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 4, day: 99 });
-    expect(await ledgerTotals(memoryGw, id)).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+    expect(await ledgerTotals(memoryGw, id)).toEqual({
+      admitted: 1,
+      rateLimited: 0,
+      banned: 0,
+      upstreamFailed: 0,
+      shadowRefused: 0,
+      wouldBan: 0,
+      validationFailed: 0,
+    });
     await gone.listenAgain();
     expect(await call(memoryGw, key)).toBe(200);
     expect(await remaining(memoryGw, key)).toEqual({ minute: 3, day: 98 });

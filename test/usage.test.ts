@@ -67,7 +67,7 @@ describe('the usage ledger', () => {
     await Promise.all([s.gw.a.gateway.flushUsage(), s.gw.b.gateway.flushUsage()]);
     const u = await s.gw.a.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
     // Refusals: by the window until the third strike bans the key, by the ban after (the script's and the ban cache's).
-    expect(u.totals).toEqual({ admitted: 40, rateLimited: 3 - 1, banned: refused - 2, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+    expect(u.totals).toEqual({ admitted: 40, rateLimited: 3 - 1, banned: refused - 2, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
 
     const r = await admin(`/keys/${id}/usage?granularity=hour`);
     expect(r.status).toBe(200);
@@ -118,7 +118,7 @@ describe('the usage ledger', () => {
       await memory.gateway.flushUsage();
       const u = await memory.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'day');
       // Two admitted, one refused by the window, then the ban (the second strike) and what the ban cache refused.
-      expect(u.totals).toEqual({ admitted: 2, rateLimited: 1, banned: 3, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+      expect(u.totals).toEqual({ admitted: 2, rateLimited: 1, banned: 3, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
     } finally {
       await memory.close();
     }
@@ -203,7 +203,15 @@ describe('deprecated routes', () => {
       expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,metadata');
       expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,0,0,`);
       const one = await runCli(['usage', '--key', k2.id, '--granularity', 'day', '--json', '--config', file]);
-      expect(JSON.parse(one.stdout).totals).toEqual({ admitted: 1, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+      expect(JSON.parse(one.stdout).totals).toEqual({
+        admitted: 1,
+        rateLimited: 0,
+        banned: 0,
+        upstreamFailed: 0,
+        shadowRefused: 0,
+        wouldBan: 0,
+        validationFailed: 0,
+      });
       expect((await runCli(['usage', '--key', 'key_nope0000000000', '--config', file])).code).toBe(1);
       expect((await runCli(['usage', '--from', 'yesterday', '--config', file])).code).toBe(2);
     } finally {

@@ -1,5 +1,6 @@
 // The admin API's usage reports: one key's usage, every key's (paged, GET /usage), the overview's summary, and the
-// deprecated-route report (JSON and CSV). Periods are read per request against usage.retentionDays, so a reload
+// deprecated-route report (JSON and CSV), and the invalid-request report (who sends requests that do not match
+// their operation's OpenAPI description, to which operation). Periods are read per request against usage.retentionDays, so a reload
 // applies at once.
 import { Router, type Response } from 'express';
 import type { KeyListing } from '../keys/listing.js';
@@ -8,7 +9,8 @@ import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
 import type { OverviewCache } from '../usage/overview.js';
 import { decodeCursor, type ReportCursor } from '../usage/report-pages.js';
 import type { ReportRunner } from '../usage/report-runner.js';
-import { resolvePeriod, type UsageReports } from '../usage/reports.js';
+import { invalidRequestsName, resolvePeriod, type UsageReports, type ValidatedOperation } from '../usage/reports.js';
+import type { CompiledRoute } from '../routing/routes.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { keyIdParam, parse, periodOf, periodView, queryOf, sendProblems } from './requests.js';
 import { deprecatedQuery, keyUsageQuery, usageCsvQuery, usageQuery } from './schemas.js';
@@ -130,7 +132,30 @@ export function usageRoutes(o: UsageRoutesOptions): Router {
     res.json({ ...periodView(p), routes: await o.reports.deprecatedRoutes(p.fromMs, p.toMs, runtime.config.routes) });
   });
 
+  router.get('/usage/invalid-requests', async (req, res) => {
+    const q = parse(deprecatedQuery, queryOf(req, res), 'query', res);
+    if (!q) return;
+    const p = periodOf(q, retentionDays() * DAY_MS, retentionDays(), res);
+    if (!p) return;
+    res.json({ ...periodView(p), operations: await o.reports.invalidRequests(p.fromMs, p.toMs, validatedOperations(runtime.current.routes)) });
+  });
+
   return router;
+}
+
+/** The routes in force that validate requests, one per operation (a document's operation is one route). */
+function validatedOperations(routes: readonly CompiledRoute[]): ValidatedOperation[] {
+  const seen = new Set<string>();
+  const out: ValidatedOperation[] = [];
+  for (const r of routes) {
+    const v = r.validation;
+    if (!v) continue;
+    const op: ValidatedOperation = { operation: v.operation, service: r.service, method: r.method, path: r.pattern, mode: v.mode };
+    if (seen.has(invalidRequestsName(op))) continue;
+    seen.add(invalidRequestsName(op));
+    out.push(op);
+  }
+  return out;
 }
 
 function sendCsv(res: Response, filename: string, body: string): void {

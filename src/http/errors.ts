@@ -42,7 +42,10 @@ export interface ErrorBody {
   code: ErrorCode;
   message: string;
   status: number;
-  /** The admin API's validation errors: every problem found, each with where (body.plan, query.limit, ...). */
+  /**
+   * Every problem found, each with where: the admin API's validation errors (body.plan, query.limit, ...), and request
+   * validation's JSON pointers into the request (/body/name, /query/limit, /headers/x-trace, /path/petId).
+   */
   problems?: Array<{ path: string; message: string }>;
 }
 
@@ -62,12 +65,15 @@ export class HttpError extends Error {
   }
 }
 
-/** Writes an error answer. Safe to call late: if headers already went out, the connection is cut instead. */
-export function sendError(res: Response, code: ErrorCode, message?: string): void {
+/**
+ * Writes an error answer, with the problems found when there are (request validation). Safe to call late: if headers
+ * already went out, the connection is cut instead.
+ */
+export function sendError(res: Response, code: ErrorCode, message?: string, problems?: ErrorBody['problems']): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = errorBody(code, message);
+  const body: ErrorBody = problems ? { ...errorBody(code, message), problems } : errorBody(code, message);
   res.status(body.status).type('application/json').send(JSON.stringify(body));
 }

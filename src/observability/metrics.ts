@@ -108,6 +108,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly validationFailures = new Counter({
+    name: 'tollgate_validation_failures_total',
+    help: "Requests that do not match their operation's OpenAPI description, by service, operation (its operationId, else method and path template: never a key) and mode (shadow: proxied all the same; enforce: refused 400).",
+    labelNames: ['service', 'operation', 'mode'] as const,
+    registers: [this.registry],
+  });
+
   readonly publicRouteDecisions = new Counter({
     name: 'tollgate_public_route_decisions_total',
     help: 'Requests without a valid key on a public route with limits of its own, by route window name and decision (admitted, refused).',

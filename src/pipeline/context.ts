@@ -52,6 +52,11 @@ export class RequestContext {
   decision: Decision | undefined = undefined;
   /** What the key limit check charged an admitted request, so the request can be given back if the upstream fails it. */
   charge: Charge | undefined = undefined;
+  /**
+   * The request body, read whole by request validation (only for an operation that validates a JSON body): what the
+   * proxy sends upstream, byte for byte, instead of reading the client.
+   */
+  body: Buffer | undefined = undefined;
   /** Set by the proxy stage: where the request stands among its tries to the service's targets. */
   proxy: ProxyExchange | undefined = undefined;
   /** This request's trace, when tracing is on (tracing.otlpEndpoint): stages start their spans under it. */

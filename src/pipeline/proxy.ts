@@ -188,12 +188,17 @@ export function createProxy(opts: ProxyOptions) {
     // Every check passed: now a client waiting on `Expect: 100-continue` may send its body.
     continueIfExpected(res);
     if (hasBody(req)) {
-      x.body = new RequestBody(req, {
-        maxBytes: maxBodyBytes,
-        idleMs: responseIdleTimeoutMs,
-        onTooLarge: () => bodyFailed(req, res, x, 'too_large'),
-        onIdle: () => bodyFailed(req, res, x, 'body_idle'),
-      });
+      x.body = new RequestBody(
+        req,
+        {
+          maxBytes: maxBodyBytes,
+          idleMs: responseIdleTimeoutMs,
+          onTooLarge: () => bodyFailed(req, res, x, 'too_large'),
+          onIdle: () => bodyFailed(req, res, x, 'body_idle'),
+        },
+        // Read whole already by request validation: these bytes go upstream, Content-Length set to their count.
+        req.ctx.body,
+      );
     }
     if (!attempt(req, res, x, undefined)) noTargetAtAll(req, res, x);
   }

@@ -1,7 +1,8 @@
 // A proxied request's body, read from the client once whatever the number of tries: streamed into the current try's
 // upstream request with backpressure, kept for a replay until a try has a connection (a try that could not connect
 // sent nothing, so the next one sends it whole), counted against maxBodyBytes when chunked, and timed: a client
-// that stops sending for the idle time is reported (an idle body holds a target's connection).
+// that stops sending for the idle time is reported (an idle body holds a target's connection). A body the request path
+// already read whole (request validation: readWholeBody) is given as its bytes and sent as they are.
 import type { ClientRequest, IncomingMessage } from 'node:http';
 
 export interface RequestBodyOptions {
@@ -25,8 +26,16 @@ export class RequestBody {
   constructor(
     private readonly req: IncomingMessage,
     private readonly o: RequestBodyOptions,
+    /** The whole body, already read (and checked against maxBytes): nothing more is read from the client. */
+    whole?: Buffer,
   ) {
     this.chunked = req.headers['content-length'] === undefined;
+    if (whole) {
+      this.chunks = [whole];
+      this.seen = whole.length;
+      this.ended = true;
+      return;
+    }
     req.on('data', this.onData);
     req.once('end', this.onEnd);
     this.armIdle();
@@ -103,4 +112,46 @@ export class RequestBody {
       if (!this.stopped && !this.ended) this.o.onIdle();
     }, this.o.idleMs);
   }
+}
+
+/** Why a body could not be read whole: over maxBytes, no bytes for idleMs, or the client went away. */
+export type WholeBodyFailure = 'too_large' | 'body_idle' | 'client_gone';
+
+/**
+ * Reads a request's whole body into memory, for a stage that must see it before the upstream does (request
+ * validation): at most `maxBytes` (counted as it arrives, whatever Content-Length said), and no gap of `idleMs`
+ * without a byte. On failure the request is no longer read from; the caller answers (413, 408) or drops it.
+ */
+export function readWholeBody(req: IncomingMessage, o: { maxBytes: number; idleMs: number }): Promise<Buffer | WholeBodyFailure> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let seen = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const done = (result: Buffer | WholeBodyFailure): void => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onClose);
+      resolve(result);
+    };
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => done('body_idle'), o.idleMs);
+    };
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.length;
+      if (seen > o.maxBytes) return done('too_large');
+      chunks.push(chunk);
+      arm();
+    };
+    const onEnd = (): void => done(Buffer.concat(chunks, seen));
+    // 'close' before 'end': the client went away with its body unfinished.
+    const onClose = (): void => {
+      if (!req.complete) done('client_gone');
+    };
+    req.on('data', onData);
+    req.once('end', onEnd);
+    req.once('close', onClose);
+    arm();
+  });
 }

@@ -26,6 +26,9 @@
 //                               with RateLimit headers; shadow windows only report; 403 for a cost
 //                               no enforced window can hold, before Redis)    [auth: none only with a valid key]
 //   8. routePolicy              Deprecation / Sunset / Link headers; 410 for a retired route or during a brownout
+//   V. validateRequest          the request against its operation's OpenAPI description: parameters, and a JSON body
+//                               read whole (413 over server.maxBodyBytes, 408 when it stops); counted per key and
+//                               operation; enforce: 400 invalid_request with every problem    [only routes that validate]
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
 //  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
 //  11. proxyToUpstream          a target of the service, retries on another; stream there and back (src/pipeline/proxy.ts)
@@ -47,13 +50,18 @@ import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-li
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
-import { pathOf, routingMethod, unservedAt } from '../routing/routes.js';
+import { pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes.js';
 import { planAllowed } from '../routing/stability.js';
+import type { Metrics } from '../observability/metrics.js';
+import { continueIfExpected } from '../http/expect-continue.js';
+import { DescriptionError, type ValidationProblem } from '../validation/validator.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
 import type { Tracing } from '../observability/tracing.js';
 import { RequestContext, type RequestObserver } from './context.js';
 import { answerNoHealthyUpstream, declaredBodyLimit, prepareUpstreamHeaders } from './proxy.js';
+import { readWholeBody } from './request-body.js';
+import { invalidRequestsName } from '../usage/reports.js';
 import { ambiguityOf } from './request-target.js';
 
 export interface RequestPathParts {
@@ -75,8 +83,13 @@ export interface RequestPathParts {
   proxyToUpstream: RequestHandler;
   /** The services routes go to, with their targets' health (src/routing/services.ts). */
   services: ServiceRegistry;
-  /** Counts keyed calls of deprecated routes for the usage report (stage 8); absent: not counted. */
-  usage?: { deprecatedCall(route: string, id: string): void };
+  /**
+   * Counts keyed calls of deprecated routes for the usage report (stage 8), and keyed requests that do not match their
+   * operation's description (stage V: the ledger's validationFailed and the invalid-request report); absent: not counted.
+   */
+  usage?: { deprecatedCall(route: string, id: string): void; invalidRequest(operation: string, id: string, pointer: string): void };
+  /** Counts requests that do not match their operation's description (stage V); absent: not counted. */
+  metrics?: Metrics;
 }
 
 /**
@@ -114,6 +127,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
         ]
       : []),
     routePolicy(p.clock, p.usage),
+    validateRequest({ maxBodyBytes: server.maxBodyBytes, idleMs: server.responseIdleTimeoutMs, logger: p.logger, metrics: p.metrics, usage: p.usage }),
     declaredBodyLimit(server.maxBodyBytes),
     prepareUpstreamHeaders(upstream),
     p.proxyToUpstream,
@@ -533,6 +547,102 @@ export function routePolicy(clock: Clock, usage?: RequestPathParts['usage']): Re
     next();
   };
 }
+
+/**
+ * V. The request against its operation's OpenAPI description (routes of a document whose validate mode is not off).
+ * It runs after the key limits, so an invalid request costs its points like any other: a key cannot make the gateway
+ * parse and check bodies without limit by sending invalid ones (401 and 429 come first, and cost no validation). A
+ * JSON body is read whole first, only for an operation that describes one and a request that sends one: at most
+ * server.maxBodyBytes (413 beyond), within server.responseIdleTimeoutMs between bytes (408), and those bytes are what
+ * the upstream gets. Any other request streams as before. A request that does not match is counted (the metric, and
+ * per key the ledger's validationFailed and the invalid-request report) and its first problem's pointer logged; in
+ * shadow mode it goes upstream all the same, in enforce mode it is answered 400 invalid_request with every problem.
+ */
+export function validateRequest(o: {
+  maxBodyBytes: number;
+  idleMs: number;
+  logger: Logger;
+  metrics?: Metrics | undefined;
+  usage?: RequestPathParts['usage'] | undefined;
+}): RequestHandler {
+  /** Validators whose description could not be applied, already logged (once each, per config load). */
+  const brokenLogged = new WeakSet<object>();
+  const judge = (req: Request, res: Response, next: NextFunction, rawBody: Buffer | undefined): void => {
+    const route = req.ctx.matchedRoute!;
+    const v = route.validation!;
+    const url = req.originalUrl;
+    const q = url.indexOf('?');
+    let problems: ValidationProblem[];
+    try {
+      problems = v.validator.validate({
+        path: v.validator.pathParams(policyPath(pathOf(url))),
+        query: q === -1 ? '' : url.slice(q + 1),
+        headers: req.headers,
+        ...(rawBody ? { rawBody } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof DescriptionError)) throw err;
+      // The document's fault, not the client's: the request goes through unchecked, and the operator is told once.
+      if (!brokenLogged.has(v.validator)) {
+        brokenLogged.add(v.validator);
+        o.logger.error(
+          { operation: v.operation, err: { message: err.message } },
+          'request validation is off for this operation: its description cannot be applied',
+        );
+      }
+      return next();
+    }
+    if (problems.length === 0) return next();
+    const service = req.ctx.service?.name ?? route.service;
+    o.metrics?.validationFailures.inc({ service, operation: v.operation, mode: v.mode });
+    const pointer = problems[0]!.pointer;
+    const consumer = req.ctx.consumer;
+    if (consumer)
+      o.usage?.invalidRequest(invalidRequestsName({ service: route.service, operation: v.operation }), consumer.id, pointer.slice(0, MAX_POINTER_KEPT));
+    o.logger.info(
+      { reqId: req.id, service, operation: v.operation, mode: v.mode, pointer: pointer.slice(0, MAX_POINTER_KEPT), problems: problems.length },
+      v.mode === 'enforce' ? 'request refused: it does not match the API description' : 'request does not match the API description (shadow: proxied)',
+    );
+    if (v.mode === 'shadow') return next();
+    sendError(
+      res,
+      'invalid_request',
+      `The request does not match the API's description of ${v.operation}: see problems.`,
+      problems.map((p) => ({ path: p.pointer, message: p.message })),
+    );
+  };
+  return function validateRequestStage(req, res, next) {
+    const v = req.ctx.matchedRoute?.validation;
+    if (!v) return next();
+    if (!v.validator.wantsBody(req.headers)) return judge(req, res, next, undefined);
+    const declared = req.headers['content-length'];
+    if (declared !== undefined && Number(declared) > o.maxBodyBytes) {
+      res.setHeader('connection', 'close');
+      return sendError(res, 'payload_too_large', `The request body exceeds ${o.maxBodyBytes} bytes.`);
+    }
+    // The body is about to be read: a client waiting on `Expect: 100-continue` may send it now.
+    continueIfExpected(res);
+    readWholeBody(req, { maxBytes: o.maxBodyBytes, idleMs: o.idleMs })
+      .then((body) => {
+        if (body === 'client_gone') return;
+        if (body === 'too_large' || body === 'body_idle') {
+          res.setHeader('connection', 'close');
+          return body === 'too_large'
+            ? sendError(res, 'payload_too_large', `The request body exceeds ${o.maxBodyBytes} bytes.`)
+            : sendError(res, 'request_timeout', `No part of the request body arrived for ${o.idleMs} ms.`);
+        }
+        // The upstream gets these bytes with their length (a chunked body is sent with Content-Length).
+        req.ctx.body = body;
+        req.headers['content-length'] = String(body.length);
+        delete req.headers['transfer-encoding'];
+        judge(req, res, next, body);
+      })
+      .catch(next);
+  };
+}
+
+/** A pointer kept in the report and the log: the first characters (a pointer may name properties the client made up). */
+const MAX_POINTER_KEPT = 200;
 
 /**
  * Stages as one handler that runs them in order, as Express would as separate handlers (an error or a rejected

@@ -11,6 +11,7 @@ import { compileKeySources, type KeySources } from '../http/credentials.js';
 import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
 import { parseInterval } from '../config/iso-interval.js';
 import { stabilityPlans } from './stability.js';
+import { compileRequestValidator, operationName, type RequestValidator } from '../validation/validator.js';
 
 export interface CompiledRoute {
   readonly method: string;
@@ -67,6 +68,11 @@ export interface CompiledRoute {
   readonly operationId?: string;
   /** Where a document route reads its key (its operation's security schemes); undefined: the config's auth.sources. */
   readonly keySources?: KeySources;
+  /**
+   * Requests checked against the operation's description (its validate mode, when not off): `operation` names it in
+   * metrics and reports (its operationId, else "<METHOD> <template>").
+   */
+  readonly validation?: { readonly mode: 'shadow' | 'enforce'; readonly validator: RequestValidator; readonly operation: string };
 }
 
 /** The routes of a config (compiled, in file order), and last the upstream shorthand's catch-all /v1/* when it is a service. */
@@ -82,6 +88,7 @@ export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: P
 export function compileRoutes(routes: readonly RouteConfig[], services?: Config['services'], documents?: LoadedDocuments['routes']): CompiledRoute[] {
   return routes.map((r, i) => {
     const fromDocument = documents?.[i];
+    const op = fromDocument?.operation;
     const headers: Array<[string, string]> = [];
     const links: string[] = [];
     if (r.deprecation) headers.push([H.deprecation, formatDeprecation(Date.parse(r.deprecation))]);
@@ -115,9 +122,11 @@ export function compileRoutes(routes: readonly RouteConfig[], services?: Config[
       limits: planRouteLimits(r),
       addressLimits: addressRouteLimits(r),
       mode: r.mode,
-      ...(fromDocument ? { operation: fromDocument.operation } : {}),
+      ...(op ? { operation: op } : {}),
       ...(r.operationId !== undefined ? { operationId: r.operationId } : {}),
       ...(fromDocument?.keySources ? { keySources: compileKeySources(fromDocument.keySources) } : {}),
+      // The validator is made once per operation object (per config load); its schemas compile on first use.
+      ...(op && op.validate !== 'off' ? { validation: { mode: op.validate, validator: compileRequestValidator(op), operation: operationName(op) } } : {}),
     };
   });
 }

@@ -91,6 +91,21 @@ export class Keyspace {
     return `${this.prefix}depr:{${route}}:last`;
   }
   /**
+   * Hash per validated operation and UTC day: key id -> requests that did not match the operation's description. The
+   * operation's hash tag keeps its three hashes in one slot.
+   */
+  invalidRequests(operation: string, day: number): string {
+    return `${this.prefix}invalid:{${operation}}:${day}`;
+  }
+  /** Hash per validated operation: key id -> when it last sent an invalid request (epoch ms). */
+  invalidLastSeen(operation: string): string {
+    return `${this.prefix}invalid:{${operation}}:last`;
+  }
+  /** Hash per validated operation: key id -> the first problem's pointer of its last invalid request. */
+  invalidPointers(operation: string): string {
+    return `${this.prefix}invalid:{${operation}}:pointer`;
+  }
+  /**
    * List: a report kept for its pages (its head, then its rows), expiring a few minutes after its last page was read.
    * Its id as hash tag: the list and the copy it is built in share a slot.
    */

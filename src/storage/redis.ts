@@ -30,6 +30,7 @@ export type RedisCommands = Pick<
   | 'hget'
   | 'hgetall'
   | 'hincrby'
+  | 'hset'
   | 'pexpire'
   | 'zrange'
   | 'incr'

@@ -1,6 +1,7 @@
 // What an instance counts itself and writes in batches: refusals it decides without the limit script (a ban it
 // already knows, limits in memory while Redis is away; every decision of a Redis-less gateway) and calls of
-// deprecated routes by key. Counts are summed in memory and written every usage.flushIntervalMs, and once more on
+// deprecated routes by key, and requests that did not match their operation's OpenAPI description (by key and hour
+// in the ledger, by operation, key and day for the invalid-request report). Counts are summed in memory and written every usage.flushIntervalMs, and once more on
 // close: a crash loses at most one interval of them, on that instance. The limit script counts everything it
 // decides itself (src/limits/redis-store.ts), so admitted requests on Redis never wait for this.
 // Also the ledger's peakMinute: per key and hour, the highest minute-window count a check reported (Redis's reply
@@ -8,7 +9,7 @@
 // with the same batches, raised where larger, since every instance writes its own.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
-import { type DeprecatedCall, type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
+import { type DeprecatedCall, type InvalidRequests, type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
 import type { UsageKind } from '../limits/types.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
 
@@ -30,6 +31,7 @@ const OPEN_HOUR_PEAKS_EVERY_MS = 60_000;
 export class UsageRecorder {
   private counts = new Map<string, { id: string; kind: UsageKind; atMs: number; n: number }>();
   private calls = new Map<string, { route: string; id: string; day: number; n: number; lastMs: number }>();
+  private invalids = new Map<string, InvalidRequests>();
   /**
    * Per key: the hour being watched, its highest count, and the highest already written (a flush writes only a key
    * whose figure grew since, so a key in steady use costs one write per hour, not one per flush). An hour that ends
@@ -123,6 +125,25 @@ export class UsageRecorder {
   }
 
   /**
+   * A keyed request that did not match its operation's description (`operation` as metrics name it), whose first
+   * problem was at `pointer`: validationFailed in the ledger's hour, and a call in the invalid-request report. On the
+   * request path: two map updates, no command.
+   */
+  invalidRequest(operation: string, id: string, pointer: string): void {
+    this.count(id, 'v');
+    const now = this.o.clock.now();
+    const day = dayOf(now);
+    const key = `${operation}\u0000${id}\u0000${day}`;
+    const e = this.invalids.get(key);
+    if (e) {
+      e.n++;
+      e.lastMs = now;
+      e.pointer = pointer;
+    } else if (this.invalids.size < MAX_PENDING) this.invalids.set(key, { operation, id, day, n: 1, lastMs: now, pointer });
+    else this.dropped++;
+  }
+
+  /**
    * Writes what was counted since the last flush; what fails to be written is kept for the next one. A timer's flush
    * (`all` false) writes the open hour's peakMinute figures at most once a minute: under steady traffic nearly every
    * active key's minute count grows between two flushes, and writing each at every flush cost Redis a third of a command
@@ -134,6 +155,7 @@ export class UsageRecorder {
     this.flushing = (async () => {
       const counts = [...this.counts.values()];
       const calls = [...this.calls.values()];
+      const invalids = [...this.invalids.values()];
       const peaks = this.closedPeaks;
       const now = this.o.clock.now();
       const hourNow = Math.floor(now / HOUR_MS);
@@ -149,6 +171,7 @@ export class UsageRecorder {
       }
       this.counts = new Map();
       this.calls = new Map();
+      this.invalids = new Map();
       this.closedPeaks = [];
       // Only what was not written is kept for the next flush: an entry written is never sent again (a count added
       // twice would bill twice), and a batch with one failed entry does not come back whole.
@@ -176,6 +199,17 @@ export class UsageRecorder {
         this.restore([], callsUnwritten);
         this.o.logger.warn({ entries: callsUnwritten.length, of: calls.length }, 'deprecated-route calls not written yet: kept for the next flush');
       }
+      let invalidsUnwritten: InvalidRequests[];
+      try {
+        invalidsUnwritten = invalids.length ? await this.o.store.addInvalid(invalids, this.o.ttlMs()) : [];
+      } catch (err) {
+        invalidsUnwritten = invalids;
+        this.o.logger.warn({ err: { message: String((err as Error)?.message ?? err) }, entries: invalids.length }, 'invalid-request counts not written');
+      }
+      if (invalidsUnwritten.length) {
+        for (const c of invalidsUnwritten) this.restoreInvalid(c);
+        this.o.logger.warn({ entries: invalidsUnwritten.length, of: invalids.length }, 'invalid-request counts not written yet: kept for the next flush');
+      }
       let peaksUnwritten: MinutePeak[];
       try {
         peaksUnwritten = peaks.length ? await this.o.store.raisePeaks(peaks, this.o.ttlMs()) : [];
@@ -197,6 +231,16 @@ export class UsageRecorder {
     clearInterval(this.timer);
     await this.flushing;
     await this.flush();
+  }
+
+  private restoreInvalid(c: InvalidRequests): void {
+    const key = `${c.operation}\u0000${c.id}\u0000${c.day}`;
+    const e = this.invalids.get(key);
+    if (e) {
+      e.n += c.n;
+      if (c.lastMs > e.lastMs) Object.assign(e, { lastMs: c.lastMs, pointer: c.pointer });
+    } else if (this.invalids.size < MAX_PENDING) this.invalids.set(key, c);
+    else this.dropped += c.n;
   }
 
   private restore(counts: readonly UsageEntry[], calls: readonly DeprecatedCall[]): void {

@@ -2,7 +2,16 @@
 // deprecated-route report), and where they run: in this process (a Redis-less gateway, whose ledger is in its own
 // memory), or on a thread of their own (report-thread.ts) so that a report's CPU never runs on the event loop that
 // serves the request path.
-import type { Granularity, DeprecatableRoute, DeprecatedRouteReport, UsageBucket, UsageCounts, UsageReports } from './reports.js';
+import type {
+  Granularity,
+  DeprecatableRoute,
+  DeprecatedRouteReport,
+  InvalidRequestReport,
+  UsageBucket,
+  UsageCounts,
+  UsageReports,
+  ValidatedOperation,
+} from './reports.js';
 import { ReportPages, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
 import { MemoryKeptReports, type KeptReports } from './kept-reports.js';
 import type { SimulateInput } from './whatif.js';
@@ -17,6 +26,8 @@ export interface ReportRunner {
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage>;
   /** The routes given that have a deprecation, with the keys that called them. */
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]>;
+  /** The validated operations given, with the keys that sent them invalid requests. */
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]>;
   /** Releases what it holds (the thread and its Redis connection). */
   close(): Promise<void>;
 }
@@ -48,6 +59,10 @@ export class InProcessReports implements ReportRunner {
 
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
     return this.reports.deprecatedRoutes(fromMs, toMs, routes);
+  }
+
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
+    return this.reports.invalidRequests(fromMs, toMs, operations);
   }
 
   async close(): Promise<void> {}

@@ -14,7 +14,7 @@ import type { Logger } from '../observability/logger.js';
 import type { RedisTopology } from '../storage/redis.js';
 import { type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
 import type { ReportRunner } from './report-runner.js';
-import type { DeprecatableRoute, DeprecatedRouteReport, Granularity, UsageBucket, UsageCounts } from './reports.js';
+import type { DeprecatableRoute, DeprecatedRouteReport, Granularity, InvalidRequestReport, UsageBucket, UsageCounts, ValidatedOperation } from './reports.js';
 import { ReportError, type ReportErrorCode } from './kept-reports.js';
 import type { SimulateInput } from './whatif.js';
 import type { WhatIfCursor, WhatIfPage } from './whatif-pages.js';
@@ -39,7 +39,8 @@ export type ReportCall =
   | { op: 'page'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'summary'; fromMs: number; toMs: number; granularity: Granularity }
   | { op: 'simulate'; first: SimulateInput | WhatIfCursor; limit: number }
-  | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[] };
+  | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[] }
+  | { op: 'invalidRequests'; fromMs: number; toMs: number; operations: ValidatedOperation[] };
 
 export type ReportReply =
   { id: number; ok: true; value: unknown } | { id: number; ok: false; error: { message: string; code?: KeyAdminErrorCode; reportCode?: ReportErrorCode } };
@@ -108,6 +109,11 @@ export class ReportThread implements ReportRunner {
     // Only what the report reads of each route crosses to the thread.
     const plain = routes.map(({ method, path, deprecation, sunset, link, afterSunset }) => ({ method, path, deprecation, sunset, link, afterSunset }));
     return this.call('the deprecated-route report', { op: 'deprecatedRoutes', fromMs, toMs, routes: plain });
+  }
+
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
+    const plain = operations.map(({ operation, service, method, path, mode }) => ({ operation, service, method, path, mode }));
+    return this.call('the invalid-request report', { op: 'invalidRequests', fromMs, toMs, operations: plain });
   }
 
   /** Whether the thread is running now (tests: it starts with a report and ends once idle). */

@@ -52,6 +52,8 @@ async function answer(call: ReportCall): Promise<unknown> {
       return reports.simulate(call.first, call.limit);
     case 'deprecatedRoutes':
       return reports.deprecatedRoutes(call.fromMs, call.toMs, call.routes);
+    case 'invalidRequests':
+      return reports.invalidRequests(call.fromMs, call.toMs, call.operations);
   }
 }
 

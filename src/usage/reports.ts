@@ -1,5 +1,6 @@
 // Reading the usage ledger and the deprecated-route report: a key's usage by hour or day, every key's totals over a
-// period (sortable, paged), and each deprecated route with the keys still calling it. The admin API and the
+// period (sortable, paged), each deprecated route with the keys still calling it, and each validated operation with
+// the keys sending it requests that do not match its description (the invalid-request report). The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
 import type { RouteConfig } from '../config/schema.js';
 import { incomplete, KeyAdminError } from '../keys/admin-errors.js';
@@ -39,6 +40,30 @@ export interface NamedKey {
 /** What the deprecated-route report needs of a configured route. */
 export type DeprecatableRoute = Pick<RouteConfig, 'method' | 'path' | 'deprecation' | 'deprecated' | 'sunset' | 'link' | 'afterSunset' | 'operationId'>;
 
+/** What the invalid-request report needs of a validated operation (a route made from it: CompiledRoute.validation). */
+export interface ValidatedOperation {
+  /** Its name in metrics and the report: operationId, else "<METHOD> <path template>". */
+  operation: string;
+  service: string;
+  method: string;
+  /** Its route's path pattern. */
+  path: string;
+  mode: 'shadow' | 'enforce';
+}
+
+/**
+ * An operation's name in the invalid-request report's Redis keys: its service's name and its own (two services'
+ * documents may both have a `listItems`).
+ */
+export function invalidRequestsName(op: Pick<ValidatedOperation, 'service' | 'operation'>): string {
+  return `${op.service} ${op.operation}`;
+}
+
+export interface InvalidRequestReport extends ValidatedOperation {
+  /** Keys that sent it invalid requests in the period, most first; pointer: where the last one first failed. */
+  keys: Array<NamedKey & { calls: number; lastSeen: string | null; pointer: string | null }>;
+}
+
 export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
 
 export interface DeprecatedRouteReport {
@@ -74,7 +99,7 @@ export function resolvePeriod(
   return { fromMs, toMs };
 }
 
-const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0 });
+const zero = (): UsageCounts => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, validationFailed: 0 });
 
 function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.admitted += day[`a${hour}`] ?? 0;
@@ -83,6 +108,7 @@ function add(to: UsageCounts, day: DayCounts, hour: number): void {
   to.upstreamFailed += day[`f${hour}`] ?? 0;
   to.shadowRefused += day[`s${hour}`] ?? 0;
   to.wouldBan += day[`w${hour}`] ?? 0;
+  to.validationFailed += day[`v${hour}`] ?? 0;
 }
 
 function addCounts(to: UsageCounts, from: UsageCounts): void {
@@ -92,6 +118,7 @@ function addCounts(to: UsageCounts, from: UsageCounts): void {
   to.upstreamFailed += from.upstreamFailed;
   to.shadowRefused += from.shadowRefused;
   to.wouldBan += from.wouldBan;
+  to.validationFailed += from.validationFailed;
 }
 
 /** Where the first bucket of a period starts: its first whole hour or UTC day. */
@@ -308,6 +335,29 @@ export class UsageReports {
     const named = await this.namedKeys(new Set(routes.flatMap((r) => r.keys.map((k) => k.id))));
     for (const r of routes) r.keys = r.keys.map((k) => ({ ...named.get(k.id), ...k }));
     return routes;
+  }
+
+  /** Every validated operation given, and the keys that sent it invalid requests in [fromMs, toMs) (whole UTC days). */
+  async invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
+    const days = daysOf(fromMs, toMs);
+    const report = await Promise.all(
+      operations.map(async (op) => {
+        const callers = await this.store.invalid(invalidRequestsName(op), days);
+        return {
+          operation: op.operation,
+          service: op.service,
+          method: op.method,
+          path: op.path,
+          mode: op.mode,
+          keys: [...callers]
+            .map(([id, c]) => ({ id, calls: c.calls, lastSeen: c.lastMs > 0 ? new Date(c.lastMs).toISOString() : null, pointer: c.pointer ?? null }))
+            .sort((a, b) => b.calls - a.calls || (a.id < b.id ? -1 : 1)),
+        };
+      }),
+    );
+    const named = await this.namedKeys(new Set(report.flatMap((r) => r.keys.map((k) => k.id))));
+    for (const r of report) r.keys = r.keys.map((k) => ({ ...named.get(k.id), ...k }));
+    return report;
   }
 
   /**

@@ -1,8 +1,9 @@
 // Where the usage ledger and the deprecated-route report live: per key and UTC day, a hash of per-hour counts (a<h>
 // admitted, r<h> refused by a window, b<h> refused by a ban, f<h> admitted, reached a target and got no complete
-// answer (also in a<h>: upstreamFailed beside admitted), s<h> admitted though a window in shadow mode would have refused it; w<h> a request a ban in shadow mode would have refused; m<h> peakMinute: the highest
+// answer (also in a<h>: upstreamFailed beside admitted), s<h> admitted though a window in shadow mode would have refused it; w<h> a request a ban in shadow mode would have refused; v<h> a request that did not match its operation's OpenAPI description (validationFailed, beside its own kind); m<h> peakMinute: the highest
 // minute-window count a check reported in the hour, raised, never added); per deprecated route and day, calls by key
-// id, and when each key last called. Redis holds them for the
+// id, and when each key last called; per validated operation and day, requests that did not match its description
+// by key id, with when each key last sent one and where its last one first failed. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script takes a never-reached request out of a<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
 import calculateSlot from 'cluster-key-slot';
@@ -20,6 +21,26 @@ export interface DeprecatedCall {
   day: number;
   n: number;
   lastMs: number;
+}
+
+/**
+ * Requests of a validated operation that did not match its description, by one key on one day: how many, the last
+ * one's time, and the first problem's pointer of the last one (/body/name, /query/limit).
+ */
+export interface InvalidRequests {
+  operation: string;
+  id: string;
+  day: number;
+  n: number;
+  lastMs: number;
+  pointer: string;
+}
+
+/** A key's invalid requests to an operation over a report's days. */
+export interface InvalidCaller {
+  calls: number;
+  lastMs: number;
+  pointer: string | undefined;
 }
 
 export interface MinutePeak {
@@ -49,6 +70,11 @@ export interface UsageCounts {
    * covered and those that would have started one. Each is also in admitted or rateLimited, as it was answered.
    */
   wouldBan: number;
+  /**
+   * Requests that did not match their operation's OpenAPI description (request validation in shadow or enforce mode:
+   * the ledger's v<h>). Each is also in admitted (or upstreamFailed), as the limit check counted it.
+   */
+  validationFailed: number;
 }
 
 /** A span's counts as sums() reads them: the counts added up, and the highest peakMinute (m<h>) of its hours. */
@@ -64,12 +90,22 @@ const KINDS: ReadonlyArray<readonly [UsageKind, keyof UsageCounts]> = [
   ['f', 'upstreamFailed'],
   ['s', 'shadowRefused'],
   ['w', 'wouldBan'],
+  ['v', 'validationFailed'],
 ];
 /** The ledger's one field taken as a maximum, not a sum: the busiest minute window of the hour. */
 const PEAK_LETTER = 'm';
 const KIND_LETTERS = KINDS.map(([letter]) => letter).join('');
 
-const noCounts = (): LedgerSums => ({ admitted: 0, rateLimited: 0, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 0, peakMinute: 0 });
+const noCounts = (): LedgerSums => ({
+  admitted: 0,
+  rateLimited: 0,
+  banned: 0,
+  upstreamFailed: 0,
+  shadowRefused: 0,
+  wouldBan: 0,
+  validationFailed: 0,
+  peakMinute: 0,
+});
 
 /**
  * Whole hours of consecutive UTC days: every hour of each day but the first (from `firstHour`) and the last (up to
@@ -134,6 +170,13 @@ export interface UsageStore {
   addDeprecated(entries: readonly DeprecatedCall[], ttlMs: number): Promise<DeprecatedCall[]>;
   /** Per key: calls of the route over the days asked, and when it last called (ever, within retention). */
   deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>>;
+  /**
+   * Adds invalid requests by keys to operations, raises each key's last-seen time and keeps its last pointer. Answers
+   * what was not written, as addDeprecated does.
+   */
+  addInvalid(entries: readonly InvalidRequests[], ttlMs: number): Promise<InvalidRequests[]>;
+  /** Per key: invalid requests to the operation over the days asked, when it last sent one, where that one failed. */
+  invalid(operation: string, days: readonly number[]): Promise<Map<string, InvalidCaller>>;
 }
 
 function toCounts(raw: Record<string, string>): DayCounts {
@@ -425,6 +468,77 @@ export class RedisUsageStore implements UsageStore {
     }
     return out;
   }
+
+  async addInvalid(entries: readonly InvalidRequests[], ttlMs: number): Promise<InvalidRequests[]> {
+    const byOperation = new Map<string, InvalidRequests[]>();
+    for (const e of entries) byOperation.set(e.operation, [...(byOperation.get(e.operation) ?? []), e]);
+    const unwritten: InvalidRequests[] = [];
+    await Promise.all(
+      [...byOperation].map(async ([operation, list]) => {
+        const counted: InvalidRequests[] = [];
+        for (const e of list) {
+          if (e.n === 0) {
+            counted.push(e);
+            continue;
+          }
+          const key = this.ks.invalidRequests(operation, e.day);
+          try {
+            await this.redis.hincrby(key, e.id, e.n);
+          } catch {
+            unwritten.push(e);
+            continue;
+          }
+          counted.push(e);
+          await this.redis.pexpire(key, ttlMs).catch(() => undefined);
+        }
+        if (!counted.length) return;
+        const last = new Map<string, InvalidRequests>();
+        for (const e of counted) if (e.lastMs >= (last.get(e.id)?.lastMs ?? 0)) last.set(e.id, e);
+        try {
+          await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
+            '1',
+            this.ks.invalidLastSeen(operation),
+            String(ttlMs),
+            ...[...last].flatMap(([id, e]) => [id, String(e.lastMs)]),
+          );
+          // The last pointer per key: whichever instance writes last wins, close enough for "where it fails".
+          const pointers = this.ks.invalidPointers(operation);
+          await this.redis.hset(pointers, Object.fromEntries([...last].map(([id, e]) => [id, e.pointer])));
+          await this.redis.pexpire(pointers, ttlMs).catch(() => undefined);
+        } catch {
+          // The counts are in; only the last-seen times and pointers go again.
+          for (const e of counted) unwritten.push({ ...e, n: 0 });
+        }
+      }),
+    );
+    return unwritten;
+  }
+
+  async invalid(operation: string, days: readonly number[]): Promise<Map<string, InvalidCaller>> {
+    const [perDay, last, pointers] = await Promise.all([
+      Promise.all(days.map((d) => this.redis.hgetall(this.ks.invalidRequests(operation, d)))),
+      this.redis.hgetall(this.ks.invalidLastSeen(operation)),
+      this.redis.hgetall(this.ks.invalidPointers(operation)),
+    ]);
+    return invalidCallers(perDay, last, pointers);
+  }
+}
+
+/** The callers of an operation from its day hashes (id -> count), last-seen times and pointers. */
+function invalidCallers(
+  perDay: ReadonlyArray<Record<string, string | number>>,
+  last: Readonly<Record<string, string | number>>,
+  pointers: Readonly<Record<string, string>>,
+): Map<string, InvalidCaller> {
+  const out = new Map<string, InvalidCaller>();
+  for (const day of perDay) {
+    for (const [id, n] of Object.entries(day)) {
+      const e = out.get(id) ?? { calls: 0, lastMs: Number(last[id] ?? 0), pointer: Object.hasOwn(pointers, id) ? pointers[id] : undefined };
+      e.calls += Number(n);
+      out.set(id, e);
+    }
+  }
+  return out;
 }
 
 /** Entries grouped by key and day, each hour's field (m<h>) with the largest value given for it. */
@@ -447,6 +561,9 @@ export class MemoryUsageStore implements UsageStore {
   private readonly ledger = new Map<string, DayCounts>();
   private readonly calls = new Map<string, Map<string, number>>();
   private readonly last = new Map<string, Map<string, number>>();
+  private readonly invalidCounts = new Map<string, Record<string, number>>();
+  private readonly invalidLast = new Map<string, Record<string, number>>();
+  private readonly invalidPointer = new Map<string, Record<string, string>>();
 
   async add(entries: readonly UsageEntry[]): Promise<UsageEntry[]> {
     for (const e of entries) {
@@ -519,5 +636,31 @@ export class MemoryUsageStore implements UsageStore {
       }
     }
     return out;
+  }
+
+  async addInvalid(entries: readonly InvalidRequests[]): Promise<InvalidRequests[]> {
+    const hash = <T>(m: Map<string, Record<string, T>>, k: string): Record<string, T> => {
+      let h = m.get(k);
+      if (!h) m.set(k, (h = Object.create(null) as Record<string, T>));
+      return h;
+    };
+    for (const e of entries) {
+      const day = hash(this.invalidCounts, `${e.operation}\u0000${e.day}`);
+      day[e.id] = (day[e.id] ?? 0) + e.n;
+      const last = hash(this.invalidLast, e.operation);
+      if (e.lastMs >= (last[e.id] ?? 0)) {
+        last[e.id] = e.lastMs;
+        hash(this.invalidPointer, e.operation)[e.id] = e.pointer;
+      }
+    }
+    return [];
+  }
+
+  async invalid(operation: string, days: readonly number[]): Promise<Map<string, InvalidCaller>> {
+    return invalidCallers(
+      days.map((d) => this.invalidCounts.get(`${operation}\u0000${d}`) ?? {}),
+      this.invalidLast.get(operation) ?? {},
+      this.invalidPointer.get(operation) ?? {},
+    );
   }
 }

@@ -40,6 +40,7 @@ export type UsageCounts = {
   upstreamFailed: number;
   shadowRefused: number;
   wouldBan: number;
+  validationFailed: number;
 };
 
 export type SimulatedWindow = {
@@ -223,6 +224,25 @@ export interface Answers {
         metadata?: Metadata;
         calls: number;
         lastSeen: string | null;
+      }>;
+    }>;
+  };
+  'GET /usage/invalid-requests': {
+    from: string;
+    to: string;
+    operations: Array<{
+      operation: string;
+      service: string;
+      method: string;
+      path: string;
+      mode: "shadow" | "enforce";
+      keys: Array<{
+        id: string;
+        name?: string;
+        metadata?: Metadata;
+        calls: number;
+        lastSeen: string | null;
+        pointer: string | null;
       }>;
     }>;
   };

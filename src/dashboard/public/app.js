@@ -8,6 +8,7 @@ import * as overview from './views/overview.js';
 import * as keys from './views/keys.js';
 import * as key from './views/key.js';
 import * as deprecated from './views/deprecated.js';
+import * as invalid from './views/invalid.js';
 import * as rollout from './views/rollout.js';
 import * as services from './views/services.js';
 import * as importKeys from './views/import.js';
@@ -24,7 +25,7 @@ import * as importKeys from './views/import.js';
 /** @typedef {(ctx: ViewContext) => Promise<import('./vendor/preact.js').ComponentChild>} Load */
 
 /** @type {Record<string, { load: Load, refreshMs?: number }>} */
-const VIEWS = { overview, keys, deprecated, rollout, services, import: importKeys };
+const VIEWS = { overview, keys, deprecated, invalid, rollout, services, import: importKeys };
 
 /** @param {string} sel */
 const $ = (sel) => /** @type {HTMLElement} */ (document.querySelector(sel));
