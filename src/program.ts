@@ -12,6 +12,7 @@ import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
 import { registerKeysCommands } from './commands/keys/index.js';
 import { registerUsageCommands } from './commands/usage.js';
 import { registerPlansCommands } from './commands/plans.js';
+import { registerOpenapiCommands } from './commands/openapi.js';
 import { guardRedisCommands } from './commands/touches.js';
 import { runDev, runPetstore, runServe } from './server/run.js';
 
@@ -94,6 +95,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
   registerKeysCommands(program);
   registerUsageCommands(program);
   registerPlansCommands(program);
+  registerOpenapiCommands(program, io, exit);
   // After every command is registered: each one that opens a Redis session says what it touches and guards writes.
   guardRedisCommands(program);
 

@@ -1,7 +1,7 @@
 // Reads the YAML file, applies environment overrides, validates against the schema and freezes the result.
 // Every problem is reported at once, each as "path: what was expected, what was found".
 import { readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { redactKeyShapes } from '../http/credentials.js';
@@ -50,7 +50,15 @@ function numberIfNumeric(v: string): unknown {
  * Reads, validates and completes the config file: the OpenAPI documents its services name are read too (relative to
  * the file), so this is asynchronous. Never throws.
  */
-export async function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): Promise<LoadResult> {
+/**
+ * `replaceDocument`: load the config as if services.<service>.openapi.file named `file` (a path as given on a command
+ * line, relative to the working directory): what `tollgate openapi diff` compares against the config as it is.
+ */
+export async function loadConfigFile(
+  path: string,
+  env: NodeJS.ProcessEnv = process.env,
+  replaceDocument?: { service: string; file: string },
+): Promise<LoadResult> {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -60,7 +68,8 @@ export async function loadConfigFile(path: string, env: NodeJS.ProcessEnv = proc
   }
   const read = readRaw(text, env);
   if (!read.ok) return { ...read, path };
-  const result = await validateConfigWithDocuments(read.raw, dirname(path), read.overridden).catch(
+  const raw = replaceDocument ? withDocument(read.raw, replaceDocument) : read.raw;
+  const result = await validateConfigWithDocuments(raw, dirname(path), read.overridden).catch(
     (err: unknown): { ok: false; errors: string[] } => ({ ok: false, errors: [`OpenAPI documents: ${excerpt(String((err as Error)?.message ?? err), 200)}`] }),
   );
   if (!result.ok) return { ...result, path };
@@ -80,6 +89,18 @@ export function parseConfigText(
   const result = validateConfig(read.raw, read.overridden);
   if (!result.ok) return result;
   return { ...result, warnings: [], sections: configSections(read.raw) };
+}
+
+/** The raw config with one service's document file replaced (absolute, so the config's folder does not apply). */
+function withDocument(raw: Record<string, unknown>, { service, file }: { service: string; file: string }): Record<string, unknown> {
+  const services = isRecord(raw.services) ? raw.services : {};
+  const s = isRecord(services[service]) ? services[service] : {};
+  const openapi = isRecord(s.openapi) ? s.openapi : {};
+  return { ...raw, services: { ...services, [service]: { ...s, openapi: { ...openapi, file: resolve(file) } } } };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** The sections a text gives when it is a valid config by the schema alone (documents unread): what --watch-config compares. */
