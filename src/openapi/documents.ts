@@ -260,8 +260,7 @@ function documentRoutes(
         if (/^https?:\/\//i.test(docsUrl)) {
           raw.link = docsUrl;
           from('link', 'externalDocs', 'url');
-        }
-        else warnings.push(`${at([...tokens, 'externalDocs', 'url'])}: not an http(s) URL, so not sent as the deprecation Link`);
+        } else warnings.push(`${at([...tokens, 'externalDocs', 'url'])}: not an http(s) URL, so not sent as the deprecation Link`);
       }
       const successor = op['x-successor'];
       if (successor !== undefined) {
