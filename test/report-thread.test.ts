@@ -128,13 +128,18 @@ describe('the report thread', () => {
       const more = await local.simulate(decodeWhatIfCursor(small.next!)!, 1000);
       expect(more.keys).toEqual(sim.keys.slice(5));
       expect(more.next).toBeNull();
-      const routes = [{ method: 'GET' as const, path: '/v1/old', deprecation: '2026-01-01T00:00:00Z', afterSunset: 'gone' as const }];
+      const routes = [
+        { method: 'GET' as const, path: '/v1/old', deprecation: '2026-01-01T00:00:00Z', afterSunset: 'gone' as const },
+        // Deprecated without a date, made from an OpenAPI operation: listed, under its operationId.
+        { method: 'GET' as const, path: '/v1/undated', deprecated: true, operationId: 'undated', afterSunset: 'pass' as const },
+      ];
       const dep = await thread.deprecatedRoutes(to - 2 * DAY_MS, to, routes);
       expect(dep).toEqual(await local.deprecatedRoutes(to - 2 * DAY_MS, to, routes));
       expect(dep[0]!.keys.map((k) => [k.id, k.calls, k.name])).toEqual([
         ['key_t00002', 9, 'customer 2'],
         ['key_t00001', 5, 'customer 1'],
       ]);
+      expect(dep[1]).toEqual({ method: 'GET', path: '/v1/undated', operationId: 'undated', afterSunset: 'pass', keys: [] });
     } finally {
       await thread.close();
     }

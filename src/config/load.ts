@@ -153,8 +153,18 @@ export async function validateConfigWithDocuments(
   if (!expanded.ok) return { ok: false, errors: expanded.errors };
   const second = validateSchema({ ...raw, routes: expanded.routes }, overridden);
   if (!second.ok) {
-    // routes[i] of the merged list is a route of the file or a document's operation: name it as the reader knows it.
-    return { ok: false, errors: second.errors.map((e) => e.replace(/^routes\[(\d+)\]/, (m, i: string) => expanded.origins[Number(i)] ?? m)) };
+    // routes[i] of the merged list is a route of the file or a document's operation: name it as the reader knows it,
+    // and a field a document gave by where the document wrote it (routes[9].brownouts[1] -> doc.yaml#/paths/~1a/get/x-brownouts/1).
+    return {
+      ok: false,
+      errors: second.errors.map((e) =>
+        e.replace(/^routes\[(\d+)\](?:\.([A-Za-z]+)((?:\[\d+\])*))?/, (m, i: string, field: string | undefined, indexes: string | undefined) => {
+          const at = field === undefined ? undefined : expanded.fieldOrigins[Number(i)]?.get(field);
+          if (at !== undefined) return at + (indexes ?? '').replace(/\[(\d+)\]/g, '/$1');
+          return (expanded.origins[Number(i)] ?? `routes[${i}]`) + m.slice(`routes[${i}]`.length);
+        }),
+      ),
+    };
   }
   return finish({ ...second.config, openapi: expanded.documents }, [...expanded.documents.warnings]);
 }

@@ -25,6 +25,11 @@ export type Expanded =
       routes: unknown[];
       /** What each of those routes is called in an error: routes[i] of the file, or file#pointer of its operation. */
       origins: string[];
+      /**
+       * By route index, for a document route: where in the document each route field it took from there was written
+       * (stability -> file#/paths/~1a/get/x-stability), so an error about the field names what the author wrote.
+       */
+      fieldOrigins: Array<ReadonlyMap<string, string> | undefined>;
       documents: LoadedDocuments;
     }
   | { ok: false; errors: string[]; files: string[] };
@@ -33,6 +38,8 @@ interface OperationRoute {
   raw: Record<string, unknown>;
   info: DocumentRoute;
   label: string;
+  /** Route field -> file#pointer of the document field it came from. */
+  fields: Map<string, string>;
 }
 
 /**
@@ -120,6 +127,8 @@ export async function expandDocuments(services: DocumentServices | undefined, ra
     merged.add(op);
     const { operationId: _id, ...fields } = route;
     op.raw = { ...op.raw, ...fields };
+    // Fields the route gives are the route's, named by the label below.
+    for (const f of Object.keys(fields)) op.fields.delete(f);
     op.label = `${op.label} (with routes[${i}])`;
   });
   if (errors.length > 0) return { ok: false, errors, files: [...files] };
@@ -127,6 +136,7 @@ export async function expandDocuments(services: DocumentServices | undefined, ra
     ok: true,
     routes: [...handWritten, ...operations.map((o) => o.raw)],
     origins: [...origins, ...operations.map((o) => o.label)],
+    fieldOrigins: [...handWritten.map(() => undefined), ...operations.map((o) => o.fields)],
     documents: {
       routes: [...handWritten.map(() => undefined), ...operations.map((o) => o.info)],
       files: [...files].sort(),
@@ -202,6 +212,10 @@ function documentRoutes(
         validate: opts.validate,
       };
       const raw: Record<string, unknown> = { method: operation.method, path: routePattern(pathTemplate), service };
+      const fields = new Map<string, string>();
+      const from = (field: string, ...docTokens: string[]): void => {
+        fields.set(field, at([...tokens, ...docTokens]));
+      };
       if (operationId !== undefined) raw.operationId = operationId;
       const security = (op.security ?? doc.security) as unknown;
       const where = op.security !== undefined ? [...tokens, 'security'] : ['security'];
@@ -227,21 +241,30 @@ function documentRoutes(
       const sunset = dateAt('x-sunset');
       if (op.deprecated === true) {
         raw.deprecated = true;
+        from('deprecated', 'deprecated');
         if (deprecation === undefined)
           warnings.push(`${label}: deprecated without x-deprecated-at: counted as deprecated, but no Deprecation header is sent (it needs a date)`);
       }
-      if (deprecation !== undefined) raw.deprecation = deprecation;
+      if (deprecation !== undefined) {
+        raw.deprecation = deprecation;
+        from('deprecation', 'x-deprecated-at');
+      }
       if (sunset !== undefined) {
         raw.sunset = sunset;
         raw.afterSunset = 'gone';
+        from('sunset', 'x-sunset');
+        from('afterSunset', 'x-sunset');
       }
       const docsUrl = isObject(op.externalDocs) ? op.externalDocs.url : undefined;
       if (typeof docsUrl === 'string' && (op.deprecated === true || deprecation !== undefined || sunset !== undefined)) {
-        if (/^https?:\/\//i.test(docsUrl)) raw.link = docsUrl;
-        else warnings.push(`${at([...tokens, 'externalDocs', 'url'])}: not an http(s) URL, so not sent as the deprecation Link`);
+        if (/^https?:\/\//i.test(docsUrl)) {
+          raw.link = docsUrl;
+          from('link', 'externalDocs', 'url');
+        } else warnings.push(`${at([...tokens, 'externalDocs', 'url'])}: not an http(s) URL, so not sent as the deprecation Link`);
       }
       const successor = op['x-successor'];
       if (successor !== undefined) {
+        from('successor', 'x-successor');
         if (typeof successor === 'string' && /^https?:\/\//i.test(successor)) raw.successor = successor;
         else if (typeof successor === 'string' && templates.has(successor)) raw.successor = templates.get(successor);
         else
@@ -251,15 +274,17 @@ function documentRoutes(
       }
       const brownouts = op['x-brownouts'];
       if (brownouts !== undefined) {
+        from('brownouts', 'x-brownouts');
         if (Array.isArray(brownouts) && brownouts.every((b) => typeof b === 'string')) raw.brownouts = brownouts;
         else errors.push(`${at([...tokens, 'x-brownouts'])}: expected a list of ISO 8601 intervals such as 2027-03-01T14:00:00Z/PT1H`);
       }
       const stability = op['x-stability'];
       if (stability !== undefined) {
+        from('stability', 'x-stability');
         if (typeof stability === 'string') raw.stability = stability;
         else errors.push(`${at([...tokens, 'x-stability'])}: expected a word such as experimental, beta or stable`);
       }
-      routes.push({ raw, label, info: { operation, keySources } });
+      routes.push({ raw, label, info: { operation, keySources }, fields });
     }
   }
   return { routes, errors, warnings };

@@ -3,7 +3,7 @@
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
-import type { RedisConfig } from '../config/schema.js';
+import type { Config, RedisConfig } from '../config/schema.js';
 import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
 import { logRedaction } from '../http/credentials.js';
@@ -17,6 +17,7 @@ import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { stabilityWarnings } from '../routing/stability.js';
 import { tlsWarnings } from '../config/tls-files.js';
+import { descriptionWarnings } from '../validation/validator.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
@@ -42,6 +43,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       return next !== undefined;
     });
     watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => inForce.openapi?.files ?? []);
+    warnOfDescriptions(config, logger);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -62,6 +64,21 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },
     'tollgate gateway listening',
+  );
+  if (isPrimary()) warnOfDescriptions(config, logger);
+}
+
+/**
+ * Descriptions that cannot be applied (request validation), as config warnings: found once the gateway listens, since
+ * compiling every validated operation of a large document takes a while (and serves the first requests: the compiled
+ * checks are kept).
+ */
+function warnOfDescriptions(config: Config, logger: Logger): void {
+  descriptionWarnings(config.openapi).then(
+    (warnings) => {
+      for (const warning of warnings) logger.warn({ warning }, 'config warning');
+    },
+    (err: unknown) => logger.error({ err }, 'checking the OpenAPI descriptions failed'),
   );
 }
 

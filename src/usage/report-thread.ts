@@ -106,8 +106,18 @@ export class ReportThread implements ReportRunner {
   }
 
   deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
-    // Only what the report reads of each route crosses to the thread.
-    const plain = routes.map(({ method, path, deprecation, sunset, link, afterSunset }) => ({ method, path, deprecation, sunset, link, afterSunset }));
+    // Only what the report reads of each route crosses to the thread (DeprecatableRoute, every field of it: a route
+    // deprecated without a date is known by `deprecated`, an operation's by its operationId).
+    const plain = routes.map(({ method, path, deprecation, deprecated, sunset, link, afterSunset, operationId }): EveryField<DeprecatableRoute> => ({
+      method,
+      path,
+      deprecation,
+      deprecated,
+      sunset,
+      link,
+      afterSunset,
+      operationId,
+    }));
     return this.call('the deprecated-route report', { op: 'deprecatedRoutes', fromMs, toMs, routes: plain });
   }
 
@@ -221,3 +231,6 @@ export class ReportThread implements ReportRunner {
     setTimeout(() => void w.terminate(), 5000).unref();
   }
 }
+
+/** Every field of T, each given (undefined where T's is optional): a field added to T must be added where this is built. */
+type EveryField<T> = { [K in keyof Required<T>]: T[K] };

@@ -6,7 +6,7 @@
 // (/path/petId, /query/limit, /headers/x-trace, /body/name/0) and a message a client developer can act on.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ErrorObject, ValidateFunction } from 'ajv';
-import type { OpenApiOperation } from '../openapi/operations.js';
+import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
 import { parameterSpecs, readHeaders, readPath, readQuery, type ParameterLocation, type ParameterSpec, type ReadProblem } from './parameters.js';
 import { DescriptionError, resolveRef, schemasOf, type DocumentSchemas } from './schemas.js';
 
@@ -73,6 +73,30 @@ export function checkOperation(op: OpenApiOperation): string | undefined {
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
   }
+}
+
+/**
+ * `config check` and start-up warnings: every operation whose requests are checked (validate shadow or enforce) and
+ * whose description cannot be applied, named by file#pointer. Otherwise the operator learns it from an error line on
+ * the operation's first request. It compiles each such operation's schemas now (about 1.5 ms each): the work its
+ * first request would do, kept for it (compiled checks are cached on the operation), one operation per turn of the
+ * event loop, so a large document delays no request by more than one operation's compile.
+ */
+export async function descriptionWarnings(documents: Pick<LoadedDocuments, 'routes'> | undefined): Promise<string[]> {
+  const out: string[] = [];
+  for (const route of documents?.routes ?? []) {
+    const op = route?.operation;
+    if (!op || op.validate === 'off') continue;
+    const why = checkOperation(op);
+    if (why !== undefined) {
+      const at = `${op.file}#${op.pointer}`;
+      out.push(
+        `${at}: its description cannot be applied, so request validation is off for this operation: ${why.startsWith(`${at}: `) ? why.slice(at.length + 2) : why}`,
+      );
+    }
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return out;
 }
 
 interface Compiled {
