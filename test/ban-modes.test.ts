@@ -82,7 +82,7 @@ describe('ban.mode and ban.enabled', () => {
     // The 4th request started the would-be ban; the 5th to 8th fell in it.
     await s.gw.gateway.flushUsage();
     const u = await s.gw.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
-    expect(u.totals).toEqual({ admitted: 1, rateLimited: 7, banned: 0, upstreamFailed: 0, shadowRefused: 0, wouldBan: 5 });
+    expect(u.totals).toEqual({ admitted: 1, rateLimited: 7, banned: 0, upstreamFailed: 0, shadowRefused: 0, validationFailed: 0, wouldBan: 5 });
     // The enforced ladder's keys are left alone: switching back to enforce does not ban this key.
     const keys = await keysOf(id);
     expect(keys).not.toContain(ks.ban(id));
