@@ -4,12 +4,14 @@
 // security scheme, deprecation and sunset, request validation and the stability gate (upstream.openapi.stability) work
 // as for a service's document; a reload applies a new stability map and --watch-config a changed document. A document
 // whose operations are not under /v1 is refused naming file#pointer; `openapi diff --service upstream` compares one.
+// `tollgate dev` takes the pet store's document as the upstream's, getPet's sunset pushed ahead.
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { loadConfigFile } from '../src/config/load.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
 import { CliProcess, assertBuilt, runCli, tempDir } from './helpers/cli.js';
+import { freePort } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 
 const FREE = generateKey();
@@ -279,6 +281,35 @@ describe('tollgate openapi diff --service upstream', () => {
       expect([other.code, other.stderr.trim()]).toEqual([2, 'error: service "other" has no OpenAPI document (services with one: upstream)']);
     } finally {
       d.remove();
+    }
+  });
+});
+
+describe('tollgate dev', () => {
+  it("serves the pet store document's routes as the upstream's, with getPet's sunset ahead", async () => {
+    const port = await freePort();
+    const dev = CliProcess.start(['dev', '--port', String(port)]);
+    try {
+      await dev.waitForStdout(/Press Ctrl-C to stop/);
+      const key = /^ {4}free\s+(tg_[0-9A-Za-z]+)$/m.exec(dev.stdout)![1]!;
+      const get = (path: string) =>
+        fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+      expect((await get('/v1/categories')).status).toBe(200);
+      // A document route: experimental, sent as such.
+      const created = await fetch(`http://127.0.0.1:${port}/v1/categories`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'Dog' }),
+        signal: AbortSignal.timeout(5000),
+      });
+      expect([created.status, created.headers.get('x-api-stability')]).toEqual([201, 'experimental']);
+      const pet = await get('/v1/pets/1');
+      expect(pet.status).toBe(200);
+      expect(pet.headers.get('deprecation')).toBe('@1780272000');
+      const sunset = Date.parse(pet.headers.get('sunset') ?? '');
+      expect(sunset).toBeGreaterThanOrEqual(Math.max(Date.parse('2027-06-01T00:00:00Z'), Date.now() + 179 * 86_400_000));
+    } finally {
+      expect(await dev.stop()).toEqual({ code: 0, signal: null });
     }
   });
 });
