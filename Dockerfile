@@ -27,8 +27,8 @@ COPY --from=build /app/dist ./dist
 COPY config ./config
 # Served by the admin API at GET /openapi.json (read at start-up when an admin token is configured).
 COPY docs/admin.openapi.yaml ./docs/admin.openapi.yaml
-# config/gateway.yaml takes the pet store's routes from its OpenAPI document (services.petstore.openapi), and so
-# does `tollgate dev`. Those routes go to services.petstore's target; UPSTREAM_URL moves only the rest of /v1.
+# config/gateway.yaml takes the upstream's routes from the pet store's OpenAPI document (upstream.openapi), and so
+# does `tollgate dev`. Those routes go to the upstream, so UPSTREAM_URL moves them with the rest of /v1.
 COPY docs/petstore.openapi.yaml ./docs/petstore.openapi.yaml
 # Files stay root-owned (read-only to the process); the process runs as the image's unprivileged user `node`, named
 # by its numeric id: Kubernetes' runAsNonRoot can only verify a numeric user, and refuses to start a named one.

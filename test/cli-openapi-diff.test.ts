@@ -142,7 +142,10 @@ describe('tollgate openapi diff', () => {
     expect([unknown.code, unknown.stderr.trim()]).toEqual([2, 'error: service "orders" has no OpenAPI document (services with one: catalog)']);
     const plain = tmp.write('plain.yaml', { services: { catalog: { targets: ['http://127.0.0.1:9'] } }, routes: [{ path: '/x', service: 'catalog' }] });
     const none = await runCli(['openapi', 'diff', '--config', plain, `${tmp.dir}/catalog-v2.yaml`]);
-    expect([none.code, none.stderr.trim()]).toEqual([1, 'error: no service of this config has an OpenAPI document (services.<name>.openapi.file)']);
+    expect([none.code, none.stderr.trim()]).toEqual([
+      1,
+      'error: no service of this config has an OpenAPI document (services.<name>.openapi.file, upstream.openapi.file)',
+    ]);
   });
 
   it('an operationId with terminal escapes is printed escaped, on its one line', async () => {

@@ -136,10 +136,12 @@ describe('defaults', () => {
       'GET /v1/categories/:id getCategory',
       'GET /v1/pets/:petId getPet',
     ]);
+    // They are the upstream's (upstream.openapi): routes without a service, so UPSTREAM_URL moves them with the rest of /v1.
+    expect(r.config.services).toBeUndefined();
+    expect(r.config.openapi!.routes.every((d) => d?.operation.service === 'upstream')).toBe(true);
     expect(r.config.routes.find((x) => x.operationId === 'getPet')).toEqual({
       method: 'GET',
       path: '/v1/pets/:petId',
-      service: 'petstore',
       operationId: 'getPet',
       deprecated: true,
       deprecation: '2026-06-01T00:00:00.000Z',

@@ -447,7 +447,9 @@ describe('tollgate dev', () => {
       expect(pets.headers.get('deprecation')).toBe(`@${Date.parse('2026-06-01T00:00:00Z') / 1000}`);
       expect(Date.parse(pets.headers.get('sunset')!)).toBeGreaterThan(Date.now());
       // From the pet store's OpenAPI document: externalDocs and x-successor.
-      expect(pets.headers.get('link')).toBe('<https://example.com/docs/migrate-pets>; rel="deprecation", <https://example.com/docs/pets-v2>; rel="successor-version"');
+      expect(pets.headers.get('link')).toBe(
+        '<https://example.com/docs/migrate-pets>; rel="deprecation", <https://example.com/docs/pets-v2>; rel="successor-version"',
+      );
       // The dashboard and admin API, with the printed token.
       const admin = /Dashboard and admin API: (http:\/\/127\.0\.0\.1:\d+)\/ {2}\(admin token, for this run only: (tga_[\w-]+)\)/.exec(proc.stdout);
       expect(admin).not.toBeNull();

@@ -4,7 +4,7 @@
 // is about the gateway's behaviour, not the document's text.
 import type { Command } from 'commander';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import { openapiBlocks, type Config } from '../config/schema.js';
 import { changeLine, diffOperations, type OperationChange, type OperationPolicy } from '../openapi/diff.js';
 import { visible } from '../util/visible.js';
 import { CliError } from './cli-error.js';
@@ -27,7 +27,7 @@ export function registerOpenapiCommands(program: Command, io: { out(text: string
     )
     .argument('<new>', 'the new version of the document (YAML or JSON)')
     .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
-    .option('--service <name>', 'the service whose document NEW replaces (needed when several services have one)')
+    .option('--service <name>', 'the service whose document NEW replaces ("upstream" for upstream.openapi; needed when several have one)')
     .option('--json', 'print JSON: { service, file, new, changes: [...] }')
     .action(async (newFile: string, o: DiffOpts) => {
       const path = resolveConfigPath(o.config, process.env);
@@ -37,7 +37,7 @@ export function registerOpenapiCommands(program: Command, io: { out(text: string
           `${path}: invalid configuration, fix it first (${current.errors.length} problem${current.errors.length === 1 ? '' : 's'}): ${current.errors[0]}`,
         );
       const service = serviceOf(current.config, o.service);
-      const file = current.config.services?.[service]?.openapi?.file ?? '';
+      const file = openapiBlocks(current.config).find((b) => b.service === service)?.openapi.file ?? '';
       const next = await loadConfigFile(path, process.env, { service, file: newFile });
       if (!next.ok)
         throw new CliError(
@@ -54,18 +54,18 @@ export function registerOpenapiCommands(program: Command, io: { out(text: string
     });
 }
 
-/** The service named, or the only one with a document. */
+/** The service named, or the only one with a document ("upstream" for the upstream section's). */
 function serviceOf(config: Config, named: string | undefined): string {
-  const withDocuments = Object.entries(config.services ?? {})
-    .filter(([, s]) => s.openapi?.file !== undefined)
-    .map(([name]) => name);
+  const withDocuments = openapiBlocks(config)
+    .filter((b) => b.openapi.file !== undefined)
+    .map((b) => b.service);
   if (named !== undefined) {
     if (!withDocuments.includes(named))
       throw new CliError(`service "${visible(named)}" has no OpenAPI document (services with one: ${withDocuments.join(', ') || 'none'})`, 2);
     return named;
   }
   if (withDocuments.length === 1) return withDocuments[0]!;
-  if (withDocuments.length === 0) throw new CliError('no service of this config has an OpenAPI document (services.<name>.openapi.file)');
+  if (withDocuments.length === 0) throw new CliError('no service of this config has an OpenAPI document (services.<name>.openapi.file, upstream.openapi.file)');
   throw new CliError(`several services have an OpenAPI document (${withDocuments.join(', ')}): name one with --service`, 2);
 }
 

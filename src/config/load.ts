@@ -5,7 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { redactKeyShapes } from '../http/credentials.js';
-import { configSchema, type Config } from './schema.js';
+import { configSchema, openapiBlocks, UPSTREAM_SERVICE, type Config } from './schema.js';
 import { knownFieldsAt, nearestField } from './field-names.js';
 import { tlsFileErrors } from './tls-files.js';
 import { expandDocuments } from '../openapi/documents.js';
@@ -47,12 +47,12 @@ function numberIfNumeric(v: string): unknown {
 }
 
 /**
- * Reads, validates and completes the config file: the OpenAPI documents its services name are read too (relative to
- * the file), so this is asynchronous. Never throws.
- */
-/**
- * `replaceDocument`: load the config as if services.<service>.openapi.file named `file` (a path as given on a command
- * line, relative to the working directory): what `tollgate openapi diff` compares against the config as it is.
+ * Reads, validates and completes the config file: the OpenAPI documents its services and its upstream section name
+ * are read too (relative to the file), so this is asynchronous. Never throws.
+ *
+ * `replaceDocument`: load the config as if services.<service>.openapi.file (upstream.openapi.file for the upstream
+ * service) named `file` (a path as given on a command line, relative to the working directory): what
+ * `tollgate openapi diff` compares against the config as it is.
  */
 export async function loadConfigFile(
   path: string,
@@ -77,7 +77,7 @@ export async function loadConfigFile(
 }
 
 /**
- * The config a text gives, checked by the schema alone: for a config whose services name no OpenAPI document (one
+ * The config a text gives, checked by the schema alone: for a config that names no OpenAPI document (one
  * that does is refused here: loadConfigFile reads documents).
  */
 export function parseConfigText(
@@ -93,6 +93,10 @@ export function parseConfigText(
 
 /** The raw config with one service's document file replaced (absolute, so the config's folder does not apply). */
 function withDocument(raw: Record<string, unknown>, { service, file }: { service: string; file: string }): Record<string, unknown> {
+  if (service === UPSTREAM_SERVICE && isRecord(raw.upstream)) {
+    const openapi = isRecord(raw.upstream.openapi) ? raw.upstream.openapi : {};
+    return { ...raw, upstream: { ...raw.upstream, openapi: { ...openapi, file: resolve(file) } } };
+  }
   const services = isRecord(raw.services) ? raw.services : {};
   const s = isRecord(services[service]) ? services[service] : {};
   const openapi = isRecord(s.openapi) ? s.openapi : {};
@@ -136,7 +140,7 @@ function readRaw(text: string, env: NodeJS.ProcessEnv): RawRead {
 
 /**
  * A config object (a parsed file with its overrides applied) validated and completed: the OpenAPI documents its
- * services name read relative to `configDir` and their operations merged into routes (src/openapi/documents.ts), then
+ * services and upstream section name read relative to `configDir` and their operations merged into routes (src/openapi/documents.ts), then
  * the whole checked by the schema once more, so document routes obey every route rule; an error about one names its
  * file and JSON pointer. `warnings`: what `config check` and start-up say without refusing.
  */
@@ -149,7 +153,7 @@ export async function validateConfigWithDocuments(
   if (!first.ok) return first;
   const parsed = first.config;
   if (!needsDocuments(parsed)) return finish(parsed, []);
-  const expanded = await expandDocuments(parsed.services, Array.isArray(raw.routes) ? raw.routes : [], configDir);
+  const expanded = await expandDocuments(openapiBlocks(parsed), Array.isArray(raw.routes) ? raw.routes : [], configDir);
   if (!expanded.ok) return { ok: false, errors: expanded.errors };
   const second = validateSchema({ ...raw, routes: expanded.routes }, overridden);
   if (!second.ok) {
@@ -178,7 +182,7 @@ function finish(config: ParsedConfig & { openapi?: LoadedDocuments }, warnings: 
 }
 
 function needsDocuments(c: ParsedConfig): boolean {
-  return Object.values(c.services ?? {}).some((s) => s.openapi?.file !== undefined) || c.routes.some((r) => r.operationId !== undefined);
+  return openapiBlocks(c).some((b) => b.openapi.file !== undefined) || c.routes.some((r) => r.operationId !== undefined);
 }
 
 /** The top-level sections a parsed file gives with some content (null, `{}` and `[]` count as absent), sorted. */
@@ -198,7 +202,7 @@ export function droppedSections(before: readonly string[], after: readonly strin
 type ParsedConfig = z.output<typeof configSchema>;
 
 /**
- * A config object checked by the schema, for one whose services name no OpenAPI document (validateConfigWithDocuments
+ * A config object checked by the schema, for one that names no OpenAPI document (validateConfigWithDocuments
  * reads them). `overridden` maps a field path to the environment variable that set it, so errors can name it.
  */
 export function validateConfig(
@@ -208,7 +212,7 @@ export function validateConfig(
   const result = validateSchema(raw, overridden);
   if (!result.ok) return result;
   if (needsDocuments(result.config))
-    return { ok: false, errors: ['services: an OpenAPI document (services.<name>.openapi) or a route naming operationId needs the documents read (validateConfigWithDocuments)'] };
+    return { ok: false, errors: ['services: an OpenAPI document (services.<name>.openapi, upstream.openapi) or a route naming operationId needs the documents read (validateConfigWithDocuments)'] };
   const frozen = deepFreeze(result.config) as Config;
   return { ok: true, config: frozen };
 }

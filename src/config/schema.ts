@@ -39,13 +39,6 @@ const server = z.strictObject({
   tls: listenerTls.optional().describe('Serve HTTPS on this port: { certFile, keyFile, caFile (mutual TLS), minVersion }. The files are re-read on every reload; turning TLS or caFile on or off needs a restart.'),
 });
 
-const upstream = z.strictObject({
-  url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
-  timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
-  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (Authorization, and the headers and query parameters auth.sources names), so the upstream never sees it.'),
-  healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
-  maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
-});
 
 const redisUrl = z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL');
 
@@ -332,6 +325,18 @@ const serviceOpenapi = z.strictObject({
     ctx.addIssue({ code: 'custom', path: ['file'], message: 'basePath and validate describe a document: give its file, or leave them out', input: o });
 });
 
+/** The upstream shorthand: one service, named "upstream" (UPSTREAM_SERVICE), taking /v1 and the routes without a service. */
+const upstream = z.strictObject({
+  url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
+  timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
+  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (Authorization, and the headers and query parameters auth.sources names), so the upstream never sees it.'),
+  healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
+  maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
+  openapi: serviceOpenapi
+    .optional()
+    .describe('The upstream\'s own OpenAPI 3.0/3.1 document, as services.<name>.openapi: every operation becomes a route to the upstream (a route without service, so under /v1), and its stability map gates them. UPSTREAM_URL moves them with the rest of /v1.'),
+});
+
 /** Names appear in metrics labels and log lines. */
 const SERVICE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -417,7 +422,7 @@ const route = z.strictObject({
     .string()
     .regex(/^[^\s]{1,200}$/, 'expected an operationId of a service\'s OpenAPI document (1-200 characters, no spaces)')
     .optional()
-    .describe('An operation of a service\'s OpenAPI document (services.<name>.openapi): this route\'s fields (cost, limits, mode, name, deprecation, sunset, link, afterSunset, ...) apply to that operation\'s route; it takes no method, path, host or service of its own.'),
+    .describe('An operation of a service\'s OpenAPI document (services.<name>.openapi, upstream.openapi): this route\'s fields (cost, limits, mode, name, deprecation, sunset, link, afterSunset, ...) apply to that operation\'s route; it takes no method, path, host or service of its own.'),
   deprecated: z.boolean().optional().describe('true: deprecated without a date (an OpenAPI operation\'s `deprecated: true`): counted in the deprecated-route report, no Deprecation header (it needs a date). A route with deprecation is deprecated anyway.'),
   host: z
     .string()
@@ -451,7 +456,7 @@ const route = z.strictObject({
     .string()
     .regex(STABILITY, STABILITY_SHAPE)
     .optional()
-    .describe('A stability token (experimental, beta, stable, ...), sent as X-API-Stability on every answer of the route; services.<name>.openapi.stability says which plans may call it.'),
+    .describe('A stability token (experimental, beta, stable, ...), sent as X-API-Stability on every answer of the route; the stability map of its service (services.<name>.openapi.stability; upstream.openapi.stability for a route without service) says which plans may call it.'),
   cost: positiveInt().default(1).describe('Points a request of this route takes from every window that applies (the plan\'s and the route\'s).'),
   name: z
     .string()
@@ -540,7 +545,7 @@ export const configSchema = z
   .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))
   .superRefine(afterSunsetNeedsSunset, readsClean('routes'))
   .superRefine(brownoutsBeforeSunset, readsClean('routes'))
-  .superRefine(stabilityPlansKnown, readsClean('services', 'plans'))
+  .superRefine(stabilityPlansKnown, readsClean('services', 'upstream', 'plans'))
   .superRefine(staticKeysUseKnownPlans, readsClean('keys', 'plans'))
   .superRefine(routeLimitsUseKnownPlans, readsClean('routes', 'plans'))
   .superRefine(routeWindowNamesUnique, readsClean('routes'))
@@ -829,20 +834,46 @@ function brownoutsBeforeSunset(cfg: { routes: ParsedRouteConfig[] }, ctx: Ctx): 
   });
 }
 
-function stabilityPlansKnown(cfg: { services?: Record<string, ServiceConfig> | undefined; plans: Record<string, unknown> }, ctx: Ctx): void {
-  for (const [name, s] of Object.entries(cfg.services ?? {})) {
-    for (const [value, plans] of Object.entries(s.openapi?.stability ?? {})) {
+function stabilityPlansKnown(
+  cfg: { services?: Record<string, ServiceConfig> | undefined; upstream?: UpstreamConfig | undefined; plans: Record<string, unknown> },
+  ctx: Ctx,
+): void {
+  for (const { at, openapi } of openapiBlocks(cfg)) {
+    for (const [value, plans] of Object.entries(openapi.stability ?? {})) {
       plans.forEach((plan, j) => {
         if (!Object.hasOwn(cfg.plans, plan))
           ctx.addIssue({
             code: 'custom',
-            path: ['services', name, 'openapi', 'stability', value, j],
+            path: [...at, 'stability', value, j],
             message: `unknown plan; expected one of ${Object.keys(cfg.plans).join(', ')}`,
             input: plan,
           });
       });
     }
   }
+}
+
+/** One openapi block of a config: a service's, or the upstream section's (its service is UPSTREAM_SERVICE). */
+export interface OpenapiBlock {
+  /** The service its routes go to. */
+  service: string;
+  /** Where it is in the config: ['services', name, 'openapi'] or ['upstream', 'openapi']. */
+  at: string[];
+  openapi: ServiceOpenapiConfig;
+  /** The upstream section's: its operations are routes without a service, so under /v1. */
+  upstream: boolean;
+}
+
+/**
+ * Every openapi block of a config, the upstream section's first: whatever reads documents, stability maps or their
+ * files asks this, so the upstream's document is never forgotten beside the services'.
+ */
+export function openapiBlocks(cfg: { services?: Readonly<Record<string, Pick<ServiceConfig, 'openapi'>>> | undefined; upstream?: Pick<UpstreamConfig, 'openapi'> | undefined }): OpenapiBlock[] {
+  const out: OpenapiBlock[] = [];
+  if (cfg.upstream?.openapi) out.push({ service: UPSTREAM_SERVICE, at: ['upstream', 'openapi'], openapi: cfg.upstream.openapi, upstream: true });
+  for (const [name, s] of Object.entries(cfg.services ?? {}))
+    if (s.openapi) out.push({ service: name, at: ['services', name, 'openapi'], openapi: s.openapi, upstream: false });
+  return out;
 }
 
 function staticKeysUseKnownPlans(cfg: { keys: StaticKeyConfig[]; plans: Record<string, unknown> }, ctx: Ctx): void {
@@ -921,6 +952,7 @@ export type AuthConfig = z.output<typeof auth>;
 export type ServiceConfig = z.output<typeof service>;
 export type TargetConfig = z.output<typeof target>;
 export type UpstreamConfig = z.output<typeof upstream>;
+export type ServiceOpenapiConfig = z.output<typeof serviceOpenapi>;
 export type RouteConfig = Omit<ParsedRouteConfig, 'path'> & { path: string };
 /** A keyed route's windows for one plan (routes[].limits.<plan>). */
 export type RouteWindowLimitsConfig = z.output<typeof routeWindowLimits>;

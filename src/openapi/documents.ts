@@ -1,19 +1,27 @@
 // A service's OpenAPI document as routes: every operation becomes a route to that service (method, path template
-// under basePath, auth from its security, deprecation and sunset from its deprecated flag and x- fields), appended
+// under basePath, auth from its security, deprecation and sunset from its deprecated flag and x- fields; the upstream
+// section's document makes routes without a service, which the upstream takes under /v1 only), appended
 // after the hand-written routes, which keep precedence (first match wins). A hand-written route that names an
 // operationId adds its own fields onto that operation's route instead of being a route of its own. The result is
 // route config as a file would write it, so the config schema checks document routes by the same rules as any
 // other, and every error names the file and the JSON pointer it comes from.
 import { isAbsolute, resolve } from 'node:path';
 import { parseKeySource } from '../http/credentials.js';
+import { isUnderUpstreamPrefix, UPSTREAM_PREFIX } from '../http/paths.js';
 import type { DocumentRoute, LoadedDocuments, OpenApiOperation } from './operations.js';
 import { clip, pointerOf, readDocument, resolvePointer } from './read.js';
 import { routePattern, templateKey } from './template.js';
 
-/** The services' openapi blocks, as the schema parsed them. */
-export type DocumentServices = Readonly<
-  Record<string, { openapi?: { file?: string | undefined; basePath?: string | undefined; validate: 'off' | 'shadow' | 'enforce' } | undefined }>
->;
+/** The config's openapi blocks as the schema parsed them (config/schema.ts openapiBlocks: the upstream's and the services'). */
+export interface DocumentBlock {
+  /** The service its routes go to. */
+  readonly service: string;
+  /** Where the block is in the config, e.g. ['services', 'shop', 'openapi'] or ['upstream', 'openapi']. */
+  readonly at: readonly string[];
+  readonly openapi: { file?: string | undefined; basePath?: string | undefined; validate: 'off' | 'shadow' | 'enforce' };
+  /** The upstream section's: its routes name no service, and the upstream takes /v1 only. */
+  readonly upstream: boolean;
+}
 
 /** The methods an OpenAPI path item holds operations under, as the gateway routes them. */
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'] as const;
@@ -46,27 +54,27 @@ interface OperationRoute {
  * Reads every service's document (relative to `configDir`) and merges the routes. `rawRoutes`: routes[] as the file
  * gives them (the merge copies their fields as written, so the schema sees them once, in place).
  */
-export async function expandDocuments(services: DocumentServices | undefined, rawRoutes: readonly unknown[], configDir: string): Promise<Expanded> {
+export async function expandDocuments(blocks: readonly DocumentBlock[], rawRoutes: readonly unknown[], configDir: string): Promise<Expanded> {
   const errors: string[] = [];
   const warnings: string[] = [];
   const files = new Set<string>();
   const operations: OperationRoute[] = [];
   let unread = 0;
-  for (const [service, s] of Object.entries(services ?? {})) {
-    if (!s.openapi) continue;
+  for (const block of blocks) {
     // A stability map alone (no file) is for hand-written routes.
-    if (s.openapi.file === undefined) continue;
-    const label = s.openapi.file;
+    if (block.openapi.file === undefined) continue;
+    const where = block.at.join('.');
+    const label = block.openapi.file;
     const path = isAbsolute(label) ? label : resolve(configDir, label);
     files.add(path);
     const read = await readDocument(path, label);
     for (const f of read.files) files.add(f);
     if (!read.ok) {
       unread++;
-      errors.push(...read.errors.map((e) => `services.${service}.openapi: ${e}`));
+      errors.push(...read.errors.map((e) => `${where}: ${e}`));
       continue;
     }
-    const made = documentRoutes(service, label, read.document, read.version, s.openapi);
+    const made = documentRoutes(block, label, read.document, read.version);
     errors.push(...made.errors);
     warnings.push(...made.warnings);
     operations.push(...made.routes);
@@ -107,7 +115,7 @@ export async function expandDocuments(services: DocumentServices | undefined, ra
           unread > 0
             ? 'no operation of the documents read has it (one that could not be read may)'
             : operations.length === 0
-              ? 'no service has an OpenAPI document (services.<name>.openapi)'
+              ? 'no service has an OpenAPI document (services.<name>.openapi, upstream.openapi)'
               : "no operation of the services' OpenAPI documents has it"
         }`,
       );
@@ -158,16 +166,16 @@ function deref(doc: Doc, v: unknown): unknown {
 }
 
 function documentRoutes(
-  service: string,
+  block: DocumentBlock,
   file: string,
   doc: Doc,
   version: '3.0' | '3.1',
-  opts: { basePath?: string | undefined; validate: 'off' | 'shadow' | 'enforce' },
 ): { routes: OperationRoute[]; errors: string[]; warnings: string[] } {
+  const { service, openapi: opts } = block;
   const errors: string[] = [];
   const warnings: string[] = [];
   const at = (tokens: ReadonlyArray<string | number>): string => `${file}#${pointerOf(tokens)}`;
-  const base = opts.basePath ?? serversBasePath(doc, (m) => errors.push(`${at(['servers', 0, 'url'])}: ${m}`));
+  const base = opts.basePath ?? serversBasePath(doc, block.at.join('.'), (m) => errors.push(`${at(['servers', 0, 'url'])}: ${m}`));
   const paths = isObject(doc.paths) ? doc.paths : {};
   // Concrete paths before templated ones (OpenAPI: "/pets/mine" before "/pets/{petId}"), else the document's order.
   const entries = Object.entries(paths)
@@ -198,6 +206,13 @@ function documentRoutes(
       const label = at(tokens);
       const operationId = typeof op.operationId === 'string' ? op.operationId : undefined;
       const pathTemplate = base + template;
+      // The upstream takes /v1 and nothing else: an operation of its document elsewhere could never reach it.
+      if (block.upstream && !isUnderUpstreamPrefix(pathTemplate)) {
+        errors.push(
+          `${label}: ${m.toUpperCase()} ${pathTemplate} is not under ${UPSTREAM_PREFIX}/, and the upstream section's routes are (set ${block.at.join('.')}.basePath, or give the document to a service of services)`,
+        );
+        continue;
+      }
       const operation: OpenApiOperation = {
         service,
         file,
@@ -211,7 +226,8 @@ function documentRoutes(
         openapiVersion: version,
         validate: opts.validate,
       };
-      const raw: Record<string, unknown> = { method: operation.method, path: routePattern(pathTemplate), service };
+      // The upstream's routes name no service, as hand-written upstream routes do.
+      const raw: Record<string, unknown> = { method: operation.method, path: routePattern(pathTemplate), ...(block.upstream ? {} : { service }) };
       const fields = new Map<string, string>();
       const from = (field: string, ...docTokens: string[]): void => {
         fields.set(field, at([...tokens, ...docTokens]));
@@ -291,7 +307,7 @@ function documentRoutes(
 }
 
 /** The path of servers[0].url (its variables at their defaults), without a trailing slash; '' without servers. */
-function serversBasePath(doc: Doc, fail: (message: string) => void): string {
+function serversBasePath(doc: Doc, where: string, fail: (message: string) => void): string {
   const first = Array.isArray(doc.servers) ? (doc.servers[0] as unknown) : undefined;
   if (!isObject(first) || typeof first.url !== 'string') return '';
   const vars = isObject(first.variables) ? first.variables : {};
@@ -310,7 +326,7 @@ function serversBasePath(doc: Doc, fail: (message: string) => void): string {
   }
   path = path.replace(/\/+$/, '');
   if (path !== '' && !/^(\/[A-Za-z0-9._~!$&'()+,;=@%-]+)+$/.test(path)) {
-    fail(`its path "${clip(path, 60)}" cannot be a base path; set services.<name>.openapi.basePath`);
+    fail(`its path "${clip(path, 60)}" cannot be a base path; set ${where}.basePath`);
     return '';
   }
   return path;

@@ -10,7 +10,7 @@ import { H, formatDeprecation, formatLink, formatSunset, linkTarget } from '../h
 import { compileKeySources, type KeySources } from '../http/credentials.js';
 import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
 import { parseInterval } from '../config/iso-interval.js';
-import { stabilityPlans } from './stability.js';
+import { stabilityPlans, type StabilityMaps } from './stability.js';
 import { compileRequestValidator, operationName, type RequestValidator } from '../validation/validator.js';
 
 export interface CompiledRoute {
@@ -82,10 +82,11 @@ export function withUpstreamCatchAll(routes: readonly CompiledRoute[], config: P
 }
 
 /**
- * A validated config's routes compiled in file order; `services` gives each route's stability its plans, `documents`
+ * A validated config's routes compiled in file order; `maps` (the config's services and upstream) gives each route's
+ * stability its plans from its service's openapi.stability, `documents`
  * what OpenAPI documents add to each route, by index (config.openapi.routes).
  */
-export function compileRoutes(routes: readonly RouteConfig[], services?: Config['services'], documents?: LoadedDocuments['routes']): CompiledRoute[] {
+export function compileRoutes(routes: readonly RouteConfig[], maps: StabilityMaps = {}, documents?: LoadedDocuments['routes']): CompiledRoute[] {
   return routes.map((r, i) => {
     const fromDocument = documents?.[i];
     const op = fromDocument?.operation;
@@ -98,7 +99,7 @@ export function compileRoutes(routes: readonly RouteConfig[], services?: Config[
     if (r.successor) links.push(formatLink(r.successor, 'successor-version'));
     if (links.length > 0) headers.push([H.link, links.join(', ')]);
     const brownouts = compileBrownouts(r.brownouts);
-    const plans = stabilityPlans(r, services);
+    const plans = stabilityPlans(r, maps);
     return {
       method: r.method,
       pattern: r.path,

@@ -24,7 +24,7 @@ function keyParamsOf(config: Config, routes: readonly CompiledRoute[]): readonly
 }
 
 function compiled(config: Config): RuntimeConfig {
-  const routes = compileRoutes(config.routes, config.services, config.openapi?.routes);
+  const routes = compileRoutes(config.routes, config, config.openapi?.routes);
   const routing = withUpstreamCatchAll(routes, config);
   return { config, routes, routing, table: new RouteTable(routing), keyParams: keyParamsOf(config, routes) };
 }
@@ -36,7 +36,7 @@ function compiled(config: Config): RuntimeConfig {
  * selfService, usage.retentionDays, log.level, plans, anonymous, ban, services, routes, defaultService (targets that
  * stay keep their health; requests in flight to a removed one finish: src/routing/services.ts), auth.sources,
  * auth.foreignKeys, admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it
- * opened, are refused at once), and the listeners' tls blocks (below).
+ * opened, are refused at once), the listeners' tls blocks (below), and upstream.openapi (below).
  */
 const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
 const RESTART_ONLY_FIELDS = [
@@ -66,6 +66,14 @@ type TlsShape = { caFile?: string | undefined } | undefined;
 
 function withoutTls(section: unknown): unknown {
   return section && typeof section === 'object' ? { ...section, tls: undefined } : section;
+}
+
+/**
+ * The upstream's OpenAPI block reloads inside a section that otherwise does not, as services.<name>.openapi does: the
+ * routes it makes are read from the new file on every reload, and its stability map must gate them as written then.
+ */
+function withoutOpenapi(section: unknown): unknown {
+  return section && typeof section === 'object' ? { ...section, openapi: undefined } : section;
 }
 
 export class Runtime {
@@ -98,10 +106,13 @@ export class Runtime {
     const merged: Record<string, unknown> = { ...next };
     const tlsApart = (section: string): boolean => (LISTENER_TLS_SECTIONS as readonly string[]).includes(section);
     for (const section of RESTART_ONLY_SECTIONS) {
-      const given = tlsApart(section) ? withoutTls(next[section]) : next[section];
-      const kept = tlsApart(section) ? withoutTls(now[section]) : now[section];
-      if (JSON.stringify(given) !== JSON.stringify(kept)) ignored.push(section === 'keys' ? 'keys' : `${section}.*`);
+      const apart = (v: unknown): unknown => (tlsApart(section) ? withoutTls(v) : section === 'upstream' ? withoutOpenapi(v) : v);
+      if (JSON.stringify(apart(next[section])) !== JSON.stringify(apart(now[section]))) ignored.push(section === 'keys' ? 'keys' : `${section}.*`);
       merged[section] = now[section];
+    }
+    if (next.upstream.openapi !== now.upstream.openapi) {
+      const { openapi: _dropped, ...kept } = now.upstream;
+      merged.upstream = next.upstream.openapi === undefined ? kept : { ...kept, openapi: next.upstream.openapi };
     }
     for (const [section, field] of RESTART_ONLY_FIELDS) {
       const kept = (now[section] as Record<string, unknown>)[field];

@@ -123,7 +123,7 @@ export async function runPetstore(opts: { port: number; host: string; config?: s
 }
 
 /**
- * The pet store's OpenAPI document, which config/gateway.yaml and `tollgate dev` take as the pet store's routes (its
+ * The pet store's OpenAPI document, which config/gateway.yaml and `tollgate dev` take as the upstream's routes (its
  * deprecated getPet with its dates and link among them). Shipped in the package beside dist/.
  */
 const PETSTORE_DOCUMENT = fileURLToPath(new URL('../../docs/petstore.openapi.yaml', import.meta.url));
@@ -134,7 +134,7 @@ export async function runDev(opts: { port: number }): Promise<void> {
   const logger = createLogger('warn', undefined, logRedaction());
   exitOnFatalError(logger);
   const petstore = await startPetstore({ host: '127.0.0.1', port: 0, logger });
-  // The pet store's document as its routes, as config/gateway.yaml has it, with getPet's sunset always ahead (the
+  // The pet store's document as the upstream's routes, as config/gateway.yaml has it, with getPet's sunset always ahead (the
   // document's passes in 2027): `curl` shows Deprecation, Sunset and Link. And the admin API with a token of this
   // run's, for the dashboard.
   const sunset = new Date(Math.max(Date.parse(SEED_SUNSET), Math.ceil(Date.now() / DAY_MS + 180) * DAY_MS)).toISOString();
@@ -142,10 +142,9 @@ export async function runDev(opts: { port: number }): Promise<void> {
   const parsed = await validateConfigWithDocuments(
     {
       server: { port: opts.port },
-      upstream: { url: petstore.url },
+      upstream: { url: petstore.url, openapi: { file: PETSTORE_DOCUMENT } },
       log: { level: 'warn' },
       admin: { port: 0, tokens: [{ id: 'dev', sha256: hashAdminToken(adminToken) }] },
-      services: { petstore: { targets: [petstore.url], openapi: { file: PETSTORE_DOCUMENT } } },
       routes: [{ operationId: 'getPet', sunset }],
     },
     dirname(PETSTORE_DOCUMENT),
