@@ -214,6 +214,10 @@ async function scrapeMetrics(baseUrl) {
         heapTotalMB: mb('nodejs_heap_size_total_bytes'),
         heapUsedMB: mb('nodejs_heap_size_used_bytes'),
         externalMB: mb('nodejs_external_memory_bytes'),
+        // V8's committed size of each heap space (new, old, code, large_object, ...): where the heap's growth sits.
+        committedBySpaceMB: Object.fromEntries(
+          [...body.matchAll(/^tollgate_nodejs_heap_space_size_total_bytes\{space="([^"]+)"\} (\S+)/gm)].map((m) => [m[1], Number(m[2]) / 1048576]),
+        ),
       },
     };
   } catch {
@@ -1425,12 +1429,13 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
  * baseline started under --cpu-prof beside the measured ones (so the budget's runs stay unprofiled), and each
  * profile's samples in the measured window only (start-up and warm-up left out), by request-path stage
  * (profile-summary.mjs STAGES) per request served in that window. A feature that adds a stage's cost shows in the
- * next run's line, with its name. With --quick: 0.5 s of warm-up and 1 s measured.
+ * next run's line, with its name. 3 s of warm-up (a fresh process), 4 s measured; with --quick 0.5 s and 1 s (its JIT still cold:
+ * a smoke test of the line, not a figure).
  */
 async function stageCost(x) {
   const { opts, procs, tmp } = x;
   const durationS = opts.quick ? 1 : 4;
-  const warmupS = opts.quick ? 0.5 : 2;
+  const warmupS = opts.quick ? 0.5 : 3;
   const dir = join(tmp, 'stage-cost');
   for (const d of ['baseline', 'tollgate']) mkdirSync(join(dir, d), { recursive: true });
   const tgp = new Tollgate({
