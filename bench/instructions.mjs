@@ -47,7 +47,7 @@ const { values } = parseArgs({
     'warmup-window': { type: 'string', default: '2000' },
     connections: { type: 'string', default: '50' },
     'idle-seconds': { type: 'string', default: '10' },
-    gateway: { type: 'string' },
+    gateway: { type: 'string', multiple: true },
     'baseline-only': { type: 'boolean', default: false },
     'tollgate-only': { type: 'boolean', default: false },
     out: { type: 'string' },
@@ -68,11 +68,15 @@ const WARMUP = int('warmup', 0, 100_000);
 const WARMUP_WINDOW = int('warmup-window', 0, 100_000);
 const CONNS = int('connections', 1, 500);
 const IDLE_S = int('idle-seconds', 0, 120);
-const GW = resolve(values.gateway ?? REPO);
-if (!existsSync(join(GW, 'dist/cli.js'))) {
-  console.error(`${join(GW, 'dist/cli.js')} is missing: build that checkout first`);
-  process.exit(2);
+/** The builds measured as Tollgate: this checkout's, or each --gateway DIR (another checkout, built), side by side. */
+const GATEWAYS = (values.gateway ?? [REPO]).map((d) => resolve(d));
+for (const gw of GATEWAYS) {
+  if (!existsSync(join(gw, 'dist/cli.js'))) {
+    console.error(`${join(gw, 'dist/cli.js')} is missing: build that checkout first`);
+    process.exit(2);
+  }
 }
+const gatewayName = (gw) => (GATEWAYS.length === 1 ? 'tollgate' : `tollgate(${gw.split('/').pop()})`);
 for (const tool of ['valgrind', 'callgrind_control']) {
   try {
     execFileSync(tool, ['--version'], { stdio: 'ignore' });
@@ -94,14 +98,44 @@ function control(pid, ...args) {
   execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'ignore', timeout: 120_000 });
 }
 
-/** The total Ir of the newest dump of `pid` in `dir` (each --dump writes callgrind.out.<pid>.<n>). */
+/**
+ * What a function's instructions are, by its symbol: V8's garbage collector, V8's compilers (the JIT's own work), code
+ * the JIT wrote (no symbol: JavaScript once compiled), and the rest (V8's interpreter and builtins, Node, libuv, libc).
+ * The first two move with V8's heuristics (when a collection or a compile falls, how large the young generation has
+ * grown) more than with the request path: a window's total is read with them in view.
+ */
+const KINDS = [
+  [
+    'gc',
+    /v8::internal::(Heap|Scavenger|Scavenge|MarkCompact|MinorMarkCompact|MarkingVisitor|ConcurrentMarking|Sweeper|Evacuat|IncrementalMarking|MarkingBarrier|MemoryAllocator|PagedSpace|SemiSpace|NewSpace|WorklistBase|GCTracer|ArrayBufferSweeper|RememberedSet|SlotSet|MainMarkingVisitor|ConcurrentMarkingVisitor|MarkingWorklist|HeapObjectVisitor|YoungGenerationMarkingVisitor|PointersUpdatingVisitor|RecordMigratedSlotVisitor|FullEvacuator|Evacuator)/,
+  ],
+  [
+    'compiler',
+    /v8::internal::(compiler|maglev|baseline|Parser|Bytecode|interpreter::BytecodeGenerator|Compiler|OptimizingCompileDispatcher|turboshaft|wasm|CodeGenerator|Assembler|MacroAssembler|RegExpCompiler|RegExpBytecodeGenerator|AstNodeFactory|Scanner|Zone)/,
+  ],
+  ['jit code', /^\?\?\?:0x|^0x/],
+];
+
+/** The total Ir of the newest dump of `pid` in `dir` (each --dump writes callgrind.out.<pid>.<n>), and its Ir by KINDS. */
 function lastDumpIr(dir, pid, n) {
   const file = join(dir, `callgrind.out.${pid}.${n}`);
   const text = readFileSync(file, 'utf8');
   const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
   if (!m) throw new Error(`no totals in ${file}`);
+  const kinds = { gc: 0, compiler: 0, 'jit code': 0 };
+  try {
+    const out = execFileSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+    for (const line of out.split('\n')) {
+      const f = /^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$/.exec(line);
+      if (!f) continue;
+      const ir = Number(f[1].replaceAll(',', ''));
+      const where = f[2];
+      const kind = KINDS.find(([, re]) => re.test(where.replace(/^[^:]*:/, '')) || re.test(where));
+      if (kind) kinds[kind[0]] += ir;
+    }
+  } catch {}
   rmSync(file);
-  return Number(m[1]);
+  return { ir: Number(m[1]), kinds };
 }
 
 function drive(url, requests, key) {
@@ -125,7 +159,7 @@ async function measureTarget({ name, pid, url, key, dir, redisClient }) {
     dumps++;
     await waitFor(() => existsSync(join(dir, `callgrind.out.${pid}.${dumps}`)), 60_000, `${name}'s dump ${dumps}`);
     await sleep(200);
-    return { ir: lastDumpIr(dir, pid, dumps), seconds, done: r.done, statuses: r.statuses };
+    return { ...lastDumpIr(dir, pid, dumps), seconds, done: r.done, statuses: r.statuses };
   };
   if (WARMUP) drive(url, WARMUP, key);
   if (WARMUP_WINDOW) await window(WARMUP_WINDOW);
@@ -137,9 +171,21 @@ async function measureTarget({ name, pid, url, key, dir, redisClient }) {
     const r = await window(REQUESTS);
     const non200 = Object.entries(r.statuses).filter(([s]) => s !== '200');
     if (non200.length) throw new Error(`${name} answered ${JSON.stringify(r.statuses)} in a measured window`);
-    windows.push({ ...r, irPerReq: r.ir / r.done, idleCorrected: (r.ir - idleIrPerS * r.seconds) / r.done });
+    const perReq = (x) => Math.round(x / r.done);
+    windows.push({
+      ...r,
+      irPerReq: r.ir / r.done,
+      idleCorrected: (r.ir - idleIrPerS * r.seconds) / r.done,
+      kindsPerReq: Object.fromEntries(Object.entries(r.kinds).map(([kk, v]) => [kk, perReq(v)])),
+      // Without V8's collector and compilers: the request path's own work (its allocations' cost is in gc).
+      withoutGcAndCompilerPerReq: (r.ir - r.kinds.gc - r.kinds.compiler) / r.done,
+    });
     log(
-      `${name}: window ${w + 1}: ${Math.round(r.ir / r.done).toLocaleString('en')} instructions/request (idle-corrected ${Math.round(windows.at(-1).idleCorrected).toLocaleString('en')}), ${r.done} requests in ${r.seconds.toFixed(1)} s`,
+      `${name}: window ${w + 1}: ${Math.round(r.ir / r.done).toLocaleString('en')} instructions/request (idle-corrected ${Math.round(windows.at(-1).idleCorrected).toLocaleString('en')}; ${Object.entries(
+        windows.at(-1).kindsPerReq,
+      )
+        .map(([kk, v]) => `${kk} ${v.toLocaleString('en')}`)
+        .join(', ')}), ${r.done} requests in ${r.seconds.toFixed(1)} s`,
     );
   }
   const redis = redisClient && before ? redisDelta(before, await redisSnapshot(redisClient)) : undefined;
@@ -149,6 +195,9 @@ async function measureTarget({ name, pid, url, key, dir, redisClient }) {
     windows,
     irPerReq: median(windows.map((w) => w.irPerReq)),
     idleCorrected: median(windows.map((w) => w.idleCorrected)),
+    withoutGcAndCompiler: median(windows.map((w) => w.withoutGcAndCompilerPerReq)),
+    gcPerReq: median(windows.map((w) => w.kindsPerReq.gc)),
+    compilerPerReq: median(windows.map((w) => w.kindsPerReq.compiler)),
     idleIrPerS,
     redisCmdsPerReq: redis ? redis.commands / requests : undefined,
     redisCalls: redis?.calls,
@@ -165,33 +214,43 @@ async function main() {
   const loadBefore = loadavg();
   const results = [];
   try {
-    const redis = await startRedis(procs, join(tmp, 'redis'));
     const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), []);
     const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
-    const configPath = join(tmp, 'tollgate.yaml');
-    writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port: 1, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
-    const { key } = await cliCreateKey({ repoRoot: GW, configPath, plan: 'bench', name: 'instructions-hot', env: process.env });
-    log(`Tollgate ${GW}; redis-server ${redis.port}; upstream ${upstreamUrl}; load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+    log(`upstream ${upstreamUrl}; load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
 
-    const startTollgate = async (dir) => {
-      const port = await freePort();
-      writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
-      const logFile = join(dir, 'tollgate.log');
-      const fd = openSync(logFile, 'a');
-      const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(GW, 'dist/cli.js'), 'serve', '--config', configPath]);
-      const child = procs.spawn('tollgate', cmd, args, { cwd: GW, stdio: ['ignore', fd, 'inherit'] });
-      closeSync(fd);
-      await waitFor(
-        () => {
-          if (child.exitCode !== null) throw new Error(`tollgate exited with code ${child.exitCode}`);
-          return existsSync(logFile) && readFileSync(logFile, 'utf8').includes('"msg":"tollgate gateway listening"');
-        },
-        180_000,
-        'Tollgate under callgrind to listen',
-        500,
-      );
-      return { child, url: `http://127.0.0.1:${port}${PATH}`, key, redisClient: redis.client };
+    // Each build gets its own redis-server and a key issued by its own CLI (its key layout).
+    const startTollgate = (gw) => {
+      let setup;
+      return async (dir) => {
+        setup ??= await (async () => {
+          const redis = await startRedis(procs, join(tmp, `redis-${gateways.indexOf(gw)}`));
+          const configPath = join(tmp, `tollgate-${gateways.indexOf(gw)}.yaml`);
+          writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port: 1, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
+          const { key } = await cliCreateKey({ repoRoot: gw, configPath, plan: 'bench', name: 'instructions-hot', env: process.env });
+          log(`${gatewayName(gw)}: ${gw}, redis-server ${redis.port}`);
+          return { redis, configPath, key };
+        })();
+        const { redis, configPath, key } = setup;
+        const port = await freePort();
+        writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
+        const logFile = join(dir, 'tollgate.log');
+        const fd = openSync(logFile, 'a');
+        const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(gw, 'dist/cli.js'), 'serve', '--config', configPath]);
+        const child = procs.spawn('tollgate', cmd, args, { cwd: gw, stdio: ['ignore', fd, 'inherit'] });
+        closeSync(fd);
+        await waitFor(
+          () => {
+            if (child.exitCode !== null) throw new Error(`tollgate exited with code ${child.exitCode}`);
+            return existsSync(logFile) && readFileSync(logFile, 'utf8').includes('"msg":"tollgate gateway listening"');
+          },
+          180_000,
+          'Tollgate under callgrind to listen',
+          500,
+        );
+        return { child, url: `http://127.0.0.1:${port}${PATH}`, key, redisClient: redis.client };
+      };
     };
+    const gateways = GATEWAYS;
     const startBaseline = async (dir) => {
       const port = await freePort();
       const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(HERE, 'baseline-proxy.mjs'), upstreamUrl, String(port)]);
@@ -206,7 +265,7 @@ async function main() {
 
     const targets = [
       ...(values['tollgate-only'] ? [] : [{ name: 'baseline', start: startBaseline }]),
-      ...(values['baseline-only'] ? [] : [{ name: 'tollgate', start: startTollgate }]),
+      ...(values['baseline-only'] ? [] : GATEWAYS.map((gw) => ({ name: gatewayName(gw), start: startTollgate(gw) }))),
     ];
     for (let run = 1; run <= RUNS; run++) {
       const order = run % 2 ? targets : [...targets].reverse();
@@ -226,10 +285,16 @@ async function main() {
         for (const f of readdirSync(dir)) if (f.startsWith('callgrind.out')) rmSync(join(dir, f));
       }
       const r = { run, order: order.map((t) => t.name), ...byName };
-      if (byName.baseline && byName.tollgate) {
-        r.ratio = byName.tollgate.irPerReq / byName.baseline.irPerReq;
-        r.ratioIdleCorrected = byName.tollgate.idleCorrected / byName.baseline.idleCorrected;
-        log(`run ${run}: Tollgate/baseline ${r.ratio.toFixed(3)} (idle-corrected ${r.ratioIdleCorrected.toFixed(3)})`);
+      if (byName.baseline) {
+        r.ratios = {};
+        for (const gw of GATEWAYS) {
+          const t = byName[gatewayName(gw)];
+          if (!t) continue;
+          r.ratios[gatewayName(gw)] = { raw: t.irPerReq / byName.baseline.irPerReq, idleCorrected: t.idleCorrected / byName.baseline.idleCorrected };
+          log(
+            `run ${run}: ${gatewayName(gw)}/baseline ${r.ratios[gatewayName(gw)].raw.toFixed(3)} (idle-corrected ${r.ratios[gatewayName(gw)].idleCorrected.toFixed(3)})`,
+          );
+        }
       }
       results.push(r);
     }
@@ -242,18 +307,19 @@ async function main() {
 
 function report({ startedAt, loadBefore, results }) {
   const k = (x) => (x === undefined ? '-' : Math.round(x).toLocaleString('en'));
+  const names = ['baseline', ...GATEWAYS.map(gatewayName)];
   const lines = [];
   lines.push(
-    `Instructions per request under callgrind (${startedAt.toISOString().slice(0, 16)}Z, Tollgate ${GW}, load average ${loadBefore[0].toFixed(2)} before, ${loadavg()[0].toFixed(2)} after)`,
+    `Instructions per request under callgrind (${startedAt.toISOString().slice(0, 16)}Z; ${GATEWAYS.map((g) => `${gatewayName(g)} = ${g}`).join(', ')}; load average ${loadBefore[0].toFixed(2)} before, ${loadavg()[0].toFixed(2)} after)`,
   );
   lines.push(
     `${WINDOWS} window(s) of ${REQUESTS} requests per target per run, ${CONNS} keep-alive connections, after ${WARMUP} + ${WARMUP_WINDOW} warm-up requests`,
   );
   lines.push('');
-  lines.push('| run | target | per window | median | idle-corrected | idle Ir/s | Redis cmds/req |');
-  lines.push('|---|---|---|---|---|---|---|');
+  lines.push('| run | target | per window | median | idle-corrected | GC / compiler | without GC and compiler | idle Ir/s | Redis cmds/req |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
-    for (const name of ['baseline', 'tollgate']) {
+    for (const name of names) {
       const t = r[name];
       if (!t) continue;
       const cmds = t.redisCmdsPerReq === undefined ? '' : t.redisCmdsPerReq.toFixed(3);
@@ -262,21 +328,22 @@ function report({ startedAt, loadBefore, results }) {
       );
     }
   }
-  const ratios = results.filter((r) => r.ratio !== undefined);
-  if (ratios.length) {
-    const spread = (xs) => `${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)}`;
-    const all = (name) => results.flatMap((r) => r[name]?.windows.map((w) => w.irPerReq) ?? []);
-    const b = median(all('baseline'));
-    const t = median(all('tollgate'));
-    lines.push('');
+  const all = (name) => results.flatMap((r) => r[name]?.windows.map((w) => w.irPerReq) ?? []);
+  const b = median(all('baseline'));
+  lines.push('');
+  for (const gw of GATEWAYS) {
+    const name = gatewayName(gw);
+    const per = results.map((r) => r.ratios?.[name]).filter(Boolean);
+    if (!per.length) continue;
+    const t = median(all(name));
+    const raw = per.map((p) => p.raw);
+    const core = (nm) => median(results.flatMap((r) => r[nm]?.windows.map((w) => w.withoutGcAndCompilerPerReq) ?? []));
     lines.push(
-      `Tollgate/baseline per run: ${ratios.map((r) => r.ratio.toFixed(3)).join(', ')} (idle-corrected ${ratios.map((r) => r.ratioIdleCorrected.toFixed(3)).join(', ')})`,
+      `${name}/baseline per run: ${raw.map((x) => x.toFixed(3)).join(', ')} (idle-corrected ${per.map((p) => p.idleCorrected.toFixed(3)).join(', ')}); all windows: ${k(t)} against ${k(b)} instructions/request, ${(t / b).toFixed(3)}; without GC and compiler ${(core(name) / core('baseline')).toFixed(3)}`,
     );
     lines.push(
-      `All windows: baseline ${k(b)}, Tollgate ${k(t)} instructions/request (medians); ratio ${(t / b).toFixed(3)}; per-run spread ${spread(ratios.map((r) => r.ratio))}`,
+      `  ${t / b <= 0.92 ? 'PASS' : 'FAIL'}  (a) instructions per request <= 0.92 x baseline: ${(t / b).toFixed(3)} (per-run spread ${Math.min(...raw).toFixed(3)}-${Math.max(...raw).toFixed(3)})`,
     );
-    const line = t / b <= 0.92;
-    lines.push(`${line ? 'PASS' : 'FAIL'}  (a) instructions per request <= 0.92 x baseline: ${(t / b).toFixed(3)}`);
   }
   process.stdout.write(`${lines.join('\n')}\n`);
   const outDir = resolve(values.out ?? join(HERE, 'results'));
@@ -288,7 +355,7 @@ function report({ startedAt, loadBefore, results }) {
       .replace(/\.\d+Z$/, 'Z')
       .replace(/:/g, '-')}.json`,
   );
-  writeFileSync(file, `${JSON.stringify({ startedAt, gateway: GW, options: values, loadBefore, loadAfter: loadavg(), results }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ startedAt, gateways: GATEWAYS, options: values, loadBefore, loadAfter: loadavg(), results }, null, 2)}\n`);
   process.stderr.write(`written ${file}\n`);
 }
 
