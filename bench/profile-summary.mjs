@@ -92,9 +92,10 @@ function stageOfWhere(where, group) {
 /**
  * Busy time by stage (STAGES): each sample's self time charged to the innermost frame on its stack that belongs to a
  * stage; `Node (no caller in a stage)` when none does (the HTTP parser, the event loop, timers), `(garbage collector)`
- * and `(program)` as V8 reports them.
+ * and `(program)` as V8 reports them. `window`: { fromUs, toUs } on the profile's own clock (profile.startTime's), the
+ * samples taken in it only (bench/run.mjs's per-stage line leaves out start-up and warm-up that way).
  */
-export function stagesOfProfile(profile, { root } = {}) {
+export function stagesOfProfile(profile, { root, window } = {}) {
   const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -118,7 +119,10 @@ export function stagesOfProfile(profile, { root } = {}) {
   const { samples = [], timeDeltas = [] } = profile;
   const meanDelta = samples.length > 1 ? (profile.endTime - profile.startTime) / samples.length : 0;
   const us = new Map();
+  let at = profile.startTime;
   for (let i = 0; i < samples.length; i++) {
+    at += timeDeltas[i] ?? 0;
+    if (window && (at < window.fromUs || at > window.toUs)) continue;
     const w = i + 1 < timeDeltas.length ? Math.max(0, timeDeltas[i + 1]) : meanDelta;
     const st = stageOf(samples[i]);
     if (st === '(idle)') continue;
@@ -128,9 +132,9 @@ export function stagesOfProfile(profile, { root } = {}) {
 }
 
 /** Two profiles' busy time by stage, per request served: a's, b's and b minus a, in µs (largest b first). */
-export function compareStages(a, aRequests, b, bRequests, { root } = {}) {
-  const sa = stagesOfProfile(a, { root });
-  const sb = stagesOfProfile(b, { root });
+export function compareStages(a, aRequests, b, bRequests, { root, aWindow, bWindow } = {}) {
+  const sa = stagesOfProfile(a, { root, window: aWindow });
+  const sb = stagesOfProfile(b, { root, window: bWindow });
   const names = new Set([...sa.keys(), ...sb.keys()]);
   const rows = [...names].map((name) => {
     const ua = (sa.get(name) ?? 0) / aRequests;

@@ -177,3 +177,11 @@ export function cpuSecondsOf(pid) {
   }
   return ticks / clkTck;
 }
+
+/** System (kernel) CPU seconds used so far by pid and its descendants: the part of cpuSecondsOf callgrind cannot count. */
+export function systemCpuSecondsOf(pid) {
+  clockTicks();
+  let ticks = 0;
+  for (const p of [pid, ...descendants(pid)]) ticks += readStat(p)?.stime ?? 0;
+  return ticks / clkTck;
+}

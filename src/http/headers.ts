@@ -94,6 +94,11 @@ export function connectionTokens(connection: unknown): ReadonlySet<string> | und
 const HOP_BY_HOP_SET = new Set(HOP_BY_HOP);
 const JUST_CLOSE: ReadonlySet<string> = new Set(['close']);
 
+/** Whether a (lower-case) header name is one of the standard hop-by-hop headers (HOP_BY_HOP). */
+export function isHopByHop(name: string): boolean {
+  return HOP_BY_HOP_SET.has(name);
+}
+
 /** Removes the hop-by-hop headers: the standard ones (HOP_BY_HOP) and those Connection lists. */
 export function stripHopByHop(headers: Record<string, unknown>): void {
   const listed = connectionTokens(headers.connection);

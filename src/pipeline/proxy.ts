@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import type { NextFunction, Request, Response } from 'express';
 import { UPSTREAM_SERVICE, type Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
-import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, stripHopByHop } from '../http/headers.js';
+import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, isHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
 import { withoutParams } from '../http/credentials.js';
 import type { Logger } from '../observability/logger.js';
@@ -320,8 +320,7 @@ export function createProxy(opts: ProxyOptions) {
   function relay(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, upRes: IncomingMessage): void {
     res.statusCode = upRes.statusCode ?? 502;
     if (upRes.statusMessage) res.statusMessage = upRes.statusMessage;
-    const h = mendResponseHeaders(upRes, res);
-    for (const name in h) if (h[name] !== undefined) res.setHeader(name, h[name] as string | string[]);
+    relayResponseHeaders(upRes, res);
     let idle: NodeJS.Timeout | undefined;
     const cutIdle = (): void => {
       logger.warn({ reqId: req.id, service: x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
@@ -405,32 +404,31 @@ export function createProxy(opts: ProxyOptions) {
 }
 
 /**
- * The upstream's response headers as the client gets them: hop-by-hop headers and X-Powered-By go; a header the
- * gateway already set wins over the upstream's, except Link, whose values add up; Connection says what this client
- * connection really does.
+ * The upstream's response headers as the client gets them, set on `res`: hop-by-hop headers and X-Powered-By go; a
+ * header the gateway already set wins over the upstream's, except Link, whose values add up; Connection says what this
+ * client connection really does. Read straight from the upstream's headers, with nothing copied or deleted: a copy
+ * with `delete` turned every response's header object into a slow dictionary (about 3 µs a request under the profiler).
  */
-function mendResponseHeaders(upRes: IncomingMessage, res: ServerResponse): Record<string, unknown> {
-  const h = { ...upRes.headers } as Record<string, unknown>;
-  stripHopByHop(h);
+function relayResponseHeaders(upRes: IncomingMessage, res: ServerResponse): void {
+  const h = upRes.headers;
+  const listed = connectionTokens(h.connection);
   for (const name in h) {
-    if (name === 'x-powered-by') delete h[name];
-    else if (res.hasHeader(name)) {
-      if (name === 'link') h.link = `${String(res.getHeader('link'))}, ${String(h.link)}`;
-      else delete h[name];
+    const value = h[name];
+    if (value === undefined || isHopByHop(name) || listed?.has(name) || name === 'x-powered-by') continue;
+    if (res.hasHeader(name)) {
+      if (name === 'link') res.setHeader('link', `${String(res.getHeader('link'))}, ${String(value)}`);
+      continue;
     }
+    res.setHeader(name, value);
   }
   // A connection kept open gets the Keep-Alive hint Node gives its own answers, so clients stop reusing it before the
   // server's idle timeout. (A draining server turns both into Connection: close as the headers are written:
   // closeConnectionsAfterResponses in http-server.ts.)
-  const own = res.getHeader('connection');
-  if (own !== undefined) h.connection = String(own);
-  else if (!res.shouldKeepAlive) h.connection = 'close';
-  else {
-    h.connection = 'keep-alive';
-    const idleMs = (res.socket as (Socket & { server?: { keepAliveTimeout?: number } }) | null)?.server?.keepAliveTimeout;
-    if (idleMs && idleMs >= 1000) h['keep-alive'] = `timeout=${Math.floor(idleMs / 1000)}`;
-  }
-  return h;
+  if (res.hasHeader('connection')) return;
+  if (!res.shouldKeepAlive) return void res.setHeader('connection', 'close');
+  res.setHeader('connection', 'keep-alive');
+  const idleMs = (res.socket as (Socket & { server?: { keepAliveTimeout?: number } }) | null)?.server?.keepAliveTimeout;
+  if (idleMs && idleMs >= 1000) res.setHeader('keep-alive', `timeout=${Math.floor(idleMs / 1000)}`);
 }
 
 /** 503 no_healthy_upstream: every target of the service is out; Retry-After says when one may be back. */

@@ -4,7 +4,7 @@
 // request's typed context (req.ctx, src/pipeline/context.ts).
 //
 //   0. normalizeRequestTarget   absolute-form target -> path, fragment dropped (before Express routes; server/app.ts)
-//   1. observeRequest           request id, context, req.log (pino-http); access log and metrics once the response is over
+//   1. observeRequest           request id, context; access log and metrics once the response is over
 //   2. securityHeaders          helmet, for a JSON API
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
 //   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
@@ -70,7 +70,7 @@ export interface RequestPathParts {
   logger: Logger;
   /** Told of every request once its response is over (the metrics). */
   observers: readonly RequestObserver[];
-  /** The access log (pino-http): started for every request in stage 1, it writes its line when the response is over. */
+  /** The access log (observers.ts): started for every request in stage 1, it writes its line when the response is over. */
   accessLog?: (req: Request, res: Response) => void;
   /** OpenTelemetry traces, when tracing.otlpEndpoint is set: a server span per request, child spans in stages 4, 7, 10. */
   tracing?: Tracing;
@@ -98,8 +98,18 @@ export interface RequestPathParts {
  */
 export function requestPath(p: RequestPathParts): RequestHandler {
   const { server, upstream, auth } = p.runtime.config;
-  // Read per request: a reload's sources apply to the next request (parsed once per config).
-  const sources = (): KeySources => compileKeySources(p.runtime.config.auth.sources);
+  // Read per request: a reload's sources apply to the next request (parsed once per config; the last config's kept
+  // here, so a request compares one array reference instead of looking its sources up).
+  let sourceTexts: readonly string[] | undefined;
+  let compiledSources = DEFAULT_KEY_SOURCES;
+  const sources = (): KeySources => {
+    const texts = p.runtime.config.auth.sources;
+    if (texts !== sourceTexts) {
+      compiledSources = compileKeySources(texts);
+      sourceTexts = texts;
+    }
+    return compiledSources;
+  };
   const keyShaped = keyShapeText(auth.issuedPrefix);
   const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || mentionsPresentedKey(req, sources(), id);
   const quota = p.keys

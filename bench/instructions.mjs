@@ -1,0 +1,364 @@
+// Instructions per request, Tollgate against the bare baseline proxy: a CPU measure that does not move with the
+// machine. The wall-clock bench's CPU per request drifts by ~15% between half hours on the shared 2-core VM, and one
+// round's Tollgate/baseline ranged 0.71-2.15 there, more than any change to the request path; valgrind's callgrind
+// counts the instructions a process executes, which is the same count for the same work whatever else runs.
+//
+//   npm run bench:instructions                                  # 2 runs, each target 3 windows of 3,000 requests
+//   npm run bench:instructions -- --runs 3 --gateway /work/wt/e82   # another checkout's build as Tollgate
+//
+// Per run, each target in turn (the order alternates between runs) runs under
+// `valgrind --tool=callgrind --smc-check=all-non-file --instr-atstart=no` (V8 writes code at run time: valgrind must
+// check it for changes; instrumentation is off until the measured windows, so start-up and warm-up run at nulgrind
+// speed): Tollgate is `node dist/cli.js serve` with scenario a's config (lib/gateway-config.mjs: the bench plan,
+// its own redis-server, logging at info to a file, metrics, the admin listener, the usage ledger), the baseline is
+// bench/baseline-proxy.mjs. A keep-alive client in another process (lib/keepalive-client.mjs, --connections, one hot
+// key) sends --warmup requests uninstrumented, then one instrumented window that is thrown away (the first window
+// after instrumentation comes on reads 2-3x the steady figure: V8 finishes tiering up the code), then --windows
+// windows of --requests each, between `callgrind_control --zero/--instr=on` and `--instr=off/--dump`: the dump's
+// total Ir over the window's requests. Every thread of the process counts (V8's GC and compiler threads too), on
+// both sides alike. Also counted, for Tollgate: Redis's commands per request over the measured windows (INFO
+// commandstats, which counts the commands inside a script), and the instructions of an idle window (no requests,
+// --idle-seconds): timers run by wall time, and under valgrind a request takes ~50x longer, so a timer's work weighs
+// more per request than at full speed; `idle-corrected` takes that idle rate times the window's length off.
+//
+// Reports each window, the medians, Tollgate/baseline per run and overall, and the spread; writes results/instructions-<time>.json.
+import { execFileSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { gatewayConfig } from './lib/gateway-config.mjs';
+import { cliCreateKey } from './lib/keys.mjs';
+import { Procs, freePort, sleep, waitFor } from './lib/procs.mjs';
+import { redisDelta, redisSnapshot, startRedis } from './lib/redis.mjs';
+import { median } from './lib/stats.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(HERE, '..');
+const PATH = '/v1/bench';
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '2' },
+    windows: { type: 'string', default: '3' },
+    requests: { type: 'string', default: '3000' },
+    warmup: { type: 'string', default: '4000' },
+    'warmup-window': { type: 'string', default: '2000' },
+    connections: { type: 'string', default: '50' },
+    'idle-seconds': { type: 'string', default: '10' },
+    gateway: { type: 'string', multiple: true },
+    'baseline-only': { type: 'boolean', default: false },
+    'tollgate-only': { type: 'boolean', default: false },
+    out: { type: 'string' },
+  },
+});
+const int = (name, min, max) => {
+  const n = Number(values[name]);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    console.error(`--${name}: a whole number from ${min} to ${max}`);
+    process.exit(2);
+  }
+  return n;
+};
+const RUNS = int('runs', 1, 20);
+const WINDOWS = int('windows', 1, 20);
+const REQUESTS = int('requests', 100, 100_000);
+const WARMUP = int('warmup', 0, 100_000);
+const WARMUP_WINDOW = int('warmup-window', 0, 100_000);
+const CONNS = int('connections', 1, 500);
+const IDLE_S = int('idle-seconds', 0, 120);
+/** The builds measured as Tollgate: this checkout's, or each --gateway DIR (another checkout, built), side by side. */
+const GATEWAYS = (values.gateway ?? [REPO]).map((d) => resolve(d));
+for (const gw of GATEWAYS) {
+  if (!existsSync(join(gw, 'dist/cli.js'))) {
+    console.error(`${join(gw, 'dist/cli.js')} is missing: build that checkout first`);
+    process.exit(2);
+  }
+}
+const gatewayName = (gw) => (GATEWAYS.length === 1 ? 'tollgate' : `tollgate(${gw.split('/').pop()})`);
+for (const tool of ['valgrind', 'callgrind_control']) {
+  try {
+    execFileSync(tool, ['--version'], { stdio: 'ignore' });
+  } catch {
+    console.error(`${tool} is not on the PATH (Debian: apt-get install valgrind)`);
+    process.exit(2);
+  }
+}
+
+const log = (msg) => process.stderr.write(`[instructions ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+const VALGRIND = ['valgrind', '--tool=callgrind', '--smc-check=all-non-file', '--instr-atstart=no'];
+
+/** A command line under callgrind: its out files in `dir`, valgrind's own log there too. */
+function underCallgrind(dir, cmd) {
+  return [...VALGRIND, `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`, `--log-file=${join(dir, 'valgrind.log')}`, ...cmd];
+}
+
+function control(pid, ...args) {
+  execFileSync('callgrind_control', [...args, String(pid)], { stdio: 'ignore', timeout: 120_000 });
+}
+
+/**
+ * What a function's instructions are, by its symbol: V8's garbage collector, V8's compilers (the JIT's own work), code
+ * the JIT wrote (no symbol: JavaScript once compiled), and the rest (V8's interpreter and builtins, Node, libuv, libc).
+ * The first two move with V8's heuristics (when a collection or a compile falls, how large the young generation has
+ * grown) more than with the request path: a window's total is read with them in view.
+ */
+const KINDS = [
+  [
+    'gc',
+    /v8::internal::(Heap|Scavenger|Scavenge|MarkCompact|MinorMarkCompact|MarkingVisitor|ConcurrentMarking|Sweeper|Evacuat|IncrementalMarking|MarkingBarrier|MemoryAllocator|PagedSpace|SemiSpace|NewSpace|WorklistBase|GCTracer|ArrayBufferSweeper|RememberedSet|SlotSet|MainMarkingVisitor|ConcurrentMarkingVisitor|MarkingWorklist|HeapObjectVisitor|YoungGenerationMarkingVisitor|PointersUpdatingVisitor|RecordMigratedSlotVisitor|FullEvacuator|Evacuator)/,
+  ],
+  [
+    'compiler',
+    /v8::internal::(compiler|maglev|baseline|Parser|Bytecode|interpreter::BytecodeGenerator|Compiler|OptimizingCompileDispatcher|turboshaft|wasm|CodeGenerator|Assembler|MacroAssembler|RegExpCompiler|RegExpBytecodeGenerator|AstNodeFactory|Scanner|Zone)/,
+  ],
+  ['jit code', /^\?\?\?:0x|^0x/],
+];
+
+/** The total Ir of the newest dump of `pid` in `dir` (each --dump writes callgrind.out.<pid>.<n>), and its Ir by KINDS. */
+function lastDumpIr(dir, pid, n) {
+  const file = join(dir, `callgrind.out.${pid}.${n}`);
+  const text = readFileSync(file, 'utf8');
+  const m = /^totals:\s+(\d+)/m.exec(text) ?? /^summary:\s+(\d+)/m.exec(text);
+  if (!m) throw new Error(`no totals in ${file}`);
+  const kinds = { gc: 0, compiler: 0, 'jit code': 0 };
+  try {
+    const out = execFileSync('callgrind_annotate', ['--threshold=100', '--inclusive=no', file], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+    for (const line of out.split('\n')) {
+      const f = /^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$/.exec(line);
+      if (!f) continue;
+      const ir = Number(f[1].replaceAll(',', ''));
+      const where = f[2];
+      const kind = KINDS.find(([, re]) => re.test(where.replace(/^[^:]*:/, '')) || re.test(where));
+      if (kind) kinds[kind[0]] += ir;
+    }
+  } catch {}
+  rmSync(file);
+  return { ir: Number(m[1]), kinds };
+}
+
+function drive(url, requests, key) {
+  const args = [join(HERE, 'lib/keepalive-client.mjs'), '--url', url, '--requests', String(requests), '--connections', String(CONNS), '--timeout-ms', '900000'];
+  if (key) args.push('--key', key);
+  const out = execFileSync(process.execPath, args, { encoding: 'utf8', timeout: 960_000 });
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+/** Warm-up, the thrown-away window, the idle window, the measured windows: figures for one target in one run. */
+async function measureTarget({ name, pid, url, key, dir, redisClient }) {
+  let dumps = 0;
+  const window = async (requests) => {
+    control(pid, '--zero');
+    control(pid, '--instr=on');
+    const t0 = performance.now();
+    const r = requests > 0 ? drive(url, requests, key) : (await sleep(IDLE_S * 1000), { done: 0, statuses: {} });
+    const seconds = (performance.now() - t0) / 1000;
+    control(pid, '--instr=off');
+    control(pid, '--dump');
+    dumps++;
+    await waitFor(() => existsSync(join(dir, `callgrind.out.${pid}.${dumps}`)), 60_000, `${name}'s dump ${dumps}`);
+    await sleep(200);
+    return { ...lastDumpIr(dir, pid, dumps), seconds, done: r.done, statuses: r.statuses };
+  };
+  if (WARMUP) drive(url, WARMUP, key);
+  if (WARMUP_WINDOW) await window(WARMUP_WINDOW);
+  const idle = IDLE_S ? await window(0) : undefined;
+  const idleIrPerS = idle ? idle.ir / idle.seconds : 0;
+  const before = redisClient ? await redisSnapshot(redisClient) : undefined;
+  const windows = [];
+  for (let w = 0; w < WINDOWS; w++) {
+    const r = await window(REQUESTS);
+    const non200 = Object.entries(r.statuses).filter(([s]) => s !== '200');
+    if (non200.length) throw new Error(`${name} answered ${JSON.stringify(r.statuses)} in a measured window`);
+    const perReq = (x) => Math.round(x / r.done);
+    windows.push({
+      ...r,
+      irPerReq: r.ir / r.done,
+      idleCorrected: (r.ir - idleIrPerS * r.seconds) / r.done,
+      kindsPerReq: Object.fromEntries(Object.entries(r.kinds).map(([kk, v]) => [kk, perReq(v)])),
+      // Without V8's collector and compilers: the request path's own work (its allocations' cost is in gc).
+      withoutGcAndCompilerPerReq: (r.ir - r.kinds.gc - r.kinds.compiler) / r.done,
+    });
+    log(
+      `${name}: window ${w + 1}: ${Math.round(r.ir / r.done).toLocaleString('en')} instructions/request (idle-corrected ${Math.round(windows.at(-1).idleCorrected).toLocaleString('en')}; ${Object.entries(
+        windows.at(-1).kindsPerReq,
+      )
+        .map(([kk, v]) => `${kk} ${v.toLocaleString('en')}`)
+        .join(', ')}), ${r.done} requests in ${r.seconds.toFixed(1)} s`,
+    );
+  }
+  const redis = redisClient && before ? redisDelta(before, await redisSnapshot(redisClient)) : undefined;
+  const requests = windows.reduce((n, w) => n + w.done, 0);
+  return {
+    name,
+    windows,
+    irPerReq: median(windows.map((w) => w.irPerReq)),
+    idleCorrected: median(windows.map((w) => w.idleCorrected)),
+    withoutGcAndCompiler: median(windows.map((w) => w.withoutGcAndCompilerPerReq)),
+    gcPerReq: median(windows.map((w) => w.kindsPerReq.gc)),
+    compilerPerReq: median(windows.map((w) => w.kindsPerReq.compiler)),
+    idleIrPerS,
+    redisCmdsPerReq: redis ? redis.commands / requests : undefined,
+    redisCalls: redis?.calls,
+  };
+}
+
+async function main() {
+  const startedAt = new Date();
+  const tmp = mkdtempSync(join(tmpdir(), 'tollgate-instructions-'));
+  const procs = new Procs();
+  procs.scratch(tmp);
+  process.on('exit', () => procs.killAllSync());
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => procs.stopAll(5000).finally(() => process.exit(130)));
+  const loadBefore = loadavg();
+  const results = [];
+  try {
+    const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), []);
+    const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
+    log(`upstream ${upstreamUrl}; load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+
+    // Each build gets its own redis-server and a key issued by its own CLI (its key layout).
+    const startTollgate = (gw) => {
+      let setup;
+      return async (dir) => {
+        setup ??= await (async () => {
+          const redis = await startRedis(procs, join(tmp, `redis-${gateways.indexOf(gw)}`));
+          const configPath = join(tmp, `tollgate-${gateways.indexOf(gw)}.yaml`);
+          writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port: 1, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
+          const { key } = await cliCreateKey({ repoRoot: gw, configPath, plan: 'bench', name: 'instructions-hot', env: process.env });
+          log(`${gatewayName(gw)}: ${gw}, redis-server ${redis.port}`);
+          return { redis, configPath, key };
+        })();
+        const { redis, configPath, key } = setup;
+        const port = await freePort();
+        writeFileSync(configPath, `${JSON.stringify(gatewayConfig({ port, upstreamUrl, redis: { url: redis.url } }), null, 2)}\n`);
+        const logFile = join(dir, 'tollgate.log');
+        const fd = openSync(logFile, 'a');
+        const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(gw, 'dist/cli.js'), 'serve', '--config', configPath]);
+        const child = procs.spawn('tollgate', cmd, args, { cwd: gw, stdio: ['ignore', fd, 'inherit'] });
+        closeSync(fd);
+        await waitFor(
+          () => {
+            if (child.exitCode !== null) throw new Error(`tollgate exited with code ${child.exitCode}`);
+            return existsSync(logFile) && readFileSync(logFile, 'utf8').includes('"msg":"tollgate gateway listening"');
+          },
+          180_000,
+          'Tollgate under callgrind to listen',
+          500,
+        );
+        return { child, url: `http://127.0.0.1:${port}${PATH}`, key, redisClient: redis.client };
+      };
+    };
+    const gateways = GATEWAYS;
+    const startBaseline = async (dir) => {
+      const port = await freePort();
+      const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(HERE, 'baseline-proxy.mjs'), upstreamUrl, String(port)]);
+      const child = procs.spawn('baseline', cmd, args, { cwd: REPO, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+      await new Promise((res, rej) => {
+        const timer = setTimeout(() => rej(new Error('the baseline under callgrind did not start in 180 s')), 180_000);
+        child.once('message', () => (clearTimeout(timer), res()));
+        child.once('exit', (code) => (clearTimeout(timer), rej(new Error(`the baseline exited with code ${code}`))));
+      });
+      return { child, url: `http://127.0.0.1:${port}${PATH}` };
+    };
+
+    const targets = [
+      ...(values['tollgate-only'] ? [] : [{ name: 'baseline', start: startBaseline }]),
+      ...(values['baseline-only'] ? [] : GATEWAYS.map((gw) => ({ name: gatewayName(gw), start: startTollgate(gw) }))),
+    ];
+    for (let run = 1; run <= RUNS; run++) {
+      const order = run % 2 ? targets : [...targets].reverse();
+      const byName = {};
+      for (const t of order) {
+        const dir = join(tmp, `run${run}-${t.name}`);
+        mkdirSync(dir, { recursive: true });
+        log(`run ${run}: ${t.name} under callgrind`);
+        const s = await t.start(dir);
+        // Valgrind's pid is the process's own (valgrind execs the tool; no wrapper process stays).
+        const pid = s.child.pid;
+        try {
+          byName[t.name] = await measureTarget({ name: t.name, pid, url: s.url, key: s.key, dir, redisClient: s.redisClient });
+        } finally {
+          await procs.stop(s.child, 20_000);
+        }
+        for (const f of readdirSync(dir)) if (f.startsWith('callgrind.out')) rmSync(join(dir, f));
+      }
+      const r = { run, order: order.map((t) => t.name), ...byName };
+      if (byName.baseline) {
+        r.ratios = {};
+        for (const gw of GATEWAYS) {
+          const t = byName[gatewayName(gw)];
+          if (!t) continue;
+          r.ratios[gatewayName(gw)] = { raw: t.irPerReq / byName.baseline.irPerReq, idleCorrected: t.idleCorrected / byName.baseline.idleCorrected };
+          log(
+            `run ${run}: ${gatewayName(gw)}/baseline ${r.ratios[gatewayName(gw)].raw.toFixed(3)} (idle-corrected ${r.ratios[gatewayName(gw)].idleCorrected.toFixed(3)})`,
+          );
+        }
+      }
+      results.push(r);
+    }
+  } finally {
+    await procs.stopAll(15_000).catch(() => procs.killAllSync());
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  report({ startedAt, loadBefore, results });
+}
+
+function report({ startedAt, loadBefore, results }) {
+  const k = (x) => (x === undefined ? '-' : Math.round(x).toLocaleString('en'));
+  const names = ['baseline', ...GATEWAYS.map(gatewayName)];
+  const lines = [];
+  lines.push(
+    `Instructions per request under callgrind (${startedAt.toISOString().slice(0, 16)}Z; ${GATEWAYS.map((g) => `${gatewayName(g)} = ${g}`).join(', ')}; load average ${loadBefore[0].toFixed(2)} before, ${loadavg()[0].toFixed(2)} after)`,
+  );
+  lines.push(
+    `${WINDOWS} window(s) of ${REQUESTS} requests per target per run, ${CONNS} keep-alive connections, after ${WARMUP} + ${WARMUP_WINDOW} warm-up requests`,
+  );
+  lines.push('');
+  lines.push('| run | target | per window | median | idle-corrected | GC / compiler | without GC and compiler | idle Ir/s | Redis cmds/req |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
+  for (const r of results) {
+    for (const name of names) {
+      const t = r[name];
+      if (!t) continue;
+      const cmds = t.redisCmdsPerReq === undefined ? '' : t.redisCmdsPerReq.toFixed(3);
+      lines.push(
+        `| ${r.run} | ${name} | ${t.windows.map((w) => k(w.irPerReq)).join(', ')} | ${k(t.irPerReq)} | ${k(t.idleCorrected)} | ${k(t.idleIrPerS)} | ${cmds} |`,
+      );
+    }
+  }
+  const all = (name) => results.flatMap((r) => r[name]?.windows.map((w) => w.irPerReq) ?? []);
+  const b = median(all('baseline'));
+  lines.push('');
+  for (const gw of GATEWAYS) {
+    const name = gatewayName(gw);
+    const per = results.map((r) => r.ratios?.[name]).filter(Boolean);
+    if (!per.length) continue;
+    const t = median(all(name));
+    const raw = per.map((p) => p.raw);
+    const core = (nm) => median(results.flatMap((r) => r[nm]?.windows.map((w) => w.withoutGcAndCompilerPerReq) ?? []));
+    lines.push(
+      `${name}/baseline per run: ${raw.map((x) => x.toFixed(3)).join(', ')} (idle-corrected ${per.map((p) => p.idleCorrected.toFixed(3)).join(', ')}); all windows: ${k(t)} against ${k(b)} instructions/request, ${(t / b).toFixed(3)}; without GC and compiler ${(core(name) / core('baseline')).toFixed(3)}`,
+    );
+    lines.push(
+      `  ${t / b <= 0.92 ? 'PASS' : 'FAIL'}  (a) instructions per request <= 0.92 x baseline: ${(t / b).toFixed(3)} (per-run spread ${Math.min(...raw).toFixed(3)}-${Math.max(...raw).toFixed(3)})`,
+    );
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  const outDir = resolve(values.out ?? join(HERE, 'results'));
+  mkdirSync(outDir, { recursive: true });
+  const file = join(
+    outDir,
+    `instructions-${startedAt
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z')
+      .replace(/:/g, '-')}.json`,
+  );
+  writeFileSync(file, `${JSON.stringify({ startedAt, gateways: GATEWAYS, options: values, loadBefore, loadAfter: loadavg(), results }, null, 2)}\n`);
+  process.stderr.write(`written ${file}\n`);
+}
+
+// The redis-server clients (ioredis) keep the event loop alive after their servers stop: the run is over once reported.
+await main();
+process.exit(0);
