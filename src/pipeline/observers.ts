@@ -1,8 +1,9 @@
 // What every request leaves behind: the request metrics (a RequestObserver, src/pipeline/context.ts, once the
-// response is over) and the access log line (started in stage 1). Both watch every request, gateway and
+// response is over) and the access log line (pino-http, started in stage 1). Both watch every request, gateway and
 // ops paths alike, from outside the request path's decisions; they read its context, so they live beside it, above
 // the logger and the metrics they write to.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { RequestContext, RequestEnd, RequestObserver } from './context.js';
 import { redactParams } from '../http/credentials.js';
 import { pathOf } from '../routing/routes.js';
@@ -37,40 +38,54 @@ export function requestMetrics(metrics: Metrics): RequestObserver {
 }
 
 /**
- * The access log: one line per request once the response is over ("request completed", "request aborted" when the
- * client left first, or "request errored" at error level for a 5xx or a response that failed), in the shape pino-http gave it before (the same fields, in the same
- * order): `req` is id, method, URL and peer address only (never a header: no key, no cookie), taken as the request
- * starts, `res` the status, `responseTime` in ms, then the consumer (key id) and `aborted` (the client left first).
- * Written here rather than through pino-http: pino-http made a child logger per request (its bindings serialized,
- * its `req.log`, which nothing in the gateway reads) and spread the line's fields twice; the request path paid for
- * them on every request (bench/README.md, "Winning the CPU back").
- *
+ * The access log: pino-http, one line per request once the response is over ("request completed", or "request
+ * errored" at error level for a 5xx), `req.log` for every stage (bound to the request). Configured lean: the request
+ * id is the one stage 1 gave it (req.id, also in X-Request-Id), `req` is id, method, URL and peer address only (never a
+ * header: no key, no cookie), `res` the status; the consumer (key id) and `aborted` (the client left first) are added
+ * to the line itself, so no second child logger is made per request. Its cost is measured in the bench
+ * (bench/README.md, "pino-http").
+ */
+/**
+ * pino-http, loaded without its type declarations: they re-declare node:http's IncomingMessage (`id`, `log`) in a way
+ * that clashes with this project's own (src/pipeline/context.ts). The options used here are typed below.
+ */
+interface PinoHttpOptions {
+  logger: Logger;
+  wrapSerializers: boolean;
+  serializers: { req: (req: IncomingMessage & { originalUrl?: string }) => object; res: (res: ServerResponse) => object };
+  customLogLevel: (req: IncomingMessage, res: ServerResponse, err?: Error) => 'info' | 'error';
+  customSuccessObject: (req: IncomingMessage, res: ServerResponse, fields: object) => object;
+  customErrorObject: (req: IncomingMessage, res: ServerResponse, err: Error, fields: object) => object;
+}
+const { pinoHttp } = createRequire(import.meta.url)('pino-http') as { pinoHttp: (o: PinoHttpOptions) => (req: IncomingMessage, res: ServerResponse) => void };
+
+/**
  * `keyParams`: the query parameters that carry API keys (auth.sources), read per request: the URL is logged with
  * their values replaced by `[redacted]`, whatever the key's shape, and whether or not the request got as far as
  * authentication.
  */
 export function accessLog(logger: Logger, keyParams: () => readonly string[] = () => []): (req: IncomingMessage, res: ServerResponse) => void {
-  return (req, res) => {
-    const startedAt = Date.now();
-    const reqFields = {
-      id: req.id,
-      method: req.method,
-      url: redactParams((req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? '/', keyParams()),
-      remoteAddress: req.socket.remoteAddress,
-    };
-    const ended = (err?: unknown): void => {
-      res.removeListener('close', ended);
-      res.removeListener('finish', ended);
-      res.removeListener('error', ended);
-      const line: Record<string, unknown> = { req: reqFields, res: { statusCode: res.statusCode }, responseTime: Date.now() - startedAt };
-      const consumer = req.ctx?.consumer;
-      if (consumer) line.consumer = consumer.id;
-      if (!res.writableFinished) line.aborted = true;
-      if (err || res.statusCode >= 500) logger.error(line, 'request errored');
-      else logger.info(line, !req.readableAborted && res.writableEnded ? 'request completed' : 'request aborted');
-    };
-    res.on('close', ended);
-    res.on('finish', ended);
-    res.on('error', ended);
-  };
+  const middleware = pinoHttp({
+    logger,
+    wrapSerializers: false,
+    serializers: {
+      req: (req: IncomingMessage & { originalUrl?: string }) => ({
+        id: req.id,
+        method: req.method,
+        url: redactParams(req.originalUrl ?? req.url ?? '/', keyParams()),
+        remoteAddress: req.socket.remoteAddress,
+      }),
+      res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
+    },
+    customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
+    customSuccessObject: (req, res, fields) => withOutcome(req, res, fields),
+    customErrorObject: (req, res, _err, fields) =>
+      withOutcome(req, res, { res: (fields as { res: unknown }).res, responseTime: (fields as { responseTime: number }).responseTime }),
+  });
+  return (req, res) => middleware(req, res);
+}
+
+function withOutcome(req: IncomingMessage, res: ServerResponse, fields: object): object {
+  const consumer = req.ctx?.consumer;
+  return { ...fields, ...(consumer ? { consumer: consumer.id } : {}), ...(res.writableFinished ? {} : { aborted: true }) };
 }
