@@ -4,7 +4,7 @@
 // request's typed context (req.ctx, src/pipeline/context.ts).
 //
 //   0. normalizeRequestTarget   absolute-form target -> path, fragment dropped (before Express routes; server/app.ts)
-//   1. observeRequest           request id, context; access log and metrics once the response is over
+//   1. observeRequest           request id, context, req.log (pino-http); access log and metrics once the response is over
 //   2. securityHeaders          helmet, for a JSON API
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
 //   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
@@ -70,7 +70,7 @@ export interface RequestPathParts {
   logger: Logger;
   /** Told of every request once its response is over (the metrics). */
   observers: readonly RequestObserver[];
-  /** The access log (observers.ts): started for every request in stage 1, it writes its line when the response is over. */
+  /** The access log (pino-http): started for every request in stage 1, it writes its line when the response is over. */
   accessLog?: (req: Request, res: Response) => void;
   /** OpenTelemetry traces, when tracing.otlpEndpoint is set: a server span per request, child spans in stages 4, 7, 10. */
   tracing?: Tracing;
