@@ -443,11 +443,10 @@ function report({ startedAt, loadBefore, results }) {
       if (!runsBoth.length) continue;
       const [ta, tb] = [median(all(na)), median(all(nb))];
       const cmds = `Redis commands/req ${runsBoth.map((r) => `${r[nb].redisCmdsPerReq?.toFixed(2)} vs ${r[na].redisCmdsPerReq?.toFixed(2)}`).join(', ')}; EVALSHA/req ${runsBoth.map((r) => `${r[nb].evalshaPerReq?.toFixed(3)} vs ${r[na].evalshaPerReq?.toFixed(3)}`).join(', ')}`;
-      const sameRedis = runsBoth.every(
-        (r) =>
-          Math.abs(r[nb].redisCmdsPerReq - r[na].redisCmdsPerReq) <= 0.01 * r[na].redisCmdsPerReq &&
-          Math.abs(r[nb].evalshaPerReq - r[na].evalshaPerReq) <= 0.01,
-      );
+      // Judged on the gateway's round trips (EVALSHA, one limit check per request). The commands beyond the script's
+      // nine per request are the usage flush's and the memory check's (INCRBY, HINCRBY, CONFIG GET), sent by time, not
+      // by request: under callgrind a window lasts 20-100 s, so they weigh with its length (the JSON has them by name).
+      const sameRedis = runsBoth.every((r) => Math.abs(r[nb].evalshaPerReq - r[na].evalshaPerReq) <= 0.01);
       const c = { pair: `${nb} against ${na}`, what: pair.what, kind: pair.kind, medians: [tb, ta], sameRedis };
       if (pair.kind === 'ratio') {
         const per = runsBoth.map((r) => r[nb].irPerReq / r[na].irPerReq);
@@ -477,7 +476,7 @@ function report({ startedAt, loadBefore, results }) {
               : `  SKIP  < ${pair.lineUs} µs of CPU per request: needs --baseline-user-us`,
           );
       }
-      lines.push(`  ${sameRedis ? 'PASS' : 'FAIL'}  Redis commands per request unchanged: ${cmds}`);
+      lines.push(`  ${sameRedis ? 'PASS' : 'FAIL'}  the gateway's Redis round trips per request unchanged: ${cmds}`);
       comparisons.push(c);
     }
   }
