@@ -13,6 +13,7 @@ import { runLoad, wrkAvailable, onSpawn } from './lib/load.mjs';
 import { median } from './lib/stats.mjs';
 import { loadFormat, cliCreateKey, bulkCreateKeys, runCli } from './lib/keys.mjs';
 import { gatewayConfig } from './lib/gateway-config.mjs';
+import { CATEGORY_BODY, doc500Routing, petstoreRouting, servicesRouting, writeDoc500 } from './lib/openapi-configs.mjs';
 import { summarizeProfile, formatSummary, compareProfiles, formatComparison, compareStages, formatStages } from './profile-summary.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -27,7 +28,7 @@ const HELP = `usage: node bench/run.mjs [options]      (npm run bench -- [option
   --duration S          seconds per measured run (default 10)
   --warmup S            unmeasured seconds before every run (default 2; 0.5 with --quick)
   --quick               CI smoke run: 1 round x 2 s, 100,000 stored keys in (c)
-  --scenarios LIST      any of a,b,c,d,e,k,s (default all; with --profile: a)
+  --scenarios LIST      any of a,b,c,d,e,k,s,o,v (default all; with --quick all but o and v; with --profile: a)
   --connections N       connections in a, b, c, e (default 50)
   --keys N              distinct keys rotated in b and c (default 10000)
   --stored-keys N       keys stored in Redis for c (default 1000000)
@@ -104,11 +105,12 @@ function parseOptions(argv) {
     return n;
   };
   const quick = values.quick;
-  const scenarios = (values.scenarios ?? (values.profile ? 'a' : 'a,b,c,d,e,k,s'))
+  // o and v start three more Tollgates between them: CI's smoke run (--quick) leaves them out unless named.
+  const scenarios = (values.scenarios ?? (values.profile ? 'a' : quick ? 'a,b,c,d,e,k,s' : 'a,b,c,d,e,k,s,o,v'))
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  for (const s of scenarios) if (!'abcdeks'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e,k,s)`);
+  for (const s of scenarios) if (!'abcdeksov'.includes(s) || s.length !== 1) usage(`--scenarios: unknown scenario "${s}" (expected a,b,c,d,e,k,s,o,v)`);
   const loader = values.loader ?? (wrkAvailable() ? 'wrk' : 'autocannon');
   if (!['wrk', 'autocannon'].includes(loader)) usage(`--loader: expected wrk or autocannon, got "${loader}"`);
   if (loader === 'wrk' && !wrkAvailable()) usage('--loader wrk: wrk is not on the PATH');
@@ -176,8 +178,10 @@ function machineCpu() {
   return { busy: total - idle, total };
 }
 
-async function httpGet(url, headers = {}) {
-  const res = await fetch(url, { headers, signal: AbortSignal.timeout(5000) });
+/** `method`, `body`: a POST's (scenario v's JSON body, sent as application/json). */
+async function httpGet(url, headers = {}, { method = 'GET', body: sent } = {}) {
+  const init = sent === undefined ? { method, headers } : { method, headers: { ...headers, 'content-type': 'application/json' }, body: sent };
+  const res = await fetch(url, { ...init, signal: AbortSignal.timeout(5000) });
   const body = await res.text();
   let headerBytes = 0;
   let headerCount = 0;
@@ -444,6 +448,83 @@ const SCENARIOS = {
       await tgS.stop();
     },
   },
+  o: {
+    title: 'o: 500-operation document (s)',
+    keys: 'hot',
+    conns: 'many',
+    targets: 3,
+    async run(x) {
+      const doc = writeDoc500(x.tmp);
+      const ports = x.upstream.ready.ports.slice(1);
+      const start = async (name, routing) => {
+        const tg = new Tollgate({
+          procs: x.procs,
+          tmp: x.tmp,
+          name,
+          workers: x.opts.workers,
+          port: await freePort(),
+          upstreamUrl: x.upstreamUrl,
+          redis: { url: x.redis.url },
+          nodeFlags: x.opts.nodeFlags,
+          routing,
+        });
+        x.instances.push(tg);
+        await tg.start();
+        return tg;
+      };
+      // s's Tollgate (50 hand-written routes, /v1/bench matching the 50th) beside it in every round: the reference
+      // the CPU line is judged by. o's: the same three services, svc0's routes from the document (validate off), the
+      // request the document's 499th operation of 500.
+      const tgS = await start('tollgate-o-s', servicesRouting(ports));
+      const tgO = await start('tollgate-o', doc500Routing(ports, doc.file));
+      const sBeside = { name: `${x.mainName}(s)`, url: tgS.url, pid: tgS.pid, tollgate: tgS, prober: tgS.prober };
+      const oTarget = { name: x.mainName, url: tgO.url, pid: tgO.pid, tollgate: tgO, prober: tgO.prober, pairedWith: sBeside.name, path: doc.path };
+      await x.sanity(sBeside, x.hot.key, 200);
+      await x.sanity(oTarget, x.hot.key, 200);
+      log(`  o: ${doc.operations} operations in ${doc.file}; o's request GET ${doc.path}`);
+      await x.runScenario('o', [x.hot.key], [x.baseline, sBeside, oTarget]);
+      await tgO.stop();
+      await tgS.stop();
+    },
+  },
+  v: {
+    title: 'v: createCategory, validated (off)',
+    keys: 'hot',
+    conns: 'many',
+    targets: 3,
+    async run(x) {
+      const start = async (name, validate) => {
+        const tg = new Tollgate({
+          procs: x.procs,
+          tmp: x.tmp,
+          name,
+          workers: x.opts.workers,
+          port: await freePort(),
+          upstreamUrl: x.upstreamUrl,
+          redis: { url: x.redis.url },
+          nodeFlags: x.opts.nodeFlags,
+          routing: petstoreRouting(x.upstreamUrl, validate),
+        });
+        x.instances.push(tg);
+        await tg.start();
+        return tg;
+      };
+      // The pet store's document as the upstream's, validate off and enforce side by side; every request a valid
+      // POST /v1/categories (createCategory), the body read whole and checked in enforce, streamed in off.
+      const post = { path: '/v1/categories', method: 'POST', body: CATEGORY_BODY };
+      const tgOff = await start('tollgate-v-off', 'off');
+      const tgOn = await start('tollgate-v-enforce', 'enforce');
+      const off = { name: `${x.mainName}(off)`, url: tgOff.url, pid: tgOff.pid, tollgate: tgOff, prober: tgOff.prober, ...post };
+      const on = { name: x.mainName, url: tgOn.url, pid: tgOn.pid, tollgate: tgOn, prober: tgOn.prober, pairedWith: off.name, ...post };
+      await x.sanity(off, x.hot.key, 200);
+      await x.sanity(on, x.hot.key, 200);
+      // Enforce does check: an invalid body is refused before the upstream (else the line would measure nothing).
+      await x.sanity({ ...on, name: `${on.name} with an invalid body`, body: '{"name":""}' }, x.hot.key, 400);
+      await x.runScenario('v', [x.hot.key], [{ ...x.baseline, ...post }, off, on]);
+      await tgOn.stop();
+      await tgOff.stop();
+    },
+  },
   k: {
     title: 'k: b on a 3-primary cluster',
     keys: 'rotating',
@@ -625,7 +706,17 @@ const scenariosOf = (opts) => Object.keys(SCENARIOS).filter((s) => (SCENARIOS[s]
  */
 async function measure({ opts, scenario, target, round, keys, tmp, redisNodes }) {
   const connections = SCENARIOS[scenario].conns === 'many' ? opts.connections : SCENARIOS[scenario].conns;
-  const load = { loader: opts.loader, url: `${target.url}${PATH}`, connections, keys, tmpDir: tmp, wrkThreads: opts.wrkThreads };
+  // A target may have its own request (o's document operation, v's POST with a body); /v1/bench GET otherwise.
+  const load = {
+    loader: opts.loader,
+    url: `${target.url}${target.path ?? PATH}`,
+    connections,
+    keys,
+    tmpDir: tmp,
+    wrkThreads: opts.wrkThreads,
+    method: target.method,
+    body: target.body,
+  };
   if (opts.warmupS > 0) await runLoad({ ...load, durationS: opts.warmupS });
   await sleep(200);
   const isT = !!target.tollgate;
@@ -806,6 +897,8 @@ function summarize(runs) {
       const rps = per((r) => r.rps);
       const redisCpu = pairs[0]?.[0].redis && pairs[0][1].redis ? per((r) => r.redis.redisCpuUsPerReq) : [];
       const cpu = per((r) => r.cpuUsPerReq);
+      // The same in µs per request (v: what validating adds to validate off's request, round by round).
+      const cpuDiffs = pairs.map(([r, x]) => r.cpuUsPerReq - x.cpuUsPerReq);
       // All rounds together (total req/s over total req/s): printed beside the median, as a check on it.
       const pooled = pairs.reduce((a, [r]) => a + r.rps, 0) / pairs.reduce((a, [, x]) => a + x.rps, 0);
       row.vsRef = {
@@ -817,10 +910,12 @@ function summarize(runs) {
         redisCpuRatios: redisCpu,
         cpuRatio: median(cpu),
         cpuRatios: cpu,
+        cpuDiff: median(cpuDiffs),
+        cpuDiffs,
       };
     }
   }
-  const order = 'abkcdeswl';
+  const order = 'abkcdesovwl';
   rows.sort(
     (x, y) =>
       order.indexOf(x.scenario) - order.indexOf(y.scenario) || (x.target === 'baseline' ? -1 : y.target === 'baseline' ? 1 : x.target.localeCompare(y.target)),
@@ -963,7 +1058,7 @@ const BUDGET = [
   {
     name: '<= 1 Redis round trip per admitted request, in every round',
     judge: ({ rows, T }) => {
-      const admittedRows = rows.filter((r) => r.target === T && 'abcdks'.includes(r.scenario));
+      const admittedRows = rows.filter((r) => r.target === T && 'abcdksov'.includes(r.scenario));
       const worst = admittedRows.reduce((w, r) => (w === undefined || r.rtPerAdmittedMax > w.rtPerAdmittedMax ? r : w), undefined);
       // 1% slack for counting at the edges of a run (commands of requests still in flight when it ends). A key that
       // no limit check confirmed for 60 s is read again (2 GETs); keys in steady use never are.
@@ -1018,6 +1113,54 @@ const BUDGET = [
       );
     },
   },
+  // Scenario o: s's load to the 499th operation of a 500-operation document (svc0's, validate off), with s's Tollgate
+  // (50 hand-written routes, the request matching the 50th) beside it in the same rounds: the route table's lookup
+  // does not grow with the routes, so neither should the gateway's CPU per request.
+  {
+    name: '(o) gateway CPU per request through a 500-operation document <= 1.10 x 50 routes (s), paired per round',
+    noiseOf: ['o'],
+    judge: ({ get, T }) => {
+      const r = get('o', T);
+      const v = r?.vsRef;
+      return verdict(
+        v ? v.cpuRatio <= 1.1 : undefined,
+        v
+          ? `o/s CPU us/req = ${fmt(v.cpuRatio, 3)} (per round: ${v.cpuRatios.map((x) => fmt(x, 3)).join(', ')}); medians ${fmt(r.cpuUsPerReq, 0)} vs ${fmt(get('o', v.target)?.cpuUsPerReq, 0)} us/req; req/s o/s ${fmt(v.ratio, 3)}`
+          : 'not run',
+      );
+    },
+  },
+  // Scenario v: the pet store's createCategory with a valid body, validate enforce against off in the same rounds.
+  {
+    name: '(v) validating createCategory in enforce adds < 10 us of gateway CPU per request over validate off, paired per round',
+    noiseOf: ['v'],
+    judge: ({ get, T }) => {
+      const r = get('v', T);
+      const v = r?.vsRef;
+      return verdict(
+        v ? v.cpuDiff < 10 : undefined,
+        v
+          ? `enforce - off = ${signed(v.cpuDiff, 1)} us/req (per round: ${v.cpuDiffs.map((x) => signed(x, 1)).join(', ')}); medians ${fmt(r.cpuUsPerReq, 0)} vs ${fmt(get('v', v.target)?.cpuUsPerReq, 0)} us/req (the clock's noise on this machine is larger than the line: bench:instructions -- --variant pet-post-off --variant pet-post-enforce counts it)`
+          : 'not run',
+      );
+    },
+  },
+  ...['o', 'v'].map((sc) => ({
+    name: `(${sc}) Redis commands per admitted request unchanged from ${sc === 'o' ? "s's routes" : 'validate off'}`,
+    judge: ({ get, T }) => {
+      const r = get(sc, T);
+      const v = r?.vsRef;
+      const ref = v && get(sc, v.target);
+      // A document's routes and a request's validation are in memory: they add no Redis command.
+      const same = ref && Math.abs(r.rtPerAdmittedMax - ref.rtPerAdmittedMax) <= 0.01 && Math.abs(r.cmdsPerReq - ref.cmdsPerReq) <= 0.01 * ref.cmdsPerReq;
+      return verdict(
+        v ? !!same : undefined,
+        v
+          ? `sent by the gateway ${fmt(r.rtPerAdmitted, 3)} vs ${fmt(ref?.rtPerAdmitted, 3)} (worst round ${fmt(r.rtPerAdmittedMax, 3)} vs ${fmt(ref?.rtPerAdmittedMax, 3)}); run by Redis ${fmt(r.cmdsPerReq, 2)} vs ${fmt(ref?.cmdsPerReq, 2)} per request`
+          : 'not run',
+      );
+    },
+  })),
   {
     // The usage ledger's cost on Redis, from the same run (scenario l, --compare-ledger): Redis CPU per request with
     // the ledger on against off in the same round, the median over rounds.
@@ -1074,36 +1217,6 @@ function budget(rows, { clusterPrimaries = 3 } = {}) {
       detail: detail + (ok === undefined ? '' : noise(line.noiseOf ?? [])),
     };
   });
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// scenario s: services and routes
-
-/**
- * Three services of two targets each (six ports of the bench's upstream), every target health-checked every 5 s (the
- * default interval), and 50 routes of the kinds a real config has (prefixes, patterns, exact paths, methods, hosts).
- * The bench's path matches only the last route, so every request tries all 50 matchers before it is proxied to the
- * service's targets in turn (round-robin).
- */
-function servicesRouting(ports) {
-  if (ports.length < 6) throw new Error(`scenario s needs 6 upstream ports, got ${ports.length}`);
-  const services = {};
-  for (let i = 0; i < 3; i++)
-    services[`svc${i}`] = {
-      targets: [`http://127.0.0.1:${ports[2 * i]}`, `http://127.0.0.1:${ports[2 * i + 1]}`],
-      healthCheck: { path: '/healthz' },
-    };
-  const routes = [];
-  for (let i = 0; i < 49; i++) {
-    const service = `svc${i % 3}`;
-    const kind = i % 4;
-    if (kind === 0) routes.push({ path: `/api/r${i}/*`, service, stripPrefix: `/api/r${i}` });
-    else if (kind === 1) routes.push({ path: `/v1/r${i}/items/:id`, method: 'GET', service });
-    else if (kind === 2) routes.push({ path: `/v1/r${i}/status`, service, auth: 'none' });
-    else routes.push({ path: `/v1/r${i}/*`, host: `r${i}.example.com`, service });
-  }
-  routes.push({ path: '/v1/*', service: 'svc0' });
-  return { services, routes };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1209,8 +1322,12 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   const redis = await startRedis(procs, tmp);
   log(`redis-server on port ${redis.port}`);
-  // Scenario s's six targets are six more ports of the same upstream process.
-  const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), opts.scenarios.includes('s') ? ['--extra-ports', '6'] : []);
+  // Scenario s's (and o's) six targets are six more ports of the same upstream process.
+  const upstream = await procs.forkHelper(
+    'upstream',
+    join(HERE, 'upstream.mjs'),
+    opts.scenarios.some((sc) => sc === 's' || sc === 'o') ? ['--extra-ports', '6'] : [],
+  );
   const upstreamUrl = `http://127.0.0.1:${upstream.port}`;
   const baselineProbeDir = join(tmp, 'probe-baseline');
   const profileDir = opts.profile ? join(opts.outDir, `profile-${stamp}`) : undefined;
@@ -1279,7 +1396,7 @@ async function bench(opts, { procs, tmp, stamp, startedAt }) {
 
   // Sanity: each target answers 200 with the keys the scenarios use, so a layout drift fails here, not as a table of 401s.
   const sanity = async (t, key, expect) => {
-    const r = await httpGet(`${t.url}${PATH}`, { authorization: `Bearer ${key}` });
+    const r = await httpGet(`${t.url}${t.path ?? PATH}`, { authorization: `Bearer ${key}` }, { method: t.method, body: t.body });
     if (r.status !== expect) throw new Error(`sanity check: ${t.name} answered ${r.status} (expected ${expect}) for a bench key: ${r.body.slice(0, 300)}`);
     return r;
   };

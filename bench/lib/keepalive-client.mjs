@@ -1,8 +1,10 @@
-// A bounded keep-alive HTTP client in its own process, for bench/instructions.mjs: sends exactly --requests GETs over
+// A bounded keep-alive HTTP client in its own process, for bench/instructions.mjs: sends exactly --requests requests
+// (GET, or --method with a JSON --body) over
 // --connections keep-alive sockets (one request in flight per socket), then prints one JSON line
 // { done, statuses, ms } and exits. A time limit (--timeout-ms) ends it with exit code 1 whatever happens, so a
 // measured process that stops answering never holds the bench.
 //   node bench/lib/keepalive-client.mjs --url http://127.0.0.1:PORT/v1/bench --requests 3000 --connections 50 [--key K]
+//     [--method POST --body '{"name":"Dog"}']
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
 
@@ -12,6 +14,8 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '1000' },
     connections: { type: 'string', default: '50' },
     key: { type: 'string' },
+    method: { type: 'string', default: 'GET' },
+    body: { type: 'string' },
     'timeout-ms': { type: 'string', default: '600000' },
   },
 });
@@ -29,6 +33,8 @@ const limit = setTimeout(() => {
 const url = new URL(values.url);
 const agent = new Agent({ keepAlive: true, maxSockets: conns });
 const headers = values.key ? { authorization: `Bearer ${values.key}` } : {};
+const body = values.body === undefined ? undefined : Buffer.from(values.body);
+if (body) Object.assign(headers, { 'content-type': 'application/json', 'content-length': body.length });
 const statuses = {};
 let sent = 0;
 let done = 0;
@@ -38,7 +44,7 @@ await new Promise((resolve, reject) => {
   const one = () => {
     if (sent >= total) return;
     sent++;
-    const req = request({ host: url.hostname, port: url.port, path: url.pathname + url.search, agent, headers }, (res) => {
+    const req = request({ host: url.hostname, port: url.port, path: url.pathname + url.search, method: values.method, agent, headers }, (res) => {
       statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
       res.resume();
       res.once('end', () => {
@@ -47,7 +53,7 @@ await new Promise((resolve, reject) => {
       });
     });
     req.once('error', reject);
-    req.end();
+    req.end(body);
   };
   for (let i = 0; i < Math.min(conns, total); i++) one();
 }).catch((err) => {

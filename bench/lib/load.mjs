@@ -40,13 +40,16 @@ function percentile(sorted, p) {
 
 /**
  * One load run. `keys` is the list of API keys: one key is a fixed Authorization header, more are rotated
- * round-robin over all connections, one per request.
+ * round-robin over all connections, one per request. `method` and `body` (a JSON text, sent as application/json):
+ * GET without a body unless given (scenario v's POSTs).
  */
-export async function runLoad({ loader, url, connections, durationS, keys, tmpDir, wrkThreads = 1 }) {
-  return loader === 'wrk' ? runWrk({ url, connections, durationS, keys, tmpDir, threads: wrkThreads }) : runAutocannon({ url, connections, durationS, keys });
+export async function runLoad({ loader, url, connections, durationS, keys, tmpDir, wrkThreads = 1, method = 'GET', body }) {
+  return loader === 'wrk'
+    ? runWrk({ url, connections, durationS, keys, tmpDir, threads: wrkThreads, method, body })
+    : runAutocannon({ url, connections, durationS, keys, method, body });
 }
 
-async function runAutocannon({ url, connections, durationS, keys }) {
+async function runAutocannon({ url, connections, durationS, keys, method, body }) {
   const autocannon = await loadAutocannon();
   const opts = {
     url,
@@ -54,16 +57,19 @@ async function runAutocannon({ url, connections, durationS, keys }) {
     duration: durationS,
     pipelining: 1,
     timeout: 10,
+    method,
+    ...(body !== undefined ? { body, headers: { 'content-type': 'application/json' } } : {}),
     // Bench-internal: no progress bar, nothing printed.
   };
   if (keys.length === 1) {
-    opts.headers = { authorization: `Bearer ${keys[0]}` };
+    opts.headers = { ...opts.headers, authorization: `Bearer ${keys[0]}` };
   } else if (keys.length > 1) {
     let next = 0;
     const n = keys.length;
     opts.requests = [
       {
-        method: 'GET',
+        method,
+        ...(body !== undefined ? { body } : {}),
         setupRequest: (req) => {
           req.headers.authorization = `Bearer ${keys[next]}`;
           next = next + 1 === n ? 0 : next + 1;
@@ -107,6 +113,13 @@ async function runAutocannon({ url, connections, durationS, keys }) {
 }
 
 const WRK_SCRIPT = `
+local method = os.getenv("BENCH_METHOD")
+if method and method ~= "" then wrk.method = method end
+local body = os.getenv("BENCH_BODY")
+if body and body ~= "" then
+  wrk.body = body
+  wrk.headers["Content-Type"] = "application/json"
+end
 local keys = {}
 local keysFile = os.getenv("BENCH_KEYS_FILE")
 if keysFile and keysFile ~= "" then
@@ -119,7 +132,9 @@ if n == 1 then
 elseif n > 1 then
   request = function()
     i = i % n + 1
-    return wrk.format(nil, nil, { ["Authorization"] = "Bearer " .. keys[i] })
+    local h = { ["Authorization"] = "Bearer " .. keys[i] }
+    if body and body ~= "" then h["Content-Type"] = "application/json" end
+    return wrk.format(nil, nil, h)
   end
 end
 done = function(summary, latency, requests)
@@ -129,7 +144,7 @@ done = function(summary, latency, requests)
 end
 `;
 
-async function runWrk({ url, connections, durationS, keys, tmpDir, threads }) {
+async function runWrk({ url, connections, durationS, keys, tmpDir, threads, method, body }) {
   const script = join(tmpDir, 'wrk-bench.lua');
   writeFileSync(script, WRK_SCRIPT);
   const keysFile = join(tmpDir, `wrk-keys-${keys.length}.txt`);
@@ -138,7 +153,12 @@ async function runWrk({ url, connections, durationS, keys, tmpDir, threads }) {
   // wrk takes whole seconds only.
   const args = [`-t${t}`, `-c${connections}`, `-d${Math.max(1, Math.round(durationS))}s`, '--timeout', '10s', '-s', script, url];
   const out = await new Promise((resolve, reject) => {
-    const child = spawnHook(spawn('wrk', args, { env: { ...process.env, BENCH_KEYS_FILE: keys.length ? keysFile : '' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = spawnHook(
+      spawn('wrk', args, {
+        env: { ...process.env, BENCH_KEYS_FILE: keys.length ? keysFile : '', BENCH_METHOD: method, BENCH_BODY: body ?? '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
