@@ -6,17 +6,12 @@ import { describe, expect, it } from 'vitest';
 import { compileRoutes, findRoute, hostName, pathOf, policyPath, type CompiledRoute } from '../src/routing/routes.js';
 import { literalSegments, RouteTable } from '../src/routing/route-table.js';
 import type { RouteConfig } from '../src/config/schema.js';
+import { Rng } from './helpers/fuzz.js';
 
-/** A small deterministic generator (mulberry32), so a failure names a seed that reproduces it. */
+/** A seeded generator (the fuzz tests' mulberry32), so a failure names a seed that reproduces it. */
 function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.next();
 }
 
 const WORDS = ['v1', 'V1', 'pets', 'Pets', 'orders', 'a', 'b', 'files.json', 'x-y', 'caf%C3%A9'];
