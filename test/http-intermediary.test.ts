@@ -183,6 +183,37 @@ describe("the backend's informational responses (RFC 9110 §15.2)", () => {
     expect(raw.endsWith('final')).toBe(true);
   });
 
+  it('stops passing 1xx on to a client that reads none of them once 64 KB wait for it; the final response still comes', async () => {
+    const count = 2000;
+    const link = `</${'x'.repeat(4000)}.css>; rel=preload`;
+    answer = (_req, res) => {
+      const one = `HTTP/1.1 103 Early Hints\r\nLink: ${link}\r\n\r\n`;
+      res.socket!.write(one.repeat(count));
+      res.end('final');
+    };
+    const chunks: Buffer[] = [];
+    const s = connect(gw.port, '127.0.0.1');
+    try {
+      s.pause();
+      s.write(['GET /v1/page HTTP/1.1', host(gw), 'Connection: close', '', ''].join('\r\n'));
+      // Not reading while the backend's 8 MB of hints arrive at the gateway.
+      for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      await new Promise((r) => setTimeout(r, 500));
+      const closed = new Promise<void>((resolve) => s.once('close', () => resolve()));
+      s.on('data', (d: Buffer) => chunks.push(d));
+      s.resume();
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 10_000))]);
+    } finally {
+      s.destroy();
+    }
+    const raw = Buffer.concat(chunks).toString('latin1');
+    const hints = statusLines(raw).filter((l) => l.startsWith('HTTP/1.1 103')).length;
+    expect(hints).toBeGreaterThan(0);
+    expect(hints).toBeLessThan(count);
+    expect(statusLines(raw).at(-1)).toBe('HTTP/1.1 200 OK');
+    expect(raw.endsWith('final')).toBe(true);
+  });
+
   it('sends no 1xx to an HTTP/1.0 client (it cannot take one), only the final response', async () => {
     answer = informational;
     const raw = await exchange(gw.port, ['GET /v1/page HTTP/1.0', host(gw), '', ''].join('\r\n'));

@@ -150,13 +150,16 @@ export function relayedTrailers(
   };
 }
 
+/** Bytes that may wait unsent to a client before its backend's further 1xx responses are dropped (forwardInformational). */
+const MAX_UNREAD_INFORMATIONAL = 64 * 1024;
+
 /**
  * Passes a backend's informational (1xx) response on to the client, as it came (RFC 9110 §15.2: a proxy forwards 1xx
  * responses unless it asked for them itself): `103 Early Hints` lets the client fetch what the Link lines name while
  * the backend is still working, `102 Processing` keeps it from giving up. Not passed on: `100 Continue` (the gateway
  * answers Expect itself and never forwards it, so a backend's 100 is not for the client), 101 (never a 1xx event),
- * anything to an HTTP/1.0 client (it cannot take one), or once the final response has begun. Hop-by-hop fields and
- * malformed ones stay behind. Written raw, as Node's own writeEarlyHints and writeProcessing write theirs (behind any
+ * anything to an HTTP/1.0 client (it cannot take one), once the final response has begun, or while 64 KB already wait
+ * for a client that is not reading. Hop-by-hop fields and malformed ones stay behind. Written raw, as Node's own writeEarlyHints and writeProcessing write theirs (behind any
  * response still being written on a pipelined connection): writeEarlyHints would refuse a Link line holding several
  * links or a quoted parameter with a space, both valid, and writes nothing but Link. True when it was written.
  */
@@ -166,6 +169,8 @@ export function forwardInformational(res: ServerResponse, info: InformationEvent
   const req = res.req;
   if (req.httpVersionMajor !== 1 || req.httpVersionMinor < 1) return false;
   if (res.headersSent || res.writableEnded || res.destroyed) return false;
+  // Advisory, and written without backpressure: a client that reads none of them gets no more once this much waits.
+  if (res.writableLength > MAX_UNREAD_INFORMATIONAL) return false;
   const raw = res as unknown as { _writeRaw?: (data: string, encoding: BufferEncoding) => boolean };
   if (typeof raw._writeRaw !== 'function') return false;
   const reason = FIELD_VALUE.test(info.statusMessage) ? info.statusMessage : (STATUS_CODES[status] ?? '');
