@@ -246,6 +246,7 @@ describe('trailers (RFC 9110 §6.5)', () => {
     res.setHeader('content-type', 'text/plain');
     if (req.method === 'HEAD') return void res.end();
     res.setHeader('trailer', 'X-Checksum, Server-Timing');
+    res.setHeader('server-timing', 'cache;desc=miss');
     res.write('part one, ');
     res.addTrailers([
       ['X-Checksum', 'sha256=abc'],
@@ -262,6 +263,7 @@ describe('trailers (RFC 9110 §6.5)', () => {
     const head = headBlock(raw, 200);
     expect(fieldOf(head, 'trailer')).toEqual(['X-Checksum, Server-Timing']);
     expect(fieldOf(head, 'transfer-encoding')).toEqual(['chunked']);
+    expect(fieldOf(head, 'server-timing')).toEqual(['cache;desc=miss']);
     const trailerSection = raw.slice(raw.lastIndexOf('\r\n0\r\n') + 5);
     expect(trailerSection).toBe('X-Checksum: sha256=abc\r\nServer-Timing: db;dur=53\r\n\r\n');
     expect(seen[0]!.headers.te).toBe('trailers');

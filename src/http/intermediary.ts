@@ -134,8 +134,10 @@ export function clientTakesTrailers(res: ServerResponse, upstreamHeaders: { 'con
 /**
  * The trailers of a relayed response: when the client takes them (clientTakesTrailers), its `Trailer` header is set
  * from the backend's and the returned function, called once the backend's body has ended, adds the backend's trailers
- * to the response (not those the response already carries as headers: the gateway's own headers win, as they do over
- * the backend's headers). Undefined when the client does not get them: both stay behind, as before.
+ * to the response, but none by the name of a header the gateway set itself (rate limits, request id, security headers:
+ * one whose value on the response is not the backend's), which win as they do over the backend's headers; a trailer
+ * repeating one of the backend's own headers (Server-Timing) passes. Undefined when the client does not get them:
+ * both stay behind, as before.
  */
 export function relayedTrailers(
   res: ServerResponse,
@@ -145,7 +147,8 @@ export function relayedTrailers(
   if (!clientTakesTrailers(res, h)) return undefined;
   if (h.trailer !== undefined && FIELD_VALUE.test(h.trailer)) res.setHeader('trailer', h.trailer);
   return () => {
-    const kept = passedTrailers(upstream.rawTrailers, h.connection, (name) => res.hasHeader(name));
+    const fromBackend = upstream.headers;
+    const kept = passedTrailers(upstream.rawTrailers, h.connection, (name) => res.hasHeader(name) && res.getHeader(name) !== fromBackend[name]);
     if (kept) res.addTrailers(kept);
   };
 }
