@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+import { startLimitsGateway } from './helpers/limits.js';
 
 interface Seen {
   method: string;
@@ -315,6 +316,42 @@ describe('trailers (RFC 9110 §6.5)', () => {
     expect(seen[0]!.body.toString()).toBe('hello');
     expect(seen[0]!.headers.trailer).toBe('X-Checksum');
     expect(seen[0]!.rawTrailers).toEqual(['X-Checksum', 'sha256=def']);
+  });
+});
+
+describe('request trailers on the whole request path (keys from a header source)', () => {
+  it("never passes on a trailer by the name of the key's header, whether the key was hidden or not", async () => {
+    const url = `http://127.0.0.1:${(backend.address() as AddressInfo).port}`;
+    for (const hideCredentials of [true, false]) {
+      const keyed = await startLimitsGateway(testConfig({ upstream: { url, timeoutMs: 3000, hideCredentials }, auth: { sources: ['header:X-API-Key'] } }));
+      try {
+        const { key } = await keyed.createKey({});
+        seen.length = 0;
+        const raw = await exchange(
+          keyed.port,
+          [
+            'POST /v1/upload HTTP/1.1',
+            `Host: 127.0.0.1:${keyed.port}`,
+            `X-API-Key: ${key}`,
+            'Transfer-Encoding: chunked',
+            'Connection: close',
+            '',
+            '5',
+            'hello',
+            '0',
+            'X-API-Key: tg_not_the_judged_key',
+            'X-Checksum: sha256=def',
+            '',
+            '',
+          ].join('\r\n'),
+        );
+        expect(statusLines(raw), String(hideCredentials)).toEqual(['HTTP/1.1 200 OK']);
+        expect(seen[0]!.headers['x-api-key'], String(hideCredentials)).toBe(hideCredentials ? undefined : key);
+        expect(seen[0]!.rawTrailers, String(hideCredentials)).toEqual(['X-Checksum', 'sha256=def']);
+      } finally {
+        await keyed.close();
+      }
+    }
   });
 });
 
