@@ -220,6 +220,24 @@ const generators: Record<string, Gen> = {
       check: (ex, seen) => refusedByNode(ex, seen),
     };
   },
+  teCoding(rng, i) {
+    const id = caseId('framing', i);
+    const coding = rng.pick(['gzip', 'deflate', 'compress', 'identity', 'br', 'GZip', 'x-custom;level=9', 'gzip, deflate']);
+    const lines = [`Transfer-Encoding: ${coding},${rng.pick(['', ' ', '  '])}${rng.pick(['chunked', 'Chunked'])}`];
+    return {
+      kind: 'te-coding',
+      bytes: head({ method: rng.pick(['POST', 'PUT', 'GET']), lines }, id) + chunked(smuggled(i), rng),
+      requestId: id,
+      opts: { responses: 1 },
+      // A coding the gateway does not implement: its own 501, never the upstream (which would read the coded bytes).
+      check: (ex, seen) => {
+        const problems = oneAnswer(ex, statuses(501));
+        if (ex.responses[0] && fromNode(ex.responses[0])) problems.push(`Node answered ${ex.responses[0].status}, not the gateway`);
+        if (seen.length) problems.push(`the upstream saw ${seen.length} request(s)`);
+        return problems;
+      },
+    };
+  },
   duplicateCl(rng, i) {
     const id = caseId('framing', i);
     const a = rng.range(0, 20);
@@ -520,6 +538,7 @@ const WEIGHTED = Object.entries({
   hostValue: 2,
   noHost: 1,
   clAndTe: 4,
+  teCoding: 2,
   duplicateCl: 3,
   badChunk: 4,
   obsFold: 2,
@@ -566,6 +585,7 @@ describe(`fuzz: headers, methods and framing (FUZZ_SEED=${SEED})`, () => {
     expect(summary.cases).toBe(count);
     for (const kind of [
       'cl-and-te',
+      'te-coding',
       'duplicate-cl',
       'bad-chunk',
       'obs-fold',
