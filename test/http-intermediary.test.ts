@@ -185,25 +185,30 @@ describe("the backend's informational responses (RFC 9110 §15.2)", () => {
   });
 
   it('stops passing 1xx on to a client that reads none of them once 64 KB wait for it; the final response still comes', async () => {
-    const count = 2000;
+    const count = 3000;
     const link = `</${'x'.repeat(4000)}.css>; rel=preload`;
+    let flushed = false;
     answer = (_req, res) => {
       const one = `HTTP/1.1 103 Early Hints\r\nLink: ${link}\r\n\r\n`;
-      res.socket!.write(one.repeat(count));
-      res.end('final');
+      // The write completes once the gateway has read all but the kernel's buffers of the hints.
+      res.socket!.write(one.repeat(count), () => {
+        flushed = true;
+        res.end('final');
+      });
     };
     const chunks: Buffer[] = [];
     const s = connect(gw.port, '127.0.0.1');
     try {
       s.pause();
       s.write(['GET /v1/page HTTP/1.1', host(gw), 'Connection: close', '', ''].join('\r\n'));
-      // Not reading while the backend's 8 MB of hints arrive at the gateway.
-      for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
-      await new Promise((r) => setTimeout(r, 500));
+      // Not reading while the backend's 12 MB of hints arrive at the gateway.
+      for (let i = 0; i < 1000 && !flushed; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(flushed, 'the backend wrote every hint').toBe(true);
+      await new Promise((r) => setTimeout(r, 300));
       const closed = new Promise<void>((resolve) => s.once('close', () => resolve()));
       s.on('data', (d: Buffer) => chunks.push(d));
       s.resume();
-      await Promise.race([closed, new Promise((r) => setTimeout(r, 10_000))]);
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 20_000))]);
     } finally {
       s.destroy();
     }
@@ -213,7 +218,7 @@ describe("the backend's informational responses (RFC 9110 §15.2)", () => {
     expect(hints).toBeLessThan(count);
     expect(statusLines(raw).at(-1)).toBe('HTTP/1.1 200 OK');
     expect(raw.endsWith('final')).toBe(true);
-  });
+  }, 60_000);
 
   it('sends no 1xx to an HTTP/1.0 client (it cannot take one), only the final response', async () => {
     answer = informational;
