@@ -56,6 +56,7 @@ describe('the request path picture', () => {
       'ownEndpoints',
       'matchRoute',
       'refuseAmbiguousPaths',
+      'refuseTransferCodings',
       'requireHealthyService',
       'authenticate',
       'anonymousLimit',

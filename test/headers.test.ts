@@ -110,7 +110,7 @@ describe('isSaneRequestId', () => {
 });
 
 describe('stripHopByHop (RFC 9110 §7.6.1)', () => {
-  it('removes the standard hop-by-hop headers and keeps end-to-end ones', () => {
+  it('removes the standard hop-by-hop headers and keeps end-to-end ones (Trailer among them: RFC 9110 §6.6.2)', () => {
     const h: Record<string, unknown> = {
       connection: 'keep-alive',
       'keep-alive': 'timeout=5',
@@ -127,7 +127,14 @@ describe('stripHopByHop (RFC 9110 §7.6.1)', () => {
       'x-request-id': 'r1',
     };
     stripHopByHop(h);
-    expect(h).toEqual({ host: 'example.com', 'content-type': 'application/json', 'content-length': '12', authorization: 'Bearer k', 'x-request-id': 'r1' });
+    expect(h).toEqual({
+      trailer: 'x-checksum',
+      host: 'example.com',
+      'content-type': 'application/json',
+      'content-length': '12',
+      authorization: 'Bearer k',
+      'x-request-id': 'r1',
+    });
   });
 
   it('removes every header the Connection header lists, case-insensitively and with odd spacing', () => {

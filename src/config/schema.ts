@@ -35,6 +35,7 @@ const server = z.strictObject({
   requestTimeoutMs: z.number().int().positive().default(30_000).describe('A client must send its full request (headers and body) within this time.'),
   keepAliveTimeoutMs: z.number().int().positive().default(5_000).describe('Idle keep-alive connections from clients are closed after this time.'),
   responseIdleTimeoutMs: z.number().int().positive().default(30_000).describe('A proxied response the client stops reading, or a request body it stops sending, for this long is cut off and the backend connection it held is freed.'),
+  via: z.boolean().default(true).describe('Add this hop to the Via header of every request sent to a backend (`Via: 1.1 tollgate`, after any Via the request came with), as RFC 9110 §7.6.3 asks of a gateway; false: Via passes as the client sent it. Read at start-up.'),
   watchConfig: z.boolean().default(false).describe('Reload when the config file changes (also when a mounted Kubernetes ConfigMap is swapped), as SIGHUP does; `serve --watch-config` turns it on too (read at start-up).'),
   tls: listenerTls.optional().describe('Serve HTTPS on this port: { certFile, keyFile, caFile (mutual TLS), minVersion }. The files are re-read on every reload; turning TLS or caFile on or off needs a restart.'),
 });

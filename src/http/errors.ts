@@ -29,6 +29,7 @@ export const ERRORS = {
   rate_limit_exceeded: { status: 429, message: 'Rate limit exceeded. Retry after the time in Retry-After.' },
   api_key_banned: { status: 429, message: 'This API key is temporarily banned for exceeding its rate limit repeatedly.' },
   internal_error: { status: 500, message: 'An unexpected error occurred.' },
+  not_implemented: { status: 501, message: 'The request uses an HTTP feature this gateway does not implement.' },
   bad_gateway: { status: 502, message: 'The upstream service could not be reached.' },
   service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' },
   report_out_of_memory: { status: 503, message: 'The report needed more memory than the report thread has.' },

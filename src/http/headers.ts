@@ -72,10 +72,12 @@ export function isSaneRequestId(value: unknown): value is string {
 }
 
 /**
- * Hop-by-hop headers (RFC 9110 §7.6.1): a proxy removes every header named in Connection,
- * Connection itself, and these. Expect is removed too: the gateway already answered any 100-continue.
+ * Hop-by-hop headers (RFC 9110 §7.6.1): a proxy removes every header named in Connection, Connection itself, and these
+ * (Proxy-Authorization: the credentials of a client for the proxy it chose, never for the backend). Trailer is not one
+ * (RFC 9110 §6.6.2, unlike RFC 2616's list): it announces trailer fields, and goes with them where they go
+ * (http/intermediary.ts).
  */
-export const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization', 'trailer'];
+export const HOP_BY_HOP = ['connection', 'keep-alive', 'te', 'transfer-encoding', 'upgrade', 'proxy-connection', 'proxy-authorization'];
 
 /** The header names a Connection header lists (RFC 9110 §7.6.1), lower-cased; undefined when it lists none. */
 export function connectionTokens(connection: unknown): ReadonlySet<string> | undefined {

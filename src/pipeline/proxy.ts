@@ -13,10 +13,11 @@ import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, isHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
 import { withoutParams } from '../http/credentials.js';
+import { acceptsTrailers, forwardInformational, isProxyHopResponseField, passedTrailers, relayedTrailers, viaValue } from '../http/intermediary.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';
-import { forwardedTarget } from '../routing/routes.js';
+import { forwardedTarget, METHOD_OVERRIDE_HEADERS } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
 import { decide, healthRecord, IDEMPOTENT, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
@@ -53,7 +54,7 @@ export interface ProxyOptions {
  * (Authorization, and the headers and query parameters auth.sources names).
  * Runs before the proxy because each try (upstream-try.ts) sends req.headers as they stand, Host set to the target.
  */
-export function prepareUpstreamHeaders(upstream: Upstream) {
+export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: boolean } = { via: true }) {
   // The upstream span's server.address, worked out once rather than per traced request.
   const upstreamHost = new URL(upstream.url).host;
   return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
@@ -90,6 +91,14 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
     if (h.host !== undefined) out.host = h.host;
     if (contentLength !== undefined) out['content-length'] = contentLength;
     else if (chunkedBody) out['transfer-encoding'] = 'chunked';
+    // Trailer fields ride only on a chunked body (Node refuses a Trailer header on any other); a client that keeps
+    // response trailers asks the backend for them through the gateway (RFC 9110 §10.1.4, TE named in Connection).
+    if (chunkedBody && contentLength === undefined && h.trailer !== undefined) out.trailer = h.trailer;
+    if (req.httpVersion === '1.1' && acceptsTrailers(h.te)) {
+      out.te = 'trailers';
+      out.connection = 'keep-alive, TE';
+    }
+    if (forwarding.via) out.via = viaValue(h.via, req.httpVersion);
     out['x-forwarded-for'] = priorText && trust(peer, 0) ? `${priorText}, ${peer}` : peer;
     out['x-forwarded-proto'] = req.protocol;
     out['x-forwarded-host'] = req.host ?? '';
@@ -123,8 +132,21 @@ export function prepareUpstreamHeaders(upstream: Upstream) {
   };
 }
 
-/** Request headers never copied from the client: hop-by-hop ones and Expect (answered here). */
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect']);
+/** Request headers never copied from the client: hop-by-hop ones, Expect (answered here), Trailer (set above). */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'expect', 'trailer']);
+
+/**
+ * The client's request trailers the backend gets (a chunked body's, http/intermediary.ts passedTrailers): none by a
+ * name the gateway owns or reads as a header (its own headers, the key's headers, the method overrides), which a
+ * backend merging trailers into headers would otherwise take as judged.
+ */
+function requestTrailers(req: Request): Array<[string, string]> | undefined {
+  if (req.rawTrailers.length === 0) return undefined;
+  const keyHeaders = req.ctx.keySources?.headers;
+  const overrides: readonly string[] = METHOD_OVERRIDE_HEADERS;
+  const connection = req.rawHeaders.filter((_, i) => i % 2 === 1 && req.rawHeaders[i - 1]!.toLowerCase() === 'connection');
+  return passedTrailers(req.rawTrailers, connection, (name) => claimsGatewayHeader(name) || overrides.includes(name) || keyHeaders?.includes(name) === true);
+}
 
 /**
  * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its consumer
@@ -195,6 +217,7 @@ export function createProxy(opts: ProxyOptions) {
           idleMs: responseIdleTimeoutMs,
           onTooLarge: () => bodyFailed(req, res, x, 'too_large'),
           onIdle: () => bodyFailed(req, res, x, 'body_idle'),
+          trailers: () => requestTrailers(req),
         },
         // Read whole already by request validation: these bytes go upstream, Content-Length set to their count.
         req.ctx.body,
@@ -223,6 +246,7 @@ export function createProxy(opts: ProxyOptions) {
       },
     );
     x.current = t;
+    t.req.on('information', (info) => forwardInformational(res, info));
     // A try of a repeatable request may get less than the whole deadline, so that another target has time left.
     const perTry = x.repeatable ? settings.perTryTimeoutMs : undefined;
     clearTimeout(x.tryTimer);
@@ -321,6 +345,7 @@ export function createProxy(opts: ProxyOptions) {
     res.statusCode = upRes.statusCode ?? 502;
     if (upRes.statusMessage) res.statusMessage = upRes.statusMessage;
     relayResponseHeaders(upRes, res);
+    const addTrailers = relayedTrailers(res, upRes);
     let idle: NodeJS.Timeout | undefined;
     const cutIdle = (): void => {
       logger.warn({ reqId: req.id, service: x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
@@ -345,6 +370,7 @@ export function createProxy(opts: ProxyOptions) {
         x.body.stop();
         t.req.destroy();
       }
+      addTrailers?.();
       res.end();
     });
     upRes.once('close', () => {
@@ -414,7 +440,7 @@ function relayResponseHeaders(upRes: IncomingMessage, res: ServerResponse): void
   const listed = connectionTokens(h.connection);
   for (const name in h) {
     const value = h[name];
-    if (value === undefined || isHopByHop(name) || listed?.has(name) || name === 'x-powered-by') continue;
+    if (value === undefined || isHopByHop(name) || listed?.has(name) || name === 'x-powered-by' || isProxyHopResponseField(name)) continue;
     if (res.hasHeader(name)) {
       if (name === 'link') res.setHeader('link', `${String(res.getHeader('link'))}, ${String(value)}`);
       continue;

@@ -11,6 +11,8 @@ export interface RequestBodyOptions {
   idleMs: number;
   onTooLarge: () => void;
   onIdle: () => void;
+  /** The client's trailers to send on once its chunked body has ended (they are read then); none: undefined. */
+  trailers?: () => ReadonlyArray<[string, string]> | undefined;
 }
 
 export class RequestBody {
@@ -51,7 +53,7 @@ export class RequestBody {
     if (this.stopped) return;
     this.sink = sink;
     for (const chunk of this.chunks) sink.write(chunk);
-    if (this.ended) sink.end();
+    if (this.ended) this.endSink(sink);
     else if (this.req.isPaused()) this.req.resume();
   }
 
@@ -102,8 +104,15 @@ export class RequestBody {
   private readonly onEnd = (): void => {
     this.ended = true;
     clearTimeout(this.idleTimer);
-    this.sink?.end();
+    if (this.sink) this.endSink(this.sink);
   };
+
+  /** Ends an upstream request's body, with the client's trailers when it came chunked (a Content-Length body has none). */
+  private endSink(sink: ClientRequest): void {
+    const trailers = this.chunked ? this.o.trailers?.() : undefined;
+    if (trailers) sink.addTrailers(trailers);
+    sink.end();
+  }
 
   private armIdle(): void {
     clearTimeout(this.idleTimer);

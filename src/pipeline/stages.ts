@@ -13,6 +13,7 @@
 //                               on every answer carries the route's X-API-Stability                [routes with stability]
 //   -- requests with a service only --
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
+//   T. refuseTransferCodings    501 for a transfer coding the gateway does not implement (all but chunked)
 //   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
 //   4. authenticate             key from auth.sources (bearer, header, query) -> consumer (key cache; store read on a
 //                               miss); on a public route a key store that cannot answer leaves the request anonymous
@@ -30,7 +31,8 @@
 //                               read whole (413 over server.maxBodyBytes, 408 when it stops); counted per key and
 //                               operation; enforce: 400 invalid_request with every problem    [only routes that validate]
 //   9. declaredBodyLimit        413 when Content-Length is over server.maxBodyBytes
-//  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own); stripPrefix
+//  10. prepareUpstreamHeaders   hop-by-hop out, X-Forwarded-* and X-Consumer-* in (only the gateway's own), Via;
+//                               stripPrefix
 //  11. proxyToUpstream          a target of the service, retries on another; stream there and back (src/pipeline/proxy.ts)
 //
 //   -- GET selfService.path (/ratelimit) only: the quota endpoint --
@@ -54,6 +56,7 @@ import { pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes
 import { planAllowed } from '../routing/stability.js';
 import type { Metrics } from '../observability/metrics.js';
 import { continueIfExpected } from '../http/expect-continue.js';
+import { unimplementedCodings } from '../http/intermediary.js';
 import { DescriptionError, type ValidationProblem } from '../validation/validator.js';
 import type { ServiceRegistry } from '../routing/services.js';
 import type { Clock } from '../util/clock.js';
@@ -123,6 +126,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     ownEndpoints(p.runtime, quota),
     matchRoute(p.runtime, p.services),
     refuseAmbiguousPaths,
+    refuseTransferCodings,
     requireHealthyService,
     // Stages 4-7. A public route (auth: none) needs no key: a request without a valid key is metered by its address
     // (the anonymous limit, then the route's own limits), one with a valid key by its key (its plan, the route's cost).
@@ -139,7 +143,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     routePolicy(p.clock, p.usage),
     validateRequest({ maxBodyBytes: server.maxBodyBytes, idleMs: server.responseIdleTimeoutMs, logger: p.logger, metrics: p.metrics, usage: p.usage }),
     declaredBodyLimit(server.maxBodyBytes),
-    prepareUpstreamHeaders(upstream),
+    prepareUpstreamHeaders(upstream, { via: server.via }),
     p.proxyToUpstream,
   ]);
 }
@@ -181,6 +185,21 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
     req.ctx.service = service;
     next();
   };
+}
+
+/**
+ * T. A request body in a transfer coding the gateway cannot undo (`Transfer-Encoding: gzip, chunked`: every coding but
+ * chunked) gets 501 before anything is counted: Node takes off the chunked framing alone, and the backend would read
+ * the rest as the body itself. The body is not read: the connection is closed after the answer.
+ */
+export function refuseTransferCodings(req: Request, res: Response, next: NextFunction): void {
+  const te = req.headers['transfer-encoding'];
+  if (te === undefined || te === 'chunked') return next();
+  const codings = unimplementedCodings(te);
+  if (codings.length === 0) return next();
+  res.setHeader('connection', 'close');
+  const named = codings[0]!.length > 40 ? `${codings[0]!.slice(0, 40)}...` : codings[0]!;
+  sendError(res, 'not_implemented', `The transfer coding ${JSON.stringify(named)} is not implemented: send the body chunked alone, or with Content-Length.`);
 }
 
 /** H. Every target of the service is out: 503 at once, before any limit counts the request (it costs nothing). */

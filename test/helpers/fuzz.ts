@@ -271,7 +271,8 @@ export const NODE_STATUSES = new Set([400, 408, 413, 431]);
 export function checkResponse(r: RawResponse, allowed: ReadonlySet<number>, opts: { head?: boolean } = {}): string[] {
   const problems: string[] = [];
   if (!allowed.has(r.status)) problems.push(`status ${r.status} not in [${[...allowed].join(', ')}]`);
-  if (r.status >= 500 && r.status !== 502 && r.status !== 503 && r.status !== 504) problems.push(`server error ${r.status}`);
+  // 501: a transfer coding the gateway does not implement, refused on purpose (checked against `allowed` like any other).
+  if (r.status >= 500 && r.status !== 501 && r.status !== 502 && r.status !== 503 && r.status !== 504) problems.push(`server error ${r.status}`);
   // The upstream's own answers pass through unchanged (its echo names its address); the gateway's must not leak.
   if (r.status >= 400) for (const leak of leaksIn(r.body)) problems.push(`body leaks ${leak}`);
   if (/x-powered-by/i.test(r.head)) problems.push('X-Powered-By present');
