@@ -12,6 +12,8 @@ const ANSWERS: Record<string, { raw: string; end: boolean }> = {
   normal: { raw: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok', end: false },
   'status-099': { raw: 'HTTP/1.1 099 Weird\r\nContent-Length: 2\r\n\r\nhi', end: true },
   'status-000': { raw: 'HTTP/1.1 000 Zero\r\nContent-Length: 2\r\n\r\nhi', end: true },
+  'status-1000': { raw: 'HTTP/1.1 1000 Big\r\nContent-Length: 2\r\n\r\nhi', end: true },
+  'header-ctl': { raw: 'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nhi', end: true },
   'reason-ctl': { raw: 'HTTP/1.1 200 O\x01K\r\nContent-Length: 2\r\n\r\nhi', end: true },
   'reason-del': { raw: 'HTTP/1.1 200 O\x7fK\r\nContent-Length: 2\r\n\r\nhi', end: true },
   'reason-esc-404': { raw: 'HTTP/1.1 404 Not\x1bFound\r\nContent-Length: 2\r\n\r\nno', end: true },
@@ -100,6 +102,15 @@ describe('hostile status lines from a backend', () => {
       await stillServes();
     },
   );
+});
+
+describe("what Node's client parser refuses itself", () => {
+  it.each([['status-1000'], ['header-ctl']])('%s: a 502 (a broken answer, as a reset), and the process still serves', async (path) => {
+    const r = await get(path);
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.body)).toMatchObject({ code: 'bad_gateway' });
+    await stillServes();
+  });
 });
 
 describe('a backend response cut off after its headers', () => {
