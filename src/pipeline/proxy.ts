@@ -19,7 +19,7 @@ import type { RequestContext } from './context.js';
 import { forwardedTarget } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
-import { decide, healthRecord, IDEMPOTENT, perTryTimeout, relayedReason, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
+import { decide, healthRecord, IDEMPOTENT, perTryTimeout, relayedReason, writableStatus, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
 import { ProxyExchange } from './exchange.js';
 import { RequestBody } from './request-body.js';
 import { UpstreamTry } from './upstream-try.js';
@@ -157,7 +157,7 @@ export function declaredBodyLimit(maxBodyBytes: number) {
  * (its code logged beside it), `body_timeout` for a deadline lost to a client's slow body.
  */
 function failureKind(outcome: TryOutcome, a?: Answer): string {
-  if (outcome.type === 'status') return outcome.status === 101 ? 'upgrade' : outcome.status < 100 || outcome.status > 999 ? 'bad_status' : 'status';
+  if (outcome.type === 'status') return outcome.status === 101 ? 'upgrade' : writableStatus(outcome.status) ? 'status' : 'bad_status';
   if (outcome.tlsError) return 'tls';
   switch (outcome.failure) {
     case 'timeout':
@@ -335,6 +335,8 @@ export function createProxy(opts: ProxyOptions) {
    */
   function relay(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, upRes: IncomingMessage): void {
     let started = false;
+    // A listener threw and the exchange is closed: the others have nothing left to do.
+    let broken = false;
     const start = (): void => {
       started = true;
       res.statusCode = upRes.statusCode!;
@@ -345,9 +347,11 @@ export function createProxy(opts: ProxyOptions) {
     const guarded =
       <A extends unknown[]>(fn: (...args: A) => void) =>
       (...args: A): void => {
+        if (broken) return;
         try {
           fn(...args);
         } catch (err) {
+          broken = true;
           logger.error({ reqId: req.id, service: x.service.name, err }, 'relaying the upstream response failed; closed');
           metrics.upstreamErrors.inc({ kind: 'relay' });
           t.req.destroy();
