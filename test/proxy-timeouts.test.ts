@@ -8,6 +8,7 @@ import { connect, createServer as createTcpServer, type AddressInfo, type Socket
 import { afterEach, describe, expect, it } from 'vitest';
 import { validateConfig } from '../src/config/load.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
+import { captureLogger, startLimitsGateway } from './helpers/limits.js';
 import { waitFor } from './helpers/wait.js';
 
 const cleanup: Array<() => Promise<void> | void> = [];
@@ -137,6 +138,74 @@ describe('timeoutMs counts from the proxy stage; responseIdleTimeoutMs frees the
   });
 });
 
+describe("a client's body slower than timeoutMs is the client's doing, not the backend's", () => {
+  it('ten POSTs whose bodies trickle past the deadline: 408 request_timeout each, not upstreamFailed, and no target ejected', async () => {
+    let bodiesSeen = 0;
+    const handler = (req: IncomingMessage, res: ServerResponse): void => {
+      bodiesSeen++;
+      req.resume();
+      req.on('end', () => res.end('done'));
+    };
+    const a = await upstream(handler);
+    const b = await upstream(handler);
+    const g = await startLimitsGateway(
+      testConfig({
+        server: { host: '127.0.0.1', port: 0, responseIdleTimeoutMs: 3000 },
+        selfService: { enabled: false },
+        plans: { steady: { perMinute: 1000, perDay: 10_000 } },
+        anonymous: { perMinute: 1000 },
+        usage: { flushIntervalMs: 60_000 },
+        // The default passive ejection: five failures in a row take a target out, at most half the service.
+        services: { web: { targets: [a.url, b.url], timeoutMs: 500, retries: 0 } },
+        routes: [{ path: '/orders', method: 'POST', service: 'web' }],
+      }),
+    );
+    cleanup.push(() => g.close());
+    const { id, key } = await g.createKey({ plan: 'steady' });
+
+    /** A POST whose body comes a byte every 150 ms (never idle for responseIdleTimeoutMs), 40 bytes in all. */
+    const trickle = (): Promise<{ head: string; body: string; ms: number }> =>
+      new Promise((resolve) => {
+        const s = connect(g.port, '127.0.0.1');
+        cleanup.push(() => void s.destroy());
+        s.on('error', () => undefined);
+        let got = '';
+        let sent = 0;
+        const t0 = performance.now();
+        const timer = setInterval(() => {
+          if (sent >= 40 || s.destroyed) return clearInterval(timer);
+          sent++;
+          s.write('x');
+        }, 150);
+        s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+        s.once('close', () => {
+          clearInterval(timer);
+          const i = got.indexOf('\r\n\r\n');
+          resolve({ head: got.slice(0, Math.max(0, i)), body: got.slice(i + 4), ms: performance.now() - t0 });
+        });
+        s.write(`POST /orders HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer ${key}\r\nContent-Type: text/plain\r\nContent-Length: 40\r\n\r\n`);
+      });
+    const results = await Promise.all(Array.from({ length: 10 }, () => trickle()));
+    for (const r of results) {
+      expect(r.head.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+      expect(JSON.parse(r.body)).toMatchObject({ code: 'request_timeout', status: 408 });
+      // A bound: timing (the 500 ms deadline, not the 6 s the body would take; later under load).
+      expect(r.ms).toBeLessThan(3000);
+    }
+    // Every one reached a target (it read what came of the body): the deadline, not a refusal, ended them.
+    expect(bodiesSeen).toBe(10);
+
+    // The ledger: admitted (their points are spent), none counted against the backend.
+    await g.gateway.flushUsage();
+    const { totals } = await g.gateway.usage.keyUsage(id, Date.now() - 3_600_000, Date.now() + 1, 'hour');
+    expect(totals).toMatchObject({ admitted: 10, upstreamFailed: 0 });
+    // Passive health heard nothing: both targets in, no failure in a row.
+    const web = g.gateway.services.snapshot().find((s) => s.name === 'web')!;
+    expect(web.targets.map((t) => t.state)).toEqual(['healthy', 'healthy']);
+    expect(web.targets.map((t) => t.consecutiveFailures)).toEqual([0, 0]);
+  });
+});
+
 describe('a target that answers before the body arrived', () => {
   it('its answer reaches the client whole; the unfinished upstream request is closed, and the next request is served', async () => {
     const up = await upstream((req, res) => {
@@ -172,6 +241,54 @@ describe('perTryTimeoutMs', () => {
     expect(hung.seen('/item')).toBe(2);
     expect(live.seen('/item')).toBe(4);
     for (const r of results) expect(r.ms).toBeLessThan(1500);
+  });
+
+  it('a single-target service: a slow GET is not cut and sent to the same target again; it gets the whole timeoutMs', async () => {
+    const slow = await upstream((_req, res) => void setTimeout(() => res.end('slow but fine'), 600));
+    const g = await gateway({
+      services: { web: { targets: [slow.url], timeoutMs: 3000, perTryTimeoutMs: 200, retries: 1, eject: NO_EJECT } },
+      defaultService: 'web',
+    });
+    const r = await call(`${g.url}/item`);
+    expect(r).toMatchObject({ status: 200, body: 'slow but fine' });
+    // Sent once: no second copy of the GET to a target already working on the first.
+    expect(slow.seen('/item')).toBe(1);
+  });
+
+  it('two targets, one out: the try on the one left is not cut by perTryTimeoutMs either', async () => {
+    const slow = await upstream((_req, res) => void setTimeout(() => res.end('slow but fine'), 600));
+    const down = await upstream(() => undefined);
+    const g = await gateway({
+      services: { web: { targets: [slow.url, down.url], timeoutMs: 3000, perTryTimeoutMs: 200, retries: 1, eject: { consecutiveFailures: 1, forMs: 60_000 } } },
+      defaultService: 'web',
+    });
+    const web = g.gateway.services.get('web')!;
+    const downTarget = web.targets.find((t) => t.url === down.url)!;
+    // Out, as passive ejection takes a target out (by the registry's own clock).
+    downTarget.ejectedAt = web.now();
+    downTarget.ejectedUntil = web.now() + 60_000;
+    const r = await call(`${g.url}/item`);
+    expect(r).toMatchObject({ status: 200, body: 'slow but fine' });
+    expect(slow.seen('/item')).toBe(1);
+  });
+
+  it('the log counts every try, a retry on the same target included', async () => {
+    const resetting = await upstream((req) => req.socket.destroy());
+    const { logger, lines } = captureLogger('warn');
+    const g = await startTestGateway(
+      testConfig({
+        selfService: { enabled: false },
+        services: { web: { targets: [resetting.url], timeoutMs: 3000, retries: 1, eject: NO_EJECT } },
+        defaultService: 'web',
+      }),
+      { logger },
+    );
+    cleanup.push(() => g.close());
+    expect((await call(`${g.url}/item`)).status).toBe(502);
+    // A GET reset before its answer is retried; with one target, on the same one: two tries, both seen by it.
+    expect(resetting.seen('/item')).toBe(2);
+    const failed = lines.filter((l) => l.msg === 'upstream request failed');
+    expect(failed).toEqual([expect.objectContaining({ kind: 'reset', tries: 2 })]);
   });
 
   it('a perTryTimeoutMs not below timeoutMs is refused, naming the field', () => {

@@ -320,9 +320,10 @@ describe('HTTPS to service targets', () => {
         expect(JSON.parse(res.body).code).toBe('bad_gateway');
         expect(foreign.seen.length).toBe(seenBefore);
         const line = lines.find((l) => l.msg === 'TLS handshake with the target failed: counted as a connect failure');
-        expect(line).toMatchObject({ code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', target: foreign.url, service: 'secure', kind: 'refused' });
+        expect(line).toMatchObject({ code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', target: foreign.url, service: 'secure', kind: 'tls' });
+        expect(lines.find((l) => l.msg === 'upstream request failed')).toMatchObject({ kind: 'tls', code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', reached: false });
         const snap = gw.gateway.services.snapshot().find((s) => s.name === 'secure')!;
-        expect(snap.targets[0]!.recentErrors.map((e) => e.kind)).toEqual(['refused']);
+        expect(snap.targets[0]!.recentErrors.map((e) => e.kind)).toEqual(['tls']);
       } finally {
         await gw.close();
       }
@@ -365,6 +366,12 @@ describe('HTTPS to service targets', () => {
         const line = lines.find((l) => typeof l.code === 'string' && String(l.msg).startsWith('TLS '));
         expect(line?.code).toMatch(/CERTIFICATE_REQUIRED|HANDSHAKE_FAILURE|ALERT/);
         expect(line?.target).toBe(strict.url);
+        // Reported as what it is, a TLS failure with its code, not as a `reset`: in the failure line, and in the
+        // target's recent errors (the admin API's and the dashboard's Services view).
+        const failed = lines.find((l) => l.msg === 'upstream request failed');
+        expect(failed).toMatchObject({ kind: 'tls', code: line?.code });
+        const snap = without.gateway.services.snapshot().find((s) => s.name === 'secure')!;
+        expect(snap.targets[0]!.recentErrors.map((e) => e.kind)).toEqual(['tls']);
       } finally {
         await without.close();
       }

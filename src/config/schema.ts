@@ -348,7 +348,7 @@ const service = z.strictObject({
   connectTimeoutMs: positiveInt().default(2000).describe('A try that has not connected within this time counts as "could not connect".'),
   retries: z.number().int().min(0).max(5).default(1).describe('Further tries after the first, each on another target when there is one (rules in docs/routing.md).'),
   retryOn: z.array(z.number().int().min(500).max(599)).default([]).describe('Statuses that also retry an idempotent request without a body, e.g. [502, 503].'),
-  perTryTimeoutMs: positiveInt().optional().describe('No response headers within this time on one try of an idempotent request without a body: that try ends (counted a timeout) and the next goes to another target, within timeoutMs. Left out: a try may take the whole timeoutMs.'),
+  perTryTimeoutMs: positiveInt().optional().describe('No response headers within this time on one try of an idempotent request without a body: that try ends (counted a timeout) and the next goes to another target, within timeoutMs. Left out: a try may take the whole timeoutMs. Armed only while a retry is left and another available target is untried: on a single-target service a try is never cut to be sent to the same target again.'),
   healthCheck: healthCheck.optional().describe('Active checks of every target by every gateway instance; leave out for passive ejection only.'),
   eject: eject.prefault({}).describe('Passive ejection: a target that fails requests in a row rests for a while.'),
   tls: serviceTls.optional().describe('HTTPS to the targets with a private CA: { caFile, certFile, keyFile, servername, verify }; every target must then be https://. Active health checks use it too. Without it, https:// targets are verified against the system\'s CAs.'),

@@ -12,10 +12,14 @@ export class ProxyExchange implements ExchangeState {
   target: Target | undefined = undefined;
   readonly tried = new Set<Target>();
   current: UpstreamTry | undefined = undefined;
+  /** Tries made so far, every one counted (a retry on the same target, a stale socket's re-send). */
+  tries = 0;
   retries = 0;
   staleRetries = 0;
   reached = false;
   clientGone = false;
+  /** Set as the deadline passes (RequestBody.awaitingClient then): later chunks cannot change whose slowness it was. */
+  clientBodyPending = false;
   /** The gateway has answered, or is streaming the response: no more tries, no timers. */
   done = false;
   body: RequestBody | undefined = undefined;

@@ -45,6 +45,11 @@ export interface ExchangeState {
   repeatable: boolean;
   /** The client's connection is gone: nobody to answer. */
   clientGone: boolean;
+  /**
+   * When the deadline passed, the client had not sent its whole body yet, and not because a target held it back (a
+   * target not reading is the target's doing): the deadline was lost to the client's slowness, not the backend's.
+   */
+  clientBodyPending: boolean;
 }
 
 export interface RetrySettings {
@@ -88,7 +93,10 @@ export const IDEMPOTENT: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS'
  *   load on a target).
  * - Reset, or this try's own timeout: retried for a repeatable request only (budgeted). A reset on a reused pooled
  *   socket of a repeatable request is a stale socket: sent again on the same target, outside the retry count.
- * - The request's deadline: 504, never retried. A body grown too large: 413; a body the client stopped sending: 408.
+ * - A status the gateway cannot write to its client (below 100 or above 999; Node's client parser lets `099` through):
+ *   502, as for a 101 nobody asked for.
+ * - The request's deadline: 504, never retried; 408 when the client had not finished sending its body by then (its
+ *   slowness, not the backend's). A body grown too large: 413; a body the client stopped sending: 408.
  * Points go back only when no try of the request ever had a connection to a target.
  */
 export function decide(outcome: TryOutcome, state: ExchangeState, settings: RetrySettings, now: number): Decision {
@@ -96,6 +104,7 @@ export function decide(outcome: TryOutcome, state: ExchangeState, settings: Retr
   const timeLeft = now < state.deadlineAt;
   const triesLeft = state.retries < settings.retries && timeLeft;
   if (outcome.type === 'status') {
+    if (!writableStatus(outcome.status)) return { do: 'answer', code: 'bad_gateway', refund: false };
     if (settings.retryOn.has(outcome.status) && state.repeatable && triesLeft)
       return { do: 'retry', reason: 'status', budgeted: true, otherwise: { do: 'stream' } };
     if (outcome.status === 101) return { do: 'answer', code: 'bad_gateway', refund: false };
@@ -112,7 +121,7 @@ export function decide(outcome: TryOutcome, state: ExchangeState, settings: Retr
     case 'body_idle':
       return answer('request_timeout');
     case 'timeout':
-      return answer('gateway_timeout');
+      return answer(state.clientBodyPending ? 'request_timeout' : 'gateway_timeout');
     case 'refused':
     case 'connect_timeout':
       return triesLeft ? { do: 'retry', reason: 'connect', budgeted: false, otherwise: answer('bad_gateway') } : answer('bad_gateway');
@@ -127,14 +136,53 @@ export function decide(outcome: TryOutcome, state: ExchangeState, settings: Retr
   }
 }
 
+/** A status Node's server side can write (RFC 9110: three digits; Node refuses below 100 and above 999). */
+export function writableStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 100 && status <= 999;
+}
+
+/**
+ * The upstream's reason phrase as the client gets it: undefined (Node then writes the status's standard phrase) when it
+ * holds a character the header-character check refuses (a control character or DEL; RFC 9112: HTAB, SP, VCHAR,
+ * obs-text), which writeHead would throw on.
+ */
+export function relayedReason(reason: string | undefined): string | undefined {
+  return reason && !/[^\t\x20-\x7e\x80-\xff]/.test(reason) ? reason : undefined;
+}
+
+/**
+ * The per-try timer of a try about to start, or undefined (the try may take what is left of the deadline). A per-try
+ * timeout exists to move a request off a hung target: it is armed only for a repeatable request that has a retry left
+ * and another available target it has not tried (`anotherTarget`), and only when shorter than the time left. With one
+ * target (or the last one left) it is not armed: sending the same request to the same target again would abandon the
+ * work in progress there, add load to a target that is already slow, and leave the repeat less time than the first.
+ */
+export function perTryTimeout(
+  perTryTimeoutMs: number | undefined,
+  state: ExchangeState,
+  settings: RetrySettings,
+  anotherTarget: boolean,
+  now: number,
+): number | undefined {
+  if (perTryTimeoutMs === undefined || !state.repeatable || !anotherTarget || state.retries >= settings.retries) return undefined;
+  return perTryTimeoutMs < state.deadlineAt - now ? perTryTimeoutMs : undefined;
+}
+
 /**
  * What a try's outcome tells passive health (ServiceRegistry.recordResult): `status_<code>` (failed when 5xx), or the
- * failure kind. A client's fault (body too large or idle) says nothing of the target: undefined. A stale pooled
- * socket is the pool's race, not the target's failure: undefined too.
+ * failure kind: `tls` for a failure of the TLS layer (a certificate not verified, the target refusing the session),
+ * `bad_status` for a status the gateway cannot pass on. A client's fault (body too large, idle or too slow for the
+ * deadline) says nothing of the target: undefined. A stale pooled socket is the pool's race, not the target's failure:
+ * undefined too.
  */
 export function healthRecord(outcome: TryOutcome, decision: Decision): { failed: boolean; kind: string } | undefined {
-  if (outcome.type === 'status') return { failed: outcome.status >= 500, kind: `status_${outcome.status}` };
+  if (outcome.type === 'status') {
+    if (!writableStatus(outcome.status)) return { failed: true, kind: 'bad_status' };
+    return { failed: outcome.status >= 500, kind: `status_${outcome.status}` };
+  }
   if (decision.do === 'retry' && decision.reason === 'stale') return undefined;
+  if (decision.do === 'answer' && decision.code === 'request_timeout') return undefined;
+  if (outcome.tlsError) return { failed: true, kind: 'tls' };
   // A try that timed out in the pool's queue never reached the target: a full pool (clients slow to read their
   // answers) says nothing of the target's health, and ejecting for it would let slow clients take targets out.
   if (outcome.queued) return undefined;

@@ -20,7 +20,7 @@ import type { RequestContext } from './context.js';
 import { forwardedTarget, METHOD_OVERRIDE_HEADERS } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
-import { decide, healthRecord, IDEMPOTENT, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
+import { decide, healthRecord, IDEMPOTENT, perTryTimeout, relayedReason, writableStatus, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
 import { ProxyExchange } from './exchange.js';
 import { RequestBody } from './request-body.js';
 import { UpstreamTry } from './upstream-try.js';
@@ -174,10 +174,16 @@ export function declaredBodyLimit(maxBodyBytes: number) {
   };
 }
 
-/** The failure label of metrics and the log line, for what the gateway answered. */
-function failureKind(outcome: TryOutcome): string {
-  if (outcome.type === 'status') return outcome.status === 101 ? 'upgrade' : 'status';
+/**
+ * The failure label of metrics and the log line, for what the gateway answered: `tls` for a failure of the TLS layer
+ * (its code logged beside it), `body_timeout` for a deadline lost to a client's slow body.
+ */
+function failureKind(outcome: TryOutcome, a?: Answer): string {
+  if (outcome.type === 'status') return outcome.status === 101 ? 'upgrade' : writableStatus(outcome.status) ? 'status' : 'bad_status';
+  if (outcome.tlsError) return 'tls';
   switch (outcome.failure) {
+    case 'timeout':
+      return a?.code === 'request_timeout' ? 'body_timeout' : 'timeout';
     case 'try_timeout':
       return 'timeout';
     case 'connect_timeout':
@@ -206,7 +212,10 @@ export function createProxy(opts: ProxyOptions) {
       x.current?.abort('client_gone');
     });
     // The deadline runs from here: a try waiting for a pooled connection is waiting on it too.
-    x.deadlineTimer = setTimeout(() => x.current?.abort('timeout'), timeoutMs);
+    x.deadlineTimer = setTimeout(() => {
+      x.clientBodyPending = x.body?.awaitingClient ?? false;
+      x.current?.abort('timeout');
+    }, timeoutMs);
     // Every check passed: now a client waiting on `Expect: 100-continue` may send its body.
     continueIfExpected(res);
     if (hasBody(req)) {
@@ -234,6 +243,7 @@ export function createProxy(opts: ProxyOptions) {
     if (!target) return false;
     x.target = target;
     x.tried.add(target);
+    x.tries++;
     // In flight from the moment it is picked, so that concurrent picks already see it (least-requests).
     const endTry = target.begin();
     const settings = service.settings;
@@ -247,10 +257,12 @@ export function createProxy(opts: ProxyOptions) {
     );
     x.current = t;
     t.req.on('information', (info) => forwardInformational(res, info));
-    // A try of a repeatable request may get less than the whole deadline, so that another target has time left.
-    const perTry = x.repeatable ? settings.perTryTimeoutMs : undefined;
+    // A try of a repeatable request may get less than the whole deadline, so that another target has time left: only
+    // while there is another target to go to (perTryTimeout in proxy-rules.ts).
     clearTimeout(x.tryTimer);
-    if (perTry !== undefined && perTry < x.deadlineAt - at) x.tryTimer = setTimeout(() => t.abort('try_timeout'), perTry);
+    const anotherTarget = settings.perTryTimeoutMs !== undefined && service.targets.some((other) => !x.tried.has(other) && other.available(at));
+    const perTry = perTryTimeout(settings.perTryTimeoutMs, x, settings, anotherTarget, at);
+    if (perTry !== undefined) x.tryTimer = setTimeout(() => t.abort('try_timeout'), perTry);
     if (x.body) x.body.sendTo(t.req);
     else t.req.end();
     return true;
@@ -277,7 +289,7 @@ export function createProxy(opts: ProxyOptions) {
         metrics.serviceRequests.inc({
           service: service.name,
           target: target.url,
-          outcome: outcome.type === 'status' ? `${Math.floor(outcome.status / 100)}xx` : health.kind,
+          outcome: outcome.type === 'status' && health.kind !== 'bad_status' ? `${Math.floor(outcome.status / 100)}xx` : health.kind,
         });
         services.recordResult(service, target, health.failed, health.kind);
       }
@@ -316,7 +328,7 @@ export function createProxy(opts: ProxyOptions) {
         } else {
           x.retries++;
           metrics.serviceRetries.inc({ service: service.name, reason: d.reason });
-          logger.debug({ reqId: req.id, kind: failureKind(outcome), target: x.target?.url, retry: x.retries }, 'try failed; retrying on another target');
+          logger.debug({ reqId: req.id, kind: failureKind(outcome), target: x.target?.url, retry: x.retries }, 'try failed; retrying');
         }
         if (!attempt(req, res, x, d.reason === 'stale' ? x.target : undefined)) carryOut(req, res, x, t, outcome, upRes, d.otherwise);
         return;
@@ -338,14 +350,41 @@ export function createProxy(opts: ProxyOptions) {
   }
 
   /**
-   * The response, passed on: its headers mended, then its body with backpressure. A client that stops reading for
-   * responseIdleTimeoutMs is cut off and the upstream connection closed, so it cannot hold the target's pool.
+   * The response, passed on: its status, reason phrase (one that fails the header-character check dropped) and headers
+   * mended, set on `res` when its first byte (or its end) comes, so that a response cut off before any byte of its body
+   * leaves `res` as the gateway had it and the client gets a 502 instead of an empty reply. Then its body with
+   * backpressure: a client that stops reading for responseIdleTimeoutMs is cut off and the upstream connection
+   * closed, so it cannot hold the target's pool. Every listener is guarded: a throw while relaying closes this exchange
+   * (or answers 502 when nothing was written) and never reaches the process.
    */
   function relay(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, upRes: IncomingMessage): void {
-    res.statusCode = upRes.statusCode ?? 502;
-    if (upRes.statusMessage) res.statusMessage = upRes.statusMessage;
-    relayResponseHeaders(upRes, res);
-    const addTrailers = relayedTrailers(res, upRes);
+    let started = false;
+    let addTrailers: (() => void) | undefined;
+    // A listener threw and the exchange is closed: the others have nothing left to do.
+    let broken = false;
+    const start = (): void => {
+      started = true;
+      res.statusCode = upRes.statusCode!;
+      const reason = relayedReason(upRes.statusMessage);
+      if (reason) res.statusMessage = reason;
+      relayResponseHeaders(upRes, res);
+      addTrailers = relayedTrailers(res, upRes);
+    };
+    const guarded =
+      <A extends unknown[]>(fn: (...args: A) => void) =>
+      (...args: A): void => {
+        if (broken) return;
+        try {
+          fn(...args);
+        } catch (err) {
+          broken = true;
+          logger.error({ reqId: req.id, service: x.service.name, err }, 'relaying the upstream response failed; closed');
+          metrics.upstreamErrors.inc({ kind: 'relay' });
+          t.req.destroy();
+          if (!started && !res.headersSent) return void sendError(res, 'bad_gateway');
+          res.destroy();
+        }
+      };
     let idle: NodeJS.Timeout | undefined;
     const cutIdle = (): void => {
       logger.warn({ reqId: req.id, service: x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
@@ -357,32 +396,49 @@ export function createProxy(opts: ProxyOptions) {
       clearTimeout(idle);
       upRes.resume();
     };
-    upRes.on('data', (chunk: Buffer) => {
-      if (res.write(chunk)) return;
-      upRes.pause();
-      idle = setTimeout(cutIdle, responseIdleTimeoutMs);
-      res.once('drain', onDrain);
-    });
-    upRes.once('end', () => {
-      // The target answered before the whole body arrived: what is left of it goes nowhere, and the target connection,
-      // its request unfinished, cannot be used again.
-      if (x.body && !x.body.complete) {
-        x.body.stop();
-        t.req.destroy();
-      }
-      addTrailers?.();
-      res.end();
-    });
-    upRes.once('close', () => {
-      clearTimeout(idle);
-      if (upRes.complete || res.destroyed) return;
-      // Cut off by the target after its headers: counted by its status already, still a failure of the target.
-      services.recordResult(x.service, x.target!, true, 'reset');
-      metrics.upstreamErrors.inc({ kind: 'reset' });
-      logger.warn({ reqId: req.id, kind: 'reset', service: x.service.name }, 'upstream cut its response off');
-      onReachedFailed?.(req.ctx);
-      res.destroy();
-    });
+    upRes.on(
+      'data',
+      guarded((chunk: Buffer) => {
+        if (!started) start();
+        if (res.write(chunk)) return;
+        upRes.pause();
+        idle = setTimeout(cutIdle, responseIdleTimeoutMs);
+        res.once('drain', onDrain);
+      }),
+    );
+    upRes.once(
+      'end',
+      guarded(() => {
+        // The target answered before the whole body arrived: what is left of it goes nowhere, and the target connection,
+        // its request unfinished, cannot be used again.
+        if (x.body && !x.body.complete) {
+          x.body.stop();
+          t.req.destroy();
+        }
+        if (!started) start();
+        addTrailers?.();
+        res.end();
+      }),
+    );
+    upRes.once(
+      'close',
+      guarded(() => {
+        clearTimeout(idle);
+        if (upRes.complete || res.destroyed) return;
+        // Cut off by the target after its headers: counted by its status already, still a failure of the target.
+        services.recordResult(x.service, x.target!, true, 'reset');
+        metrics.upstreamErrors.inc({ kind: 'reset' });
+        logger.warn({ reqId: req.id, kind: 'reset', service: x.service.name, written: res.headersSent }, 'upstream cut its response off');
+        onReachedFailed?.(req.ctx);
+        // Nothing of it reached the client yet: the gateway answers for the target, as for a reset before headers (and
+        // closes a connection whose request body is still unread).
+        if (!res.headersSent) {
+          if (x.body && !x.body.complete) res.setHeader('connection', 'close');
+          return void sendError(res, 'bad_gateway');
+        }
+        res.destroy();
+      }),
+    );
     res.once('close', () => {
       clearTimeout(idle);
       x.body?.stop();
@@ -399,18 +455,29 @@ export function createProxy(opts: ProxyOptions) {
    */
   function answerUpstreamFailure(req: Request, res: Response, x: ProxyExchange, outcome: TryOutcome, a: Answer): void {
     x.finish();
-    const kind = failureKind(outcome);
+    const kind = failureKind(outcome, a);
     metrics.upstreamErrors.inc({ kind });
     if (a.code === 'bad_gateway' || a.code === 'gateway_timeout') metrics.upstreamDuration.observe({ status: kind }, elapsedSeconds(x.startedAt));
-    logger.warn({ reqId: req.id, kind, service: x.service.name, tries: x.tried.size + x.staleRetries, reached: x.reached }, 'upstream request failed');
+    const tlsCode = outcome.type === 'failed' ? outcome.tlsError : undefined;
+    logger.warn(
+      { reqId: req.id, kind, ...(tlsCode ? { code: tlsCode } : {}), service: x.service.name, tries: x.tries, reached: x.reached },
+      'upstream request failed',
+    );
     const answer = (): void => {
       if (a.code === 'payload_too_large') {
         res.setHeader('connection', 'close');
         sendError(res, 'payload_too_large', `The request body exceeds ${maxBodyBytes} bytes.`);
       } else if (a.code === 'request_timeout') {
         res.setHeader('connection', 'close');
-        sendError(res, 'request_timeout', `No part of the request body arrived for ${responseIdleTimeoutMs} ms.`);
+        sendError(
+          res,
+          'request_timeout',
+          kind === 'body_timeout'
+            ? `The request body was not complete within ${x.service.settings.timeoutMs} ms.`
+            : `No part of the request body arrived for ${responseIdleTimeoutMs} ms.`,
+        );
       } else if (a.code === 'gateway_timeout') sendError(res, 'gateway_timeout', `The upstream did not answer within ${x.service.settings.timeoutMs} ms.`);
+      else if (kind === 'bad_status') sendError(res, 'bad_gateway', 'The upstream answered with a status the gateway cannot pass on.');
       else sendError(res, 'bad_gateway');
     };
     if (a.refund && onNotReached) return void onNotReached(req.ctx).then(answer, answer);

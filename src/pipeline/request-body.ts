@@ -22,6 +22,8 @@ export class RequestBody {
   private seen = 0;
   private ended = false;
   private stopped = false;
+  /** Reading is paused because the target is not taking what was sent: the body is late by the target's doing. */
+  private heldByTarget = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private readonly chunked: boolean;
 
@@ -48,11 +50,17 @@ export class RequestBody {
     return this.ended;
   }
 
+  /** More of the body is awaited from the client, and not because a target is holding it back. */
+  get awaitingClient(): boolean {
+    return !this.ended && !this.stopped && !this.heldByTarget;
+  }
+
   /** The next try's upstream request: what was kept is written first, then the rest as the client sends it. */
   sendTo(sink: ClientRequest): void {
     if (this.stopped) return;
     this.sink = sink;
     for (const chunk of this.chunks) sink.write(chunk);
+    this.heldByTarget = false;
     if (this.ended) this.endSink(sink);
     else if (this.req.isPaused()) this.req.resume();
   }
@@ -90,9 +98,11 @@ export class RequestBody {
     if (sink && !sink.write(chunk)) {
       // The target is not reading: not the client's idleness. The timer waits until the target drains.
       this.req.pause();
+      this.heldByTarget = true;
       clearTimeout(this.idleTimer);
       sink.once('drain', () => {
         if (this.sink !== sink || this.stopped) return;
+        this.heldByTarget = false;
         this.armIdle();
         this.req.resume();
       });

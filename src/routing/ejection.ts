@@ -10,7 +10,8 @@ export const DEFAULT_EJECT_ON: readonly EjectOutcome[] = ['connect', 'reset', 't
 
 /**
  * Whether a try's outcome counts toward ejecting its target. `kind` is what the proxy reports: "status_<code>",
- * "refused", "connect_timeout", "reset", "timeout" (also "per_try_timeout"). An outcome the gateway cannot pin on the
+ * "refused", "connect_timeout", "tls" (no TLS session: counted as could not connect), "reset", "bad_status" (a status
+ * line it cannot pass on: counted as a reset, as Node's parse errors are), "timeout" (also "per_try_timeout"). An outcome the gateway cannot pin on the
  * target (an unknown kind, a status below 500) never counts: a customer's requests must not be able to take a
  * healthy target out by failing in ways the target did not cause.
  */
@@ -21,8 +22,10 @@ export function countsAsTargetFailure(kind: string | undefined, failed: boolean,
   switch (kind) {
     case 'refused':
     case 'connect_timeout':
+    case 'tls':
       return on.includes('connect');
     case 'reset':
+    case 'bad_status':
       return on.includes('reset');
     case 'timeout':
     case 'per_try_timeout':
