@@ -538,7 +538,7 @@ export const configSchema = z
     methodOverride: z
       .enum(['match', 'refuse'])
       .default('match')
-      .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names (backends that honour overrides); "refuse" answers 400 (backends that do not).'),
+      .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names and sends it upstream as that method (override headers, _method and, for GET or DELETE, the body left out); "refuse" answers 400.'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })

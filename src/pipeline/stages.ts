@@ -50,7 +50,7 @@ import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-li
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
-import { pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes.js';
+import { METHOD_OVERRIDE_HEADERS, NO_BODY_METHODS, pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes.js';
 import { planAllowed } from '../routing/stability.js';
 import type { Metrics } from '../observability/metrics.js';
 import { continueIfExpected } from '../http/expect-continue.js';
@@ -171,6 +171,7 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
     const { table, config } = runtime.current;
     const as = routingMethod(req.method, req.headers, req.originalUrl, config.methodOverride);
     if (as.refused !== undefined) return sendError(res, 'invalid_method_override', as.refused);
+    if (as.method !== req.method) honourOverride(req, res, as.method);
     const route = table.match(as.method, req.originalUrl, req.headers.host ?? '');
     const serviceName = route?.service ?? config.defaultService;
     const service = serviceName === undefined ? undefined : services.get(serviceName);
@@ -181,6 +182,28 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
     req.ctx.service = service;
     next();
   };
+}
+
+/**
+ * A POST whose override was honoured becomes the request the gateway judged: the method the override names (what every
+ * later stage, the proxy included, reads), without the override headers (the `_method` parameter is left out of the
+ * forwarded target, pipeline/proxy.ts), and without its body when that method takes none (NO_BODY_METHODS). A
+ * backend then runs exactly what its route's policy was applied to, whether or not it honours overrides itself: never
+ * the POST twin, with its body, through a GET route that costs less or needs no key. The body left unread is not
+ * worth keeping the connection for: it closes after the answer.
+ */
+function honourOverride(req: Request, res: Response, method: string): void {
+  req.ctx.overriddenFrom = req.method;
+  req.method = method;
+  const h = req.headers;
+  for (const name of METHOD_OVERRIDE_HEADERS) delete h[name];
+  if (!NO_BODY_METHODS.has(method)) return;
+  const hadBody = h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
+  delete h['content-length'];
+  delete h['transfer-encoding'];
+  delete h['content-type'];
+  delete h['content-encoding'];
+  if (hadBody) res.setHeader('connection', 'close');
 }
 
 /** H. Every target of the service is out: 503 at once, before any limit counts the request (it costs nothing). */
