@@ -329,7 +329,7 @@ const serviceOpenapi = z.strictObject({
 const upstream = z.strictObject({
   url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
   timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
-  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (Authorization, and the headers and query parameters auth.sources names), so the upstream never sees it.'),
+  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (what the key sources read: a Bearer Authorization when bearer is one, the headers and query parameters they name), so the upstream never sees it; other credentials pass.'),
   healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
   maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
   openapi: serviceOpenapi

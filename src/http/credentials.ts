@@ -6,7 +6,8 @@
 // key gives it; every other source that carries one must carry the same key, or the request is refused (a client
 // that sends two different keys is confused or probing). The same rules say which header and which query parameter
 // the proxy removes (hideCredentials) and the access log redacts: whatever a configured source names, whatever the
-// key's shape.
+// key's shape. Nothing else: a credential no source reads (a backend's own users' bearer tokens, when keys come from
+// a header) is the backend's, and passes.
 import type { IncomingMessage } from 'node:http';
 
 export type KeySource = { kind: 'bearer' } | { kind: 'header'; name: string; label: string } | { kind: 'query'; name: string };
@@ -80,6 +81,8 @@ export interface KeySources {
   readonly headers: readonly string[];
   /** Names of query sources. */
   readonly params: readonly string[];
+  /** `bearer` is among them: an `Authorization: Bearer` header carries the gateway's key (and is removed upstream). */
+  readonly bearer: boolean;
   /** Only `bearer`: the request path reads the Authorization header and nothing else (the default). */
   readonly bearerOnly: boolean;
   /** How to send a key, for the 401 without one: `"Authorization: Bearer <key>" or "X-API-Key: <key>"`. */
@@ -110,6 +113,7 @@ export function compileKeySources(texts: readonly string[]): KeySources {
     list,
     headers: list.flatMap((s) => (s.kind === 'header' ? [s.name] : [])),
     params: list.flatMap((s) => (s.kind === 'query' ? [s.name] : [])),
+    bearer: list.some((s) => s.kind === 'bearer'),
     bearerOnly: list.length === 1 && list[0]!.kind === 'bearer',
     howToSend: how.join(' or '),
   });
@@ -268,6 +272,14 @@ export function mentionsPresentedKey(req: UrlRequest, sources: KeySources, text:
 /** Scheme case-insensitive; the token is token68 (RFC 6750 §2.1). */
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 const BEARER_SCHEME = /^Bearer(?: |$)/i;
+
+/**
+ * Whether an Authorization header is of the Bearer scheme (well-formed or not): what the `bearer` source reads as the
+ * gateway's key. Another scheme (Basic, Digest, a backend's own) carries no gateway key.
+ */
+export function isBearerScheme(header: string | undefined): boolean {
+  return header !== undefined && BEARER_SCHEME.test(header);
+}
 
 export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
 
