@@ -43,7 +43,15 @@ import type { Runtime } from '../routing/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
-import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, readPresentedKey, type KeySources } from '../http/credentials.js';
+import {
+  compileKeySources,
+  DEFAULT_KEY_SOURCES,
+  keyShapeText,
+  mentionsPresentedKey,
+  readPresentedKey,
+  recordedKeyShapes,
+  type KeySources,
+} from '../http/credentials.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-limits.js';
@@ -111,7 +119,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     return compiledSources;
   };
   const keyShaped = keyShapeText(auth.issuedPrefix);
-  const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || mentionsPresentedKey(req, sources(), id);
+  const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || recordedKeyShapes().holds(id) || mentionsPresentedKey(req, sources(), id);
   const quota = p.keys
     ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
