@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
 import type { Config, RedisConfig } from '../config/schema.js';
-import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
+import { configWarnings, exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
 import { logRedaction } from '../http/credentials.js';
 import { watchConfigFile } from './config-watch.js';
@@ -14,9 +14,6 @@ import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster.js';
 import { applyHeapGrowth } from './heap.js';
 import { CliError } from '../commands/cli-error.js';
-import { costWarnings } from '../limits/cost-warnings.js';
-import { stabilityWarnings } from '../routing/stability.js';
-import { tlsWarnings } from '../config/tls-files.js';
 import { descriptionWarnings } from '../validation/validator.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
@@ -30,9 +27,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), logRedaction(config.auth.issuedPrefix));
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
-  if (isPrimary())
-    for (const warning of [...result.warnings, ...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)])
-      logger.warn({ warning }, 'config warning');
+  if (isPrimary()) for (const warning of configWarnings(config, result.warnings)) logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
