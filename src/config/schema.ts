@@ -511,7 +511,7 @@ const staticKey = z.strictObject({
 export const configSchema = z
   .strictObject({
     server: server.prefault({}).describe('The gateway\'s listener and its timeouts.'),
-    upstream: upstream.optional().describe('One backend that receives every request under /v1 (the shorthand for one service); its timeouts, pool and hideCredentials apply to every service.'),
+    upstream: upstream.optional().describe('One backend that receives every request under /v1 (the shorthand for one service); its hideCredentials and maxSockets apply to every service. Beside services, a section without url is those settings alone, no service.'),
     redis: redis.optional().describe('The shared Redis (one of url, cluster, sentinel); leave it out for the in-memory stores (one instance only).'),
     ops: ops.optional().describe('A separate listener for /readyz and /metrics; leave out to serve them on the gateway port.'),
     admin: admin.prefault({}).describe('The admin HTTP API (keys, plans), on a listener of its own.'),

@@ -13,6 +13,7 @@ import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster.js';
 import { applyHeapGrowth } from './heap.js';
+import { routedServices } from '../routing/services.js';
 import { CliError } from '../commands/cli-error.js';
 import { descriptionWarnings } from '../validation/validator.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
@@ -54,7 +55,8 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
     {
       url: gw.url,
       ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}),
-      upstream: config.upstream.url,
+      // Where requests go, as routed: every service and its targets (`upstream` only when the shorthand is a service).
+      services: routedServices(config),
       store: gateway.redis?.where ?? 'memory',
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },
