@@ -9,8 +9,9 @@
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
 //   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
 //                               and its service, or defaultService; neither: the request leaves the request path (404
-//                               not_found); an override that cannot be routed: 400 invalid_method_override; from here
-//                               on every answer carries the route's X-API-Stability                [routes with stability]
+//                               not_found); an override that cannot be routed: 400 invalid_method_override; one that
+//                               is honoured makes the request that method (override headers, and a GET/DELETE body, go);
+//                               from here on every answer carries the route's X-API-Stability      [routes with stability]
 //   -- requests with a service only --
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
 //   H. requireHealthyService    503 no_healthy_upstream when every target of the service is out (nothing counted)
