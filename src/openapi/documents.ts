@@ -315,7 +315,7 @@ function documentRoutes(
         ? `${operations.slice(0, UNREAD_LISTED).join(', ')} and ${operations.length - UNREAD_LISTED} more`
         : operations.join(', ');
     warnings.push(
-      `${at(['components', 'securitySchemes', scheme])}: ${scheme} (${kind}) is no key the gateway reads, in ${operations.length} operation${operations.length === 1 ? '' : 's'} (${listed}): ` +
+      `${at(['components', 'securitySchemes', scheme])}: ${clip(scheme, 60)} (${clip(kind, 60)}) is no key the gateway reads, in ${operations.length} operation${operations.length === 1 ? '' : 's'} (${listed}): ` +
         'the backend checks it, and the gateway passes it on untouched unless a key source reads the same place; where no apiKey or bearer scheme stands beside it, ' +
         "the route reads its key from auth.sources (with the default, bearer, the users' bearer tokens would be taken for API keys: read keys from a header, e.g. header:X-API-Key)",
     );
