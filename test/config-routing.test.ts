@@ -4,7 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { parseConfigText, validateConfig } from '../src/config/load.js';
 import { matchRoute, withUpstreamCatchAll } from '../src/routing/routes.js';
 import type { Config } from '../src/config/schema.js';
-import { assertBuilt, runCli, tempDir } from './helpers/cli.js';
+import { assertBuilt, runCli, startServe, tempDir } from './helpers/cli.js';
+import { generateKey, hashKey } from '../src/keys/format.js';
+import { TestUpstream } from './helpers/upstream.js';
 
 function ok(text: string): Config {
   const r = parseConfigText(text);
@@ -84,6 +86,31 @@ describe('a valid services and routes config', () => {
       'upstream: { url: "http://127.0.0.1:9000" }\nservices:\n  web: { targets: [http://127.0.0.1:9001] }\nroutes:\n  - path: /v1/old\n  - path: /web/*\n    service: web\n',
     );
     expect(both.upstreamIsService).toBe(true);
+  });
+
+  it('an upstream section without url beside services holds settings for every service, and is no service', () => {
+    const settings = ok(
+      'upstream: { hideCredentials: false, maxSockets: 64 }\nservices:\n  web: { targets: [http://127.0.0.1:9001] }\nroutes:\n  - path: /web/*\n    service: web\n',
+    );
+    expect(settings.upstreamIsService).toBe(false);
+    expect(settings.upstream.hideCredentials).toBe(false);
+    expect(settings.upstream.maxSockets).toBe(64);
+    // No /v1/* catch-all to a service at 127.0.0.1:8081.
+    expect(withUpstreamCatchAll([], settings)).toEqual([]);
+    // What only a service means there, and a route that would need it as one, is refused, naming the field.
+    const refused = errors(
+      'upstream: { hideCredentials: false, timeoutMs: 5000, healthPath: /up }\nservices:\n  web: { targets: [http://127.0.0.1:9001] }\nroutes:\n  - path: /v1/things\n',
+    );
+    expect(refused).toEqual([
+      expect.stringMatching(/^upstream\.timeoutMs: an upstream section without url beside services is no service .*services\.<name>\.timeoutMs/),
+      expect.stringMatching(/^upstream\.healthPath: an upstream section without url beside services is no service/),
+      'routes[0].service: the route names no service, and the upstream section, without url, is no service beside services; name one of the services',
+    ]);
+    // UPSTREAM_URL gives it a url: the shorthand is a service again.
+    const fromEnv = parseConfigText('upstream: { hideCredentials: false }\nservices:\n  web: { targets: [http://127.0.0.1:9001] }\n', {
+      UPSTREAM_URL: 'http://127.0.0.1:9000',
+    });
+    expect(fromEnv.ok && fromEnv.config.upstreamIsService).toBe(true);
   });
 
   it('routes may live outside /v1 when they name a service; the gateway paths move with selfService and ops', () => {
@@ -170,6 +197,41 @@ describe('tollgate config check (built CLI)', () => {
       tmp.remove();
     }
   });
+});
+
+describe('tollgate serve with a gateway-wide upstream setting beside services (built CLI)', () => {
+  it('routes nothing to a phantom upstream service, applies the setting to every service, and names the services routed to', async () => {
+    assertBuilt();
+    const up = await TestUpstream.start();
+    const dir = tempDir();
+    const key = generateKey();
+    const file = dir.write('gateway.yaml', {
+      server: { host: '127.0.0.1', port: 0 },
+      upstream: { hideCredentials: false },
+      services: { web: { targets: [up.url] } },
+      routes: [{ path: '/web/*', service: 'web' }],
+      plans: { free: { perMinute: 100, perDay: 1000 } },
+      keys: [{ id: 'k1', plan: 'free', sha256: hashKey(key) }],
+    });
+    const serve = await startServe(file);
+    try {
+      const line = serve.proc.logs.find((l) => l.msg === 'tollgate gateway listening')!;
+      expect(line.services).toEqual({ web: [up.url] });
+      expect(line).not.toHaveProperty('upstream');
+      const phantom = await fetch(`${serve.url}/v1/things`, { headers: { authorization: `Bearer ${key}` } });
+      expect(phantom.status).toBe(404);
+      expect(((await phantom.json()) as { code: string }).code).toBe('not_found');
+      const readyz = (await (await fetch(`${serve.url}/readyz`)).text()).toLowerCase();
+      expect(readyz).not.toContain('8081');
+      // hideCredentials: false applies to the service: its key reaches it.
+      expect((await fetch(`${serve.url}/web/a`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+      expect(up.seen.map((s) => [s.url, s.headers.authorization])).toEqual([['/web/a', `Bearer ${key}`]]);
+    } finally {
+      await serve.proc.stop();
+      await up.close();
+      dir.remove();
+    }
+  }, 60_000);
 });
 
 describe('"under /v1": one rule (isUnderUpstreamPrefix) for the config and the route table', () => {

@@ -207,6 +207,53 @@ describe('a key under another spelling of a query source, or in the path, is not
   }, 30_000);
 });
 
+describe('a key with a recorded prefix (imported, or rotated with --keep-prefix) is not logged in clear where it does not belong', () => {
+  it('the access log redacts it in a path segment and in a parameter no source names, by the prefix the store records', async () => {
+    // A key rotated with --keep-prefix: the record keeps the imported key's prefix, and the new key starts with it.
+    const rotated = generateKey('sk_live_');
+    const sameIssuer = `sk_live_${'Q7'.repeat(12)}`;
+    const kept = 'kept:';
+    await new RedisKeyStore(conn, new Keyspace(kept)).create({
+      id: generateKeyId(),
+      plan: 'free',
+      createdAt: new Date().toISOString(),
+      status: 'active',
+      hash: hashKey(rotated),
+      prefix: 'sk_live_',
+    });
+    const file = dir.write('kept.yaml', {
+      server: { host: '127.0.0.1', port: 0 },
+      upstream: { url: up.url, timeoutMs: 2000 },
+      redis: { url: redis.url, prefix: kept },
+      plans: { free: { perMinute: 1000, perDay: 10_000 } },
+      routes: [{ method: 'GET', path: '/v1/things/:id' }],
+      auth: { sources: ['bearer'], foreignKeys: true },
+    });
+    const serve = await startServe(file);
+    try {
+      // The key filter reads every record at start-up: from then on the gateway knows the prefix.
+      await waitFor(() => serve.proc.logs.some((l) => l.msg === 'key filter built'), 'the key filter built', 10_000);
+      const paths = [`/v1/things/${rotated}`, `/v1/things/1?token=${rotated}&z=1`, `/v1/things/2?session=${sameIssuer}`];
+      for (const path of paths) expect((await send(serve.port, path)).status, path).toBe(401);
+      const echoed = await send(serve.port, '/v1/things/3', { 'x-request-id': rotated });
+      expect(echoed.head).not.toContain(rotated);
+      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length + 1, 'an access log line per request', 5000);
+      const urls = serve.proc.logs.filter((l) => l.msg === 'request completed').map((l) => (l.req as { url: string }).url);
+      expect(urls.slice(0, 3)).toEqual([
+        '/v1/things/sk_live_[redacted]',
+        '/v1/things/1?token=sk_live_[redacted]&z=1',
+        '/v1/things/2?session=sk_live_[redacted]',
+      ]);
+      // The key itself, in a bearer header, still opens its key.
+      expect((await send(serve.port, '/v1/things/4', { authorization: `Bearer ${rotated}` })).status).toBe(200);
+      const logs = serve.proc.stdout + serve.proc.stderr;
+      for (const form of [...forms(rotated), ...forms(sameIssuer)]) expect(logs.includes(form), `the logs hold ${form}`).toBe(false);
+    } finally {
+      await serve.proc.stop();
+    }
+  }, 30_000);
+});
+
 describe('the CLI issues keys with auth.issuedPrefix', () => {
   it('keys create and keys generate print keys with the configured prefix', async () => {
     const file = dir.write('prefixed.yaml', {

@@ -136,6 +136,31 @@ describe('auth.sources: where a key is read', () => {
     expect(none.body.message).toBe('An API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>".');
   });
 
+  it("removes exactly what carried the gateway's key: a backend's own credentials (its users' bearer tokens, Basic) pass", async () => {
+    // Keys from X-API-Key: the client's Authorization is its user's token for a backend that checks its own users.
+    const headerOnly = await gateway({ sources: ['header:X-API-Key'] });
+    const a = await headerOnly.createKey({});
+    stack.up.seen.length = 0;
+    const userToken = 'Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ1c2VyLTQyIn0.c2lnbmF0dXJl';
+    expect((await send(headerOnly, '/v1/orders?page=2', { 'x-api-key': a.key, authorization: userToken, cookie: 'session=s1' })).status).toBe(200);
+    expect(stack.up.seen[0]!.headers.authorization).toBe(userToken);
+    expect(stack.up.seen[0]!.headers.cookie).toBe('session=s1');
+    expect(stack.up.seen[0]!.headers['x-api-key']).toBeUndefined();
+    expect(stack.up.seen[0]!.url).toBe('/v1/orders?page=2');
+    expect(JSON.stringify(stack.up.seen[0])).not.toContain(a.key);
+
+    // bearer among the sources: a Bearer header is the gateway's key and goes; another scheme carries no key, and passes.
+    const both = await gateway({ sources: ['bearer', 'header:X-API-Key'] });
+    const b = await both.createKey({});
+    stack.up.seen.length = 0;
+    expect((await send(both, '/v1/orders', { authorization: 'Basic dXNlcjpwYXNz', 'x-api-key': b.key })).status).toBe(200);
+    expect((await send(both, '/v1/orders', { authorization: `Bearer ${b.key}` })).status).toBe(200);
+    expect(stack.up.seen.map((s) => [s.headers.authorization, s.headers['x-api-key']])).toEqual([
+      ['Basic dXNlcjpwYXNz', undefined],
+      [undefined, undefined],
+    ]);
+  });
+
   it('refuses two different keys in one request with 401 invalid_api_key, and accepts the same key twice', async () => {
     const gw = await gateway(ALL);
     const a = await gw.createKey({});

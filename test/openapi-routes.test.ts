@@ -130,7 +130,9 @@ afterAll(async () => {
 describe('routes from OpenAPI documents', () => {
   it('config check accepts the documents, counting their routes, and warns about the unsupported scheme', async () => {
     const r = await runCli(['config', 'check', '--config', join(dir.dir, 'gateway.yaml')]);
-    expect(r.stderr).toContain('warning: catalog.json#/paths/~1legacy/get: security scheme oauth (oauth2) not supported');
+    expect(r.stderr).toContain(
+      'warning: catalog.json#/components/securitySchemes/oauth: oauth (oauth2) is no key the gateway reads, in 1 operation (GET /cat/legacy)',
+    );
     expect(r.code).toBe(0);
     // 1 hand-written route + 5 catalog operations + 3 pets operations (createPet merged with its routes[] entry).
     expect(r.stdout).toMatch(/OK \(4 plans, 9 routes/);
@@ -144,6 +146,13 @@ describe('routes from OpenAPI documents', () => {
     expect(seen.map((s) => s.url)).toEqual(['/cat/items/42']);
     expect(seen[0]!.headers['x-cat-key']).toBeUndefined();
     expect(seen[0]!.headers['x-consumer-id']).toBe('k1');
+    // The backend's own credential, beside the key: no key source of this operation reads Authorization, so it is
+    // the backend's, and passes.
+    const withUserToken = await get('/cat/items/42', { 'x-cat-key': KEY, authorization: 'Bearer user-token.of.a-backend-user' });
+    expect(withUserToken.status).toBe(200);
+    const passed = up.seen.at(-1)!;
+    expect(passed.headers.authorization).toBe('Bearer user-token.of.a-backend-user');
+    expect(passed.headers['x-cat-key']).toBeUndefined();
     // The key in the bearer header is not where this operation reads it.
     const wrongPlace = await get('/cat/items/42', { authorization: `Bearer ${KEY}` });
     expect(wrongPlace.status).toBe(401);
@@ -351,6 +360,25 @@ describe('third-party documents (@readme/oas-examples)', () => {
       if (!r.ok) throw new Error(r.errors.join('\n'));
       expect(r.config.routes).toHaveLength(count);
       expect(r.config.openapi!.routes.map((x) => x!.operation.pathTemplate)).toContain(template);
+    } finally {
+      d.remove();
+    }
+  });
+});
+
+describe('security schemes the gateway reads no key from', () => {
+  it('one warning per scheme, naming its operations, not one per operation (the petstore: oauth2 on 7 operations)', async () => {
+    const d = tempDir();
+    try {
+      const file = d.write('gateway.yaml', { services: { ext: { targets: [up.url], openapi: { file: examples('3.0/json/petstore.json') } } } });
+      const r = await loadConfigFile(file, {});
+      if (!r.ok) throw new Error(r.errors.join('\n'));
+      const about = r.warnings.filter((w) => w.includes('petstore_auth'));
+      expect(about).toHaveLength(1);
+      expect(about[0]).toMatch(/#\/components\/securitySchemes\/petstore_auth: petstore_auth \(oauth2\) is no key the gateway reads, in \d+ operations \(/);
+      expect(about[0]).toContain('POST /v2/pet');
+      expect(about[0]).toMatch(/and \d+ more\)/);
+      expect(r.warnings.filter((w) => w.includes('oauth2'))).toHaveLength(1);
     } finally {
       d.remove();
     }

@@ -66,29 +66,87 @@ describe('a POST with a method override is routed as the method it names', () =>
       ['/v1/pets/1?_method=GET', {}],
       ['/v1/pets/1?a=1&_method=get', {}],
       ['/v1/pets/1?%5Fmethod=G%45T', {}],
-      // HEAD is matched by the GET route too.
-      ['/v1/pets/1', { 'x-http-method-override': 'HEAD' }],
     ];
     for (const [path, headers] of spellings) {
       const r = await send(g, 'POST', path, headers);
       expect(r.status, `${path} ${JSON.stringify(headers)}`).toBe(410);
-      if (headers['x-http-method-override'] !== 'HEAD') expect(r.json().code).toBe('gone');
+      expect(r.json().code).toBe('gone');
     }
     expect(up.seen.length).toBe(before);
     // Without an override the POST is a POST: the catch-all route, proxied.
     expect((await send(g, 'POST', '/v1/pets/1')).status).toBe(200);
   });
 
-  it("an override to DELETE pays the DELETE route's cost, and the backend gets the override as sent", async () => {
+  it("an override to DELETE pays the DELETE route's cost, and the backend gets the DELETE it was judged as", async () => {
     const start = await remaining(g);
+    const before = up.seen.length;
     const r = await send(g, 'POST', '/v1/pets/2', { 'x-http-method-override': 'DELETE' });
     expect(r.status).toBe(200);
-    expect(r.json().method).toBe('POST');
-    expect(r.json().headers!['x-http-method-override']).toBe('DELETE');
     expect(await remaining(g)).toBe(start - 5);
-    const viaParam = await send(g, 'POST', '/v1/pets/2?_method=DELETE');
+    const viaParam = await send(g, 'POST', '/v1/pets/2?a=1&_method=DELETE');
     expect(viaParam.status).toBe(200);
     expect(await remaining(g)).toBe(start - 10);
+    const seen = up.seen.slice(before);
+    expect(seen.map((s) => [s.method, s.url, s.body.length])).toEqual([
+      ['DELETE', '/v1/pets/2', 0],
+      ['DELETE', '/v1/pets/2?a=1', 0],
+    ]);
+    for (const s of seen) {
+      expect(s.headers['x-http-method-override']).toBeUndefined();
+      expect(s.headers['content-length']).toBeUndefined();
+      expect(s.headers['content-type']).toBeUndefined();
+    }
+  });
+
+  it('a keyless POST overridden to GET on a public GET route never reaches the backend as its keyed POST twin, nor with its body', async () => {
+    // The public, free GET route and a POST twin that needs a key, costs 10 and is experimental (closed to the plan).
+    const twin = await startTestGateway(
+      testConfig({
+        services: { pets: { targets: [up.url], openapi: { stability: { experimental: ['enterprise'] } } } },
+        routes: [
+          { method: 'GET', path: '/v1/reports/:id', service: 'pets', auth: 'none' },
+          { method: 'POST', path: '/v1/reports/:id', service: 'pets', cost: 10, stability: 'experimental' },
+        ],
+        plans: { small: { perMinute: 100, perDay: 10_000 }, enterprise: { perMinute: 100, perDay: 10_000 } },
+        keys: [{ id: 'key_override', plan: 'small', sha256: hashKey(key) }],
+      }),
+      { keyStages: true },
+    );
+    try {
+      const before = up.seen.length;
+      const spellings: Array<[string, Record<string, string>]> = [
+        ['/v1/reports/7', { 'x-http-method-override': 'GET' }],
+        ['/v1/reports/7', { 'x-http-method': 'get', 'x-method-override': 'GET' }],
+        ['/v1/reports/7?_method=GET&page=2', {}],
+        ['/v1/reports/7?%5Fmethod=GET', {}],
+      ];
+      for (const [path, headers] of spellings) {
+        const res = await fetch(`${twin.url}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ delete: 'everything', padding: 'x'.repeat(2000) }),
+        });
+        const answer = (await res.json()) as { method: string };
+        expect(res.status, path).toBe(200);
+        // Judged and answered as the public GET route: no key needed, nothing charged, no stability header.
+        expect(res.headers.get('x-api-stability'), path).toBeNull();
+        expect(answer.method, path).toBe('GET');
+      }
+      const seen = up.seen.slice(before);
+      expect(seen.map((s) => s.method)).toEqual(['GET', 'GET', 'GET', 'GET']);
+      expect(seen.map((s) => s.url)).toEqual(['/v1/reports/7', '/v1/reports/7', '/v1/reports/7?page=2', '/v1/reports/7']);
+      for (const s of seen) {
+        expect(s.body.length).toBe(0);
+        for (const name of ['x-http-method-override', 'x-http-method', 'x-method-override', 'content-length', 'transfer-encoding', 'content-type'])
+          expect(s.headers[name], name).toBeUndefined();
+      }
+      // The POST itself is still the keyed twin: without a key, 401, and the backend never called.
+      const post = await fetch(`${twin.url}/v1/reports/7`, { method: 'POST', body: '{}' });
+      expect(post.status).toBe(401);
+      expect(up.seen.length).toBe(before + 4);
+    } finally {
+      await twin.close();
+    }
   });
 
   it("an override naming the request's own method changes nothing", async () => {
@@ -110,6 +168,8 @@ describe('overrides the gateway cannot route are refused: 400 invalid_method_ove
       ['POST', '/v1/pets/4?_method=GET&_method=DELETE', {}, 'disagree (_method)'],
       ['POST', '/v1/pets/4', { 'x-http-method-override': 'TRACE' }, 'does not route'],
       ['POST', '/v1/pets/4', { 'x-method-override': 'FETCH' }, 'does not route'],
+      // A HEAD's answer has no body: it cannot answer the POST the client sent.
+      ['POST', '/v1/pets/4', { 'x-http-method-override': 'HEAD' }, 'names HEAD, which cannot answer a POST'],
       ['GET', '/v1/pets/4', { 'x-http-method-override': 'DELETE' }, 'on a POST only'],
       ['PUT', '/v1/pets/4?_method=GET', {}, 'on a POST only'],
     ];
@@ -148,6 +208,7 @@ describe('routingMethod, as a table', () => {
     ['POST', { 'x-http-method-override': 'GET,DELETE' }, '/x', 'match', 'refused'],
     ['POST', { 'x-http-method-override': 'CONNECT' }, '/x', 'match', 'refused'],
     ['HEAD', { 'x-http-method-override': 'GET' }, '/x', 'match', 'refused'],
+    ['POST', { 'x-http-method-override': 'head' }, '/x', 'match', 'refused'],
     ['GET', { 'x-http-method-override': 'GET' }, '/x', 'refuse', 'GET'],
     ['POST', {}, '/x', 'refuse', 'POST'],
     ['POST', { 'x-http-method': 'DELETE' }, '/x', 'refuse', 'refused'],

@@ -176,6 +176,37 @@ describe('HTTPS on the gateway listener', () => {
   );
 
   it(
+    'a reload that points the listener at an expired certificate is applied with the warning config check gives, not a plain "config reloaded"',
+    async () => {
+      const up = await TestUpstream.start();
+      const good = certs.issue('expiring-good');
+      const old = certs.expired('expiring-old');
+      const live = { certFile: `${dir.dir}/expiring-live.crt`, keyFile: `${dir.dir}/expiring-live.key` };
+      copyFileSync(good.certFile, live.certFile);
+      copyFileSync(good.keyFile, live.keyFile);
+      const file = dir.write('expiring.yaml', serveConfig(up, { server: { host: '127.0.0.1', port: 0, tls: live } }));
+      const { proc } = await startServe(file);
+      try {
+        expect(proc.logs.filter((l) => l.msg === 'config warning')).toEqual([]);
+        copyFileSync(old.certFile, live.certFile);
+        copyFileSync(old.keyFile, live.keyFile);
+        const at = proc.logs.length;
+        proc.signal('SIGHUP');
+        await proc.waitForLog('config reloaded', { after: at });
+        const warnings = proc.logs.slice(at).filter((l) => l.msg === 'config warning');
+        expect(warnings.map((l) => l.warning)).toEqual(['server.tls.certFile: the certificate expired on Jan  2 00:00:00 2020 GMT; clients will refuse it']);
+        // The same words `config check` prints for the file.
+        const checked = await runCli(['config', 'check', '--config', file]);
+        expect(checked.stderr).toContain(`warning: ${String(warnings[0]!.warning)}`);
+      } finally {
+        await proc.stop();
+        await up.close();
+      }
+    },
+    SLOW,
+  );
+
+  it(
     're-reads the certificate on SIGHUP: a new connection sees the new one, an open keep-alive connection is still served; a bad file keeps the old',
     async () => {
       const up = await TestUpstream.start();

@@ -217,7 +217,38 @@ export function validateConfig(
   return { ok: true, config: frozen };
 }
 
+/** Fields of the upstream section that belong to its service alone (the rest, hideCredentials and maxSockets, apply to every service). */
+const UPSTREAM_SERVICE_FIELDS = ['timeoutMs', 'healthPath', 'openapi'] as const;
+
+/**
+ * An upstream section without `url` beside `services` holds gateway-wide proxy settings (hideCredentials, maxSockets),
+ * not a service: it used to make one at the default 127.0.0.1:8081, with /v1/* routed there. So it is no service, and
+ * what only a service means in it, or a route that would need it as one, is refused.
+ */
+function settingsOnlyUpstream(raw: unknown, config: ParsedConfig): { errors: string[] } | { config: ParsedConfig } {
+  const given = isRecord(raw) ? raw.upstream : undefined;
+  if (!isRecord(raw) || !isRecord(raw.services) || Object.keys(raw.services).length === 0 || !isRecord(given) || given.url !== undefined) return { config };
+  const errors: string[] = [];
+  for (const field of UPSTREAM_SERVICE_FIELDS)
+    if (given[field] !== undefined)
+      errors.push(
+        `upstream.${field}: an upstream section without url beside services is no service (its hideCredentials and maxSockets apply to every service), so ${field} has nothing to apply to; give upstream.url to make it the service for /v1, or ${field === 'openapi' ? 'give the document to a service (services.<name>.openapi)' : `set it on each service (services.<name>${field === 'timeoutMs' ? '.timeoutMs' : '.healthCheck'})`}`,
+      );
+  config.routes.forEach((r, i) => {
+    if (r.service === undefined && r.operationId === undefined)
+      errors.push(`routes[${i}].service: the route names no service, and the upstream section, without url, is no service beside services; name one of the services`);
+  });
+  return errors.length > 0 ? { errors } : { config: { ...config, upstreamIsService: false } };
+}
+
 function validateSchema(raw: unknown, overridden: ReadonlyMap<string, string>): { ok: true; config: ParsedConfig } | { ok: false; errors: string[] } {
+  const checked = validateSchemaAlone(raw, overridden);
+  if (!checked.ok) return checked;
+  const settings = settingsOnlyUpstream(raw, checked.config);
+  return 'errors' in settings ? { ok: false, errors: settings.errors } : { ok: true, config: settings.config };
+}
+
+function validateSchemaAlone(raw: unknown, overridden: ReadonlyMap<string, string>): { ok: true; config: ParsedConfig } | { ok: false; errors: string[] } {
   const parsed = configSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
     return {

@@ -330,7 +330,7 @@ const serviceOpenapi = z.strictObject({
 const upstream = z.strictObject({
   url: z.url({ protocol: /^https?$/, message: 'expected an http:// or https:// URL' }).default('http://127.0.0.1:8081').describe('Base URL of the service behind the gateway. Only this origin is ever contacted.'),
   timeoutMs: positiveInt().default(10_000).describe('No response headers from the upstream within this time: 504.'),
-  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (Authorization, and the headers and query parameters auth.sources names), so the upstream never sees it.'),
+  hideCredentials: z.boolean().default(true).describe('Strip the API key before forwarding (what the key sources read: a Bearer Authorization when bearer is one, the headers and query parameters they name), so the upstream never sees it; other credentials pass.'),
   healthPath: z.string().startsWith('/').default('/healthz').describe('Path /readyz requests on the upstream; any HTTP answer (even 404) counts as up.'),
   maxSockets: positiveInt().default(256).describe('Most keep-alive sockets held open to the upstream.'),
   openapi: serviceOpenapi
@@ -512,7 +512,7 @@ const staticKey = z.strictObject({
 export const configSchema = z
   .strictObject({
     server: server.prefault({}).describe('The gateway\'s listener and its timeouts.'),
-    upstream: upstream.optional().describe('One backend that receives every request under /v1 (the shorthand for one service); its timeouts, pool and hideCredentials apply to every service.'),
+    upstream: upstream.optional().describe('One backend that receives every request under /v1 (the shorthand for one service); its hideCredentials and maxSockets apply to every service. Beside services, a section without url is those settings alone, no service.'),
     redis: redis.optional().describe('The shared Redis (one of url, cluster, sentinel); leave it out for the in-memory stores (one instance only).'),
     ops: ops.optional().describe('A separate listener for /readyz and /metrics; leave out to serve them on the gateway port.'),
     admin: admin.prefault({}).describe('The admin HTTP API (keys, plans), on a listener of its own.'),
@@ -539,7 +539,7 @@ export const configSchema = z
     methodOverride: z
       .enum(['match', 'refuse'])
       .default('match')
-      .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names (backends that honour overrides); "refuse" answers 400 (backends that do not).'),
+      .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names and sends it upstream as that method (override headers, _method and, for GET or DELETE, the body left out); "refuse" answers 400.'),
     keys: z.array(staticKey).default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
   })

@@ -6,7 +6,8 @@
 // key gives it; every other source that carries one must carry the same key, or the request is refused (a client
 // that sends two different keys is confused or probing). The same rules say which header and which query parameter
 // the proxy removes (hideCredentials) and the access log redacts: whatever a configured source names, whatever the
-// key's shape.
+// key's shape. Nothing else: a credential no source reads (a backend's own users' bearer tokens, when keys come from
+// a header) is the backend's, and passes.
 import type { IncomingMessage } from 'node:http';
 
 export type KeySource = { kind: 'bearer' } | { kind: 'header'; name: string; label: string } | { kind: 'query'; name: string };
@@ -80,6 +81,8 @@ export interface KeySources {
   readonly headers: readonly string[];
   /** Names of query sources. */
   readonly params: readonly string[];
+  /** `bearer` is among them: an `Authorization: Bearer` header carries the gateway's key (and is removed upstream). */
+  readonly bearer: boolean;
   /** Only `bearer`: the request path reads the Authorization header and nothing else (the default). */
   readonly bearerOnly: boolean;
   /** How to send a key, for the 401 without one: `"Authorization: Bearer <key>" or "X-API-Key: <key>"`. */
@@ -110,6 +113,7 @@ export function compileKeySources(texts: readonly string[]): KeySources {
     list,
     headers: list.flatMap((s) => (s.kind === 'header' ? [s.name] : [])),
     params: list.flatMap((s) => (s.kind === 'query' ? [s.name] : [])),
+    bearer: list.some((s) => s.kind === 'bearer'),
     bearerOnly: list.length === 1 && list[0]!.kind === 'bearer',
     howToSend: how.join(' or '),
   });
@@ -269,6 +273,14 @@ export function mentionsPresentedKey(req: UrlRequest, sources: KeySources, text:
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 const BEARER_SCHEME = /^Bearer(?: |$)/i;
 
+/**
+ * Whether an Authorization header is of the Bearer scheme (well-formed or not): what the `bearer` source reads as the
+ * gateway's key. Another scheme (Basic, Digest, a backend's own) carries no gateway key.
+ */
+export function isBearerScheme(header: string | undefined): boolean {
+  return header !== undefined && BEARER_SCHEME.test(header);
+}
+
 export type BearerParse = { kind: 'missing' } | { kind: 'malformed' } | { kind: 'token'; token: string };
 
 const NO_BEARER: BearerParse = Object.freeze({ kind: 'missing' });
@@ -333,13 +345,48 @@ export function holdsKeyShape(text: string): boolean {
 }
 
 /**
+ * Prefixes the key stores' records carry (an imported key's recorded prefix, `sk_live_`, which `keys rotate
+ * --keep-prefix` gives its new key too): text that starts with one, at a word's start, followed by 12 or more
+ * characters a key is made of, is a key as surely as `tg_...` is, wherever it turns up (a path segment, a parameter no
+ * source names). Learnt as the stores read and write records (the key filter reads every record at start-up), and
+ * kept for the process's life, as key header names are; bounded, so a line's cost stays one `includes` per prefix.
+ */
+const recordedPrefixes = new Set<string>();
+const RECORDED_PREFIXES_MAX = 64;
+/** What a recorded prefix is (keys/key-prefix.ts): visible ASCII ending in a separator, 2-32 characters. */
+const RECORDED_PREFIX = /^[\x21-\x7e]{1,31}[_-]$/;
+let recordedShapes: KeyShapeText | undefined;
+
+/** A record's prefix, remembered so that text shaped like its keys is redacted from logs (logRedaction). */
+export function rememberKeyPrefix(prefix: string | undefined): void {
+  if (prefix === undefined || recordedPrefixes.has(prefix) || recordedPrefixes.size >= RECORDED_PREFIXES_MAX || !RECORDED_PREFIX.test(prefix)) return;
+  recordedPrefixes.add(prefix);
+  recordedShapes = undefined;
+}
+
+/** Text shaped like a key with a recorded prefix: the prefix at a word's start, then 12 or more key characters. */
+export function recordedKeyShapes(): KeyShapeText {
+  if (recordedShapes) return recordedShapes;
+  const prefixes = [...recordedPrefixes];
+  if (prefixes.length === 0) return (recordedShapes = { holds: () => false, redact: (text) => text });
+  const one = new RegExp(`(?<![0-9A-Za-z])(${prefixes.map(escapeRegExp).join('|')})[0-9A-Za-z._~-]{12,}`);
+  const all = new RegExp(one.source, 'g');
+  const mentioned = (text: string): boolean => prefixes.some((p) => text.includes(p));
+  return (recordedShapes = {
+    holds: (text) => mentioned(text) && one.test(text),
+    redact: (text) => (mentioned(text) ? text.replace(all, '$1[redacted]') : text),
+  });
+}
+
+/**
  * What the logs must keep out, for src/observability/logger.ts (LogRedaction), which the composition roots build
  * every logger with: every header a key source has named in this process (keyHeaderNames, read as it grows), and text
- * shaped like a key issued with `issuedPrefix` (or "tg_") anywhere in a line. One `includes` per prefix per line when
- * there is none.
+ * shaped like a key issued with `issuedPrefix` (or "tg_") or carrying a recorded prefix (rememberKeyPrefix) anywhere
+ * in a line. One `includes` per prefix per line when there is none.
  */
 export function logRedaction(issuedPrefix: string = KEY_PREFIX): { headers: ReadonlySet<string>; line: (text: string) => string } {
-  return { headers: everKeyHeaders, line: keyShapeText(issuedPrefix).redact };
+  const issued = keyShapeText(issuedPrefix).redact;
+  return { headers: everKeyHeaders, line: (text) => recordedKeyShapes().redact(issued(text)) };
 }
 
 /** The text with everything shaped like a "tg_" key replaced by `tg_[redacted]`; the same string when there is none. */

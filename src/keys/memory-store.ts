@@ -1,6 +1,7 @@
 // In-process KeyStore: static keys from the config's `keys:` list and `tollgate dev`. One instance only.
 import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { KeyStoreError } from './types.js';
+import { rememberKeyPrefix } from '../http/credentials.js';
 
 export class MemoryKeyStore implements KeyStore {
   private readonly byId = new Map<string, StoredKey>();
@@ -50,6 +51,7 @@ export class MemoryKeyStore implements KeyStore {
   }
 
   async create(key: StoredKey): Promise<void> {
+    rememberKeyPrefix(key.prefix);
     if (this.byId.has(key.id)) throw new KeyStoreError(`key id ${key.id} already exists`);
     if (this.idByHash.has(key.hash)) throw new KeyStoreError('key hash already exists');
     this.byId.set(key.id, { ...key });
@@ -67,6 +69,7 @@ export class MemoryKeyStore implements KeyStore {
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
+    rememberKeyPrefix(key.prefix);
     const current = this.byId.get(key.id);
     if (!current) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
     if (opts.ifRevision !== undefined && JSON.stringify(current) !== opts.ifRevision) throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');

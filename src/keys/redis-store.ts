@@ -8,6 +8,7 @@ import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
+import { rememberKeyPrefix } from '../http/credentials.js';
 
 /**
  * A record's revision: the SHA-1 hex of its bytes as Redis holds them, which is what the limit script's
@@ -28,6 +29,8 @@ function parseRecord(raw: Buffer): StoredKey | undefined {
   }
   if (typeof v !== 'object' || v === null) return undefined;
   const r = v as Partial<StoredKey>;
+  // Every record this process reads teaches the logs its keys' prefix (the key filter reads them all at start-up).
+  if (typeof r.prefix === 'string') rememberKeyPrefix(r.prefix);
   return typeof r.id === 'string' && typeof r.hash === 'string' && typeof r.status === 'string' && typeof r.plan === 'string' ? (r as StoredKey) : undefined;
 }
 
@@ -210,6 +213,7 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async create(key: StoredKey): Promise<void> {
+    rememberKeyPrefix(key.prefix);
     // Record first, then the hash link: a request can only find a key whose record is already complete.
     const created = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'NX');
     if (created !== 'OK') throw new KeyStoreError(`key id ${key.id} already exists`);
@@ -228,6 +232,7 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async update(key: StoredKey, opts: Parameters<KeyStore['update']>[1] = {}): Promise<void> {
+    rememberKeyPrefix(key.prefix);
     // Three steps on up to three slots, ordered so that a crash between any two leaves every key as it was or as it
     // is meant to be, never half-changed: the record alone decides validity (status, current and grace hash).
     // 0. Hashes leaving the key are remembered for good before the record forgets them (a crash right after this

@@ -191,6 +191,8 @@ function documentRoutes(
     }
   }
   const sourcesCache = new Map<string, readonly string[]>();
+  // Schemes the gateway reads no key from (oauth2, openIdConnect, ...) -> the operations naming them: one warning each.
+  const unread = new Map<string, { kind: string; operations: string[] }>();
   const routes: OperationRoute[] = [];
   for (const { template, item } of entries) {
     const pathItem = deref(doc, item);
@@ -235,7 +237,11 @@ function documentRoutes(
       if (operationId !== undefined) raw.operationId = operationId;
       const security = (op.security ?? doc.security) as unknown;
       const where = op.security !== undefined ? [...tokens, 'security'] : ['security'];
-      const auth = securityOf(doc, security, where, label, errors, warnings);
+      const auth = securityOf(doc, security, where, label, errors, (scheme, kind) => {
+        const users = unread.get(scheme) ?? { kind, operations: [] };
+        users.operations.push(`${operation.method} ${pathTemplate}`);
+        unread.set(scheme, users);
+      });
       if (auth === 'none') raw.auth = 'none';
       let keySources: readonly string[] | undefined;
       if (Array.isArray(auth)) {
@@ -303,8 +309,22 @@ function documentRoutes(
       routes.push({ raw, label, info: { operation, keySources }, fields });
     }
   }
+  for (const [scheme, { kind, operations }] of unread) {
+    const listed =
+      operations.length > UNREAD_LISTED
+        ? `${operations.slice(0, UNREAD_LISTED).join(', ')} and ${operations.length - UNREAD_LISTED} more`
+        : operations.join(', ');
+    warnings.push(
+      `${at(['components', 'securitySchemes', scheme])}: ${clip(scheme, 60)} (${clip(kind, 60)}) is no key the gateway reads, in ${operations.length} operation${operations.length === 1 ? '' : 's'} (${listed}): ` +
+        'the backend checks it, and the gateway passes it on untouched unless a key source reads the same place; where no apiKey or bearer scheme stands beside it, ' +
+        "the route reads its key from auth.sources (with the default, bearer, the users' bearer tokens would be taken for API keys: read keys from a header, e.g. header:X-API-Key)",
+    );
+  }
   return { routes, errors, warnings };
 }
+
+/** How many operations a warning about an unread security scheme names before "and N more". */
+const UNREAD_LISTED = 5;
 
 /** The path of servers[0].url (its variables at their defaults), without a trailing slash; '' without servers. */
 function serversBasePath(doc: Doc, where: string, fail: (message: string) => void): string {
@@ -353,7 +373,7 @@ function securityOf(
   where: Array<string | number>,
   label: string,
   errors: string[],
-  warnings: string[],
+  unreadScheme: (name: string, kind: string) => void,
 ): 'none' | string[] | undefined {
   if (!Array.isArray(security)) return undefined;
   const file = label.slice(0, label.indexOf('#'));
@@ -361,7 +381,7 @@ function securityOf(
   if (security.length === 0 || security.some((req) => isObject(req) && Object.keys(req).length === 0)) return 'none';
   const schemes = isObject(doc.components) && isObject(doc.components.securitySchemes) ? doc.components.securitySchemes : {};
   const sources: string[] = [];
-  const unsupported: string[] = [];
+  const unsupported = new Map<string, string>();
   security.forEach((req, i) => {
     if (!isObject(req)) return;
     for (const name of Object.keys(req)) {
@@ -375,8 +395,9 @@ function securityOf(
         text = `${scheme.in}:${scheme.name}`;
       else if (scheme.type === 'http' && typeof scheme.scheme === 'string' && scheme.scheme.toLowerCase() === 'bearer') text = 'bearer';
       if (text === undefined) {
-        unsupported.push(
-          `${name} (${String(scheme.type)}${scheme.type === 'apiKey' ? ` in ${String(scheme.in)}` : scheme.type === 'http' ? ` ${String(scheme.scheme)}` : ''})`,
+        unsupported.set(
+          name,
+          `${String(scheme.type)}${scheme.type === 'apiKey' ? ` in ${String(scheme.in)}` : scheme.type === 'http' ? ` ${String(scheme.scheme)}` : ''}`,
         );
         continue;
       }
@@ -388,10 +409,7 @@ function securityOf(
       if (!sources.includes(text)) sources.push(text);
     }
   });
-  if (unsupported.length > 0)
-    warnings.push(
-      `${label}: security scheme${unsupported.length === 1 ? '' : 's'} ${[...new Set(unsupported)].join(', ')} not supported by the gateway: ${sources.length > 0 ? `keys are read from ${sources.join(', ')} only` : 'the route is keyed with auth.sources'}`,
-    );
+  for (const [name, kind] of unsupported) unreadScheme(name, kind);
   return sources.length > 0 ? sources : undefined;
 }
 

@@ -34,6 +34,11 @@ export class RequestContext {
    */
   keySources: KeySources | undefined = undefined;
   /**
+   * The method the client sent, when a method override was honoured (req.method is then the method the gateway judged
+   * and sends upstream, the override headers and its body gone): the access log names both.
+   */
+  overriddenFrom: string | undefined = undefined;
+  /**
    * Set when authentication skipped a key lookup because the anonymous limit is refusing this client (until that
    * clock time): the anonymous stage answers 429 from it without asking Redis again.
    */

@@ -87,5 +87,12 @@ export function accessLog(logger: Logger, keyParams: () => readonly string[] = (
 
 function withOutcome(req: IncomingMessage, res: ServerResponse, fields: object): object {
   const consumer = req.ctx?.consumer;
-  return { ...fields, ...(consumer ? { consumer: consumer.id } : {}), ...(res.writableFinished ? {} : { aborted: true }) };
+  const from = req.ctx?.overriddenFrom;
+  return {
+    ...fields,
+    ...(consumer ? { consumer: consumer.id } : {}),
+    // req.method is the method an honoured override named; the one the client sent is said beside it.
+    ...(from !== undefined ? { overriddenFrom: from } : {}),
+    ...(res.writableFinished ? {} : { aborted: true }),
+  };
 }

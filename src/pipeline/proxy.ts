@@ -12,12 +12,12 @@ import { UPSTREAM_SERVICE, type Config } from '../config/schema.js';
 import { sendError } from '../http/errors.js';
 import { connectionTokens, formatRetryAfter, H, HOP_BY_HOP, isHopByHop } from '../http/headers.js';
 import { continueIfExpected } from '../http/expect-continue.js';
-import { withoutParams } from '../http/credentials.js';
+import { DEFAULT_KEY_SOURCES, isBearerScheme, withoutParams } from '../http/credentials.js';
 import { acceptsTrailers, forwardInformational, isProxyHopResponseField, passedTrailers, relayedTrailers, viaValue } from '../http/intermediary.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RequestContext } from './context.js';
-import { forwardedTarget, METHOD_OVERRIDE_HEADERS } from '../routing/routes.js';
+import { forwardedTarget, METHOD_OVERRIDE_HEADERS, METHOD_OVERRIDE_PARAM } from '../routing/routes.js';
 import type { Service, ServiceRegistry } from '../routing/services.js';
 import type { Target } from '../routing/target.js';
 import { decide, healthRecord, IDEMPOTENT, perTryTimeout, relayedReason, writableStatus, type Answer, type Decision, type TryOutcome } from './proxy-rules.js';
@@ -50,8 +50,9 @@ export interface ProxyOptions {
 
 /**
  * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
- * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on
- * (Authorization, and the headers and query parameters auth.sources names).
+ * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on: what
+ * the request's key sources read (an `Authorization: Bearer` header when `bearer` is one of them, the headers and query
+ * parameters they name), and nothing else, so a backend's own credentials reach it.
  * Runs before the proxy because each try (upstream-try.ts) sends req.headers as they stand, Host set to the target.
  */
 export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: boolean } = { via: true }) {
@@ -63,10 +64,14 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
     // query as sent).
     const route = req.ctx.matchedRoute;
     const forwarded = route ? forwardedTarget(route, req.originalUrl) : req.originalUrl;
-    const keySources = upstream.hideCredentials ? req.ctx.keySources : undefined;
-    req.url = keySources ? withoutParams(forwarded, keySources.params) : forwarded;
+    // What carried the gateway's key is removed: the sources authentication read (the route's, else auth.sources), no
+    // more. A POST whose method override was honoured loses its `_method` too (stages.ts, honourOverride).
+    const keySources = upstream.hideCredentials ? (req.ctx.keySources ?? route?.keySources ?? DEFAULT_KEY_SOURCES) : undefined;
+    const params = req.ctx.overriddenFrom === undefined ? keySources?.params : [...(keySources?.params ?? []), METHOD_OVERRIDE_PARAM];
+    req.url = params ? withoutParams(forwarded, params) : forwarded;
     const keyHeaders = keySources?.headers;
     const h = req.headers as Record<string, string | string[] | undefined>;
+    const bearerKey = keySources?.bearer === true && isBearerScheme(req.headers.authorization);
     // The body keeps its framing on the upstream hop. Without a length or chunked, Node sends a GET/DELETE/OPTIONS
     // body raw and the upstream parses it as a next request: smuggled past authentication, with any X-Consumer-Id.
     // So Content-Length survives a client's `Connection: content-length`, and a chunked body (Node's parser lets
@@ -123,7 +128,7 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
     for (const name in h) {
       const value = h[name];
       if (value === undefined || Object.hasOwn(out, name) || NOT_FORWARDED.has(name) || dropped?.has(name) || claimsGatewayHeader(name)) continue;
-      if (name === 'authorization' && upstream.hideCredentials) continue;
+      if (name === 'authorization' && bearerKey) continue;
       if (keyHeaders && keyHeaders.length > 0 && keyHeaders.includes(name)) continue;
       out[name] = value;
     }

@@ -9,8 +9,9 @@
 //   R. ownEndpoints             the quota endpoint (Q below); /healthz, /readyz, /metrics leave the request path
 //   M. matchRoute               the route (host, method or the one a POST's override names, path; first in file order)
 //                               and its service, or defaultService; neither: the request leaves the request path (404
-//                               not_found); an override that cannot be routed: 400 invalid_method_override; from here
-//                               on every answer carries the route's X-API-Stability                [routes with stability]
+//                               not_found); an override that cannot be routed: 400 invalid_method_override; one that
+//                               is honoured makes the request that method (override headers, and a GET/DELETE body, go);
+//                               from here on every answer carries the route's X-API-Stability      [routes with stability]
 //   -- requests with a service only --
 //   3. refuseAmbiguousPaths     400 for a path a backend may read as another (dot segments, %2F, \, ;)
 //   T. refuseTransferCodings    501 for a transfer coding the gateway does not implement (all but chunked)
@@ -45,14 +46,22 @@ import type { Runtime } from '../routing/runtime.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId, setRateLimitHeaders, type RateWindow } from '../http/headers.js';
 import type { Authenticator } from '../keys/authenticator.js';
-import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, readPresentedKey, type KeySources } from '../http/credentials.js';
+import {
+  compileKeySources,
+  DEFAULT_KEY_SOURCES,
+  keyShapeText,
+  mentionsPresentedKey,
+  readPresentedKey,
+  recordedKeyShapes,
+  type KeySources,
+} from '../http/credentials.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../limits/key-limits.js';
 import type { PublicLimitOutcome, PublicRouteLimiter } from '../limits/public-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../limits/types.js';
 import type { Logger } from '../observability/logger.js';
 import { gatewayPaths } from '../http/paths.js';
-import { pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes.js';
+import { METHOD_OVERRIDE_HEADERS, NO_BODY_METHODS, pathOf, policyPath, routingMethod, unservedAt } from '../routing/routes.js';
 import { planAllowed } from '../routing/stability.js';
 import type { Metrics } from '../observability/metrics.js';
 import { continueIfExpected } from '../http/expect-continue.js';
@@ -114,7 +123,7 @@ export function requestPath(p: RequestPathParts): RequestHandler {
     return compiledSources;
   };
   const keyShaped = keyShapeText(auth.issuedPrefix);
-  const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || mentionsPresentedKey(req, sources(), id);
+  const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || recordedKeyShapes().holds(id) || mentionsPresentedKey(req, sources(), id);
   const quota = p.keys
     ? inSequence([authenticate(p.keys.authenticator, p.logger, sources), anonymousLimit(p.keys.anonymous), requireApiKey, answerQuota(p.keys.limiter)])
     : undefined;
@@ -175,6 +184,7 @@ export function matchRoute(runtime: Runtime, services: ServiceRegistry): Request
     const { table, config } = runtime.current;
     const as = routingMethod(req.method, req.headers, req.originalUrl, config.methodOverride);
     if (as.refused !== undefined) return sendError(res, 'invalid_method_override', as.refused);
+    if (as.method !== req.method) honourOverride(req, res, as.method);
     const route = table.match(as.method, req.originalUrl, req.headers.host ?? '');
     const serviceName = route?.service ?? config.defaultService;
     const service = serviceName === undefined ? undefined : services.get(serviceName);
@@ -200,6 +210,28 @@ export function refuseTransferCodings(req: Request, res: Response, next: NextFun
   res.setHeader('connection', 'close');
   const named = codings[0]!.length > 40 ? `${codings[0]!.slice(0, 40)}...` : codings[0]!;
   sendError(res, 'not_implemented', `The transfer coding ${JSON.stringify(named)} is not implemented: send the body chunked alone, or with Content-Length.`);
+}
+
+/**
+ * A POST whose override was honoured becomes the request the gateway judged: the method the override names (what every
+ * later stage, the proxy included, reads), without the override headers (the `_method` parameter is left out of the
+ * forwarded target, pipeline/proxy.ts), and without its body when that method takes none (NO_BODY_METHODS). A
+ * backend then runs exactly what its route's policy was applied to, whether or not it honours overrides itself: never
+ * the POST twin, with its body, through a GET route that costs less or needs no key. The body left unread is not
+ * worth keeping the connection for: it closes after the answer.
+ */
+function honourOverride(req: Request, res: Response, method: string): void {
+  req.ctx.overriddenFrom = req.method;
+  req.method = method;
+  const h = req.headers;
+  for (const name of METHOD_OVERRIDE_HEADERS) delete h[name];
+  if (!NO_BODY_METHODS.has(method)) return;
+  const hadBody = h['transfer-encoding'] !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
+  delete h['content-length'];
+  delete h['transfer-encoding'];
+  delete h['content-type'];
+  delete h['content-encoding'];
+  if (hadBody) res.setHeader('connection', 'close');
 }
 
 /** H. Every target of the service is out: 503 at once, before any limit counts the request (it costs nothing). */

@@ -196,6 +196,12 @@ const QUERY_MAY_OVERRIDE = /[_%]/;
 /** The methods an override may name: the route methods. TRACE, CONNECT and unknown tokens are refused. */
 const OVERRIDE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
+/**
+ * Methods whose request content has no defined meaning (RFC 9110 §9.3.1, §9.3.2, §9.3.5: a client SHOULD NOT send one
+ * unless the origin said it has a purpose): a POST overridden to one of them goes upstream without its body.
+ */
+export const NO_BODY_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'DELETE']);
+
 /** The method a request is routed as, or why it is refused (400 invalid_method_override). */
 export type RoutingMethod = { method: string; refused?: undefined } | { refused: string };
 
@@ -203,7 +209,8 @@ export type RoutingMethod = { method: string; refused?: undefined } | { refused:
  * The method routes are matched on: the request's own, or the one its override names. Refused: overrides that
  * disagree (two headers, a header and the parameter, a list in one header), a method outside the route methods, an
  * override on a request that is not a POST (the frameworks honour them on POST only, so the gateway could not tell
- * what the backend runs), and with mode "refuse" (backends that do not honour overrides) any override. An override
+ * what the backend runs), HEAD (the answer to a POST has a body), and with mode "refuse" (backends that do not honour
+ * overrides) any override. An override
  * that names the request's own method changes nothing. Values are read as the frameworks read them: trimmed,
  * upper-cased, the parameter percent-decoded; an empty one is no override.
  */
@@ -231,6 +238,9 @@ export function routingMethod(method: string, headers: IncomingHttpHeaders, url:
   if (named === method) return { method };
   if (mode === 'refuse') return { refused: `This gateway does not take method overrides (${sources}): send ${named} as the request's method.` };
   if (method !== 'POST') return { refused: `A method override (${sources}) is taken on a POST only; this request is a ${method}.` };
+  // Sent upstream as a HEAD, its answer would come back with a length and no body, to a client that sent a POST and
+  // reads one.
+  if (named === 'HEAD') return { refused: `${sources} names HEAD, which cannot answer a POST (its answer has no body); send a HEAD request.` };
   return { method: named };
 }
 

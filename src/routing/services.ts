@@ -267,6 +267,11 @@ export class ServiceRegistry {
   }
 }
 
+/** The services requests are routed to, each with its targets' URLs (the upstream shorthand only when it is one): the start-up line's. */
+export function routedServices(config: Config): Record<string, string[]> {
+  return Object.fromEntries([...desiredServices(config)].map(([name, s]) => [name, s.targets.map((t) => t.url)]));
+}
+
 /** The services a config asks for, the upstream shorthand included when it is one. */
 interface DesiredService {
   settings: ServiceSettings;

@@ -8,7 +8,10 @@ import type { ComposedGateway } from '../compose.js';
 import { excerpt, loadConfigFile } from '../config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
 import type { Config, ListenerTlsConfig, OpsConfig } from '../config/schema.js';
-import { readListenerTls, type ListenerTlsMaterial } from '../config/tls-files.js';
+import { readListenerTls, tlsWarnings, type ListenerTlsMaterial } from '../config/tls-files.js';
+import { costWarnings } from '../limits/cost-warnings.js';
+import { stabilityWarnings } from '../routing/stability.js';
+import { isPrimary } from './cluster.js';
 import { closeLogs, type Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { buildOpsApp } from '../observability/ops.js';
@@ -229,6 +232,14 @@ async function listenSide(
  * (the errors name fields and quote at most a short, redacted excerpt, never the file's content). Never throws: a
  * reload is triggered by a signal, and an exception there would end the process.
  */
+/**
+ * Every warning about a loaded config, as `config check` prints them: the loader's (documents), costs no window can
+ * hold, unused stability values, and TLS (verify off, an expired listener certificate). Said at start-up and on reload.
+ */
+export function configWarnings(config: Config, fromLoad: readonly string[]): string[] {
+  return [...fromLoad, ...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)];
+}
+
 export async function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger): Promise<Config | undefined> {
   let result: Awaited<ReturnType<typeof loadConfigFile>>;
   try {
@@ -236,7 +247,12 @@ export async function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, l
   } catch (err) {
     result = { ok: false, path, errors: [excerpt(String((err as Error)?.message ?? err), 200)] };
   }
-  if (result.ok) return result.config;
+  if (result.ok) {
+    // What `config check` and the start-up say about the new file, said again (once: by a node:cluster primary, not
+    // by each worker), so that a reload pointing a listener at an expired certificate is not reported as a plain success.
+    if (isPrimary()) for (const warning of configWarnings(result.config, result.warnings)) logger.warn({ path, warning }, 'config warning');
+    return result.config;
+  }
   logger.error({ path, errors: result.errors }, 'config reload rejected; the old config stays in force');
   return undefined;
 }

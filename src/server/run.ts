@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
 import type { Config, RedisConfig } from '../config/schema.js';
-import { exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
+import { configWarnings, exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
 import { logRedaction } from '../http/credentials.js';
 import { watchConfigFile } from './config-watch.js';
@@ -13,10 +13,8 @@ import { Metrics } from '../observability/metrics.js';
 import { composeGateway } from '../compose.js';
 import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster.js';
 import { applyHeapGrowth } from './heap.js';
+import { routedServices } from '../routing/services.js';
 import { CliError } from '../commands/cli-error.js';
-import { costWarnings } from '../limits/cost-warnings.js';
-import { stabilityWarnings } from '../routing/stability.js';
-import { tlsWarnings } from '../config/tls-files.js';
 import { descriptionWarnings } from '../validation/validator.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
@@ -30,9 +28,7 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
   const logger = createLogger(config.log.level, logDestination(1, config.log.maxBufferBytes), logRedaction(config.auth.issuedPrefix));
   exitOnFatalError(logger);
   // Once per start (a node:cluster worker reads the same file: the primary has said it).
-  if (isPrimary())
-    for (const warning of [...result.warnings, ...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)])
-      logger.warn({ warning }, 'config warning');
+  if (isPrimary()) for (const warning of configWarnings(config, result.warnings)) logger.warn({ warning }, 'config warning');
   const workers = workerCount(config.server.workers);
   if (workers > 1 && isPrimary()) {
     reportLogDrops(logger);
@@ -59,7 +55,8 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
     {
       url: gw.url,
       ...(gw.opsUrl ? { opsUrl: gw.opsUrl } : {}),
-      upstream: config.upstream.url,
+      // Where requests go, as routed: every service and its targets (`upstream` only when the shorthand is a service).
+      services: routedServices(config),
       store: gateway.redis?.where ?? 'memory',
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },

@@ -2,7 +2,7 @@
 // and localhost signed by it, a client certificate signed by it (mutual TLS), and a second CA that signed nothing
 // but what `issue` asks of it (a client trusting the first CA must refuse a server certificate from the second).
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -23,6 +23,8 @@ export interface TestCertificates {
   clientKeyFile: string;
   /** Another certificate: `name` is its file name stem; `san` its subjectAltName; `ca` which CA signs it. */
   issue(name: string, opts?: { ca?: 'ca' | 'other-ca'; san?: string; cn?: string; client?: boolean }): IssuedCertificate;
+  /** A self-signed certificate for localhost that expired on 2020-01-02 (`openssl ca`, which takes an end date). */
+  expired(name: string): IssuedCertificate;
   remove(): void;
 }
 
@@ -74,6 +76,21 @@ export function makeCertificates(): TestCertificates {
     );
     return { certFile: f(`${name}.crt`), keyFile: f(`${name}.key`) };
   };
+  const expired: TestCertificates['expired'] = (name) => {
+    const db = f(`${name}-db`);
+    mkdirSync(db);
+    writeFileSync(join(db, 'index.txt'), '');
+    writeFileSync(join(db, 'serial'), '01\n');
+    const cnf = join(db, 'ca.cnf');
+    writeFileSync(
+      cnf,
+      `[ca]\ndefault_ca = d\n[d]\ndatabase = ${db}/index.txt\nnew_certs_dir = ${db}\nserial = ${db}/serial\ndefault_md = sha256\npolicy = p\n[p]\ncommonName = supplied\n`,
+    );
+    openssl('req', '-new', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`));
+    // prettier-ignore
+    openssl('ca', '-batch', '-config', cnf, '-selfsign', '-notext', '-keyfile', f(`${name}.key`), '-in', f(`${name}.csr`), '-out', f(`${name}.crt`), '-startdate', '20200101000000Z', '-enddate', '20200102000000Z');
+    return { certFile: f(`${name}.crt`), keyFile: f(`${name}.key`) };
+  };
   const server = issue('server');
   const client = issue('client', { cn: 'tollgate-test-client', client: true });
   return {
@@ -85,6 +102,7 @@ export function makeCertificates(): TestCertificates {
     clientCertFile: client.certFile,
     clientKeyFile: client.keyFile,
     issue,
+    expired,
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
