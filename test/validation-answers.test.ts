@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { OpenApiOperation } from '../src/openapi/operations.js';
-import { compileRequestValidator, MAX_QUOTED_MESSAGE, MAX_QUOTED_POINTER, type RequestInput } from '../src/validation/validator.js';
+import { compileRequestValidator, duplicateKey, MAX_QUOTED_MESSAGE, MAX_QUOTED_POINTER, type RequestInput } from '../src/validation/validator.js';
 
 /** One operation `POST /t` of an inline 3.1 document, with this body schema and these parameters. */
 function operation(body: object | undefined, parameters: object[] = [], components: object = {}): OpenApiOperation {
@@ -141,5 +141,76 @@ describe('what an answer quotes is clipped', () => {
     }
     expect(problems[0]!.pointer).toMatch(/^\/body\/nnnn.*\.\.\. \(500006 characters\)$/);
     expect(JSON.stringify(problems).length).toBeLessThan(2_000);
+  });
+});
+
+describe('values a backend reads differently are refused', () => {
+  const v = compileRequestValidator(
+    operation(
+      {
+        type: 'object',
+        properties: { qty: { type: 'integer' }, price: { type: 'number' }, item: { type: 'object', properties: { n: { type: 'integer' } } } },
+      },
+      [
+        { name: 'limit', in: 'query', schema: { type: 'integer', maximum: 100 } },
+        { name: 'ratio', in: 'query', schema: { type: 'number' } },
+        { name: 'ids', in: 'query', schema: { type: 'array', items: { type: 'integer' } }, explode: false },
+        { name: 'tag', in: 'query', schema: { type: 'array', items: { type: 'string', enum: ['a', 'b'] } } },
+        { name: 'x-page', in: 'header', schema: { type: 'integer' } },
+      ],
+    ),
+  );
+
+  it.each(['Infinity', '-Infinity', '0x1', '1.', '-1e400', '1e2', ' 1', '+1', '0b1', '1_000'])('an integer query parameter written %j', (text) => {
+    const problems = v.validate(input({ query: `limit=${encodeURIComponent(text)}` }));
+    expect(problems.map((p) => p.pointer)).toEqual(['/query/limit']);
+  });
+
+  it('integers in an array parameter and a header, and numbers, are read as a backend reads them', () => {
+    expect(v.validate(input({ query: 'ids=1,0x2,3.&ratio=1.5e3&limit=-7', headers: { 'x-page': '0x10' } })).map((p) => p.pointer)).toEqual([
+      '/query/ids/1',
+      '/query/ids/2',
+      '/headers/x-page',
+    ]);
+    expect(v.validate(input({ query: 'ratio=.5' })).map((p) => p.pointer)).toEqual(['/query/ratio']);
+    expect(v.validate(input({ query: 'ratio=Infinity' })).map((p) => p.pointer)).toEqual(['/query/ratio']);
+    expect(v.validate(input({ query: 'limit=007&ratio=-0.25&ids=1,2', headers: { 'x-page': '3' } }))).toEqual([]);
+  });
+
+  it('a JSON body with a non-finite number (1e400, -1e400) is refused', () => {
+    expect(v.validate(input({ text: '{"qty":-1e400}' })).map((p) => p.pointer)).toEqual(['/body/qty']);
+    expect(v.validate(input({ text: '{"price":1e400}' })).map((p) => p.pointer)).toEqual(['/body/price']);
+    expect(v.validate(input({ text: '{"qty":3,"price":2.5}' }))).toEqual([]);
+  });
+
+  it.each(['tag[]=c', 'tag[]=a', 'tag[0]=a', 'tag%5B%5D=a', 'limit[]=500', 'limit[x]=1', 'tag=a&tag[]=zzz'])(
+    'a bracket spelling of a documented query parameter (%s) is refused',
+    (query) => {
+      const problems = v.validate(input({ query }));
+      expect(problems.length).toBeGreaterThan(0);
+      expect(problems[0]!.message).toMatch(/is written ".*\[.*\]": a backend may read brackets as (tag|limit)/);
+    },
+  );
+
+  it("an undocumented bracketed parameter is none of the gateway's business", () => {
+    expect(v.validate(input({ query: 'other[]=1&tag=a' }))).toEqual([]);
+  });
+
+  it('a JSON body with a key given twice in one object is refused with its pointer; equal keys spelled differently too', () => {
+    expect(v.validate(input({ text: '{"qty":1,"qty":"x"}' }))).toEqual([
+      { pointer: '/body/qty', message: 'has a key given twice in one object: a backend may read either value' },
+    ]);
+    expect(v.validate(input({ text: '{"item":{"n":1,"\\u006e":2}}' })).map((p) => p.pointer)).toEqual(['/body/item/n']);
+    expect(v.validate(input({ text: '{"a":[{"k":1},{"k":2,"s":"\\"k\\"","k":3}]}' })).map((p) => p.pointer)).toEqual(['/body/a/1/k']);
+    // The same key in different objects is fine.
+    expect(v.validate(input({ text: '{"item":{"n":1},"other":{"n":1},"list":[{"n":1},{"n":2}]}' }))).toEqual([]);
+  });
+
+  it('the duplicate-key check of a large body is one quick pass', () => {
+    const big = JSON.stringify({ list: Array.from({ length: 50_000 }, (_, i) => ({ id: i, name: `n${i}`, tags: ['a', 'b'] })) });
+    const started = performance.now();
+    expect(duplicateKey(big)).toBeUndefined();
+    expect(duplicateKey(big.replace('"name":"n49999"', '"name":"n49999","id":1'))).toBe('/list/49999/id');
+    expect(performance.now() - started).toBeLessThan(1_000);
   });
 });

@@ -7,7 +7,16 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
-import { parameterSpecs, readHeaders, readPath, readQuery, type ParameterLocation, type ParameterSpec, type ReadProblem } from './parameters.js';
+import {
+  numberSpellings,
+  parameterSpecs,
+  readHeaders,
+  readPath,
+  readQuery,
+  type ParameterLocation,
+  type ParameterSpec,
+  type ReadProblem,
+} from './parameters.js';
 import { MAX_PATTERN_INPUT } from './patterns.js';
 import { DescriptionError, resolveRef, schemasOf, type DocumentSchemas } from './schemas.js';
 
@@ -177,6 +186,8 @@ class OperationValidator implements RequestValidator {
         loc.in === 'path' ? readPath(loc.specs, input.path) : loc.in === 'query' ? readQuery(loc.specs, input.query) : readHeaders(loc.specs, input.headers);
       const prefix = loc.in === 'header' ? '/headers' : `/${loc.in}`;
       for (const p of read.problems) found.push({ pointer: `${prefix}/${escapePointer(p.name)}`, message: p.message });
+      for (const p of numberSpellings(loc.specs, read.values, this.schemas.document))
+        found.push({ pointer: `${prefix}/${p.at.map(escapePointer).join('/')}`, message: p.message });
       for (const check of loc.checks)
         if (!check(read.values)) more += problemsOf(this.closest(takeErrors(check), true), prefix, read.problems, found, read.values);
     }
@@ -322,7 +333,7 @@ class OperationValidator implements RequestValidator {
     if (input.rawBody !== undefined) {
       const parsed = parseBody(input.rawBody);
       if ('problem' in parsed) {
-        found.push({ pointer: '/body', message: parsed.problem });
+        found.push({ pointer: `/body${parsed.at ?? ''}`, message: parsed.problem });
         return 0;
       }
       value = parsed.value;
@@ -368,19 +379,68 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
 }
 
 /** The body's bytes as JSON: UTF-8 strictly; a syntax error is named, never quoted back. */
-function parseBody(raw: Buffer): { value: unknown } | { problem: string } {
+function parseBody(raw: Buffer): { value: unknown } | { problem: string; at?: string } {
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(raw);
   } catch {
     return { problem: 'is not valid UTF-8 text' };
   }
+  let value: unknown;
   try {
-    return { value: JSON.parse(text) as unknown };
+    value = JSON.parse(text) as unknown;
   } catch {
     // V8's message quotes the body: not repeated back (nor into logs).
     return { problem: 'is not valid JSON' };
   }
+  const twice = duplicateKey(text);
+  if (twice !== undefined) return { problem: 'has a key given twice in one object: a backend may read either value', at: twice };
+  return { value };
+}
+
+/**
+ * The JSON pointer of the first key given twice in one object of `text` (valid JSON), or undefined. JSON.parse keeps
+ * the last value, a backend's parser may keep the first: the gateway would have checked a value the backend never
+ * reads. One pass over the text (the body is at most server.maxBodyBytes), keys kept per open object only.
+ */
+export function duplicateKey(text: string): string | undefined {
+  const stack: Array<{ keys: Set<string> | undefined; expectKey: boolean; segment: string; index: number }> = [];
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      let escaped = false;
+      while (j < n && text.charCodeAt(j) !== 0x22) {
+        if (text.charCodeAt(j) === 0x5c) {
+          escaped = true;
+          j++;
+        }
+        j++;
+      }
+      const top = stack[stack.length - 1];
+      if (top?.keys && top.expectKey) {
+        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        if (top.keys.has(key))
+          return [...stack.slice(0, -1).map((f) => f.segment), key]
+            .map(escapePointer)
+            .map((p) => `/${p}`)
+            .join('');
+        top.keys.add(key);
+        top.segment = key;
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b) stack.push({ keys: new Set(), expectKey: true, segment: '', index: 0 });
+    else if (c === 0x5b) stack.push({ keys: undefined, expectKey: false, segment: '0', index: 0 });
+    else if (c === 0x7d || c === 0x5d) stack.pop();
+    else if (c === 0x2c) {
+      const top = stack[stack.length - 1];
+      if (top?.keys) top.expectKey = true;
+      else if (top) top.segment = String(++top.index);
+    }
+  }
+  return undefined;
 }
 
 /** Whether a JSON value nests deeper than `max` arrays and objects (counted without recursion). */
