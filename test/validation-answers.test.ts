@@ -206,11 +206,20 @@ describe('values a backend reads differently are refused', () => {
     expect(v.validate(input({ text: '{"item":{"n":1},"other":{"n":1},"list":[{"n":1},{"n":2}]}' }))).toEqual([]);
   });
 
-  it('the duplicate-key check of a large body is one quick pass', () => {
+  it('the duplicate-key check of a large body is one pass, of the order of parsing it', () => {
     const big = JSON.stringify({ list: Array.from({ length: 50_000 }, (_, i) => ({ id: i, name: `n${i}`, tags: ['a', 'b'] })) });
-    const started = performance.now();
-    expect(duplicateKey(big)).toBeUndefined();
     expect(duplicateKey(big.replace('"name":"n49999"', '"name":"n49999","id":1'))).toBe('/list/49999/id');
-    expect(performance.now() - started).toBeLessThan(1_000);
+    // Judged against JSON.parse of the same text in the same run (best of three each), not against the clock.
+    const best = (f: () => unknown): number =>
+      Math.min(
+        ...[0, 1, 2].map(() => {
+          const started = performance.now();
+          f();
+          return performance.now() - started;
+        }),
+      );
+    const scan = best(() => expect(duplicateKey(big)).toBeUndefined());
+    const parse = best(() => JSON.parse(big));
+    expect(scan, `scan ${scan} ms, JSON.parse ${parse} ms`).toBeLessThan(parse * 5);
   });
 });

@@ -53,8 +53,9 @@ beforeAll(async () => {
       },
       routes: [{ method: 'GET', path: '/probe/*', service: 'other' }],
     }),
+    60_000,
   );
-});
+}, 90_000);
 
 afterAll(async () => {
   // A gateway stuck in a backtracking match ignores SIGTERM: stop() kills it after its grace.
