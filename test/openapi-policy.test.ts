@@ -407,6 +407,42 @@ describe('hostile documents', () => {
     expect(r.stderr).toMatch(/^ {2}doc\.yaml#\/paths\/~1a\/get\/x-brownouts: /m);
   });
 
+  it.each([
+    ['x-sunset', '2027-02-30T00:00:00Z'],
+    ['x-sunset', '2027-02-29'],
+    ['x-deprecated-at', '2026-06-01T24:30:00Z'],
+    ['x-deprecated-at', '2026-06-01T12:60:00+01:00'],
+    ['x-sunset', '2027-06-01T00:00:00+24:00'],
+    ['x-brownouts', ['2027-02-30T14:00:00Z/PT1H']],
+  ])('%s: %j, a date the calendar does not have, is refused naming file#pointer (not rolled over)', async (field, value) => {
+    const d = tempDir();
+    try {
+      const dated = field === 'x-brownouts' ? { 'x-sunset': '2099-01-01', [field]: value } : { [field]: value };
+      // Written unquoted, as an author would (the document's YAML reader keeps a timestamp as text).
+      d.write('doc.yaml', stringify(base(dated)).replaceAll(`"${String(value)}"`, String(value)));
+      const r = await loadConfigFile(d.write('gateway.yaml', { services: { h: { targets: ['http://127.0.0.1:9'], openapi: { file: 'doc.yaml' } } } }), {});
+      expect(r.ok).toBe(false);
+      if (r.ok) return;
+      expect(r.errors.join('\n')).toMatch(new RegExp(`doc\\.yaml#/paths/~1a/get/${field}(/0)?: `));
+    } finally {
+      d.remove();
+    }
+  });
+
+  it('a leap day and the last second of a day are dates the calendar has', async () => {
+    const d = tempDir();
+    try {
+      d.write('doc.yaml', stringify(base({ 'x-deprecated-at': '2028-02-29', 'x-sunset': '2028-12-31T23:59:59.999+14:00' })));
+      const r = await loadConfigFile(d.write('gateway.yaml', { services: { h: { targets: ['http://127.0.0.1:9'], openapi: { file: 'doc.yaml' } } } }), {});
+      if (!r.ok) throw new Error(r.errors.join('\n'));
+      const route = r.config.routes.find((x) => x.operationId === 'a')!;
+      expect(route.sunset).toBe('2028-12-31T09:59:59.999Z');
+      expect(route.deprecation).toBe('2028-02-29T00:00:00.000Z');
+    } finally {
+      d.remove();
+    }
+  });
+
   it('x-successor naming an unknown operationId is a config error', async () => {
     const r = await check(base({ 'x-successor': 'noSuchOperation' }));
     expect(r.code, r.stderr).toBe(1);

@@ -207,4 +207,28 @@ describe('stability in the config', () => {
       dir.remove();
     }
   });
+
+  it('config check warns about a gated stability on a public route (a request without a key passes the gate), one line naming its routes', async () => {
+    assertBuilt();
+    const dir = tempDir();
+    try {
+      const raw = base({ stability: 'experimental', auth: 'none' }, { experimental: ['pro'], beta: ['pro'] });
+      raw.routes.push(
+        { path: '/y', service: 'catalog', stability: 'experimental', auth: 'none' } as (typeof raw.routes)[number],
+        {
+          path: '/z',
+          service: 'catalog',
+          stability: 'beta',
+        } as (typeof raw.routes)[number],
+      );
+      const r = await runCli(['config', 'check', '--config', dir.write('gateway.yaml', raw)]);
+      expect(r.code, r.stderr).toBe(0);
+      const lines = r.stderr.split('\n').filter((l) => l.includes('public (auth: none)'));
+      expect(lines).toEqual([
+        "warning: services.catalog.openapi.stability.experimental: 2 routes * /x, * /y are public (auth: none), and the gate judges a key's plan: a request without a key passes it. Make the operation keyed (its security) to hold it for the plans listed",
+      ]);
+    } finally {
+      dir.remove();
+    }
+  });
 });

@@ -255,7 +255,7 @@ function documentRoutes(
         const iso = isoDate(v);
         if (iso === undefined)
           errors.push(
-            `${at([...tokens, field])}: expected a date (2027-06-01) or a date-time with an offset (2027-06-01T00:00:00Z), got ${clip(JSON.stringify(v) ?? String(v), 60)}`,
+            `${at([...tokens, field])}: expected a date (2027-06-01) or a date-time with an offset (2027-06-01T00:00:00Z) that the calendar has, got ${clip(JSON.stringify(v) ?? String(v), 60)}`,
           );
         return iso;
       };
@@ -413,18 +413,24 @@ function securityOf(
   return sources.length > 0 ? sources : undefined;
 }
 
-/** A date (midnight UTC) or a date-time with an offset, as an ISO-8601 instant; undefined when it is neither. */
+/**
+ * A date (midnight UTC) or a date-time with an offset, as an ISO-8601 instant; undefined when it is neither. Each
+ * field is checked against the calendar and the clock before Date.parse sees it: V8 rolls 2027-02-30 over into March
+ * and 24:30 into the next day, which would move a sunset to a day nobody announced (gateway.yaml's dates are refused
+ * the same way).
+ */
 function isoDate(v: unknown): string | undefined {
   // A YAML reader may have made an unquoted timestamp a Date already.
   if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : v.toISOString();
   if (typeof v !== 'string') return undefined;
-  const date = /^(\d{4})-(\d{2})-(\d{2})$/.exec(v);
-  if (date) {
-    const ms = Date.UTC(Number(date[1]), Number(date[2]) - 1, Number(date[3]));
-    const back = new Date(ms);
-    return back.getUTCDate() === Number(date[3]) && back.getUTCMonth() === Number(date[2]) - 1 ? back.toISOString() : undefined;
-  }
-  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/i.test(v)) return undefined;
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2})))?$/i.exec(v);
+  if (!m) return undefined;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const back = new Date(Date.UTC(year, month - 1, day));
+  if (back.getUTCFullYear() !== year || back.getUTCMonth() !== month - 1 || back.getUTCDate() !== day) return undefined;
+  if (m[4] === undefined) return back.toISOString();
+  const within = (field: string | undefined, max: number): boolean => field === undefined || Number(field) <= max;
+  if (!within(m[4], 23) || !within(m[5], 59) || !within(m[6], 59) || !within(m[7], 23) || !within(m[8], 59)) return undefined;
   const ms = Date.parse(v);
   return Number.isNaN(ms) ? undefined : new Date(ms).toISOString();
 }

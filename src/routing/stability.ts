@@ -28,7 +28,9 @@ export function planAllowed(plans: ReadonlySet<string> | undefined, plan: string
 
 /**
  * `config check` warnings: a stability value a service's map lists that none of the service's routes carries (a typo
- * such as "Beta" for "beta" leaves the route open to every plan without a word otherwise).
+ * such as "Beta" for "beta" leaves the route open to every plan without a word otherwise), and a gated stability on a
+ * public route (auth: none): the gate judges a key's plan, so a client that sends no key passes it. One line per
+ * stability value, naming its public routes.
  */
 export function stabilityWarnings(config: Pick<Config, 'services' | 'upstream' | 'routes'>): string[] {
   const out: string[] = [];
@@ -37,6 +39,15 @@ export function stabilityWarnings(config: Pick<Config, 'services' | 'upstream' |
     const used = new Set(config.routes.filter((r) => r.service === routeService && r.stability !== undefined).map((r) => r.stability));
     const whose = upstream ? `the upstream (${UPSTREAM_SERVICE})` : `service ${service}`;
     for (const value of Object.keys(openapi.stability ?? {})) {
+      const open = config.routes.filter((r) => r.service === routeService && r.stability === value && r.auth === 'none');
+      if (open.length > 0) {
+        const names = open.slice(0, 5).map((r) => `${r.method} ${r.path}${r.operationId ? ` (${r.operationId})` : ''}`);
+        out.push(
+          `${at.join('.')}.stability.${value}: ${open.length === 1 ? 'route' : `${open.length} routes`} ${names.join(', ')}${open.length > 5 ? ', ...' : ''} ` +
+            `${open.length === 1 ? 'is' : 'are'} public (auth: none), and the gate judges a key's plan: a request without a key passes it. ` +
+            'Make the operation keyed (its security) to hold it for the plans listed',
+        );
+      }
       if (used.has(value)) continue;
       const carried = [...used].sort().join(', ');
       out.push(

@@ -83,7 +83,23 @@ export function readQuery(specs: readonly ParameterSpec[], raw: string): { value
   const values = {};
   const problems: ReadProblem[] = [];
   const all = (name: string): string[] => pairs.filter(([k]) => k === name).map(([, v]) => v);
+  // `tag[]=a`, `tag[0]=a`, `id[x]=1`: Express (qs), PHP and Rails read each as `tag` (an array or an object), so a
+  // documented parameter written so would reach the backend unchecked. Refused, except deepObject's own `name[prop]`.
+  const bracketed = new Set<string>();
+  for (const [k] of pairs) {
+    const open = k.indexOf('[');
+    if (open > 0) bracketed.add(k.slice(0, open));
+  }
   for (const s of specs) {
+    if (s.style === 'deepObject' || !bracketed.has(s.name)) continue;
+    const spelled = pairs.find(([k]) => k.startsWith(`${s.name}[`))![0];
+    problems.push({
+      name: s.name,
+      message: `is written "${short(spelled)}": a backend may read brackets as ${s.name}; send ${s.name}=<value> as its style says`,
+    });
+  }
+  for (const s of specs) {
+    if (s.style !== 'deepObject' && bracketed.has(s.name)) continue;
     let value: unknown;
     if (s.json) {
       const v = all(s.name);
@@ -211,6 +227,39 @@ function parseJson(text: string, name: string, problems: ReadProblem[]): unknown
     return undefined;
   }
 }
+
+/**
+ * Numbers written in text (path, query and header values) as a backend reads them: an integer is decimal digits
+ * with an optional minus, a number is a JSON number. Ajv's coercion takes anything `+text` reads (`0x1`, `1.`,
+ * `Infinity`, ` 1`), which a backend's parser may read otherwise or refuse. Each problem: a pointer under the
+ * parameter (its name, then an item's index or a property's name) and its message.
+ */
+export function numberSpellings(specs: readonly ParameterSpec[], values: object, document: object): Array<{ at: string[]; message: string }> {
+  const out: Array<{ at: string[]; message: string }> = [];
+  const visit = (schema: unknown, value: unknown, at: string[], depth: number): void => {
+    const sch = resolveRef(document, schema) as Record<string, unknown> | undefined;
+    if (!sch || typeof sch !== 'object' || depth > 4) return;
+    if (typeof value === 'string') {
+      const types = Array.isArray(sch.type) ? (sch.type as unknown[]) : [sch.type];
+      // Only what Ajv's coercion would take (Infinity included): text it refuses gets its own message ("must be integer").
+      const n = Number(value);
+      if (types.includes('string') || value === '' || Number.isNaN(n)) return;
+      if (types.includes('integer')) {
+        if (!INTEGER_TEXT.test(value) && !(Number.isFinite(n) && !Number.isInteger(n)))
+          out.push({ at, message: 'must be an integer written in decimal digits' });
+      } else if (types.includes('number') && !(NUMBER_TEXT.test(value) && Number.isFinite(n)))
+        out.push({ at, message: 'must be a finite number written as JSON writes one (such as -1.5 or 2e3)' });
+    } else if (Array.isArray(value)) value.forEach((item, i) => visit(sch.items, item, [...at, String(i)], depth + 1));
+    else if (value !== null && typeof value === 'object' && sch.properties && typeof sch.properties === 'object')
+      for (const [k, v] of Object.entries(value))
+        if (Object.hasOwn(sch.properties, k)) visit((sch.properties as Record<string, unknown>)[k], v, [...at, k], depth + 1);
+  };
+  for (const s of specs) if (!s.json && Object.hasOwn(values, s.key)) visit(s.schema, (values as Record<string, unknown>)[s.key], [s.key], 0);
+  return out;
+}
+
+const INTEGER_TEXT = /^-?[0-9]+$/;
+const NUMBER_TEXT = /^-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$/;
 
 function short(text: string): string {
   return text.length > 40 ? `${text.slice(0, 40)}...` : text;

@@ -8,6 +8,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { linearRegExp } from './patterns.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type AnyAjv = Ajv | Ajv2020;
@@ -66,9 +67,14 @@ class Schemas implements DocumentSchemas {
       validateSchema: false,
       // Parameters arrive as text: "20" is an integer 20, one value is an array of one. Bodies are JSON as sent.
       coerceTypes: coerce ? ('array' as const) : false,
-      // Only the error list is read, never error.schema or .data: keeps no reference to a request's data.
-      verbose: false,
+      // A failed anyOf/oneOf's error carries its alternatives and the value (validator.ts explains it by the closest
+      // alternative); the validator takes the errors off the function at once, so no request's data stays referenced.
+      verbose: true,
       messages: true,
+      // Patterns are matched in linear time (patterns.ts): a document's pattern cannot hold the event loop.
+      code: { regExp: linearRegExp },
+      // Infinity and NaN are no JSON numbers: a body's -1e400 (parsed as -Infinity) is refused, not passed on.
+      strictNumbers: true,
     };
     const ajv: AnyAjv = this.version === '3.1' ? new Ajv2020(options) : new Ajv(options);
     (addFormats as unknown as (a: AnyAjv) => void)(ajv);

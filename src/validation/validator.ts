@@ -7,7 +7,17 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { LoadedDocuments, OpenApiOperation } from '../openapi/operations.js';
-import { parameterSpecs, readHeaders, readPath, readQuery, type ParameterLocation, type ParameterSpec, type ReadProblem } from './parameters.js';
+import {
+  numberSpellings,
+  parameterSpecs,
+  readHeaders,
+  readPath,
+  readQuery,
+  type ParameterLocation,
+  type ParameterSpec,
+  type ReadProblem,
+} from './parameters.js';
+import { MAX_PATTERN_INPUT } from './patterns.js';
 import { DescriptionError, resolveRef, schemasOf, type DocumentSchemas } from './schemas.js';
 
 export { DescriptionError } from './schemas.js';
@@ -176,10 +186,84 @@ class OperationValidator implements RequestValidator {
         loc.in === 'path' ? readPath(loc.specs, input.path) : loc.in === 'query' ? readQuery(loc.specs, input.query) : readHeaders(loc.specs, input.headers);
       const prefix = loc.in === 'header' ? '/headers' : `/${loc.in}`;
       for (const p of read.problems) found.push({ pointer: `${prefix}/${escapePointer(p.name)}`, message: p.message });
-      for (const check of loc.checks) if (!check(read.values)) more += problemsOf(check.errors, prefix, read.problems, found);
+      for (const p of numberSpellings(loc.specs, read.values, this.schemas.document))
+        found.push({ pointer: `${prefix}/${p.at.map(escapePointer).join('/')}`, message: p.message });
+      for (const check of loc.checks)
+        if (!check(read.values)) more += problemsOf(this.closest(takeErrors(check), true), prefix, read.problems, found, read.values);
     }
     more += this.validateBody(c, input, found);
-    return capped(dedupe(found), more);
+    return capped(dedupe(found), more).map(clipped);
+  }
+
+  /**
+   * Ajv's errors with each failed anyOf/oneOf explained by its closest alternative only: Ajv lists every
+   * alternative's complaints (13 problems for one wrong property type, 12 of them about alternatives the client never
+   * meant), so each alternative is checked again on its own, the one with the fewest problems is kept, and a summary
+   * says how many there were. An alternative's errors come just before its anyOf/oneOf error, as many as the
+   * alternatives give on their own; where that does not add up, or there are more than MAX_ALTERNATIVES_EXPLAINED
+   * alternatives, or the request has used its budget of such checks, Ajv's list is kept as it is.
+   */
+  private closest(errors: ErrorObject[], coerce: boolean, budget = { checks: MAX_ALTERNATIVE_CHECKS }): ErrorObject[] {
+    if (!errors.some((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf')) return errors;
+    const reversed: ErrorObject[] = [];
+    let i = errors.length - 1;
+    while (i >= 0) {
+      const e = errors[i]!;
+      const found = e.keyword === 'anyOf' || e.keyword === 'oneOf' ? this.closestAlternative(e, coerce, budget) : undefined;
+      const start = found ? i - found.total : -1;
+      if (found && start >= 0 && errors.slice(start, i).every((x) => x.instancePath.startsWith(e.instancePath))) {
+        const summary: ErrorObject = {
+          keyword: 'closestAlternative',
+          instancePath: e.instancePath,
+          schemaPath: e.schemaPath,
+          params: { keyword: e.keyword, count: found.count, index: found.index },
+        };
+        const own = this.closest(found.errors, coerce, budget).map((x) => ({ ...x, instancePath: e.instancePath + x.instancePath }));
+        reversed.push(summary, ...own.reverse());
+        i = start - 1;
+        continue;
+      }
+      reversed.push(e);
+      i--;
+    }
+    return reversed.reverse();
+  }
+
+  /** The alternative of a failed anyOf/oneOf with the fewest errors on its own, and how many errors they all give. */
+  private closestAlternative(
+    e: ErrorObject,
+    coerce: boolean,
+    budget: { checks: number },
+  ): { index: number; count: number; errors: ErrorObject[]; total: number } | undefined {
+    const alternatives = e.schema;
+    // A oneOf that failed because several alternatives matched has no closest one.
+    if (!Array.isArray(alternatives) || alternatives.length > MAX_ALTERNATIVES_EXPLAINED || (e.params as { passingSchemas?: unknown }).passingSchemas != null)
+      return undefined;
+    if (budget.checks < alternatives.length) return undefined;
+    budget.checks -= alternatives.length;
+    let best: { index: number; errors: ErrorObject[]; score: number } | undefined;
+    let total = 0;
+    try {
+      alternatives.forEach((schema: unknown, index) => {
+        const check = this.alternativeCheck(schema, coerce);
+        const errors = check(e.data) ? [] : takeErrors(check);
+        total += errors.length;
+        const score = distance(errors);
+        if (errors.length > 0 && (best === undefined || score < best.score)) best = { index, errors, score };
+      });
+    } catch {
+      return undefined;
+    }
+    return best ? { index: best.index, errors: best.errors, count: alternatives.length, total } : undefined;
+  }
+
+  private readonly alternatives = new WeakMap<object, ValidateFunction>();
+
+  private alternativeCheck(schema: unknown, coerce: boolean): ValidateFunction {
+    const key = (schema !== null && typeof schema === 'object' ? schema : { schema }) as object;
+    let check = this.alternatives.get(key);
+    if (!check) this.alternatives.set(key, (check = this.schemas.compile(key === schema ? key : { allOf: [schema] }, coerce)));
+    return check;
   }
 
   /** Compiles the schemas on first use; a description that cannot be applied fails every call the same way. */
@@ -249,7 +333,7 @@ class OperationValidator implements RequestValidator {
     if (input.rawBody !== undefined) {
       const parsed = parseBody(input.rawBody);
       if ('problem' in parsed) {
-        found.push({ pointer: '/body', message: parsed.problem });
+        found.push({ pointer: `/body${parsed.at ?? ''}`, message: parsed.problem });
         return 0;
       }
       value = parsed.value;
@@ -266,7 +350,7 @@ class OperationValidator implements RequestValidator {
       found.push({ pointer: '/body', message: 'could not be checked: it is nested too deeply' });
       return 0;
     }
-    return ok ? 0 : problemsOf(check.errors, '/body', [], found);
+    return ok ? 0 : problemsOf(this.closest(takeErrors(check), false), '/body', [], found, value);
   }
 
   /** The request's media type if the operation lists it (exactly, or by a range such as application/* or *\/*). */
@@ -295,19 +379,68 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
 }
 
 /** The body's bytes as JSON: UTF-8 strictly; a syntax error is named, never quoted back. */
-function parseBody(raw: Buffer): { value: unknown } | { problem: string } {
+function parseBody(raw: Buffer): { value: unknown } | { problem: string; at?: string } {
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(raw);
   } catch {
     return { problem: 'is not valid UTF-8 text' };
   }
+  let value: unknown;
   try {
-    return { value: JSON.parse(text) as unknown };
+    value = JSON.parse(text) as unknown;
   } catch {
     // V8's message quotes the body: not repeated back (nor into logs).
     return { problem: 'is not valid JSON' };
   }
+  const twice = duplicateKey(text);
+  if (twice !== undefined) return { problem: 'has a key given twice in one object: a backend may read either value', at: twice };
+  return { value };
+}
+
+/**
+ * The JSON pointer of the first key given twice in one object of `text` (valid JSON), or undefined. JSON.parse keeps
+ * the last value, a backend's parser may keep the first: the gateway would have checked a value the backend never
+ * reads. One pass over the text (the body is at most server.maxBodyBytes), keys kept per open object only.
+ */
+export function duplicateKey(text: string): string | undefined {
+  const stack: Array<{ keys: Set<string> | undefined; expectKey: boolean; segment: string; index: number }> = [];
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      let j = i + 1;
+      let escaped = false;
+      while (j < n && text.charCodeAt(j) !== 0x22) {
+        if (text.charCodeAt(j) === 0x5c) {
+          escaped = true;
+          j++;
+        }
+        j++;
+      }
+      const top = stack[stack.length - 1];
+      if (top?.keys && top.expectKey) {
+        const key = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        if (top.keys.has(key))
+          return [...stack.slice(0, -1).map((f) => f.segment), key]
+            .map(escapePointer)
+            .map((p) => `/${p}`)
+            .join('');
+        top.keys.add(key);
+        top.segment = key;
+        top.expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b) stack.push({ keys: new Set(), expectKey: true, segment: '', index: 0 });
+    else if (c === 0x5b) stack.push({ keys: undefined, expectKey: false, segment: '0', index: 0 });
+    else if (c === 0x7d || c === 0x5d) stack.pop();
+    else if (c === 0x2c) {
+      const top = stack[stack.length - 1];
+      if (top?.keys) top.expectKey = true;
+      else if (top) top.segment = String(++top.index);
+    }
+  }
+  return undefined;
 }
 
 /** Whether a JSON value nests deeper than `max` arrays and objects (counted without recursion). */
@@ -348,9 +481,9 @@ export function escapePointer(name: string): string {
  * Ajv's errors as problems under `prefix`, added to `out` while it has fewer than CONVERTED; answers how many were left
  * out. A required value the reading already found fault with is not listed again.
  */
-function problemsOf(errors: ErrorObject[] | null | undefined, prefix: string, read: readonly ReadProblem[], out: ValidationProblem[]): number {
+function problemsOf(errors: readonly ErrorObject[], prefix: string, read: readonly ReadProblem[], out: ValidationProblem[], data: unknown): number {
   let left = 0;
-  for (const e of errors ?? []) {
+  for (const e of errors) {
     if (out.length >= CONVERTED) {
       left++;
       continue;
@@ -382,12 +515,77 @@ function problemsOf(errors: ErrorObject[] | null | undefined, prefix: string, re
       case 'format':
         out.push({ pointer: at, message: `must be a valid ${String(params.format)}` });
         break;
+      case 'pattern': {
+        const value = valueAt(data, e.instancePath);
+        out.push({
+          pointer: at,
+          message:
+            typeof value === 'string' && value.length > MAX_PATTERN_INPUT
+              ? `is ${value.length} characters long: a value matched against a pattern may have at most ${MAX_PATTERN_INPUT}`
+              : `must match pattern ${JSON.stringify(String(params.pattern))}`,
+        });
+        break;
+      }
+      case 'closestAlternative': {
+        const n = Number(params.count);
+        out.push({
+          pointer: at,
+          message: `matches none of its ${n} alternatives (${String(params.keyword)}); the problems listed are those of the closest, alternative ${Number(params.index) + 1}`,
+        });
+        break;
+      }
       // A branch that failed is told by its own errors; "must match a schema in anyOf" adds the summary.
       default:
         out.push({ pointer: at, message: e.message ?? `fails ${e.keyword}` });
     }
   }
   return left;
+}
+
+/**
+ * How far a value is from an alternative, by that alternative's errors: one whose type the value does not have at all
+ * is the farthest, one whose `const` or `enum` it misses (a discriminator such as `type: card`) next, then by count.
+ */
+function distance(errors: readonly ErrorObject[]): number {
+  let score = errors.length;
+  for (const e of errors) {
+    if (e.keyword === 'type' && e.instancePath === '') score += 1_000_000;
+    else if (e.keyword === 'const' || e.keyword === 'enum') score += 1_000;
+  }
+  return score;
+}
+
+/** A validator's errors, taken off it: it would otherwise hold the request's data (verbose errors) until its next call. */
+function takeErrors(check: ValidateFunction): ErrorObject[] {
+  const errors = check.errors ?? [];
+  check.errors = null;
+  return errors;
+}
+
+/** The value at an Ajv instancePath (a JSON pointer) in `root`, own properties only. */
+function valueAt(root: unknown, instancePath: string): unknown {
+  if (instancePath === '') return root;
+  let at = root;
+  for (const raw of instancePath.slice(1).split('/')) {
+    const part = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    if (at === null || typeof at !== 'object' || !Object.hasOwn(at, part)) return undefined;
+    at = (at as Record<string, unknown>)[part];
+  }
+  return at;
+}
+
+/** An anyOf/oneOf with more alternatives than this is not narrowed to its closest (each would be checked again). */
+const MAX_ALTERNATIVES_EXPLAINED = 32;
+/** Alternatives checked again for one request's answer, at most (nested anyOfs multiply). */
+const MAX_ALTERNATIVE_CHECKS = 256;
+
+/** How much of a pointer and of a message an answer quotes: a client's 500,000-character property name is not sent back. */
+export const MAX_QUOTED_POINTER = 200;
+export const MAX_QUOTED_MESSAGE = 300;
+
+function clipped(p: ValidationProblem): ValidationProblem {
+  const clip = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max)}... (${text.length} characters)` : text);
+  return { pointer: clip(p.pointer, MAX_QUOTED_POINTER), message: clip(p.message, MAX_QUOTED_MESSAGE) };
 }
 
 /** Ajv errors turned into problems at most (enough to list MAX_PROBLEMS after duplicates are dropped). */
