@@ -1,0 +1,79 @@
+// Each Redis command's deadline (redis.commandTimeoutMs), kept by Tollgate rather than by ioredis's commandTimeout,
+// because that one drops answers a late process had already received. A timer fires in the event loop's timers
+// phase, before the poll phase reads sockets: on a busy machine a command's timer can come due while Redis's answer
+// sits unread in the socket, and ioredis's timer rejects the command then and discards the answer, so the request is
+// decided by the per-instance memory limits (which admit past a key's limit across a fleet) though Redis had decided
+// it. The per-instance limits are for a Redis that does not answer, not for a process that is late to read it.
+import type { Command, Redis } from 'ioredis';
+
+/** A command's rejection when its deadline passed with no answer (the message ioredis's own timeout uses). */
+export const COMMAND_TIMED_OUT = 'Command timed out';
+
+/** How late (ms) a deadline's timer may fire, at least, before this process counts as having been behind. */
+const LATE_MS = 2;
+
+/** Commands whose deadline is set: a command is sent again after a redirection or a reconnect, and keeps its first. */
+const armed = new WeakSet<Command>();
+
+/**
+ * Fails `command` once it has had `ms` to be answered, judged by a process able to see the answer come:
+ * - when the timer fires, the poll phase runs once first (setImmediate runs after it): an answer already in the
+ *   socket settles the command there, and only a command still unanswered then is failed;
+ * - a timer that fires early (Node arms a timer on the time its turn of the event loop started, so a command sent
+ *   late in a long turn is due before its `ms` have passed) waits for the rest of them;
+ * - a timer that fired late (by more than a tenth of `ms`) says this process was behind, and on a loaded machine
+ *   Redis, starved of the same CPU, may have been stalled with it: the command gets one more `ms`, counted from
+ *   then. It is failed when that one runs out, late or not.
+ * A hung Redis in a process that is on time: failed one turn of the event loop after `ms`. A hung Redis in a process
+ * that is behind: at most one more `ms`, plus the lateness; the breaker counts such a timeout as overload, and opens
+ * at the first that comes once the process has caught up.
+ */
+function arm(command: Command, ms: number): void {
+  if (armed.has(command) || command.isSettled) return;
+  armed.add(command);
+  const tolerance = Math.max(LATE_MS, ms / 10);
+  let extended = false;
+  let due = 0;
+  let timer: NodeJS.Timeout;
+  const expired = () => {
+    const now = performance.now();
+    if (now < due - LATE_MS) {
+      timer = setTimeout(expired, due - now);
+      return;
+    }
+    const late = now - due > tolerance;
+    setImmediate(() => {
+      if (command.isSettled) return;
+      if (late && !extended) {
+        extended = true;
+        start();
+      } else command.reject(new Error(COMMAND_TIMED_OUT));
+    });
+  };
+  const start = () => {
+    due = performance.now() + ms;
+    timer = setTimeout(expired, ms);
+  };
+  start();
+  const { resolve, reject } = command;
+  command.resolve = (result: unknown) => {
+    clearTimeout(timer);
+    return resolve(result);
+  };
+  command.reject = (err: Error) => {
+    clearTimeout(timer);
+    reject(err);
+  };
+}
+
+/**
+ * Gives every command sent on `connection` a deadline of `ms` (the connection is made without ioredis's
+ * commandTimeout). On a cluster, called for each node's connection: the cluster client sends every command through one.
+ */
+export function giveCommandsDeadline(connection: Redis, ms: number): void {
+  const send = connection.sendCommand;
+  connection.sendCommand = function (this: Redis, command, stream) {
+    arm(command, ms);
+    return send.call(this, command, stream);
+  };
+}
