@@ -6,7 +6,7 @@
 import { ReplyError } from 'ioredis';
 import type { Clock } from '../util/clock.js';
 import { DeadlineError } from '../util/deadline.js';
-import { COMMAND_TIMED_OUT } from './command-deadline.js';
+import { COMMAND_TIMED_OUT, CommandTimeoutError } from './command-deadline.js';
 import { TRANSIENT_REPLY, writeRefusal } from './memory-policy.js';
 
 export class BreakerOpenError extends Error {
@@ -84,7 +84,9 @@ export class Breaker {
       return result;
     } catch (err) {
       if (budgetMs !== undefined && isTimeout(err)) {
-        const lateMs = this.monotonic() - started - budgetMs;
+        // A command's own deadline says how late its last timer fired (it may have given Redis a second window);
+        // any other timeout is timed here, from the start of the call.
+        const lateMs = err instanceof CommandTimeoutError ? err.lateMs : this.monotonic() - started - budgetMs;
         const cause = (await this.overloaded(lateMs, budgetMs)) ? 'overload' : 'redis';
         for (const l of this.timeoutListeners) l(cause, lateMs, budgetMs);
         if (cause === 'overload') throw err;
@@ -154,5 +156,5 @@ function answeredAboutData(err: unknown): boolean {
 }
 
 function isTimeout(err: unknown): boolean {
-  return err instanceof DeadlineError || (err instanceof Error && err.message === COMMAND_TIMED_OUT);
+  return err instanceof DeadlineError || err instanceof CommandTimeoutError || (err instanceof Error && err.message === COMMAND_TIMED_OUT);
 }

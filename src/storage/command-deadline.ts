@@ -9,6 +9,16 @@ import type { Command, Redis } from 'ioredis';
 /** A command's rejection when its deadline passed with no answer (the message ioredis's own timeout uses). */
 export const COMMAND_TIMED_OUT = 'Command timed out';
 
+/**
+ * A command that got no answer within its deadline. `lateMs`: how late the timer that ended it fired, past its due
+ * time: the lag of this process's event loop while Redis was given its last window (the breaker judges by it).
+ */
+export class CommandTimeoutError extends Error {
+  constructor(readonly lateMs: number) {
+    super(COMMAND_TIMED_OUT);
+  }
+}
+
 /** How late (ms) a deadline's timer may fire, at least, before this process counts as having been behind. */
 const LATE_MS = 2;
 
@@ -25,8 +35,8 @@ const armed = new WeakSet<Command>();
  *   Redis, starved of the same CPU, may have been stalled with it: the command gets one more `ms`, counted from
  *   then. It is failed when that one runs out, late or not.
  * A hung Redis in a process that is on time: failed one turn of the event loop after `ms`. A hung Redis in a process
- * that is behind: at most one more `ms`, plus the lateness; the breaker counts such a timeout as overload, and opens
- * at the first that comes once the process has caught up.
+ * that is behind: at most one more `ms`, plus the lateness. The error says how late its last timer fired, so the
+ * breaker judges Redis by the window it was last given, not by the whole wait.
  */
 function arm(command: Command, ms: number): void {
   if (armed.has(command) || command.isSettled) return;
@@ -41,13 +51,13 @@ function arm(command: Command, ms: number): void {
       timer = setTimeout(expired, due - now);
       return;
     }
-    const late = now - due > tolerance;
+    const lateMs = now - due;
     setImmediate(() => {
       if (command.isSettled) return;
-      if (late && !extended) {
+      if (lateMs > tolerance && !extended) {
         extended = true;
         start();
-      } else command.reject(new Error(COMMAND_TIMED_OUT));
+      } else command.reject(new CommandTimeoutError(lateMs));
     });
   };
   const start = () => {
