@@ -32,11 +32,12 @@ const armed = new WeakSet<Command>();
  * - a timer that fires early (Node arms a timer on the time its turn of the event loop started, so a command sent
  *   late in a long turn is due before its `ms` have passed) waits for the rest of them;
  * - a timer that fired late (by more than a tenth of `ms`) says this process was behind, and on a loaded machine
- *   Redis, starved of the same CPU, may have been stalled with it: the command gets one more `ms`, counted from
- *   then. It is failed when that one runs out, late or not.
+ *   Redis, starved of the same CPU, may have been stalled with it: the command gets the time it was not watched
+ *   back (as long as the timer was late, at most `ms`), counted from then. It is failed when that runs out, late or
+ *   not.
  * A hung Redis in a process that is on time: failed one turn of the event loop after `ms`. A hung Redis in a process
- * that is behind: at most one more `ms`, plus the lateness. The error says how late its last timer fired, so the
- * breaker judges Redis by the window it was last given, not by the whole wait.
+ * that is behind: later by what the process was behind, at most `ms` more. The error says how late its last timer
+ * fired, so the breaker judges Redis by the window it was last given, not by the whole wait.
  */
 function arm(command: Command, ms: number): void {
   if (armed.has(command) || command.isSettled) return;
@@ -56,15 +57,15 @@ function arm(command: Command, ms: number): void {
       if (command.isSettled) return;
       if (lateMs > tolerance && !extended) {
         extended = true;
-        start();
+        start(Math.min(ms, lateMs));
       } else command.reject(new CommandTimeoutError(lateMs));
     });
   };
-  const start = () => {
-    due = performance.now() + ms;
-    timer = setTimeout(expired, ms);
+  const start = (windowMs: number) => {
+    due = performance.now() + windowMs;
+    timer = setTimeout(expired, windowMs);
   };
-  start();
+  start(ms);
   const { resolve, reject } = command;
   command.resolve = (result: unknown) => {
     clearTimeout(timer);
