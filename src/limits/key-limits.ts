@@ -242,9 +242,9 @@ export class KeyLimiter {
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
         const check = () => shared.store.check(consumer.id, request, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the command's own deadline is the
-        // check's; a second timer is needed only for what a key lookup left. Either lets the event loop read an
-        // answer that has arrived before giving up: memory decides only when Redis did not answer, never because
-        // this process was late to read it.
+        // check's; a second timer is needed only for what a key lookup left. A deadline that came due while the event
+        // loop was behind reads an answer that has arrived before giving up: memory decides when Redis did not
+        // answer, not because this process was late to read it.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
         const answeredAt = clock.now();
         ctx.redisMs += answeredAt - now;

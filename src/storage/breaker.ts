@@ -1,8 +1,9 @@
 // A circuit breaker in front of Redis: after a failure, calls fail at once for `cooldownMs` instead of each
 // waiting out commandTimeoutMs on a dead or hung server; then one probe call decides whether it closes again.
 // A timeout that came while this process was running late (its event loop behind, while Redis answered) is overload,
-// not a Redis failure: it is reported, but does not open the breaker. Nor does an error reply caused by the data a call met (a script
-// error over a corrupt record, WRONGTYPE): Redis answered, and that is one key's problem, not an outage.
+// not a Redis failure: it is reported, but does not open the breaker. Nor does an error reply caused by the data a
+// call met (a script error over a corrupt record, WRONGTYPE): Redis answered, and that is one key's problem, not an
+// outage.
 import { ReplyError } from 'ioredis';
 import type { Clock } from '../util/clock.js';
 import { DeadlineError } from '../util/deadline.js';
@@ -108,9 +109,9 @@ export class Breaker {
   /**
    * Whether a timed-out call failed because this process was behind rather than Redis. Timers fire in the timers
    * phase, before the poll phase reads sockets, so under event-loop lag a timeout can come due with answers already
-   * in the socket. The call's own answer, had it come, was read before the call failed (the command deadline and
-   * withDeadline, whose timer was late, let the poll phase run first), so it did not come in time; but a process this late is no witness
-   * that Redis failed. Signs of that:
+   * in the socket. The call's own answer, had it come, was read before the call failed (the command deadline, and
+   * withDeadline when its timer was late, let the poll phase run first), so it did not come in time; but a process
+   * this late is no witness that Redis failed. Signs of that:
    * - the timer fired more than half the budget late, which only a stalled event loop explains;
    * - the timer was off by more than a tenth of the budget (late; or early, which happens when the command was sent
    *   late in a long loop turn, since Node arms timers on the time the turn started) and, letting the poll phase
@@ -155,6 +156,7 @@ function answeredAboutData(err: unknown): boolean {
   return writeRefusal(message) === undefined && !TRANSIENT_REPLY.test(message);
 }
 
+/** A deadline's timeout: withDeadline's, a command deadline's, or (same message) ioredis's own commandTimeout's. */
 function isTimeout(err: unknown): boolean {
   return err instanceof DeadlineError || err instanceof CommandTimeoutError || (err instanceof Error && err.message === COMMAND_TIMED_OUT);
 }
