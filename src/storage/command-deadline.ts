@@ -66,14 +66,17 @@ function arm(command: Command, ms: number): void {
     timer = setTimeout(expired, windowMs);
   };
   start(ms);
+  // The timer ends when the command settles. A cluster client's reject may instead send the command to another node
+  // (MOVED, ASK, a connection lost): it is not settled then, and its deadline runs on.
   const { resolve, reject } = command;
   command.resolve = (result: unknown) => {
-    clearTimeout(timer);
-    return resolve(result);
+    const settled = resolve(result);
+    if (command.isSettled) clearTimeout(timer);
+    return settled;
   };
   command.reject = (err: Error) => {
-    clearTimeout(timer);
     reject(err);
+    if (command.isSettled) clearTimeout(timer);
   };
 }
 
