@@ -132,7 +132,7 @@ function reportTimeouts(breaker: Breaker, metrics: Metrics, logger: Logger, cloc
     if (now - loggedAt < OVERLOAD_LOG_EVERY_MS) return;
     logger.warn(
       { lateMs: Math.round(lateMs), budgetMs, overloadTimeouts: since },
-      'event loop overloaded: redis answered, but too late for this process to read it in time (not a redis failure)',
+      'event loop overloaded: a redis call ran out of time while this process was running late (not a redis failure)',
     );
     loggedAt = now;
     since = 0;

@@ -33,8 +33,9 @@ export interface KeyLimiterDeps {
   metrics: Metrics;
   /**
    * The shared store (Redis); absent for a Redis-less gateway, which uses `memory` alone. Its calls must fail by
-   * themselves after commandTimeoutMs (the Redis client's commandTimeout does): a request with its whole Redis
-   * budget left is not given a second timer.
+   * themselves after commandTimeoutMs (each Redis command's deadline does, storage/command-deadline.ts, and keeps an
+   * answer that came while the process ran late): a request with its whole Redis budget left is not given a second
+   * timer.
    */
   shared?: { store: LimiterStore; breaker: Breaker; failMode: 'open' | 'closed'; commandTimeoutMs: number };
   /** Per-instance limits: the only store without Redis, the fallback with failMode: open. */
@@ -240,8 +241,10 @@ export class KeyLimiter {
         const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
         const check = () => shared.store.check(consumer.id, request, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
-        // With the whole budget left (a cached key: nearly every request), the client's own commandTimeout is the
-        // deadline; a second timer of our own is needed only for what a key lookup left.
+        // With the whole budget left (a cached key: nearly every request), the command's own deadline is the
+        // check's; a second timer is needed only for what a key lookup left. A deadline that came due while the event
+        // loop was behind reads an answer that has arrived before giving up: memory decides when Redis did not
+        // answer, not because this process was late to read it.
         decision = await shared.breaker.run(budget < shared.commandTimeoutMs ? () => withDeadline(check(), budget, 'limit check') : check, budget);
         const answeredAt = clock.now();
         ctx.redisMs += answeredAt - now;

@@ -163,7 +163,7 @@ export class Metrics {
 
   readonly redisTimeouts = new Counter({
     name: 'tollgate_redis_timeouts_total',
-    help: "Redis calls on the request path that timed out, by cause: redis (Redis did not answer in time; the breaker opens) or overload (this process's event loop was too late to read the answer; the breaker stays closed).",
+    help: "Redis calls on the request path that timed out, by cause: redis (Redis did not answer in time; the breaker opens) or overload (this process's event loop ran late while Redis was answering; the breaker stays closed).",
     labelNames: ['cause'] as const,
     registers: [this.registry],
   });

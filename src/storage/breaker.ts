@@ -1,11 +1,13 @@
 // A circuit breaker in front of Redis: after a failure, calls fail at once for `cooldownMs` instead of each
 // waiting out commandTimeoutMs on a dead or hung server; then one probe call decides whether it closes again.
-// A timeout that this process caused (its event loop too late to read an answer) is overload, not a Redis failure:
-// it is reported, but does not open the breaker. Nor does an error reply caused by the data a call met (a script
-// error over a corrupt record, WRONGTYPE): Redis answered, and that is one key's problem, not an outage.
+// A timeout that came while this process was running late (its event loop behind, while Redis answered) is overload,
+// not a Redis failure: it is reported, but does not open the breaker. Nor does an error reply caused by the data a
+// call met (a script error over a corrupt record, WRONGTYPE): Redis answered, and that is one key's problem, not an
+// outage.
 import { ReplyError } from 'ioredis';
 import type { Clock } from '../util/clock.js';
 import { DeadlineError } from '../util/deadline.js';
+import { COMMAND_TIMED_OUT, CommandTimeoutError } from './command-deadline.js';
 import { TRANSIENT_REPLY, writeRefusal } from './memory-policy.js';
 
 export class BreakerOpenError extends Error {
@@ -16,11 +18,8 @@ export class BreakerOpenError extends Error {
 
 export type BreakerState = 'closed' | 'open';
 
-/** Why a call timed out: Redis did not answer in time, or this process was too late to read its answer. */
+/** Why a call timed out: Redis did not answer in time, or this process ran late while Redis was answering. */
 export type TimeoutCause = 'redis' | 'overload';
-
-/** ioredis's commandTimeout rejection (lib/Command.ts): it has no error class of its own. */
-const IOREDIS_TIMEOUT = 'Command timed out';
 
 export interface BreakerOptions {
   /** The time a call is given unless run() says otherwise: redis.commandTimeoutMs. Without it, no call is judged. */
@@ -86,7 +85,9 @@ export class Breaker {
       return result;
     } catch (err) {
       if (budgetMs !== undefined && isTimeout(err)) {
-        const lateMs = this.monotonic() - started - budgetMs;
+        // A command's own deadline says how late its last timer fired (it may have given Redis a second window);
+        // any other timeout is timed here, from the start of the call.
+        const lateMs = err instanceof CommandTimeoutError ? err.lateMs : this.monotonic() - started - budgetMs;
         const cause = (await this.overloaded(lateMs, budgetMs)) ? 'overload' : 'redis';
         for (const l of this.timeoutListeners) l(cause, lateMs, budgetMs);
         if (cause === 'overload') throw err;
@@ -107,17 +108,18 @@ export class Breaker {
 
   /**
    * Whether a timed-out call failed because this process was behind rather than Redis. Timers fire in the timers
-   * phase, before the poll phase reads sockets, so under event-loop lag a timeout can fire with the answer already
-   * in the socket. Signs of that:
+   * phase, before the poll phase reads sockets, so under event-loop lag a timeout can come due with answers already
+   * in the socket. The call's own answer, had it come, was read before the call failed (the command deadline, and
+   * withDeadline when its timer was late, let the poll phase run first), so it did not come in time; but a process
+   * this late is no witness that Redis failed. Signs of that:
    * - the timer fired more than half the budget late, which only a stalled event loop explains;
    * - the timer was off by more than a tenth of the budget (late; or early, which happens when the command was sent
    *   late in a long loop turn, since Node arms timers on the time the turn started) and, letting the poll phase
    *   run once (one setImmediate), the connection reads bytes: answers were waiting while the timer fired, so
    *   Redis was answering. A timer on time in a healthy process says Redis itself was slow, even if answers to
    *   other commands are still trickling in.
-   * A hung Redis sends nothing, and its timeouts fire on time in a healthy process. (The timed-out command itself
-   * cannot be saved: ioredis has already rejected it, and drops its answer.) A Redis that hangs while this process
-   * is also overloaded opens the breaker once the process catches up.
+   * A hung Redis sends nothing, and its timeouts fire on time in a healthy process. A Redis that hangs while this
+   * process is also overloaded opens the breaker once the process catches up.
    */
   private async overloaded(lateMs: number, budgetMs: number): Promise<boolean> {
     if (lateMs > budgetMs / 2) return true;
@@ -154,6 +156,7 @@ function answeredAboutData(err: unknown): boolean {
   return writeRefusal(message) === undefined && !TRANSIENT_REPLY.test(message);
 }
 
+/** A deadline's timeout: withDeadline's, a command deadline's, or (same message) ioredis's own commandTimeout's. */
 function isTimeout(err: unknown): boolean {
-  return err instanceof DeadlineError || (err instanceof Error && err.message === IOREDIS_TIMEOUT);
+  return err instanceof DeadlineError || err instanceof CommandTimeoutError || (err instanceof Error && err.message === COMMAND_TIMED_OUT);
 }

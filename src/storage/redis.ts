@@ -10,6 +10,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
+import { giveCommandsDeadline } from './command-deadline.js';
 import { connectionProblemLog } from './connection-problems.js';
 
 /** The commands Tollgate's stores send, and the one option the limit store sets; every ioredis client has them. */
@@ -67,7 +68,10 @@ export interface RedisConnectOptions {
   url?: string;
   /** Where Redis is: a standalone URL, a cluster's seed nodes, or a primary behind Sentinel, with credentials and TLS. */
   redis?: RedisTopology;
-  /** A command with no answer in this time fails (a hung Redis must not hang requests). */
+  /**
+   * A command with no answer in this time fails (a hung Redis must not hang requests), once the event loop has had
+   * one more chance to read its answer (command-deadline.ts): a late process keeps an answer that did arrive.
+   */
   commandTimeoutMs: number;
   purpose: RedisPurpose;
   /** Where connection failures are logged: one error line per change of cause (connection-problems.ts). */
@@ -218,6 +222,7 @@ interface ClientSettings {
   perConnection: RedisOptions;
   /** Commands fail at once while disconnected (the gateway's request path) rather than wait in the offline queue. */
   failFast: boolean;
+  /** Each command's deadline (giveCommandsDeadline), set on every connection to a server. */
   commandTimeoutMs: number;
   /** The replicas each primary is meant to have, kept across the connection's life. */
   expected: ExpectedReplicas;
@@ -286,9 +291,16 @@ function clusterClient(target: RedisTopology & { cluster: NonNullable<RedisTopol
   );
   // The node connections by "host:port", the form the slot table names them in; kept by the client's events.
   const nodeByAddress = new Map<string, Redis>();
-  // The seed nodes' connections were made in the constructor, before these listeners.
-  for (const node of c.nodes('all')) nodeByAddress.set(nodeAddress(node), node);
-  c.on('+node', (node: Redis) => nodeByAddress.set(nodeAddress(node), node));
+  // The seed nodes' connections were made in the constructor, before these listeners. Every command, the cluster
+  // client's and those sent straight to a node, is written by a node's connection: each gets the command deadline.
+  for (const node of c.nodes('all')) {
+    giveCommandsDeadline(node, commandTimeoutMs);
+    nodeByAddress.set(nodeAddress(node), node);
+  }
+  c.on('+node', (node: Redis) => {
+    giveCommandsDeadline(node, commandTimeoutMs);
+    nodeByAddress.set(nodeAddress(node), node);
+  });
   c.on('-node', (node: Redis) => {
     if (nodeByAddress.get(nodeAddress(node)) === node) nodeByAddress.delete(nodeAddress(node));
   });
@@ -362,7 +374,7 @@ function clusterClient(target: RedisTopology & { cluster: NonNullable<RedisTopol
  * Every command, keyed or not, goes to it; WAIT too.
  */
 function singlePrimaryClient(target: RedisTopology, settings: ClientSettings): TopologyClient {
-  const { perConnection, failFast, expected } = settings;
+  const { perConnection, failFast, commandTimeoutMs, expected } = settings;
   let c: Redis;
   let where: string;
   if (target.sentinel) {
@@ -400,6 +412,7 @@ function singlePrimaryClient(target: RedisTopology, settings: ClientSettings): T
     });
     where = redactRedisUrl(url);
   }
+  giveCommandsDeadline(c, commandTimeoutMs);
   // The primary's replicas as seen at every (re)connection, so one that drops out later still counts.
   const PRIMARY = 'primary';
   c.on('ready', () => {
@@ -440,7 +453,8 @@ export function connectRedis(opts: RedisConnectOptions): RedisConnection {
     perConnection: {
       // RESP2: replies as plain arrays, the shape rate-limiter-flexible's scripts expect.
       protocol: 2,
-      commandTimeout: opts.commandTimeoutMs,
+      // No commandTimeout: ioredis's drops an answer that arrived while this process was late to read it. Each
+      // command's deadline is Tollgate's own (command-deadline.ts), set on every connection the client makes.
       connectTimeout: Math.max(1000, opts.commandTimeoutMs * 10),
       maxRetriesPerRequest: failFast ? 0 : 1,
       connectionName: `tollgate-${opts.purpose}`,
