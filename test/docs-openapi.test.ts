@@ -98,7 +98,7 @@ beforeAll(async () => {
   runConfig = join(dir.dir, 'run.yaml');
   writeRun(CATALOG, 'shadow');
   gateway = await startServe(runConfig);
-}, 30_000);
+}, 120_000);
 afterAll(async () => {
   await gateway?.proc.stop();
   await petstore?.stop();

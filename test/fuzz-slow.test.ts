@@ -187,7 +187,7 @@ describe(`fuzz: slow clients (FUZZ_SEED=${SEED})`, () => {
     // No slow body was completed upstream: the bodies never arrived in full.
     expect(f.upstream.seen.filter((s) => s.url.startsWith('/v1/slow'))).toEqual([]);
     await assertStillServing(f, SEED, 'slow clients');
-  }, 30_000);
+  }, 120_000);
 
   it('an idle keep-alive connection is closed after keepAliveTimeoutMs', async () => {
     // Node keeps an idle keep-alive socket up to a second longer than keepAliveTimeout (its own buffer against the

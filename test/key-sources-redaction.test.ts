@@ -51,7 +51,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   dir = tempDir();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.proc.stop();
@@ -204,7 +204,7 @@ describe('a key under another spelling of a query source, or in the path, is not
     } finally {
       await serve.proc.stop();
     }
-  }, 30_000);
+  }, 120_000);
 });
 
 describe('the CLI issues keys with auth.issuedPrefix', () => {

@@ -60,7 +60,7 @@ beforeAll(async () => {
     upstreamCheckTimeoutMs: 500,
   });
   gw = await startGateway({ gateway, logger: silentLogger });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.shutdown();
@@ -227,5 +227,5 @@ describe('key changes wait for a replica and say how far they reached', () => {
     const revoked = await keys(configured, 'revoke', id);
     expect(revoked.stdout.trim()).toBe(`Revoked key ${id}.`);
     expect(withoutAudit(revoked.stderr)).toMatch(/^Warning: no replica confirmed this revocation .* the revocation is undone/);
-  }, 30_000);
+  }, 120_000);
 });

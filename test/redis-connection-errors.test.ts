@@ -27,7 +27,7 @@ beforeAll(async () => {
   locked = await TestRedis.start(['--user', 'app', 'on', `>${PASSWORD}`, '~*', '&*', '+@all']);
   plain = await TestRedis.start();
   certs = makeCertificates();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const s of servers) s.closeAllConnections();

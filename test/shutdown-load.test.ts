@@ -49,7 +49,7 @@ function writeConfig(opts: { port: number; drainTimeoutMs: number; workers?: num
 /** Starts serve and waits until `listeners` processes (1, or each worker) logged that they listen. */
 async function startServe(file: string, listeners = 1): Promise<{ proc: CliProcess; url: string; port: number }> {
   const proc = CliProcess.start(['serve', '--config', file]);
-  const first = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 15_000 });
+  const first = await proc.waitForLog('tollgate gateway listening');
   await waitFor(() => listening(proc).length >= listeners || !proc.running, `${listeners} listening processes`, 15_000, 20);
   expect(listening(proc)).toHaveLength(listeners);
   const url = String(first.url);

@@ -61,7 +61,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await new Promise((r) => receiver?.close(r));

@@ -83,7 +83,7 @@ beforeAll(async () => {
     req.socket.destroy();
   };
   resetGw = await startLimitsGateway(config(resetting.url));
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.close();
@@ -335,7 +335,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
         usage: { flushIntervalMs: 60_000 },
       }),
     );
-  }, 30_000);
+  }, 120_000);
 
   afterAll(async () => {
     await fallback?.close();

@@ -175,7 +175,7 @@ describe('the key commands on the cluster', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: [cluster.urls[0]] }, prefix: 'cli:' } });
-      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const ids: string[] = [];
       // Keys until their records sit on at least two primaries (three random ids all on one is one chance in nine).
       for (
@@ -302,7 +302,7 @@ describe('moving keys from a standalone Redis to the cluster', () => {
       const oldFile = dir.write('old.yaml', { upstream: { url: up.url }, redis: { url: standalone.url, prefix: 'move:' } });
       // Every node as a seed: the failover test above killed one of them.
       const newFile = dir.write('new.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: cluster.urls }, prefix: 'move:' } });
-      const cli = (file: string, ...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (file: string, ...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const create = async () => JSON.parse((await cli(oldFile, 'create', '--plan', 'free', '--json')).stdout) as { id: string; key: string };
       const active = await create();
       const rotated = await create();
@@ -452,7 +452,7 @@ describe('a failover does not undo a key change', () => {
         plans: { free: { perMinute: 100, perDay: 1000 } },
       });
       const cli = async (...args: string[]) => {
-        const r = await runCli(['keys', ...args, '--json', '--config', file], { timeoutMs: 20_000 });
+        const r = await runCli(['keys', ...args, '--json', '--config', file]);
         if (r.code !== 0) throw new Error(`keys ${args.join(' ')}: ${r.stderr}`);
         return JSON.parse(r.stdout) as { id: string; key: string; replication: unknown };
       };

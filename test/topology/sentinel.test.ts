@@ -42,7 +42,7 @@ describe('Sentinel', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
-      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const created = JSON.parse((await cli('create', '--plan', 'free', '--json')).stdout) as { id: string; replication?: unknown };
       expect(created.replication).toEqual({ expected: 1, acked: 1 });
       const rotated = JSON.parse((await cli('rotate', created.id, '--json')).stdout) as { replication?: unknown };
@@ -122,7 +122,7 @@ describe('Sentinel', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
-      const revoked = await runCli(['keys', 'revoke', after.id, '--json', '--config', file], { timeoutMs: 20_000 });
+      const revoked = await runCli(['keys', 'revoke', after.id, '--json', '--config', file]);
       expect(revoked.code, revoked.stderr).toBe(0);
       expect(JSON.parse(revoked.stdout)).toMatchObject({ id: after.id, status: 'revoked', replication: { expected: 1, acked: 0 } });
       expect(withoutAudit(revoked.stderr)).toMatch(/^Warning: no replica confirmed this revocation within 1 s \(1 expected\)/);
