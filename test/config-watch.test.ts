@@ -185,12 +185,12 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       await proc.waitForLog('tollgate primary started workers');
       await proc.waitForLog('watching the config file');
       // Both workers up (each logs its own "listening", and only then takes the primary's SIGHUP).
-      await waitFor(() => proc.logs.filter((l) => l.msg === 'tollgate gateway listening').length === 2, 'both workers listening', 15_000);
+      await waitFor(() => proc.logs.filter((l) => l.msg === 'tollgate gateway listening').length === 2, 'both workers listening', 30_000);
       const url = String(proc.logs.find((l) => l.msg === 'tollgate gateway listening')!.url);
       expect(await statuses(url, 2)).toEqual([200, 200]);
       const mark = proc.logs.length;
       volume.swap(withWorkers(1));
-      await waitFor(() => proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded').length === 2, 'both workers reloaded', 10_000);
+      await waitFor(() => proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded').length === 2, 'both workers reloaded', 30_000);
       expect(await statuses(url, 2)).toEqual([429, 429]);
       expect(proc.logs.filter((l) => String(l.msg).includes('worker died'))).toEqual([]);
     } finally {

@@ -16,6 +16,12 @@ import { testConfig } from './helpers/gateway.js';
 import { captureLogger, metricValue, startLimitsGateway, waitFor } from './helpers/limits.js';
 
 const COMMAND_TIMEOUT_MS = 100;
+/**
+ * The gateway's commandTimeoutMs in the integration tests: long enough that a healthy redis-server, itself short of
+ * CPU on a busy machine, answers well within it (at 100 ms, load 15 made Redis late on its own and counted cause
+ * redis); the blocks the tests make are four times it, so what they measure is the ratio, not the machine's speed.
+ */
+const GATEWAY_COMMAND_TIMEOUT_MS = 500;
 
 /** Blocks the event loop, as a long synchronous turn under overload does. */
 function busyWait(ms: number): void {
@@ -155,7 +161,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
       startLimitsGateway(
         testConfig({
           upstream: { url: up.url, timeoutMs: 5000 },
-          redis: { url: redis.url, prefix: 'overload:', failMode: 'open', commandTimeoutMs: COMMAND_TIMEOUT_MS },
+          redis: { url: redis.url, prefix: 'overload:', failMode: 'open', commandTimeoutMs: GATEWAY_COMMAND_TIMEOUT_MS },
           plans: { free: { perMinute: 100_000, perDay: 1_000_000 } },
           anonymous: { perMinute: 100_000 },
         }),
@@ -165,7 +171,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
 
   const metrics = async () => s.gw.metrics.registry.metrics();
   async function get(key: string): Promise<number> {
-    const res = await fetch(`${s.gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) });
+    const res = await fetch(`${s.gw.url}/v1/categories`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(60_000) });
     await res.arrayBuffer();
     return res.status;
   }
@@ -182,7 +188,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
       const r = original.call(this, command, stream as never);
       if (armed) {
         armed = false;
-        queueMicrotask(() => busyWait(4 * COMMAND_TIMEOUT_MS));
+        queueMicrotask(() => busyWait(4 * GATEWAY_COMMAND_TIMEOUT_MS));
       }
       return r;
     } as typeof client.sendCommand;
@@ -216,7 +222,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
     // A bound: at most one warning a second, and the rounds may or may not span a second boundary.
     expect(warnings.length).toBeGreaterThanOrEqual(1);
     expect(warnings.length).toBeLessThanOrEqual(3);
-    expect(warnings[0]).toMatchObject({ level: 40, budgetMs: COMMAND_TIMEOUT_MS });
+    expect(warnings[0]).toMatchObject({ level: 40, budgetMs: GATEWAY_COMMAND_TIMEOUT_MS });
     // Each request that lost its answer fails as it would (memory limits for a cached key, 503 for an unverifiable
     // one); nothing is a 500, and everything else was answered by Redis.
     for (const s of statuses) expect([200, 503]).toContain(s);
@@ -244,7 +250,7 @@ describe('gateway on a healthy Redis, event loop blocked while commands are in f
         return metricValue(await metrics(), 'tollgate_redis_degraded') === 0;
       },
       'degraded mode over after SIGCONT',
-      5000,
+      30_000,
       100,
     );
   });

@@ -239,7 +239,7 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect(await windowCount(id, 'day')).toBe(1 + 5 + 1);
     expect(await windowCount(id, 'route:store:minute')).toBe(2);
     // upstreamFailed reaches Redis with the instance's next usage flush (usage.flushIntervalMs, 5 s here).
-    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 10_000, 250);
+    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 30_000, 250);
     expect(await ledgerTotals(id)).toMatchObject({ admitted: 3, upstreamFailed: 2 });
   });
 

@@ -103,7 +103,7 @@ beforeAll(async () => {
       return (r?.data?.result.length ?? 0) === 1;
     },
     'Prometheus to scrape the gateway',
-    20_000,
+    30_000,
     200,
   );
   // Two more scrapes, so that rate() over the traffic has two points.

@@ -99,7 +99,7 @@ describe('timeoutMs counts from the proxy stage; responseIdleTimeoutMs frees the
     expect(up.seen('/ok')).toBe(0);
 
     // The stalled responses are cut after their idle time, and their connections to the target closed.
-    await waitFor(() => up.open() === 0, 'the upstream connections of the stalled clients closed', 5000);
+    await waitFor(() => up.open() === 0, 'the upstream connections of the stalled clients closed', 30_000);
     const after = await call(`${g.url}/ok`);
     expect(after).toMatchObject({ status: 200, body: 'ok' });
     expect(up.seen('/ok')).toBe(1);

@@ -266,7 +266,7 @@ describe('traffic', () => {
     } finally {
       redis.resume();
     }
-    await waitFor(async () => (await send(B, '/v1/things', { key: keys.unverifiable!.key })).status === 502, 'verified again once Redis answers', 6000, 100);
+    await waitFor(async () => (await send(B, '/v1/things', { key: keys.unverifiable!.key })).status === 502, 'verified again once Redis answers', 30_000, 100);
     expect(B.proc.logs.some((l) => l.msg === 'api key could not be verified: key store unavailable')).toBe(true);
   });
 

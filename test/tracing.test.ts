@@ -81,8 +81,8 @@ describe('tracing', () => {
         headers: { authorization: `Bearer ${key}`, traceparent: `00-${traceId}-${callerSpan}-01`, tracestate: 'vendor=abc' },
       });
       expect(res.status).toBe(200);
-      await waitFor(() => spans.some((s) => s.traceId === traceId && s.kind === 2), 'the server span exported', 5000, 50);
-      await waitFor(() => spans.filter((s) => s.traceId === traceId).length >= 4, 'all four spans exported', 5000, 50);
+      await waitFor(() => spans.some((s) => s.traceId === traceId && s.kind === 2), 'the server span exported', 30_000, 50);
+      await waitFor(() => spans.filter((s) => s.traceId === traceId).length >= 4, 'all four spans exported', 30_000, 50);
       const mine = spans.filter((s) => s.traceId === traceId);
       const server = mine.find((s) => s.kind === 2)!;
       expect(server.parentSpanId).toBe(callerSpan);

@@ -215,7 +215,7 @@ describe('requests the upstream failed', () => {
     for (let i = 0; i < 3; i++) {
       const ac = new AbortController();
       const pending = fetch(`${slowGw.url}/v1/things`, { headers: { authorization: `Bearer ${key}` }, signal: ac.signal });
-      await waitFor(() => hung.requests > before + i, 'the upstream got the request', 3000, 10);
+      await waitFor(() => hung.requests > before + i, 'the upstream got the request', 30_000, 10);
       ac.abort();
       await expect(pending).rejects.toThrow();
     }
@@ -372,7 +372,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
         return (await fallback.metrics.degraded.get()).values[0]?.value !== 1;
       },
       'the breaker closed',
-      10_000,
+      30_000,
       100,
     );
     // The next success is credited nothing for the failed ones: Redis's new window holds this one alone (with the
