@@ -5,8 +5,12 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/topology/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Ceilings for a busy machine, as in vitest.config.ts.
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
     fileParallelism: false,
+    // The same reapers as the main pass (vitest.config.ts).
+    setupFiles: ['test/reaper-setup.ts'],
+    globalSetup: ['test/reaper-global.ts'],
   },
 });

@@ -107,7 +107,7 @@ beforeAll(async () => {
   up = await TestUpstream.start();
   a = await start(config([{ id: 'portal', sha256: hashAdminToken(PORTAL_TOKEN) }]), logA, { TOLLGATE_ADMIN_TOKEN: ENV_TOKEN });
   b = await start(config([]), logB);
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await a?.shutdown();

@@ -58,7 +58,7 @@ beforeAll(async () => {
   });
   const gateway = await composeGateway({ config, logger: log.logger, metrics: new Metrics(), env: {}, upstreamCheckTimeoutMs: 500 });
   gw = await startGateway({ gateway, logger: log.logger });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.shutdown();

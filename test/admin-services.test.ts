@@ -77,7 +77,7 @@ beforeAll(async () => {
   });
   const gateway = (composed = await composeGateway({ config, logger: silentLogger, metrics: new Metrics(), env: {}, keyStages: false }));
   gw = await startGateway({ gateway, logger: silentLogger });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const r of held) r.end();

@@ -1,5 +1,5 @@
 // `tollgate openapi diff` on the built CLI: what a new version of a service's document would change (added, removed,
-// newly deprecated, sunset moved, stability, access), as text and --json, exit 0 for no change and 3 for changes; a
+// newly deprecated, sunset moved, brownouts added, moved or dropped, stability, access), as text and --json, exit 0 for no change and 3 for changes; a
 // new document that cannot load is one error line (exit 1) and nothing is compared; a config with several documents
 // needs --service (exit 2). Hostile operationIds are printed escaped, on one line.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,6 +71,12 @@ beforeAll(() => {
   tmp.write('catalog-v2.yaml', V2);
   tmp.write('catalog-same.yaml', V1.replace('version: "1"', 'version: "1.0.1"').replace('"2027-06-01T00:00:00Z"', '"2027-06-01"'));
   tmp.write('broken.yaml', V2.replace('openapi: 3.1.0', 'openapi: 9.9.9'));
+  // getItem's brownouts: V1 with one (an hour in February), V1 with it spelled otherwise (an end instead of a
+  // duration, another offset), and V1 with it moved and a second added.
+  const withBrownouts = (list: string) => V1.replace('x-sunset: "2027-06-01T00:00:00Z"', `x-sunset: "2027-06-01T00:00:00Z"\n      x-brownouts: [${list}]`);
+  tmp.write('brownout-1.yaml', withBrownouts('"2027-02-01T14:00:00Z/PT1H"'));
+  tmp.write('brownout-1-respelt.yaml', withBrownouts('"2027-02-01T15:00:00+01:00/2027-02-01T15:00:00Z"'));
+  tmp.write('brownout-2.yaml', withBrownouts('"2027-03-01T14:00:00Z/PT1H", "2027-02-08T14:00:00Z/PT2H"'));
   tmp.write('hostile.yaml', V1.replace('operationId: status', 'operationId: "st\\u001b[31matus"'));
   config = tmp.write('gateway.yaml', {
     services: { catalog: { targets: ['http://127.0.0.1:9'], openapi: { file: 'catalog.yaml' } } },
@@ -145,6 +151,39 @@ describe('tollgate openapi diff', () => {
     expect([none.code, none.stderr.trim()]).toEqual([
       1,
       'error: no service of this config has an OpenAPI document (services.<name>.openapi.file, upstream.openapi.file)',
+    ]);
+  });
+
+  it('brownouts (x-brownouts) added, moved or dropped are a change; the same hour spelt otherwise is none', async () => {
+    const diff = async (from: string, to: string) => {
+      const cfg = tmp.write(`gateway-${from}`, { services: { catalog: { targets: ['http://127.0.0.1:9'], openapi: { file: from } } } });
+      const r = await runCli(['openapi', 'diff', '--config', cfg, `${tmp.dir}/${to}`]);
+      expect(r.stderr).toBe('');
+      return { code: r.code, lines: r.stdout.trimEnd().split('\n').slice(1) };
+    };
+    expect(await diff('catalog.yaml', 'brownout-1.yaml')).toEqual({
+      code: 3,
+      lines: ['~ GET /v1/items/{id} (getItem): brownouts (none) -> 2027-02-01T14:00:00Z/2027-02-01T15:00:00Z', '1 change'],
+    });
+    expect(await diff('brownout-1.yaml', 'brownout-2.yaml')).toEqual({
+      code: 3,
+      lines: [
+        '~ GET /v1/items/{id} (getItem): brownouts 2027-02-01T14:00:00Z/2027-02-01T15:00:00Z -> 2027-02-08T14:00:00Z/2027-02-08T16:00:00Z, 2027-03-01T14:00:00Z/2027-03-01T15:00:00Z',
+        '1 change',
+      ],
+    });
+    expect(await diff('brownout-2.yaml', 'catalog.yaml')).toEqual({
+      code: 3,
+      lines: [
+        '~ GET /v1/items/{id} (getItem): brownouts 2027-02-08T14:00:00Z/2027-02-08T16:00:00Z, 2027-03-01T14:00:00Z/2027-03-01T15:00:00Z -> (none)',
+        '1 change',
+      ],
+    });
+    expect(await diff('brownout-1.yaml', 'brownout-1-respelt.yaml')).toEqual({ code: 0, lines: ['no changes'] });
+    const cfg = tmp.write('gateway-json.yaml', { services: { catalog: { targets: ['http://127.0.0.1:9'], openapi: { file: 'catalog.yaml' } } } });
+    const json = JSON.parse((await runCli(['openapi', 'diff', '--config', cfg, '--json', `${tmp.dir}/brownout-1.yaml`])).stdout) as { changes: unknown[] };
+    expect(json.changes).toEqual([
+      { kind: 'brownouts', method: 'GET', path: '/v1/items/{id}', operationId: 'getItem', from: null, to: '2027-02-01T14:00:00Z/2027-02-01T15:00:00Z' },
     ]);
   });
 

@@ -28,7 +28,7 @@ beforeAll(async () => {
   up = await TestUpstream.start();
   up.behaviour = echo;
   redis = await TestRedis.start();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await CliProcess.killAll();
@@ -104,7 +104,7 @@ class Served {
 
   async stop(): Promise<void> {
     this.proc.signal('SIGTERM');
-    await this.proc.waitForExit(10_000);
+    await this.proc.waitForExit();
   }
 }
 
@@ -160,7 +160,7 @@ describe('SIGHUP, section by section (one process)', () => {
 
   beforeAll(async () => {
     g = await Served.start('sections.yaml', base());
-  }, 30_000);
+  }, 120_000);
 
   afterAll(async () => {
     await g?.stop();

@@ -13,6 +13,7 @@ import { generateKey, hashKey } from '../src/keys/format.js';
 import { CliProcess, REPO, assertBuilt, cleanEnv } from './helpers/cli.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream, echo } from './helpers/upstream.js';
+import { track } from './helpers/children.js';
 
 /** The classic "billion laughs" in YAML: ten levels of nine aliases each. */
 function aliasBomb(): string {
@@ -136,7 +137,7 @@ describe('SIGHUP with a file the parser throws on', () => {
       expect(proc.logs.filter((l) => typeof l.msg === 'string' && l.msg.includes('worker died'))).toEqual([]);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 });
@@ -158,10 +159,10 @@ describe('a bug that escapes every handler', () => {
       'setInterval(() => {}, 1000);',
       trigger,
     ].join('\n');
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, ['--input-type=module', '-e', script], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] }));
     let stdout = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     clearTimeout(timer);
     expect(code).toBe(1);

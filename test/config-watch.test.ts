@@ -116,13 +116,13 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       // Swap 1: the plan drops to 3 a minute (2 already spent): the next one passes, then 429.
       let mark = proc.logs.length;
       volume.swap(yaml(3, { watchConfig: inFile }));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(await statuses(url, 2)).toEqual([200, 429]);
 
       // Swap 2: a file that does not validate. Rejected and logged like a SIGHUP's; the limit of 3 stays.
       mark = proc.logs.length;
       volume.swap(yaml(3, { watchConfig: inFile }).replace('perMinute: 3', 'perMinute: "lots"'));
-      const rejected = await proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 10_000 });
+      const rejected = await proc.waitForLog('config reload rejected', { after: mark });
       expect(rejected.level).toBe(50); // error: logged as one, not fatal (the gateway keeps serving)
       expect(JSON.stringify(rejected.errors)).toContain('plans.free.perMinute');
       expect(await statuses(url, 1)).toEqual([429]);
@@ -130,24 +130,24 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       // Swap 3: a good file again is applied: the plan back to 1000 a minute.
       mark = proc.logs.length;
       volume.swap(yaml(1000, { watchConfig: inFile }));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(await statuses(url, 2)).toEqual([200, 200]);
 
       // The ConfigMap's key removed (the file's symlink now dangles): rejected as a missing file, the old config stays;
       // the file back is applied.
       mark = proc.logs.length;
       volume.swap(null);
-      const missing = await proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 10_000 });
+      const missing = await proc.waitForLog('config reload rejected', { after: mark });
       expect(JSON.stringify(missing.errors)).toContain('file not found');
       expect(await statuses(url, 1)).toEqual([200]);
       mark = proc.logs.length;
       volume.swap(yaml(1000, { watchConfig: inFile }));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
 
       // A burst of swaps inside the debounce window: one reload, of the last file (a limit of 1: the next is 429).
       mark = proc.logs.length;
       for (const perMinute of [500, 400, 1]) volume.swap(yaml(perMinute, { watchConfig: inFile }));
-      const first = await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      const first = await proc.waitForLog('config reloaded', { after: mark });
       // No second reload within 600 ms after the first.
       expect(await proc.logsWithin('config', { after: proc.logs.indexOf(first) + 1, forMs: 600 })).toEqual([]);
       expect(proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded')).toHaveLength(1);
@@ -159,7 +159,7 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       writeFileSync(join(dir, 'unrelated.txt'), 'x');
       expect(await proc.logsWithin('config', { after: mark, forMs: 1000 })).toEqual([]);
       proc.signal('SIGHUP');
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(
         proc.logs
           .slice(mark)
@@ -169,7 +169,7 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       expect(proc.running).toBe(true);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 
@@ -185,17 +185,17 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       await proc.waitForLog('tollgate primary started workers');
       await proc.waitForLog('watching the config file');
       // Both workers up (each logs its own "listening", and only then takes the primary's SIGHUP).
-      await waitFor(() => proc.logs.filter((l) => l.msg === 'tollgate gateway listening').length === 2, 'both workers listening', 15_000);
+      await waitFor(() => proc.logs.filter((l) => l.msg === 'tollgate gateway listening').length === 2, 'both workers listening', 30_000);
       const url = String(proc.logs.find((l) => l.msg === 'tollgate gateway listening')!.url);
       expect(await statuses(url, 2)).toEqual([200, 200]);
       const mark = proc.logs.length;
       volume.swap(withWorkers(1));
-      await waitFor(() => proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded').length === 2, 'both workers reloaded', 10_000);
+      await waitFor(() => proc.logs.slice(mark).filter((l) => l.msg === 'config reloaded').length === 2, 'both workers reloaded', 30_000);
       expect(await statuses(url, 2)).toEqual([429, 429]);
       expect(proc.logs.filter((l) => String(l.msg).includes('worker died'))).toEqual([]);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(15_000);
+      await proc.waitForExit();
       await redis.stop();
     }
   });
@@ -224,7 +224,7 @@ describe('serve --watch-config with a ConfigMap-style symlinked file', () => {
       ).toEqual(['config reloaded']);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 });
@@ -315,13 +315,13 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       closeSync(fd);
       // Nothing was applied (nor refused) while the file was half written.
       expect(proc.logs.slice(mark, beforeRest).filter((l) => String(l.msg).startsWith('config'))).toEqual([]);
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       // The complete file: the key is still known and its plan allows 2 a minute (1 spent).
       expect(await statuses(url, 2)).toEqual([200, 429]);
       expect(reloadLines(proc, mark)).toEqual(['config reloaded']);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 
@@ -334,7 +334,7 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
     try {
       const mark = proc.logs.length;
       writeFileSync(path, '');
-      const rejected = await proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 10_000 });
+      const rejected = await proc.waitForLog('config reload rejected', { after: mark });
       expect(rejected.errors).toEqual([EMPTY_DOCUMENT_ERROR]);
       expect(await statuses(url, 2)).toEqual([200, 200]);
       const admin = await fetch(`${adminUrl}/keys`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, signal: AbortSignal.timeout(5000) });
@@ -343,7 +343,7 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       expect(reloadLines(proc, mark)).toEqual(['config reload rejected; the old config stays in force']);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
     for (const text of ['', '# only a comment\n', 'null\n']) {
       writeFileSync(path, text);
@@ -368,18 +368,18 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       let mark = proc.logs.length;
       symlinkSync('release-2', join(dir, 'current.tmp'));
       renameSync(join(dir, 'current.tmp'), join(dir, 'current'));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(await statuses(url, 2)).toEqual([200, 429]);
       // An edit in the release now current is seen too (the watch moved there), one in the old release is not.
       mark = proc.logs.length;
       writeFileSync(join(dir, 'release-1', 'gateway.yaml'), yaml(1));
       writeFileSync(join(dir, 'release-2', 'gateway.yaml'), yaml(1000));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(await statuses(url, 2)).toEqual([200, 200]);
       expect(reloadLines(proc, mark)).toEqual(['config reloaded']);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 
@@ -400,7 +400,7 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       // Written whole (a new file renamed over the old), so only the missing section can hold it back.
       writeFileSync(`${path}.tmp`, yaml(2, { admin: false }));
       renameSync(`${path}.tmp`, path);
-      const refused = await proc.waitForLog('config change not applied', { after: mark, timeoutMs: 10_000 });
+      const refused = await proc.waitForLog('config change not applied', { after: mark });
       expect(refused.level).toBe(40);
       expect(refused.dropped).toEqual(['admin']);
       expect(refused.msg).toBe(
@@ -422,12 +422,12 @@ describe('serve --watch-config: only a complete, stable file that keeps every se
       mark = proc.logs.length;
       writeFileSync(`${path}.tmp`, yaml(1000, { admin: false }));
       renameSync(`${path}.tmp`, path);
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 10_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect(await statuses(url, 1)).toEqual([200]);
       expect(reloadLines(proc, mark)).toEqual(['config reloaded']);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(10_000);
+      await proc.waitForExit();
     }
   });
 });

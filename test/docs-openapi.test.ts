@@ -98,7 +98,7 @@ beforeAll(async () => {
   runConfig = join(dir.dir, 'run.yaml');
   writeRun(CATALOG, 'shadow');
   gateway = await startServe(runConfig);
-}, 30_000);
+}, 120_000);
 afterAll(async () => {
   await gateway?.proc.stop();
   await petstore?.stop();
@@ -137,7 +137,7 @@ describe('docs/openapi.md', () => {
 
     writeRun(CATALOG, 'enforce');
     gateway.proc.signal('SIGHUP');
-    await waitFor(async () => (await request('GET', '/v1/categories/0', businessKey)).status === 'HTTP/1.1 400 Bad Request', 'the reload to enforce', 10_000);
+    await waitFor(async () => (await request('GET', '/v1/categories/0', businessKey)).status === 'HTTP/1.1 400 Bad Request', 'the reload to enforce', 30_000);
     matchesPage(await request('GET', '/v1/categories/0', businessKey), shown(/categories\/0/));
     matchesPage(await request('POST', '/v1/categories', businessKey, '{"name":"","colour":"brown"}'), shown(/"colour":"brown"/));
   });
@@ -149,7 +149,7 @@ describe('docs/openapi.md', () => {
     expect(brownedOut).not.toBe(CATALOG);
     writeRun(brownedOut, 'enforce');
     gateway.proc.signal('SIGHUP');
-    await waitFor(async () => (await request('GET', '/v1/pets/1', freeKey)).status === 'HTTP/1.1 410 Gone', 'the reload with the brownout', 10_000);
+    await waitFor(async () => (await request('GET', '/v1/pets/1', freeKey)).status === 'HTTP/1.1 410 Gone', 'the reload with the brownout', 30_000);
     const until = new Date(Date.parse(start) + 3_600_000).toISOString();
     matchesPage(await request('GET', '/v1/pets/1', freeKey), page, page.body.replace('2027-03-02T15:00:00.000Z', until));
   });

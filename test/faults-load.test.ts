@@ -177,7 +177,7 @@ async function expectExactLimit(key: string, id: string): Promise<void> {
 }
 
 async function degradedOver(): Promise<void> {
-  await waitFor(async () => metricValue(await metrics(gw.url), 'tollgate_redis_degraded') === 0, 'degraded mode over', 6000, 100);
+  await waitFor(async () => metricValue(await metrics(gw.url), 'tollgate_redis_degraded') === 0, 'degraded mode over', 30_000, 100);
 }
 
 describe('Redis faults under load (failMode open, commandTimeoutMs 100)', () => {

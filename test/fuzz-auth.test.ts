@@ -257,5 +257,5 @@ describe(`fuzz: Authorization values (FUZZ_SEED=${SEED})`, () => {
       if (code) expect(errorCode(r)).toBe(code);
     }
     await assertStillServing(f, SEED, 'the fixed shapes');
-  }, 30_000);
+  }, 120_000);
 });

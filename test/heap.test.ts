@@ -11,7 +11,7 @@ const CHURN = fileURLToPath(new URL('./fixtures/heap-churn.mjs', import.meta.url
 
 function churn(percent: number): Promise<{ peakOldMB: number; liveMB: number }> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [CHURN, String(percent)], { timeout: 30_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [CHURN, String(percent)], { timeout: 120_000 }, (err, stdout, stderr) => {
       if (err) reject(new Error(`${err.message}\n${stderr}`));
       else resolve(JSON.parse(stdout));
     });

@@ -51,7 +51,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   dir = tempDir();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.proc.stop();
@@ -134,9 +134,9 @@ describe('a key from any source never leaves the gateway', () => {
     await waitFor(
       () => gw!.proc.logs.filter((l) => l.msg === 'request completed' || l.msg === 'request errored').length >= answers.length + 1,
       'an access log line per request',
-      5000,
+      30_000,
     );
-    await waitFor(() => exported.join('').includes('/v1/broken'), 'the spans exported', 5000);
+    await waitFor(() => exported.join('').includes('/v1/broken'), 'the spans exported', 30_000);
     await gw.proc.stop();
 
     // The outputs really were captured: the URLs are logged (their key parameters redacted), spans exported.
@@ -191,7 +191,7 @@ describe('a key under another spelling of a query source, or in the path, is not
       ];
       // None of them carries a key under the configured name: each is refused as missing one, and logged.
       for (const path of paths) expect((await send(serve.port, path)).status, path).toBe(401);
-      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length, 'an access log line per request', 5000);
+      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length, 'an access log line per request', 30_000);
       const urls = serve.proc.logs.filter((l) => l.msg === 'request completed').map((l) => (l.req as { url: string }).url);
       expect(urls).toEqual([
         '/v1/things/1?API_KEY=[redacted]',
@@ -204,7 +204,7 @@ describe('a key under another spelling of a query source, or in the path, is not
     } finally {
       await serve.proc.stop();
     }
-  }, 30_000);
+  }, 120_000);
 });
 
 describe('a key with a recorded prefix (imported, or rotated with --keep-prefix) is not logged in clear where it does not belong', () => {

@@ -65,7 +65,7 @@ const plain = (items: unknown[]): ImportSource =>
 
 beforeAll(async () => {
   redis = await TestRedis.start();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const c of connections) await c.close();

@@ -44,7 +44,7 @@ beforeAll(async () => {
   dir = tempDir();
   [primary, lone, up] = await Promise.all([TestRedis.start(), TestRedis.start(), TestUpstream.start()]);
   replica = await TestRedis.start(['--replicaof', '127.0.0.1', String(primary.port)]);
-  await waitFor(linked, 'the replica linked to its primary', 10_000);
+  await waitFor(linked, 'the replica linked to its primary', 30_000);
   const gateway = await composeGateway({
     config: testConfig({
       server: { host: '127.0.0.1', port: 0 },
@@ -60,7 +60,7 @@ beforeAll(async () => {
     upstreamCheckTimeoutMs: 500,
   });
   gw = await startGateway({ gateway, logger: silentLogger });
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.shutdown();
@@ -196,7 +196,7 @@ describe('key changes wait for a replica and say how far they reached', () => {
         }
       },
       'the primary without its replica',
-      10_000,
+      30_000,
     );
     const api = await everyChangeByApi();
     for (const a of api) expect(a, a.action).toMatchObject({ replication: { expected: 1, acked: 0 } });
@@ -227,5 +227,5 @@ describe('key changes wait for a replica and say how far they reached', () => {
     const revoked = await keys(configured, 'revoke', id);
     expect(revoked.stdout.trim()).toBe(`Revoked key ${id}.`);
     expect(withoutAudit(revoked.stderr)).toMatch(/^Warning: no replica confirmed this revocation .* the revocation is undone/);
-  }, 30_000);
+  }, 120_000);
 });

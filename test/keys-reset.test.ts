@@ -86,7 +86,7 @@ describe('tollgate keys reset (the built CLI, on real Redis)', () => {
     const redisCfg = { url: redis.url, prefix: 'reset:' };
     ({ gw } = await start({ redis: redisCfg, admin: { port: 0, tokens: [{ id: 'ops', sha256: hashAdminToken(TOKEN) }] } }));
     file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: redisCfg, plans: PLANS });
-  }, 30_000);
+  }, 120_000);
   afterAll(async () => {
     await gw?.shutdown();
     await redis?.stop();
@@ -168,5 +168,5 @@ describe("reset reaches every instance's own copy of the windows", () => {
       await b.gw.shutdown();
       await redis.stop();
     }
-  }, 30_000);
+  }, 120_000);
 });

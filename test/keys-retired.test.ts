@@ -57,7 +57,7 @@ beforeAll(async () => {
   assertBuilt();
   redis = await TestRedis.start();
   dir = tempDir();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await redis?.stop();

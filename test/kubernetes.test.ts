@@ -34,6 +34,7 @@ import type { Config } from '../src/config/schema.js';
 import { CliProcess, REPO, assertBuilt, runCli } from './helpers/cli.js';
 import { freePort } from './helpers/redis-server.js';
 import { makeCertificates, type TestCertificates } from './helpers/tls.js';
+import { track } from './helpers/children.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- rendered manifests are untyped YAML, checked field by field */
 type Obj = Record<string, any>;
@@ -548,7 +549,7 @@ describe('deploy/kubernetes', () => {
       expect(status).toBe(200);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(15_000);
+      await proc.waitForExit();
       certs.remove();
     }
   });
@@ -685,7 +686,7 @@ describe('deploy/kubernetes', () => {
       expect(await get(`${local(line.opsUrl)}/metrics`)).toBe(200);
     } finally {
       proc.signal('SIGTERM');
-      await proc.waitForExit(15_000);
+      await proc.waitForExit();
     }
   });
 
@@ -872,11 +873,11 @@ describe('deploy/kubernetes', () => {
     const port = await freePort();
     const local = `${script!.replace('/etc/redis/redis.conf', confFile)} --port ${port} --bind 127.0.0.1 --daemonize no --loglevel warning`;
     const password = 'first-install-pw';
-    const redis = spawn('sh', ['-c', local], { env: { PATH: process.env.PATH, REDIS_PASSWORD: password }, stdio: 'ignore' });
+    const redis = track(spawn('sh', ['-c', local], { env: { PATH: process.env.PATH, REDIS_PASSWORD: password }, stdio: 'ignore' }));
     let gateway: CliProcess | undefined;
     let client: Redis | undefined;
     try {
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 60_000;
       for (;;) {
         const c = new Redis(port, '127.0.0.1', { password, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
         c.on('error', () => {});
@@ -933,7 +934,7 @@ describe('deploy/kubernetes', () => {
       client?.disconnect();
       if (gateway) {
         gateway.signal('SIGTERM');
-        await gateway.waitForExit(15_000);
+        await gateway.waitForExit();
       }
       redis.kill('SIGTERM');
       await new Promise((r) => (redis.exitCode !== null ? r(undefined) : redis.once('exit', r)));

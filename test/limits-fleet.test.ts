@@ -42,7 +42,7 @@ function writeConfig(reloadPerMinute: number): void {
 
 async function startGateway(): Promise<{ proc: CliProcess; url: string; port: number; agent: Agent }> {
   const proc = CliProcess.start(['serve', '--config', configFile]);
-  const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 10_000 });
+  const line = await proc.waitForLog('tollgate gateway listening');
   const url = String(line.url);
   return { proc, url, port: Number(new URL(url).port), agent: new Agent({ keepAlive: true, maxSockets: 64 }) };
 }
@@ -90,7 +90,7 @@ beforeAll(async () => {
   configFile = join(dir, 'gateway.yaml');
   writeConfig(50);
   gateways.push(...(await Promise.all([startGateway(), startGateway()])));
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await Promise.all(
@@ -207,7 +207,7 @@ describe('two gateway processes on one Redis', () => {
       for (const g of gateways) {
         const after = g.proc.logs.length;
         g.proc.signal('SIGHUP');
-        await g.proc.waitForLog('config reloaded', { after, timeoutMs: 5000 });
+        await g.proc.waitForLog('config reloaded', { after });
       }
       for (const [i, c] of conns.entries()) {
         c.write(requestText);

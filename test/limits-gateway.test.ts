@@ -623,7 +623,7 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     const after = request(app)
       .get('/')
       .then((r) => r);
-    const asked = await waitFor(() => store.waiting === 1, 'next check reaches the store', 2000).then(
+    const asked = await waitFor(() => store.waiting === 1, 'next check reaches the store', 30_000).then(
       () => true,
       () => false,
     );

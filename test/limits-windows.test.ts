@@ -74,7 +74,7 @@ const FIRST: Variant = { postCost: 5, storePerMinute: 10, shadowedMode: 'shadow'
 
 async function startGateway(): Promise<Gateway> {
   const proc = CliProcess.start(['serve', '--config', configFile]);
-  const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 10_000 });
+  const line = await proc.waitForLog('tollgate gateway listening');
   return { proc, url: String(line.url), agent: new Agent({ keepAlive: true, maxSockets: 64 }) };
 }
 
@@ -132,7 +132,7 @@ beforeAll(async () => {
   configFile = join(dir, 'gateway.yaml');
   writeFileSync(configFile, stringify(configFor(FIRST)));
   gateways.push(...(await Promise.all([startGateway(), startGateway()])));
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await Promise.all(
@@ -239,7 +239,7 @@ describe('costs and route windows across two instances on one Redis', () => {
     expect(await windowCount(id, 'day')).toBe(1 + 5 + 1);
     expect(await windowCount(id, 'route:store:minute')).toBe(2);
     // upstreamFailed reaches Redis with the instance's next usage flush (usage.flushIntervalMs, 5 s here).
-    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 10_000, 250);
+    await waitFor(async () => (await ledgerTotals(id)).upstreamFailed === 2, 'the instance flushed upstreamFailed', 30_000, 250);
     expect(await ledgerTotals(id)).toMatchObject({ admitted: 3, upstreamFailed: 2 });
   });
 
@@ -436,7 +436,7 @@ describe('SIGHUP', () => {
     for (const g of gateways) {
       const after = g.proc.logs.length;
       g.proc.signal('SIGHUP');
-      await g.proc.waitForLog('config reloaded', { after, timeoutMs: 5000 });
+      await g.proc.waitForLog('config reloaded', { after });
     }
     const [a, b] = [gateways[0]!, gateways[1]!];
     const { id, key } = await createKey('free');

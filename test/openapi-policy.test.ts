@@ -154,7 +154,7 @@ beforeAll(async () => {
   admin = `http://127.0.0.1:${adminPort}`;
   configFile = dir.write('gateway.yaml', gatewayConfig('shadow', adminPort));
   gw = await startServe(configFile, 15_000);
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.proc.stop();

@@ -423,7 +423,7 @@ describe('reload', () => {
       expect((await fetch(`${url}/added`)).status).toBe(404);
       const mark = proc.logs.length;
       writeFileSync(docFile, doc({ '/added': { get: { responses: ok200 } } }));
-      await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 15_000 });
+      await proc.waitForLog('config reloaded', { after: mark });
       expect((await fetch(`${url}/added`)).status).toBe(200);
     } finally {
       await proc.stop();

@@ -159,13 +159,13 @@ describe('upstream.openapi: the document routes to the upstream service', () => 
   it('--watch-config: a changed document and a new stability map both apply, with UPSTREAM_URL still in force', async () => {
     const mark = proc.logs.length;
     writeFileSync(docFile, JSON.stringify(things({ '/added': { get: { operationId: 'added', responses: ok200 } } })));
-    await proc.waitForLog('config reloaded', { after: mark, timeoutMs: 15_000 });
+    await proc.waitForLog('config reloaded', { after: mark });
     expect((await call('/v1/added', FREE)).status).toBe(200);
     expect((await call('/v1/added', undefined)).status).toBe(401);
 
     const mark2 = proc.logs.length;
     writeFileSync(configFile, stringify(configOf(decoy.url, { experimental: ['free', 'pro'] })));
-    const reloaded = await proc.waitForLog('config reloaded', { after: mark2, timeoutMs: 15_000 });
+    const reloaded = await proc.waitForLog('config reloaded', { after: mark2 });
     // The openapi block reloads like a service's: it is no restart-only change of the upstream section.
     expect(reloaded.needsRestart).toBeUndefined();
     expect((await call('/v1/things', FREE, { method: 'POST', body: { name: 'b' } })).status).toBe(200);

@@ -14,6 +14,7 @@ import { CliProcess, runCli } from './helpers/cli.js';
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { waitFor } from './helpers/wait.js';
+import { track } from './helpers/children.js';
 
 const run = promisify(execFile);
 const PROMETHEUS = process.env.PROMETHEUS_PATH ?? '/usr/bin/prometheus';
@@ -64,7 +65,7 @@ beforeAll(async () => {
     }),
   );
   gateway = CliProcess.start(['serve', '--config', config]);
-  gatewayUrl = String((await gateway.waitForLog('tollgate gateway listening', { timeoutMs: 10_000 })).url);
+  gatewayUrl = String((await gateway.waitForLog('tollgate gateway listening')).url);
   // A little of everything: admitted, refused by the window, unknown keys, no key.
   const created = await runCli(['keys', 'create', '--plan', 'free', '--json', '--config', config]);
   const key = (JSON.parse(created.stdout) as { key: string }).key;
@@ -86,10 +87,12 @@ beforeAll(async () => {
       scrape_configs: [{ job_name: 'tollgate', static_configs: [{ targets: [new URL(gatewayUrl).host] }] }],
     }),
   );
-  prometheus = spawn(
-    PROMETHEUS,
-    [`--config.file=${promConfig}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+  prometheus = track(
+    spawn(
+      PROMETHEUS,
+      [`--config.file=${promConfig}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    ),
   );
   let stderr = '';
   prometheus.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
@@ -100,7 +103,7 @@ beforeAll(async () => {
       return (r?.data?.result.length ?? 0) === 1;
     },
     'Prometheus to scrape the gateway',
-    20_000,
+    30_000,
     200,
   );
   // Two more scrapes, so that rate() over the traffic has two points.

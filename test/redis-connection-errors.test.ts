@@ -27,7 +27,7 @@ beforeAll(async () => {
   locked = await TestRedis.start(['--user', 'app', 'on', `>${PASSWORD}`, '~*', '&*', '+@all']);
   plain = await TestRedis.start();
   certs = makeCertificates();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   for (const s of servers) s.closeAllConnections();
@@ -52,7 +52,7 @@ async function failureLines(redis: Record<string, unknown>, then?: (lines: () =>
       upstreamCheckTimeoutMs: 200,
     });
     const lines = () => log.lines.filter((l) => String(l.msg).startsWith('redis connection failed'));
-    await waitFor(() => lines().length > 0, 'a connection error line', 5000);
+    await waitFor(() => lines().length > 0, 'a connection error line', 30_000);
     // Retries go on (50 ms, 100 ms, ... between them): more than a few within this time, each failing the same way.
     await sleep(800);
     await then?.(lines);
@@ -82,7 +82,7 @@ describe('a Redis URL that does not reach the Redis it names', () => {
       // The cause changes: the HTTP server goes away.
       server.closeAllConnections();
       await new Promise((r) => server.close(r));
-      await waitFor(() => seen().length > 1, 'a second line for the new cause', 5000);
+      await waitFor(() => seen().length > 1, 'a second line for the new cause', 30_000);
       await sleep(500);
     });
     expect(lines.map((l) => l.cause)).toEqual(['not a Redis server', 'refused']);

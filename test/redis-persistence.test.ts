@@ -160,7 +160,7 @@ describe('Redis persistence read when Redis answers late', () => {
       logger: cap.logger,
     });
     open.push(gw);
-    await waitFor(async () => (await gauge(gw)) === 1, 'tollgate_redis_persistence_disabled is 1', 10_000);
+    await waitFor(async () => (await gauge(gw)) === 1, 'tollgate_redis_persistence_disabled is 1', 30_000);
     // Three reads got no answer in time; a later one did: the fourth, unless the machine is loaded too.
     expect(proxy.delays).toBe(0);
     // A bound: on a loaded machine a read the proxy did not hold can still miss the 100 ms timeout and be read again.
@@ -190,7 +190,7 @@ describe('Redis persistence read when Redis answers late', () => {
     proxy.target = bare.port;
     proxy.delays = 2;
     proxy.dropConnections();
-    await waitFor(async () => (await gauge(gw)) === 1, 'tollgate_redis_persistence_disabled is 1 after the reconnect', 10_000);
+    await waitFor(async () => (await gauge(gw)) === 1, 'tollgate_redis_persistence_disabled is 1 after the reconnect', 30_000);
     expect(proxy.delays).toBe(0);
     expect(cap.messages().filter((m) => m.startsWith(WARNING))).toHaveLength(1);
   });

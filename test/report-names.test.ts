@@ -111,13 +111,25 @@ describe('hostile key names', () => {
     const text = await cli('usage', '--csv', '--sort', 'id');
     expectNoFormulaCell(text);
     const rows = cells(text, ',');
-    expect(rows[0]).toEqual(['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'metadata']);
+    expect(rows[0]).toEqual([
+      'id',
+      'name',
+      'plan',
+      'admitted',
+      'rate_limited',
+      'banned',
+      'upstream_failed',
+      'shadow_refused',
+      'would_ban',
+      'validation_failed',
+      'metadata',
+    ]);
     expect(rows).toHaveLength(HOSTILE.length + 1);
-    for (const row of rows.slice(1)) expect(row).toHaveLength(9);
+    for (const row of rows.slice(1)) expect(row).toHaveLength(11);
     for (const [i, h] of HOSTILE.entries()) {
       const row = rows.find((r) => r[0] === ids[i])!;
       expect(row[3]).toBe('1');
-      expect(row[8] === '' ? undefined : JSON.parse(row[8]!)).toEqual(h.metadata);
+      expect(row[10] === '' ? undefined : JSON.parse(row[10]!)).toEqual(h.metadata);
       // A name without control characters reads back exactly (less the formula guard).
       if (!RAW_CONTROL.test(h.name)) expect(unguarded(row[1]!)).toBe(h.name);
       expect(row[1]).not.toMatch(RAW_CONTROL_IN_CSV);
@@ -161,7 +173,7 @@ describe('hostile key names', () => {
       expect(out.filter((l) => l.startsWith('key_forged'))).toEqual([]);
     }
     const usage = (await cli('usage')).trimEnd().split('\n');
-    for (const line of usage) expect(line.split('\t')).toHaveLength(8);
+    for (const line of usage) expect(line.split('\t')).toHaveLength(10);
     expect(usage.find((l) => l.startsWith(ids[8]!))).toContain('evil\\nkey_forged0000000000\\tforged\\tmetered\\t999999\\t0\\t0');
     expect(usage.find((l) => l.startsWith(ids[9]!))).toContain('\\x1b[31mred\\x1b[0m\\x1b]0;owned title\\x07\\x1b[2J');
     expect(usage.find((l) => l.startsWith(ids[10]!))).toContain('c1 \\x9b31m csi\\x85nel\\x7fdel\\x00nul');

@@ -85,7 +85,7 @@ beforeAll(async () => {
   const store = new RedisKeyStore(conn, ks);
   // Reports kept for their pages in Redis, as the thread keeps them: a page one computed, the other answers.
   local = new InProcessReports(new UsageReports(new RedisUsageStore(conn.client, ks), new KeyRecords(store)), new RedisKeptReports(conn.client, ks));
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await conn?.close();
@@ -219,7 +219,7 @@ describe('the report thread', () => {
     expect((err as KeyAdminError).code).toBe('incomplete');
     expect((err as KeyAdminError).message).toMatch(/could not be completed.*shutting down/);
     await expect(thread.summary(to - DAY_MS, to, 'day')).rejects.toMatchObject({ code: 'incomplete' });
-  }, 30_000);
+  }, 120_000);
 
   it('a Redis that refuses the reads fails the report with the error, as incomplete', async () => {
     const thread = new ReportThread({ ...data(), redis: { url: redis.url, username: 'nobody', password: 'wrong' }, commandTimeoutMs: 1000 });
@@ -231,7 +231,7 @@ describe('the report thread', () => {
     } finally {
       await thread.close();
     }
-  }, 30_000);
+  }, 120_000);
 });
 
 describe('paced reads', () => {

@@ -281,7 +281,7 @@ describe('active checks', () => {
       defaultService: 'web',
     });
     // Six more checks of the 404 target by each gateway (two would take it out): it stays in.
-    await waitFor(() => missing.seen.filter((s) => s.url === '/healthz').length >= checksBefore + 12, 'six more checks by each gateway', 5000);
+    await waitFor(() => missing.seen.filter((s) => s.url === '/healthz').length >= checksBefore + 12, 'six more checks by each gateway', 30_000);
     expect(web(lenient)).toMatchObject({ healthy: 2, total: 2 });
   });
 
@@ -304,7 +304,7 @@ describe('active checks', () => {
     for (const path of ['/slow', '/x', '/slow']) await (await fetch(`${g.url}${path}`)).text();
     expect(await ejections(g)).toBe(1);
     const ejectedAt = Date.now();
-    await waitFor(() => web(g).targets[0]!.state === 'healthy', 'the rest ended by a passing check', 3000);
+    await waitFor(() => web(g).targets[0]!.state === 'healthy', 'the rest ended by a passing check', 30_000);
     expect(Date.now() - ejectedAt).toBeLessThan(3000);
     const before = resting.seen.filter((s) => s.url === '/y').length;
     for (let i = 0; i < 4; i++) await (await fetch(`${g.url}/y`)).text();

@@ -43,7 +43,7 @@ beforeAll(async () => {
     }),
     { keyStages: true },
   );
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await g?.close();

@@ -9,6 +9,7 @@ import { generateKey, hashKey } from '../src/keys/format.js';
 import { FaultUpstream, slow } from './helpers/fault-upstream.js';
 import { startTestGateway, testConfig, type TestGateway } from './helpers/gateway.js';
 import { echo, TestUpstream } from './helpers/upstream.js';
+import { track } from './helpers/children.js';
 
 const cleanup: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -65,10 +66,12 @@ async function resettingUpstream(): Promise<{ url: string; tries: () => number }
  * filled, so the kernel drops further SYNs and a connect just waits, as for a host that went dark.
  */
 async function blackholeUrl(): Promise<string> {
-  const child = spawn(process.execPath, [
-    '-e',
-    "require('net').createServer().listen({ port: 0, host: '127.0.0.1', backlog: 1 }, function () { console.log(this.address().port) })",
-  ]);
+  const child = track(
+    spawn(process.execPath, [
+      '-e',
+      "require('net').createServer().listen({ port: 0, host: '127.0.0.1', backlog: 1 }, function () { console.log(this.address().port) })",
+    ]),
+  );
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout.once('data', (d: Buffer) => resolve(Number(String(d).trim())));
     child.once('error', reject);
@@ -419,5 +422,5 @@ describe('SIGHUP reload of services (built CLI)', () => {
     expect(c.seen.filter((s) => s.url.startsWith('/web/')).length).toBeGreaterThan(0);
     // a is back after the second reload.
     expect(toA()).toBeGreaterThan(aAfterReload);
-  }, 20_000);
+  }, 120_000);
 });

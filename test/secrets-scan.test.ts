@@ -67,7 +67,7 @@ async function start(file: string): Promise<{ proc: CliProcess; url: string }> {
 }
 
 async function keysCli(...args: string[]): Promise<string> {
-  const r = await runCli(['keys', ...args, '--config', configA], { timeoutMs: 15_000 });
+  const r = await runCli(['keys', ...args, '--config', configA]);
   if (r.code !== 0) throw new Error(`keys ${args.join(' ')} exited ${r.code}: ${r.stderr}`);
   return r.stdout;
 }
@@ -266,7 +266,7 @@ describe('traffic', () => {
     } finally {
       redis.resume();
     }
-    await waitFor(async () => (await send(B, '/v1/things', { key: keys.unverifiable!.key })).status === 502, 'verified again once Redis answers', 6000, 100);
+    await waitFor(async () => (await send(B, '/v1/things', { key: keys.unverifiable!.key })).status === 502, 'verified again once Redis answers', 30_000, 100);
     expect(B.proc.logs.some((l) => l.msg === 'api key could not be verified: key store unavailable')).toBe(true);
   });
 
@@ -295,7 +295,7 @@ describe('the scan', () => {
     // Stop both, so every buffered log line (down to "stopped") is written before the scan.
     for (const gw of [A, B]) {
       gw.proc.signal('SIGTERM');
-      expect((await gw.proc.waitForExit(5000)).code).toBe(0);
+      expect((await gw.proc.waitForExit()).code).toBe(0);
       // waitForExit resolves on 'close': the process's stdout is read to its end, down to its last line.
       expect(gw.proc.logs.at(-1)?.msg).toBe('stopped');
     }

@@ -50,7 +50,7 @@ beforeAll(async () => {
   client = redis.client();
   up = await TestUpstream.start();
   gw = await startLimitsGateway(config());
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await gw?.close();

@@ -49,8 +49,8 @@ function writeConfig(opts: { port: number; drainTimeoutMs: number; workers?: num
 /** Starts serve and waits until `listeners` processes (1, or each worker) logged that they listen. */
 async function startServe(file: string, listeners = 1): Promise<{ proc: CliProcess; url: string; port: number }> {
   const proc = CliProcess.start(['serve', '--config', file]);
-  const first = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 15_000 });
-  await waitFor(() => listening(proc).length >= listeners || !proc.running, `${listeners} listening processes`, 15_000, 20);
+  const first = await proc.waitForLog('tollgate gateway listening');
+  await waitFor(() => listening(proc).length >= listeners || !proc.running, `${listeners} listening processes`, 30_000, 20);
   expect(listening(proc)).toHaveLength(listeners);
   const url = String(first.url);
   return { proc, url, port: Number(new URL(url).port) };
@@ -110,7 +110,7 @@ async function sigtermUnderLoad(
   const { load, atUpstream } = slowLoad(g.url);
   try {
     // Signalled while at least 15 requests are at the upstream and not yet answered.
-    await waitFor(() => load.results.length >= 40 && atUpstream() - load.results.length >= 15, 'the load ran a while with 15 in flight', 8000, 5);
+    await waitFor(() => load.results.length >= 40 && atUpstream() - load.results.length >= 15, 'the load ran a while with 15 in flight', 30_000, 5);
     const sigAt = Date.now();
     g.proc.signal('SIGTERM');
     let refusedAt = 0;
@@ -188,7 +188,7 @@ describe('SIGTERM under load, one process (drainTimeoutMs 3000)', () => {
       requestTimeoutMs: 8000,
     });
     try {
-      await waitFor(() => [...up.seen.keys()].filter((u) => u.startsWith('/v1/stuck/')).length >= 20, '20 requests at the upstream', 5000, 20);
+      await waitFor(() => [...up.seen.keys()].filter((u) => u.startsWith('/v1/stuck/')).length >= 20, '20 requests at the upstream', 30_000, 20);
       const sigAt = Date.now();
       g.proc.signal('SIGTERM');
       const { code } = await g.proc.waitForExit(DRAIN_MS + 3000);
@@ -252,7 +252,7 @@ describe('server.workers: 2 (node:cluster) under load', () => {
       load.phase = 'killed';
       killedAt = Date.now();
       process.kill(victim, 'SIGKILL');
-      await waitFor(() => listening(g.proc).length >= 3, 'a replacement worker listening', 8000, 20);
+      await waitFor(() => listening(g.proc).length >= 3, 'a replacement worker listening', 30_000, 20);
       replacedAt = Date.now();
       load.phase = 'replaced';
       await sleep(700);

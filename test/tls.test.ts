@@ -583,7 +583,7 @@ describe('TLS config errors', () => {
       expect(good.stderr).toBe('');
 
       const file = dir.write('serve-missing.yaml', { server: { port: 0, tls: { certFile: `${dir.dir}/nope.crt`, keyFile: certs.keyFile } } });
-      const r = await runCli(['serve', '--config', file], { timeoutMs: 10_000 });
+      const r = await runCli(['serve', '--config', file]);
       expect(r.code).toBe(1);
       expect(r.stderr).toMatch(/server\.tls\.certFile: cannot read ".*nope\.crt": file not found/);
       expect(r.stderr).not.toMatch(/\n\s+at /);

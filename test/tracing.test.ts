@@ -61,7 +61,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await new Promise((r) => receiver?.close(r));
@@ -81,8 +81,8 @@ describe('tracing', () => {
         headers: { authorization: `Bearer ${key}`, traceparent: `00-${traceId}-${callerSpan}-01`, tracestate: 'vendor=abc' },
       });
       expect(res.status).toBe(200);
-      await waitFor(() => spans.some((s) => s.traceId === traceId && s.kind === 2), 'the server span exported', 5000, 50);
-      await waitFor(() => spans.filter((s) => s.traceId === traceId).length >= 4, 'all four spans exported', 5000, 50);
+      await waitFor(() => spans.some((s) => s.traceId === traceId && s.kind === 2), 'the server span exported', 30_000, 50);
+      await waitFor(() => spans.filter((s) => s.traceId === traceId).length >= 4, 'all four spans exported', 30_000, 50);
       const mine = spans.filter((s) => s.traceId === traceId);
       const server = mine.find((s) => s.kind === 2)!;
       expect(server.parentSpanId).toBe(callerSpan);

@@ -163,5 +163,5 @@ describe('GET /usage.csv', () => {
     } finally {
       redis.resume();
     }
-  }, 30_000);
+  }, 120_000);
 });

@@ -65,7 +65,7 @@ const ids = (tag: string, n: number): string[] => Array.from({ length: n }, (_, 
 beforeAll(async () => {
   redis = await TestRedis.start();
   client = redis.client();
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   client?.disconnect();

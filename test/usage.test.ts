@@ -200,8 +200,8 @@ describe('deprecated routes', () => {
       const usage = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(usage.code, usage.stderr).toBe(0);
       const rows = usage.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,metadata');
-      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,0,0,`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,would_ban,validation_failed,metadata');
+      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,0,0,0,0,`);
       const one = await runCli(['usage', '--key', k2.id, '--granularity', 'day', '--json', '--config', file]);
       expect(JSON.parse(one.stdout).totals).toEqual({
         admitted: 1,

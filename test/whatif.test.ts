@@ -77,7 +77,7 @@ beforeAll(async () => {
   at(ids.k4, 10, { a: 100, m: 100 });
   await store.add(counts, 8 * DAY_MS);
   await store.raisePeaks(peaks, 8 * DAY_MS);
-}, 30_000);
+}, 120_000);
 
 describe('the bounds', () => {
   it('minute: neighbouring hours may share one window (the larger counts), hours further apart may not', () => {

@@ -1,8 +1,9 @@
 // `tollgate openapi diff`: what loading a new version of a service's OpenAPI document would change in the gateway
-// (operations added and removed, newly deprecated, sunsets moved, stability and access changed), before anyone
+// (operations added and removed, newly deprecated, sunsets and brownouts moved, stability and access changed), before anyone
 // reloads. Both sides are loaded as the gateway loads them, hand-written operationId overrides included, so the answer
 // is about the gateway's behaviour, not the document's text.
 import type { Command } from 'commander';
+import { parseInterval } from '../config/iso-interval.js';
 import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { openapiBlocks, type Config } from '../config/schema.js';
 import { changeLine, diffOperations, type OperationChange, type OperationPolicy } from '../openapi/diff.js';
@@ -23,7 +24,7 @@ export function registerOpenapiCommands(program: Command, io: { out(text: string
   openapi
     .command('diff')
     .description(
-      `what loading NEW as a service's OpenAPI document would change: routes added and removed, newly deprecated, sunsets moved, stability and access changed (exit 0: nothing; ${CHANGES_EXIT_CODE}: changes)`,
+      `what loading NEW as a service's OpenAPI document would change: routes added and removed, newly deprecated, sunsets and brownouts moved, stability and access changed (exit 0: nothing; ${CHANGES_EXIT_CODE}: changes)`,
     )
     .argument('<new>', 'the new version of the document (YAML or JSON)')
     .option('--config <file>', 'config file (else TOLLGATE_CONFIG, else config/gateway.yaml)')
@@ -84,9 +85,19 @@ function policies(config: Config, service: string): OperationPolicy[] {
       sunset: instant(r.sunset),
       stability: r.stability,
       public: r.auth === 'none',
+      brownouts: brownoutsOf(r.brownouts),
     });
   });
   return out;
+}
+
+/** A route's brownouts as `<start>/<end>` in UTC, sorted: the config loader has checked each is an interval. */
+function brownoutsOf(texts: readonly string[] | undefined): string[] {
+  return (texts ?? [])
+    .map((t) => parseInterval(t))
+    .flatMap((b) => (b.ok ? [b] : []))
+    .sort((a, b) => a.startMs - b.startMs || a.endMs - b.endMs)
+    .map((b) => `${instant(new Date(b.startMs).toISOString())}/${instant(new Date(b.endMs).toISOString())}`);
 }
 
 /** An instant as people write it: 2027-06-01T00:00:00Z, without the milliseconds the loader's dates carry. */

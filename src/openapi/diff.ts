@@ -1,5 +1,6 @@
 // What loading a new version of a service's OpenAPI document would change, before anyone reloads: operations added
-// and removed, newly deprecated (or no longer), sunsets and deprecation dates moved, stability changed, public or keyed.
+// and removed, newly deprecated (or no longer), sunsets and deprecation dates moved, brownouts (x-brownouts) added,
+// moved or dropped, stability changed, public or keyed.
 // Operations are the same operation when they have the same method and served path template; an operationId that
 // moved to another path shows as one removed and one added, each naming it.
 
@@ -15,12 +16,17 @@ export interface OperationPolicy {
   readonly sunset: string | undefined;
   readonly stability: string | undefined;
   readonly public: boolean;
+  /**
+   * The brownouts (hours answered 410 before the sunset), each as `<start>/<end>` in UTC and sorted by start, so that
+   * two spellings of one interval (a duration or an end; another offset) are the same brownout.
+   */
+  readonly brownouts: readonly string[];
 }
 
 export type OperationChange =
   | { readonly kind: 'added' | 'removed'; readonly operation: OperationPolicy }
   | {
-      readonly kind: 'operationId' | 'deprecated' | 'undeprecated' | 'sunset' | 'deprecation' | 'stability' | 'access';
+      readonly kind: 'operationId' | 'deprecated' | 'undeprecated' | 'sunset' | 'deprecation' | 'brownouts' | 'stability' | 'access';
       readonly operation: OperationPolicy;
       readonly from: string | null;
       readonly to: string | null;
@@ -54,11 +60,18 @@ export function diffOperations(before: readonly OperationPolicy[], after: readon
     const newlyDeprecated = !was.deprecated && op.deprecated;
     if (!sameInstant(was.sunset, op.sunset) && !(newlyDeprecated && was.sunset === undefined))
       changes.push({ kind: 'sunset', operation: op, from: was.sunset ?? null, to: op.sunset ?? null });
+    // A brownout answers 410 to every client for its hour: one added, moved or dropped is worth a line.
+    if (was.brownouts.join(' ') !== op.brownouts.join(' '))
+      changes.push({ kind: 'brownouts', operation: op, from: intervals(was.brownouts), to: intervals(op.brownouts) });
     if (was.stability !== op.stability) changes.push({ kind: 'stability', operation: op, from: was.stability ?? null, to: op.stability ?? null });
     if (was.public !== op.public) changes.push({ kind: 'access', operation: op, from: access(was), to: access(op) });
   }
   for (const op of before) if (!seen.has(key(op))) changes.push({ kind: 'removed', operation: op });
   return changes;
+}
+
+function intervals(list: readonly string[]): string | null {
+  return list.length === 0 ? null : list.join(', ');
 }
 
 function access(op: OperationPolicy): string {
@@ -93,6 +106,8 @@ export function changeLine(c: OperationChange): string {
       return `~ ${name}: deprecation date ${c.from ?? '(none)'} -> ${c.to ?? '(none)'}`;
     case 'sunset':
       return `~ ${name}: sunset ${c.from ?? '(none)'} -> ${c.to ?? '(none)'}${sunsetEarlier(c.from, c.to) ? ' (earlier)' : ''}`;
+    case 'brownouts':
+      return `~ ${name}: brownouts ${c.from ?? '(none)'} -> ${c.to ?? '(none)'}`;
     case 'stability':
       return `~ ${name}: stability ${c.from ?? '(none)'} -> ${c.to ?? '(none)'}`;
     case 'access':

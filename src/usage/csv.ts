@@ -64,18 +64,34 @@ export function deprecatedRows(list: readonly DeprecatedRouteReport[]): Array<Ar
   return rows;
 }
 
-/** Every key's totals as CSV rows (`tollgate usage --csv`, GET /usage.csv): each key's metadata last, one JSON column. */
+/**
+ * Every key's totals as CSV rows (`tollgate usage --csv`, GET /usage.csv): each key's metadata last, one JSON column.
+ * would_ban (requests a ban in shadow mode would have refused) and validation_failed (requests that did not match
+ * their operation's OpenAPI description) are what an operator watches before turning bans or validation to enforce.
+ */
 export function totalsRows(keys: readonly KeyTotals[]): Array<Array<string | number>> {
   return [
-    ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'metadata'],
-    ...keys.map((k) => [k.id, k.name ?? '', k.plan, k.admitted, k.rateLimited, k.banned, k.upstreamFailed, k.shadowRefused, metadataCell(k.metadata)]),
+    ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed', 'metadata'],
+    ...keys.map((k) => [
+      k.id,
+      k.name ?? '',
+      k.plan,
+      k.admitted,
+      k.rateLimited,
+      k.banned,
+      k.upstreamFailed,
+      k.shadowRefused,
+      k.wouldBan,
+      k.validationFailed,
+      metadataCell(k.metadata),
+    ]),
   ];
 }
 
 /** One key's usage by hour or day as CSV rows (`tollgate usage --key ID --csv`, GET /usage.csv?key=ID). */
 export function bucketRows(buckets: readonly UsageBucket[]): Array<Array<string | number>> {
   return [
-    ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused'],
-    ...buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused]),
+    ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed'],
+    ...buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused, b.wouldBan, b.validationFailed]),
   ];
 }

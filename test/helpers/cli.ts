@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
+import { track } from './children.js';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -17,6 +18,14 @@ export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const INHERITED_OVERRIDES = ['REDIS_URL', 'TOLLGATE_CONFIG', 'PORT', 'HOST', 'UPSTREAM_URL', 'LOG_LEVEL', 'NODE_OPTIONS'];
 
 /** process.env without the variables the CLI reads, plus `extra`. */
+/**
+ * How long a wait on a child (its start-up line, its exit, a one-shot command) may take before it fails. Generous on
+ * purpose: each wait ends on its signal (a line printed, an exit), so on a quiet machine it costs nothing, and on a
+ * busy one (a 2-core machine at load 15 starts a Node process in seconds, not milliseconds) only a real failure takes
+ * this long. The runner's per-test timeout (vitest.config.ts) is above it.
+ */
+export const CHILD_CEILING_MS = 60_000;
+
 export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of INHERITED_OVERRIDES) delete env[name];
@@ -62,12 +71,12 @@ export interface CliResult {
 export function runCli(args: string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: cleanEnv(opts.env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, [CLI, ...args], { cwd: REPO, env: cleanEnv(opts.env), stdio: ['ignore', 'pipe', 'pipe'] }));
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 15_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? CHILD_CEILING_MS);
     child.once('error', (err) => {
       clearTimeout(timer);
       reject(err);
@@ -141,7 +150,7 @@ export class CliProcess {
   /** `where`: another copy of the CLI to run (an installed package's dist/cli.js) and the directory to run it in. */
   static start(args: string[], env: NodeJS.ProcessEnv = {}, where: { cli?: string; cwd?: string } = {}): CliProcess {
     return new CliProcess(
-      spawn(process.execPath, [where.cli ?? CLI, ...args], { cwd: where.cwd ?? REPO, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }),
+      track(spawn(process.execPath, [where.cli ?? CLI, ...args], { cwd: where.cwd ?? REPO, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })),
     );
   }
 
@@ -189,7 +198,7 @@ export class CliProcess {
     return this.until(
       () => this.logs.slice(opts.after ?? 0).find((l) => typeof l.msg === 'string' && l.msg.includes(msg)),
       `a "${msg}" log line`,
-      opts.timeoutMs ?? 10_000,
+      opts.timeoutMs ?? CHILD_CEILING_MS,
     );
   }
 
@@ -209,7 +218,7 @@ export class CliProcess {
   }
 
   /** Waits for the first match of `pattern` in stdout. */
-  waitForStdout(pattern: RegExp, timeoutMs = 10_000): Promise<RegExpMatchArray> {
+  waitForStdout(pattern: RegExp, timeoutMs = CHILD_CEILING_MS): Promise<RegExpMatchArray> {
     return this.until(() => pattern.exec(this.stdout) ?? undefined, `${pattern} on stdout`, timeoutMs);
   }
 
@@ -218,7 +227,7 @@ export class CliProcess {
   }
 
   /** Exit code and signal, failing after timeoutMs. */
-  async waitForExit(timeoutMs = 10_000): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  async waitForExit(timeoutMs = CHILD_CEILING_MS): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([
@@ -249,7 +258,7 @@ export class CliProcess {
 }
 
 /** Starts `tollgate serve --config FILE` and waits for its "tollgate gateway listening" log line. */
-export async function startServe(configFile: string, timeoutMs = 10_000): Promise<{ proc: CliProcess; url: string; port: number }> {
+export async function startServe(configFile: string, timeoutMs = CHILD_CEILING_MS): Promise<{ proc: CliProcess; url: string; port: number }> {
   const proc = CliProcess.start(['serve', '--config', configFile]);
   try {
     const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs });

@@ -4,6 +4,7 @@
 // Unlike TestUpstream (upstream.ts), whose behaviours it reuses, it can come back on its port and tune its sockets.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { trackServer } from './children.js';
 import { echo, type Behaviour } from './upstream.js';
 
 export { echo, type Behaviour };
@@ -78,6 +79,7 @@ export class FaultUpstream {
   private readonly sockets = new Set<Socket>();
   private server: Server;
   private boundPort = 0;
+  private untrack: () => void = () => {};
   private constructor(private readonly idleClose: IdleClose | undefined) {
     this.server = this.makeServer();
   }
@@ -86,6 +88,7 @@ export class FaultUpstream {
   static async start(opts: { port?: number; idleClose?: IdleClose } = {}): Promise<FaultUpstream> {
     const up = new FaultUpstream(opts.idleClose);
     await up.listen(opts.port ?? 0);
+    up.untrack = trackServer(() => up.close());
     return up;
   }
 
@@ -185,6 +188,7 @@ export class FaultUpstream {
   }
 
   async close(): Promise<void> {
+    this.untrack();
     if (this.server.listening) await this.stopListening();
     for (const s of this.sockets) s.destroy();
   }

@@ -10,6 +10,7 @@ import { validateConfig } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import type { Logger } from '../../src/observability/logger.js';
 import type { Runtime } from '../../src/routing/runtime.js';
+import { trackServer } from './children.js';
 
 export const silentLogger: Logger = pino({ level: 'silent' });
 
@@ -39,17 +40,22 @@ export async function startTestGateway(config: Config, opts: Partial<Omit<Compos
   const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
+  let closed: Promise<void> | undefined;
+  const close = (): Promise<void> =>
+    (closed ??= (async () => {
+      untrack();
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await gateway.close();
+    })());
+  const untrack = trackServer(close);
   return {
     gateway,
     runtime: gateway.runtime,
     server,
     port,
     url: `http://127.0.0.1:${port}`,
-    async close() {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      await gateway.close();
-    },
+    close,
   };
 }
 

@@ -4,7 +4,11 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { Cluster, Redis } from 'ioredis';
 import { TestRedis } from './redis-server.js';
+import { track } from './children.js';
 import { waitFor } from './wait.js';
+
+/** Ceilings for forming the cluster: each wait ends on its signal; generous for a busy machine (see cli.ts). */
+const FORM_CEILING_MS = 60_000;
 
 /** Whether a TCP port on 127.0.0.1 can be bound right now. */
 function portFree(port: number): Promise<boolean> {
@@ -32,7 +36,7 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
 
 function run(cmd: string, args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -74,10 +78,10 @@ export class TestRedisCluster {
       await run(
         'redis-cli',
         ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'],
-        30_000,
+        FORM_CEILING_MS,
       );
-      await waitFor(async () => (await cluster.states()).every((s) => s === 'ok'), 'every node reports cluster_state:ok', 20_000, 100);
-      await waitFor(async () => (await cluster.replicasInSync()) === primaries * replicas, 'every replica linked to its primary', 20_000, 100);
+      await waitFor(async () => (await cluster.states()).every((s) => s === 'ok'), 'every node reports cluster_state:ok', FORM_CEILING_MS, 100);
+      await waitFor(async () => (await cluster.replicasInSync()) === primaries * replicas, 'every replica linked to its primary', FORM_CEILING_MS, 100);
     } catch (err) {
       await cluster.stop();
       throw err;

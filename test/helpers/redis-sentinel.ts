@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort, TestRedis } from './redis-server.js';
+import { track } from './children.js';
 import { waitFor } from './wait.js';
 
 export const MASTER_NAME = 'tollgate-test';
@@ -21,7 +22,10 @@ export class TestRedisSentinel {
   /** `downAfterMs`: how long a silent primary takes to be judged down (then the failover starts). */
   static async start(opts: { downAfterMs?: number } = {}): Promise<TestRedisSentinel> {
     const primary = await TestRedis.start();
-    const replica = await TestRedis.start(['--replicaof', '127.0.0.1', String(primary.port)]);
+    const replica = await TestRedis.start(['--replicaof', '127.0.0.1', String(primary.port)]).catch(async (err: unknown) => {
+      await primary.stop();
+      throw err;
+    });
     const dir = mkdtempSync(join(tmpdir(), 'tollgate-sentinel-'));
     const sentinels: Array<{ port: number; proc: ChildProcess }> = [];
     const s = new TestRedisSentinel(primary, replica, sentinels, dir);
@@ -42,12 +46,13 @@ export class TestRedisSentinel {
             '',
           ].join('\n'),
         );
-        sentinels.push({ port, proc: spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' }) });
+        sentinels.push({ port, proc: track(spawn('redis-server', [conf, '--sentinel', '--loglevel', 'warning'], { stdio: 'ignore' })) });
       }
       await waitFor(
         async () => (await s.replicaLinked()) && (await s.sentinelsAgree(primary.port)),
         'replica linked and every sentinel knows the primary',
-        20_000,
+        // Generous for a busy machine (see cli.ts): the wait ends as soon as they agree.
+        60_000,
         100,
       );
     } catch (err) {

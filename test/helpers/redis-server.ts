@@ -7,6 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { track } from './children.js';
+
+/** How long a redis-server may take to answer PING after it is spawned: generous, for a busy machine (see cli.ts). */
+export const REDIS_START_CEILING_MS = 60_000;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -32,8 +36,18 @@ export class TestRedis {
 
   static async start(extraArgs: readonly string[] = []): Promise<TestRedis> {
     const r = new TestRedis(await freePort(), extraArgs);
-    await r.startProcess();
+    try {
+      await r.startProcess();
+    } catch (err) {
+      await r.stop();
+      throw err;
+    }
     return r;
+  }
+
+  /** The redis-server process's pid while one was started. */
+  get pid(): number | undefined {
+    return this.proc?.pid;
   }
 
   get url(): string {
@@ -41,12 +55,15 @@ export class TestRedis {
   }
 
   async startProcess(): Promise<void> {
-    this.proc = spawn(
-      'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning', ...this.extraArgs],
-      { stdio: 'ignore' },
+    const proc = track(
+      spawn(
+        'redis-server',
+        ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning', ...this.extraArgs],
+        { stdio: 'ignore' },
+      ),
     );
-    const deadline = Date.now() + 10_000;
+    this.proc = proc;
+    const deadline = Date.now() + REDIS_START_CEILING_MS;
     for (;;) {
       const c = new Redis(this.port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
       c.on('error', () => {});
@@ -57,7 +74,13 @@ export class TestRedis {
         return;
       } catch {
         c.disconnect();
-        if (Date.now() > deadline) throw new Error(`redis-server on ${this.port} did not start`);
+        // Exited (a bad option, the port taken): no point waiting for it.
+        if (proc.exitCode !== null || proc.signalCode !== null)
+          throw new Error(`redis-server on ${this.port} exited (${proc.exitCode ?? proc.signalCode}) before answering`);
+        if (Date.now() > deadline) {
+          proc.kill('SIGKILL');
+          throw new Error(`redis-server on ${this.port} did not answer within ${REDIS_START_CEILING_MS} ms`);
+        }
         await sleep(50);
       }
     }

@@ -56,19 +56,28 @@ export function useStack<G extends Stoppable | readonly Stoppable[] | Readonly<R
   beforeAll(async () => {
     const upstream = opts.upstream ?? true;
     const extraArgs = Array.isArray(opts.redis) ? opts.redis : [];
-    const [redis, up] = await Promise.all([opts.redis ? TestRedis.start(extraArgs) : undefined, upstream ? TestUpstream.start() : undefined]);
-    started.redis = redis;
-    started.up = up;
+    // Each recorded as soon as it is up, so that afterAll stops it even if the other failed to start.
+    const starts = await Promise.allSettled([
+      opts.redis ? TestRedis.start(extraArgs).then((r) => (started.redis = r)) : undefined,
+      upstream ? TestUpstream.start().then((u) => (started.up = u)) : undefined,
+    ]);
+    const failedStart = starts.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failedStart) throw failedStart.reason;
+    const up = started.up;
     if (up && typeof upstream === 'function') up.behaviour = upstream;
     if (opts.client) started.client = get('redis').client();
     if (opts.gateway) started.gw = await opts.gateway(stack as unknown as Stack<never>);
   });
 
+  // Each part is stopped even if stopping another failed (or the gateway never started); the first failure is thrown.
   afterAll(async () => {
-    await Promise.all(gatewaysIn(started.gw).map(stopOne));
-    started.client?.disconnect();
-    await started.up?.close();
-    await started.redis?.stop();
+    const results = [
+      ...(await Promise.allSettled(gatewaysIn(started.gw).map(stopOne))),
+      ...(await Promise.allSettled([(async () => started.client?.disconnect())(), started.up?.close()])),
+      ...(await Promise.allSettled([started.redis?.stop()])),
+    ];
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   });
 
   return stack;

@@ -3,6 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type ServerOptions as HttpsOptions } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import { trackServer } from './children.js';
 
 export interface SeenRequest {
   method: string;
@@ -24,6 +25,7 @@ export class TestUpstream {
   readonly seen: SeenRequest[] = [];
   behaviour: Behaviour = echo;
   private readonly sockets = new Set<Socket>();
+  private untrack: () => void = () => {};
   private constructor(
     private readonly server: Server,
     private readonly scheme: 'http' | 'https',
@@ -47,6 +49,7 @@ export class TestUpstream {
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    up.untrack = trackServer(() => up.close());
     return up;
   }
 
@@ -63,7 +66,9 @@ export class TestUpstream {
   }
 
   async close(): Promise<void> {
+    this.untrack();
     for (const s of this.sockets) s.destroy();
+    if (!this.server.listening) return;
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 }

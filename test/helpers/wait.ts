@@ -2,7 +2,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Waits (bounded) until `cond` holds, checking every stepMs; throws naming `what` otherwise. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 3000, stepMs = 20): Promise<void> {
+export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000, stepMs = 20): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await cond()) return;

@@ -110,7 +110,7 @@ describe('the gateway on the cluster', () => {
     expect((await get(b, key)).status).toBe(200);
     const t0 = Date.now();
     await a.gateway.admin.lifecycle.revoke(id);
-    await waitFor(async () => (await get(b, key)).status === 401, 'the other instance refuses the revoked key', 2000, 20);
+    await waitFor(async () => (await get(b, key)).status === 401, 'the other instance refuses the revoked key', 30_000, 20);
     expect(Date.now() - t0).toBeLessThan(1000);
   });
 
@@ -125,7 +125,7 @@ describe('the gateway on the cluster', () => {
     const [a, b] = [await gateway('exact:'), await gateway('exact:')];
     const { key } = await a.createKey({ plan: 'busy' });
     // Both instances know the key before the burst, so the burst measures the limit, not the key lookup.
-    await waitFor(async () => (await get(b, key)).status === 200, 'the second instance knows the key', 3000, 20);
+    await waitFor(async () => (await get(b, key)).status === 200, 'the second instance knows the key', 30_000, 20);
     const statuses = await Promise.all(Array.from({ length: 300 }, (_, i) => get(i % 2 ? a : b, key).then((r) => r.status)));
     // One admitted request went before the burst.
     expect(statuses.filter((s) => s === 200)).toHaveLength(49);
@@ -175,7 +175,7 @@ describe('the key commands on the cluster', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: [cluster.urls[0]] }, prefix: 'cli:' } });
-      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const ids: string[] = [];
       // Keys until their records sit on at least two primaries (three random ids all on one is one chance in nine).
       for (
@@ -260,7 +260,7 @@ describe('a primary failover on the cluster', () => {
         return named !== undefined;
       },
       '/readyz names the killed primary',
-      5000,
+      30_000,
       20,
     );
     expect(named).toMatch(/^no answer from the primary of slots \d+(-\d+)?(,\d+(-\d+)?)*$/);
@@ -276,7 +276,7 @@ describe('a primary failover on the cluster', () => {
     const recoveredAt = Date.now();
     running = false;
     await load;
-    await waitFor(async () => (await readyz()).status === 200, '/readyz ready again once the slots have a primary', 10_000, 100);
+    await waitFor(async () => (await readyz()).status === 200, '/readyz ready again once the slots have a primary', 30_000, 100);
     expect((await get(g, justBefore!.key)).status).toBe(200);
     // failMode open: while the slot had no primary, the instance metered in memory; never a 5xx, within the bound.
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
@@ -288,7 +288,7 @@ describe('a primary failover on the cluster', () => {
     // Exact again: a fresh key on a fresh gateway pair gets exactly its perMinute.
     const [a, b] = [await gateway('failover2:'), await gateway('failover2:')];
     const fresh = await a.createKey({ plan: 'busy' });
-    await waitFor(async () => (await get(b, fresh.key)).status === 200, 'the second instance knows the key', 3000, 20);
+    await waitFor(async () => (await get(b, fresh.key)).status === 200, 'the second instance knows the key', 30_000, 20);
     const burst = await Promise.all(Array.from({ length: 120 }, (_, i) => get(i % 2 ? a : b, fresh.key).then((r) => r.status)));
     expect(burst.filter((s) => s === 200)).toHaveLength(49);
   }, 90_000);
@@ -302,7 +302,7 @@ describe('moving keys from a standalone Redis to the cluster', () => {
       const oldFile = dir.write('old.yaml', { upstream: { url: up.url }, redis: { url: standalone.url, prefix: 'move:' } });
       // Every node as a seed: the failover test above killed one of them.
       const newFile = dir.write('new.yaml', { upstream: { url: up.url }, redis: { cluster: { nodes: cluster.urls }, prefix: 'move:' } });
-      const cli = (file: string, ...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (file: string, ...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const create = async () => JSON.parse((await cli(oldFile, 'create', '--plan', 'free', '--json')).stdout) as { id: string; key: string };
       const active = await create();
       const rotated = await create();
@@ -425,7 +425,7 @@ describe("the cluster's memory policy and persistence", () => {
     const c = evicting.client();
     try {
       await c.config('SET', 'maxmemory-policy', 'allkeys-lru');
-      await waitFor(async () => (await readyz()).status === 503, 'not ready while one primary may evict', 3000, 50);
+      await waitFor(async () => (await readyz()).status === 503, 'not ready while one primary may evict', 30_000, 50);
       // And every time: each /readyz reads all primaries (asking one random node would pass two times in three).
       for (let i = 0; i < 6; i++) {
         const r = await readyz();
@@ -436,7 +436,7 @@ describe("the cluster's memory policy and persistence", () => {
       await c.config('SET', 'maxmemory-policy', 'noeviction');
       c.disconnect();
     }
-    await waitFor(async () => (await readyz()).status === 200, 'ready again with noeviction everywhere', 3000, 50);
+    await waitFor(async () => (await readyz()).status === 200, 'ready again with noeviction everywhere', 30_000, 50);
   });
 });
 
@@ -452,7 +452,7 @@ describe('a failover does not undo a key change', () => {
         plans: { free: { perMinute: 100, perDay: 1000 } },
       });
       const cli = async (...args: string[]) => {
-        const r = await runCli(['keys', ...args, '--json', '--config', file], { timeoutMs: 20_000 });
+        const r = await runCli(['keys', ...args, '--json', '--config', file]);
         if (r.code !== 0) throw new Error(`keys ${args.join(' ')}: ${r.stderr}`);
         return JSON.parse(r.stdout) as { id: string; key: string; replication: unknown };
       };
@@ -486,7 +486,7 @@ describe('a failover does not undo a key change', () => {
         redis: { cluster: { nodes: cluster.urls }, prefix, commandTimeoutMs: 1000 },
         plans: { free: { perMinute: 100, perDay: 1000 } },
       });
-      await waitFor(async () => (await get(g, rotated.key)).status === 200, 'the rotated key answered by the promoted replica', 15_000, 100);
+      await waitFor(async () => (await get(g, rotated.key)).status === 200, 'the rotated key answered by the promoted replica', 30_000, 100);
       expect(await get(g, revokedKey.key)).toMatchObject({ status: 401 });
       expect(await get(g, rotatedKey.key)).toMatchObject({ status: 401 });
     } finally {

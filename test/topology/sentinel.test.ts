@@ -42,7 +42,7 @@ describe('Sentinel', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
-      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { timeoutMs: 20_000 });
+      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file]);
       const created = JSON.parse((await cli('create', '--plan', 'free', '--json')).stdout) as { id: string; replication?: unknown };
       expect(created.replication).toEqual({ expected: 1, acked: 1 });
       const rotated = JSON.parse((await cli('rotate', created.id, '--json')).stdout) as { replication?: unknown };
@@ -72,7 +72,7 @@ describe('Sentinel', () => {
     try {
       const offset = async (c: typeof primaryClient, field: string) => Number(new RegExp(`^${field}:(\\d+)`, 'm').exec(await c.info('replication'))?.[1]);
       const target = await offset(primaryClient, 'master_repl_offset');
-      await waitFor(async () => (await offset(replicaClient, 'slave_repl_offset')) >= target, 'the replica has the new key', 5000, 20);
+      await waitFor(async () => (await offset(replicaClient, 'slave_repl_offset')) >= target, 'the replica has the new key', 30_000, 20);
     } finally {
       primaryClient.disconnect();
       replicaClient.disconnect();
@@ -91,13 +91,13 @@ describe('Sentinel', () => {
     })();
     const killedAt = Date.now();
     await sentinel.primary.kill();
-    await waitFor(async () => (await sentinel.primaryPort()) === sentinel.replica.port, 'Sentinel promoted the replica', 20_000, 100);
+    await waitFor(async () => (await sentinel.primaryPort()) === sentinel.replica.port, 'Sentinel promoted the replica', 30_000, 100);
     const promotedAt = Date.now();
     // Back to normal by itself: degraded mode over, and the limit check reaches the new primary (a write: not READONLY).
     await waitFor(
       async () => metricValue(await gw.metrics.registry.metrics(), 'tollgate_redis_degraded') === 0 && gw.gateway.redis!.isReady(),
       'recovered',
-      15_000,
+      30_000,
       50,
     );
     const recoveredAt = Date.now();
@@ -122,7 +122,7 @@ describe('Sentinel', () => {
     const dir = tempDir();
     try {
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: { sentinel: { masterName: MASTER_NAME, sentinels: sentinel.urls } } });
-      const revoked = await runCli(['keys', 'revoke', after.id, '--json', '--config', file], { timeoutMs: 20_000 });
+      const revoked = await runCli(['keys', 'revoke', after.id, '--json', '--config', file]);
       expect(revoked.code, revoked.stderr).toBe(0);
       expect(JSON.parse(revoked.stdout)).toMatchObject({ id: after.id, status: 'revoked', replication: { expected: 1, acked: 0 } });
       expect(withoutAudit(revoked.stderr)).toMatch(/^Warning: no replica confirmed this revocation within 1 s \(1 expected\)/);

@@ -137,6 +137,7 @@ class KeyPage extends Component {
       <div class="tiles">
         ${(k.windows || []).map((w) => tile(`${w.name} window: used of ${fmt(w.limit)}`, fmt(w.used)))} ${tile('requests, 24 h', fmt(usage.totals.admitted))}
         ${tile('refused, 24 h', fmt(usage.totals.rateLimited + usage.totals.banned))} ${tile('ban level', String(k.banLevel))}
+        ${tile('would-be bans, 24 h', fmt(usage.totals.wouldBan))} ${tile('failed validation, 24 h', fmt(usage.totals.validationFailed))}
       </div>
       <div class="panel">
         <h2>Last 24 hours, by hour</h2>

@@ -26,6 +26,9 @@ export async function load() {
       ${tile('requests, 24 h', fmt(hourly.totals.admitted))} ${tile('rate limited, 24 h', fmt(hourly.totals.rateLimited))}
       ${tile('banned, 24 h', fmt(hourly.totals.banned))} ${tile(`requests, ${days} d`, fmt(daily.totals.admitted))}
       ${tile(`refusals, ${days} d`, fmt(daily.totals.rateLimited + daily.totals.banned))}
+      <!-- What bans in shadow mode would have refused, and requests that did not match their OpenAPI description: what
+        an operator watches before turning bans or validation to enforce. -->
+      ${tile('would-be bans, 24 h', fmt(hourly.totals.wouldBan))} ${tile('failed validation, 24 h', fmt(hourly.totals.validationFailed))}
     </div>
     <div class="panel">
       <h2>Last 24 hours, by hour</h2>
