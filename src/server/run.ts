@@ -17,7 +17,7 @@ import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { stabilityWarnings } from '../routing/stability.js';
 import { tlsWarnings } from '../config/tls-files.js';
-import { descriptionWarnings } from '../validation/validator.js';
+import { describeOffThread } from '../openapi/load-thread.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
@@ -69,12 +69,12 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
 }
 
 /**
- * Descriptions that cannot be applied (request validation), as config warnings: found once the gateway listens, since
- * compiling every validated operation of a large document takes a while (and serves the first requests: the compiled
- * checks are kept).
+ * Descriptions that cannot be applied (request validation), as config warnings: found once the gateway listens, on a
+ * thread of its own, since compiling every validated operation of a large document takes a while (20,000 operations
+ * took about 30 s of the event loop's time when done here). Each operation compiles its own checks on its first request.
  */
 function warnOfDescriptions(config: Config, logger: Logger): void {
-  descriptionWarnings(config.openapi).then(
+  describeOffThread(config.openapi).then(
     (warnings) => {
       for (const warning of warnings) logger.warn({ warning }, 'config warning');
     },
