@@ -23,8 +23,15 @@ export const MAX_EXPANDED_VALUES = 4_000_000;
 export const MAX_DOCUMENT_DEPTH = 256;
 
 /**
- * How long reading the documents of one config may take (a thread of its own: start, reload, `config check`), and
- * checking that their schemas compile: past it the thread is stopped and the config refused.
+ * How long compiling one validated operation's request schemas may take (measured on the reading thread): the serving
+ * event loop compiles them on the operation's first request, and every request waits meanwhile. Ajv takes about a
+ * millisecond per property or branch on a busy machine (a 2,000-branch anyOf: seconds).
+ */
+export const MAX_OPERATION_COMPILE_MS = 1000;
+
+/**
+ * How long reading the documents of one config may take (a thread of its own: start, reload, `config check`),
+ * compiling their validated operations' schemas included: past it the thread is stopped and the config refused.
  */
 export const DOCUMENT_DEADLINE_MS = 120_000;
 

@@ -1,14 +1,13 @@
 // Runs load-worker.ts on a thread of its own, bounded in heap (resourceLimits) and time (a deadline, then the thread
-// is stopped): reading a config's OpenAPI documents at start, on a reload and in `config check`, and compiling their
-// operations' schemas for the descriptions that cannot be applied. A document past a bound is refused with an error
-// naming it; the serving event loop only waits for the answer, so /healthz and requests are answered meanwhile.
+// is stopped): reading a config's OpenAPI documents at start, on a reload and in `config check`, their validated
+// operations' schemas compiled once there. A document past a bound is refused with an error naming it; the serving
+// event loop only waits for the answer, so /healthz and requests are answered meanwhile.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { DocumentBlock, Expanded } from './documents.js';
 import { DOCUMENT_DEADLINE_MS, DOCUMENT_HEAP_MB, DOCUMENT_YOUNG_MB } from './limits.js';
 import type { LoadMessage, LoadTask } from './load-worker.js';
-import type { LoadedDocuments } from './operations.js';
 
 export interface ThreadBounds {
   deadlineMs?: number;
@@ -74,7 +73,10 @@ function runThread(job: LoadTask, what: string, bounds: ThreadBounds): Promise<O
   });
 }
 
-/** expandDocuments (documents.ts) on its own thread: the same answer, or a refusal when it passes a bound. */
+/**
+ * expandDocuments (documents.ts) on its own thread: the same answer (its warnings with the descriptions that cannot
+ * be applied), or a refusal when it passes a bound.
+ */
 export async function expandDocumentsOffThread(
   blocks: readonly DocumentBlock[],
   rawRoutes: readonly unknown[],
@@ -83,19 +85,7 @@ export async function expandDocumentsOffThread(
 ): Promise<Expanded> {
   const files = blocks.filter((b) => b.openapi.file !== undefined);
   const what = files.length === 1 ? `${files[0]!.at.join('.')}: ${files[0]!.openapi.file}` : 'OpenAPI documents';
-  const out = await runThread({ task: 'expand', blocks: [...blocks], rawRoutes: [...rawRoutes], configDir }, what, bounds);
+  const out = await runThread({ blocks: [...blocks], rawRoutes: [...rawRoutes], configDir }, what, bounds);
   if (!out.ok) return { ok: false, errors: [out.error], files: [] };
   return out.value as Expanded;
-}
-
-/**
- * descriptionWarnings (validation/validator.ts) on its own thread: every validated operation's schemas compiled
- * there, off the serving event loop; the thread's compiled checks are dropped with it (each operation compiles its
- * own on its first request). A refusal (time, memory) comes back as one warning.
- */
-export async function describeOffThread(documents: Pick<LoadedDocuments, 'routes'> | undefined, bounds: ThreadBounds = {}): Promise<string[]> {
-  if (!documents?.routes.some((r) => r !== undefined && r.operation.validate !== 'off')) return [];
-  const out = await runThread({ task: 'describe', routes: documents.routes }, 'OpenAPI descriptions', bounds);
-  if (!out.ok) return [`request validation's schemas not all checked: ${out.error}`];
-  return out.value as string[];
 }

@@ -17,7 +17,6 @@ import { CliError } from '../commands/cli-error.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { stabilityWarnings } from '../routing/stability.js';
 import { tlsWarnings } from '../config/tls-files.js';
-import { describeOffThread } from '../openapi/load-thread.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
@@ -43,7 +42,6 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       return next !== undefined;
     });
     watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => inForce.openapi?.files ?? []);
-    warnOfDescriptions(config, logger);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -64,21 +62,6 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },
     'tollgate gateway listening',
-  );
-  if (isPrimary()) warnOfDescriptions(config, logger);
-}
-
-/**
- * Descriptions that cannot be applied (request validation), as config warnings: found once the gateway listens, on a
- * thread of its own, since compiling every validated operation of a large document takes a while (20,000 operations
- * took about 30 s of the event loop's time when done here). Each operation compiles its own checks on its first request.
- */
-function warnOfDescriptions(config: Config, logger: Logger): void {
-  describeOffThread(config.openapi).then(
-    (warnings) => {
-      for (const warning of warnings) logger.warn({ warning }, 'config warning');
-    },
-    (err: unknown) => logger.error({ err }, 'checking the OpenAPI descriptions failed'),
   );
 }
 
