@@ -17,7 +17,12 @@ const INFO = { title: 'red team', version: '1' };
 /** Ten levels of nine aliases each: a few hundred bytes of YAML that a reader without an alias bound expands to 9^10 strings. */
 function aliasBomb(): string {
   const lines = ['openapi: 3.1.0', 'info: { title: t, version: "1" }', `x-a0: &a0 [${Array(9).fill('"lol"').join(', ')}]`];
-  for (let i = 1; i <= 9; i++) lines.push(`x-a${i}: &a${i} [${Array(9).fill(`*a${i - 1}`).join(', ')}]`);
+  for (let i = 1; i <= 9; i++)
+    lines.push(
+      `x-a${i}: &a${i} [${Array(9)
+        .fill(`*a${i - 1}`)
+        .join(', ')}]`,
+    );
   return `${lines.join('\n')}\npaths: {}\n`;
 }
 
@@ -30,7 +35,15 @@ function refFanout(levels = 48): string {
   return JSON.stringify({
     openapi: '3.1.0',
     info: INFO,
-    paths: { '/x': { post: { operationId: 'x', requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/S0' } } } }, responses: { 200: { description: 'ok' } } } } },
+    paths: {
+      '/x': {
+        post: {
+          operationId: 'x',
+          requestBody: { content: { 'application/json': { schema: { $ref: '#/components/schemas/S0' } } } },
+          responses: { 200: { description: 'ok' } },
+        },
+      },
+    },
     components: { schemas },
   });
 }
@@ -42,7 +55,9 @@ function anyOfBranches(n = 2000): string {
     openapi: '3.1.0',
     info: INFO,
     security: [],
-    paths: { '/x': { post: { operationId: 'x', requestBody: { content: { 'application/json': { schema: { anyOf } } } }, responses: { 200: { description: 'ok' } } } } },
+    paths: {
+      '/x': { post: { operationId: 'x', requestBody: { content: { 'application/json': { schema: { anyOf } } } }, responses: { 200: { description: 'ok' } } } },
+    },
   });
 }
 
@@ -51,7 +66,11 @@ function manyOperations(n = 20_000): string {
   const paths: Record<string, unknown> = {};
   for (let i = 0; i < n; i++)
     paths[`/r${i}/{id}`] = {
-      get: { operationId: `op${i}`, parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'integer' } }], responses: { 200: { description: 'ok' } } },
+      get: {
+        operationId: `op${i}`,
+        parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'integer' } }],
+        responses: { 200: { description: 'ok' } },
+      },
     };
   return JSON.stringify({ openapi: '3.1.0', info: INFO, security: [], paths });
 }
@@ -62,7 +81,15 @@ function smallDocument(): string {
     openapi: '3.1.0',
     info: INFO,
     security: [],
-    paths: { '/things/{id}': { get: { operationId: 'getThing', parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }], responses: { 200: { description: 'ok' } } } } },
+    paths: {
+      '/things/{id}': {
+        get: {
+          operationId: 'getThing',
+          parameters: [{ name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: { 200: { description: 'ok' } },
+        },
+      },
+    },
   });
 }
 
@@ -108,16 +135,20 @@ describe('config check on hostile documents: refused, naming the file and the li
   it.each([
     ['an alias bomb', 'bomb.yaml', aliasBomb, /bomb\.yaml.*aliases expand past the limit of 100/],
     ['a $ref fan-out', 'fanout.json', () => refFanout(), /fanout\.json.*\$refs followed it is over the limit of [\d,]+ values/],
-  ])('%s: exit 1 within seconds', async (_name, file, make, expected) => {
-    expect(make().length).toBeLessThan(10_000);
-    dir.write(file, make());
-    const config = dir.write(`${file}.gateway.yaml`, gatewayYaml(file));
-    const r = await runCli(['config', 'check', '--config', config], { timeoutMs: 60_000 });
-    expect(r.signal, `killed after 60 s: ${r.stderr}`).toBeNull();
-    expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(expected);
-    expect(r.stderr).toContain('invalid configuration (1 problem)');
-  }, 90_000);
+  ])(
+    '%s: exit 1 within seconds',
+    async (_name, file, make, expected) => {
+      expect(make().length).toBeLessThan(10_000);
+      dir.write(file, make());
+      const config = dir.write(`${file}.gateway.yaml`, gatewayYaml(file));
+      const r = await runCli(['config', 'check', '--config', config], { timeoutMs: 60_000 });
+      expect(r.signal, `killed after 60 s: ${r.stderr}`).toBeNull();
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(expected);
+      expect(r.stderr).toContain('invalid configuration (1 problem)');
+    },
+    90_000,
+  );
 });
 
 describe('reading documents leaves the event loop free', () => {
@@ -203,36 +234,40 @@ describe('a serving gateway reloading a hostile document', () => {
   it.each([
     ['an alias bomb', 'bomb.yaml', aliasBomb, /aliases expand past the limit/],
     ['a $ref fan-out', 'fanout.json', () => refFanout(), /over the limit of [\d,]+ values/],
-  ])('%s: refused and logged, the old config stays, probes answered quickly throughout', async (_name, file, make, expected) => {
-    const name = `serving-${file}`;
-    const docPath = join(dir.dir, name);
-    writeFileSync(docPath, smallDocument());
-    const config = dir.write(`${name}.gateway.yaml`, gatewayYaml(name, up.url, 'off'));
-    const { proc, url } = await startServe(config, 60_000);
-    try {
-      const before = await probeDuring(url, new Promise((r) => setTimeout(r, 300)));
-      expect(before.failures).toEqual([]);
-      writeFileSync(docPath, make());
-      const mark = proc.logs.length;
-      proc.signal('SIGHUP');
-      const rejected = proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 90_000 });
-      const during = await probeDuring(url, rejected);
-      const line = await rejected;
-      expect(JSON.stringify(line.errors)).toMatch(expected);
-      expect(JSON.stringify(line.errors)).toContain(name);
-      expect(during.failures).toEqual([]);
-      // Answered as quickly as before the reload, give or take a loaded machine's scheduling.
-      expect(during.healthz).toBeLessThan(Math.max(1000, 10 * before.healthz));
-      expect(during.proxied).toBeLessThan(Math.max(1000, 10 * before.proxied));
-      // The old config stays: its route still answers.
-      const res = await fetch(`${url}/v1/things/2`);
-      expect(res.status).toBe(200);
-    } finally {
-      proc.signal('SIGTERM');
-      const exit = await proc.waitForExit(20_000);
-      expect(exit.code).toBe(0);
-    }
-  }, 180_000);
+  ])(
+    '%s: refused and logged, the old config stays, probes answered quickly throughout',
+    async (_name, file, make, expected) => {
+      const name = `serving-${file}`;
+      const docPath = join(dir.dir, name);
+      writeFileSync(docPath, smallDocument());
+      const config = dir.write(`${name}.gateway.yaml`, gatewayYaml(name, up.url, 'off'));
+      const { proc, url } = await startServe(config, 60_000);
+      try {
+        const before = await probeDuring(url, new Promise((r) => setTimeout(r, 300)));
+        expect(before.failures).toEqual([]);
+        writeFileSync(docPath, make());
+        const mark = proc.logs.length;
+        proc.signal('SIGHUP');
+        const rejected = proc.waitForLog('config reload rejected', { after: mark, timeoutMs: 90_000 });
+        const during = await probeDuring(url, rejected);
+        const line = await rejected;
+        expect(JSON.stringify(line.errors)).toMatch(expected);
+        expect(JSON.stringify(line.errors)).toContain(name);
+        expect(during.failures).toEqual([]);
+        // Answered as quickly as before the reload, give or take a loaded machine's scheduling.
+        expect(during.healthz).toBeLessThan(Math.max(1000, 10 * before.healthz));
+        expect(during.proxied).toBeLessThan(Math.max(1000, 10 * before.proxied));
+        // The old config stays: its route still answers.
+        const res = await fetch(`${url}/v1/things/2`);
+        expect(res.status).toBe(200);
+      } finally {
+        proc.signal('SIGTERM');
+        const exit = await proc.waitForExit(20_000);
+        expect(exit.code).toBe(0);
+      }
+    },
+    180_000,
+  );
 
   it('20,000 operations: probes answered quickly while the document is read, and SIGTERM ends the process meanwhile', async () => {
     const name = 'serving-many.json';

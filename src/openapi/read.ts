@@ -143,8 +143,7 @@ const boundedYaml = {
     try {
       return doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
     } catch (err) {
-      if (/alias/i.test(String((err as Error)?.message)))
-        throw new Error(`YAML: its aliases expand past the limit of ${MAX_YAML_ALIASES} (an alias bomb?)`);
+      if (/alias/i.test(String((err as Error)?.message))) throw new Error(`YAML: its aliases expand past the limit of ${MAX_YAML_ALIASES} (an alias bomb?)`);
       throw err;
     }
   },
