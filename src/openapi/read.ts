@@ -57,7 +57,13 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
   // Each file's size is checked before it is read, and all of them together: bundling inlines them.
   const readBounded = async (file: { url: string }): Promise<Buffer> => {
     const name = file.url.startsWith('file://') ? decodeURIComponent(new URL(file.url).pathname) : file.url;
-    const size = (await fs.stat(name)).size;
+    let size: number;
+    try {
+      size = (await fs.stat(name)).size;
+    } catch (err) {
+      // As the bundler's own reader says it: the messages above recognise it.
+      throw new Error(`Error opening file ${name}: ${(err as Error).message}`);
+    }
     const shown = name === path ? label : relative(dirname(path), name);
     if (size > MAX_DOCUMENT_FILE_BYTES)
       throw new Error(`${shown} is ${mib(size)}, over the limit of ${mib(MAX_DOCUMENT_FILE_BYTES)} for one file of an OpenAPI document`);
