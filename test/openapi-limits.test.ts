@@ -151,6 +151,16 @@ describe('config check on hostile documents: refused, naming the file and the li
   );
 });
 
+describe('config check on a document over the size limit', () => {
+  it('a 17 MiB file: exit 1 naming the file, its size and the limit, without parsing it', async () => {
+    dir.write('huge.json', JSON.stringify({ openapi: '3.1.0', info: INFO, paths: {}, 'x-padding': 'x'.repeat(17 * 1024 * 1024) }));
+    const config = dir.write('huge.gateway.yaml', gatewayYaml('huge.json'));
+    const r = await runCli(['config', 'check', '--config', config], { timeoutMs: 60_000 });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('services.s.openapi: huge.json: huge.json is 17.0 MiB, over the limit of 16.0 MiB for one file of an OpenAPI document');
+  }, 90_000);
+});
+
 describe('reading documents leaves the event loop free', () => {
   it('a 2,000-branch anyOf loads with the event loop free when its requests are not validated', async () => {
     dir.write('anyof.json', anyOfBranches());

