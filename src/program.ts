@@ -8,7 +8,6 @@ import { CliError } from './commands/cli-error.js';
 import { costWarnings } from './limits/cost-warnings.js';
 import { stabilityWarnings } from './routing/stability.js';
 import { tlsWarnings } from './config/tls-files.js';
-import { descriptionWarnings } from './validation/validator.js';
 import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
 import { registerKeysCommands } from './commands/keys/index.js';
 import { registerUsageCommands } from './commands/usage.js';
@@ -79,8 +78,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
       }
       const c = result.config;
       // Unusual but legitimate (a small trial plan beside expensive routes): said, never refused.
-      const described = await descriptionWarnings(c.openapi);
-      for (const w of [...result.warnings, ...described, ...costWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
+      for (const w of [...result.warnings, ...costWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
       io.out(
         `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
           `${c.redis ? 'Redis store' : 'in-memory store'})\n`,

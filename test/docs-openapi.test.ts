@@ -97,13 +97,13 @@ beforeAll(async () => {
   petstoreUrl = String((await petstore.waitForLog('petstore listening')).url);
   runConfig = join(dir.dir, 'run.yaml');
   writeRun(CATALOG, 'shadow');
-  gateway = await startServe(runConfig);
+  gateway = await startServe(runConfig, 60_000);
 }, 120_000);
 afterAll(async () => {
   await gateway?.proc.stop();
   await petstore?.stop();
   dir.remove();
-});
+}, 90_000);
 
 describe('docs/openapi.md', () => {
   it("the page's document and config pass config check with the line it quotes", async () => {

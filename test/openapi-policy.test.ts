@@ -153,7 +153,7 @@ beforeAll(async () => {
   const adminPort = await freePort();
   admin = `http://127.0.0.1:${adminPort}`;
   configFile = dir.write('gateway.yaml', gatewayConfig('shadow', adminPort));
-  gw = await startServe(configFile, 15_000);
+  gw = await startServe(configFile, 60_000);
 }, 120_000);
 
 afterAll(async () => {
@@ -161,7 +161,7 @@ afterAll(async () => {
   await up?.close();
   await redis?.stop();
   dir?.remove();
-});
+}, 90_000);
 
 describe('deprecation, sunset and successor from the document', () => {
   it('a deprecated operation sends Deprecation, Sunset and one Link with its docs and its successor operation', async () => {
@@ -533,7 +533,7 @@ describe('a description that cannot be applied', () => {
         server: { port: 0 },
         services: { l: { targets: [up.url], openapi: { file: 'loop.yaml', validate: 'enforce' } } },
       });
-      const s = await startServe(file);
+      const s = await startServe(file, 60_000);
       try {
         const line = await s.proc.waitForLog('config warning');
         expect(String(line.warning)).toMatch(/^loop\.yaml#\/paths\/~1loop\/post: its description cannot be applied/);

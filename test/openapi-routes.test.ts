@@ -118,8 +118,8 @@ beforeAll(async () => {
       { operationId: 'createPet', cost: 5 },
     ],
   };
-  gw = await startServe(dir.write('gateway.yaml', config));
-});
+  gw = await startServe(dir.write('gateway.yaml', config), 60_000);
+}, 90_000);
 
 afterAll(async () => {
   await gw?.proc.stop();
@@ -392,7 +392,7 @@ describe('reload', () => {
   it('SIGHUP with a broken document keeps the old routes; a good one applies', async () => {
     const d = tempDir();
     const docFile = d.write('doc.json', doc());
-    const s = await startServe(d.write('gateway.yaml', { server: { port: 0 }, services: { r: { targets: [up.url], openapi: { file: 'doc.json' } } } }));
+    const s = await startServe(d.write('gateway.yaml', { server: { port: 0 }, services: { r: { targets: [up.url], openapi: { file: 'doc.json' } } } }), 60_000);
     try {
       expect((await fetch(`${s.url}/first`)).status).toBe(200);
       writeFileSync(docFile, '{"openapi": "3.1.0", "paths": {"/first": 5}}');
@@ -418,7 +418,7 @@ describe('reload', () => {
     const configFile = d.write('gateway.yaml', { server: { port: 0 }, services: { r: { targets: [up.url], openapi: { file: 'doc.json' } } } });
     const proc = CliProcess.start(['serve', '--config', configFile, '--watch-config']);
     try {
-      const line = await proc.waitForLog('tollgate gateway listening');
+      const line = await proc.waitForLog('tollgate gateway listening', { timeoutMs: 60_000 });
       const url = String(line.url);
       expect((await fetch(`${url}/added`)).status).toBe(404);
       const mark = proc.logs.length;

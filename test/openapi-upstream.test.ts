@@ -89,8 +89,8 @@ beforeAll(async () => {
   // The file names the decoy; the environment, as `docker run -e UPSTREAM_URL=...` does, the real upstream.
   configFile = dir.write('gateway.yaml', configOf(decoy.url));
   proc = CliProcess.start(['serve', '--config', configFile, '--watch-config'], { UPSTREAM_URL: real.url });
-  url = String((await proc.waitForLog('tollgate gateway listening')).url);
-});
+  url = String((await proc.waitForLog('tollgate gateway listening', { timeoutMs: 60_000 })).url);
+}, 90_000);
 
 afterAll(async () => {
   await proc?.stop();

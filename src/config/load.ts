@@ -8,7 +8,8 @@ import { redactKeyShapes } from '../http/credentials.js';
 import { configSchema, openapiBlocks, UPSTREAM_SERVICE, type Config } from './schema.js';
 import { knownFieldsAt, nearestField } from './field-names.js';
 import { tlsFileErrors } from './tls-files.js';
-import { expandDocuments } from '../openapi/documents.js';
+import { expandDocumentsOffThread, type ThreadBounds } from '../openapi/load-thread.js';
+import { MAX_YAML_ALIASES } from '../openapi/limits.js';
 import type { LoadedDocuments } from '../openapi/operations.js';
 
 export const DEFAULT_CONFIG_PATH = 'config/gateway.yaml';
@@ -58,6 +59,7 @@ export async function loadConfigFile(
   path: string,
   env: NodeJS.ProcessEnv = process.env,
   replaceDocument?: { service: string; file: string },
+  bounds: ThreadBounds = {},
 ): Promise<LoadResult> {
   let text: string;
   try {
@@ -69,7 +71,7 @@ export async function loadConfigFile(
   const read = readRaw(text, env);
   if (!read.ok) return { ...read, path };
   const raw = replaceDocument ? withDocument(read.raw, replaceDocument) : read.raw;
-  const result = await validateConfigWithDocuments(raw, dirname(path), read.overridden).catch(
+  const result = await validateConfigWithDocuments(raw, dirname(path), read.overridden, bounds).catch(
     (err: unknown): { ok: false; errors: string[] } => ({ ok: false, errors: [`OpenAPI documents: ${excerpt(String((err as Error)?.message ?? err), 200)}`] }),
   );
   if (!result.ok) return { ...result, path };
@@ -122,7 +124,7 @@ function readRaw(text: string, env: NodeJS.ProcessEnv): RawRead {
   try {
     const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
     if (doc.errors.length > 0) return { ok: false, errors: doc.errors.map((e) => yamlError(e.message)) };
-    raw = doc.toJS();
+    raw = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
     // `cmd > gateway.yaml` truncates before it writes: a reload that caught that moment must not become a gateway of
     // defaults (no routes, no admin API, no keys). An empty document is refused everywhere: config check, start, reload.
     if (raw === null || raw === undefined) return { ok: false, errors: [EMPTY_DOCUMENT_ERROR] };
@@ -148,12 +150,14 @@ export async function validateConfigWithDocuments(
   raw: Record<string, unknown>,
   configDir: string,
   overridden: ReadonlyMap<string, string> = new Map(),
+  bounds: ThreadBounds = {},
 ): Promise<{ ok: true; config: Config; warnings: string[] } | { ok: false; errors: string[] }> {
   const first = validateSchema(raw, overridden);
   if (!first.ok) return first;
   const parsed = first.config;
   if (!needsDocuments(parsed)) return finish(parsed, []);
-  const expanded = await expandDocuments(openapiBlocks(parsed), Array.isArray(raw.routes) ? raw.routes : [], configDir);
+  // On a thread of its own, bounded in time and memory: a reload reads them while this process serves.
+  const expanded = await expandDocumentsOffThread(openapiBlocks(parsed), Array.isArray(raw.routes) ? raw.routes : [], configDir, bounds);
   if (!expanded.ok) return { ok: false, errors: expanded.errors };
   const second = validateSchema({ ...raw, routes: expanded.routes }, overridden);
   if (!second.ok) {

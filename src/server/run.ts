@@ -15,7 +15,6 @@ import { isPrimary, reportWorkerReady, runPrimary, workerCount } from './cluster
 import { applyHeapGrowth } from './heap.js';
 import { routedServices } from '../routing/services.js';
 import { CliError } from '../commands/cli-error.js';
-import { descriptionWarnings } from '../validation/validator.js';
 import { generateAdminToken, hashAdminToken } from '../admin/tokens.js';
 import { DAY_MS } from '../util/time.js';
 
@@ -39,7 +38,6 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       return next !== undefined;
     });
     watchIfAsked(configPath, opts.watchConfig || config.server.watchConfig, logger, () => inForce.openapi?.files ?? []);
-    warnOfDescriptions(config, logger);
     return;
   }
   const heapGrowthPercent = applyHeapGrowth(config.server.heapGrowthPercent);
@@ -61,21 +59,6 @@ export async function runServe(configPath: string, opts: { watchConfig?: boolean
       heapGrowthPercent: heapGrowthPercent ?? 'v8',
     },
     'tollgate gateway listening',
-  );
-  if (isPrimary()) warnOfDescriptions(config, logger);
-}
-
-/**
- * Descriptions that cannot be applied (request validation), as config warnings: found once the gateway listens, since
- * compiling every validated operation of a large document takes a while (and serves the first requests: the compiled
- * checks are kept).
- */
-function warnOfDescriptions(config: Config, logger: Logger): void {
-  descriptionWarnings(config.openapi).then(
-    (warnings) => {
-      for (const warning of warnings) logger.warn({ warning }, 'config warning');
-    },
-    (err: unknown) => logger.error({ err }, 'checking the OpenAPI descriptions failed'),
   );
 }
 
