@@ -3,7 +3,7 @@
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfigFile, validateConfigWithDocuments } from '../config/load.js';
-import type { Config, RedisConfig } from '../config/schema.js';
+import type { RedisConfig } from '../config/schema.js';
 import { configWarnings, exitOnFatalError, handleSignals, readReloadedConfig, startGateway } from './gateway-server.js';
 import { createLogger, logDestination, reportLogDrops, type Logger } from '../observability/logger.js';
 import { logRedaction } from '../http/credentials.js';
