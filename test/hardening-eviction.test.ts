@@ -209,7 +209,7 @@ describe('a full Redis (noeviction, maxmemory reached)', () => {
         return (await degradedGauge(g)) === 0;
       },
       'degraded mode over once Redis takes writes again',
-      6000,
+      30_000,
       100,
     );
     expect((await request(g.url).get('/readyz')).status).toBe(200);

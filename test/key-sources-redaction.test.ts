@@ -237,7 +237,7 @@ describe('a key with a recorded prefix (imported, or rotated with --keep-prefix)
       for (const path of paths) expect((await send(serve.port, path)).status, path).toBe(401);
       const echoed = await send(serve.port, '/v1/things/3', { 'x-request-id': rotated });
       expect(echoed.head).not.toContain(rotated);
-      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length + 1, 'an access log line per request', 5000);
+      await waitFor(() => serve.proc.logs.filter((l) => l.msg === 'request completed').length >= paths.length + 1, 'an access log line per request', 30_000);
       const urls = serve.proc.logs.filter((l) => l.msg === 'request completed').map((l) => (l.req as { url: string }).url);
       expect(urls.slice(0, 3)).toEqual([
         '/v1/things/sk_live_[redacted]',

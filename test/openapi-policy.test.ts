@@ -285,7 +285,7 @@ describe('the deprecated-route report', () => {
         return ['getPet', 'undated'].every((id) => routes.find((r) => r.operationId === id)?.keys.some((x) => x.id === k.id));
       },
       'both calls in the deprecated-route report',
-      5000,
+      30_000,
       100,
     );
     expect(routes.find((r) => r.operationId === 'getPet')).toMatchObject({
@@ -333,7 +333,7 @@ describe('request validation: shadow for a week, then enforce', () => {
         return ops.some((o) => o.operation === 'createOrder' && o.keys.some((x) => x.id === k.id));
       },
       'the invalid request in the report',
-      5000,
+      30_000,
       100,
     );
     const op = ops.find((o) => o.operation === 'createOrder')!;

@@ -363,7 +363,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
       // Back, empty (no persistence): what it learns of this key now is only what the gateway credits it.
       await own.startProcess();
       // The key itself is kept (as on a Redis with persistence): only its windows and ledger are gone.
-      await waitFor(async () => (await ownClient.set(ks.keyRecord(id), record).catch(() => null)) === 'OK', 'the key record restored', 5000, 50);
+      await waitFor(async () => (await ownClient.set(ks.keyRecord(id), record).catch(() => null)) === 'OK', 'the key record restored', 30_000, 50);
     }
     // Quota reads count nothing, and probe Redis once the breaker's cool-down is over.
     await waitFor(
