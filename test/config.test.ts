@@ -50,6 +50,7 @@ describe('defaults', () => {
         keepAliveTimeoutMs: 5_000,
         responseIdleTimeoutMs: 30_000,
         watchConfig: false,
+        via: true,
       },
       upstream: { url: 'http://127.0.0.1:8081', timeoutMs: 10_000, hideCredentials: true, healthPath: '/healthz', maxSockets: 256 },
       log: { level: 'info', maxBufferBytes: 16_777_216 },
