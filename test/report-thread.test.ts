@@ -38,13 +38,16 @@ function threadNices(): number[] {
   });
 }
 
+// At nice 0 where what is checked is what a report answers: at the gateway's nice 19, two busy processes at nice 0
+// leave the thread about 1.5% of a core, and a test of its answers would time out on a loaded machine. The priority
+// has its own test.
 const data = (): ReportThreadData => ({
   redis: { url: redis.url },
   prefix: PREFIX,
   commandTimeoutMs: 5000,
   readsInFlight: 8,
   readRest: 1,
-  nice: 19,
+  nice: 0,
   memoryMb: 128,
 });
 
@@ -147,7 +150,7 @@ describe('the report thread', () => {
 
   it('runs at the lowest CPU priority on a connection of its own, starts with the first report and ends once idle', async () => {
     const before = threadNices().filter((n) => n === 19).length;
-    const thread = new ReportThread(data(), undefined, 400);
+    const thread = new ReportThread({ ...data(), nice: 19 }, undefined, 400);
     try {
       expect(thread.running).toBe(false);
       expect((await clientAddresses(client, 'tollgate-reports')).size).toBe(0);
