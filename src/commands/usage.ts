@@ -59,24 +59,11 @@ export function registerUsageCommands(program: Command): void {
         const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
         const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
         if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), keys: t.keys }));
-        const rows = [
-          ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed'],
-          ...t.keys.map((k) => [
-            k.id,
-            k.name ?? '',
-            k.plan,
-            k.admitted,
-            k.rateLimited,
-            k.banned,
-            k.upstreamFailed,
-            k.shadowRefused,
-            k.wouldBan,
-            k.validationFailed,
-          ]),
-        ];
         // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
-        if (o.csv) return void process.stdout.write(csv(totalsRows(t.keys)));
-        out(tabbed(rows));
+        const rows = totalsRows(t.keys);
+        if (o.csv) return void process.stdout.write(csv(rows));
+        // The table leaves the metadata column out: one JSON cell per key would break its alignment.
+        out(tabbed(rows.map((row) => row.slice(0, -1))));
       });
     });
 
