@@ -1,0 +1,33 @@
+// plans: the plans keys belong to, by name, each with its minute and day windows, an optional mode and candidate
+// limits. Giving plans replaces the whole default set (DEFAULT_PLANS), so a plan nobody wrote never lingers in a
+// deployment.
+import { z } from 'zod';
+import { positiveInt } from './fields.js';
+import { candidateLimits, limitMode } from './limits.js';
+
+const plan = z.strictObject({
+  perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
+  perDay: positiveInt().describe('Points per day (24 hours from the window\'s first request) a key of this plan may spend.'),
+  mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute and day windows; default: limits.mode.'),
+  shadow: candidateLimits
+    .optional()
+    .describe('Candidate limits ({ perMinute, perDay }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
+});
+
+export const DEFAULT_PLANS = {
+  free: { perMinute: 60, perDay: 1_000 },
+  pro: { perMinute: 300, perDay: 10_000 },
+  business: { perMinute: 1_000, perDay: 100_000 },
+  enterprise: { perMinute: 10_000, perDay: 10_000_000 },
+};
+
+/** Plan names: lowercase, and never "default", which routes[].limits uses for plans without an entry of their own. */
+export const plans = z.record(
+  z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9_-]*$/, 'plan names are lowercase a-z 0-9 _ -')
+    .refine((p) => p !== 'default', '"default" is reserved (routes[].limits uses it for plans without an entry)'),
+  plan,
+);
+
+export type PlanConfig = z.output<typeof plan>;
