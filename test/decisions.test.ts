@@ -1,5 +1,5 @@
 // The request path's decisions on their own, with no Express app and no HTTP: authentication, the anonymous limit,
-// key limits and route policy answer with outcomes (src/pipeline/stages.ts turns them into HTTP), and the request
+// key limits and route policy answer with outcomes (src/pipeline/stages/ turns them into HTTP), and the request
 // context carries what one stage learns to the next and to the observers.
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';

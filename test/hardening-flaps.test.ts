@@ -11,7 +11,7 @@ import request from 'supertest';
 import { systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { RequestContext } from '../src/pipeline/context.js';
-import { keyLimits } from '../src/pipeline/stages.js';
+import { keyLimits } from '../src/pipeline/stages/limits.js';
 import { matchRoute } from '../src/routing/routes.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';

@@ -1,6 +1,6 @@
 // The key limits decision: ban check and plan limits for an authenticated key, with the ban ladder. The decision
 // itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local ban cache, the
-// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages.ts) turns
+// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages/limits.ts) turns
 // outcomes into RateLimit headers, 429s, 401s and 503s.
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
