@@ -77,7 +77,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       const app = express();
       app.use((req, _res, next) => {
         req.ctx = new RequestContext('test', 0, req);
-        req.ctx.consumer = { id: 'key_flapping', plan: 'free', perMinute: 20 };
+        req.ctx.caller = { id: 'key_flapping', plan: 'free', perMinute: 20 };
         next();
       });
       app.use(keyLimits(limiter));
@@ -121,7 +121,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       const app = express();
       app.use((req, _res, next) => {
         req.ctx = new RequestContext('test', 0, req);
-        req.ctx.consumer = { id: 'key_costly', plan: 'free', perMinute: 20 };
+        req.ctx.caller = { id: 'key_costly', plan: 'free', perMinute: 20 };
         // What the route match stage does, before the key stages: the request's route (and so its cost).
         req.ctx.matchedRoute = matchRoute(runtime.current.routes, req.method, req.originalUrl);
         next();

@@ -577,7 +577,7 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     const app = express();
     app.use((req, _res, next) => {
       req.ctx = new RequestContext('test', 0, req);
-      req.ctx.consumer = { id: 'key_cached', plan: 'free' };
+      req.ctx.caller = { id: 'key_cached', plan: 'free' };
       req.ctx.redisMs = spentMs;
       next();
     });

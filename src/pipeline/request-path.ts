@@ -7,8 +7,8 @@
 // test/docs-match-code.test.ts checks both against this table: a stage added here without its place in the picture
 // fails there.
 import type { Request, RequestHandler, Response } from 'express';
-import { compileKeySources, DEFAULT_KEY_SOURCES, keyShapeText, mentionsPresentedKey, recordedKeyShapes, type KeySources } from '../http/credentials.js';
-import type { Authenticator } from '../keys/authenticator.js';
+import { followKeySources, keyShapeText, mentionsPresentedKey, recordedKeyShapes } from '../http/credentials.js';
+import type { AuthScheme } from '../identity/auth-scheme.js';
 import type { AnonymousLimiter } from '../limits/anonymous.js';
 import type { KeyLimiter } from '../limits/key-limits.js';
 import type { PublicRouteLimiter } from '../limits/public-limits.js';
@@ -40,7 +40,7 @@ export interface RequestPathParts {
    * The key stages' decisions (4-7). Always there in the gateway composeGateway builds; left out only by tests of
    * the proxy and route policy, which then run without keys.
    */
-  keys?: { authenticator: Authenticator; anonymous: AnonymousLimiter; limiter: KeyLimiter; publicLimits?: PublicRouteLimiter };
+  keys?: { auth: AuthScheme; anonymous: AnonymousLimiter; limiter: KeyLimiter; publicLimits?: PublicRouteLimiter };
   /** Stage 11, created with the services' connection pools (createProxy). */
   proxyToUpstream: RequestHandler;
   /** The services routes go to, with their targets' health (src/routing/services.ts). */
@@ -66,8 +66,6 @@ export type Sequence = 'path' | 'quota' | 'app';
 /** What a stage's handler is made from: the parts, and what requestPath works out once from them. */
 export interface PathBuild {
   readonly parts: RequestPathParts;
-  /** The key sources in force (auth.sources, parsed once per config): a reload's apply to the next request. */
-  readonly sources: () => KeySources;
   /** Whether a caller's X-Request-Id carries a key (one the request presents, or any text shaped like one). */
   readonly idCarriesKey: (req: Request, id: string) => boolean;
   /** The quota endpoint's sequence (built first, from the table's `quota` rows); undefined without keys. */
@@ -175,7 +173,7 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     runsFor: 'routed requests and the quota endpoint',
     what: 'the key from auth.sources -> who is calling (key cache; store read on a miss); store unavailable: 503',
     in: ['path', 'quota'],
-    make: ({ parts: p, sources }) => p.keys && authenticate(p.keys.authenticator, p.logger, sources),
+    make: ({ parts: p }) => p.keys && authenticate(p.keys.auth, p.logger),
   },
   {
     mark: '5',
@@ -288,22 +286,10 @@ export const STAGES: readonly StageRow[] = Object.freeze([
  * request out of it, to the gateway's own routes after it (/healthz, /readyz, /metrics, and the 404).
  */
 export function requestPath(p: RequestPathParts): RequestHandler {
-  const { auth } = p.runtime.config;
-  // Read per request: a reload's sources apply to the next request (parsed once per config; the last config's kept
-  // here, so a request compares one array reference instead of looking its sources up).
-  let sourceTexts: readonly string[] | undefined;
-  let compiledSources = DEFAULT_KEY_SOURCES;
-  const sources = (): KeySources => {
-    const texts = p.runtime.config.auth.sources;
-    if (texts !== sourceTexts) {
-      compiledSources = compileKeySources(texts);
-      sourceTexts = texts;
-    }
-    return compiledSources;
-  };
-  const keyShaped = keyShapeText(auth.issuedPrefix);
+  const sources = followKeySources(() => p.runtime.config.auth.sources);
+  const keyShaped = keyShapeText(p.runtime.config.auth.issuedPrefix);
   const idCarriesKey = (req: Request, id: string): boolean => keyShaped.holds(id) || recordedKeyShapes().holds(id) || mentionsPresentedKey(req, sources(), id);
-  const base = { parts: p, sources, idCarriesKey, quota: undefined };
+  const base = { parts: p, idCarriesKey, quota: undefined };
   const quota = p.keys ? inSequence(assemble('quota', base)) : undefined;
   return inSequence(assemble('path', { ...base, quota }));
 }

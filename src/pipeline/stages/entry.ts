@@ -59,8 +59,8 @@ export function observeRequest(
       if (tracing && ctx.trace)
         tracing.endRequest(ctx.trace, res, {
           route: ctx.route,
-          plan: ctx.consumer?.plan,
-          keyId: ctx.consumer?.id,
+          plan: ctx.caller?.plan,
+          keyId: ctx.caller?.id,
           decision: ctx.decision?.outcome,
           finished: end.finished,
         });

@@ -1,27 +1,22 @@
 // Identity: who is calling, from the credential the request presents (authenticate), and the 401 for a request that
 // needs a key and has no valid one by the time the anonymous limits have had their say (requireApiKey).
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { DEFAULT_KEY_SOURCES, readPresentedKey, type KeySources } from '../../http/credentials.js';
 import { sendError } from '../../http/errors.js';
-import type { Authenticator } from '../../keys/authenticator.js';
+import type { AuthScheme } from '../../identity/auth-scheme.js';
 import type { Logger } from '../../observability/logger.js';
 
 /**
- * 4. Finds out who is calling, from the key the configured sources present (http/credentials.ts); only a key store that
- * cannot answer is answered here (503, never a 401).
+ * 4. Finds out who is calling: the scheme reads the credential the request presents and verifies it (the API key from
+ * the configured sources: identity/api-key-scheme.ts); only a store that cannot answer is answered here (503, never
+ * a 401).
  */
-export function authenticate(authenticator: Authenticator, logger: Logger, sources: () => KeySources = () => DEFAULT_KEY_SOURCES): RequestHandler {
+export function authenticate(scheme: AuthScheme, logger: Logger): RequestHandler {
   return async function authenticateStage(req, res, next) {
     const ctx = req.ctx;
     const span = ctx.trace?.start('tollgate.authenticate');
-    // A route made from an OpenAPI document reads its key where its operation's security schemes say.
-    const from = ctx.matchedRoute?.keySources ?? sources();
-    ctx.keySources = from;
-    const presented = readPresentedKey(req, from);
-    if (presented.kind === 'conflict') ctx.authFailureMessage = 'The request carries two different API keys; send one key, in one place.';
-    const outcome = await authenticator.authenticate(presented, ctx);
+    const outcome = await scheme.verify(scheme.read(req, ctx), ctx);
     if (span) ctx.trace!.end(span, typeof outcome === 'object' ? 'consumer' : outcome, outcome === 'unavailable');
-    if (typeof outcome === 'object') ctx.consumer = outcome;
+    if (typeof outcome === 'object') ctx.caller = outcome;
     else if (outcome === 'unavailable' && ctx.matchedRoute?.auth === 'none') {
       // A public route serves requests without a key: this one is metered as one (by its address) rather than refused.
       logger.warn({ reqId: req.id }, 'api key could not be verified on a public route (key store unavailable): metered by address');
@@ -38,7 +33,7 @@ export function authenticate(authenticator: Authenticator, logger: Logger, sourc
 /** 6. 401 for whoever has no valid key by now (the anonymous limit let them through). */
 export function requireApiKey(req: Request, res: Response, next: NextFunction): void {
   const ctx = req.ctx;
-  if (ctx.consumer) return next();
+  if (ctx.caller) return next();
   const code = ctx.authFailure;
   res.setHeader('www-authenticate', code === 'missing_api_key' ? 'Bearer realm="tollgate"' : 'Bearer realm="tollgate", error="invalid_token"');
   const sources = ctx.keySources;
@@ -51,7 +46,7 @@ export function requireApiKey(req: Request, res: Response, next: NextFunction): 
  * cached): the request is answered as one without a valid key, 401.
  */
 export function disownKey(req: Request, res: Response, next: NextFunction): void {
-  req.ctx.consumer = undefined;
+  req.ctx.caller = undefined;
   req.ctx.authFailure = 'invalid_api_key';
   requireApiKey(req, res, next);
 }

@@ -20,7 +20,7 @@ export function anonymousLimit(anonymous: AnonymousLimiter): RequestHandler {
   };
   return function anonymousLimitStage(req, res, next) {
     const ctx = req.ctx;
-    if (ctx.consumer) return next();
+    if (ctx.caller) return next();
     const client = ctx.clientKey();
     // Still refused: answered from memory, no Redis call.
     const known = anonymous.knownRefusal(client, ctx.anonymousRefusedUntil);
@@ -65,7 +65,7 @@ export function publicRouteLimits(limiter: PublicRouteLimiter | undefined): Requ
   return function publicRouteLimitsStage(req, res, next) {
     const ctx = req.ctx;
     const route = ctx.matchedRoute;
-    if (!limiter || ctx.consumer || !route || route.auth !== 'none' || !route.addressLimits) return next();
+    if (!limiter || ctx.caller || !route || route.auth !== 'none' || !route.addressLimits) return next();
     limiter
       .check(route, ctx.clientKey())
       .then((o) => answer(req, res, next, o))
@@ -84,7 +84,7 @@ export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): Requ
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
     if (o.kind === 'invalid_key' && byAddress && req.ctx.matchedRoute?.auth === 'none') {
       // A public route: a key the store no longer accepts leaves the request anonymous, metered by its address.
-      req.ctx.consumer = undefined;
+      req.ctx.caller = undefined;
       req.ctx.authFailure = 'invalid_api_key';
       void byAddress(req, res, next);
       return;
@@ -114,11 +114,11 @@ export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): Requ
   };
   return function keyLimitsStage(req, res, next) {
     // A public route's request without a valid key was metered by its address (stages 5 and P).
-    if (!req.ctx.consumer && req.ctx.matchedRoute?.auth === 'none') return next();
+    if (!req.ctx.caller && req.ctx.matchedRoute?.auth === 'none') return next();
     const traced = req.ctx.trace;
     const span = traced?.start('tollgate.limit_check', 'client', { 'db.system.name': 'redis' });
     limiter
-      .check(req.ctx.consumer!, req.ctx, req.ctx.matchedRoute)
+      .check(req.ctx.caller!, req.ctx, req.ctx.matchedRoute)
       .then((o) => {
         if (span) traced!.end(span, o.kind === 'decided' ? o.decision.outcome : o.kind, o.kind === 'unavailable');
         answer(req, res, next, o);
@@ -152,7 +152,7 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
       mode,
     });
     res.status(200).json({
-      plan: req.ctx.consumer!.plan,
+      plan: req.ctx.caller!.plan,
       // Every window with its mode, the shadow ones too (the headers show only the enforced), then the candidate
       // limits, each on its window's count.
       windows: [
@@ -164,7 +164,7 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
   };
   return function answerQuotaStage(req, res, next) {
     limiter
-      .quota(req.ctx.consumer!, req.ctx)
+      .quota(req.ctx.caller!, req.ctx)
       .then((o) => answer(req, res, next, o))
       .catch(next);
   };

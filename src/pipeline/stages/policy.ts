@@ -32,12 +32,12 @@ export interface UsageCounts {
 export function requireAllowedPlan(req: Request, res: Response, next: NextFunction): void {
   const ctx = req.ctx;
   const plans = ctx.matchedRoute?.stabilityPlans;
-  if (!plans || !ctx.consumer || planAllowed(plans, ctx.consumer.plan)) return next();
+  if (!plans || !ctx.caller || planAllowed(plans, ctx.caller.plan)) return next();
   const open = [...plans];
   sendError(
     res,
     'plan_not_allowed',
-    `This route is ${ctx.matchedRoute!.stability}: plan ${ctx.consumer.plan} is not allowed to call it (${open.length > 0 ? `open to ${open.join(', ')}` : 'open to no plan'}).`,
+    `This route is ${ctx.matchedRoute!.stability}: plan ${ctx.caller.plan} is not allowed to call it (${open.length > 0 ? `open to ${open.join(', ')}` : 'open to no plan'}).`,
   );
 }
 
@@ -52,7 +52,7 @@ export function routePolicy(clock: Clock, usage?: UsageCounts): RequestHandler {
   return function routePolicyStage(req, res, next) {
     const route = req.ctx.matchedRoute;
     if (!route) return next();
-    if (usage && route.deprecatedAs !== undefined && req.ctx.consumer) usage.deprecatedCall(route.deprecatedAs, req.ctx.consumer.id);
+    if (usage && route.deprecatedAs !== undefined && req.ctx.caller) usage.deprecatedCall(route.deprecatedAs, req.ctx.caller.id);
     for (const [name, value] of route.headers) res.setHeader(name, value);
     if (!route.timed) return next();
     const now = clock.now();
@@ -123,9 +123,8 @@ export function validateRequest(o: {
     const service = req.ctx.service?.name ?? route.service;
     o.metrics?.validationFailures.inc({ service, operation: v.operation, mode: v.mode });
     const pointer = problems[0]!.pointer;
-    const consumer = req.ctx.consumer;
-    if (consumer)
-      o.usage?.invalidRequest(invalidRequestsName({ service: route.service, operation: v.operation }), consumer.id, pointer.slice(0, MAX_POINTER_KEPT));
+    const caller = req.ctx.caller;
+    if (caller) o.usage?.invalidRequest(invalidRequestsName({ service: route.service, operation: v.operation }), caller.id, pointer.slice(0, MAX_POINTER_KEPT));
     o.logger.info(
       { reqId: req.id, service, operation: v.operation, mode: v.mode, pointer: pointer.slice(0, MAX_POINTER_KEPT), problems: problems.length },
       v.mode === 'enforce' ? 'request refused: it does not match the API description' : 'request does not match the API description (shadow: proxied)',

@@ -62,7 +62,7 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
     const trust = req.app.get('trust proxy fn') as (addr: string, i: number) => boolean;
     const prior = h['x-forwarded-for'];
     const priorText = Array.isArray(prior) ? prior.join(', ') : prior;
-    const consumer = req.ctx.consumer;
+    const caller = req.ctx.caller;
 
     // One new header object, in the order each try sends it: Host and the framing, then the gateway's own headers (an
     // upstream that keeps only its first N header lines (Node: 2000) then drops the client's extras, never the
@@ -85,9 +85,9 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
     out['x-forwarded-host'] = req.host ?? '';
     if (route?.stripPrefix !== undefined) out['x-forwarded-prefix'] = route.stripPrefix;
     out[H.requestId] = res.getHeader(H.requestId) as string;
-    if (consumer) {
-      out[H.consumerId] = consumer.id;
-      out[H.consumerPlan] = consumer.plan;
+    if (caller) {
+      out[H.consumerId] = caller.id;
+      out[H.consumerPlan] = caller.plan;
     }
     // With tracing on, the upstream call is a span of its own, and the upstream gets its trace context (the same trace
     // id as the caller's traceparent, the call span as parent; the caller's tracestate carried). Off, both headers pass
