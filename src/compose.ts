@@ -5,7 +5,8 @@
 import type express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
-import { Authenticator } from './keys/authenticator.js';
+import { ApiKeyScheme } from './identity/api-key-scheme.js';
+import { followKeySources } from './http/credentials.js';
 import { accessLog, requestMetrics } from './pipeline/observers.js';
 import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
@@ -409,6 +410,8 @@ async function buildRequestPath(
   const { opts, runtime, logger, metrics, clock } = base;
   const config = runtime.config;
   const { keys, anonymous, keyLimiter, publicLimits } = decisions;
+  // Who is calling: the API key from the sources of the config in force (auth.sources, or a route's own).
+  const apiKeyScheme = new ApiKeyScheme(keys, { refused: anonymous, sources: followKeySources(() => runtime.config.auth.sources) });
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
   // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.
@@ -451,7 +454,7 @@ async function buildRequestPath(
     observers: [requestMetrics(metrics)],
     accessLog: accessLog(logger, () => runtime.current.keyParams),
     ...(tracing ? { tracing } : {}),
-    ...(opts.keyStages === false ? {} : { keys: { authenticator: new Authenticator(keys, anonymous), anonymous, limiter: keyLimiter, publicLimits } }),
+    ...(opts.keyStages === false ? {} : { keys: { auth: apiKeyScheme, anonymous, limiter: keyLimiter, publicLimits } }),
     proxyToUpstream: proxy.handler,
     services,
     ...(recorder ? { usage: recorder } : {}),

@@ -1,7 +1,7 @@
 // inSequence: the /v1 stages run as one Express handler with Express's own semantics.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { describe, expect, it } from 'vitest';
-import { inSequence } from '../src/pipeline/stages.js';
+import { inSequence } from '../src/pipeline/request-path.js';
 
 const req = {} as Request;
 const res = {} as Response;

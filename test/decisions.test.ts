@@ -1,11 +1,11 @@
 // The request path's decisions on their own, with no Express app and no HTTP: authentication, the anonymous limit,
-// key limits and route policy answer with outcomes (src/pipeline/stages.ts turns them into HTTP), and the request
+// key limits and route policy answer with outcomes (src/pipeline/stages/ turns them into HTTP), and the request
 // context carries what one stage learns to the next and to the observers.
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { Runtime } from '../src/routing/runtime.js';
-import { Authenticator } from '../src/keys/authenticator.js';
-import { parseBearer } from '../src/http/credentials.js';
+import { ApiKeyScheme } from '../src/identity/api-key-scheme.js';
+import { compileKeySources, parseBearer } from '../src/http/credentials.js';
 import { generateKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
 import { KeyVerifier } from '../src/keys/verifier.js';
@@ -15,7 +15,7 @@ import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { LimiterStore } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { RequestContext } from '../src/pipeline/context.js';
-import { isRetired, matchRoute } from '../src/routing/routes.js';
+import { isRetired, matchRoute, type CompiledRoute } from '../src/routing/routes.js';
 import { Breaker } from '../src/storage/breaker.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
@@ -29,7 +29,7 @@ function context(remoteAddress = '192.0.2.7'): RequestContext {
   return new RequestContext('req-1', 0, req);
 }
 
-describe('Authenticator', () => {
+describe('ApiKeyScheme', () => {
   async function setup(refused?: { refusedUntil(client: string): number }) {
     const clock = new ManualClock(Date.UTC(2026, 5, 1));
     const store = new MemoryKeyStore(() => clock.now());
@@ -38,30 +38,49 @@ describe('Authenticator', () => {
     // Listening to the change feed, the key filter built: as composeGateway starts it.
     await verifier.start();
     await verifier.knownHashes.settled();
-    const auth = new Authenticator(verifier, refused);
+    const auth = new ApiKeyScheme(verifier, { refused });
     return { clock, store, keys, auth };
   }
 
   it('no header or another scheme: missing_api_key; a malformed or unknown bearer token: invalid_api_key', async () => {
     const { auth } = await setup();
-    expect(await auth.authenticate(parseBearer(undefined), context())).toBe('missing_api_key');
-    expect(await auth.authenticate(parseBearer('Basic dXNlcjpwYXNz'), context())).toBe('missing_api_key');
-    expect(await auth.authenticate(parseBearer('Bearer a,b'), context())).toBe('invalid_api_key');
-    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), context())).toBe('invalid_api_key');
+    expect(await auth.verify(parseBearer(undefined), context())).toBe('missing_api_key');
+    expect(await auth.verify(parseBearer('Basic dXNlcjpwYXNz'), context())).toBe('missing_api_key');
+    expect(await auth.verify(parseBearer('Bearer a,b'), context())).toBe('invalid_api_key');
+    expect(await auth.verify(parseBearer(`Bearer ${generateKey()}`), context())).toBe('invalid_api_key');
   });
 
-  it('a valid key: the consumer with its plan, overrides and the hash the limit check re-validates', async () => {
+  it('a valid key: the caller with its plan, overrides and the hash the limit check re-validates', async () => {
     const { auth, keys } = await setup();
     const { key, record } = await keys.issuer.create({ plan: 'pro', perMinute: 7 });
-    const consumer = await auth.authenticate(parseBearer(`Bearer ${key}`), context());
-    expect(consumer).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7 });
-    expect(typeof consumer === 'object' && consumer.keyHash).toMatch(/^[0-9a-f]{64}$/);
+    const caller = await auth.verify(parseBearer(`Bearer ${key}`), context());
+    expect(caller).toMatchObject({ id: record.id, plan: 'pro', perMinute: 7 });
+    expect(typeof caller === 'object' && caller.keyHash).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("read: the key from the route's own sources when it has them, else the configured ones; two different keys: a conflict and its message", async () => {
+    const { clock, store } = await setup();
+    const scheme = new ApiKeyScheme(new KeyVerifier(store, clock), { sources: () => compileKeySources(['header:X-API-Key']) });
+    const req = {
+      socket: { remoteAddress: '192.0.2.7' },
+      headers: { 'x-api-key': 'key-one', authorization: 'Bearer key-two' },
+      url: '/v1/x',
+    } as unknown as IncomingMessage;
+    const ctx = new RequestContext('req-1', 0, req);
+    expect(scheme.read(req, ctx)).toEqual({ kind: 'token', token: 'key-one' });
+    expect(ctx.keySources?.headers).toEqual(['x-api-key']);
+    expect(ctx.authFailureMessage).toBeUndefined();
+    ctx.matchedRoute = { keySources: compileKeySources(['bearer', 'header:X-API-Key']) } as unknown as CompiledRoute;
+    expect(scheme.read(req, ctx)).toEqual({ kind: 'conflict' });
+    expect(ctx.keySources?.bearer).toBe(true);
+    expect(ctx.authFailureMessage).toMatch(/two different API keys/);
+    expect(await scheme.verify({ kind: 'conflict' }, ctx)).toBe('invalid_api_key');
   });
 
   it('a store that fails with nothing cached: unavailable (the key may be fine), never invalid_api_key', async () => {
     const { auth, store } = await setup();
     store.findByHash = () => Promise.reject(new Error('store down'));
-    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), context())).toBe('unavailable');
+    expect(await auth.verify(parseBearer(`Bearer ${generateKey()}`), context())).toBe('unavailable');
   });
 
   it('a client the anonymous limit refuses gets no store read for a made-up key (the refusal is left in the context), and its valid key is admitted', async () => {
@@ -73,16 +92,16 @@ describe('Authenticator', () => {
       return find(hash);
     };
     const ctx = context();
-    expect(await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), ctx)).toBe('invalid_api_key');
+    expect(await auth.verify(parseBearer(`Bearer ${generateKey()}`), ctx)).toBe('invalid_api_key');
     expect(reads).toBe(0);
     expect(ctx.anonymousRefusedUntil).toBe(12_345);
     const other = context('198.51.100.1');
-    await auth.authenticate(parseBearer(`Bearer ${generateKey()}`), other);
+    await auth.verify(parseBearer(`Bearer ${generateKey()}`), other);
     expect(reads).toBe(1);
     expect(other.anonymousRefusedUntil).toBe(0);
-    // A valid key from the refused address, never seen by this verifier: read, and a consumer.
+    // A valid key from the refused address, never seen by this verifier: read, and a caller.
     const { key, record } = await keys.issuer.create({ plan: 'free' });
-    expect(await auth.authenticate(parseBearer(`Bearer ${key}`), context())).toMatchObject({ id: record.id, plan: 'free' });
+    expect(await auth.verify(parseBearer(`Bearer ${key}`), context())).toMatchObject({ id: record.id, plan: 'free' });
     expect(reads).toBe(2);
   });
 });

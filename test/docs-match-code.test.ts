@@ -1,34 +1,19 @@
-// Docs that restate the code, checked against it: the request path's stage picture (README.md, docs/request-path.md
-// and the header of src/pipeline/stages.ts) against the stages requestPath runs, the usage ledger's Redis key name,
+// Docs that restate the code, checked against it: the request path's stage picture (README.md, docs/request-path.md)
+// and docs/request-path.md's table of stages against the table requestPath is assembled from, the usage ledger's Redis key name,
 // docs/architecture.md's source layout against src/ and its "Dependencies" against package.json.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERRORS } from '../src/http/errors.js';
+import { STAGES } from '../src/pipeline/request-path.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
-const STAGES_TS = read('src/pipeline/stages.ts');
 
-/**
- * The stages requestPath runs, in order: the entries of its `return inSequence([...])`, one a line as Prettier writes
- * them, with `keyedRoutesOnly(...)` and the `...(p.keys ? [...] : [])` around the key stages looked through.
- */
-function requestPathStages(source: string): string[] {
-  const start = source.indexOf('return inSequence([');
-  const end = source.indexOf('\n  ]);', start);
-  if (start < 0 || end < 0) throw new Error('no "return inSequence([ ... ]);" in src/pipeline/stages.ts');
-  return source
-    .slice(start, end)
-    .split('\n')
-    .slice(1)
-    .flatMap((line) => /^\s*(?:p\.)?(?:keyedRoutesOnly\()?([a-z]\w*)\b/.exec(line)?.[1] ?? []);
-}
-
-/** "0. normalizeRequestTarget", "R. ownEndpoints", "Q.  answerQuota": the stages a picture names, in order. */
+/** "0. normalizeRequestTarget", "R. ownEndpoints", "Q. answerQuota": the marks and stages a picture names, in order. */
 function stagesPictured(picture: string): string[] {
-  return [...picture.matchAll(/(?:^|\s)(?:\d{1,2}|[A-Z])\.\s+([a-z]\w+)/gm)].map((m) => m[1]!);
+  return [...picture.matchAll(/(?:^|\s)(\d{1,2}|[A-Z])\.\s+([a-z]\w+)/gm)].map((m) => `${m[1]}. ${m[2]}`);
 }
 
 /** The picture between "client ──► 0." and the end of its code block. */
@@ -37,20 +22,33 @@ function pictureIn(markdown: string): string {
   return markdown.slice(start, markdown.indexOf('```', start));
 }
 
-describe('the request path picture', () => {
-  // Stage 0 runs before Express routes (src/server/app.ts); Q answers the quota endpoint inside R.
-  const main = requestPathStages(STAGES_TS);
-  const expected = [
-    'normalizeRequestTarget',
-    ...main.slice(0, main.indexOf('ownEndpoints') + 1),
-    'answerQuota',
-    ...main.slice(main.indexOf('ownEndpoints') + 1),
-  ];
+/** The rows of the markdown table under the header line `header`, as written. */
+function tableRows(markdown: string, header: string): string[] {
+  const start = markdown.indexOf(`${header}\n`);
+  if (start < 0) return [];
+  const rows: string[] = [];
+  for (const line of markdown.slice(start).split('\n').slice(2)) {
+    if (!line.startsWith('|')) break;
+    rows.push(line);
+  }
+  return rows;
+}
 
-  it('the code: stage 0 runs in the app before the request path; the quota endpoint ends in answerQuota', () => {
+describe('the request path picture', () => {
+  // The picture draws the request path in the order it runs, and the quota endpoint's own stage under R
+  // (ownEndpoints, which runs the quota sequence); stage 0 runs in the app, before the request path.
+  const drawn = STAGES.filter((s) => s.in.includes('app') || s.in.includes('path'));
+  const quotaOnly = STAGES.filter((s) => s.in.every((where) => where === 'quota'));
+  const at = drawn.findIndex((s) => s.name === 'ownEndpoints') + 1;
+  const expected = [...drawn.slice(0, at), ...quotaOnly, ...drawn.slice(at)].map((s) => `${s.mark}. ${s.name}`);
+
+  it('the table: marks and names unique, the quota endpoint ending in answerQuota, stage 0 run by the app', () => {
+    expect(new Set(STAGES.map((s) => s.mark)).size).toBe(STAGES.length);
+    expect(new Set(STAGES.map((s) => s.name)).size).toBe(STAGES.length);
+    expect(STAGES.filter((s) => s.in.includes('quota')).map((s) => s.name)).toEqual(['authenticate', 'anonymousLimit', 'requireApiKey', 'answerQuota']);
     expect(read('src/server/app.ts')).toMatch(/normalizeRequestTarget\(req\)/);
-    expect(STAGES_TS).toMatch(/\? inSequence\(\[[^\]]*, answerQuota\([^)]*\)\]\)/);
-    expect(main).toEqual([
+    expect(STAGES.filter((s) => s.in.includes('app')).map((s) => s.name)).toEqual(['normalizeRequestTarget']);
+    expect(STAGES.filter((s) => s.in.includes('path')).map((s) => s.name)).toEqual([
       'observeRequest',
       'securityHeaders',
       'ownEndpoints',
@@ -75,21 +73,17 @@ describe('the request path picture', () => {
   it.each([
     ['README.md', pictureIn(read('README.md'))],
     ['docs/request-path.md', pictureIn(read('docs/request-path.md'))],
-    [
-      'the header of src/pipeline/stages.ts',
-      STAGES_TS.slice(0, STAGES_TS.indexOf('\nimport '))
-        .split('\n')
-        .map((l) => l.replace(/^\/\/ ?/, ''))
-        .join('\n'),
-    ],
-  ])('%s names exactly the stages requestPath runs, in order', (_where, picture) => {
-    const pictured = stagesPictured(picture);
-    expect(pictured.filter((n) => n !== 'answerQuota')).toEqual(expected.filter((n) => n !== 'answerQuota'));
-    expect(pictured.filter((n) => n === 'answerQuota')).toEqual(['answerQuota']);
+  ])('%s draws exactly the stages of src/pipeline/request-path.ts, with their marks, in order', (_where, picture) => {
+    expect(stagesPictured(picture)).toEqual(expected);
   });
 
   it("README.md's picture is docs/request-path.md's, character for character", () => {
     expect(pictureIn(read('README.md'))).toBe(pictureIn(read('docs/request-path.md')));
+  });
+
+  it("docs/request-path.md's table of stages is the code's, row for row", () => {
+    const rows = STAGES.map((s) => `| ${s.mark} | ${s.phase} | \`${s.name}\` | ${s.runsFor} | ${s.what} |`);
+    expect(tableRows(read('docs/request-path.md'), '| mark | phase | stage | runs for | what |')).toEqual(rows);
   });
 });
 

@@ -11,7 +11,7 @@ import request from 'supertest';
 import { systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { RequestContext } from '../src/pipeline/context.js';
-import { keyLimits } from '../src/pipeline/stages.js';
+import { keyLimits } from '../src/pipeline/stages/limits.js';
 import { matchRoute } from '../src/routing/routes.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
@@ -77,7 +77,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       const app = express();
       app.use((req, _res, next) => {
         req.ctx = new RequestContext('test', 0, req);
-        req.ctx.consumer = { id: 'key_flapping', plan: 'free', perMinute: 20 };
+        req.ctx.caller = { id: 'key_flapping', plan: 'free', perMinute: 20 };
         next();
       });
       app.use(keyLimits(limiter));
@@ -121,7 +121,7 @@ describe('KeyLimiter on a shared store that fails every other call (the real scr
       const app = express();
       app.use((req, _res, next) => {
         req.ctx = new RequestContext('test', 0, req);
-        req.ctx.consumer = { id: 'key_costly', plan: 'free', perMinute: 20 };
+        req.ctx.caller = { id: 'key_costly', plan: 'free', perMinute: 20 };
         // What the route match stage does, before the key stages: the request's route (and so its cost).
         req.ctx.matchedRoute = matchRoute(runtime.current.routes, req.method, req.originalUrl);
         next();

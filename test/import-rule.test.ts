@@ -59,6 +59,26 @@ describe('the import rule', () => {
     expect(r.out).toMatch(/2 dependency violations \(2 errors/);
   });
 
+  it('orders the domain routing < keys < consumers < identity < limits: down passes, up fails', async () => {
+    const down = await cruise({
+      'src/keys/k.ts': 'export const K = 1;\n',
+      'src/consumers/c.ts': "import { K } from '../keys/k.js';\nexport const C = K;\n",
+      'src/identity/i.ts': "import { C } from '../consumers/c.js';\nexport const I = C;\n",
+      'src/limits/l.ts': "import { I } from '../identity/i.js';\nexport const L = I;\n",
+    });
+    expect(down.out).toContain('no dependency violations found');
+    const up = await cruise({
+      'src/consumers/c.ts': "import type { I } from '../identity/i.js';\nexport type C = I;\n",
+      'src/identity/i.ts': "import type { L } from '../limits/l.js';\nexport type I = L;\n",
+      'src/keys/k.ts': "import type { C } from '../consumers/c.js';\nexport type K = C;\n",
+      'src/limits/l.ts': 'export type L = number;\n',
+    });
+    expect(up.code).not.toBe(0);
+    expect(up.out).toMatch(/consumers-not-up: src\/consumers\/c\.ts → src\/identity\/i\.ts/);
+    expect(up.out).toMatch(/identity-not-up: src\/identity\/i\.ts → src\/limits\/l\.ts/);
+    expect(up.out).toMatch(/keys-not-up: src\/keys\/k\.ts → src\/consumers\/c\.ts/);
+  });
+
   it('fails a cycle within one room', async () => {
     const r = await cruise({
       'src/usage/a.ts': "import { B } from './b.js';\nexport const A = () => B;\n",

@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { ManualClock, systemClock } from '../src/util/clock.js';
 import { KeyLimiter } from '../src/limits/key-limits.js';
 import { RequestContext } from '../src/pipeline/context.js';
-import { keyLimits } from '../src/pipeline/stages.js';
+import { keyLimits } from '../src/pipeline/stages/limits.js';
 import { MemoryLimiterStore } from '../src/limits/memory-store.js';
 import type { Decision, LimiterStore, LimitSnapshot } from '../src/limits/types.js';
 import { Metrics } from '../src/observability/metrics.js';
@@ -577,7 +577,7 @@ describe('KeyLimiter ban cache and `keys unban`', () => {
     const app = express();
     app.use((req, _res, next) => {
       req.ctx = new RequestContext('test', 0, req);
-      req.ctx.consumer = { id: 'key_cached', plan: 'free' };
+      req.ctx.caller = { id: 'key_cached', plan: 'free' };
       req.ctx.redisMs = spentMs;
       next();
     });

@@ -13,7 +13,7 @@ import { KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import { securityHeaders } from '../pipeline/stages.js';
+import { securityHeaders } from '../pipeline/stages/entry.js';
 import type { Runtime } from '../routing/runtime.js';
 import type { ServiceSnapshot } from '../routing/services.js';
 import { ReportError } from '../usage/kept-reports.js';

@@ -124,6 +124,24 @@ export function compileKeySources(texts: readonly string[]): KeySources {
 
 export const DEFAULT_KEY_SOURCES = compileKeySources(['bearer']);
 
+/**
+ * The sources of whichever config is in force, `texts()` read per call (a reload's sources apply to the next
+ * request): parsed once per config, and the last config's kept here, so a request compares one array reference
+ * instead of looking its sources up.
+ */
+export function followKeySources(texts: () => readonly string[]): () => KeySources {
+  let seen: readonly string[] | undefined;
+  let current = DEFAULT_KEY_SOURCES;
+  return () => {
+    const now = texts();
+    if (now !== seen) {
+      current = compileKeySources(now);
+      seen = now;
+    }
+    return current;
+  };
+}
+
 type UrlRequest = IncomingMessage & { originalUrl?: string };
 
 /** The key a request presents through `sources`. Reads no URL unless a query source is configured. */

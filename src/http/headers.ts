@@ -72,6 +72,19 @@ export function isSaneRequestId(value: unknown): value is string {
 }
 
 /**
+ * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its consumer
+ * headers (X-Consumer-*), forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id. Those come
+ * only from the gateway. An underscore counts as a dash: CGI/WSGI, PHP-FPM and nginx with underscores_in_headers
+ * fold `X_Consumer_Id` into X-Consumer-Id, which would join the gateway's own value (`key_real,key_VICTIM`).
+ */
+export function claimsGatewayHeader(name: string): boolean {
+  // Every owned name but Forwarded starts with "x": most headers are passed on after one character check.
+  if (name.charCodeAt(0) !== 120 /* x */) return name === 'forwarded';
+  const folded = name.includes('_') ? name.replaceAll('_', '-') : name;
+  return folded.startsWith('x-consumer-') || folded.startsWith('x-forwarded-') || folded === H.requestId || folded === 'x-real-ip';
+}
+
+/**
  * Hop-by-hop headers (RFC 9110 §7.6.1): a proxy removes every header named in Connection, Connection itself, and these
  * (Proxy-Authorization: the credentials of a client for the proxy it chose, never for the backend). Trailer is not one
  * (RFC 9110 §6.6.2, unlike RFC 2616's list): it announces trailer fields, and goes with them where they go

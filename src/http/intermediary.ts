@@ -1,7 +1,7 @@
 // What the gateway owes the HTTP messages it forwards, as an intermediary (RFC 9110 §6.5, §7.6, §15.2; RFC 9112 §6-7):
 // transfer codings it cannot undo refused, its own Via added, the backend's 1xx passed on, trailers carried where the
 // recipient takes them, and the fields meant for a proxy hop kept off the other hop. Plain functions of the messages;
-// the request path (pipeline/stages.ts, pipeline/proxy.ts) calls them.
+// the request path (pipeline/stages/, pipeline/proxy.ts) calls them.
 import { STATUS_CODES, type InformationEvent, type ServerResponse } from 'node:http';
 import { connectionTokens, isHopByHop } from './headers.js';
 

@@ -5,7 +5,7 @@
 // it has refused and until when: it answers them again without Redis, and the authentication decision asks it
 // before looking up a key the key filter says no stored key has, so a refused client's made-up keys cost no Redis
 // read either (a valid key from the same address is still looked up: src/keys/known-hashes.ts). No Express here: the
-// anonymousLimit stage (src/pipeline/stages.ts) turns decisions into headers and 429s.
+// anonymousLimit stage (src/pipeline/stages/limits.ts) turns decisions into headers and 429s.
 import type { RedisCommands } from '../storage/redis.js';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';

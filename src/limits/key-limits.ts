@@ -1,12 +1,12 @@
 // The key limits decision: ban check and plan limits for an authenticated key, with the ban ladder. The decision
 // itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local ban cache, the
-// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages.ts) turns
+// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages/limits.ts) turns
 // outcomes into RateLimit headers, 429s, 401s and 503s.
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Consumer } from '../keys/consumer.js';
+import type { Caller } from '../identity/caller.js';
 import { effectiveLimits } from '../keys/rules.js';
 import type { Runtime } from '../routing/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
@@ -124,7 +124,7 @@ function shortWindowNames(request: LimitRequest, short: number): string[] {
 }
 
 /** The key's own overrides as OWN_* bits: a plan's candidate limits leave those windows alone. */
-function ownBits(consumer: Consumer): number {
+function ownBits(consumer: Caller): number {
   return (consumer.perMinute !== undefined ? OWN_MINUTE : 0) | (consumer.perDay !== undefined ? OWN_DAY : 0);
 }
 
@@ -169,7 +169,7 @@ export class KeyLimiter {
   }
 
   /** The consumer's own overrides, else its plan's limits (effectiveLimits); undefined without a usable plan. */
-  limitsFor(consumer: Consumer): KeyLimits | undefined {
+  limitsFor(consumer: Caller): KeyLimits | undefined {
     return effectiveLimits(consumer, this.deps.runtime.config.plans[consumer.plan]);
   }
 
@@ -180,7 +180,7 @@ export class KeyLimiter {
    * Redis fails with failMode open). Counts the decision in the metrics and logs a new ban; writes nothing to any
    * response (the keyLimits stage does).
    */
-  async check(consumer: Consumer, ctx: LimitedRequest, route?: CompiledRoute): Promise<KeyLimitOutcome> {
+  async check(consumer: Caller, ctx: LimitedRequest, route?: CompiledRoute): Promise<KeyLimitOutcome> {
     const { clock, logger, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) {
@@ -377,7 +377,7 @@ export class KeyLimiter {
    * request's Redis budget), checking the key's record as the limit check does. When Redis fails: failMode open
    * reads this instance's memory windows (what it would meter by), closed answers unavailable.
    */
-  async quota(consumer: Consumer, ctx: LimitedRequest): Promise<QuotaOutcome> {
+  async quota(consumer: Caller, ctx: LimitedRequest): Promise<QuotaOutcome> {
     const { clock, metrics, runtime } = this.deps;
     const limits = this.limitsFor(consumer);
     if (!limits) return NO_PLAN;
@@ -410,7 +410,7 @@ export class KeyLimiter {
     return { kind: 'read', snapshot, request, now };
   }
 
-  private decided(consumer: Consumer, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
+  private decided(consumer: Caller, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
     ctx.decision = decision;
     const outcome = decision.outcome;
     const metrics = this.deps.metrics;

@@ -3,7 +3,7 @@
 // rate-limiter-flexible limiter: its windows take a route's cost, tell enforce from shadow, and answer every window's
 // count and reset in one round trip, the same script call a keyed request makes; an address check reads no key
 // record, no ban (bans are off for it) and writes no usage ledger, so it runs fewer commands than a keyed one.
-// No Express here: the publicRouteLimits stage (src/pipeline/stages.ts) turns outcomes into headers and 429s.
+// No Express here: the publicRouteLimits stage (src/pipeline/stages/limits.ts) turns outcomes into headers and 429s.
 import type { Clock } from '../util/clock.js';
 import type { Metrics } from '../observability/metrics.js';
 import { BreakerOpenError, type Breaker } from '../storage/breaker.js';

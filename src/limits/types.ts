@@ -113,7 +113,7 @@ export type Outcome =
  * The usage ledger's kind of a counted request: a admitted, r refused by a window, b by a ban, f admitted and failed
  * by a target it reached, s refused by a window in shadow mode (proxied), w a request a ban in shadow mode would have
  * refused (beside its own kind), v a request that did not match its operation's OpenAPI description (beside its own
- * kind: counted by request validation, src/pipeline/stages.ts). Defined beside the outcomes it records: the limiter decides, the
+ * kind: counted by request validation, src/pipeline/stages/policy.ts). Defined beside the outcomes it records: the limiter decides, the
  * ledger (usage/) records its decisions.
  */
 export type UsageKind = 'a' | 'r' | 'b' | 'f' | 's' | 'w' | 'v';

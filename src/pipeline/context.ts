@@ -2,8 +2,8 @@
 // metrics, a tracing span, the usage ledger) needs. One typed object per request, created by the first stage and
 // reachable as `req.ctx` from every stage and from the proxy's callbacks.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthFailure } from '../keys/authenticator.js';
-import type { Consumer } from '../keys/consumer.js';
+import type { AuthFailure } from '../identity/auth-scheme.js';
+import type { Caller } from '../identity/caller.js';
 import type { KeySources } from '../http/credentials.js';
 import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
 import type { AnonymousDecision } from '../limits/anonymous.js';
@@ -23,8 +23,8 @@ declare module 'node:http' {
 }
 
 export class RequestContext {
-  /** The authenticated key; undefined until authentication found one (and again if the limit check disowns it). */
-  consumer: Consumer | undefined = undefined;
+  /** Who is calling; undefined until authentication found out (and again if the limit check disowns the key). */
+  caller: Caller | undefined = undefined;
   authFailure: AuthFailure = 'missing_api_key';
   /** The 401's message when the default one would not say what is wrong (two different keys in one request). */
   authFailureMessage: string | undefined = undefined;

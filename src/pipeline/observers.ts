@@ -86,11 +86,11 @@ export function accessLog(logger: Logger, keyParams: () => readonly string[] = (
 }
 
 function withOutcome(req: IncomingMessage, res: ServerResponse, fields: object): object {
-  const consumer = req.ctx?.consumer;
+  const caller = req.ctx?.caller;
   const from = req.ctx?.overriddenFrom;
   return {
     ...fields,
-    ...(consumer ? { consumer: consumer.id } : {}),
+    ...(caller ? { consumer: caller.id } : {}),
     // req.method is the method an honoured override named; the one the client sent is said beside it.
     ...(from !== undefined ? { overriddenFrom: from } : {}),
     ...(res.writableFinished ? {} : { aborted: true }),

@@ -176,7 +176,7 @@ export function policyPath(path: string): string {
 /**
  * The route policy decision for one request: the configured route it matches (the first, in config order), if any,
  * and whether that route is retired (afterSunset: gone, and its sunset has passed). The routePolicy stage
- * (src/pipeline/stages.ts) adds the route's headers and answers 410 for a retired one.
+ * (src/pipeline/stages/policy.ts) adds the route's headers and answers 410 for a retired one.
  */
 export function matchRoute(routes: readonly CompiledRoute[], method: string, requestPath: string, hostHeader?: string): CompiledRoute | undefined {
   // Patterns are full paths ("/v1/pets/:petId"), matched against the path as the client sent it.

@@ -1,4 +1,4 @@
-// Builds the gateway's Express app around the request path (src/pipeline/stages.ts): the ops routes, the 404 and
+// Builds the gateway's Express app around the request path (src/pipeline/request-path.ts): the ops routes, the 404 and
 // the error handler. No I/O at import and no listen(): tests drive the app in-process, and only
 // src/server/gateway-server.ts binds a port.
 import express, { type ErrorRequestHandler, type NextFunction, type Request, type Response } from 'express';
@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { healthz, metricsHandler, readyz, type ReadinessCheck } from '../observability/ops.js';
 import { normalizeRequestTarget } from '../pipeline/request-target.js';
-import { requestPath, type RequestPathParts } from '../pipeline/stages.js';
+import { requestPath, type RequestPathParts } from '../pipeline/request-path.js';
 
 export interface GatewayAppOptions extends RequestPathParts {
   metrics: Metrics;

@@ -1,6 +1,8 @@
-// Who is calling: the key a request authenticated with, as the limits and the upstream headers need it.
+// Who is calling: what authentication answers, whatever scheme the credential came in (an API key today), as the
+// limits, the request path's stages and the upstream headers need it.
 
-export interface Consumer {
+export interface Caller {
+  /** The credential's id (an API key's id): the subject of its windows, ban and ledger, X-Consumer-Id upstream. */
   id: string;
   plan: string;
   perMinute?: number;
