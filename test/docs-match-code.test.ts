@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ERRORS } from '../src/http/errors.js';
 import { Keyspace } from '../src/storage/keyspace.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 const STAGES_TS = read('src/pipeline/stages.ts');
@@ -95,7 +96,7 @@ describe('the request path picture', () => {
 
 describe('the usage ledger key', () => {
   // The key Keyspace builds, with the docs' placeholders for the id and the day.
-  const ledgerKey = new Keyspace('').usageDay('<id>', '<day>' as unknown as number);
+  const ledgerKey = new Keyspace('').usageDay(keySubject('<id>'), '<day>' as unknown as number);
 
   it.each(['docs/admin-api.md', 'docs/architecture.md', 'docs/keys-and-limits.md'])('%s names it as src/storage/keyspace.ts builds it', (doc) => {
     const text = read(doc)
