@@ -132,7 +132,8 @@ try {
     const p = redis.pipeline();
     ids.slice(i, i + 500).forEach((id, j) => {
       // Distinct days per key, spread over the window.
-      for (let d = 0; d < LEDGER_DAYS; d++) p.hset(ks.usageDay(id, today - ((((i + j) % DAYS) + Math.floor((d * DAYS) / LEDGER_DAYS)) % DAYS)), day);
+      for (let d = 0; d < LEDGER_DAYS; d++)
+        p.hset(ks.usageDay(format.subjectOf(id), today - ((((i + j) % DAYS) + Math.floor((d * DAYS) / LEDGER_DAYS)) % DAYS)), day);
     });
     await p.exec();
   }

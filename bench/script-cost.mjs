@@ -90,7 +90,7 @@ async function seedKeys(redis, n) {
     plaintexts.map(async (plaintext) => {
       const hash = format.hashKey(plaintext);
       const id = await redis.get(ks.keyByHash(hash));
-      return { id, hash, revision: recordRevision(await redis.getBuffer(ks.keyRecord(id))) };
+      return { id, subject: format.subjectOf(id), hash, revision: recordRevision(await redis.getBuffer(ks.keyRecord(id))) };
     }),
   );
 }
@@ -102,7 +102,7 @@ async function drive(store, keys, n, concurrency, from = { next: 0 }, asked = VA
     while (sent < n) {
       sent++;
       const k = keys[from.next++ % keys.length];
-      const d = await store.check(k.id, asked, ban, k.hash, k.revision);
+      const d = await store.check(k.subject, asked, ban, k.hash, k.revision);
       if (d.outcome !== 'admitted') throw new Error(`a check was not admitted: ${d.outcome}`);
     }
   };

@@ -94,7 +94,7 @@ try {
         fields[`m${h % 24}`] = String(100 + ((i + j + b) % 50));
         byDay.set(day, fields);
       }
-      for (const [day, fields] of byDay) p.hset(ks.usageDay(id, day), fields);
+      for (const [day, fields] of byDay) p.hset(ks.usageDay(format.subjectOf(id), day), fields);
     });
     await p.exec();
   }

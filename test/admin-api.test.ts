@@ -18,6 +18,7 @@ import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import type { Redis } from 'ioredis';
 import { auditOf, runCli, tempDir, withoutAudit } from './helpers/cli.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const doc = new OpenApiDocument(new URL('../docs/admin.openapi.yaml', import.meta.url));
 const PREFIX = 'adm:';
@@ -280,7 +281,7 @@ describe('keys through the admin API', () => {
   it('GET /keys/{id} shows both windows and the ban as they stand, and reading them counts nothing', async () => {
     const { id, key } = await createKey({ plan: 'small' });
     for (let i = 0; i < 2; i++) expect((await call(b, key)).status).toBe(200);
-    const before = await client.get(ks.minuteWindow(id));
+    const before = await client.get(ks.minuteWindow(keySubject(id)));
     const r = await admin('GET', `/keys/${id}`);
     expect(r.status).toBe(200);
     const windows = r.body.windows as Array<Record<string, unknown>>;
@@ -291,7 +292,7 @@ describe('keys through the admin API', () => {
     expect(Date.parse(String(windows[0]!.resetAt)) - Date.now()).toBeGreaterThan(50_000);
     expect(r.body).toMatchObject({ ban: null, banLevel: 0 });
     await admin('GET', `/keys/${id}`);
-    expect(await client.get(ks.minuteWindow(id))).toBe(before);
+    expect(await client.get(ks.minuteWindow(keySubject(id)))).toBe(before);
     expect((await admin('GET', '/keys/key_doesNotExist0000')).status).toBe(404);
     expect((await admin('GET', '/keys/not%20an%20id')).status).toBe(404);
   });

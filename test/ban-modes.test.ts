@@ -10,6 +10,7 @@ import { captureLogger, commandCalls, metricValue, startLimitsGateway, type Limi
 import { useStack } from './helpers/stack.js';
 import { assertBuilt, startServe, tempDir } from './helpers/cli.js';
 import { generateKey, hashKey } from '../src/keys/format.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'banmodes:';
 const TOKEN = 'tga_ban-modes-test-token';
@@ -85,9 +86,9 @@ describe('ban.mode and ban.enabled', () => {
     expect(u.totals).toEqual({ admitted: 1, rateLimited: 7, banned: 0, upstreamFailed: 0, shadowRefused: 0, validationFailed: 0, wouldBan: 5 });
     // The enforced ladder's keys are left alone: switching back to enforce does not ban this key.
     const keys = await keysOf(id);
-    expect(keys).not.toContain(ks.ban(id));
-    expect(keys).not.toContain(ks.strikes(id));
-    expect(keys).toContain(ks.shadowBan(id));
+    expect(keys).not.toContain(ks.ban(keySubject(id)));
+    expect(keys).not.toContain(ks.strikes(keySubject(id)));
+    expect(keys).toContain(ks.shadowBan(keySubject(id)));
   });
 
   it('enabled: false: no ban key in Redis and no ban command per request (INFO commandstats), whatever the 429s', async () => {
@@ -101,8 +102,9 @@ describe('ban.mode and ban.enabled', () => {
     expect([delta('hmget'), delta('hset'), delta('incr') - 12 * 2]).toEqual([0, 0, 0]);
     expect(delta('evalsha')).toBe(12);
     const keys = await keysOf(id);
-    for (const k of [ks.ban(id), ks.strikes(id), ks.shadowBan(id), ks.shadowStrikes(id)]) expect(keys).not.toContain(k);
-    expect(await keysOf(id)).toEqual(expect.arrayContaining([ks.minuteWindow(id), ks.dayWindow(id)]));
+    for (const k of [ks.ban(keySubject(id)), ks.strikes(keySubject(id)), ks.shadowBan(keySubject(id)), ks.shadowStrikes(keySubject(id))])
+      expect(keys).not.toContain(k);
+    expect(await keysOf(id)).toEqual(expect.arrayContaining([ks.minuteWindow(keySubject(id)), ks.dayWindow(keySubject(id))]));
 
     // The same 12 refusals with bans on cost an HMGET each, and strike: the difference is the ban's, nothing else.
     s.gw.runtime.apply(config({ threshold: 1000 }));

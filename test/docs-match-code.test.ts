@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ERRORS } from '../src/http/errors.js';
 import { STAGES } from '../src/pipeline/request-path.js';
 import { Keyspace } from '../src/storage/keyspace.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), 'utf8');
 
@@ -89,7 +90,7 @@ describe('the request path picture', () => {
 
 describe('the usage ledger key', () => {
   // The key Keyspace builds, with the docs' placeholders for the id and the day.
-  const ledgerKey = new Keyspace('').usageDay('<id>', '<day>' as unknown as number);
+  const ledgerKey = new Keyspace('').usageDay(keySubject('<id>'), '<day>' as unknown as number);
 
   it.each(['docs/admin-api.md', 'docs/architecture.md', 'docs/keys-and-limits.md'])('%s names it as src/storage/keyspace.ts builds it', (doc) => {
     const text = read(doc)

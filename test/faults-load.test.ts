@@ -16,6 +16,7 @@ import { FaultUpstream, closeEach, keepAliveNoHint, ok, resetMidBody, slow } fro
 import { metricValue, waitFor } from './helpers/limits.js';
 import { contractViolations, startLoad, tally, timedRequest, type LoadResult } from './helpers/load.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'faults:';
 const ks = new Keyspace(PREFIX);
@@ -173,7 +174,7 @@ async function expectExactLimit(key: string, id: string): Promise<void> {
     statuses.push(r.status ?? -1);
   }
   expect(statuses).toEqual([...Array(EXACT_PER_MINUTE).fill(200), 429, 429]);
-  expect(await admin.get(ks.minuteWindow(id))).toBe(String(EXACT_PER_MINUTE));
+  expect(await admin.get(ks.minuteWindow(keySubject(id)))).toBe(String(EXACT_PER_MINUTE));
 }
 
 async function degradedOver(): Promise<void> {

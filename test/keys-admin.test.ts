@@ -19,6 +19,7 @@ import { ManualClock } from '../src/util/clock.js';
 import { runCli, tempDir, withoutAudit } from './helpers/cli.js';
 import { testConfig } from './helpers/gateway.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const config = testConfig({
   upstream: { url: 'http://127.0.0.1:9' },
@@ -130,16 +131,16 @@ describe('KeyAdmin (memory stores)', () => {
     const { admin, keyLimits, limits, clock } = memoryAdmin();
     const { record } = await admin.issuer.create({ plan: 'free' });
     const lim = { perMinute: 1, perDay: 100 };
-    await limits.check(record.id, planRequest(lim), config.ban);
-    expect((await limits.check(record.id, planRequest(lim), config.ban)).outcome).toBe('banned_now');
+    await limits.check(keySubject(record.id), planRequest(lim), config.ban);
+    expect((await limits.check(keySubject(record.id), planRequest(lim), config.ban)).outcome).toBe('banned_now');
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: new Date(clock.now() + 60_000).toISOString(), banLevel: 1 });
     clock.advance(61_000);
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 1 });
     clock.advance(3600_000);
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
     clock.set(Date.UTC(2026, 5, 2));
-    await limits.check(record.id, planRequest(lim), config.ban);
-    await limits.check(record.id, planRequest(lim), config.ban);
+    await limits.check(keySubject(record.id), planRequest(lim), config.ban);
+    await limits.check(keySubject(record.id), planRequest(lim), config.ban);
     expect((await keyLimits.banState(record.id)).bannedUntil).not.toBeNull();
     await keyLimits.unban(record.id);
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
@@ -187,18 +188,18 @@ describe('KeyAdmin on Redis', () => {
     const keyLimits = new KeyLimitAdmin(admin, new RedisBanStore(connection.client, ks), policy);
     const { record } = await admin.issuer.create({ plan: 'free' });
     const now = await redisNowMs();
-    await raw.hset(ks.ban(record.id), 'until', now + 60_000, 'level', 2, 'lastEnd', now + 60_000);
+    await raw.hset(ks.ban(keySubject(record.id)), 'until', now + 60_000, 'level', 2, 'lastEnd', now + 60_000);
     const state = await keyLimits.banState(record.id);
     expect(state.banLevel).toBe(2);
     expect(Date.parse(state.bannedUntil!)).toBe(now + 60_000);
     // Ended an hour and more ago by Redis's clock: not banned, level forgotten (resetAfterSeconds 3600).
-    await raw.hset(ks.ban(record.id), 'until', now - 3_700_000, 'level', 2, 'lastEnd', now - 3_700_000);
+    await raw.hset(ks.ban(keySubject(record.id)), 'until', now - 3_700_000, 'level', 2, 'lastEnd', now - 3_700_000);
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 0 });
-    await raw.hset(ks.ban(record.id), 'until', now - 1000, 'level', 2, 'lastEnd', now - 1000);
+    await raw.hset(ks.ban(keySubject(record.id)), 'until', now - 1000, 'level', 2, 'lastEnd', now - 1000);
     expect(await keyLimits.banState(record.id)).toEqual({ bannedUntil: null, banLevel: 2 });
-    await raw.set(ks.strikes(record.id), '3');
+    await raw.set(ks.strikes(keySubject(record.id)), '3');
     await keyLimits.unban(record.id);
-    expect(await raw.exists(ks.ban(record.id), ks.strikes(record.id))).toBe(0);
+    expect(await raw.exists(ks.ban(keySubject(record.id)), ks.strikes(keySubject(record.id)))).toBe(0);
   });
 
   it('lists every key past one SSCAN page', async () => {

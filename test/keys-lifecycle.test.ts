@@ -9,6 +9,7 @@ import { auditOf, CliProcess, cliOk, runCli, startServe, tempDir, withoutAudit, 
 import { freePort, TestRedis } from './helpers/redis-server.js';
 import { leaksIn, UUID } from './helpers/gateway.js';
 import { TestUpstream } from './helpers/upstream.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'tollgate:';
 const ks = new Keyspace(PREFIX);
@@ -208,8 +209,8 @@ describe('tollgate keys (CLI)', () => {
     const until = Date.now() + 120_000;
     const r = redis.client();
     try {
-      await r.hset(ks.ban(c.id), 'until', String(until), 'level', '2', 'lastEnd', String(until));
-      await r.set(ks.strikes(c.id), '3');
+      await r.hset(ks.ban(keySubject(c.id)), 'until', String(until), 'level', '2', 'lastEnd', String(until));
+      await r.set(ks.strikes(keySubject(c.id)), '3');
     } finally {
       r.disconnect();
     }

@@ -8,6 +8,7 @@ import type { BanPolicy } from '../src/limits/types.js';
 import { candidatesFor, limitRequest, planWindows, routeWindows } from '../src/limits/windows.js';
 import type { RedisCommands } from '../src/storage/redis.js';
 import { Keyspace } from '../src/storage/keyspace.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const BAN: BanPolicy = { threshold: 3, windowSeconds: 60, durationsSeconds: [60, 600], resetAfterSeconds: 3600 };
 
@@ -91,7 +92,7 @@ describe('the Redis store sends and reads by the contract', () => {
     ];
     const { client, calls } = stub([...inOrder(CHECK_CONTRACT.reply.fixed, values), ...perWindow.flat()]);
     const store = new RedisLimiterStore(client, ks);
-    const d = await store.check('k1', request, BAN, 'hash1', 'rev1');
+    const d = await store.check(keySubject('k1'), request, BAN, 'hash1', 'rev1');
     expect(d).toEqual({
       outcome: 'limited',
       retryMs: 1234,
@@ -105,9 +106,14 @@ describe('the Redis store sends and reads by the contract', () => {
     expect(args[0]).toBe(nKeys);
     const keys = args.slice(1, 1 + nKeys);
     expect(keys.slice(0, 4)).toEqual(
-      inOrder(CHECK_CONTRACT.keys.fixed, { record: ks.keyRecord('k1'), ban: ks.ban('k1'), strikes: ks.strikes('k1'), usageDay: keys[3] }),
+      inOrder(CHECK_CONTRACT.keys.fixed, {
+        record: ks.keyRecord('k1'),
+        ban: ks.ban(keySubject('k1')),
+        strikes: ks.strikes(keySubject('k1')),
+        usageDay: keys[3],
+      }),
     );
-    expect(keys.slice(4)).toEqual(windows.map((w) => ks.limitWindow('k1', w.suffix)));
+    expect(keys.slice(4)).toEqual(windows.map((w) => ks.limitWindow(keySubject('k1'), w.suffix)));
     const argv = args.slice(1 + nKeys);
     expect(argv[CHECK_ARGV.cost]).toBe(2);
     expect(argv[CHECK_ARGV.keyHash]).toBe('hash1');
@@ -127,11 +133,11 @@ describe('the Redis store sends and reads by the contract', () => {
     const { client, calls } = stub([...reply, 1, 1, 1, 1, 1, 1]);
     const store = new RedisLimiterStore(client, ks);
     const credit = { minute: 3, minuteMs: 1000, day: 4, dayMs: 2000, requests: 5 };
-    await store.check('k4', request, BAN, '', '', credit);
+    await store.check(keySubject('k4'), request, BAN, '', '', credit);
     // The route's window first: the plan's minute and day are windows 2 and 3 (from 1).
     const routeFirst = limitRequest([...routeWindows('r', { perMinute: 3 }, 'enforce'), ...planWindows({ perMinute: 5, perDay: 50 })]);
     expect(routeFirst.plan).toEqual({ minute: 1, day: 2 });
-    await store.check('k4', routeFirst, BAN, '', '', credit);
+    await store.check(keySubject('k4'), routeFirst, BAN, '', '', credit);
     const creditArg = (n: number) => calls[n]!.args[1 + (calls[n]!.args[0] as number) + CHECK_ARGV.credit];
     expect([creditArg(0), creditArg(1)]).toEqual(['1 3 1000 2 4 2000 5', '2 3 1000 3 4 2000 5']);
   });
@@ -148,12 +154,12 @@ describe('the Redis store sends and reads by the contract', () => {
     });
     const { client, calls } = stub([...reply, 1, 1, 1, 1, 1, 1]);
     const store = new RedisLimiterStore(client, ks);
-    const d = await store.check('k5', request, { ...BAN, mode: 'shadow' });
+    const d = await store.check(keySubject('k5'), request, { ...BAN, mode: 'shadow' });
     expect(d.wouldBan).toBe(60_000);
-    await store.check('k5', request, { ...BAN, enabled: false, mode: 'shadow' });
+    await store.check(keySubject('k5'), request, { ...BAN, enabled: false, mode: 'shadow' });
     const keysOf = (n: number) => calls[n]!.args.slice(1, 1 + (calls[n]!.args[0] as number));
     const argvOf = (n: number) => calls[n]!.args.slice(1 + (calls[n]!.args[0] as number));
-    expect(keysOf(0).slice(1, 3)).toEqual([ks.shadowBan('k5'), ks.shadowStrikes('k5')]);
+    expect(keysOf(0).slice(1, 3)).toEqual([ks.shadowBan(keySubject('k5')), ks.shadowStrikes(keySubject('k5'))]);
     expect(argvOf(0)[CHECK_ARGV.banMode]).toBe('shadow');
     expect(argvOf(1)[CHECK_ARGV.banMode]).toBe('off');
   });
@@ -161,7 +167,7 @@ describe('the Redis store sends and reads by the contract', () => {
   it('the snapshot: the reply read by name', async () => {
     const values = { keyState: 'ok', now: 1_000_000, banMs: 500, banLevel: 1 };
     const { client, calls } = stub([...inOrder(SNAPSHOT_CONTRACT.reply.fixed, values), 2, 30_000, 0, -1, 1, 20_000]);
-    const s = await new RedisLimiterStore(client, ks).snapshot('k2', windows, BAN, 'h');
+    const s = await new RedisLimiterStore(client, ks).snapshot(keySubject('k2'), windows, BAN, 'h');
     expect(s).toEqual({
       key: 'ok',
       now: 1_000_000,
@@ -176,8 +182,8 @@ describe('the Redis store sends and reads by the contract', () => {
     expect(calls[0]!.args).toEqual([
       SNAPSHOT_CONTRACT.keys.fixed.length + 3,
       ks.keyRecord('k2'),
-      ks.ban('k2'),
-      ...windows.map((w) => ks.limitWindow('k2', w.suffix)),
+      ks.ban(keySubject('k2')),
+      ...windows.map((w) => ks.limitWindow(keySubject('k2'), w.suffix)),
       ...inOrder(SNAPSHOT_CONTRACT.argv.fixed, { resetAfterMs: 3_600_000, keyHash: 'h' }),
     ]);
   });
@@ -185,11 +191,11 @@ describe('the Redis store sends and reads by the contract', () => {
   it('the refund: keys, argv by name, then per window remainingMs and lengthMs', async () => {
     const { client, calls } = stub([1] as unknown[]);
     const refund = { windows: [{ suffix: 'minute', remainingMs: 1000.4, lengthMs: 60_000 }], cost: 3, ledgerHour: 24 * 20_000 + 5 };
-    await new RedisLimiterStore(client, ks).refund('k3', refund);
+    await new RedisLimiterStore(client, ks).refund(keySubject('k3'), refund);
     expect(calls[0]!.args).toEqual([
       REFUND_CONTRACT.keys.fixed.length + 1,
-      ks.usageDay('k3', 20_000),
-      ks.limitWindow('k3', 'minute'),
+      ks.usageDay(keySubject('k3'), 20_000),
+      ks.limitWindow(keySubject('k3'), 'minute'),
       ...inOrder(REFUND_CONTRACT.argv.fixed, { cost: 3, ledgerField: 'a5' }),
       1000,
       60_000,

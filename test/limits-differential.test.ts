@@ -10,6 +10,7 @@ import type { BanPolicy, Decision, LimitRequest, LimitSnapshot, Refund, WindowSp
 import { candidatesFor, limitRequest, planWindows, routeWindows } from '../src/limits/windows.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'diff:';
 const SECOND = 1000;
@@ -191,8 +192,8 @@ async function run(seed: number): Promise<string | undefined> {
     const where = `seed ${seed} (replay: TOLLGATE_DIFF_SEED=${seed}), step ${i} ${JSON.stringify(step)} after ${JSON.stringify(steps.slice(Math.max(0, i - 8), i))}`;
     if (step.op === 'check') {
       const request = requests[step.request]!;
-      const mem = await memory.check(id, request, ban);
-      const red = await shared.check(id, request, ban);
+      const mem = await memory.check(keySubject(id), request, ban);
+      const red = await shared.check(keySubject(id), request, ban);
       const wrong = agree(mem, red, where);
       if (wrong) return wrong;
       if (mem.outcome === 'admitted') admitted.push({ request, mem, red, at: clock.now() });
@@ -206,19 +207,19 @@ async function run(seed: number): Promise<string | undefined> {
         await shiftRedis(id, step.late);
       }
       const elapsed = clock.now() - c.at;
-      await memory.refund(id, refundOf(c.request, c.mem, elapsed));
-      await shared.refund(id, refundOf(c.request, c.red, elapsed));
+      await memory.refund(keySubject(id), refundOf(c.request, c.mem, elapsed));
+      await shared.refund(keySubject(id), refundOf(c.request, c.red, elapsed));
     } else if (step.op === 'advance') {
       clock.advance(step.ms);
       await shiftRedis(id, step.ms);
     } else if (step.op === 'banMode') {
       ban = { ...ban, enabled: step.to !== 'off', mode: step.to === 'off' ? 'enforce' : step.to };
     } else if (step.op === 'reset') {
-      memory.resetWindows(id);
-      await sharedBans.resetWindows(id);
+      memory.resetWindows(keySubject(id));
+      await sharedBans.resetWindows(keySubject(id));
     } else {
       const windows = requests[step.request]!.windows;
-      const wrong = agree(await memory.snapshot(id, windows, ban), await shared.snapshot(id, windows, ban), where);
+      const wrong = agree(await memory.snapshot(keySubject(id), windows, ban), await shared.snapshot(keySubject(id), windows, ban), where);
       if (wrong) return wrong;
     }
   }

@@ -13,6 +13,7 @@ import { TestRedis, freePort } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { testConfig } from './helpers/gateway.js';
 import { captureLogger, metricValue, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PER_MINUTE = 5;
 /** What a request may take while Redis is dead or hung, with commandTimeoutMs 100. */
@@ -174,8 +175,12 @@ describe('failMode open', () => {
     for (let i = 0; i < PER_MINUTE + 2; i++) statuses.push((await timedGet(gw, keys['after-pause'])).status);
     expect(statuses).toEqual([...Array(PER_MINUTE).fill(200), 429, 429]);
     // Counted in Redis, not in memory.
-    expect(await admin.get(keyspace.minuteWindow('after-pause'))).toBe(String(PER_MINUTE));
-    await admin.del(keyspace.minuteWindow('after-pause'), keyspace.dayWindow('after-pause'), keyspace.strikes('after-pause'));
+    expect(await admin.get(keyspace.minuteWindow(keySubject('after-pause')))).toBe(String(PER_MINUTE));
+    await admin.del(
+      keyspace.minuteWindow(keySubject('after-pause')),
+      keyspace.dayWindow(keySubject('after-pause')),
+      keyspace.strikes(keySubject('after-pause')),
+    );
   });
 
   it('Redis hung (SIGSTOP): requests still answer within the bound (breaker); resume() recovers', async () => {

@@ -11,6 +11,7 @@ import { planRequest, planWindows } from '../src/limits/windows.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const keyspace = new Keyspace('scripts:');
 const NO_BANS: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 86_400 };
@@ -59,9 +60,9 @@ describe('script commands on a busy auto-pipelined connection, scripts not cache
     const escaped = await onFreshConnection(async ({ client }) => {
       const store = new RedisLimiterStore(client, keyspace);
       const request = planRequest({ perMinute: 100, perDay: 1000 });
-      const checks = Array.from({ length: 20 }, (_, i) => store.check(`key_r${i}`, request, NO_BANS));
+      const checks = Array.from({ length: 20 }, (_, i) => store.check(keySubject(`key_r${i}`), request, NO_BANS));
       // Same turn: the checks are still in ioredis's batch.
-      const refund = store.refund('key_r0', {
+      const refund = store.refund(keySubject('key_r0'), {
         windows: planWindows({ perMinute: 100, perDay: 1000 }).map((w) => ({ suffix: w.suffix, remainingMs: w.lengthMs, lengthMs: w.lengthMs })),
         cost: 1,
       });
@@ -77,8 +78,8 @@ describe('script commands on a busy auto-pipelined connection, scripts not cache
       const store = new RedisLimiterStore(client, keyspace);
       const bans = new RedisBanStore(client, keyspace);
       const request = planRequest({ perMinute: 100, perDay: 1000 });
-      const checks = Array.from({ length: 20 }, (_, i) => store.check(`key_s${i}`, request, NO_BANS));
-      const snapshot = bans.snapshot('key_s0', request.windows, NO_BANS);
+      const checks = Array.from({ length: 20 }, (_, i) => store.check(keySubject(`key_s${i}`), request, NO_BANS));
+      const snapshot = bans.snapshot(keySubject('key_s0'), request.windows, NO_BANS);
       await Promise.all(checks);
       expect((await snapshot).windows).toHaveLength(2);
     });

@@ -18,6 +18,7 @@ import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { clientAddresses, monitorRedis } from './helpers/limits.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'lt:';
 const SECOND = 1000;
@@ -114,7 +115,7 @@ let seq = 0;
 const newId = (label: string) => `${label}-${process.pid}-${++seq}`;
 
 describe.each(harnesses)('$name', (h) => {
-  const check = (id: string, limits: KeyLimits, ban: BanPolicy = NO_BANS): Promise<Decision> => h.store().check(id, planRequest(limits), ban);
+  const check = (id: string, limits: KeyLimits, ban: BanPolicy = NO_BANS): Promise<Decision> => h.store().check(keySubject(id), planRequest(limits), ban);
   /** actual is the exact figure, or (Redis) at most slackMs less. */
   const expectAbout = (actual: number, exact: number) => {
     expect(actual).toBeLessThanOrEqual(exact);
@@ -437,14 +438,14 @@ describe.each(harnesses)('$name', (h) => {
   it('refund: gives an admitted request back to the windows it was counted in, never below zero, never to a window opened since, and leaves bans alone', async () => {
     const id = newId('refund');
     const limits = { perMinute: 3, perDay: 1000 };
-    const snap = () => h.store().snapshot(id, PLAN, LADDER);
+    const snap = () => h.store().snapshot(keySubject(id), PLAN, LADDER);
     const first = await check(id, limits);
     await check(id, limits);
-    await h.store().refund(id, refundOf(first));
+    await h.store().refund(keySubject(id), refundOf(first));
     expect((await snap()).windows[0]!.used).toBe(1);
     expect((await snap()).windows[1]!.used).toBe(1);
     // More refunds than requests: the windows stop at zero.
-    for (let i = 0; i < 3; i++) await h.store().refund(id, refundOf(first));
+    for (let i = 0; i < 3; i++) await h.store().refund(keySubject(id), refundOf(first));
     expect((await snap()).windows[0]!.used).toBe(0);
     expect((await snap()).windows[1]!.used).toBe(0);
 
@@ -456,12 +457,12 @@ describe.each(harnesses)('$name', (h) => {
     expect(b.windows[0]!.used).toBe(1);
     expect(b.windows[1]!.used).toBe(2);
     const late = MINUTE_MS + SECOND;
-    await h.store().refund(id, refundOf(a, late));
+    await h.store().refund(keySubject(id), refundOf(a, late));
     expect((await snap()).windows[0]!.used).toBe(1);
     expect((await snap()).windows[1]!.used).toBe(1);
     // A window that lapsed is not brought back by a refund (no count below zero, no window without an end).
     await h.advance(id, MINUTE_MS + SECOND);
-    await h.store().refund(id, refundOf(b, late));
+    await h.store().refund(keySubject(id), refundOf(b, late));
     const lapsed = await snap();
     expect(lapsed.windows[0]!.used).toBe(0);
     expectAbout(lapsed.windows[0]!.resetMs, MINUTE_MS);
@@ -470,38 +471,38 @@ describe.each(harnesses)('$name', (h) => {
     // A ban: a refund of the last admitted request lifts nothing, and the strikes toward the next ban still count.
     const banned = newId('refund-ban');
     const one = { perMinute: 1, perDay: 1000 };
-    const admitted = await h.store().check(banned, planRequest(one), LADDER);
-    for (let i = 0; i < 2; i++) expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('limited');
-    await h.store().refund(banned, refundOf(admitted));
+    const admitted = await h.store().check(keySubject(banned), planRequest(one), LADDER);
+    for (let i = 0; i < 2; i++) expect((await h.store().check(keySubject(banned), planRequest(one), LADDER)).outcome).toBe('limited');
+    await h.store().refund(keySubject(banned), refundOf(admitted));
     // The window has room again (the refund), so this one is admitted, and the next one is the third strike.
-    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('admitted');
-    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('banned_now');
-    const during = await h.store().snapshot(banned, PLAN, LADDER);
-    await h.store().refund(banned, refundOf(admitted));
-    const after = await h.store().snapshot(banned, PLAN, LADDER);
+    expect((await h.store().check(keySubject(banned), planRequest(one), LADDER)).outcome).toBe('admitted');
+    expect((await h.store().check(keySubject(banned), planRequest(one), LADDER)).outcome).toBe('banned_now');
+    const during = await h.store().snapshot(keySubject(banned), PLAN, LADDER);
+    await h.store().refund(keySubject(banned), refundOf(admitted));
+    const after = await h.store().snapshot(keySubject(banned), PLAN, LADDER);
     expect(after.banLevel).toBe(1);
     expect(after.banMs).toBeGreaterThan(0);
     expectAbout(after.banMs, during.banMs);
-    expect((await h.store().check(banned, planRequest(one), LADDER)).outcome).toBe('banned');
+    expect((await h.store().check(keySubject(banned), planRequest(one), LADDER)).outcome).toBe('banned');
   });
 
   it('costs: a request takes its cost from every window, is admitted only while every window has the cost left, and a refusal takes nothing', async () => {
     const id = newId('cost');
     const request = limitRequest(planWindows({ perMinute: 12, perDay: 100 }), 5);
     for (const used of [5, 10]) {
-      const d = await h.store().check(id, request, NO_BANS);
+      const d = await h.store().check(keySubject(id), request, NO_BANS);
       expect(d).toMatchObject({ outcome: 'admitted', short: 0, windows: [{ used }, { used }] });
     }
     // 10 + 5 > 12: refused by the minute window alone (bit 0); nothing taken from either window.
-    const refused = await h.store().check(id, request, NO_BANS);
+    const refused = await h.store().check(keySubject(id), request, NO_BANS);
     expect(refused).toMatchObject({ outcome: 'limited', short: 1, windows: [{ used: 10 }, { used: 10 }] });
     expectAbout(refused.retryMs, MINUTE_MS);
     // A request of cost 1 still fits (11 <= 12): the same windows, counted in points.
-    expect(await h.store().check(id, planRequest({ perMinute: 12, perDay: 100 }), NO_BANS)).toMatchObject({
+    expect(await h.store().check(keySubject(id), planRequest({ perMinute: 12, perDay: 100 }), NO_BANS)).toMatchObject({
       outcome: 'admitted',
       windows: [{ used: 11 }, { used: 11 }],
     });
-    const snap = await h.store().snapshot(id, PLAN, NO_BANS);
+    const snap = await h.store().snapshot(keySubject(id), PLAN, NO_BANS);
     expect(snap.windows.map((w) => w.used)).toEqual([11, 11]);
   });
 
@@ -511,21 +512,24 @@ describe.each(harnesses)('$name', (h) => {
     const store = routeWindows('store', { perMinute: 3, perDay: 50 }, 'enforce');
     const request = limitRequest([...plan, ...store], 1);
     for (let i = 1; i <= 3; i++)
-      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', windows: [{ used: i }, { used: i }, { used: i }, { used: i }] });
-    const refused = await h.store().check(id, request, NO_BANS);
+      expect(await h.store().check(keySubject(id), request, NO_BANS)).toMatchObject({
+        outcome: 'admitted',
+        windows: [{ used: i }, { used: i }, { used: i }, { used: i }],
+      });
+    const refused = await h.store().check(keySubject(id), request, NO_BANS);
     // Bit 2: the route's minute window.
     expect(refused).toMatchObject({ outcome: 'limited', short: 4, windows: [{ used: 3 }, { used: 3 }, { used: 3 }, { used: 3 }] });
     expectAbout(refused.retryMs, MINUTE_MS);
     // The plan alone (another route, or none) still admits: the route's windows are its own.
-    expect(await h.store().check(id, planRequest({ perMinute: 100, perDay: 1000 }), NO_BANS)).toMatchObject({
+    expect(await h.store().check(keySubject(id), planRequest({ perMinute: 100, perDay: 1000 }), NO_BANS)).toMatchObject({
       outcome: 'admitted',
       windows: [{ used: 4 }, { used: 4 }],
     });
-    const snap = await h.store().snapshot(id, [...plan, ...store], NO_BANS);
+    const snap = await h.store().snapshot(keySubject(id), [...plan, ...store], NO_BANS);
     expect(snap.windows.map((w) => w.used)).toEqual([4, 4, 3, 3]);
     // Refused by two windows at once: Retry-After waits for the later one (the plan's day, here).
     const both = limitRequest([...planWindows({ perMinute: 100, perDay: 4 }), ...store], 1);
-    const d = await h.store().check(id, both, NO_BANS);
+    const d = await h.store().check(keySubject(id), both, NO_BANS);
     expect(d).toMatchObject({ outcome: 'limited', short: 2 | 4 });
     expectAbout(d.retryMs, DAY_MS);
   });
@@ -534,10 +538,10 @@ describe.each(harnesses)('$name', (h) => {
     const id = newId('shadow');
     const route = routeWindows('shadowed', { perMinute: 2 }, 'shadow');
     const request = limitRequest([...planWindows({ perMinute: 5, perDay: 1000 }), ...route], 1);
-    for (let i = 1; i <= 2; i++) expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 0 });
+    for (let i = 1; i <= 2; i++) expect(await h.store().check(keySubject(id), request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 0 });
     for (let i = 3; i <= 5; i++) {
       // The real figures: the shadow window stays at its limit; the plan's windows take the request.
-      expect(await h.store().check(id, request, NO_BANS)).toMatchObject({
+      expect(await h.store().check(keySubject(id), request, NO_BANS)).toMatchObject({
         outcome: 'admitted',
         short: 4,
         retryMs: 0,
@@ -545,27 +549,33 @@ describe.each(harnesses)('$name', (h) => {
       });
     }
     // The enforced minute window is full: refused, and the shadow window is still short beside it.
-    expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'limited', short: 1 | 4, windows: [{ used: 5 }, { used: 5 }, { used: 2 }] });
+    expect(await h.store().check(keySubject(id), request, NO_BANS)).toMatchObject({
+      outcome: 'limited',
+      short: 1 | 4,
+      windows: [{ used: 5 }, { used: 5 }, { used: 2 }],
+    });
     // A refund gives the cost back only to the windows the request took it from (not the shadow one, short then).
     const id2 = newId('shadow-refund');
     const costly = limitRequest([...planWindows({ perMinute: 50, perDay: 1000 }), ...routeWindows('shadowed', { perMinute: 4 }, 'shadow')], 3);
-    await h.store().check(id2, costly, NO_BANS);
-    const d = await h.store().check(id2, costly, NO_BANS);
+    await h.store().check(keySubject(id2), costly, NO_BANS);
+    const d = await h.store().check(keySubject(id2), costly, NO_BANS);
     expect(d).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 6 }, { used: 6 }, { used: 3 }] });
     const charged = costly.windows.filter((_, i) => !(d.short & (1 << i)));
-    await h.store().refund(id2, { windows: charged.map((w, i) => ({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs, lengthMs: w.lengthMs })), cost: 3 });
-    expect((await h.store().snapshot(id2, costly.windows, NO_BANS)).windows.map((w) => w.used)).toEqual([3, 3, 3]);
+    await h
+      .store()
+      .refund(keySubject(id2), { windows: charged.map((w, i) => ({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs, lengthMs: w.lengthMs })), cost: 3 });
+    expect((await h.store().snapshot(keySubject(id2), costly.windows, NO_BANS)).windows.map((w) => w.used)).toEqual([3, 3, 3]);
   });
 
   it('shadow refusals never strike toward a ban; enforced refusals do', async () => {
     const id = newId('shadow-ban');
     const shadow = limitRequest(planWindows({ perMinute: 1, perDay: 1000 }, 'shadow'));
-    for (let i = 0; i < 10; i++) expect((await h.store().check(id, shadow, LADDER)).outcome).toBe('admitted');
-    expect((await h.store().snapshot(id, PLAN, LADDER)).banLevel).toBe(0);
+    for (let i = 0; i < 10; i++) expect((await h.store().check(keySubject(id), shadow, LADDER)).outcome).toBe('admitted');
+    expect((await h.store().snapshot(keySubject(id), PLAN, LADDER)).banLevel).toBe(0);
     const enforced = planRequest({ perMinute: 1, perDay: 1000 });
-    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
-    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('limited');
-    expect((await h.store().check(id, enforced, LADDER)).outcome).toBe('banned_now');
+    expect((await h.store().check(keySubject(id), enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(keySubject(id), enforced, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(keySubject(id), enforced, LADDER)).outcome).toBe('banned_now');
   });
 
   it("candidate limits: checked on their window's count (which takes the cost as usual), never refuse, never strike; the enforced windows keep refusing and banning", async () => {
@@ -580,27 +590,27 @@ describe.each(harnesses)('$name', (h) => {
     const request = limitRequest(windows, 1, candidates);
     const shorts: number[] = [];
     for (let i = 1; i <= 5; i++) {
-      const d = await h.store().check(id, request, LADDER);
+      const d = await h.store().check(keySubject(id), request, LADDER);
       expect(d).toMatchObject({ outcome: 'admitted', retryMs: 0, windows: [{ used: i }, { used: i }, { used: i }, { used: i }] });
       shorts.push(d.short);
     }
     expect(shorts).toEqual([0, 0, 0, 16, 16 | 32]);
     // store:day (5) is full: refused by it, nothing taken; the candidates still say what they would have done.
-    const refused = await h.store().check(id, request, LADDER);
+    const refused = await h.store().check(keySubject(id), request, LADDER);
     expect(refused).toMatchObject({ outcome: 'limited', short: 8 | 16 | 32, windows: [{ used: 5 }, { used: 5 }, { used: 5 }, { used: 5 }] });
     expect(refused.retryMs).toBeGreaterThan(0);
     // Three enforced refusals reach the threshold; the two shadow refusals before them struck nothing.
-    expect((await h.store().check(id, request, LADDER)).outcome).toBe('limited');
-    expect((await h.store().check(id, request, LADDER)).outcome).toBe('banned_now');
+    expect((await h.store().check(keySubject(id), request, LADDER)).outcome).toBe('limited');
+    expect((await h.store().check(keySubject(id), request, LADDER)).outcome).toBe('banned_now');
   });
 
   it('a candidate limit with a cost: short when the count the request brings is above it', async () => {
     const id = newId('candidate-cost');
     const windows = planWindows({ perMinute: 20, perDay: 1000 });
     const request = limitRequest(windows, 4, candidatesFor(windows, 0, 2, { perDay: 10 }));
-    expect((await h.store().check(id, request, NO_BANS)).short).toBe(0);
-    expect((await h.store().check(id, request, NO_BANS)).short).toBe(0);
-    expect(await h.store().check(id, request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 12 }, { used: 12 }] });
+    expect((await h.store().check(keySubject(id), request, NO_BANS)).short).toBe(0);
+    expect((await h.store().check(keySubject(id), request, NO_BANS)).short).toBe(0);
+    expect(await h.store().check(keySubject(id), request, NO_BANS)).toMatchObject({ outcome: 'admitted', short: 4, windows: [{ used: 12 }, { used: 12 }] });
   });
 });
 
@@ -611,8 +621,8 @@ describe('MemoryLimiterStore only', () => {
     const limits = { perMinute: 10, perDay: 100 };
     const now = c.now();
     // Redis last said: 8 of the minute, ending in 20 s; 50 of the day, ending in an hour.
-    store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
-    const first = await store.check('seeded', planRequest(limits), NO_BANS);
+    store.raiseTo(keySubject('seeded'), { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
+    const first = await store.check(keySubject('seeded'), planRequest(limits), NO_BANS);
     expect(first).toMatchObject({
       outcome: 'admitted',
       windows: [
@@ -620,29 +630,29 @@ describe('MemoryLimiterStore only', () => {
         { used: 51, resetMs: 3600 * SECOND },
       ],
     });
-    expect((await store.check('seeded', planRequest(limits), NO_BANS)).outcome).toBe('admitted');
-    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({ outcome: 'limited', retryMs: 20 * SECOND });
+    expect((await store.check(keySubject('seeded'), planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+    expect(await store.check(keySubject('seeded'), planRequest(limits), NO_BANS)).toMatchObject({ outcome: 'limited', retryMs: 20 * SECOND });
 
     // Raised again with the same (older) report: the larger memory count stands.
-    store.raiseTo('seeded', { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
-    expect((await store.check('seeded', planRequest(limits), NO_BANS)).windows[0]!.used).toBe(10);
+    store.raiseTo(keySubject('seeded'), { minuteUsed: 8, minuteEndsAt: now + 20 * SECOND, dayUsed: 50, dayEndsAt: now + 3600 * SECOND }, now);
+    expect((await store.check(keySubject('seeded'), planRequest(limits), NO_BANS)).windows[0]!.used).toBe(10);
     // A larger report wins, end time included (the fleet's window).
-    store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, now);
-    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({
+    store.raiseTo(keySubject('seeded'), { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, now);
+    expect(await store.check(keySubject('seeded'), planRequest(limits), NO_BANS)).toMatchObject({
       outcome: 'limited',
       windows: [{ used: 10, resetMs: 30 * SECOND }, { used: 70 }],
     });
 
     // The reported minute has ended: it no longer counts, and the memory window it had set ends with it.
     c.advance(30 * SECOND);
-    store.raiseTo('seeded', { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, c.now());
-    expect(await store.check('seeded', planRequest(limits), NO_BANS)).toMatchObject({
+    store.raiseTo(keySubject('seeded'), { minuteUsed: 10, minuteEndsAt: now + 30 * SECOND, dayUsed: 70, dayEndsAt: now + 3000 * SECOND }, c.now());
+    expect(await store.check(keySubject('seeded'), planRequest(limits), NO_BANS)).toMatchObject({
       outcome: 'admitted',
       windows: [{ used: 1, resetMs: MINUTE_MS }, { used: 71 }],
     });
     // A report of nothing changes nothing.
-    store.raiseTo('fresh', { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0 }, c.now());
-    expect(await store.check('fresh', planRequest(limits), NO_BANS)).toMatchObject({
+    store.raiseTo(keySubject('fresh'), { minuteUsed: 0, minuteEndsAt: 0, dayUsed: 0, dayEndsAt: 0 }, c.now());
+    expect(await store.check(keySubject('fresh'), planRequest(limits), NO_BANS)).toMatchObject({
       outcome: 'admitted',
       windows: [
         { used: 1, resetMs: MINUTE_MS },
@@ -656,9 +666,9 @@ describe('RedisLimiterStore only', () => {
   it('counts a credit (requests admitted from memory meanwhile) in both windows before deciding; a lapsed window starts with it', async () => {
     const limits = { perMinute: 10, perDay: 100 };
     const id = newId('credit');
-    expect((await redisStore.check(id, planRequest(limits), NO_BANS)).windows[0]!.used).toBe(1);
+    expect((await redisStore.check(keySubject(id), planRequest(limits), NO_BANS)).windows[0]!.used).toBe(1);
     // 4 admitted from memory: counted, then this request on top.
-    const credited = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', {
+    const credited = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, '', '', {
       minute: 4,
       minuteMs: 30 * SECOND,
       day: 4,
@@ -669,7 +679,7 @@ describe('RedisLimiterStore only', () => {
     // The window the credit went into keeps its own end (the first request's minute).
     expect(credited.windows[0]!.resetMs).toBeGreaterThan(MINUTE_MS - 1500);
     // A credit that fills the window: this request is refused, and the credit is counted all the same.
-    const full = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', {
+    const full = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, '', '', {
       minute: 4,
       minuteMs: 30 * SECOND,
       day: 4,
@@ -679,8 +689,14 @@ describe('RedisLimiterStore only', () => {
     expect(full).toMatchObject({ outcome: 'limited', windows: [{ used: 10 }, { used: 10 }] });
 
     // Redis lost the windows (a restart, or they lapsed): a credit starts them, for what was left of the memory ones.
-    await admin.del(keyspace.minuteWindow(id), keyspace.dayWindow(id));
-    const restarted = await redisStore.check(id, planRequest(limits), NO_BANS, '', '', { minute: 3, minuteMs: 20 * SECOND, day: 0, dayMs: 0, requests: 0 });
+    await admin.del(keyspace.minuteWindow(keySubject(id)), keyspace.dayWindow(keySubject(id)));
+    const restarted = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, '', '', {
+      minute: 3,
+      minuteMs: 20 * SECOND,
+      day: 0,
+      dayMs: 0,
+      requests: 0,
+    });
     expect(restarted).toMatchObject({ outcome: 'admitted', windows: [{ used: 4 }, { used: 1 }] });
     expect(restarted.windows[0]!.resetMs).toBeLessThanOrEqual(20 * SECOND);
     expect(restarted.windows[0]!.resetMs).toBeGreaterThan(20 * SECOND - 1500);
@@ -700,7 +716,7 @@ describe('RedisLimiterStore only', () => {
       id,
       seconds: Number(seconds),
       redisDay,
-      day: keyspace.usageDay(id, redisDay),
+      day: keyspace.usageDay(keySubject(id), redisDay),
       field: `a${Math.floor((Number(seconds) % 86_400) / 3_600)}`,
     };
   }
@@ -709,7 +725,7 @@ describe('RedisLimiterStore only', () => {
     const { ledgerMs, store, id, day, field } = await withLedger('credit-ledger');
     const limits = { perMinute: 100, perDay: 1000 };
     // A credit of 5 admitted from memory (its day count: the minute's may have rolled over meanwhile), then this one.
-    const credited = await store.check(id, planRequest(limits), NO_BANS, '', '', {
+    const credited = await store.check(keySubject(id), planRequest(limits), NO_BANS, '', '', {
       minute: 2,
       minuteMs: 30 * SECOND,
       day: 5,
@@ -720,7 +736,7 @@ describe('RedisLimiterStore only', () => {
     expect(await admin.hget(day, field)).toBe('6');
     expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
     // An empty credit adds nothing of its own.
-    await store.check(id, planRequest(limits), NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0, requests: 0 });
+    await store.check(keySubject(id), planRequest(limits), NO_BANS, '', '', { minute: 0, minuteMs: 0, day: 0, dayMs: 0, requests: 0 });
     expect(await admin.hget(day, field)).toBe('7');
   });
 
@@ -728,17 +744,17 @@ describe('RedisLimiterStore only', () => {
     const id = newId('route-tag');
     const route = routeWindows('/v1/x{/:y}', { perMinute: 5, perDay: 50 }, 'enforce');
     const request = limitRequest([...planWindows({ perMinute: 10, perDay: 100 }), ...route]);
-    expect((await redisStore.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    expect((await redisStore.check(keySubject(id), request, NO_BANS)).outcome).toBe('admitted');
     const keys = await keysOf(id);
-    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:minute'));
-    expect(keys).toContain(keyspace.limitWindow(id, 'route:/v1/x{/:y}:day'));
+    expect(keys).toContain(keyspace.limitWindow(keySubject(id), 'route:/v1/x{/:y}:minute'));
+    expect(keys).toContain(keyspace.limitWindow(keySubject(id), 'route:/v1/x{/:y}:day'));
     for (const k of keys) expect(hashTag(k)).toBe(id);
   });
 
   it('counts a shadow refusal in the ledger (s<h>) in the same call, beside admitted (a<h>): it was let through', async () => {
     const { store, id, day, field } = await withLedger('shadow-ledger');
     const request = limitRequest(planWindows({ perMinute: 2, perDay: 1000 }, 'shadow'));
-    for (let i = 0; i < 5; i++) expect((await store.check(id, request, NO_BANS)).outcome).toBe('admitted');
+    for (let i = 0; i < 5; i++) expect((await store.check(keySubject(id), request, NO_BANS)).outcome).toBe('admitted');
     const hour = field.slice(1);
     expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '5', [`s${hour}`]: '3' });
   });
@@ -747,18 +763,20 @@ describe('RedisLimiterStore only', () => {
     const { store, id, day, field } = await withLedger('shadow-ban-ledger');
     const limits = { perMinute: 1, perDay: 1000 };
     const outcomes: string[] = [];
-    for (let i = 0; i < 6; i++) outcomes.push((await store.check(id, planRequest(limits), SHADOW_LADDER)).outcome);
+    for (let i = 0; i < 6; i++) outcomes.push((await store.check(keySubject(id), planRequest(limits), SHADOW_LADDER)).outcome);
     expect(outcomes).toEqual(['admitted', 'limited', 'limited', 'limited', 'limited', 'limited']);
     const hour = field.slice(1);
     // The 4th started a would-be ban, the 5th and 6th fell in it.
     expect(await admin.hgetall(day)).toEqual({ [`a${hour}`]: '1', [`r${hour}`]: '5', [`w${hour}`]: '3' });
-    expect((await keysOf(id)).sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.shadowBan(id), day].sort());
+    expect((await keysOf(id)).sort()).toEqual(
+      [keyspace.minuteWindow(keySubject(id)), keyspace.dayWindow(keySubject(id)), keyspace.shadowBan(keySubject(id)), day].sort(),
+    );
 
     const off = newId('ban-off-keys');
     const mon = await monitorRedis(admin);
-    for (let i = 0; i < 12; i++) await redisStore.check(off, planRequest(limits), NO_LADDER);
+    for (let i = 0; i < 12; i++) await redisStore.check(keySubject(off), planRequest(limits), NO_LADDER);
     const seen = (await mon.stop()).filter((c) => c.source === 'lua').map((c) => (c.args[0] ?? '').toUpperCase());
-    expect((await keysOf(off)).sort()).toEqual([keyspace.minuteWindow(off), keyspace.dayWindow(off)].sort());
+    expect((await keysOf(off)).sort()).toEqual([keyspace.minuteWindow(keySubject(off)), keyspace.dayWindow(keySubject(off))].sort());
     expect(seen).not.toContain('HMGET');
     expect(seen).not.toContain('HSET');
     // Per check: TIME, INCR per window, and an expiry (PEXPIRE/PTTL) or a give-back per window: never a ban's command.
@@ -772,16 +790,16 @@ describe('RedisLimiterStore only', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     try {
       vi.setSystemTime(seconds * 1000 + 2 * DAY_MS);
-      expect((await store.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
-      expect((await store.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+      expect((await store.check(keySubject(id), planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+      expect((await store.check(keySubject(id), planRequest(limits), NO_BANS)).outcome).toBe('admitted');
     } finally {
       vi.useRealTimers();
     }
     expect(await admin.hgetall(day)).toEqual({ [field]: '2' });
     expect(await admin.pttl(day)).toBeGreaterThan(ledgerMs - 5 * SECOND);
-    expect(await admin.exists(keyspace.usageDay(id, redisDay + 2))).toBe(0);
+    expect(await admin.exists(keyspace.usageDay(keySubject(id), redisDay + 2))).toBe(0);
     // The gateway's own day when it is Redis's: the same hash.
-    await store.check(id, planRequest(limits), NO_BANS);
+    await store.check(keySubject(id), planRequest(limits), NO_BANS);
     expect(await admin.hget(day, field)).toBe('3');
   });
 
@@ -818,19 +836,19 @@ describe('RedisLimiterStore only', () => {
     const put = (rec: Record<string, unknown>) =>
       admin.set(keyspace.keyRecord(id), JSON.stringify({ id, plan: 'free', createdAt: '2026-01-01T00:00:00.000Z', ...rec }));
 
-    expect((await redisStore.check(id, planRequest(limits), ban, hash)).outcome, 'no record').toBe('invalid_key');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban, hash)).outcome, 'no record').toBe('invalid_key');
     await put({ status: 'active', hash });
-    expect((await redisStore.check(id, planRequest(limits), ban, hash)).outcome).toBe('admitted');
-    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'a hash the record does not hold').toBe('invalid_key');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban, hash)).outcome).toBe('admitted');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban, old)).outcome, 'a hash the record does not hold').toBe('invalid_key');
     await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() + 60_000 });
-    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'old hash within grace').toBe('admitted');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban, old)).outcome, 'old hash within grace').toBe('admitted');
     await put({ status: 'active', hash, prevHash: old, prevHashUntil: Date.now() - 1 });
-    expect((await redisStore.check(id, planRequest(limits), ban, old)).outcome, 'old hash past grace').toBe('invalid_key');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban, old)).outcome, 'old hash past grace').toBe('invalid_key');
     await put({ status: 'revoked', hash });
-    const revoked = await redisStore.check(id, planRequest(limits), ban, hash);
+    const revoked = await redisStore.check(keySubject(id), planRequest(limits), ban, hash);
     expect(revoked.outcome).toBe('invalid_key');
     // A refused key uses no quota: only the two admitted checks were counted.
-    expect(Number(await admin.get(keyspace.minuteWindow(id)))).toBe(2);
+    expect(Number(await admin.get(keyspace.minuteWindow(keySubject(id))))).toBe(2);
   });
 
   it("says whether the key record is still the revision the caller cached: 'current', 'changed', or nothing when not asked", async () => {
@@ -842,28 +860,28 @@ describe('RedisLimiterStore only', () => {
     // The revision as the key store names it (src/keys/redis-store.ts), over the bytes Redis holds.
     const revision = recordRevision((await admin.getBuffer(recordKey))!);
 
-    const first = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
+    const first = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, hash, revision);
     expect(first.outcome).toBe('admitted');
     expect(first.keyRecord).toBe('current');
-    expect((await redisStore.check(id, planRequest(limits), NO_BANS, hash)).keyRecord, 'no revision given').toBeUndefined();
+    expect((await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, hash)).keyRecord, 'no revision given').toBeUndefined();
     expect(
-      (await (memory as LimiterStore).check(id, planRequest(limits), NO_BANS, hash, revision)).keyRecord,
+      (await (memory as LimiterStore).check(keySubject(id), planRequest(limits), NO_BANS, hash, revision)).keyRecord,
       'the memory store compares nothing',
     ).toBeUndefined();
     // A refusal still reports it: a key over its limit stays confirmed too.
     const tight = { perMinute: 2, perDay: 1000 };
-    const refused = await redisStore.check(id, planRequest(tight), NO_BANS, hash, revision);
+    const refused = await redisStore.check(keySubject(id), planRequest(tight), NO_BANS, hash, revision);
     expect(refused.outcome).toBe('limited');
     expect(refused.keyRecord).toBe('current');
 
     // Edited in place, still valid (a plan change): 'changed', and the request is still decided.
     await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', name: 'Zoë 🐾', createdAt: '2026-01-01T00:00:00.000Z', status: 'active', hash }));
-    const changed = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
+    const changed = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, hash, revision);
     expect(changed.outcome).toBe('admitted');
     expect(changed.keyRecord).toBe('changed');
     // No longer valid: invalid_key, which says nothing about the record.
     await admin.set(recordKey, JSON.stringify({ id, plan: 'pro', createdAt: '2026-01-01T00:00:00.000Z', status: 'revoked', hash }));
-    const revoked = await redisStore.check(id, planRequest(limits), NO_BANS, hash, revision);
+    const revoked = await redisStore.check(keySubject(id), planRequest(limits), NO_BANS, hash, revision);
     expect(revoked.outcome).toBe('invalid_key');
     expect(revoked.keyRecord).toBeUndefined();
   });
@@ -876,21 +894,21 @@ describe('RedisLimiterStore only', () => {
     const write = vi.spyOn(socket, 'write');
     try {
       // Alone: the command is on the socket before check() returns (auto-pipelining would write it from setImmediate).
-      const lone = redisStore.check(id, planRequest(limits), NO_BANS);
+      const lone = redisStore.check(keySubject(id), planRequest(limits), NO_BANS);
       expect(write).toHaveBeenCalledTimes(1);
       expect(await lone).toMatchObject({ outcome: 'admitted', windows: [{ used: 1 }, { used: 1 }] });
 
       // 20 at once: the first is written at once, the 19 that overlap it in one write.
       write.mockClear();
-      const burst = await Promise.all(Array.from({ length: 20 }, () => redisStore.check(id, planRequest(limits), NO_BANS)));
+      const burst = await Promise.all(Array.from({ length: 20 }, () => redisStore.check(keySubject(id), planRequest(limits), NO_BANS)));
       expect(write).toHaveBeenCalledTimes(2);
       expect(burst.map((d) => d.windows[0]!.used).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 2));
 
       // Redis lost its script cache (a restart): both ways of sending fall back to EVAL and answer.
       await admin.script('FLUSH');
-      expect((await redisStore.check(id, planRequest(limits), NO_BANS)).windows[0]!.used).toBe(22);
+      expect((await redisStore.check(keySubject(id), planRequest(limits), NO_BANS)).windows[0]!.used).toBe(22);
       await admin.script('FLUSH');
-      const again = await Promise.all(Array.from({ length: 5 }, () => redisStore.check(id, planRequest(limits), NO_BANS)));
+      const again = await Promise.all(Array.from({ length: 5 }, () => redisStore.check(keySubject(id), planRequest(limits), NO_BANS)));
       expect(again.map((d) => d.windows[0]!.used).sort((a, b) => a - b)).toEqual([23, 24, 25, 26, 27]);
     } finally {
       write.mockRestore();
@@ -901,26 +919,26 @@ describe('RedisLimiterStore only', () => {
     const id = newId('realtime');
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [1], resetAfterSeconds: 1 };
     const limits = { perMinute: 1, perDay: 1000 };
-    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('admitted');
-    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
-    const first = await redisStore.check(id, planRequest(limits), ban);
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('admitted');
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('limited');
+    const first = await redisStore.check(keySubject(id), planRequest(limits), ban);
     expect(first).toMatchObject({ outcome: 'banned_now', banLevel: 1, retryMs: 1000 });
-    const during = await redisStore.check(id, planRequest(limits), ban);
+    const during = await redisStore.check(keySubject(id), planRequest(limits), ban);
     expect(during.outcome).toBe('banned');
     expect(during.retryMs).toBeGreaterThan(0);
     expect(during.retryMs).toBeLessThanOrEqual(1000);
     await sleep(during.retryMs + 50);
     // The ban is over; the minute window is not.
-    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
-    const second = await redisStore.check(id, planRequest(limits), ban);
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('limited');
+    const second = await redisStore.check(keySubject(id), planRequest(limits), ban);
     expect(second).toMatchObject({ outcome: 'banned_now', banLevel: 2, retryMs: 1000 });
     // The ban hash lives exactly until lastEnd + resetAfter.
-    const pttl = await admin.pttl(keyspace.ban(id));
+    const pttl = await admin.pttl(keyspace.ban(keySubject(id)));
     expect(pttl).toBeGreaterThan(1000);
     expect(pttl).toBeLessThanOrEqual(2000);
     await sleep(2000 + 100);
-    expect((await redisStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
-    const third = await redisStore.check(id, planRequest(limits), ban);
+    expect((await redisStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('limited');
+    const third = await redisStore.check(keySubject(id), planRequest(limits), ban);
     expect(third).toMatchObject({ outcome: 'banned_now', banLevel: 1 });
   });
 
@@ -931,12 +949,12 @@ describe('RedisLimiterStore only', () => {
       const id = newId('atomic');
       const limits = { perMinute: 50, perDay: 120 };
       const ban: BanPolicy = { threshold: 1_000_000, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
-      const all = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? otherStore : redisStore).check(id, planRequest(limits), ban)));
+      const all = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? otherStore : redisStore).check(keySubject(id), planRequest(limits), ban)));
       expect(all.filter((d) => d.outcome === 'admitted')).toHaveLength(50);
       expect(all.filter((d) => d.outcome === 'limited')).toHaveLength(150);
       // Every admitted request saw a distinct count.
       expect(new Set(all.filter((d) => d.outcome === 'admitted').map((d) => d.windows[0]!.used)).size).toBe(50);
-      expect(await admin.get(keyspace.dayWindow(id))).toBe('50');
+      expect(await admin.get(keyspace.dayWindow(keySubject(id)))).toBe('50');
     } finally {
       await other.close();
     }
@@ -948,28 +966,28 @@ describe('RedisLimiterStore only', () => {
     const expectAllExpiring = async () => {
       for (const k of await keysOf(id)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
     };
-    for (let i = 0; i < 2; i++) expect((await redisStore.check(id, planRequest(limits), NO_BANS)).outcome).toBe('admitted');
+    for (let i = 0; i < 2; i++) expect((await redisStore.check(keySubject(id), planRequest(limits), NO_BANS)).outcome).toBe('admitted');
     // The minute window lapses; the day is spent: each refusal counts in both windows and takes itself out again.
-    await admin.del(keyspace.minuteWindow(id));
-    for (let i = 0; i < 3; i++) expect((await redisStore.check(id, planRequest(limits), NO_BANS)).outcome).toBe('limited');
-    expect(await admin.exists(keyspace.minuteWindow(id))).toBe(0);
-    expect(await admin.get(keyspace.dayWindow(id))).toBe('2');
+    await admin.del(keyspace.minuteWindow(keySubject(id)));
+    for (let i = 0; i < 3; i++) expect((await redisStore.check(keySubject(id), planRequest(limits), NO_BANS)).outcome).toBe('limited');
+    expect(await admin.exists(keyspace.minuteWindow(keySubject(id)))).toBe(0);
+    expect(await admin.get(keyspace.dayWindow(keySubject(id)))).toBe('2');
     await expectAllExpiring();
     // A minute refusal: the day window keeps its count and its expiry.
     const minuteFirst = { perMinute: 1, perDay: 10 };
     const other = newId('expiry-minute');
-    expect((await redisStore.check(other, planRequest(minuteFirst), NO_BANS)).outcome).toBe('admitted');
-    expect((await redisStore.check(other, planRequest(minuteFirst), NO_BANS)).outcome).toBe('limited');
-    expect(await admin.get(keyspace.minuteWindow(other))).toBe('1');
-    expect(await admin.get(keyspace.dayWindow(other))).toBe('1');
+    expect((await redisStore.check(keySubject(other), planRequest(minuteFirst), NO_BANS)).outcome).toBe('admitted');
+    expect((await redisStore.check(keySubject(other), planRequest(minuteFirst), NO_BANS)).outcome).toBe('limited');
+    expect(await admin.get(keyspace.minuteWindow(keySubject(other)))).toBe('1');
+    expect(await admin.get(keyspace.dayWindow(keySubject(other)))).toBe('1');
     for (const k of await keysOf(other)) expect(await admin.pttl(k), k).toBeGreaterThan(0);
     // A full window that lost its expiry (PERSIST by hand) would refuse forever: the next refusal gives it a whole one.
-    await admin.persist(keyspace.minuteWindow(other));
-    const refused = await redisStore.check(other, planRequest(minuteFirst), NO_BANS);
+    await admin.persist(keyspace.minuteWindow(keySubject(other)));
+    const refused = await redisStore.check(keySubject(other), planRequest(minuteFirst), NO_BANS);
     expect(refused.outcome).toBe('limited');
     expect(refused.retryMs).toBeGreaterThan(MINUTE_MS - 5 * SECOND);
     expect(refused.retryMs).toBeLessThanOrEqual(MINUTE_MS);
-    expect(await admin.pttl(keyspace.minuteWindow(other))).toBeGreaterThan(0);
+    expect(await admin.pttl(keyspace.minuteWindow(keySubject(other)))).toBeGreaterThan(0);
   });
 
   it('a candidate limit costs Redis no command: admitted, and admitted past the candidate, run the same commands as without it (MONITOR)', async () => {
@@ -980,7 +998,7 @@ describe('RedisLimiterStore only', () => {
       const id = newId('candidate-cmds');
       const mon = await monitorRedis(admin);
       const shorts: number[] = [];
-      for (let i = 0; i < 5; i++) shorts.push((await redisStore.check(id, request, NO_BANS)).short);
+      for (let i = 0; i < 5; i++) shorts.push((await redisStore.check(keySubject(id), request, NO_BANS)).short);
       const seen = await mon.stop();
       // The commands the script ran for this id, the id's keys written as {id}.
       const commands = seen.filter((c) => c.source === 'lua').map((c) => c.args.map((a) => a.split(id).join('id')).join(' '));
@@ -1000,7 +1018,7 @@ describe('RedisLimiterStore only', () => {
     // The usage ledger on: its day hash is one of the script's keys.
     const ledgerStore = new RedisLimiterStore(client, keyspace, () => 3 * DAY_MS);
     const [seconds] = await admin.time();
-    const ledgerDay = keyspace.usageDay(id, Math.floor(Number(seconds) / 86_400));
+    const ledgerDay = keyspace.usageDay(keySubject(id), Math.floor(Number(seconds) / 86_400));
     const limits = { perMinute: 1, perDay: 1000 };
     const ban: BanPolicy = { threshold: 2, windowSeconds: 60, durationsSeconds: [60], resetAfterSeconds: 60 };
     const storeAddrs = await clientAddresses(admin, 'tollgate-cli');
@@ -1010,17 +1028,25 @@ describe('RedisLimiterStore only', () => {
     const scanNow = async () => {
       for (const k of await keysOf(id)) seen.add(k);
     };
-    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('admitted');
+    expect((await ledgerStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('admitted');
     await scanNow();
-    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('limited');
+    expect((await ledgerStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('limited');
     await scanNow();
-    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('banned_now');
+    expect((await ledgerStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('banned_now');
     await scanNow();
-    expect((await ledgerStore.check(id, planRequest(limits), ban)).outcome).toBe('banned');
+    expect((await ledgerStore.check(keySubject(id), planRequest(limits), ban)).outcome).toBe('banned');
     const commands = await mon.stop();
 
     // SCAN: windows, strikes and the ban hash all appeared, and nothing for this id lacks the tag.
-    expect([...seen].sort()).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), ledgerDay].sort());
+    expect([...seen].sort()).toEqual(
+      [
+        keyspace.minuteWindow(keySubject(id)),
+        keyspace.dayWindow(keySubject(id)),
+        keyspace.strikes(keySubject(id)),
+        keyspace.ban(keySubject(id)),
+        ledgerDay,
+      ].sort(),
+    );
     const everything = await scanKeys(`${PREFIX}*`);
     for (const k of everything.filter((k) => k.includes(id))) expect(hashTag(k)).toBe(id);
 
@@ -1034,12 +1060,19 @@ describe('RedisLimiterStore only', () => {
       const keys = c.args.slice(3, 9);
       expect(keys[0]).toBe(keyspace.keyRecord(id));
       expect(keys[3]).toBe(ledgerDay);
-      expect(keys.slice(4)).toEqual([keyspace.minuteWindow(id), keyspace.dayWindow(id)]);
+      expect(keys.slice(4)).toEqual([keyspace.minuteWindow(keySubject(id)), keyspace.dayWindow(keySubject(id))]);
       for (const k of keys) expect(hashTag(k)).toBe(id);
     }
     const inScript = commands.filter((c) => c.source === 'lua');
     expect(inScript.length).toBeGreaterThan(0);
-    const named = new Set([keyspace.minuteWindow(id), keyspace.dayWindow(id), keyspace.strikes(id), keyspace.ban(id), keyspace.keyRecord(id), ledgerDay]);
+    const named = new Set([
+      keyspace.minuteWindow(keySubject(id)),
+      keyspace.dayWindow(keySubject(id)),
+      keyspace.strikes(keySubject(id)),
+      keyspace.ban(keySubject(id)),
+      keyspace.keyRecord(id),
+      ledgerDay,
+    ]);
     for (const c of inScript) {
       const cmd = (c.args[0] ?? '').toUpperCase();
       if (cmd === 'TIME') continue;

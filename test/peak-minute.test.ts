@@ -16,6 +16,7 @@ import { commandCalls, startLimitsGateway, type LimitsGateway } from './helpers/
 import { CheckedApi } from './helpers/openapi.js';
 import { useStack } from './helpers/stack.js';
 import type { Config } from '../src/config/schema.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'peak:';
 const ks = new Keyspace(PREFIX);
@@ -67,7 +68,7 @@ describe('peakMinute', () => {
     await s.gw.b.gateway.flushUsage();
     await s.gw.a.gateway.flushUsage();
     const hour = Math.floor(Date.now() / HOUR_MS);
-    const field = await s.client.hget(ks.usageDay(id, dayOf(Date.now())), `m${hour % 24}`);
+    const field = await s.client.hget(ks.usageDay(keySubject(id), dayOf(Date.now())), `m${hour % 24}`);
     const buckets = await hourly(id);
     const busy = buckets.filter((x) => x.admitted > 0);
     // Ten admitted, in the hour the checks ran (two buckets only if the hour turned during the test).

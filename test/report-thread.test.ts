@@ -19,6 +19,7 @@ import { RedisUsageStore } from '../src/usage/store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';
 import { clientAddresses } from './helpers/limits.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'thread:';
 let redis: TestRedis;
@@ -78,7 +79,7 @@ beforeAll(async () => {
       const day: Record<string, string> = {};
       for (let h = 0; h < 24; h += 1 + (i % 5))
         Object.assign(day, { [`a${h}`]: String(1 + ((i * 7 + h + d) % 90)), [`r${h}`]: String(i % 4), [`m${h}`]: String((i + h) % 60) });
-      p.hset(ks.usageDay(id, today - d), day);
+      p.hset(ks.usageDay(keySubject(id), today - d), day);
     }
   }
   p.hset(ks.deprecatedCalls('GET /v1/old', today), 'key_t00001', '5', 'key_t00002', '9');

@@ -12,6 +12,7 @@ import { testConfig } from './helpers/gateway.js';
 import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { useStack, type Stack } from './helpers/stack.js';
 import { echo } from './helpers/upstream.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'stab:';
 const ks = new Keyspace(PREFIX);
@@ -50,7 +51,7 @@ async function call(path: string, key?: string): Promise<{ status: number; heade
 
 /** Every Redis key of one API key's limits, with its value: what a refusal before the limits must leave as it was. */
 async function limitState(id: string): Promise<unknown[]> {
-  const keys = [ks.minuteWindow(id), ks.dayWindow(id), ks.ban(id), ks.strikes(id)];
+  const keys = [ks.minuteWindow(keySubject(id)), ks.dayWindow(keySubject(id)), ks.ban(keySubject(id)), ks.strikes(keySubject(id))];
   return Promise.all(keys.map(async (k) => [k, await stack.client.type(k), await stack.client.dump(k)]));
 }
 
@@ -120,7 +121,7 @@ describe('403 plan_not_allowed', () => {
     const business = await stack.gw.createKey({ plan: 'business' });
     const r = await call('/exp', business.key);
     expect([r.status, r.headers.get('x-api-stability')]).toEqual([200, 'experimental']);
-    expect(await stack.client.exists(ks.minuteWindow(business.id))).toBe(1);
+    expect(await stack.client.exists(ks.minuteWindow(keySubject(business.id)))).toBe(1);
     expect((await call('/beta', (await stack.gw.createKey({ plan: 'pro' })).key)).status).toBe(200);
     expect((await call('/stable', (await stack.gw.createKey({ plan: 'free' })).key)).status).toBe(200);
   });
@@ -131,7 +132,7 @@ describe('403 plan_not_allowed', () => {
     const free = await stack.gw.createKey({ plan: 'free' });
     const refused = await call('/public-exp', free.key);
     expect([refused.status, refused.body.code]).toEqual([403, 'plan_not_allowed']);
-    expect(await stack.client.exists(ks.minuteWindow(free.id))).toBe(0);
+    expect(await stack.client.exists(ks.minuteWindow(keySubject(free.id)))).toBe(0);
     expect((await call('/public-exp', (await stack.gw.createKey({ plan: 'business' })).key)).status).toBe(200);
   });
 

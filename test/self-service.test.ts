@@ -9,6 +9,7 @@ import { monitorRedis, startLimitsGateway, type LimitsGateway } from './helpers/
 import { testConfig } from './helpers/gateway.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'self:';
 const ks = new Keyspace(PREFIX);
@@ -41,7 +42,7 @@ async function get(url: string, key?: string, method = 'GET') {
 
 /** Every Redis key of one API key's limits, with its value and TTL: what a read must leave exactly as it was. */
 async function limitState(id: string): Promise<unknown[]> {
-  const keys = [ks.minuteWindow(id), ks.dayWindow(id), ks.ban(id), ks.strikes(id)];
+  const keys = [ks.minuteWindow(keySubject(id)), ks.dayWindow(keySubject(id)), ks.ban(keySubject(id)), ks.strikes(keySubject(id))];
   return Promise.all(keys.map(async (k) => [k, await client.type(k), await client.dump(k), (await client.pttl(k)) > 0]));
 }
 

@@ -16,6 +16,7 @@ import { testConfig } from './helpers/gateway.js';
 import { commandCalls, startLimitsGateway, waitFor, type LimitsGateway } from './helpers/limits.js';
 import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'refund:';
 const ks = new Keyspace(PREFIX);
@@ -106,8 +107,8 @@ describe('requests the upstream failed', () => {
     try {
       for (let i = 0; i < 3; i++) expect(await call(gw, key)).toBe(502);
       expect(await remaining(gw, key)).toEqual({ minute: 4, day: 99 });
-      expect(await client.get(ks.minuteWindow(id))).toBe('1');
-      expect(await client.get(ks.dayWindow(id))).toBe('1');
+      expect(await client.get(ks.minuteWindow(keySubject(id)))).toBe('1');
+      expect(await client.get(ks.dayWindow(keySubject(id)))).toBe('1');
       // More failures than the minute allows: none is refused, as none spends quota.
       for (let i = 0; i < 6; i++) expect(await call(gw, key)).toBe(502);
       expect(await remaining(gw, key)).toEqual({ minute: 4, day: 99 });
@@ -121,8 +122,8 @@ describe('requests the upstream failed', () => {
         validationFailed: 0,
       });
       // The windows keep their expiry: a refund neither opens nor persists a window.
-      expect(await client.pttl(ks.minuteWindow(id))).toBeGreaterThan(0);
-      expect(await client.pttl(ks.dayWindow(id))).toBeGreaterThan(0);
+      expect(await client.pttl(ks.minuteWindow(keySubject(id)))).toBeGreaterThan(0);
+      expect(await client.pttl(ks.dayWindow(keySubject(id)))).toBeGreaterThan(0);
     } finally {
       await up.listenAgain();
     }
@@ -138,7 +139,7 @@ describe('requests the upstream failed', () => {
     // The upstream did get them (it hung): the gateway, not the client, gave up.
     expect(hung.requests - before).toBe(2);
     expect(await remaining(slowGw, key)).toEqual({ minute: 3, day: 98 });
-    expect(await client.get(ks.minuteWindow(id))).toBe('2');
+    expect(await client.get(ks.minuteWindow(keySubject(id)))).toBe('2');
     expect(await ledgerTotals(slowGw, id)).toEqual({
       admitted: 2,
       rateLimited: 0,
@@ -238,16 +239,16 @@ describe('requests the upstream failed', () => {
     const { id, key } = await gw.createKey({ plan: 'five', perMinute: 1 });
     expect(await call(gw, key)).toBe(200);
     expect(await call(gw, key)).toBe(429); // a strike
-    const strikes = await client.get(ks.strikes(id));
+    const strikes = await client.get(ks.strikes(keySubject(id)));
     expect(strikes).toBe('1');
     await up.stopListening();
     try {
       // The window is full: refused before the upstream, so nothing is given back.
       expect(await call(gw, key)).toBe(429); // the second strike: banned
-      expect(await client.hget(ks.ban(id), 'level')).toBe('1');
-      const ban = await client.hgetall(ks.ban(id));
+      expect(await client.hget(ks.ban(keySubject(id)), 'level')).toBe('1');
+      const ban = await client.hgetall(ks.ban(keySubject(id)));
       expect(await call(gw, key)).toBe(429);
-      expect(await client.hgetall(ks.ban(id))).toEqual(ban);
+      expect(await client.hgetall(ks.ban(keySubject(id)))).toEqual(ban);
     } finally {
       await up.listenAgain();
     }
@@ -378,7 +379,7 @@ describe('requests the upstream failed, while Redis is down (failMode open: memo
     // The next success is credited nothing for the failed ones: Redis's new window holds this one alone (with the
     // failed ones still owed to it, 3), and the ledger (new too) has it admitted and nothing of the refused ones.
     expect(await call(fallback, key)).toBe(200);
-    expect(await ownClient.get(ks.minuteWindow(id))).toBe('1');
+    expect(await ownClient.get(ks.minuteWindow(keySubject(id)))).toBe('1');
     expect(await ledgerTotals(fallback, id)).toEqual({
       admitted: 1,
       rateLimited: 0,

@@ -15,6 +15,7 @@ import { ManualClock } from '../src/util/clock.js';
 import { silentLogger } from './helpers/gateway.js';
 import { commandCalls } from './helpers/limits.js';
 import { useStack } from './helpers/stack.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const s = useStack({ redis: true, client: true, upstream: false });
 const TTL = 86_400_000;
@@ -54,8 +55,8 @@ describe('peakMinute flush against a real Redis', () => {
     expect(raised).toEqual({ evalsha: calls, hget: N, hset: N, pexpire: N, info: 1 });
 
     const field = `m${hour % 24}`;
-    for (const i of [0, 1, 6, 499, 999]) expect(await s.client.hget(ks.usageDay(`key_f${i}`, dayOf(atMs)), field)).toBe(String(10 + (i % 7)));
-    expect(await s.client.pttl(ks.usageDay('key_f3', dayOf(atMs)))).toBeGreaterThan(TTL - 60_000);
+    for (const i of [0, 1, 6, 499, 999]) expect(await s.client.hget(ks.usageDay(keySubject(`key_f${i}`), dayOf(atMs)), field)).toBe(String(10 + (i % 7)));
+    expect(await s.client.pttl(ks.usageDay(keySubject('key_f3'), dayOf(atMs)))).toBeGreaterThan(TTL - 60_000);
 
     // Another instance's smaller figures: read, never written.
     const mid = await commandCalls(s.client);
@@ -66,7 +67,7 @@ describe('peakMinute flush against a real Redis', () => {
       ),
     ).toEqual([]);
     expect(delta(mid, await commandCalls(s.client))).toEqual({ evalsha: calls, hget: N, pexpire: N, info: 1 });
-    expect(await s.client.hget(ks.usageDay('key_f6', dayOf(atMs)), field)).toBe('16');
+    expect(await s.client.hget(ks.usageDay(keySubject('key_f6'), dayOf(atMs)), field)).toBe('16');
   });
 
   it("on a cluster (scriptKeys 'slot') a call holds one slot's keys only", async () => {
@@ -75,7 +76,7 @@ describe('peakMinute flush against a real Redis', () => {
     const atMs = Math.floor(Date.now() / HOUR_MS) * HOUR_MS;
     await store.raisePeaks([{ id: 'key_warm', atMs, peak: 1 }], TTL);
     const ids = Array.from({ length: 300 }, (_, i) => `key_s${i}`);
-    const slots = new Set(ids.map((id) => calculateSlot(ks.usageDay(id, dayOf(atMs)))));
+    const slots = new Set(ids.map((id) => calculateSlot(ks.usageDay(keySubject(id), dayOf(atMs)))));
     const before = await commandCalls(s.client);
     expect(
       await store.raisePeaks(
@@ -96,7 +97,7 @@ describe('peakMinute flush against a real Redis', () => {
     const entries: MinutePeak[] = Array.from({ length: N }, (_, i) => ({ id: `key_x${i}`, atMs, peak: 4 }));
     // A day key holding a string (not a hash): HGET on it fails, and with it the call that carries it (the second).
     const bad = PEAK_KEYS_PER_CALL + 5;
-    await s.client.set(ks.usageDay(`key_x${bad}`, dayOf(atMs)), 'not a hash');
+    await s.client.set(ks.usageDay(keySubject(`key_x${bad}`), dayOf(atMs)), 'not a hash');
     const failed = await store.raisePeaks(entries, TTL);
     expect(failed.map((e) => e.id).sort()).toEqual(
       entries
@@ -105,8 +106,8 @@ describe('peakMinute flush against a real Redis', () => {
         .sort(),
     );
     const field = `m${Math.floor(atMs / HOUR_MS) % 24}`;
-    expect(await s.client.hget(ks.usageDay('key_x0', dayOf(atMs)), field)).toBe('4');
-    expect(await s.client.hget(ks.usageDay(`key_x${N - 1}`, dayOf(atMs)), field)).toBe('4');
+    expect(await s.client.hget(ks.usageDay(keySubject('key_x0'), dayOf(atMs)), field)).toBe('4');
+    expect(await s.client.hget(ks.usageDay(keySubject(`key_x${N - 1}`), dayOf(atMs)), field)).toBe('4');
   });
 });
 

@@ -13,6 +13,7 @@ import { startTestGateway, testConfig, type TestGateway } from './helpers/gatewa
 import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
 import { TestUpstream } from './helpers/upstream.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'pages:';
 const TOKEN = 'tga_pages-test-token';
@@ -39,7 +40,7 @@ async function seed(): Promise<void> {
     p.set(ks.keyByHash(rec.hash), k.id);
     p.sadd(ks.keyIds(), k.id);
     // Counted an hour ago, so that the export's period (to: now + 1 h) also holds what the traffic below adds.
-    p.hset(ks.usageDay(k.id, dayOf(now - HOUR_MS)), `a${hourOfDay(now - HOUR_MS)}`, String(seeded.get(k.id)));
+    p.hset(ks.usageDay(keySubject(k.id), dayOf(now - HOUR_MS)), `a${hourOfDay(now - HOUR_MS)}`, String(seeded.get(k.id)));
   }
   await p.exec();
 }

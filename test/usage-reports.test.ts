@@ -12,6 +12,7 @@ import { startTestGateway as startGateway, testConfig, type TestGateway } from '
 import { clientAddresses, commandCalls, monitorRedis } from './helpers/limits.js';
 import { CheckedApi } from './helpers/openapi.js';
 import { TestRedis } from './helpers/redis-server.js';
+import { keySubject } from '../src/limits/subject.js';
 
 /**
  * A gateway whose key filter has finished its first build: the build reads every key record (SSCAN, GET) in the
@@ -41,7 +42,7 @@ async function seed(prefix: string, ids: string[], days: number): Promise<void> 
       const rec = { id, plan: 'metered', createdAt: new Date().toISOString(), status: 'active', hash: id.padEnd(64, '0') };
       p.set(ks.keyRecord(id), JSON.stringify(rec));
       p.sadd(ks.keyIds(), id);
-      for (let d = 0; d < days; d++) p.hset(ks.usageDay(id, today - d), perDay);
+      for (let d = 0; d < days; d++) p.hset(ks.usageDay(keySubject(id), today - d), perDay);
     }
     await p.exec();
   }
@@ -164,7 +165,7 @@ describe("GET /usage's pages come from one computation of the report", () => {
     // Counts that differ from key to key (and tie in groups), so the default sort (admitted, desc) matters.
     const ks = new Keyspace(prefix);
     const p = client.pipeline();
-    all.forEach((id, i) => p.hset(ks.usageDay(id, dayOf(Date.now())), 'a0', String((i % 13) + 1)));
+    all.forEach((id, i) => p.hset(ks.usageDay(keySubject(id), dayOf(Date.now())), 'a0', String((i % 13) + 1)));
     await p.exec();
     gw = await startTestGateway(config(prefix));
     other = await startTestGateway(config(prefix));
@@ -227,7 +228,7 @@ describe("GET /usage's pages come from one computation of the report", () => {
     // jump ahead of the pages already read and be seen twice, pushing others off the end.
     const e = await exportAll(`${period(Date.now())}&limit=100`, undefined, async () => {
       const p = client.pipeline();
-      for (const id of all.slice(0, 300)) p.hincrby(ks.usageDay(id, dayOf(Date.now())), 'a1', 1000);
+      for (const id of all.slice(0, 300)) p.hincrby(ks.usageDay(keySubject(id), dayOf(Date.now())), 'a1', 1000);
       await p.exec();
     });
     expect(e.rows).toHaveLength(all.length);

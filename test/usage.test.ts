@@ -15,6 +15,7 @@ import { startLimitsGateway, type LimitsGateway } from './helpers/limits.js';
 import { CheckedApi } from './helpers/openapi.js';
 import { useStack } from './helpers/stack.js';
 import type { Config } from '../src/config/schema.js';
+import { keySubject } from '../src/limits/subject.js';
 
 const PREFIX = 'use:';
 const ks = new Keyspace(PREFIX);
@@ -84,7 +85,7 @@ describe('the usage ledger', () => {
   it("each day of it expires after usage.retentionDays (+ the day itself), in the key's own hash slot", async () => {
     const { id, key } = await s.gw.a.createKey({ plan: 'metered' });
     expect(await call(s.gw.a, key)).toBe(200);
-    const day = ks.usageDay(id, dayOf(Date.now()));
+    const day = ks.usageDay(keySubject(id), dayOf(Date.now()));
     expect(await s.client.hget(day, `a${new Date().getUTCHours()}`)).toBe('1');
     const ttl = await s.client.pttl(day);
     expect(ttl).toBeGreaterThan(2 * 86_400_000);

@@ -11,7 +11,10 @@ import { join } from 'node:path';
 export async function loadFormat(repoRoot) {
   const format = await import(pathToFileURL(join(repoRoot, 'dist/keys/format.js')).href);
   const { Keyspace } = await import(pathToFileURL(join(repoRoot, 'dist/storage/keyspace.js')).href);
-  return { ...format, Keyspace };
+  // A key's limits and ledger are named by its subject (limits/subject.js); a build from before subjects, by its id.
+  const subjects = await import(pathToFileURL(join(repoRoot, 'dist/limits/subject.js')).href).catch(() => undefined);
+  const subjectOf = subjects ? (id) => subjects.keySubject(id) : (id) => id;
+  return { ...format, Keyspace, subjectOf };
 }
 
 /** `tollgate keys create --plan P --json` against the bench config: the real issuing path. */

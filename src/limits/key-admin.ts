@@ -5,6 +5,7 @@ import type { KeyAdmin } from '../keys/admin.js';
 import type { Actor, Replication } from '../keys/key-changes.js';
 import { effectiveLimits, type Limits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
+import { keySubject } from './subject.js';
 import type { BanPolicy, BanStore, WindowState } from './types.js';
 import { planWindows } from './windows.js';
 
@@ -50,7 +51,7 @@ export class KeyLimitAdmin {
   async liveState(k: KeyRecord): Promise<KeyLiveState> {
     const limits = effectiveLimits(k, this.policy.plans()[k.plan] as Limits | undefined);
     // The plan's two windows (a route's windows are shown by the quota endpoint, which knows the plan's routes).
-    const s = await this.bans.snapshot(k.id, limits ? planWindows(limits) : [], this.policy.ban());
+    const s = await this.bans.snapshot(keySubject(k.id), limits ? planWindows(limits) : [], this.policy.ban());
     const view = (name: 'minute' | 'day', w: WindowState, limit: number): WindowView => ({
       name,
       used: w.used,
@@ -67,14 +68,14 @@ export class KeyLimitAdmin {
 
   /** The key's ban now, as the limit check sees it (the store's clock). */
   async banState(id: string): Promise<BanView> {
-    const s = await this.bans.snapshot(id, [], this.policy.ban());
+    const s = await this.bans.snapshot(keySubject(id), [], this.policy.ban());
     return { bannedUntil: s.banMs > 0 ? new Date(s.now + s.banMs).toISOString() : null, banLevel: s.banLevel };
   }
 
   /** Lifts the key's ban and resets its escalation level; every instance forgets the ban it remembered. */
   async unban(id: string, actor?: Actor): Promise<{ replication: Replication }> {
     await this.keys.listing.require(id);
-    await this.bans.unban(id);
+    await this.bans.unban(keySubject(id));
     await this.keys.changes.announce(id, 'unban', actor);
     return { replication: await this.keys.changes.replicated(id, []) };
   }
@@ -86,7 +87,7 @@ export class KeyLimitAdmin {
    */
   async resetWindows(id: string, actor?: Actor): Promise<void> {
     await this.keys.listing.require(id);
-    await this.bans.resetWindows(id);
+    await this.bans.resetWindows(keySubject(id));
     await this.keys.changes.announce(id, 'reset', actor, 'windows');
   }
 }

@@ -12,6 +12,7 @@ import type { Runtime } from '../routing/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import { LastCounts } from './last-counts.js';
+import { keySubject } from './subject.js';
 import type { MemoryLimiterStore } from './memory-store.js';
 import {
   LEDGER_KIND,
@@ -155,7 +156,7 @@ export class KeyLimiter {
    */
   forget(id: string | undefined, change: 'record' | 'windows' = 'record'): void {
     if (id !== undefined && change === 'windows') {
-      this.deps.memory.resetWindows(id);
+      this.deps.memory.resetWindows(keySubject(id));
       this.lastCounts.drop(id);
       return;
     }
@@ -165,7 +166,7 @@ export class KeyLimiter {
       return;
     }
     this.knownBans.delete(id);
-    this.deps.memory.unban(id);
+    this.deps.memory.unban(keySubject(id));
   }
 
   /** The consumer's own overrides, else its plan's limits (effectiveLimits); undefined without a usable plan. */
@@ -195,6 +196,7 @@ export class KeyLimiter {
       return { kind: 'cost_exceeds_limit', window: request.unpayable, cost: request.cost };
     }
     const now = clock.now();
+    const subject = keySubject(consumer.id);
 
     // A ban this instance remembers is enforced only while bans are (a reload to shadow or off stops it at once).
     const ban = runtime.config.ban;
@@ -226,7 +228,7 @@ export class KeyLimiter {
     // Decided here rather than by the limit script: the ledger hears of it from this instance.
     let local = false;
     if (!shared) {
-      decision = await this.deps.memory.check(consumer.id, request, runtime.config.ban);
+      decision = await this.deps.memory.check(subject, request, runtime.config.ban);
       local = true;
       by = 'memory';
     } else {
@@ -240,7 +242,7 @@ export class KeyLimiter {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
         const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
-        const check = () => shared.store.check(consumer.id, request, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
+        const check = () => shared.store.check(subject, request, runtime.config.ban, consumer.keyHash, consumer.keyRevision, credit);
         // With the whole budget left (a cached key: nearly every request), the command's own deadline is the
         // check's; a second timer is needed only for what a key lookup left. A deadline that came due while the event
         // loop was behind reads an answer that has arrived before giving up: memory decides when Redis did not
@@ -257,8 +259,8 @@ export class KeyLimiter {
         if (shared.failMode === 'closed') return UNAVAILABLE;
         // failMode open: this instance alone meters the key until Redis answers again, continuing the windows Redis
         // last reported for it (a Redis connection that flaps would otherwise open a fresh memory window each time).
-        this.deps.memory.raiseTo(consumer.id, rec, now);
-        decision = await this.deps.memory.check(consumer.id, request, runtime.config.ban);
+        this.deps.memory.raiseTo(subject, rec, now);
+        decision = await this.deps.memory.check(subject, request, runtime.config.ban);
         by = 'fallback';
         if (decision.outcome === 'admitted') this.lastCounts.owe(rec, request, decision, now);
         // Admitted ones reach the ledger with the credit the next Redis check carries; refusals only from here.
@@ -286,7 +288,7 @@ export class KeyLimiter {
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
       this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
     }
-    if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, by, decision, request, at: clock.now() };
+    if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, subject, by, decision, request, at: clock.now() };
     if (decision.wouldBan !== undefined && decision.wouldBan > 0) {
       metrics.wouldBans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
       logger.warn(
@@ -337,7 +339,7 @@ export class KeyLimiter {
     const shared = this.deps.shared;
     if (charge.by === 'shared' && shared) {
       try {
-        await shared.breaker.run(() => shared.store.refund(charge.id, refund), shared.commandTimeoutMs);
+        await shared.breaker.run(() => shared.store.refund(charge.subject, refund), shared.commandTimeoutMs);
       } catch (err) {
         metrics.redisErrors.inc({ op: 'refund' });
         logger.warn(
@@ -347,7 +349,7 @@ export class KeyLimiter {
       }
       return;
     }
-    await this.deps.memory.refund(charge.id, refund);
+    await this.deps.memory.refund(charge.subject, refund);
     if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at);
     else {
       // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more
@@ -385,21 +387,22 @@ export class KeyLimiter {
     const ban = runtime.config.ban;
     const now = clock.now();
     const shared = this.deps.shared;
+    const subject = keySubject(consumer.id);
     let snapshot: LimitSnapshot;
-    if (!shared) snapshot = await this.deps.memory.snapshot(consumer.id, request.windows, ban);
+    if (!shared) snapshot = await this.deps.memory.snapshot(subject, request.windows, ban);
     else {
       try {
         const budget = shared.commandTimeoutMs - ctx.redisMs;
         if (budget <= 0) throw new Error('redis budget spent on the key lookup');
         snapshot = await shared.breaker.run(
-          () => withDeadline(shared.store.snapshot(consumer.id, request.windows, ban, consumer.keyHash), budget, 'quota read'),
+          () => withDeadline(shared.store.snapshot(subject, request.windows, ban, consumer.keyHash), budget, 'quota read'),
           budget,
         );
         ctx.redisMs += clock.now() - now;
       } catch {
         metrics.redisErrors.inc({ op: 'quota_read' });
         if (shared.failMode === 'closed') return UNAVAILABLE;
-        snapshot = await this.deps.memory.snapshot(consumer.id, request.windows, ban);
+        snapshot = await this.deps.memory.snapshot(subject, request.windows, ban);
       }
     }
     if (snapshot.key !== 'ok') {

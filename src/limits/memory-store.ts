@@ -1,7 +1,9 @@
 // Limits in process memory: the store for a Redis-less gateway (`tollgate dev`, static keys), and the
 // per-instance fallback while Redis is unreachable with failMode: open. Same rules as the Lua script.
 import { LRUCache } from 'lru-cache';
+import { subjectPart } from '../storage/keyspace.js';
 import type { Clock } from '../util/clock.js';
+import type { QuotaSubject } from './subject.js';
 import {
   banModeOf,
   type BanPolicy,
@@ -48,7 +50,8 @@ export class MemoryLimiterStore implements LimiterStore {
 
   constructor(private readonly clock: Clock) {}
 
-  async check(id: string, request: LimitRequest, ban: BanPolicy): Promise<Decision> {
+  async check(subject: QuotaSubject, request: LimitRequest, ban: BanPolicy): Promise<Decision> {
+    const id = subjectPart(subject);
     const now = this.clock.now();
     const { windows, candidates, cost } = request;
     const states = windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now));
@@ -129,7 +132,8 @@ export class MemoryLimiterStore implements LimiterStore {
    * live memory window and the reported one, the one with the larger count stands, end time included: the reported
    * window is the fleet's, and an equal or larger count there already holds what this instance admitted from memory.
    */
-  raiseTo(id: string, seen: SeenWindows, now: number): void {
+  raiseTo(subject: QuotaSubject, seen: SeenWindows, now: number): void {
+    const id = subjectPart(subject);
     this.raise(`${id}:minute`, seen.minuteUsed, seen.minuteEndsAt, now);
     this.raise(`${id}:day`, seen.dayUsed, seen.dayEndsAt, now);
   }
@@ -139,7 +143,8 @@ export class MemoryLimiterStore implements LimiterStore {
    * only a window that is still that one (it ends within half a window of where the check saw its end; one opened
    * since ends a whole window later), never below zero; bans and strikes are left alone.
    */
-  async refund(id: string, r: Refund): Promise<void> {
+  async refund(subject: QuotaSubject, r: Refund): Promise<void> {
+    const id = subjectPart(subject);
     const now = this.clock.now();
     for (const w of r.windows) {
       const c = this.countersCache?.get(`${id}:${w.suffix}`);
@@ -148,7 +153,8 @@ export class MemoryLimiterStore implements LimiterStore {
   }
 
   /** `keys unban` for a Redis-less gateway. */
-  unban(id: string): void {
+  unban(subject: QuotaSubject): void {
+    const id = subjectPart(subject);
     this.bans.delete(id);
     this.shadowBans.delete(id);
     this.countersCache?.delete(`${id}:s`);
@@ -156,19 +162,20 @@ export class MemoryLimiterStore implements LimiterStore {
   }
 
   /** `keys reset` for a Redis-less gateway, and every instance's fallback windows after a reset anywhere in the fleet. */
-  resetWindows(id: string): void {
+  resetWindows(subject: QuotaSubject): void {
     const cache = this.countersCache;
     if (!cache) return;
-    // Every counter of the key (plan and route windows, strikes): an administrator's reset, rare enough to scan for.
-    // Key ids hold no colon, so the prefix belongs to this key alone.
-    const prefix = `${id}:`;
+    // Every counter of the subject (plan and route windows, strikes): an administrator's reset, rare enough to scan
+    // for. The prefix is the subject's hash tag in braces, which no other subject's counters begin with.
+    const prefix = `${subjectPart(subject)}:`;
     for (const key of [...cache.keys()]) if (key.startsWith(prefix)) cache.delete(key);
   }
 
-  /** The key's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
-  async snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
+  /** The subject's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
+  async snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
+    const id = subjectPart(subject);
     const now = this.clock.now();
-    const b = this.banState(id, ban);
+    const b = this.banState(subject, ban);
     return {
       key: 'ok',
       now,
@@ -179,9 +186,9 @@ export class MemoryLimiterStore implements LimiterStore {
   }
 
   /** The key's ban now, by the rules check() applies (the level is forgotten resetAfter after the last ban ended). */
-  banState(id: string, ban: BanPolicy): BanState {
+  banState(subject: QuotaSubject, ban: BanPolicy): BanState {
     const now = this.clock.now();
-    const b = this.bans.get(id);
+    const b = this.bans.get(subjectPart(subject));
     if (!b) return { bannedUntilMs: null, level: 0 };
     const level = b.lastEnd > 0 && now >= b.lastEnd + ban.resetAfterSeconds * 1000 ? 0 : b.level;
     return { bannedUntilMs: b.until > now ? b.until : null, level };
@@ -217,8 +224,8 @@ export class MemoryLimiterStore implements LimiterStore {
 /** The memory store's bans as a BanStore, for a Redis-less gateway's key administration (`tollgate dev`). */
 export function memoryBanStore(store: MemoryLimiterStore): BanStore {
   return {
-    snapshot: (id, windows, ban) => store.snapshot(id, windows, ban),
-    unban: async (id) => store.unban(id),
-    resetWindows: async (id) => store.resetWindows(id),
+    snapshot: (subject, windows, ban) => store.snapshot(subject, windows, ban),
+    unban: async (subject) => store.unban(subject),
+    resetWindows: async (subject) => store.resetWindows(subject),
   };
 }

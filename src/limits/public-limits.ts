@@ -12,16 +12,11 @@ import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
 import { DAY_MS, MINUTE_MS } from '../util/time.js';
 import type { MemoryLimiterStore } from './memory-store.js';
 import type { BanPolicy, Decision, LimiterStore, LimitMode, LimitRequest, WindowSpec } from './types.js';
+import { addressSubject } from './subject.js';
 import { limitRequest } from './windows.js';
 
 /** No ban for an address: the check neither reads nor writes one. */
 const NO_BANS: BanPolicy = Object.freeze({ enabled: false, threshold: 1, windowSeconds: 1, durationsSeconds: [1], resetAfterSeconds: 1 });
-
-/**
- * The store id of a client address: key ids hold no colon, so no address's windows can meet a key's. The address is
- * anonymousClientKey's (an IP literal or an IPv6 /64, at most 24 characters).
- */
-export const addressId = (client: string): string => `addr:${client}`;
 
 /** A public route's address windows, named "<route>:minute" and "<route>:day" like a keyed route's. */
 export function addressWindows(route: Pick<CompiledRoute, 'limitName' | 'addressLimits'>, mode: LimitMode): WindowSpec[] {
@@ -73,15 +68,16 @@ export class PublicRouteLimiter {
     const request = this.requestFor(route);
     if (request.unpayable) return { kind: 'cost_exceeds_limit', window: request.unpayable, cost: request.cost };
     const { clock, metrics, shared, memory } = this.deps;
-    const id = addressId(client);
+    // The address is anonymousClientKey's (an IP literal or an IPv6 /64, at most 24 characters).
+    const subject = addressSubject(client);
     let decision: Decision;
-    if (!shared) decision = await memory.check(id, request, NO_BANS);
+    if (!shared) decision = await memory.check(subject, request, NO_BANS);
     else {
       try {
-        decision = await shared.breaker.run(() => shared.store.check(id, request, NO_BANS));
+        decision = await shared.breaker.run(() => shared.store.check(subject, request, NO_BANS));
       } catch (err) {
         if (!(err instanceof BreakerOpenError)) metrics.redisErrors.inc({ op: 'public_limit' });
-        decision = await memory.check(id, request, NO_BANS);
+        decision = await memory.check(subject, request, NO_BANS);
       }
     }
     metrics.publicRouteDecisions.inc({ route: route.limitName, decision: decision.outcome === 'admitted' ? 'admitted' : 'refused' });

@@ -1,6 +1,6 @@
 // Limits on the shared Redis: the whole decision (key still valid, ban, every window, strikes, starting a ban) is one Lua script,
-// so it is atomic across every gateway instance and costs one round trip. Every key it touches carries the
-// hash tag {<key id>}, so on Redis Cluster it runs in a single slot.
+// so it is atomic across every gateway instance and costs one round trip. Every key it touches carries the subject's
+// hash tag ({<key id>} for a key: subject.ts), so on Redis Cluster it runs in a single slot.
 //
 // Why not rate-limiter-flexible here (it meters the anonymous limit instead): its RateLimiterUnion consumes every
 // window with no rollback, so a request refused by the minute window would still spend day quota, and separate
@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
+import type { QuotaSubject } from './subject.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
 import type {
   BanStore,
@@ -79,7 +80,7 @@ export class RedisLimiterStore implements LimiterStore {
   /**
    * `ledgerTtlMs`: how long a day of the usage ledger is kept (read per call: a reload applies); 0 = no ledger.
    * `clientForSlotOf`: the connection serving a key's slot (RedisConnection.clientForSlotOf; on a cluster, its
-   * primary's own connection): every key of a check shares the id's slot, so the check goes straight there.
+   * primary's own connection): every key of a check shares the subject's slot, so the check goes straight there.
    */
   constructor(
     redis: RedisCommands,
@@ -93,8 +94,8 @@ export class RedisLimiterStore implements LimiterStore {
   /** Checks sent and not yet answered. */
   private awaiting = 0;
 
-  async check(id: string, request: LimitRequest, ban: BanPolicy, keyHash = '', keyRevision = '', credit?: WindowCredit): Promise<Decision> {
-    const record = this.ks.keyRecord(id);
+  async check(subject: QuotaSubject, request: LimitRequest, ban: BanPolicy, keyHash = '', keyRevision = '', credit?: WindowCredit): Promise<Decision> {
+    const record = this.ks.limitRecord(subject);
     const ladder = this.ladderArg(ban);
     const ledgerMs = this.ledgerTtlMs();
     const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now() + this.redisAheadMs) : '';
@@ -116,11 +117,11 @@ export class RedisLimiterStore implements LimiterStore {
     const args: Array<string | number> = [
       CHECK_FIXED_KEYS + windows.length,
       record,
-      shadowBans ? this.ks.shadowBan(id) : this.ks.ban(id),
-      shadowBans ? this.ks.shadowStrikes(id) : this.ks.strikes(id),
+      shadowBans ? this.ks.shadowBan(subject) : this.ks.ban(subject),
+      shadowBans ? this.ks.shadowStrikes(subject) : this.ks.strikes(subject),
       usageDay,
     ];
-    for (const w of windows) args.push(this.ks.limitWindow(id, w.suffix));
+    for (const w of windows) args.push(this.ks.limitWindow(subject, w.suffix));
     args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, banMode, ...request.scriptArgs);
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
@@ -158,7 +159,7 @@ export class RedisLimiterStore implements LimiterStore {
     if (wouldBan !== 0) decision.wouldBan = wouldBan;
     if (hour !== -1 && outcome !== 'invalid_key' && outcome !== 'invalid_record') {
       decision.ledgerHour = Number(hour);
-      if (Math.floor(decision.ledgerHour / 24) !== Number(ledgerDay)) await this.countInRedisDay(id, decision, credit, ledgerMs);
+      if (Math.floor(decision.ledgerHour / 24) !== Number(ledgerDay)) await this.countInRedisDay(subject, decision, credit, ledgerMs);
     }
     return decision;
   }
@@ -172,13 +173,13 @@ export class RedisLimiterStore implements LimiterStore {
    * it was off at least, so its next checks declare Redis's day. Rare (midnight, or a clock that is off); a count that
    * fails here is lost, never retried as a second decision.
    */
-  private async countInRedisDay(id: string, d: Decision, credit: WindowCredit | undefined, ledgerMs: number): Promise<void> {
+  private async countInRedisDay(subject: QuotaSubject, d: Decision, credit: WindowCredit | undefined, ledgerMs: number): Promise<void> {
     const client = this.redis;
     const hour = d.ledgerHour!;
     const hourStart = hour * HOUR_MS;
     const now = Date.now();
     this.redisAheadMs = now < hourStart ? hourStart - now : now >= hourStart + HOUR_MS ? hourStart + HOUR_MS - 1 - now : 0;
-    const key = this.ks.usageDay(id, Math.floor(hour / 24));
+    const key = this.ks.usageDay(subject, Math.floor(hour / 24));
     const h = hour % 24;
     try {
       await client.hincrby(key, `${LEDGER_KIND[d.outcome]}${h}`, 1);
@@ -191,17 +192,17 @@ export class RedisLimiterStore implements LimiterStore {
     }
   }
 
-  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot> {
-    return readSnapshot(this.redis, this.ks, id, windows, ban, keyHash);
+  snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot> {
+    return readSnapshot(this.redis, this.ks, subject, windows, ban, keyHash);
   }
 
-  async refund(id: string, r: Refund): Promise<void> {
+  async refund(subject: QuotaSubject, r: Refund): Promise<void> {
     const hour = r.ledgerHour;
     const day = hour === undefined ? 0 : Math.floor(hour / 24);
     const h = hour === undefined ? 0 : hour % 24;
     const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
-    const args: Array<string | number> = [REFUND_FIXED_KEYS + r.windows.length, this.ks.usageDay(id, day)];
-    for (const w of r.windows) args.push(this.ks.limitWindow(id, w.suffix));
+    const args: Array<string | number> = [REFUND_FIXED_KEYS + r.windows.length, this.ks.usageDay(subject, day)];
+    for (const w of r.windows) args.push(this.ks.limitWindow(subject, w.suffix));
     args.push(r.cost, hour === undefined ? '' : `a${h}`);
     for (const w of r.windows) args.push(Math.round(w.remainingMs), w.lengthMs);
     await client[REFUND](...args);
@@ -236,15 +237,15 @@ type SnapshotReply = ReadonlyArray<LimitSnapshot['key'] | number>;
 async function readSnapshot(
   redis: RedisCommands,
   ks: Keyspace,
-  id: string,
+  subject: QuotaSubject,
   windows: readonly WindowSpec[],
   ban: BanPolicy,
   keyHash = '',
 ): Promise<LimitSnapshot> {
   withCheck(redis);
   const r = redis as RedisCommands & Record<typeof SNAPSHOT, (...args: Array<string | number>) => Promise<SnapshotReply>>;
-  const keys = windows.map((w) => ks.limitWindow(id, w.suffix));
-  const reply = await r[SNAPSHOT](SNAPSHOT_FIXED_KEYS + keys.length, ks.keyRecord(id), ks.ban(id), ...keys, ban.resetAfterSeconds * 1000, keyHash);
+  const keys = windows.map((w) => ks.limitWindow(subject, w.suffix));
+  const reply = await r[SNAPSHOT](SNAPSHOT_FIXED_KEYS + keys.length, ks.limitRecord(subject), ks.ban(subject), ...keys, ban.resetAfterSeconds * 1000, keyHash);
   const key = reply[SNAPSHOT_REPLY.keyState] as LimitSnapshot['key'];
   return {
     key,
@@ -271,19 +272,19 @@ export class RedisBanStore implements BanStore {
     withCheck(redis);
   }
 
-  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
-    return readSnapshot(this.redis, this.ks, id, windows, ban);
+  snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
+    return readSnapshot(this.redis, this.ks, subject, windows, ban);
   }
 
-  async unban(id: string): Promise<void> {
-    // One slot: every key carries the id's hash tag. The would-be ban (bans in shadow mode) goes with the ban.
-    await this.redis.del(this.ks.ban(id), this.ks.strikes(id), this.ks.shadowBan(id), this.ks.shadowStrikes(id));
+  async unban(subject: QuotaSubject): Promise<void> {
+    // One slot: every key carries the subject's hash tag. The would-be ban (bans in shadow mode) goes with the ban.
+    await this.redis.del(this.ks.ban(subject), this.ks.strikes(subject), this.ks.shadowBan(subject), this.ks.shadowStrikes(subject));
   }
 
-  async resetWindows(id: string): Promise<void> {
-    // One DEL in one slot (every key carries the id's hash tag): a check runs wholly before or wholly after it, so no
-    // request is counted in one window and not the other.
-    const routes = this.routeSuffixes().map((s) => this.ks.limitWindow(id, s));
-    await this.redis.del(this.ks.minuteWindow(id), this.ks.dayWindow(id), this.ks.strikes(id), this.ks.shadowStrikes(id), ...routes);
+  async resetWindows(subject: QuotaSubject): Promise<void> {
+    // One DEL in one slot (every key carries the subject's hash tag): a check runs wholly before or wholly after it, so
+    // no request is counted in one window and not the other.
+    const routes = this.routeSuffixes().map((s) => this.ks.limitWindow(subject, s));
+    await this.redis.del(this.ks.minuteWindow(subject), this.ks.dayWindow(subject), this.ks.strikes(subject), this.ks.shadowStrikes(subject), ...routes);
   }
 }

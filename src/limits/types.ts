@@ -1,5 +1,7 @@
-// The limiter store interface: one atomic check per request (key record, ban, every window that applies, strikes).
-// Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test covers both.
+// The limiter store interface: one atomic check per request (key record, ban, every window that applies, strikes) of
+// one subject (subject.ts). Redis runs it as one Lua script; memory runs the same rules in-process. One behaviour test
+// covers both.
+import type { QuotaSubject } from './subject.js';
 
 export interface KeyLimits {
   perMinute: number;
@@ -13,7 +15,7 @@ export type LimitMode = 'enforce' | 'shadow';
 export interface WindowSpec {
   /** Its name in the RateLimit headers and the quota endpoint: "minute", "day", "<route>:minute", "<route>:day". */
   readonly name: string;
-  /** Its Redis key under the key's hash tag (Keyspace.limitWindow) and its memory counter: "minute", "route:<route>:day". */
+  /** Its Redis key under the subject's hash tag (Keyspace.limitWindow) and its memory counter: "minute", "route:<route>:day". */
   readonly suffix: string;
   readonly limit: number;
   readonly lengthMs: number;
@@ -194,7 +196,10 @@ export interface Refund {
 
 /** What an admitted request was charged, kept in its context until its response (KeyLimiter.refund). */
 export interface Charge {
+  /** The key's id (the usage ledger's). */
   id: string;
+  /** Whose windows it was counted in. */
+  subject: QuotaSubject;
   /** Which store counted it: the shared one, memory alone (no Redis), or memory while Redis failed (failMode open). */
   by: 'shared' | 'memory' | 'fallback';
   decision: Decision;
@@ -213,14 +218,14 @@ export interface LimiterStore {
    * still that revision is accepted without being decoded again.
    * `credit`, when given, is added to the windows before the decision (the shared store; memory ignores it).
    */
-  check(id: string, request: LimitRequest, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
+  check(subject: QuotaSubject, request: LimitRequest, ban: BanPolicy, keyHash?: string, keyRevision?: string, credit?: WindowCredit): Promise<Decision>;
   /**
-   * The key's windows and ban without counting anything (no window, strike or ban is written). With `keyHash`, the
+   * The subject's windows and ban without counting anything (no window, strike or ban is written). With `keyHash`, the
    * key's record is checked to accept it in the same call, as check() does.
    */
-  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
+  snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy, keyHash?: string): Promise<LimitSnapshot>;
   /** Gives one admitted request back (see Refund): one call, made only when the request reached no target. */
-  refund(id: string, refund: Refund): Promise<void>;
+  refund(subject: QuotaSubject, refund: Refund): Promise<void>;
 }
 
 /** A key's ban as an administrator sees it. */
@@ -253,12 +258,12 @@ export interface BanStore {
    * The key's windows and ban now, counting nothing (one read-only call), on the store's own clock (Redis TIME: the
    * clock the limit script bans by).
    */
-  snapshot(id: string, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot>;
+  snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot>;
   /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
-  unban(id: string): Promise<void>;
+  unban(subject: QuotaSubject): Promise<void>;
   /**
    * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes toward a ban, so its next request starts them
    * afresh. A ban in force stays (unban lifts it); the usage ledger keeps what was counted.
    */
-  resetWindows(id: string): Promise<void>;
+  resetWindows(subject: QuotaSubject): Promise<void>;
 }

@@ -1,6 +1,21 @@
 // Every Redis key and channel Tollgate uses, named in one place.
-// All state one request's limit check touches (the key's record, windows, strikes and ban) carries the
-// hash tag {<key id>}, so on Redis Cluster each script and transaction stays in a single slot.
+// All state one request's limit check touches (the key's record, windows, strikes, ban and ledger) carries its
+// subject's hash tag ({<key id>} for a key), so on Redis Cluster each script and transaction stays in a single slot.
+
+/**
+ * Whose limits a name is for: limits/subject.ts's QuotaSubject (a key, a consumer, an address), declared here by its
+ * shape so storage need not import the limits. `tag` is the Redis Cluster hash tag every name of its state carries.
+ */
+export interface TaggedSubject {
+  readonly kind: string;
+  readonly id: string;
+  readonly tag: string;
+}
+
+/** The part of a name that says whose state it is: `{<tag>}` (the hash tag itself). */
+export function subjectPart(s: TaggedSubject): string {
+  return `{${s.tag}}`;
+}
 
 export class Keyspace {
   constructor(readonly prefix: string) {}
@@ -37,50 +52,57 @@ export class Keyspace {
     return `${this.prefix}keys:events`;
   }
   /**
-   * Counter: points taken in one of the key's windows (expires with the window). `suffix` names the window
-   * (WindowSpec.suffix): "minute" and "day" for the plan's, "route:<route name>:minute" / ":day" for a route's. The
-   * key's hash tag comes first, so a route name holding braces cannot move it to another slot.
+   * String: the key record the limit check validates a request against, in the subject's slot: a key's own record
+   * (keyRecord). An address has no record: the name only keeps the script's declared keys in one slot.
    */
-  limitWindow(id: string, suffix: string): string {
-    return `${this.prefix}rl:{${id}}:${suffix}`;
+  limitRecord(s: TaggedSubject): string {
+    return `${this.prefix}key:${subjectPart(s)}`;
   }
-  /** Counter: points taken in the key's current minute window of its plan. */
-  minuteWindow(id: string): string {
-    return this.limitWindow(id, 'minute');
+  /**
+   * Counter: points taken in one of the subject's windows (expires with the window). `suffix` names the window
+   * (WindowSpec.suffix): "minute" and "day" for the plan's, "route:<route name>:minute" / ":day" for a route's. The
+   * subject's hash tag comes first, so a route name holding braces cannot move it to another slot.
+   */
+  limitWindow(s: TaggedSubject, suffix: string): string {
+    return `${this.prefix}rl:${subjectPart(s)}:${suffix}`;
   }
-  /** Counter: points taken in the key's current day window of its plan. */
-  dayWindow(id: string): string {
-    return this.limitWindow(id, 'day');
+  /** Counter: points taken in the subject's current minute window of its plan. */
+  minuteWindow(s: TaggedSubject): string {
+    return this.limitWindow(s, 'minute');
+  }
+  /** Counter: points taken in the subject's current day window of its plan. */
+  dayWindow(s: TaggedSubject): string {
+    return this.limitWindow(s, 'day');
   }
   /** Key prefix of the anonymous per-IP limiter (rate-limiter-flexible appends the IP). */
   anonymousPrefix(): string {
     return `${this.prefix}anon`;
   }
-  /** Hash: ban state of a key (until, level, lastEnd). */
-  ban(id: string): string {
-    return `${this.prefix}ban:{${id}}`;
+  /** Hash: ban state of a subject (until, level, lastEnd). */
+  ban(s: TaggedSubject): string {
+    return `${this.prefix}ban:${subjectPart(s)}`;
   }
   /**
-   * Hash: a key's would-be ban while bans run in shadow mode (until, level, lastEnd): apart from the enforced one, so
-   * switching modes neither enforces a would-be ban nor counts one toward the enforced ladder.
+   * Hash: a subject's would-be ban while bans run in shadow mode (until, level, lastEnd): apart from the enforced one,
+   * so switching modes neither enforces a would-be ban nor counts one toward the enforced ladder.
    */
-  shadowBan(id: string): string {
-    return `${this.prefix}wouldban:{${id}}`;
+  shadowBan(s: TaggedSubject): string {
+    return `${this.prefix}wouldban:${subjectPart(s)}`;
   }
   /** Counter of 429s toward a would-be ban (bans in shadow mode), expiring windowSeconds after the first. */
-  shadowStrikes(id: string): string {
-    return `${this.prefix}wouldstrikes:{${id}}`;
+  shadowStrikes(s: TaggedSubject): string {
+    return `${this.prefix}wouldstrikes:${subjectPart(s)}`;
   }
   /** String /readyz writes (expiring after 5 s) to learn whether Redis still takes writes. */
   readinessProbe(): string {
     return `${this.prefix}readyz:probe`;
   }
   /**
-   * One UTC day (days since 1970-01-01) of the key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>, s<h>,
-   * f<h>), in the key's own slot.
+   * One UTC day (days since 1970-01-01) of a key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>, s<h>,
+   * f<h>), in the subject's slot (a key's: `key:{<id>}:usage:<day>`).
    */
-  usageDay(id: string, day: number): string {
-    return `${this.keyRecord(id)}:usage:${day}`;
+  usageDay(s: TaggedSubject, day: number): string {
+    return `${this.limitRecord(s)}:usage:${day}`;
   }
   /** Hash per deprecated route and UTC day: key id -> calls. The route's hash tag keeps both of its hashes in one slot. */
   deprecatedCalls(route: string, day: number): string {
@@ -113,7 +135,7 @@ export class Keyspace {
     return `${this.prefix}report:{${id}}`;
   }
   /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
-  strikes(id: string): string {
-    return `${this.prefix}strikes:{${id}}`;
+  strikes(s: TaggedSubject): string {
+    return `${this.prefix}strikes:${subjectPart(s)}`;
   }
 }

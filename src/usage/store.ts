@@ -12,6 +12,7 @@ import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 import type { UsageKind } from '../limits/types.js';
+import { keySubject } from '../limits/subject.js';
 
 /** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 /** Calls of a deprecated route (`route` as "<METHOD> <pattern>") by one key on one day, and the last one's time. */
@@ -362,7 +363,7 @@ export class RedisUsageStore implements UsageStore {
     const failed: UsageEntry[] = [];
     await Promise.all(
       entries.map(async (e) => {
-        const key = this.ks.usageDay(e.id, dayOf(e.atMs));
+        const key = this.ks.usageDay(keySubject(e.id), dayOf(e.atMs));
         try {
           await this.redis.hincrby(key, `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`, e.n);
         } catch {
@@ -376,11 +377,11 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
-    return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(id, d))))));
+    return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(keySubject(id), d))))));
   }
 
   async sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
-    const keys = span.days.map((d) => this.ks.usageDay(id, d));
+    const keys = span.days.map((d) => this.ks.usageDay(keySubject(id), d));
     const r = this.redis as RedisCommands & Record<typeof SUM_LEDGER_COMMAND, (...args: Array<string | number>) => Promise<number[]>>;
     return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER)));
   }
@@ -390,7 +391,7 @@ export class RedisUsageStore implements UsageStore {
     // calls in flight at once (auto-pipelining sends those together). What a failed call carried is answered back.
     const groups = new Map<string | number, Array<{ key: string; fields: Map<string, number>; entries: MinutePeak[] }>>();
     for (const g of peakFields(entries)) {
-      const key = this.ks.usageDay(g.id, g.day);
+      const key = this.ks.usageDay(keySubject(g.id), g.day);
       const group = this.scriptKeys === 'any' ? '' : calculateSlot(key);
       const list = groups.get(group) ?? [];
       list.push({ key, fields: g.fields, entries: g.entries });

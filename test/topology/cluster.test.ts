@@ -17,6 +17,7 @@ import { TestRedisCluster } from '../helpers/redis-cluster.js';
 import { TestRedis } from '../helpers/redis-server.js';
 import { TestUpstream } from '../helpers/upstream.js';
 import { waitFor } from '../helpers/wait.js';
+import { keySubject } from '../../src/limits/subject.js';
 
 let cluster: TestRedisCluster;
 let up: TestUpstream;
@@ -150,20 +151,20 @@ describe('limit checks on the cluster', () => {
       const direct = connection.clientForSlotOf(record) as unknown as Redis;
       expect(direct).not.toBe(c);
       expect(direct.options.port).toBe(owner.port);
-      expect((await store.check('route-key', planRequest(limits), ban)).windows[0]!.used).toBe(1);
+      expect((await store.check(keySubject('route-key'), planRequest(limits), ban)).windows[0]!.used).toBe(1);
 
       // The client's table says another primary owns the slot (as after a resharding it has not yet seen).
       const slot = Number(await c.cluster('KEYSLOT', record));
       const other = c.nodes('master').find((n) => n.options.port !== owner.port)!;
       c.slots[slot] = [`${other.options.host}:${other.options.port}`];
       expect(connection.clientForSlotOf(record)).toBe(other);
-      const d = await store.check('route-key', planRequest(limits), ban);
+      const d = await store.check(keySubject('route-key'), planRequest(limits), ban);
       expect(d.outcome).toBe('admitted');
       expect(d.windows[0]!.used).toBe(2);
       // The cluster client followed the redirection and mended its table: the next check goes straight to the owner.
       expect(c.slots[slot]?.[0]).toBe(`127.0.0.1:${owner.port}`);
       expect((connection.clientForSlotOf(record) as unknown as Redis).options.port).toBe(owner.port);
-      expect((await store.check('route-key', planRequest(limits), ban)).windows[0]!.used).toBe(3);
+      expect((await store.check(keySubject('route-key'), planRequest(limits), ban)).windows[0]!.used).toBe(3);
     } finally {
       await connection.close();
     }

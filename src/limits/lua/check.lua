@@ -1,5 +1,6 @@
--- The limit check: one request of one key, decided and counted atomically (src/limits/redis-store.ts runs it).
--- Every key it touches carries the key id's hash tag {<id>}: on Redis Cluster it runs in one slot.
+-- The limit check: one request of one subject (a key, or a public route's client address: src/limits/subject.ts),
+-- decided and counted atomically (src/limits/redis-store.ts runs it). Every key it touches carries the subject's hash
+-- tag ({<key id>} for a key): on Redis Cluster it runs in one slot.
 --
 -- KEYS
 --   1     record: the key record (a JSON string)

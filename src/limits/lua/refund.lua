@@ -1,5 +1,5 @@
 -- A refund: one admitted request given back because it never reached a target (src/limits/redis-store.ts).
--- Every key carries the key id's hash tag: one slot.
+-- Every key carries the subject's hash tag (src/limits/subject.ts): one slot.
 --
 -- KEYS
 --   1     usageDay: the usage ledger's day the check counted the request in

@@ -1,5 +1,5 @@
 -- A key's windows and ban as the limit check (check.lua) would see them, writing nothing: the quota endpoint and the
--- admin API read them without spending a request (src/limits/redis-store.ts). Every key carries the id's hash tag.
+-- admin API read them without spending a request (src/limits/redis-store.ts). Every key carries the subject's hash tag.
 --
 -- KEYS
 --   1     record: the key record
