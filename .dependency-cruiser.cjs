@@ -4,7 +4,7 @@
 //
 //   4  entry points    compose.ts, program.ts, cli.ts, server/, petstore/
 //   3  application     pipeline/, admin/, dashboard/, commands/
-//   2  domain          routing/ < keys/ < limits/ < usage/   (each may import those before it, never after)
+//   2  domain          routing/ < keys/ < consumers/ < limits/ < usage/   (each may import those before it, never after)
 //   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/
 //   0  util/
 //
@@ -14,6 +14,7 @@ const ROOM = {
   base: '^src/(http|config|storage|observability|openapi|validation)/',
   routing: '^src/routing/',
   keys: '^src/keys/',
+  consumers: '^src/consumers/',
   limits: '^src/limits/',
   usage: '^src/usage/',
   app: '^src/(pipeline|admin|dashboard|commands)/',
@@ -21,10 +22,11 @@ const ROOM = {
   types: '^src/types/',
 };
 const ABOVE = {
-  util: [ROOM.base, ROOM.routing, ROOM.keys, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
-  base: [ROOM.routing, ROOM.keys, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
-  routing: [ROOM.keys, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
-  keys: [ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
+  util: [ROOM.base, ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
+  base: [ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
+  routing: [ROOM.keys, ROOM.consumers, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
+  keys: [ROOM.consumers, ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
+  consumers: [ROOM.limits, ROOM.usage, ROOM.app, ROOM.top],
   limits: [ROOM.usage, ROOM.app, ROOM.top],
   usage: [ROOM.app, ROOM.top],
   app: [ROOM.top],

@@ -59,6 +59,19 @@ describe('the import rule', () => {
     expect(r.out).toMatch(/2 dependency violations \(2 errors/);
   });
 
+  it('places consumers/ between keys/ and limits/: keys may not import it, limits may', async () => {
+    const r = await cruise({
+      'src/keys/k.ts': "import type { C } from '../consumers/c.js';\nexport type K = C;\n",
+      'src/consumers/c.ts': "import type { L } from '../limits/l.js';\nexport type C = L;\n",
+      'src/limits/l.ts': 'export type L = number;\n',
+      'src/limits/m.ts': "import type { C } from '../consumers/c.js';\nexport type M = C;\n",
+    });
+    expect(r.code).not.toBe(0);
+    expect(r.out).toMatch(/keys-not-up: src\/keys\/k\.ts → src\/consumers\/c\.ts/);
+    expect(r.out).toMatch(/consumers-not-up: src\/consumers\/c\.ts → src\/limits\/l\.ts/);
+    expect(r.out).toMatch(/2 dependency violations \(2 errors/);
+  });
+
   it('fails a cycle within one room', async () => {
     const r = await cruise({
       'src/usage/a.ts': "import { B } from './b.js';\nexport const A = () => B;\n",
