@@ -1,6 +1,7 @@
 // Every Redis key and channel Tollgate uses, named in one place.
 // All state one request's limit check touches (the key's record, windows, strikes, ban and ledger) carries its
-// subject's hash tag ({<key id>} for a key), so on Redis Cluster each script and transaction stays in a single slot.
+// subject's hash tag ({<key id>} for a key), so on Redis Cluster each script and transaction stays in a single slot; a
+// consumer's state (its record, its keys' mirror) carries {c:<consumer id>}.
 
 /**
  * Whose limits a name is for: limits/subject.ts's QuotaSubject (a key, a consumer, an address), declared here by its
@@ -50,6 +51,40 @@ export class Keyspace {
   /** Pub/sub channel: a key id whose record changed, so every instance drops its cached copy. */
   keyEvents(): string {
     return `${this.prefix}keys:events`;
+  }
+  /**
+   * Set: every consumer a key was ever attached to, in the key's slot (written with each write of a record that names
+   * a consumer): where reports find the days a key spent in each consumer's ledger.
+   */
+  keyConsumers(keyId: string): string {
+    return `${this.keyRecord(keyId)}:consumers`;
+  }
+  /**
+   * String: a consumer's record (JSON). Its hash tag is {c:<id>}, the consumer's slot: its keys' mirror, its lock and
+   * its pool's windows share it, so one script can read them all on Redis Cluster.
+   */
+  consumerRecord(id: string): string {
+    return `${this.prefix}consumer:{c:${id}}`;
+  }
+  /**
+   * Hash in the consumer's slot: key id -> that key's record, byte for byte as stored under keyRecord (written by
+   * every key-store write of a key that names the consumer, removed when the key leaves it). What the limit script
+   * reads to validate a consumer's key in the consumer's slot, and what lists and counts a consumer's keys.
+   */
+  consumerKeys(id: string): string {
+    return `${this.consumerRecord(id)}:keys`;
+  }
+  /** String with a TTL: the holder's token while one change of the consumer's keys (attach, delete) is made. */
+  consumerLock(id: string): string {
+    return `${this.consumerRecord(id)}:lock`;
+  }
+  /** Set of every consumer id. */
+  consumerIds(): string {
+    return `${this.prefix}consumers`;
+  }
+  /** Pub/sub channel: a consumer id whose record changed, so every instance drops its cached copy. */
+  consumerEvents(): string {
+    return `${this.prefix}consumers:events`;
   }
   /**
    * String: the key record the limit check validates a request against, in the subject's slot: a key's own record
