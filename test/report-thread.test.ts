@@ -123,8 +123,8 @@ describe('the report thread', () => {
       const input = { plan: 'pro', current: { perMinute: 100, perDay: 10_000 }, perMinute: 40, perDay: 500, fromMs: to - 2 * DAY_MS, toMs: to };
       const sim = await thread.simulate(input, 1000);
       expect(sim).toEqual(await local.simulate(input, 1000));
-      expect(sim.totals.keysInPlan).toBe(200);
-      expect(sim.totals.keysAffected).toBeGreaterThan(0);
+      expect(sim.totals).toMatchObject({ keysInPlan: 200, keysAffected: expect.any(Number) });
+      expect((sim.totals as { keysAffected: number }).keysAffected).toBeGreaterThan(0);
       // A what-if in pages: the thread's first page, the next from the in-process runner (the kept copy is in Redis).
       const small = await thread.simulate(input, 5);
       expect(small.keys).toEqual(sim.keys.slice(0, 5));
