@@ -25,6 +25,13 @@ export interface ReportRunner {
   consumerPage(first: ReportQuery | ReportCursor, limit: number): Promise<ConsumerReportPage>;
   /** Every key's counts added up, by hour or day (the overview; cached by overview.ts). */
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }>;
+  /** A consumer's usage over time: what every key ever counted under it was counted there (a consumer's page). */
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }>;
   /** A page of the what-if of a plan's new limits (whatif-pages.ts). */
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage>;
   /** The routes given that have a deprecation, with the keys that called them (and their consumers, grouped by consumer). */
@@ -58,6 +65,15 @@ export class InProcessReports implements ReportRunner {
 
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
     return this.reports.summary(fromMs, toMs, granularity);
+  }
+
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
+    return this.reports.consumerUsage(consumer, fromMs, toMs, granularity);
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {

@@ -48,6 +48,7 @@ export type ReportCall =
   | { op: 'page'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'consumerPage'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'summary'; fromMs: number; toMs: number; granularity: Granularity }
+  | { op: 'consumerUsage'; consumer: string; fromMs: number; toMs: number; granularity: Granularity }
   | { op: 'simulate'; first: SimulateInput | WhatIfCursor; limit: number }
   | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[]; groupBy: GroupBy }
   | { op: 'invalidRequests'; fromMs: number; toMs: number; operations: ValidatedOperation[]; groupBy: GroupBy };
@@ -113,6 +114,15 @@ export class ReportThread implements ReportRunner {
 
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
     return this.call('the usage summary', { op: 'summary', fromMs, toMs, granularity });
+  }
+
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
+    return this.call(`the usage of consumer ${consumer}`, { op: 'consumerUsage', consumer, fromMs, toMs, granularity });
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {

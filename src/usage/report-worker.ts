@@ -50,6 +50,8 @@ async function answer(call: ReportCall): Promise<unknown> {
       return reports.consumerPage(call.first, call.limit);
     case 'summary':
       return reports.summary(call.fromMs, call.toMs, call.granularity);
+    case 'consumerUsage':
+      return reports.consumerUsage(call.consumer, call.fromMs, call.toMs, call.granularity);
     case 'simulate':
       return reports.simulate(call.first, call.limit);
     case 'deprecatedRoutes':
