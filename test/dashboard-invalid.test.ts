@@ -74,11 +74,12 @@ describe('the Invalid requests page', () => {
       expect(await panels.nth(0).locator('p').first().innerText()).toBe('shadow POST /shadow/orders · service orders');
       expect(await panels.nth(1).locator('p').first().innerText()).toBe('enforce GET /shop/orders/:orderId · service strict');
       const rows = await rowsOf(page, '.invalid-operation');
-      expect(rows.map((r) => [r[0], r[1], r[2], r[4]])).toEqual([
-        [keys['acme-mobile']!.id, 'acme-mobile', '4', '/body/lines'],
-        [keys['beta-web']!.id, 'beta-web', '1', '/path/orderId'],
+      // Each key's consumer in its own column ('-': none).
+      expect(rows.map((r) => [r[0], r[1], r[2], r[3], r[5]])).toEqual([
+        [keys['acme-mobile']!.id, 'acme-mobile', '-', '4', '/body/lines'],
+        [keys['beta-web']!.id, 'beta-web', '-', '1', '/path/orderId'],
       ]);
-      expect(rows[0]![3]).not.toBe('-');
+      expect(rows[0]![4]).not.toBe('-');
       expect(await page.locator('main').innerText()).toContain('more validated operations had no invalid request.');
       const text = await page.locator('body').innerText();
       for (const k of Object.values(keys)) expect(text).not.toContain(k.key);

@@ -89,9 +89,10 @@ describe('the Rollout page', () => {
       await page.locator('[data-nav="rollout"]').click();
       await page.locator('#shadow-table').waitFor();
 
+      // Each key's consumer ('-': none) beside its name.
       expect(await rowsOf(page, '#shadow-table')).toEqual([
-        [ids['acme-prod'], 'acme-prod', 'starter', '12', '42', ''],
-        [ids['beta-app'], 'beta-app', 'starter', '0', '8', ''],
+        [ids['acme-prod'], 'acme-prod', '-', 'starter', '12', '42', ''],
+        [ids['beta-app'], 'beta-app', '-', 'starter', '0', '8', ''],
       ]);
       // The busiest key's bar full, the other's 8/42 of it (19%, rounded), as drawn.
       const [full, part] = await barWidths(page);
@@ -109,13 +110,15 @@ describe('the Rollout page', () => {
       // Points, not requests: a request takes its route's cost from a window.
       expect(await page.locator('#whatif-summary').innerText()).toBe('2 of 3 keys affected, 2 hours, at least 35 points refused');
       const rows = await rowsOf(page, '#whatif-table');
-      expect(rows.map((r) => r.slice(0, 5))).toEqual([
-        [ids['acme-prod'], 'acme-prod', '≥ 20 pts', '-', '20'],
-        [ids['beta-app'], 'beta-app', '≥ 15 pts', '-', '15'],
-        [ids['gamma-batch'], 'gamma-batch', 'own limit 20 (unaffected)', '-', '0'],
+      expect(rows.map((r) => r.slice(0, 6))).toEqual([
+        [ids['acme-prod'], 'acme-prod', '-', '≥ 20 pts', '-', '20'],
+        [ids['beta-app'], 'beta-app', '-', '≥ 15 pts', '-', '15'],
+        [ids['gamma-batch'], 'gamma-batch', '-', 'own limit 20 (unaffected)', '-', '0'],
       ]);
-      expect(rows[0]![5]).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:00 UTC: peak 50 pts, ≥ 20 pts \(200 requests\)$/);
+      expect(rows[0]![6]).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:00 UTC: peak 50 pts, ≥ 20 pts \(200 requests\)$/);
       expect(await page.locator('#whatif-table thead').innerText()).toContain('points refused at least');
+      expect((await page.locator('#whatif-table thead th').allInnerTexts()).slice(0, 3)).toEqual(['key', 'name', 'consumer']);
+      expect((await page.locator('#shadow-table thead th').allInnerTexts()).slice(0, 3)).toEqual(['key', 'name', 'consumer']);
       // Every key fits one page: no button for more.
       expect(await page.locator('#whatif-more').isVisible()).toBe(false);
       expect(await page.locator('#whatif-table').isVisible()).toBe(true);
@@ -158,7 +161,7 @@ describe('the Rollout page', () => {
       expect(await page.locator('#whatif-summary').innerText()).toBe('25 of 26 keys affected, 25 hours, at least 1,550 points refused');
       let rows = await rowsOf(page, '#whatif-table');
       expect(rows).toHaveLength(20);
-      expect(rows[0]!.slice(1, 5)).toEqual(['growth-24', '≥ 74 pts', '-', '74']);
+      expect(rows[0]!.slice(1, 6)).toEqual(['growth-24', '-', '≥ 74 pts', '-', '74']);
       const button = page.locator('#whatif-more');
       expect(await button.isVisible()).toBe(true);
       const box = (await button.boundingBox())!;

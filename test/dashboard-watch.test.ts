@@ -71,7 +71,7 @@ describe('would-be bans and failed validation, where an operator looks', () => {
       .split('\r\n')
       .map((l) => l.split(','));
     const header = rows[0]!;
-    expect(header.slice(-3)).toEqual(['would_ban', 'validation_failed', 'metadata']);
+    expect(header.slice(-4)).toEqual(['would_ban', 'validation_failed', 'consumer', 'metadata']);
     const col = (row: string[] | undefined, name: string) => Number(row?.[header.indexOf(name)]);
     for (const [name, k] of Object.entries(keys)) {
       const row = rows.find((r) => r[0] === k.id);

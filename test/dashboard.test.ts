@@ -331,16 +331,17 @@ describe('the dashboard in a browser', () => {
     expect(text).toContain('GET /v1/pets/:petId');
     expect(text).toMatch(/sunset in \d+ d \d+ h/);
     await expect.poll(async () => (await page.locator('.deprecated-route tbody tr').count()) >= 1, { timeout: 5000 }).toBe(true);
-    // The caller is named, not only its id: the name is on screen in its own column, on the caller's row.
+    // The caller is named, not only its id: the name is on screen in its own column, on the caller's row, then the
+    // consumer it belongs to ('-': none).
     const row = page.locator('.deprecated-route tbody tr').first();
-    expect((await row.innerText()).split('\t').map((c) => c.trim())).toEqual([expect.stringMatching(/^key_\w+$/), 'beta-app', '3', expect.any(String)]);
+    expect((await row.innerText()).split('\t').map((c) => c.trim())).toEqual([expect.stringMatching(/^key_\w+$/), 'beta-app', '-', '3', expect.any(String)]);
     const nameBox = await row.locator('td').nth(1).boundingBox();
     expect(nameBox!.width).toBeGreaterThan(30);
     expect(nameBox!.height).toBeGreaterThan(5);
     await shot(page, 'deprecated');
     const csv = await context.request.get(`${stack.gw.adminUrl}/routes/deprecated.csv`);
     expect(csv.status()).toBe(200);
-    expect((await csv.text()).split('\r\n')[1]).toMatch(/^GET,\/v1\/pets\/:petId,2026-01-01T00:00:00Z,2099-06-01T00:00:00Z,key_\w+,3,[^,]+,beta-app,$/);
+    expect((await csv.text()).split('\r\n')[1]).toMatch(/^GET,\/v1\/pets\/:petId,2026-01-01T00:00:00Z,2099-06-01T00:00:00Z,key_\w+,3,[^,]+,beta-app,,$/);
   });
 
   it('imports a CSV: a dry-run preview with its counts and every refused row, then Import, and the keys are there', async () => {

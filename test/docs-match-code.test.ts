@@ -89,15 +89,19 @@ describe('the request path picture', () => {
 });
 
 describe('the usage ledger key', () => {
-  // The key Keyspace builds, with the docs' placeholders for the id and the day.
-  const ledgerKey = new Keyspace('').usageDay(keySubject('<id>'), '<day>' as unknown as number);
+  // The keys Keyspace builds, with the docs' placeholders for the ids and the day.
+  const ks = new Keyspace('');
+  const ledgerKey = ks.usageDay(keySubject('<id>'), '<day>' as unknown as number);
+  const consumerLedgerKey = ks.consumerUsageDay('<consumer id>', '<id>', '<day>' as unknown as number);
 
   it.each(['docs/admin-api.md', 'docs/architecture.md', 'docs/keys-and-limits.md'])('%s names it as src/storage/keyspace.ts builds it', (doc) => {
     const text = read(doc)
       .replace(/<key id>/g, '<id>')
       .replace(/<UTC day>/g, '<day>');
     expect(text).toContain(`\`${ledgerKey}\``);
-    expect(text).not.toMatch(/`usage:\{/);
+    // A key's day under a consumer, and no other name starting usage:{ but the consumer's hash tag.
+    expect(text).toContain(`\`${consumerLedgerKey}\``);
+    expect(text).not.toMatch(/`usage:\{(?!c:<consumer id>\})/);
   });
 });
 

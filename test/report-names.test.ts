@@ -122,14 +122,16 @@ describe('hostile key names', () => {
       'shadow_refused',
       'would_ban',
       'validation_failed',
+      'consumer',
       'metadata',
     ]);
     expect(rows).toHaveLength(HOSTILE.length + 1);
-    for (const row of rows.slice(1)) expect(row).toHaveLength(11);
+    for (const row of rows.slice(1)) expect(row).toHaveLength(12);
     for (const [i, h] of HOSTILE.entries()) {
       const row = rows.find((r) => r[0] === ids[i])!;
       expect(row[3]).toBe('1');
-      expect(row[10] === '' ? undefined : JSON.parse(row[10]!)).toEqual(h.metadata);
+      expect(row[10]).toBe('');
+      expect(row[11] === '' ? undefined : JSON.parse(row[11]!)).toEqual(h.metadata);
       // A name without control characters reads back exactly (less the formula guard).
       if (!RAW_CONTROL.test(h.name)) expect(unguarded(row[1]!)).toBe(h.name);
       expect(row[1]).not.toMatch(RAW_CONTROL_IN_CSV);
@@ -143,11 +145,11 @@ describe('hostile key names', () => {
     const text = await cli('routes', 'deprecated', '--csv');
     expectNoFormulaCell(text);
     const rows = cells(text, ',');
-    expect(rows[0]).toEqual(['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata']);
+    expect(rows[0]).toEqual(['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata', 'consumer']);
     expect(rows).toHaveLength(HOSTILE.length + 1);
     for (const [i, h] of HOSTILE.entries()) {
       const row = rows.find((r) => r[4] === ids[i])!;
-      expect(row).toHaveLength(9);
+      expect(row).toHaveLength(10);
       expect(row[5]).toBe('1');
       if (!RAW_CONTROL.test(h.name)) expect(unguarded(row[7]!)).toBe(h.name);
       expect(row[8] === '' ? undefined : JSON.parse(row[8]!)).toEqual(h.metadata);
@@ -172,8 +174,9 @@ describe('hostile key names', () => {
         ).toHaveLength(1);
       expect(out.filter((l) => l.startsWith('key_forged'))).toEqual([]);
     }
-    const usage = (await cli('usage')).trimEnd().split('\n');
-    for (const line of usage) expect(line.split('\t')).toHaveLength(10);
+    // Only the last line break taken off: a row's last cell (its consumer) is empty here.
+    const usage = (await cli('usage')).replace(/\n$/, '').split('\n');
+    for (const line of usage) expect(line.split('\t')).toHaveLength(11);
     expect(usage.find((l) => l.startsWith(ids[8]!))).toContain('evil\\nkey_forged0000000000\\tforged\\tmetered\\t999999\\t0\\t0');
     expect(usage.find((l) => l.startsWith(ids[9]!))).toContain('\\x1b[31mred\\x1b[0m\\x1b]0;owned title\\x07\\x1b[2J');
     expect(usage.find((l) => l.startsWith(ids[10]!))).toContain('c1 \\x9b31m csi\\x85nel\\x7fdel\\x00nul');
@@ -220,6 +223,7 @@ describe('hostile key names', () => {
         id: ids[i],
         name: h.name,
         ...(h.metadata ? { metadata: h.metadata } : {}),
+        consumer: null,
         calls: 1,
         lastSeen: expect.any(String),
       });
@@ -227,7 +231,18 @@ describe('hostile key names', () => {
     expect(usage.body.keys.find((k: { id: string }) => k.id === ids[12])).toMatchObject({ name: 'plain customer', metadata: HOSTILE[12]!.metadata });
     const csv = await get('/routes/deprecated.csv');
     expectNoFormulaCell(csv.text);
-    expect(cells(csv.text, ',')[0]).toEqual(['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata']);
+    expect(cells(csv.text, ',')[0]).toEqual([
+      'method',
+      'path',
+      'deprecation',
+      'sunset',
+      'key_id',
+      'calls',
+      'last_seen',
+      'key_name',
+      'key_metadata',
+      'consumer',
+    ]);
     expect(api.problems).toEqual([]);
   });
 });

@@ -272,6 +272,7 @@ describe('requests the upstream failed', () => {
     expect(all.body.keys.find((k: { id: string }) => k.id === id)).toEqual({
       id,
       plan: 'five',
+      consumer: null,
       admitted: 2,
       rateLimited: 0,
       banned: 0,
@@ -296,8 +297,8 @@ describe('requests the upstream failed', () => {
       const csv = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const rows = csv.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,would_ban,validation_failed,metadata');
-      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,2,0,0,2,0,0,0,`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,would_ban,validation_failed,consumer,metadata');
+      expect(rows.find((r) => r.startsWith(`${id},`))).toBe(`${id},,five,2,0,0,2,0,0,0,,`);
       const json = await runCli(['usage', '--key', id, '--json', '--config', file]);
       expect(json.code, json.stderr).toBe(0);
       expect(JSON.parse(json.stdout).totals).toEqual({

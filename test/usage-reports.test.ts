@@ -270,7 +270,7 @@ describe("GET /usage's pages come from one computation of the report", () => {
     for (const q of ['sort=id', 'order=asc', `from=${new Date(to - DAY_MS).toISOString()}`]) {
       const res = await admin(gw, `/usage?cursor=${cursor}&${q}`);
       expect(res.status, q).toBe(400);
-      expect(res.text).toMatch(/another from, to, sort or order/);
+      expect(res.text).toMatch(/another from, to, sort, order or groupBy/);
     }
     // The first page's query repeated with the cursor, or left out: the next page.
     for (const q of [`${period(to)}&sort=admitted&order=desc&limit=100`, 'limit=100']) {

@@ -193,7 +193,7 @@ describe('deprecated routes', () => {
       const csv = await runCli(['routes', 'deprecated', '--csv', '--config', file]);
       expect(csv.code, csv.stderr).toBe(0);
       const lines = csv.stdout.trimEnd().split('\r\n');
-      expect(lines[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata');
+      expect(lines[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata,consumer');
       expect(lines.slice(1).map((l) => l.split(',').slice(4, 6))).toEqual([
         [k1.id, '3'],
         [k2.id, '1'],
@@ -201,8 +201,8 @@ describe('deprecated routes', () => {
       const usage = await runCli(['usage', '--csv', '--sort', 'id', '--config', file]);
       expect(usage.code, usage.stderr).toBe(0);
       const rows = usage.stdout.trimEnd().split('\r\n');
-      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,would_ban,validation_failed,metadata');
-      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,0,0,0,0,`);
+      expect(rows[0]).toBe('id,name,plan,admitted,rate_limited,banned,upstream_failed,shadow_refused,would_ban,validation_failed,consumer,metadata');
+      expect(rows.find((l) => l.startsWith(`${k1.id},`))).toBe(`${k1.id},,metered,3,0,0,0,0,0,0,,`);
       const one = await runCli(['usage', '--key', k2.id, '--granularity', 'day', '--json', '--config', file]);
       expect(JSON.parse(one.stdout).totals).toEqual({
         admitted: 1,
@@ -247,7 +247,7 @@ describe('deprecated routes', () => {
     expect(status.body.plans.map((p: { name: string }) => p.name)).toEqual(['metered', 'tiny']);
     const csv = await admin('/routes/deprecated.csv');
     expect(csv.headers['content-type']).toMatch(/^text\/csv/);
-    expect(csv.text.split('\r\n')[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata');
+    expect(csv.text.split('\r\n')[0]).toBe('method,path,deprecation,sunset,key_id,calls,last_seen,key_name,key_metadata,consumer');
   });
 
   it('every admin answer above matches the OpenAPI document', () => {

@@ -305,7 +305,7 @@ describe('shadow', () => {
     };
     const create = r.operations.find((o) => o.service === 'shadowshop' && o.operation === 'createOrder')!;
     expect(create).toMatchObject({ method: 'POST', path: '/shadow/orders', mode: 'shadow' });
-    expect(create.keys).toEqual([{ id: keyId, name: 'acme-mobile', calls: 3, lastSeen: expect.any(String), pointer: '/body/__proto__' }]);
+    expect(create.keys).toEqual([{ id: keyId, name: 'acme-mobile', consumer: null, calls: 3, lastSeen: expect.any(String), pointer: '/body/__proto__' }]);
     const enforced = r.operations.find((o) => o.service === 'shop' && o.operation === 'getOrder')!;
     expect(enforced.keys[0]).toMatchObject({ id: keyId, calls: 2, pointer: '/path/orderId' });
     expect(r.operations.find((o) => o.service === 'shadowshop' && o.operation === 'deleteOrder')!.keys).toEqual([]);

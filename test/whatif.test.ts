@@ -105,7 +105,7 @@ describe('the bounds', () => {
 
 describe('what is kept for the pages', () => {
   it('a what-if listing more keys than are kept for its pages is refused (422 report_too_large), one that fits a page keeps nothing', async () => {
-    const key = (id: string) => ({ id, minute: null, day: null, pointsRefusedAtLeast: 1, hoursAffected: 0, hours: [] });
+    const key = (id: string) => ({ id, consumer: null, minute: null, day: null, pointsRefusedAtLeast: 1, hoursAffected: 0, hours: [] });
     const totals = { keysInPlan: 3, keysAffected: 3, hours: 0, pointsRefusedAtLeast: 3 };
     const kept = new MemoryKeptReports();
     const input = { plan: 'free', current: PLANS.free, perMinute: 1, fromMs: 0, toMs: HOUR_MS };
@@ -131,6 +131,7 @@ describe('POST /plans/simulate', () => {
       // them, so at most 2 x 500 admitted, at least 1400 refused. Its own perMinute keeps the minute window.
       {
         id: ids.k2,
+        consumer: null,
         minute: { limit: 100, override: true, pointsRefusedAtLeast: 0 },
         day: { limit: 500, override: false, pointsRefusedAtLeast: 1400 },
         pointsRefusedAtLeast: 1400,
@@ -141,6 +142,7 @@ describe('POST /plans/simulate', () => {
       // 370 offered in the period fit one day window of 500: no day refusal. Refused (30) and banned (5) left out.
       {
         id: ids.k1,
+        consumer: null,
         minute: { limit: 30, override: false, pointsRefusedAtLeast: 25 },
         day: { limit: 500, override: false, pointsRefusedAtLeast: 0 },
         pointsRefusedAtLeast: 25,
@@ -154,6 +156,7 @@ describe('POST /plans/simulate', () => {
       // Its own perDay keeps the day window; its busiest minute (25) is under 30.
       {
         id: ids.k3,
+        consumer: null,
         minute: { limit: 30, override: false, pointsRefusedAtLeast: 0 },
         day: { limit: 5000, override: true, pointsRefusedAtLeast: 0 },
         pointsRefusedAtLeast: 0,
@@ -200,6 +203,10 @@ describe('POST /plans/simulate', () => {
       [{ plan: 'free', perDay: 10, from: new Date(Date.now() - 30 * DAY_MS).toISOString() }, 'body.from'],
       [[1, 2], 'body'],
       [{ plan: 'p'.repeat(201), perDay: 10 }, 'body.plan'],
+      [{ plan: 'free', perDay: 10, groupBy: 'team' }, 'body.groupBy'],
+      [{ plan: 'free', perDay: 10, groupBy: ['consumer'] }, 'body.groupBy'],
+      [{ plan: 'free', perDay: 10, groupBy: { $ne: 'key' } }, 'body.groupBy'],
+      [{ cursor: 'eyJ3IjoiYWFhYWFhYWFhYWFhYWFhYWFhYWFhYSIsIm4iOjF9', groupBy: 'consumer' }, 'body.groupBy'],
     ];
     for (const [body, path] of bad) {
       const res = await simulate(body);
@@ -217,6 +224,18 @@ describe('POST /plans/simulate', () => {
     const proto = await simulate({ plan: '__proto__', perMinute: 5 });
     expect(proto.body.code).toBe('unknown_plan');
     expect((await simulate({ plan: 'free', perMinute: 5 }, 'tga_wrong')).status).toBe(401);
+    expect(api.problems).toEqual([]);
+  });
+
+  it('grouped by consumer answers pools, not keys (none here: no key was ever counted under a consumer)', async () => {
+    const res = await simulate({ plan: 'free', perMinute: 30, from: FROM, to: TO, groupBy: 'consumer' });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({
+      groupBy: 'consumer',
+      consumers: [],
+      totals: { consumersInPlan: 0, consumersAffected: 0, hours: 0, pointsRefusedAtLeast: 0 },
+    });
+    expect(res.body.keys).toBeUndefined();
     expect(api.problems).toEqual([]);
   });
 });
@@ -241,13 +260,14 @@ describe('tollgate plans simulate', () => {
       expect(csv.code, csv.stderr).toBe(0);
       const lines = csv.stdout.trimEnd().split('\r\n');
       expect(lines).toEqual([
-        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,points_refused_at_least,hours_affected',
-        `${ids.k2},,,,,override 100,1400,1400,0`,
-        `${ids.k1},,,,,25,0,25,3`,
-        `${ids.k1},,${new Date(D0 + 10 * HOUR_MS).toISOString()},50,200,20,,,`,
-        `${ids.k1},,${new Date(D0 + 11 * HOUR_MS).toISOString()},40,100,10,,,`,
-        `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,,`,
-        `${ids.k3},,,,,0,override 5000,0,0`,
+        // The consumer each key belongs to now, last (none here).
+        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,points_refused_at_least,hours_affected,consumer',
+        `${ids.k2},,,,,override 100,1400,1400,0,`,
+        `${ids.k1},,,,,25,0,25,3,`,
+        `${ids.k1},,${new Date(D0 + 10 * HOUR_MS).toISOString()},50,200,20,,,,`,
+        `${ids.k1},,${new Date(D0 + 11 * HOUR_MS).toISOString()},40,100,10,,,,`,
+        `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,,,`,
+        `${ids.k3},,,,,0,override 5000,0,0,`,
       ]);
 
       const table = await runCli(args);

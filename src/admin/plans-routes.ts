@@ -50,7 +50,14 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       if (!current) return sendError(res, 'unknown_plan', `no plan named "${plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
       const p = periodOf(body, 7 * DAY_MS, runtime.config.usage.retentionDays, res, 'body.from');
       if (!p) return;
-      first = { plan, current: { perMinute: current.perMinute, perDay: current.perDay }, perMinute: body.perMinute, perDay: body.perDay, ...p };
+      first = {
+        plan,
+        current: { perMinute: current.perMinute, perDay: current.perDay },
+        perMinute: body.perMinute,
+        perDay: body.perDay,
+        ...p,
+        ...(body.groupBy === 'consumer' ? { groupBy: 'consumer' as const } : {}),
+      };
     }
     const page = await o.reports.simulate(first, body.limit);
     const q = page.input;
@@ -61,7 +68,8 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       simulated: { ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}), ...(q.perDay !== undefined ? { perDay: q.perDay } : {}) },
       unit: 'points',
       totals: page.totals,
-      keys: page.keys,
+      // Grouped by consumer: the plan's consumers' pools (and their totals) instead of its keys.
+      ...(q.groupBy === 'consumer' ? { groupBy: 'consumer', consumers: page.consumers ?? [] } : { keys: page.keys }),
       nextCursor: page.next,
     });
   });

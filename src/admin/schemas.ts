@@ -66,10 +66,17 @@ const period = {
   to: instantParam.optional(),
 };
 
-export const keyUsageQuery = z.strictObject({
+/** How a report's rows are made: per key (the default) or per consumer the usage was counted under. */
+const groupBy = z.enum(['key', 'consumer'], { message: 'expected key or consumer' });
+
+/** GET /usage/summary: every key added up, by hour or day. */
+export const summaryQuery = z.strictObject({
   ...period,
   granularity: z.enum(['hour', 'day']).default('hour'),
 });
+
+/** GET /keys/{id}/usage: with groupBy consumer, also the key's usage split by the consumer it was counted under. */
+export const keyUsageQuery = summaryQuery.extend({ groupBy: groupBy.default('key') });
 
 export const usageQuery = z.strictObject({
   ...period,
@@ -79,6 +86,8 @@ export const usageQuery = z.strictObject({
   cursor: z.string().min(1).optional(),
   /** Sorted by a figure: only keys whose figure is above 0. */
   nonzero: z.enum(['true', 'false']).optional(),
+  /** Left out: by key, or as the cursor's report was made. */
+  groupBy: groupBy.optional(),
 });
 
 /**
@@ -95,9 +104,14 @@ export const usageCsvQuery = z.strictObject({
   sort: z.enum(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id']).optional(),
   order: z.enum(['asc', 'desc']).optional(),
   nonzero: z.enum(['true', 'false']).optional(),
+  groupBy: groupBy.default('key'),
 });
 
-export const deprecatedQuery = z.strictObject(period);
+/** The deprecated-route and invalid-request reports: a period; with groupBy consumer, also the callers' consumers. */
+export const deprecatedQuery = z.strictObject({ ...period, groupBy: groupBy.default('key') });
+
+/** GET /routes/deprecated.csv: its period is everything kept; groupBy consumer makes its rows per consumer. */
+export const deprecatedCsvQuery = z.strictObject({ groupBy: groupBy.default('key') });
 
 /** Keys per page of the what-if: the keys most refused come first. */
 export const WHATIF_PAGE = 100;
@@ -114,10 +128,12 @@ export const simulateBody = z
     ...period,
     limit: z.number().int().min(1).max(MAX_PAGE).default(WHATIF_PAGE),
     cursor: z.string().min(1).max(200).optional(),
+    /** 'consumer': the plan's consumers' pools instead of its keys. */
+    groupBy: groupBy.optional(),
   })
   .superRefine((b, ctx) => {
     if (b.cursor !== undefined) {
-      for (const f of ['plan', 'perMinute', 'perDay', 'from', 'to'] as const)
+      for (const f of ['plan', 'perMinute', 'perDay', 'from', 'to', 'groupBy'] as const)
         if (b[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: "a cursor carries its what-if's question: leave this out" });
       return;
     }

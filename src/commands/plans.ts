@@ -2,7 +2,7 @@
 // POST /plans/simulate answers it (src/usage/whatif.ts), read from the shared Redis: a table, CSV or JSON.
 import { type Command, Option } from 'commander';
 import { DAY_MS } from '../util/time.js';
-import type { SimulatedKey, WindowOutcome } from '../usage/whatif.js';
+import type { PoolTotals, SimulatedConsumer, SimulatedKey, SimulationTotals, WindowOutcome } from '../usage/whatif.js';
 import { csv } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { positiveInt } from './options.js';
@@ -17,6 +17,7 @@ interface SimulateOpts extends CommonOpts {
   perDay?: number;
   from?: string;
   to?: string;
+  groupBy: 'key' | 'consumer';
   csv?: boolean;
   json?: boolean;
 }
@@ -28,25 +29,36 @@ function cell(w: WindowOutcome | null, hourly?: number): string | number {
   return hourly ?? w.pointsRefusedAtLeast;
 }
 
+const FIGURES = [
+  'hour',
+  'peak_minute_points',
+  'requests',
+  'minute_points_refused_at_least',
+  'day_points_refused_at_least',
+  'points_refused_at_least',
+  'hours_affected',
+] as const;
+
 /**
  * One row per key (hour empty: the key's bounds over the period), then one per hour of its most refused (the top
- * TOP_HOURS; hours_affected counts them all). Points, not requests: a request takes its route's cost from a window.
+ * TOP_HOURS; hours_affected counts them all); the consumer the key belongs to now last (empty: none). Points, not
+ * requests: a request takes its route's cost from a window.
  */
 function rows(keys: readonly SimulatedKey[]): Array<Array<string | number>> {
-  const header = [
-    'id',
-    'name',
-    'hour',
-    'peak_minute_points',
-    'requests',
-    'minute_points_refused_at_least',
-    'day_points_refused_at_least',
-    'points_refused_at_least',
-    'hours_affected',
-  ];
+  const header = ['id', 'name', ...FIGURES, 'consumer'];
   const body = keys.flatMap((k) => [
-    [k.id, k.name ?? '', '', '', '', cell(k.minute), cell(k.day), k.pointsRefusedAtLeast, k.hoursAffected],
-    ...k.hours.map((h) => [k.id, k.name ?? '', h.start, h.peakMinute, h.requests, h.pointsRefusedAtLeast, '', '', '']),
+    [k.id, k.name ?? '', '', '', '', cell(k.minute), cell(k.day), k.pointsRefusedAtLeast, k.hoursAffected, k.consumer ?? ''],
+    ...k.hours.map((h) => [k.id, k.name ?? '', h.start, h.peakMinute, h.requests, h.pointsRefusedAtLeast, '', '', '', k.consumer ?? '']),
+  ]);
+  return [header, ...body];
+}
+
+/** Grouped by consumer: the same rows per consumer's pool (keys: how many were counted under it in the period). */
+function poolRows(consumers: readonly SimulatedConsumer[]): Array<Array<string | number>> {
+  const header = ['consumer', 'keys', ...FIGURES];
+  const body = consumers.flatMap((c) => [
+    [c.consumer, c.keys, '', '', '', cell(c.minute), cell(c.day), c.pointsRefusedAtLeast, c.hoursAffected],
+    ...c.hours.map((h) => [c.consumer, c.keys, h.start, h.peakMinute, h.requests, h.pointsRefusedAtLeast, '', '', '']),
   ]);
   return [header, ...body];
 }
@@ -62,7 +74,8 @@ export function registerPlansCommands(program: Command): void {
     .addOption(new Option('--per-day <n>', 'the new points per day').argParser(positiveInt('--per-day')))
     .option('--from <iso>', 'start of the period, ISO-8601 (default: 7 days before --to)')
     .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
-    .option('--csv', 'print CSV, one row per key and one per hour')
+    .addOption(new Option('--group-by <g>', "key, or consumer: the plan's consumers' pools instead of its keys").choices(['key', 'consumer']).default('key'))
+    .option('--csv', 'print CSV, one row per key (or consumer) and one per hour')
     .option('--json', "print JSON (the admin API's answer, every key on one page)")
     .action(async (o: SimulateOpts) => {
       if (o.perMinute === undefined && o.perDay === undefined) throw new CliError('nothing to simulate: give --per-minute, --per-day or both', 2);
@@ -76,7 +89,9 @@ export function registerPlansCommands(program: Command): void {
           perMinute: o.perMinute,
           perDay: o.perDay,
           ...p,
+          ...(o.groupBy === 'consumer' ? { groupBy: 'consumer' as const } : {}),
         });
+        const byConsumer = o.groupBy === 'consumer';
         const from = new Date(p.fromMs).toISOString();
         const to = new Date(p.toMs).toISOString();
         if (o.json) {
@@ -89,20 +104,26 @@ export function registerPlansCommands(program: Command): void {
               current: { perMinute: current.perMinute, perDay: current.perDay },
               simulated,
               unit: 'points',
-              ...sim,
+              totals: sim.totals,
+              ...(byConsumer ? { groupBy: 'consumer', consumers: sim.consumers ?? [] } : { keys: sim.keys }),
               nextCursor: null,
             }),
           );
         }
-        if (o.csv) return void process.stdout.write(csv(rows(sim.keys)));
+        const table = byConsumer ? poolRows(sim.consumers ?? []) : rows(sim.keys);
+        if (o.csv) return void process.stdout.write(csv(table));
         const change = [
           o.perMinute !== undefined ? `perMinute ${current.perMinute} -> ${o.perMinute}` : '',
           o.perDay !== undefined ? `perDay ${current.perDay} -> ${o.perDay}` : '',
         ].filter(Boolean);
         out(`plan ${o.plan}: ${change.join(', ')}, from ${from} to ${to} (lower bounds: docs/keys-and-limits.md, "What if")`);
-        if (sim.keys.length > 0) out(tabbed(rows(sim.keys)));
+        if (table.length > 1) out(tabbed(table));
         const t = sim.totals;
-        out(`${t.keysAffected} of ${t.keysInPlan} keys affected, ${t.hours} hours, at least ${t.pointsRefusedAtLeast} points refused`);
+        const [affected, inPlan, what] =
+          'consumersInPlan' in t
+            ? [(t as PoolTotals).consumersAffected, t.consumersInPlan, 'consumers']
+            : [(t as SimulationTotals).keysAffected, t.keysInPlan, 'keys'];
+        out(`${affected} of ${inPlan} ${what} affected, ${t.hours} hours, at least ${t.pointsRefusedAtLeast} points refused`);
       });
     });
 }

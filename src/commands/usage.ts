@@ -2,10 +2,10 @@
 // Redis, as a table, JSON or CSV (for billing exports and migration mail-outs). The admin API answers the same from
 // the same code (src/usage/reports.ts).
 import { type Command, Option } from 'commander';
-import { resolvePeriod, UsageReports, type Granularity, type TotalsSort } from '../usage/reports.js';
+import { resolvePeriod, UsageReports, type Granularity, type GroupBy, type TotalsSort } from '../usage/reports.js';
 import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
-import { bucketRows, csv, deprecatedRows, totalsRows } from '../usage/csv.js';
+import { bucketRows, consumerBucketRows, consumerTotalsRows, csv, deprecatedConsumerRows, deprecatedRows, totalsRows } from '../usage/csv.js';
 import { CliError } from './cli-error.js';
 import { isoOption } from './options.js';
 import { common, withSession, type CommonOpts, type Session } from './session.js';
@@ -29,9 +29,12 @@ export function period(o: { from?: string; to?: string }, defaultMs: number, ret
   throw new CliError(p.problem === 'order' ? '--from must be before --to' : `the period may span at most ${p.maxDays} days (usage.retentionDays + 1)`, 2);
 }
 
+/** --group-by: rows per key (the default), or per consumer the usage was counted under. */
+const groupByOption = (what: string): Option => new Option('--group-by <g>', `key, or consumer: ${what}`).choices(['key', 'consumer']).default('key');
+
 export function registerUsageCommands(program: Command): void {
   common(program.command('usage'))
-    .description("requests per key from the usage ledger: every key's totals, or one key by hour or day (--key)")
+    .description("requests per key from the usage ledger: every key's totals, or one key by hour or day (--key); or per consumer (--group-by consumer)")
     .option('--key <id>', "one key's usage over time instead of every key's totals")
     .option('--from <iso>', 'start of the period, ISO-8601 (default: 7 days, or 24 hours with --key, before --to)')
     .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
@@ -41,45 +44,74 @@ export function registerUsageCommands(program: Command): void {
         .choices(['admitted', 'rateLimited', 'banned', 'upstreamFailed', 'shadowRefused', 'id'])
         .default('admitted'),
     )
+    .addOption(groupByOption("what each consumer's keys were counted while in it (usage under none: the row with no consumer)"))
     .option('--csv', 'print CSV (for billing exports)')
     .option('--json', 'print JSON')
-    .action(async (o: CommonOpts & { key?: string; from?: string; to?: string; granularity: Granularity; sort: TotalsSort; csv?: boolean; json?: boolean }) => {
-      await withSession(o, async (s) => {
-        const r = reports(s);
-        if (o.key !== undefined) {
-          const k = await s.keys.listing.get(o.key);
-          if (!k) throw new CliError(`no key with id "${o.key}"`);
-          const p = period(o, o.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, s.config.usage.retentionDays);
-          const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);
-          if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
-          const rows = bucketRows(u.buckets);
+    .action(
+      async (
+        o: CommonOpts & {
+          key?: string;
+          from?: string;
+          to?: string;
+          granularity: Granularity;
+          sort: TotalsSort;
+          groupBy: GroupBy;
+          csv?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        await withSession(o, async (s) => {
+          const r = reports(s);
+          if (o.key !== undefined) {
+            const k = await s.keys.listing.get(o.key);
+            if (!k) throw new CliError(`no key with id "${o.key}"`);
+            const p = period(o, o.granularity === 'hour' ? 24 * HOUR_MS : 7 * DAY_MS, s.config.usage.retentionDays);
+            if (o.groupBy === 'consumer') {
+              const u = await r.keyUsageByConsumer(k.id, p.fromMs, p.toMs, o.granularity);
+              if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets, consumers: u.consumers }));
+              const rows = consumerBucketRows(u.consumers);
+              if (o.csv) return void process.stdout.write(csv(rows));
+              return out(tabbed(rows));
+            }
+            const u = await r.keyUsage(k.id, p.fromMs, p.toMs, o.granularity);
+            if (o.json) return out(JSON.stringify({ id: k.id, granularity: o.granularity, totals: u.totals, buckets: u.buckets }));
+            const rows = bucketRows(u.buckets);
+            if (o.csv) return void process.stdout.write(csv(rows));
+            return out(tabbed(rows));
+          }
+          const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
+          if (o.groupBy === 'consumer') {
+            const all = await r.consumerReport(p.fromMs, p.toMs, o.sort, o.sort === 'id' ? 'asc' : 'desc');
+            if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), consumers: all }));
+            const rows = consumerTotalsRows(all);
+            if (o.csv) return void process.stdout.write(csv(rows));
+            return out(tabbed(rows));
+          }
+          const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
+          if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), keys: t.keys }));
+          // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
+          const rows = totalsRows(t.keys);
           if (o.csv) return void process.stdout.write(csv(rows));
-          return out(tabbed(rows));
-        }
-        const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
-        const t = await r.totals(p.fromMs, p.toMs, { sort: o.sort, order: o.sort === 'id' ? 'asc' : 'desc', offset: 0, limit: Number.MAX_SAFE_INTEGER });
-        if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), keys: t.keys }));
-        // The CSV carries each key's metadata too (last, one JSON column), for billing runs that need no join.
-        const rows = totalsRows(t.keys);
-        if (o.csv) return void process.stdout.write(csv(rows));
-        // The table leaves the metadata column out: one JSON cell per key would break its alignment.
-        out(tabbed(rows.map((row) => row.slice(0, -1))));
-      });
-    });
+          // The table leaves the metadata column out: one JSON cell per key would break its alignment.
+          out(tabbed(rows.map((row) => row.slice(0, -1))));
+        });
+      },
+    );
 
   const routes = program.command('routes').description('route reports');
   common(routes.command('deprecated'))
     .description('each deprecated route, its sunset, and the keys still calling it (calls, last seen)')
     .option('--from <iso>', 'start of the period, ISO-8601 (default: usage.retentionDays before --to)')
     .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
-    .option('--csv', 'print CSV, one row per route and key')
+    .addOption(groupByOption('the consumers the calls were counted under (no consumer: calls under none)'))
+    .option('--csv', 'print CSV, one row per route and key (or consumer)')
     .option('--json', 'print JSON')
-    .action(async (o: CommonOpts & { from?: string; to?: string; csv?: boolean; json?: boolean }) => {
+    .action(async (o: CommonOpts & { from?: string; to?: string; groupBy: GroupBy; csv?: boolean; json?: boolean }) => {
       await withSession(o, async (s) => {
         const p = period(o, s.config.usage.retentionDays * DAY_MS, s.config.usage.retentionDays);
-        const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs, s.config.routes);
+        const list = await reports(s).deprecatedRoutes(p.fromMs, p.toMs, s.config.routes, o.groupBy);
         if (o.json) return out(JSON.stringify({ from: new Date(p.fromMs).toISOString(), to: new Date(p.toMs).toISOString(), routes: list }));
-        const rows = deprecatedRows(list);
+        const rows = o.groupBy === 'consumer' ? deprecatedConsumerRows(list) : deprecatedRows(list);
         if (o.csv) return void process.stdout.write(csv(rows));
         if (list.length === 0) return out('No deprecated routes in the config.');
         out(tabbed(rows));

@@ -53,13 +53,6 @@ export class Keyspace {
     return `${this.prefix}keys:events`;
   }
   /**
-   * Set: every consumer a key was ever attached to, in the key's slot (written with each write of a record that names
-   * a consumer): where reports find the days a key spent in each consumer's ledger.
-   */
-  keyConsumers(keyId: string): string {
-    return `${this.keyRecord(keyId)}:consumers`;
-  }
-  /**
    * String: a consumer's record (JSON). Its hash tag is {c:<id>}, the consumer's slot: its keys' mirror, its lock and
    * its pool's windows share it, so one script can read them all on Redis Cluster.
    */
@@ -133,32 +126,56 @@ export class Keyspace {
     return `${this.prefix}readyz:probe`;
   }
   /**
-   * One UTC day (days since 1970-01-01) of a key's usage ledger: a hash of per-hour counts (a<h>, r<h>, b<h>, s<h>,
-   * f<h>), in the subject's slot (a key's: `key:{<id>}:usage:<day>`).
+   * One UTC day (days since 1970-01-01) of the key's usage ledger while it has no consumer: a hash of per-hour counts
+   * (a<h>, r<h>, b<h>, f<h>, s<h>, w<h>, v<h>, and m<h> maxima), in the key's own slot. Under a consumer the same day
+   * is consumerUsageDay.
    */
   usageDay(s: TaggedSubject, day: number): string {
     return `${this.limitRecord(s)}:usage:${day}`;
   }
-  /** Hash per deprecated route and UTC day: key id -> calls. The route's hash tag keeps both of its hashes in one slot. */
+  /**
+   * One UTC day of a key's usage counted under a consumer (the consumer the request was counted under, at the time):
+   * the same per-hour fields as usageDay, in the consumer's slot ({c:<consumer id>}), where the limit script of a key
+   * with a consumer runs. A key moved to another consumer starts days under the new one; its days under the old stay
+   * where they are until they expire, so a move never rewrites what was counted before it.
+   */
+  consumerUsageDay(consumerId: string, keyId: string, day: number): string {
+    return `${this.prefix}usage:{c:${consumerId}}:${keyId}:${day}`;
+  }
+  /**
+   * Set: every consumer a key was ever attached to or counted under (written with each write of a record that names
+   * a consumer, and with counts an instance writes under a consumer), in the key's slot: where reading a key's ledger finds its days under each.
+   */
+  keyConsumers(keyId: string): string {
+    return `${this.keyRecord(keyId)}:consumers`;
+  }
+  /** Set: every key ever counted under the consumer (keyConsumers the other way round), in the consumer's slot. */
+  consumerUsageKeys(consumerId: string): string {
+    return `${this.prefix}usage:{c:${consumerId}}:keys`;
+  }
+  /**
+   * Hash per deprecated route and UTC day: caller -> calls, the caller being the key id, or `<key id>@<consumer id>`
+   * for calls counted under a consumer (neither id can hold an @). The route's hash tag keeps its hashes in one slot.
+   */
   deprecatedCalls(route: string, day: number): string {
     return `${this.prefix}depr:{${route}}:${day}`;
   }
-  /** Hash per deprecated route: key id -> when it last called (epoch ms). */
+  /** Hash per deprecated route: caller (as deprecatedCalls names it) -> when it last called (epoch ms). */
   deprecatedLastSeen(route: string): string {
     return `${this.prefix}depr:{${route}}:last`;
   }
   /**
-   * Hash per validated operation and UTC day: key id -> requests that did not match the operation's description. The
-   * operation's hash tag keeps its three hashes in one slot.
+   * Hash per validated operation and UTC day: caller (the key id, or `<key id>@<consumer id>` under a consumer) ->
+   * requests that did not match the operation's description. The operation's hash tag keeps its hashes in one slot.
    */
   invalidRequests(operation: string, day: number): string {
     return `${this.prefix}invalid:{${operation}}:${day}`;
   }
-  /** Hash per validated operation: key id -> when it last sent an invalid request (epoch ms). */
+  /** Hash per validated operation: caller -> when it last sent an invalid request (epoch ms). */
   invalidLastSeen(operation: string): string {
     return `${this.prefix}invalid:{${operation}}:last`;
   }
-  /** Hash per validated operation: key id -> the first problem's pointer of its last invalid request. */
+  /** Hash per validated operation: caller -> the first problem's pointer of its last invalid request. */
   invalidPointers(operation: string): string {
     return `${this.prefix}invalid:{${operation}}:pointer`;
   }

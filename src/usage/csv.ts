@@ -1,6 +1,6 @@
 // CSV for billing and migration exports (`tollgate usage --csv`, `routes deprecated --csv`, the dashboard's export).
 import { terminalSafe, visibleKeepingLineBreaks } from '../util/visible.js';
-import type { DeprecatedRouteReport, KeyTotals, UsageBucket } from './reports.js';
+import type { ConsumerSeries, ConsumerTotals, DeprecatedRouteReport, KeyTotals, UsageBucket } from './reports.js';
 
 /**
  * Where a spreadsheet may start a cell inside a field: after any separator it may split on (comma; semicolon in
@@ -52,26 +52,48 @@ const JSON_FORMULA = /(?<=[,;|][ "]*)[=+\-@]/g;
 
 /**
  * The deprecated-route report as CSV rows: one per route and calling key (a route nobody calls: one row, no key).
- * The key's name and metadata come last, so the columns before them keep their places.
+ * The key's name and metadata come after its figures, and the consumer it belongs to now (empty: none) last, so the
+ * columns before them keep their places.
  */
 export function deprecatedRows(list: readonly DeprecatedRouteReport[]): Array<Array<string | number | null>> {
-  const rows: Array<Array<string | number | null>> = [['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata']];
+  const rows: Array<Array<string | number | null>> = [
+    ['method', 'path', 'deprecation', 'sunset', 'key_id', 'calls', 'last_seen', 'key_name', 'key_metadata', 'consumer'],
+  ];
   for (const route of list) {
     const at = [route.method, route.path, route.deprecation ?? '', route.sunset ?? ''];
-    if (route.keys.length === 0) rows.push([...at, '', 0, '', '', '']);
-    for (const k of route.keys) rows.push([...at, k.id, k.calls, k.lastSeen, k.name ?? '', metadataCell(k.metadata)]);
+    if (route.keys.length === 0) rows.push([...at, '', 0, '', '', '', '']);
+    for (const k of route.keys) rows.push([...at, k.id, k.calls, k.lastSeen, k.name ?? '', metadataCell(k.metadata), k.consumer ?? '']);
   }
   return rows;
 }
 
 /**
- * Every key's totals as CSV rows (`tollgate usage --csv`, GET /usage.csv): each key's metadata last, one JSON column.
+ * The deprecated-route report grouped by consumer as CSV rows: one per route and consumer its calls were counted
+ * under (empty consumer: calls under none), with how many keys made them (a route nobody calls: one row).
+ */
+export function deprecatedConsumerRows(list: readonly DeprecatedRouteReport[]): Array<Array<string | number | null>> {
+  const rows: Array<Array<string | number | null>> = [['method', 'path', 'deprecation', 'sunset', 'consumer', 'keys', 'calls', 'last_seen']];
+  for (const route of list) {
+    const at = [route.method, route.path, route.deprecation ?? '', route.sunset ?? ''];
+    const consumers = route.consumers ?? [];
+    if (consumers.length === 0) rows.push([...at, '', 0, 0, '']);
+    for (const c of consumers) rows.push([...at, c.consumer ?? '', c.keys, c.calls, c.lastSeen]);
+  }
+  return rows;
+}
+
+/** The figures' columns, in every totals and bucket CSV, in this order. */
+const FIGURES = ['admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed'] as const;
+
+/**
+ * Every key's totals as CSV rows (`tollgate usage --csv`, GET /usage.csv): each key's metadata last, one JSON column,
+ * and before it the consumer the key belongs to now (empty: none; its figures count the key's usage under any).
  * would_ban (requests a ban in shadow mode would have refused) and validation_failed (requests that did not match
  * their operation's OpenAPI description) are what an operator watches before turning bans or validation to enforce.
  */
 export function totalsRows(keys: readonly KeyTotals[]): Array<Array<string | number>> {
   return [
-    ['id', 'name', 'plan', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed', 'metadata'],
+    ['id', 'name', 'plan', ...FIGURES, 'consumer', 'metadata'],
     ...keys.map((k) => [
       k.id,
       k.name ?? '',
@@ -83,15 +105,37 @@ export function totalsRows(keys: readonly KeyTotals[]): Array<Array<string | num
       k.shadowRefused,
       k.wouldBan,
       k.validationFailed,
+      k.consumer ?? '',
       metadataCell(k.metadata),
     ]),
+  ];
+}
+
+/**
+ * Every consumer's totals as CSV rows (`tollgate usage --group-by consumer --csv`, GET /usage.csv?groupBy=consumer):
+ * what its keys were counted while in it; the row with an empty consumer is the usage counted under none.
+ */
+export function consumerTotalsRows(rows: readonly ConsumerTotals[]): Array<Array<string | number>> {
+  return [
+    ['consumer', 'keys', ...FIGURES],
+    ...rows.map((c) => [c.consumer ?? '', c.keys, c.admitted, c.rateLimited, c.banned, c.upstreamFailed, c.shadowRefused, c.wouldBan, c.validationFailed]),
+  ];
+}
+
+/** One key's usage by hour or day, per consumer it was counted under (empty: none), as CSV rows. */
+export function consumerBucketRows(series: readonly ConsumerSeries[]): Array<Array<string | number>> {
+  return [
+    ['consumer', 'start', ...FIGURES],
+    ...series.flatMap((s) =>
+      s.buckets.map((b) => [s.consumer ?? '', b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused, b.wouldBan, b.validationFailed]),
+    ),
   ];
 }
 
 /** One key's usage by hour or day as CSV rows (`tollgate usage --key ID --csv`, GET /usage.csv?key=ID). */
 export function bucketRows(buckets: readonly UsageBucket[]): Array<Array<string | number>> {
   return [
-    ['start', 'admitted', 'rate_limited', 'banned', 'upstream_failed', 'shadow_refused', 'would_ban', 'validation_failed'],
+    ['start', ...FIGURES],
     ...buckets.map((b) => [b.start, b.admitted, b.rateLimited, b.banned, b.upstreamFailed, b.shadowRefused, b.wouldBan, b.validationFailed]),
   ];
 }

@@ -7,6 +7,9 @@
 // Also the ledger's peakMinute: per key and hour, the highest minute-window count a check reported (Redis's reply
 // carries the fleet-wide count, so this costs the request path a map update and no command); the maxima are written
 // with the same batches, raised where larger, since every instance writes its own.
+// Every count carries the consumer the request was counted under when it was decided (none for a key without one):
+// a refund or an upstream failure written a flush later still goes to the ledger the request was counted in, even if
+// the key moved meanwhile.
 import type { Logger } from '../observability/logger.js';
 import type { Clock } from '../util/clock.js';
 import { type DeprecatedCall, type InvalidRequests, type MinutePeak, type UsageEntry, type UsageStore } from './store.js';
@@ -28,16 +31,19 @@ const MAX_PENDING = 100_000;
 /** How often a timer's flush writes the open hour's peakMinute figures (a maximum: written late, never lost). */
 const OPEN_HOUR_PEAKS_EVERY_MS = 60_000;
 
+/** The map name of a key under a consumer ('' or absent: none). */
+const owner = (id: string, consumer: string | undefined): string => (consumer ? `${id}\u0000${consumer}` : id);
+
 export class UsageRecorder {
-  private counts = new Map<string, { id: string; kind: UsageKind; atMs: number; n: number }>();
-  private calls = new Map<string, { route: string; id: string; day: number; n: number; lastMs: number }>();
+  private counts = new Map<string, UsageEntry>();
+  private calls = new Map<string, DeprecatedCall>();
   private invalids = new Map<string, InvalidRequests>();
   /**
-   * Per key: the hour being watched, its highest count, and the highest already written (a flush writes only a key
-   * whose figure grew since, so a key in steady use costs one write per hour, not one per flush). An hour that ends
-   * with a figure not yet written is moved to `closedPeaks`.
+   * Per key (and consumer): the hour being watched, its highest count, and the highest already written (a flush writes
+   * only a key whose figure grew since, so a key in steady use costs one write per hour, not one per flush). An hour
+   * that ends with a figure not yet written is moved to `closedPeaks`.
    */
-  private peaks = new Map<string, { hour: number; peak: number; written: number }>();
+  private peaks = new Map<string, { id: string; consumer: string | undefined; hour: number; peak: number; written: number }>();
   private closedPeaks: MinutePeak[] = [];
   /** When a flush last wrote the open hour's figures (see flush). */
   private openPeaksWrittenAt = -Infinity;
@@ -53,56 +59,60 @@ export class UsageRecorder {
 
   /**
    * One decision made outside the limit script: `a` admitted (Redis-less only), `r` refused by a window, `b` by a ban,
-   * `s` admitted though a shadow window had no room.
+   * `s` admitted though a shadow window had no room; `consumer`: the consumer the key's request was counted under.
    */
-  count(id: string, kind: UsageKind): void {
-    this.add(id, kind, this.o.clock.now(), 1);
+  count(id: string, kind: UsageKind, consumer?: string): void {
+    this.add(id, consumer, kind, this.o.clock.now(), 1);
   }
 
-  private add(id: string, kind: UsageKind, atMs: number, n: number): void {
+  private add(id: string, consumer: string | undefined, kind: UsageKind, atMs: number, n: number): void {
     const hour = Math.floor(atMs / HOUR_MS);
-    const key = `${id}\u0000${kind}\u0000${hour}`;
+    const key = `${owner(id, consumer)}\u0001${kind}\u0001${hour}`;
     const e = this.counts.get(key);
     if (e) e.n += n;
-    else if (this.counts.size < MAX_PENDING) this.counts.set(key, { id, kind, atMs: hour * HOUR_MS, n });
+    else if (this.counts.size < MAX_PENDING) this.counts.set(key, { id, ...(consumer ? { consumer } : {}), kind, atMs: hour * HOUR_MS, n });
     else this.dropped++;
   }
 
   /**
-   * A request counted admitted here (at `atMs`) that never reached a target: taken out of admitted in the hour it was
-   * admitted in (a count of -1 that the flush adds up with the one already counted). Not billed.
+   * A request counted admitted here (at `atMs`, under `consumer`) that never reached a target: taken out of admitted
+   * in the hour and ledger it was admitted in (a count of -1 that the flush adds up with the one already counted).
+   * Not billed.
    */
-  notReached(id: string, atMs: number): void {
-    this.add(id, 'a', atMs, -1);
+  notReached(id: string, atMs: number, consumer?: string): void {
+    this.add(id, consumer, 'a', atMs, -1);
   }
 
   /**
-   * An admitted request (counted at `atMs`, here or by the limit script) that reached a target and got no complete
-   * answer: counted upstreamFailed in that hour, beside admitted (which keeps it).
+   * An admitted request (counted at `atMs` under `consumer`, here or by the limit script) that reached a target and
+   * got no complete answer: counted upstreamFailed in that hour and ledger, beside admitted (which keeps it).
    */
-  upstreamFailed(id: string, atMs: number): void {
-    this.add(id, 'f', atMs, 1);
+  upstreamFailed(id: string, atMs: number, consumer?: string): void {
+    this.add(id, consumer, 'f', atMs, 1);
   }
 
   /**
-   * A check reported the key's minute window at `count` (after its decision) in UTC hour `hour` (hours since 1970).
-   * On the request path: one map lookup, no allocation while the key stays in the same hour.
+   * A check reported the key's minute window at `count` (after its decision) in UTC hour `hour` (hours since 1970),
+   * the key's request counted under `consumer`. On the request path: one map lookup, no allocation while the key stays
+   * in the same hour (and consumer).
    */
-  minuteCount(id: string, count: number, hour: number): void {
-    const e = this.peaks.get(id);
+  minuteCount(id: string, count: number, hour: number, consumer?: string): void {
+    const name = owner(id, consumer);
+    const e = this.peaks.get(name);
     if (e && e.hour === hour) {
       if (count > e.peak) e.peak = count;
       return;
     }
     if (count <= 0) return;
+    const c = consumer ? { consumer } : {};
     if (e) {
       // A new hour for this key (or a reply from an earlier one, arriving late): the other hour is kept for the flush.
-      if (hour < e.hour) return this.closePeak({ id, atMs: hour * HOUR_MS, peak: count });
-      if (e.peak > e.written) this.closePeak({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+      if (hour < e.hour) return this.closePeak({ id, ...c, atMs: hour * HOUR_MS, peak: count });
+      if (e.peak > e.written) this.closePeak({ id, ...c, atMs: e.hour * HOUR_MS, peak: e.peak });
       e.hour = hour;
       e.peak = count;
       e.written = 0;
-    } else if (this.peaks.size < MAX_PENDING) this.peaks.set(id, { hour, peak: count, written: 0 });
+    } else if (this.peaks.size < MAX_PENDING) this.peaks.set(name, { id, consumer: consumer || undefined, hour, peak: count, written: 0 });
     else this.dropped++;
   }
 
@@ -111,35 +121,35 @@ export class UsageRecorder {
     else this.dropped++;
   }
 
-  /** A keyed call of a deprecated route (`route` as "<METHOD> <pattern>"). */
-  deprecatedCall(route: string, id: string): void {
+  /** A keyed call of a deprecated route (`route` as "<METHOD> <pattern>"), counted under `consumer` if the key has one. */
+  deprecatedCall(route: string, id: string, consumer?: string): void {
     const now = this.o.clock.now();
     const day = dayOf(now);
-    const key = `${route}\u0000${id}\u0000${day}`;
+    const key = `${route}\u0001${owner(id, consumer)}\u0001${day}`;
     const e = this.calls.get(key);
     if (e) {
       e.n++;
       e.lastMs = now;
-    } else if (this.calls.size < MAX_PENDING) this.calls.set(key, { route, id, day, n: 1, lastMs: now });
+    } else if (this.calls.size < MAX_PENDING) this.calls.set(key, { route, id, ...(consumer ? { consumer } : {}), day, n: 1, lastMs: now });
     else this.dropped++;
   }
 
   /**
    * A keyed request that did not match its operation's description (`operation` as metrics name it), whose first
    * problem was at `pointer`: validationFailed in the ledger's hour, and a call in the invalid-request report. On the
-   * request path: two map updates, no command.
+   * request path: two map updates, no command. `consumer`: the consumer the key's request was counted under.
    */
-  invalidRequest(operation: string, id: string, pointer: string): void {
-    this.count(id, 'v');
+  invalidRequest(operation: string, id: string, pointer: string, consumer?: string): void {
+    this.count(id, 'v', consumer);
     const now = this.o.clock.now();
     const day = dayOf(now);
-    const key = `${operation}\u0000${id}\u0000${day}`;
+    const key = `${operation}\u0001${owner(id, consumer)}\u0001${day}`;
     const e = this.invalids.get(key);
     if (e) {
       e.n++;
       e.lastMs = now;
       e.pointer = pointer;
-    } else if (this.invalids.size < MAX_PENDING) this.invalids.set(key, { operation, id, day, n: 1, lastMs: now, pointer });
+    } else if (this.invalids.size < MAX_PENDING) this.invalids.set(key, { operation, id, ...(consumer ? { consumer } : {}), day, n: 1, lastMs: now, pointer });
     else this.dropped++;
   }
 
@@ -161,13 +171,13 @@ export class UsageRecorder {
       const hourNow = Math.floor(now / HOUR_MS);
       const openHourDue = all || now - this.openPeaksWrittenAt >= OPEN_HOUR_PEAKS_EVERY_MS;
       if (openHourDue) this.openPeaksWrittenAt = now;
-      for (const [id, e] of this.peaks) {
+      for (const [name, e] of this.peaks) {
         if (e.peak > e.written && (openHourDue || e.hour < hourNow)) {
-          peaks.push({ id, atMs: e.hour * HOUR_MS, peak: e.peak });
+          peaks.push({ id: e.id, ...(e.consumer ? { consumer: e.consumer } : {}), atMs: e.hour * HOUR_MS, peak: e.peak });
           e.written = e.peak;
         }
         // A key not seen this hour: its figure is written (or in `peaks`, kept on failure); its entry is done.
-        if (e.hour < hourNow) this.peaks.delete(id);
+        if (e.hour < hourNow) this.peaks.delete(name);
       }
       this.counts = new Map();
       this.calls = new Map();
@@ -234,7 +244,7 @@ export class UsageRecorder {
   }
 
   private restoreInvalid(c: InvalidRequests): void {
-    const key = `${c.operation}\u0000${c.id}\u0000${c.day}`;
+    const key = `${c.operation}\u0001${owner(c.id, c.consumer)}\u0001${c.day}`;
     const e = this.invalids.get(key);
     if (e) {
       e.n += c.n;
@@ -245,14 +255,14 @@ export class UsageRecorder {
 
   private restore(counts: readonly UsageEntry[], calls: readonly DeprecatedCall[]): void {
     for (const c of counts) {
-      const key = `${c.id}\u0000${c.kind}\u0000${c.atMs / HOUR_MS}`;
+      const key = `${owner(c.id, c.consumer)}\u0001${c.kind}\u0001${c.atMs / HOUR_MS}`;
       const e = this.counts.get(key);
       if (e) e.n += c.n;
       else if (this.counts.size < MAX_PENDING) this.counts.set(key, c);
       else this.dropped += c.n;
     }
     for (const c of calls) {
-      const key = `${c.route}\u0000${c.id}\u0000${c.day}`;
+      const key = `${c.route}\u0001${owner(c.id, c.consumer)}\u0001${c.day}`;
       const e = this.calls.get(key);
       if (e) {
         e.n += c.n;

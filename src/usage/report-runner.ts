@@ -3,6 +3,7 @@
 // memory), or on a thread of their own (report-thread.ts) so that a report's CPU never runs on the event loop that
 // serves the request path.
 import type {
+  GroupBy,
   Granularity,
   DeprecatableRoute,
   DeprecatedRouteReport,
@@ -12,7 +13,7 @@ import type {
   UsageReports,
   ValidatedOperation,
 } from './reports.js';
-import { ReportPages, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
+import { ReportPages, type ConsumerReportPage, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
 import { MemoryKeptReports, type KeptReports } from './kept-reports.js';
 import type { SimulateInput } from './whatif.js';
 import { WhatIfPages, type WhatIfCursor, type WhatIfPage } from './whatif-pages.js';
@@ -20,14 +21,23 @@ import { WhatIfPages, type WhatIfCursor, type WhatIfPage } from './whatif-pages.
 export interface ReportRunner {
   /** A page of GET /usage (report-pages.ts). */
   page(first: ReportQuery | ReportCursor, limit: number): Promise<ReportPage>;
+  /** A page of GET /usage?groupBy=consumer (report-pages.ts). */
+  consumerPage(first: ReportQuery | ReportCursor, limit: number): Promise<ConsumerReportPage>;
   /** Every key's counts added up, by hour or day (the overview; cached by overview.ts). */
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }>;
+  /** A consumer's usage over time: what every key ever counted under it was counted there (a consumer's page). */
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }>;
   /** A page of the what-if of a plan's new limits (whatif-pages.ts). */
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage>;
-  /** The routes given that have a deprecation, with the keys that called them. */
-  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]>;
-  /** The validated operations given, with the keys that sent them invalid requests. */
-  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]>;
+  /** The routes given that have a deprecation, with the keys that called them (and their consumers, grouped by consumer). */
+  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[], groupBy?: GroupBy): Promise<DeprecatedRouteReport[]>;
+  /** The validated operations given, with the keys that sent them invalid requests (and their consumers, grouped by consumer). */
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[], groupBy?: GroupBy): Promise<InvalidRequestReport[]>;
   /** Releases what it holds (the thread and its Redis connection). */
   close(): Promise<void>;
 }
@@ -49,20 +59,33 @@ export class InProcessReports implements ReportRunner {
     return this.pages.page(first, limit);
   }
 
+  consumerPage(first: ReportQuery | ReportCursor, limit: number): Promise<ConsumerReportPage> {
+    return this.pages.consumerPage(first, limit);
+  }
+
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
     return this.reports.summary(fromMs, toMs, granularity);
+  }
+
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
+    return this.reports.consumerUsage(consumer, fromMs, toMs, granularity);
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
     return this.whatIf.page(first, limit);
   }
 
-  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
-    return this.reports.deprecatedRoutes(fromMs, toMs, routes);
+  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[], groupBy: GroupBy = 'key'): Promise<DeprecatedRouteReport[]> {
+    return this.reports.deprecatedRoutes(fromMs, toMs, routes, groupBy);
   }
 
-  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
-    return this.reports.invalidRequests(fromMs, toMs, operations);
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[], groupBy: GroupBy = 'key'): Promise<InvalidRequestReport[]> {
+    return this.reports.invalidRequests(fromMs, toMs, operations, groupBy);
   }
 
   async close(): Promise<void> {}

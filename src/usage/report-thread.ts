@@ -12,9 +12,18 @@ import { Worker } from 'node:worker_threads';
 import { incomplete, KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { RedisTopology } from '../storage/redis.js';
-import { type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
+import { type ConsumerReportPage, type ReportCursor, type ReportPage, type ReportQuery } from './report-pages.js';
 import type { ReportRunner } from './report-runner.js';
-import type { DeprecatableRoute, DeprecatedRouteReport, Granularity, InvalidRequestReport, UsageBucket, UsageCounts, ValidatedOperation } from './reports.js';
+import type {
+  DeprecatableRoute,
+  DeprecatedRouteReport,
+  Granularity,
+  GroupBy,
+  InvalidRequestReport,
+  UsageBucket,
+  UsageCounts,
+  ValidatedOperation,
+} from './reports.js';
 import { ReportError, type ReportErrorCode } from './kept-reports.js';
 import type { SimulateInput } from './whatif.js';
 import type { WhatIfCursor, WhatIfPage } from './whatif-pages.js';
@@ -37,10 +46,12 @@ export interface ReportThreadData {
 
 export type ReportCall =
   | { op: 'page'; first: ReportQuery | ReportCursor; limit: number }
+  | { op: 'consumerPage'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'summary'; fromMs: number; toMs: number; granularity: Granularity }
+  | { op: 'consumerUsage'; consumer: string; fromMs: number; toMs: number; granularity: Granularity }
   | { op: 'simulate'; first: SimulateInput | WhatIfCursor; limit: number }
-  | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[] }
-  | { op: 'invalidRequests'; fromMs: number; toMs: number; operations: ValidatedOperation[] };
+  | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[]; groupBy: GroupBy }
+  | { op: 'invalidRequests'; fromMs: number; toMs: number; operations: ValidatedOperation[]; groupBy: GroupBy };
 
 export type ReportReply =
   { id: number; ok: true; value: unknown } | { id: number; ok: false; error: { message: string; code?: KeyAdminErrorCode; reportCode?: ReportErrorCode } };
@@ -97,15 +108,28 @@ export class ReportThread implements ReportRunner {
     return this.call('the usage report', { op: 'page', first, limit });
   }
 
+  consumerPage(first: ReportQuery | ReportCursor, limit: number): Promise<ConsumerReportPage> {
+    return this.call('the usage report', { op: 'consumerPage', first, limit });
+  }
+
   summary(fromMs: number, toMs: number, granularity: Granularity): Promise<{ buckets: UsageBucket[]; totals: UsageCounts }> {
     return this.call('the usage summary', { op: 'summary', fromMs, toMs, granularity });
+  }
+
+  consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
+    return this.call(`the usage of consumer ${consumer}`, { op: 'consumerUsage', consumer, fromMs, toMs, granularity });
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
     return this.call('the what-if', { op: 'simulate', first, limit });
   }
 
-  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
+  deprecatedRoutes(fromMs: number, toMs: number, routes: readonly DeprecatableRoute[], groupBy: GroupBy = 'key'): Promise<DeprecatedRouteReport[]> {
     // Only what the report reads of each route crosses to the thread (DeprecatableRoute, every field of it: a route
     // deprecated without a date is known by `deprecated`, an operation's by its operationId).
     const plain = routes.map(({ method, path, deprecation, deprecated, sunset, link, afterSunset, operationId }): EveryField<DeprecatableRoute> => ({
@@ -118,12 +142,12 @@ export class ReportThread implements ReportRunner {
       afterSunset,
       operationId,
     }));
-    return this.call('the deprecated-route report', { op: 'deprecatedRoutes', fromMs, toMs, routes: plain });
+    return this.call('the deprecated-route report', { op: 'deprecatedRoutes', fromMs, toMs, routes: plain, groupBy });
   }
 
-  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
+  invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[], groupBy: GroupBy = 'key'): Promise<InvalidRequestReport[]> {
     const plain = operations.map(({ operation, service, method, path, mode }) => ({ operation, service, method, path, mode }));
-    return this.call('the invalid-request report', { op: 'invalidRequests', fromMs, toMs, operations: plain });
+    return this.call('the invalid-request report', { op: 'invalidRequests', fromMs, toMs, operations: plain, groupBy });
   }
 
   /** Whether the thread is running now (tests: it starts with a report and ends once idle). */

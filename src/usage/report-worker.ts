@@ -46,14 +46,18 @@ async function answer(call: ReportCall): Promise<unknown> {
   switch (call.op) {
     case 'page':
       return reports.page(call.first, call.limit);
+    case 'consumerPage':
+      return reports.consumerPage(call.first, call.limit);
     case 'summary':
       return reports.summary(call.fromMs, call.toMs, call.granularity);
+    case 'consumerUsage':
+      return reports.consumerUsage(call.consumer, call.fromMs, call.toMs, call.granularity);
     case 'simulate':
       return reports.simulate(call.first, call.limit);
     case 'deprecatedRoutes':
-      return reports.deprecatedRoutes(call.fromMs, call.toMs, call.routes);
+      return reports.deprecatedRoutes(call.fromMs, call.toMs, call.routes, call.groupBy);
     case 'invalidRequests':
-      return reports.invalidRequests(call.fromMs, call.toMs, call.operations);
+      return reports.invalidRequests(call.fromMs, call.toMs, call.operations, call.groupBy);
   }
 }
 

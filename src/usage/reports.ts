@@ -2,14 +2,18 @@
 // period (sortable, paged), each deprecated route with the keys still calling it, and each validated operation with
 // the keys sending it requests that do not match its description (the invalid-request report). The admin API and the
 // `tollgate usage` / `tollgate routes deprecated` commands both answer from here.
+// Each report groups by key (a row per key, with the consumer it belongs to now) or by consumer (a row per consumer,
+// adding up what its keys were counted while they were in it, as the ledger recorded it at the time: a key moved to
+// another consumer leaves its earlier days under the earlier one; usage counted under no consumer is one row of its
+// own, consumer null).
 import type { RouteConfig } from '../config/schema.js';
 import { incomplete, KeyAdminError } from '../keys/admin-errors.js';
 import type { KeyRecords } from '../keys/records.js';
 import type { KeyRecord } from '../keys/types.js';
 import { deprecatedRouteName } from '../routing/routes.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { simulate, type SimulateInput, type Simulation } from './whatif.js';
-import { spanOf, type DayCounts, type LedgerSpan, type LedgerSums, type SumBy, type UsageCounts, type UsageStore } from './store.js';
+import { simulate, type ConsumerPlans, type SimulateInput, type Simulation } from './whatif.js';
+import { mergeDays, spanOf, type DayCounts, type LedgerSpan, type LedgerSums, type SumBy, type UsageCounts, type UsageStore } from './store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 
 export type { UsageCounts } from './store.js';
@@ -23,11 +27,43 @@ export interface UsageBucket extends UsageCounts {
 
 export type Granularity = 'hour' | 'day';
 
+/** How a report's rows are made: one per key (the default), or one per consumer the usage was counted under. */
+export type GroupBy = 'key' | 'consumer';
+
 export interface KeyTotals extends UsageCounts {
   id: string;
   name?: string;
   metadata?: Record<string, string>;
   plan: string;
+  /** The consumer the key belongs to now (null: none); its figures are every count of the key, under any consumer. */
+  consumer: string | null;
+}
+
+/** A consumer's figures: what its keys were counted while they were in it. */
+export interface ConsumerTotals extends UsageCounts {
+  /** null: the usage counted under no consumer (keys without one, and keys before they joined one), as one row. */
+  consumer: string | null;
+  /** Keys with a count under it in the period, or in it now (null row: keys without a consumer now, or with counts under none). */
+  keys: number;
+}
+
+/** One consumer's (or no consumer's: null) share of a key's usage over time. */
+export interface ConsumerSeries {
+  consumer: string | null;
+  totals: UsageCounts;
+  buckets: UsageBucket[];
+}
+
+/**
+ * The consumer a key record names, where it names one: declared here (a record's optional `consumer`) so that reports
+ * read it from whatever record the key store gives.
+ */
+export type WithConsumer = { consumer?: string | undefined };
+
+/** The consumer of a key record now, or null. */
+export function consumerOf(k: object): string | null {
+  const c = (k as WithConsumer).consumer;
+  return typeof c === 'string' && c !== '' ? c : null;
 }
 
 /** A key as a report names it: its id, and its name and metadata where it has them (so a report needs no join). */
@@ -35,6 +71,8 @@ export interface NamedKey {
   id: string;
   name?: string;
   metadata?: Record<string, string>;
+  /** The consumer the key belongs to now (null: none, or the key is gone). */
+  consumer?: string | null;
 }
 
 /** What the deprecated-route report needs of a configured route. */
@@ -62,6 +100,8 @@ export function invalidRequestsName(op: Pick<ValidatedOperation, 'service' | 'op
 export interface InvalidRequestReport extends ValidatedOperation {
   /** Keys that sent it invalid requests in the period, most first; pointer: where the last one first failed. */
   keys: Array<NamedKey & { calls: number; lastSeen: string | null; pointer: string | null }>;
+  /** With groupBy consumer: the consumers they were counted under instead (null: none), most first. */
+  consumers?: Array<{ consumer: string | null; keys: number; calls: number; lastSeen: string | null; pointer: string | null }>;
 }
 
 export type TotalsSort = 'admitted' | 'rateLimited' | 'banned' | 'upstreamFailed' | 'shadowRefused' | 'id';
@@ -78,6 +118,8 @@ export interface DeprecatedRouteReport {
   afterSunset: 'gone' | 'pass';
   /** Keys that called it in the period, most calls first. */
   keys: Array<NamedKey & { calls: number; lastSeen: string | null }>;
+  /** With groupBy consumer: the consumers the calls were counted under instead (null: none), most calls first. */
+  consumers?: Array<{ consumer: string | null; keys: number; calls: number; lastSeen: string | null }>;
 }
 
 /**
@@ -152,6 +194,47 @@ function bucketize(
   return { buckets, totals };
 }
 
+/**
+ * A period's buckets from figures summed by day or hour over `span` (sums[i], peak[i]: its i-th day or hour), starting
+ * at `first` (the first bucket's instant).
+ */
+function bucketsFrom(
+  sum: readonly UsageCounts[],
+  peak: readonly number[],
+  span: LedgerSpan,
+  first: number,
+  toMs: number,
+  granularity: Granularity,
+): { buckets: UsageBucket[]; totals: UsageCounts } {
+  const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
+  // The first figure's instant: the span's first day (by day) or its first hour (by hour).
+  const origin = span.days[0]! * DAY_MS + (granularity === 'hour' ? span.firstHour * HOUR_MS : 0);
+  const buckets: UsageBucket[] = [];
+  const totals = zero();
+  for (let start = first; start < toMs; start += step) {
+    const at = Math.round((start - origin) / step);
+    const b: UsageBucket = { start: new Date(start).toISOString(), ...zero(), peakMinute: peak[at] ?? 0 };
+    addCounts(b, sum[at] ?? zero());
+    addCounts(totals, b);
+    buckets.push(b);
+  }
+  return { buckets, totals };
+}
+
+/** Whether any count is above 0 (or below: a refund flushed before its count). */
+function figuresOf(c: UsageCounts): boolean {
+  return (
+    c.admitted !== 0 || c.rateLimited !== 0 || c.banned !== 0 || c.upstreamFailed !== 0 || c.shadowRefused !== 0 || c.wouldBan !== 0 || c.validationFailed !== 0
+  );
+}
+
+/** Sorts totals rows by a figure (ties by `idOf`, ascending whatever the order, so pages are stable) or by id. */
+function sortRows<T extends UsageCounts>(rows: T[], sort: TotalsSort, order: 'asc' | 'desc', idOf: (r: T) => string): T[] {
+  const dir = order === 'asc' ? 1 : -1;
+  const byId = (x: T, y: T): number => (idOf(x) < idOf(y) ? -1 : idOf(x) > idOf(y) ? 1 : 0);
+  return rows.sort((x, y) => (sort === 'id' ? dir * byId(x, y) : dir * (x[sort] - y[sort]) || byId(x, y)));
+}
+
 /** The whole days a period touches, in order. */
 function daysOf(fromMs: number, toMs: number): number[] {
   const out: number[] = [];
@@ -160,9 +243,11 @@ function daysOf(fromMs: number, toMs: number): number[] {
 }
 
 export class UsageReports {
+  /** `consumers`: the consumers' plans, for the what-if grouped by consumer (without it, no pool is of any plan). */
   constructor(
     private readonly store: UsageStore,
     private readonly keys: Pick<KeyRecords, 'all' | 'get' | 'ids'>,
+    private readonly consumers?: ConsumerPlans,
   ) {}
 
   /**
@@ -173,6 +258,68 @@ export class UsageReports {
     const days = daysOf(bucketStart(fromMs, granularity), toMs);
     const counts = await this.store.days(id, days);
     return bucketize(new Map(days.map((d, i) => [d, counts[i]!])), fromMs, toMs, granularity);
+  }
+
+  /**
+   * keyUsage, and the same split by the consumer each count was made under: one series per consumer the key was
+   * counted under in the period (null: under none; always there), by consumer id. Buckets and totals are the sums of
+   * the series'.
+   */
+  async keyUsageByConsumer(
+    id: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; consumers: ConsumerSeries[] }> {
+    const days = daysOf(bucketStart(fromMs, granularity), toMs);
+    const parts = await this.store.daysByConsumer(id, days);
+    const consumers: ConsumerSeries[] = [];
+    for (const [c, counts] of parts) {
+      const u = bucketize(new Map(days.map((d, i) => [d, counts[i]!])), fromMs, toMs, granularity);
+      // A consumer whose days hold counts only outside the period has nothing to show here.
+      if (c !== '' && !figuresOf(u.totals)) continue;
+      consumers.push({ consumer: c === '' ? null : c, ...u });
+    }
+    const all = mergeDays(parts.values(), days.length);
+    return { ...bucketize(new Map(days.map((d, i) => [d, all[i]!])), fromMs, toMs, granularity), consumers };
+  }
+
+  /**
+   * A consumer's usage over time: every key ever counted under it, its counts under this consumer alone (what it used
+   * while in it), added up by hour or UTC day; `keys`: how many keys have counts under it in the period. Complete or
+   * failing.
+   */
+  async consumerUsage(
+    consumer: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
+    const what = `the usage of consumer ${consumer}`;
+    const first = bucketStart(fromMs, granularity);
+    const span = granularity === 'day' ? { days: daysOf(first, toMs), firstHour: 0, endHour: 24 } : spanOf(first, toMs);
+    const ids = await this.store.consumerKeys(consumer).catch((err: unknown) => {
+      throw incomplete(what, err);
+    });
+    const sum: UsageCounts[] = [];
+    const peak: number[] = [];
+    let keys = 0;
+    for (let i = 0; i < ids.length; i += NAME_READ_BATCH) {
+      const perKey = await Promise.all(ids.slice(i, i + NAME_READ_BATCH).map((id) => this.store.sumsUnder(id, consumer, span, granularity))).catch(
+        (err: unknown) => {
+          throw incomplete(what, err);
+        },
+      );
+      for (const counts of perKey) {
+        if (counts.some((c) => figuresOf(c))) keys++;
+        counts.forEach((c, j) => {
+          addCounts((sum[j] ??= zero()), c);
+          peak[j] = Math.max(peak[j] ?? 0, c.peakMinute);
+        });
+      }
+      await nextTurn();
+    }
+    return { ...bucketsFrom(sum, peak, span, first, toMs, granularity), keys };
   }
 
   /**
@@ -200,19 +347,7 @@ export class UsageReports {
         });
       await nextTurn();
     }
-    const step = granularity === 'hour' ? HOUR_MS : DAY_MS;
-    // The first figure's instant: the span's first day (by day) or its first hour (by hour).
-    const origin = span.days[0]! * DAY_MS + (granularity === 'hour' ? span.firstHour * HOUR_MS : 0);
-    const buckets: UsageBucket[] = [];
-    const totals = zero();
-    for (let start = first; start < toMs; start += step) {
-      const at = Math.round((start - origin) / step);
-      const b: UsageBucket = { start: new Date(start).toISOString(), ...zero(), peakMinute: peak[at] ?? 0 };
-      addCounts(b, sum[at] ?? zero());
-      addCounts(totals, b);
-      buckets.push(b);
-    }
-    return { buckets, totals };
+    return bucketsFrom(sum, peak, span, first, toMs, granularity);
   }
 
   /**
@@ -227,12 +362,36 @@ export class UsageReports {
     await this.eachKey('the usage report', spanOf(bucketStart(fromMs, 'hour'), toMs), 'total', (k, [t]) => {
       // A key's totals are counts; its busiest minute is in its hourly view (keyUsage), not in the billing report.
       const { peakMinute: _peak, ...counts } = t!;
-      all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...counts });
+      all.push({ id: k.id, ...namesOf(k), plan: k.plan, ...counts, consumer: consumerOf(k) });
     });
-    const dir = order === 'asc' ? 1 : -1;
-    const byId = (x: KeyTotals, y: KeyTotals): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
-    all.sort((x, y) => (sort === 'id' ? dir * byId(x, y) : dir * (x[sort] - y[sort]) || byId(x, y)));
-    return all;
+    return sortRows(all, sort, order, (r) => r.id);
+  }
+
+  /**
+   * Every consumer's totals in [fromMs, toMs) (whole hours): each key's ledger split by the consumer it was counted
+   * under, added up per consumer; what was counted under no consumer is the row whose consumer is null. A consumer
+   * that a key belongs to now is listed even without counts (zeros), as the key report lists every key. Sorted as
+   * report() (sort id: by consumer id, the null row first ascending). Complete or failing, one pass over the keys.
+   */
+  async consumerReport(fromMs: number, toMs: number, sort: TotalsSort, order: 'asc' | 'desc'): Promise<ConsumerTotals[]> {
+    const rows = new Map<string, ConsumerTotals & { ids: Set<string> }>();
+    const row = (c: string): ConsumerTotals & { ids: Set<string> } => {
+      let r = rows.get(c);
+      if (!r) rows.set(c, (r = { consumer: c === '' ? null : c, keys: 0, ...zero(), ids: new Set() }));
+      return r;
+    };
+    await this.eachKeyByConsumer('the usage report', spanOf(bucketStart(fromMs, 'hour'), toMs), 'total', (k, parts) => {
+      // The key's consumer now has a row (so a consumer shows up with zeros), as does no consumer for a key without one.
+      row(consumerOf(k) ?? '').ids.add(k.id);
+      for (const [c, [t]] of parts) {
+        if (!figuresOf(t!)) continue;
+        const r = row(c);
+        addCounts(r, t!);
+        r.ids.add(k.id);
+      }
+    });
+    const all = [...rows.values()].map(({ ids, ...r }) => ({ ...r, keys: ids.size }));
+    return sortRows(all, sort, order, (r) => r.consumer ?? '');
   }
 
   /**
@@ -267,7 +426,7 @@ export class UsageReports {
           const [k, sums] = await Promise.all([this.keys.get(id), this.store.sums(id, span, 'total')]);
           if (!k) return undefined;
           const { peakMinute: _peak, ...counts } = sums[0]!;
-          return { id: k.id, ...namesOf(k), plan: k.plan, ...counts } satisfies KeyTotals;
+          return { id: k.id, ...namesOf(k), plan: k.plan, ...counts, consumer: consumerOf(k) } satisfies KeyTotals;
         }),
       ).catch((err: unknown) => {
         throw incomplete(what, err);
@@ -302,22 +461,41 @@ export class UsageReports {
     }
   }
 
+  /** eachKey, each key's ledger split by the consumer it was counted under ('' none), as sumsByConsumer reads it. */
+  private async eachKeyByConsumer(
+    what: string,
+    span: LedgerSpan,
+    by: SumBy,
+    fn: (k: KeyRecord, parts: ReadonlyMap<string, LedgerSums[]>) => void,
+  ): Promise<void> {
+    for await (const page of this.keys.all(what)) {
+      const perKey = await Promise.all(page.map((k) => this.store.sumsByConsumer(k.id, span, by))).catch((err: unknown) => {
+        throw incomplete(what, err);
+      });
+      page.forEach((k, i) => fn(k, perKey[i]!));
+      await nextTurn();
+    }
+  }
+
   /** The what-if of a plan's new limits over [fromMs, toMs) (whole hours): see whatif.ts. Complete or failing. */
   async simulate(input: SimulateInput): Promise<Simulation> {
     const what = 'the what-if';
-    return simulate(this.store, this.keys.all(what), input).catch((err: unknown) => {
+    return simulate(this.store, this.keys.all(what), input, this.consumers).catch((err: unknown) => {
       throw err instanceof KeyAdminError ? err : incomplete(what, err);
     });
   }
 
-  /** Every route given with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days). */
-  async deprecatedRoutes(fromMs: number, toMs: number, configured: readonly DeprecatableRoute[]): Promise<DeprecatedRouteReport[]> {
+  /**
+   * Every route given with a deprecation, and the keys that called it in [fromMs, toMs) (whole UTC days); with
+   * groupBy consumer also the consumers those calls were counted under (null: none).
+   */
+  async deprecatedRoutes(fromMs: number, toMs: number, configured: readonly DeprecatableRoute[], groupBy: GroupBy = 'key'): Promise<DeprecatedRouteReport[]> {
     const days = daysOf(fromMs, toMs);
     const routes = await Promise.all(
       configured
         .filter((r) => r.deprecation !== undefined || r.deprecated === true)
         .map(async (r) => {
-          const callers = await this.store.deprecated(deprecatedRouteName(r), days);
+          const callers = [...(await this.store.deprecated(deprecatedRouteName(r), days)).values()];
           return {
             method: r.method,
             path: r.path,
@@ -326,9 +504,17 @@ export class UsageReports {
             ...(r.sunset !== undefined ? { sunset: r.sunset } : {}),
             ...(r.link !== undefined ? { link: r.link } : {}),
             afterSunset: r.afterSunset,
-            keys: [...callers]
-              .map(([id, c]) => ({ id, calls: c.calls, lastSeen: c.lastMs > 0 ? new Date(c.lastMs).toISOString() : null }))
-              .sort((a, b) => b.calls - a.calls || (a.id < b.id ? -1 : 1)),
+            keys: byCaller(callers, (c) => c.id).map(({ key: id, calls, lastMs }) => ({ id, calls, lastSeen: isoOrNull(lastMs) })),
+            ...(groupBy === 'consumer'
+              ? {
+                  consumers: byCaller(callers, (c) => c.consumer).map(({ key, keys, calls, lastMs }) => ({
+                    consumer: key || null,
+                    keys,
+                    calls,
+                    lastSeen: isoOrNull(lastMs),
+                  })),
+                }
+              : {}),
           };
         }),
     );
@@ -337,21 +523,38 @@ export class UsageReports {
     return routes;
   }
 
-  /** Every validated operation given, and the keys that sent it invalid requests in [fromMs, toMs) (whole UTC days). */
-  async invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[]): Promise<InvalidRequestReport[]> {
+  /**
+   * Every validated operation given, and the keys that sent it invalid requests in [fromMs, toMs) (whole UTC days);
+   * with groupBy consumer also the consumers those requests were counted under (null: none).
+   */
+  async invalidRequests(fromMs: number, toMs: number, operations: readonly ValidatedOperation[], groupBy: GroupBy = 'key'): Promise<InvalidRequestReport[]> {
     const days = daysOf(fromMs, toMs);
     const report = await Promise.all(
       operations.map(async (op) => {
-        const callers = await this.store.invalid(invalidRequestsName(op), days);
+        const callers = [...(await this.store.invalid(invalidRequestsName(op), days)).values()];
         return {
           operation: op.operation,
           service: op.service,
           method: op.method,
           path: op.path,
           mode: op.mode,
-          keys: [...callers]
-            .map(([id, c]) => ({ id, calls: c.calls, lastSeen: c.lastMs > 0 ? new Date(c.lastMs).toISOString() : null, pointer: c.pointer ?? null }))
-            .sort((a, b) => b.calls - a.calls || (a.id < b.id ? -1 : 1)),
+          keys: byCaller(callers, (c) => c.id).map(({ key: id, calls, lastMs, pointer }) => ({
+            id,
+            calls,
+            lastSeen: isoOrNull(lastMs),
+            pointer: pointer ?? null,
+          })),
+          ...(groupBy === 'consumer'
+            ? {
+                consumers: byCaller(callers, (c) => c.consumer).map(({ key, keys, calls, lastMs, pointer }) => ({
+                  consumer: key || null,
+                  keys,
+                  calls,
+                  lastSeen: isoOrNull(lastMs),
+                  pointer: pointer ?? null,
+                })),
+              }
+            : {}),
         };
       }),
     );
@@ -374,7 +577,7 @@ export class UsageReports {
           this.keys.get(id).catch((err: unknown) => (err instanceof KeyAdminError && err.code === 'invalid_record' ? undefined : Promise.reject(err))),
         ),
       );
-      records.forEach((k, j) => out.set(batch[j]!, { id: batch[j]!, ...(k ? namesOf(k) : {}) }));
+      records.forEach((k, j) => out.set(batch[j]!, { id: batch[j]!, ...(k ? namesOf(k) : {}), consumer: k ? consumerOf(k) : null }));
     }
     return out;
   }
@@ -382,6 +585,32 @@ export class UsageReports {
 
 /** Key records read at once for a report's names: the key store's own page batch. */
 const NAME_READ_BATCH = 100;
+
+/** An instant as ISO-8601, or null for none (0). */
+const isoOrNull = (ms: number): string | null => (ms > 0 ? new Date(ms).toISOString() : null);
+
+/**
+ * Callers of a report's hash (a key under a consumer) added up by `keyOf` (the key id, or the consumer: '' none): calls
+ * added, the last time the latest, the pointer of the latest; `keys`, how many keys. Most calls first, then by name.
+ */
+function byCaller<C extends { id: string; consumer: string; calls: number; lastMs: number; pointer?: string | undefined }>(
+  callers: readonly C[],
+  keyOf: (c: C) => string,
+): Array<{ key: string; keys: number; calls: number; lastMs: number; pointer: string | undefined }> {
+  const out = new Map<string, { key: string; ids: Set<string>; calls: number; lastMs: number; pointer: string | undefined }>();
+  for (const c of callers) {
+    const key = keyOf(c);
+    let g = out.get(key);
+    if (!g) out.set(key, (g = { key, ids: new Set(), calls: 0, lastMs: 0, pointer: undefined }));
+    g.ids.add(c.id);
+    g.calls += c.calls;
+    if (c.lastMs >= g.lastMs) {
+      g.lastMs = c.lastMs;
+      if (c.pointer !== undefined) g.pointer = c.pointer;
+    }
+  }
+  return [...out.values()].map(({ ids, ...g }) => ({ ...g, keys: ids.size })).sort((a, b) => b.calls - a.calls || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
 
 function namesOf(k: KeyRecord): Omit<NamedKey, 'id'> {
   return { ...(k.name !== undefined ? { name: k.name } : {}), ...(k.metadata !== undefined ? { metadata: k.metadata } : {}) };

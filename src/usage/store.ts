@@ -6,6 +6,10 @@
 // by key id, with when each key last sent one and where its last one first failed. Redis holds them for the
 // fleet (the limit script itself counts what it decides, the refund script takes a never-reached request out of a<h>; this file writes what
 // instances count locally and reads everything back); memory holds them for a Redis-less gateway.
+// A request of a key with a consumer is counted under that consumer, as it was at the time: its day is the consumer's
+// (usage:{c:<consumer>}:<key>:<day>, the consumer's slot, where its limit script runs), the deprecated-route and
+// invalid-request hashes name it `<key>@<consumer>`, and the key's set of consumers (key:{<key>}:consumers) lists every
+// consumer it was counted under, so reading a key's ledger reads its own days and its days under each of them.
 import calculateSlot from 'cluster-key-slot';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
@@ -14,14 +18,38 @@ import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 import type { UsageKind } from '../limits/types.js';
 import { keySubject } from '../limits/subject.js';
 
-/** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 /** Calls of a deprecated route (`route` as "<METHOD> <pattern>") by one key on one day, and the last one's time. */
 export interface DeprecatedCall {
   route: string;
   id: string;
+  /** The consumer the calls were counted under (absent: none). */
+  consumer?: string | undefined;
   day: number;
   n: number;
   lastMs: number;
+}
+
+/** A caller of a report's hashes: a key, under a consumer or none (''). */
+export interface LedgerCaller {
+  id: string;
+  consumer: string;
+}
+
+/** Most consumers read for one key (its set of every consumer it was counted under): past it the read fails. */
+export const MAX_KEY_CONSUMERS = 100;
+
+/**
+ * A caller's field in the deprecated-route and invalid-request hashes: the key id, or `<key id>@<consumer id>` under a
+ * consumer (ids are A-Z a-z 0-9 _ -: never an @).
+ */
+export function callerField(id: string, consumer: string | undefined): string {
+  return consumer ? `${id}@${consumer}` : id;
+}
+
+/** The caller a field names (callerField the other way round). */
+export function callerOf(field: string): LedgerCaller {
+  const at = field.indexOf('@');
+  return at < 0 ? { id: field, consumer: '' } : { id: field.slice(0, at), consumer: field.slice(at + 1) };
 }
 
 /**
@@ -31,21 +59,32 @@ export interface DeprecatedCall {
 export interface InvalidRequests {
   operation: string;
   id: string;
+  /** The consumer the requests were counted under (absent: none). */
+  consumer?: string | undefined;
   day: number;
   n: number;
   lastMs: number;
   pointer: string;
 }
 
-/** A key's invalid requests to an operation over a report's days. */
-export interface InvalidCaller {
+/** A caller's calls of a deprecated route over a report's days, and when it last called. */
+export interface DeprecatedCaller extends LedgerCaller {
+  calls: number;
+  lastMs: number;
+}
+
+/** A caller's invalid requests to an operation over a report's days. */
+export interface InvalidCaller extends LedgerCaller {
   calls: number;
   lastMs: number;
   pointer: string | undefined;
 }
 
+/** A key's highest minute-window count seen by one instance in the hour starting at `atMs`. */
 export interface MinutePeak {
   id: string;
+  /** The consumer the key's requests were counted under (absent: none). */
+  consumer?: string | undefined;
   atMs: number;
   peak: number;
 }
@@ -136,9 +175,11 @@ function inSpan(span: LedgerSpan, i: number, h: number): boolean {
   return (i > 0 || h >= span.firstHour) && (i < span.days.length - 1 || h < span.endHour);
 }
 
-/** A count made outside the limit script: one key, kind and hour (`atMs` its start). */
+/** A count made outside the limit script: one key, kind and hour (`atMs` its start), under a consumer or none. */
 export interface UsageEntry {
   id: string;
+  /** The consumer the request was counted under when it was decided (absent: none). */
+  consumer?: string | undefined;
   kind: UsageKind;
   atMs: number;
   n: number;
@@ -156,27 +197,51 @@ export interface UsageStore {
    * Answers the entries not written (those of a call that failed).
    */
   raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<MinutePeak[]>;
-  /** The key's counts for each day asked, in order (an empty object for a day without any). */
+  /**
+   * The key's counts for each day asked, in order (an empty object for a day without any): its own day and its days
+   * under every consumer it was counted under, added up (peakMinute fields: the largest).
+   */
   days(id: string, days: readonly number[]): Promise<DayCounts[]>;
   /**
+   * The same split by the consumer the counts were made under: '' (none) always, then each consumer of the key's set
+   * whose days hold anything. At most MAX_KEY_CONSUMERS consumers: a key with more fails the read.
+   */
+  daysByConsumer(id: string, days: readonly number[]): Promise<Map<string, DayCounts[]>>;
+  /**
    * The key's counts over the span's hours, added up as asked: one for 'total', one per day for 'day', one per hour
-   * of the span for 'hour', in order. What reports over every key read: numbers, not the day hashes.
+   * of the span for 'hour', in order, whatever consumer they were counted under. What reports over every key read:
+   * numbers, not the day hashes.
    */
   sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]>;
+  /** The same split by consumer, as daysByConsumer: '' always, then each consumer with counts in the span. */
+  sumsByConsumer(id: string, span: LedgerSpan, by: SumBy): Promise<Map<string, LedgerSums[]>>;
+  /** The key's counts under one consumer ('' none) alone, as sums. */
+  sumsUnder(id: string, consumer: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]>;
+  /**
+   * Records that the key is counted under the consumer from now on: the key's set of consumers and the consumer's set
+   * of keys, which reports read to find its days there. Called when a key is attached to (or moved into) a consumer,
+   * before its first request there; idempotent. Nothing is removed when it leaves: its days there stay its days.
+   */
+  recordKeyConsumer(keyId: string, consumerId: string): Promise<void>;
+  /** Every key ever counted under the consumer (as recordKeyConsumer and counts under it wrote them), sorted. */
+  consumerKeys(consumerId: string): Promise<string[]>;
   /**
    * Adds calls of deprecated routes by keys, and raises each key's last-seen time. Answers what was not written: an
    * entry whose count failed, whole; one whose count went in but whose last-seen time did not, with `n` 0 (a count is
    * never sent twice: it would be counted twice).
    */
   addDeprecated(entries: readonly DeprecatedCall[], ttlMs: number): Promise<DeprecatedCall[]>;
-  /** Per key: calls of the route over the days asked, and when it last called (ever, within retention). */
-  deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>>;
+  /**
+   * Per caller (its field: callerField): calls of the route over the days asked, and when it last called (ever, within
+   * retention).
+   */
+  deprecated(route: string, days: readonly number[]): Promise<Map<string, DeprecatedCaller>>;
   /**
    * Adds invalid requests by keys to operations, raises each key's last-seen time and keeps its last pointer. Answers
    * what was not written, as addDeprecated does.
    */
   addInvalid(entries: readonly InvalidRequests[], ttlMs: number): Promise<InvalidRequests[]>;
-  /** Per key: invalid requests to the operation over the days asked, when it last sent one, where that one failed. */
+  /** Per caller (its field): invalid requests to the operation over the days asked, when last, where that one failed. */
   invalid(operation: string, days: readonly number[]): Promise<Map<string, InvalidCaller>>;
 }
 
@@ -184,6 +249,40 @@ function toCounts(raw: Record<string, string>): DayCounts {
   const out: DayCounts = {};
   for (const [k, v] of Object.entries(raw)) out[k] = Number(v);
   return out;
+}
+
+/** One key's days under each consumer added up, day by day: counts added, peakMinute fields (m<h>) the largest. */
+export function mergeDays(parts: Iterable<readonly DayCounts[]>, n: number): DayCounts[] {
+  const out: DayCounts[] = Array.from({ length: n }, () => ({}));
+  for (const days of parts)
+    days.forEach((day, i) => {
+      const to = out[i]!;
+      for (const [f, v] of Object.entries(day)) to[f] = f.startsWith(PEAK_LETTER) ? Math.max(to[f] ?? 0, v) : (to[f] ?? 0) + v;
+    });
+  return out;
+}
+
+/** One key's sums under each consumer added up, figure by figure (peakMinute: the largest). */
+export function mergeSums(parts: Iterable<readonly LedgerSums[]>): LedgerSums[] {
+  const out: LedgerSums[] = [];
+  for (const sums of parts)
+    sums.forEach((c, i) => {
+      const to = (out[i] ??= noCounts());
+      for (const [, name] of KINDS) to[name] += c[name];
+      to.peakMinute = Math.max(to.peakMinute, c.peakMinute);
+    });
+  return out;
+}
+
+/** Whether any figure of any day is above 0. */
+const anyDay = (days: readonly DayCounts[]): boolean => days.some((d) => Object.values(d).some((v) => v !== 0));
+const anySum = (sums: readonly LedgerSums[]): boolean => sums.some((c) => KINDS.some(([, name]) => c[name] !== 0) || c.peakMinute !== 0);
+
+/** A key's set of consumers as read, sorted; more than MAX_KEY_CONSUMERS fails the read (bounded, never partial). */
+function boundedConsumers(id: string, members: readonly string[]): string[] {
+  if (members.length > MAX_KEY_CONSUMERS)
+    throw new Error(`key ${id} was counted under ${members.length} consumers, more than the ${MAX_KEY_CONSUMERS} a read of its ledger takes`);
+  return [...members].sort();
 }
 
 /**
@@ -204,16 +303,22 @@ redis.call('PEXPIRE', KEYS[1], ARGV[1])
  * instead of a day hash (up to 96 fields) per key and day, parsed and added up on the event loop that serves the
  * request path (bench/README.md, "Reports"). Read-only; its keys are one key's days, which share its hash tag (one
  * slot on a cluster), and a call touches at most retentionDays + 1 small hashes, so Redis spends well under a
- * millisecond on it. KEYS: the day hashes, in order. ARGV: 1 the first day's first hour, 2 the last day's end hour
- * (exclusive), 3 'total', 'day' or 'hour', 4 the kinds' letters to add up, in order (KIND_LETTERS), 5 the letter
- * taken as a maximum instead (PEAK_LETTER). Returns one count per kind, then the maximum: once, once per day, or once
- * per hour of the span (its hours only: a 24-hour chart reads 24 hours' figures per key, not two days').
+ * millisecond on it. KEYS: the day hashes, in order, then (with ARGV 6 '1') the key's set of consumers (keyConsumers:
+ * the key's slot too). ARGV: 1 the first day's first hour, 2 the last day's end hour (exclusive), 3 'total', 'day' or
+ * 'hour', 4 the kinds' letters to add up, in order (KIND_LETTERS), 5 the letter taken as a maximum instead
+ * (PEAK_LETTER), 6 '1' when the last key is the set. Returns one count per kind, then the maximum: once, once per day,
+ * or once per hour of the span (its hours only: a 24-hour chart reads 24 hours' figures per key, not two days'); with
+ * the set, those numbers and the set's members, as two arrays: a key never counted under a consumer still costs one
+ * call, and one with consumers one more per consumer (their days are in the consumer's slot).
  * Redis's time is what a report costs the request path (the limit checks wait for the same Redis), so each field
  * costs as little as it can: its kind by its first byte (no substring), and its hour parsed only on a day the span
  * cuts (a whole day's fields all count): 25% less Redis time per call for a 35-day total than reading every hour.
  */
 const SUM_LEDGER = `
 local first, last, by, kinds, peak = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local withSet = ARGV[6] == '1'
+local nd = #KEYS
+if withSet then nd = nd - 1 end
 local nk = #kinds
 local w = nk + 1
 local slot = {}
@@ -223,11 +328,11 @@ local byHour = by == 'hour'
 local out = {}
 local total = {}
 for k = 0, nk do total[k] = 0 end
-for i = 1, #KEYS do
+for i = 1, nd do
   local lo = 0
   local hi = 24
   if i == 1 then lo = first end
-  if i == #KEYS then hi = last end
+  if i == nd then hi = last end
   local whole = lo == 0 and hi == 24 and not byHour
   local hours
   if byHour then
@@ -270,6 +375,7 @@ end
 if by == 'total' then
   for k = 0, nk do out[#out + 1] = total[k] end
 end
+if withSet then return {out, redis.call('SMEMBERS', KEYS[#KEYS])} end
 return out
 `;
 
@@ -361,9 +467,25 @@ export class RedisUsageStore implements UsageStore {
     // An entry whose HINCRBY failed is answered back; one whose HINCRBY was written is not, even if its PEXPIRE failed
     // (the count is in; the next write to that day sets its expiry).
     const failed: UsageEntry[] = [];
+    // A count under a consumer: the key is in that consumer's set first (reports read its days there by it). Once per
+    // key and consumer of the batch; a set that fails fails the entries it was for (sent again, set again: no harm).
+    const sets = new Map<string, Promise<boolean>>();
+    for (const e of entries)
+      if (e.consumer && !sets.has(callerField(e.id, e.consumer)))
+        sets.set(
+          callerField(e.id, e.consumer),
+          this.recordKeyConsumer(e.id, e.consumer).then(
+            () => true,
+            () => false,
+          ),
+        );
     await Promise.all(
       entries.map(async (e) => {
-        const key = this.ks.usageDay(keySubject(e.id), dayOf(e.atMs));
+        if (e.consumer && !(await sets.get(callerField(e.id, e.consumer)))) {
+          failed.push(e);
+          return;
+        }
+        const key = this.dayKey(e.id, e.consumer, dayOf(e.atMs));
         try {
           await this.redis.hincrby(key, `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`, e.n);
         } catch {
@@ -376,14 +498,66 @@ export class RedisUsageStore implements UsageStore {
     return failed;
   }
 
+  /** A key's ledger day: its own (consumer '' or absent), or under the consumer. */
+  private dayKey(id: string, consumer: string | undefined, day: number): string {
+    return consumer ? this.ks.consumerUsageDay(consumer, id, day) : this.ks.usageDay(keySubject(id), day);
+  }
+
+  async recordKeyConsumer(keyId: string, consumerId: string): Promise<void> {
+    // Two slots (the key's, the consumer's): two commands, the key's set first, which is what reads of its ledger use.
+    await this.redis.sadd(this.ks.keyConsumers(keyId), consumerId);
+    await this.redis.sadd(this.ks.consumerUsageKeys(consumerId), keyId);
+  }
+
+  async consumerKeys(consumerId: string): Promise<string[]> {
+    return (await this.reads(() => this.redis.smembers(this.ks.consumerUsageKeys(consumerId)))).sort();
+  }
+
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
-    return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.ks.usageDay(keySubject(id), d))))));
+    return mergeDays((await this.daysByConsumer(id, days)).values(), days.length);
+  }
+
+  async daysByConsumer(id: string, days: readonly number[]): Promise<Map<string, DayCounts[]>> {
+    // The key's own days and its set of consumers at once (its slot), then its days under each consumer at once.
+    const [members, own] = await Promise.all([this.reads(() => this.redis.smembers(this.ks.keyConsumers(id))), this.daysUnder(id, '', days)]);
+    const consumers = boundedConsumers(id, members);
+    const theirs = await Promise.all(consumers.map((c) => this.daysUnder(id, c, days)));
+    const out = new Map<string, DayCounts[]>([['', own]]);
+    consumers.forEach((c, i) => {
+      if (anyDay(theirs[i]!)) out.set(c, theirs[i]!);
+    });
+    return out;
+  }
+
+  private daysUnder(id: string, consumer: string, days: readonly number[]): Promise<DayCounts[]> {
+    return Promise.all(days.map(async (d) => toCounts(await this.reads(() => this.redis.hgetall(this.dayKey(id, consumer, d))))));
   }
 
   async sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
-    const keys = span.days.map((d) => this.ks.usageDay(keySubject(id), d));
+    return mergeSums((await this.sumsByConsumer(id, span, by)).values());
+  }
+
+  async sumsByConsumer(id: string, span: LedgerSpan, by: SumBy): Promise<Map<string, LedgerSums[]>> {
+    // One call in the key's slot answers its own sums and its set of consumers: a key never counted under a consumer
+    // costs what it did before consumers; one with consumers, one more call per consumer (in that consumer's slot).
+    const keys = [...span.days.map((d) => this.ks.usageDay(keySubject(id), d)), this.ks.keyConsumers(id)];
+    const r = this.redis as RedisCommands & Record<typeof SUM_LEDGER_COMMAND, (...args: Array<string | number>) => Promise<[number[], string[]]>>;
+    const [own, members] = await this.reads(() =>
+      r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER, '1'),
+    );
+    const consumers = boundedConsumers(id, members);
+    const theirs = await Promise.all(consumers.map((c) => this.sumsUnder(id, c, span, by)));
+    const out = new Map<string, LedgerSums[]>([['', groups(own)]]);
+    consumers.forEach((c, i) => {
+      if (anySum(theirs[i]!)) out.set(c, theirs[i]!);
+    });
+    return out;
+  }
+
+  async sumsUnder(id: string, consumer: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
+    const keys = span.days.map((d) => this.dayKey(id, consumer, d));
     const r = this.redis as RedisCommands & Record<typeof SUM_LEDGER_COMMAND, (...args: Array<string | number>) => Promise<number[]>>;
-    return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER)));
+    return groups(await this.reads(() => r[SUM_LEDGER_COMMAND](keys.length, ...keys, span.firstHour, span.endHour, by, KIND_LETTERS, PEAK_LETTER, '0')));
   }
 
   async raisePeaks(entries: readonly MinutePeak[], ttlMs: number): Promise<MinutePeak[]> {
@@ -391,7 +565,7 @@ export class RedisUsageStore implements UsageStore {
     // calls in flight at once (auto-pipelining sends those together). What a failed call carried is answered back.
     const groups = new Map<string | number, Array<{ key: string; fields: Map<string, number>; entries: MinutePeak[] }>>();
     for (const g of peakFields(entries)) {
-      const key = this.ks.usageDay(keySubject(g.id), g.day);
+      const key = this.dayKey(g.id, g.consumer, g.day);
       const group = this.scriptKeys === 'any' ? '' : calculateSlot(key);
       const list = groups.get(group) ?? [];
       list.push({ key, fields: g.fields, entries: g.entries });
@@ -426,7 +600,7 @@ export class RedisUsageStore implements UsageStore {
         for (const e of list) {
           const key = this.ks.deprecatedCalls(route, e.day);
           try {
-            await this.redis.hincrby(key, e.id, e.n);
+            await this.redis.hincrby(key, callerField(e.id, e.consumer), e.n);
           } catch {
             unwritten.push(e);
             continue;
@@ -436,8 +610,11 @@ export class RedisUsageStore implements UsageStore {
         }
         if (!counted.length) return;
         const last = new Map<string, number>();
-        for (const e of counted) last.set(e.id, Math.max(last.get(e.id) ?? 0, e.lastMs));
-        const pairs = [...last].flatMap(([id, ms]) => [id, String(ms)]);
+        for (const e of counted) {
+          const field = callerField(e.id, e.consumer);
+          last.set(field, Math.max(last.get(field) ?? 0, e.lastMs));
+        }
+        const pairs = [...last].flatMap(([field, ms]) => [field, String(ms)]);
         try {
           await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
             '1',
@@ -454,20 +631,12 @@ export class RedisUsageStore implements UsageStore {
     return unwritten;
   }
 
-  async deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>> {
+  async deprecated(route: string, days: readonly number[]): Promise<Map<string, DeprecatedCaller>> {
     const [perDay, last] = await Promise.all([
       Promise.all(days.map((d) => this.redis.hgetall(this.ks.deprecatedCalls(route, d)))),
       this.redis.hgetall(this.ks.deprecatedLastSeen(route)),
     ]);
-    const out = new Map<string, { calls: number; lastMs: number }>();
-    for (const day of perDay) {
-      for (const [id, n] of Object.entries(day)) {
-        const e = out.get(id) ?? { calls: 0, lastMs: Number(last[id] ?? 0) };
-        e.calls += Number(n);
-        out.set(id, e);
-      }
-    }
-    return out;
+    return deprecatedCallers(perDay, last);
   }
 
   async addInvalid(entries: readonly InvalidRequests[], ttlMs: number): Promise<InvalidRequests[]> {
@@ -484,7 +653,7 @@ export class RedisUsageStore implements UsageStore {
           }
           const key = this.ks.invalidRequests(operation, e.day);
           try {
-            await this.redis.hincrby(key, e.id, e.n);
+            await this.redis.hincrby(key, callerField(e.id, e.consumer), e.n);
           } catch {
             unwritten.push(e);
             continue;
@@ -494,7 +663,10 @@ export class RedisUsageStore implements UsageStore {
         }
         if (!counted.length) return;
         const last = new Map<string, InvalidRequests>();
-        for (const e of counted) if (e.lastMs >= (last.get(e.id)?.lastMs ?? 0)) last.set(e.id, e);
+        for (const e of counted) {
+          const field = callerField(e.id, e.consumer);
+          if (e.lastMs >= (last.get(field)?.lastMs ?? 0)) last.set(field, e);
+        }
         try {
           await (this.redis as RedisCommands & Record<typeof RAISE_LAST_SEEN_COMMAND, (...args: string[]) => Promise<unknown>>)[RAISE_LAST_SEEN_COMMAND](
             '1',
@@ -525,7 +697,23 @@ export class RedisUsageStore implements UsageStore {
   }
 }
 
-/** The callers of an operation from its day hashes (id -> count), last-seen times and pointers. */
+/** The callers of a deprecated route from its day hashes (caller -> calls) and last-seen times, by caller field. */
+function deprecatedCallers(
+  perDay: ReadonlyArray<Record<string, string | number>>,
+  last: Readonly<Record<string, string | number>>,
+): Map<string, DeprecatedCaller> {
+  const out = new Map<string, DeprecatedCaller>();
+  for (const day of perDay) {
+    for (const [field, n] of Object.entries(day)) {
+      const e = out.get(field) ?? { ...callerOf(field), calls: 0, lastMs: Number(last[field] ?? 0) };
+      e.calls += Number(n);
+      out.set(field, e);
+    }
+  }
+  return out;
+}
+
+/** The callers of an operation from its day hashes (caller -> count), last-seen times and pointers, by caller field. */
 function invalidCallers(
   perDay: ReadonlyArray<Record<string, string | number>>,
   last: Readonly<Record<string, string | number>>,
@@ -533,23 +721,29 @@ function invalidCallers(
 ): Map<string, InvalidCaller> {
   const out = new Map<string, InvalidCaller>();
   for (const day of perDay) {
-    for (const [id, n] of Object.entries(day)) {
-      const e = out.get(id) ?? { calls: 0, lastMs: Number(last[id] ?? 0), pointer: Object.hasOwn(pointers, id) ? pointers[id] : undefined };
+    for (const [field, n] of Object.entries(day)) {
+      const e = out.get(field) ?? {
+        ...callerOf(field),
+        calls: 0,
+        lastMs: Number(last[field] ?? 0),
+        pointer: Object.hasOwn(pointers, field) ? pointers[field] : undefined,
+      };
       e.calls += Number(n);
-      out.set(id, e);
+      out.set(field, e);
     }
   }
   return out;
 }
 
-/** Entries grouped by key and day, each hour's field (m<h>) with the largest value given for it. */
-function peakFields(entries: readonly MinutePeak[]): Array<{ id: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }> {
-  const byName = new Map<string, { id: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }>();
+/** Entries grouped by key, consumer and day, each hour's field (m<h>) with the largest value given for it. */
+function peakFields(entries: readonly MinutePeak[]): Array<{ id: string; consumer: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }> {
+  const byName = new Map<string, { id: string; consumer: string; day: number; fields: Map<string, number>; entries: MinutePeak[] }>();
   for (const e of entries) {
     const day = dayOf(e.atMs);
-    const name = `${e.id}\u0000${day}`;
+    const consumer = e.consumer ?? '';
+    const name = `${e.id}\u0000${consumer}\u0000${day}`;
     let g = byName.get(name);
-    if (!g) byName.set(name, (g = { id: e.id, day, fields: new Map(), entries: [] }));
+    if (!g) byName.set(name, (g = { id: e.id, consumer, day, fields: new Map(), entries: [] }));
     const field = `m${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
     g.fields.set(field, Math.max(g.fields.get(field) ?? 0, e.peak));
     g.entries.push(e);
@@ -559,16 +753,26 @@ function peakFields(entries: readonly MinutePeak[]): Array<{ id: string; day: nu
 
 /** The same data in process memory, for a Redis-less gateway (`tollgate dev`): one instance, lost on restart. */
 export class MemoryUsageStore implements UsageStore {
+  /** Day hashes by `<consumer>\0<key>\0<day>` ('' consumer: the key's own day). */
   private readonly ledger = new Map<string, DayCounts>();
+  /** Per key, every consumer it was counted under; per consumer, every key (the Redis sets' equivalents). */
+  private readonly consumersOf = new Map<string, Set<string>>();
+  private readonly keysOf = new Map<string, Set<string>>();
   private readonly calls = new Map<string, Map<string, number>>();
   private readonly last = new Map<string, Map<string, number>>();
   private readonly invalidCounts = new Map<string, Record<string, number>>();
   private readonly invalidLast = new Map<string, Record<string, number>>();
   private readonly invalidPointer = new Map<string, Record<string, string>>();
 
+  private static dayName(id: string, consumer: string | undefined, day: number): string {
+    return `${consumer ?? ''}\u0000${id}\u0000${day}`;
+  }
+
   async add(entries: readonly UsageEntry[]): Promise<UsageEntry[]> {
     for (const e of entries) {
-      const key = `${e.id}:${dayOf(e.atMs)}`;
+      // Here every count comes through add (no limit script): a count under a consumer records the pair itself.
+      if (e.consumer) await this.recordKeyConsumer(e.id, e.consumer);
+      const key = MemoryUsageStore.dayName(e.id, e.consumer, dayOf(e.atMs));
       const day = this.ledger.get(key) ?? {};
       const field = `${e.kind}${Math.floor((e.atMs % DAY_MS) / HOUR_MS)}`;
       day[field] = (day[field] ?? 0) + e.n;
@@ -579,7 +783,8 @@ export class MemoryUsageStore implements UsageStore {
 
   async raisePeaks(entries: readonly MinutePeak[]): Promise<MinutePeak[]> {
     for (const g of peakFields(entries)) {
-      const name = `${g.id}:${g.day}`;
+      if (g.consumer) await this.recordKeyConsumer(g.id, g.consumer);
+      const name = MemoryUsageStore.dayName(g.id, g.consumer, g.day);
       const day = this.ledger.get(name) ?? {};
       for (const [f, v] of g.fields) day[f] = Math.max(day[f] ?? 0, v);
       this.ledger.set(name, day);
@@ -587,15 +792,56 @@ export class MemoryUsageStore implements UsageStore {
     return [];
   }
 
+  async recordKeyConsumer(keyId: string, consumerId: string): Promise<void> {
+    const of = (m: Map<string, Set<string>>, k: string): Set<string> => {
+      let set = m.get(k);
+      if (!set) m.set(k, (set = new Set()));
+      return set;
+    };
+    of(this.consumersOf, keyId).add(consumerId);
+    of(this.keysOf, consumerId).add(keyId);
+  }
+
+  async consumerKeys(consumerId: string): Promise<string[]> {
+    return [...(this.keysOf.get(consumerId) ?? [])].sort();
+  }
+
+  /** '' then the key's consumers, sorted, bounded as on Redis. */
+  private owners(id: string): string[] {
+    return ['', ...boundedConsumers(id, [...(this.consumersOf.get(id) ?? [])])];
+  }
+
   async days(id: string, days: readonly number[]): Promise<DayCounts[]> {
-    return days.map((d) => ({ ...(this.ledger.get(`${id}:${d}`) ?? {}) }));
+    return mergeDays((await this.daysByConsumer(id, days)).values(), days.length);
+  }
+
+  async daysByConsumer(id: string, days: readonly number[]): Promise<Map<string, DayCounts[]>> {
+    const out = new Map<string, DayCounts[]>();
+    for (const c of this.owners(id)) {
+      const list = days.map((d) => ({ ...(this.ledger.get(MemoryUsageStore.dayName(id, c, d)) ?? {}) }));
+      if (c === '' || anyDay(list)) out.set(c, list);
+    }
+    return out;
   }
 
   async sums(id: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
+    return mergeSums((await this.sumsByConsumer(id, span, by)).values());
+  }
+
+  async sumsByConsumer(id: string, span: LedgerSpan, by: SumBy): Promise<Map<string, LedgerSums[]>> {
+    const out = new Map<string, LedgerSums[]>();
+    for (const c of this.owners(id)) {
+      const sums = await this.sumsUnder(id, c, span, by);
+      if (c === '' || anySum(sums)) out.set(c, sums);
+    }
+    return out;
+  }
+
+  async sumsUnder(id: string, consumer: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]> {
     const out: LedgerSums[] = [];
     const total = noCounts();
     span.days.forEach((d, i) => {
-      const counts = this.ledger.get(`${id}:${d}`) ?? {};
+      const counts = this.ledger.get(MemoryUsageStore.dayName(id, consumer, d)) ?? {};
       const day = noCounts();
       for (let h = 0; h < 24; h++) {
         const c = noCounts();
@@ -616,27 +862,23 @@ export class MemoryUsageStore implements UsageStore {
 
   async addDeprecated(entries: readonly DeprecatedCall[]): Promise<DeprecatedCall[]> {
     for (const e of entries) {
+      const field = callerField(e.id, e.consumer);
       const key = `${e.route}\u0000${e.day}`;
       const m = this.calls.get(key) ?? new Map<string, number>();
-      m.set(e.id, (m.get(e.id) ?? 0) + e.n);
+      m.set(field, (m.get(field) ?? 0) + e.n);
       this.calls.set(key, m);
       const l = this.last.get(e.route) ?? new Map<string, number>();
-      l.set(e.id, Math.max(l.get(e.id) ?? 0, e.lastMs));
+      l.set(field, Math.max(l.get(field) ?? 0, e.lastMs));
       this.last.set(e.route, l);
     }
     return [];
   }
 
-  async deprecated(route: string, days: readonly number[]): Promise<Map<string, { calls: number; lastMs: number }>> {
-    const out = new Map<string, { calls: number; lastMs: number }>();
-    for (const d of days) {
-      for (const [id, n] of this.calls.get(`${route}\u0000${d}`) ?? []) {
-        const e = out.get(id) ?? { calls: 0, lastMs: this.last.get(route)?.get(id) ?? 0 };
-        e.calls += n;
-        out.set(id, e);
-      }
-    }
-    return out;
+  async deprecated(route: string, days: readonly number[]): Promise<Map<string, DeprecatedCaller>> {
+    return deprecatedCallers(
+      days.map((d) => Object.fromEntries(this.calls.get(`${route}\u0000${d}`) ?? [])),
+      Object.fromEntries(this.last.get(route) ?? []),
+    );
   }
 
   async addInvalid(entries: readonly InvalidRequests[]): Promise<InvalidRequests[]> {
@@ -646,12 +888,13 @@ export class MemoryUsageStore implements UsageStore {
       return h;
     };
     for (const e of entries) {
+      const field = callerField(e.id, e.consumer);
       const day = hash(this.invalidCounts, `${e.operation}\u0000${e.day}`);
-      day[e.id] = (day[e.id] ?? 0) + e.n;
+      day[field] = (day[field] ?? 0) + e.n;
       const last = hash(this.invalidLast, e.operation);
-      if (e.lastMs >= (last[e.id] ?? 0)) {
-        last[e.id] = e.lastMs;
-        hash(this.invalidPointer, e.operation)[e.id] = e.pointer;
+      if (e.lastMs >= (last[field] ?? 0)) {
+        last[field] = e.lastMs;
+        hash(this.invalidPointer, e.operation)[field] = e.pointer;
       }
     }
     return [];

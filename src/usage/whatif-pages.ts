@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { ReportError, type KeptReports } from './kept-reports.js';
 import { KEPT_ID, REPORT_KEEP_MS } from './report-pages.js';
-import type { SimulateInput, SimulatedKey, Simulation, SimulationTotals } from './whatif.js';
+import type { PoolTotals, SimulateInput, SimulatedConsumer, SimulatedKey, Simulation, SimulationTotals } from './whatif.js';
 import { decodeOpaque, encodeOpaque } from '../util/opaque.js';
 
 /** Where the next page of a what-if starts: at `offset` in the kept what-if named `report`. */
@@ -16,12 +16,20 @@ export interface WhatIfCursor {
 /** What a page answers besides its keys: the question and the totals over every key. */
 export interface WhatIfHead {
   input: SimulateInput;
-  totals: SimulationTotals;
+  totals: SimulationTotals | PoolTotals;
 }
 
 export interface WhatIfPage extends WhatIfHead {
+  /** Grouped by key (input.groupBy not 'consumer'): the page's keys. */
   keys: SimulatedKey[];
+  /** Grouped by consumer: the page's pools (keys then empty). */
+  consumers?: SimulatedConsumer[];
   next: string | null;
+}
+
+/** A page's rows where the what-if lists them: keys, or consumers when grouped by consumer. */
+function pageOf(input: SimulateInput, rows: ReadonlyArray<SimulatedKey | SimulatedConsumer>): Pick<WhatIfPage, 'keys' | 'consumers'> {
+  return input.groupBy === 'consumer' ? { keys: [], consumers: rows as SimulatedConsumer[] } : { keys: rows as SimulatedKey[] };
 }
 
 /**
@@ -54,7 +62,7 @@ export class WhatIfPages {
 
   async page(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {
     if ('report' in first) {
-      const got = await this.kept.read<WhatIfHead & { kind: 'whatif' }, SimulatedKey>(first.report, first.offset, limit, this.keepMs);
+      const got = await this.kept.read<WhatIfHead & { kind: 'whatif' }, SimulatedKey | SimulatedConsumer>(first.report, first.offset, limit, this.keepMs);
       if (!got || got.head.kind !== 'whatif')
         throw new ReportError(
           'report_expired',
@@ -64,20 +72,22 @@ export class WhatIfPages {
       return {
         input: got.head.input,
         totals: got.head.totals,
-        keys: got.rows,
+        ...pageOf(got.head.input, got.rows),
         next: end < got.total ? encodeWhatIfCursor({ report: first.report, offset: end }) : null,
       };
     }
     const sim = await this.simulate(first);
     const head: WhatIfHead = { input: first, totals: sim.totals };
-    if (sim.keys.length <= limit) return { ...head, keys: sim.keys, next: null };
-    if (sim.keys.length > this.rowsKept)
+    const rows: ReadonlyArray<SimulatedKey | SimulatedConsumer> = first.groupBy === 'consumer' ? (sim.consumers ?? []) : sim.keys;
+    const what = first.groupBy === 'consumer' ? 'consumers' : 'keys';
+    if (rows.length <= limit) return { ...head, ...pageOf(first, rows), next: null };
+    if (rows.length > this.rowsKept)
       throw new ReportError(
         'report_too_large',
-        `the what-if lists ${sim.keys.length} keys, more than the ${this.rowsKept} kept for its pages: ask for a shorter period, or a new limit closer to the plan's`,
+        `the what-if lists ${rows.length} ${what}, more than the ${this.rowsKept} kept for its pages: ask for a shorter period, or a new limit closer to the plan's`,
       );
     const id = randomBytes(16).toString('base64url');
-    await this.kept.save(id, { kind: 'whatif', ...head }, sim.keys, this.keepMs);
-    return { ...head, keys: sim.keys.slice(0, limit), next: encodeWhatIfCursor({ report: id, offset: limit }) };
+    await this.kept.save(id, { kind: 'whatif', ...head }, rows, this.keepMs);
+    return { ...head, ...pageOf(first, rows.slice(0, limit)), next: encodeWhatIfCursor({ report: id, offset: limit }) };
   }
 }

@@ -4,9 +4,26 @@
 // every figure is a lower bound that holds whatever happened inside an hour; docs/keys-and-limits.md ("What if")
 // explains each bound and why it never overstates. The answer is bounded: totals, then the keys most refused, each
 // with its most refused hours (TOP_HOURS), the rest of the keys paged (whatif-pages.ts).
+// Grouped by key, a key's hours are those it was counted under no consumer (its own windows applied); the hours a key
+// spent in a consumer were its consumer's pool's, and grouped by consumer each pool of the plan is simulated from
+// what its keys were counted under it: per hour the requests of all of them, and the highest minute count any check
+// reported there (the pool's window, which the plan's perMinute applies to).
 import type { KeyRecord } from '../keys/types.js';
-import { type DayCounts, type UsageStore } from './store.js';
+import { mergeDays, type DayCounts, type UsageStore } from './store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
+
+/** What the what-if reads of a consumer: its plan in force and its own limits (absent: the plan's apply). */
+export interface ConsumerLimits {
+  plan: string;
+  perMinute?: number | undefined;
+  perDay?: number | undefined;
+}
+
+/**
+ * The consumers' limits as the consumer store has them now, for the ids asked (an id it does not know is left out:
+ * its keys' usage is then in no pool of the plan). Declared here so the what-if needs nothing of the consumers room.
+ */
+export type ConsumerPlans = (ids: readonly string[]) => Promise<Map<string, ConsumerLimits>>;
 
 export interface SimulateInput {
   plan: string;
@@ -17,6 +34,8 @@ export interface SimulateInput {
   /** Whole hours: [fromMs, toMs) is widened to the hours it touches. */
   fromMs: number;
   toMs: number;
+  /** 'consumer': the plan's consumers' pools instead of its keys. */
+  groupBy?: 'key' | 'consumer' | undefined;
 }
 
 /** One window's answer for a key: the limit it would have had, and whether the key's own override keeps it. */
@@ -41,19 +60,32 @@ export interface SimulatedHour {
 /** Hours listed per key: its most refused (a key refused all week would otherwise list 168). */
 export const TOP_HOURS = 10;
 
-export interface SimulatedKey {
-  id: string;
-  name?: string;
-  metadata?: Record<string, string>;
+/** A key's or a pool's answer: each window's, the points refused at least, the hours refused in. */
+export interface SimulatedSeries {
   /** null: the window was not simulated. */
   minute: WindowOutcome | null;
   day: WindowOutcome | null;
-  /** Points: at least this many of the key's refused under the new values (the larger of the two windows'). */
+  /** Points: at least this many refused under the new values (the larger of the two windows'). */
   pointsRefusedAtLeast: number;
   /** How many hours the new minute limit would have refused in (all of them, listed or not). */
   hoursAffected: number;
   /** The TOP_HOURS of them with the most points refused, most first (oldest first on a tie). */
   hours: SimulatedHour[];
+}
+
+export interface SimulatedKey extends SimulatedSeries {
+  id: string;
+  name?: string;
+  metadata?: Record<string, string>;
+  /** The consumer the key belongs to now (null: none). Its hours are those it was counted under no consumer. */
+  consumer: string | null;
+}
+
+/** A consumer's pool: what its keys were counted under it, simulated as one set of windows. */
+export interface SimulatedConsumer extends SimulatedSeries {
+  consumer: string;
+  /** Keys counted under it in the period. */
+  keys: number;
 }
 
 export interface SimulationTotals {
@@ -64,10 +96,20 @@ export interface SimulationTotals {
   pointsRefusedAtLeast: number;
 }
 
+/** The totals grouped by consumer: consumers whose plan in force is the plan, and those affected; over every pool. */
+export interface PoolTotals {
+  consumersInPlan: number;
+  consumersAffected: number;
+  hours: number;
+  pointsRefusedAtLeast: number;
+}
+
 export interface Simulation {
-  /** Keys affected (pointsRefusedAtLeast > 0), most refused first, then keys an override kept out, by id. */
+  /** Keys affected (pointsRefusedAtLeast > 0), most refused first, then keys an override kept out, by id. Grouped by consumer: none. */
   keys: SimulatedKey[];
-  totals: SimulationTotals;
+  /** Grouped by consumer: the pools, in the same order as keys would be. */
+  consumers?: SimulatedConsumer[];
+  totals: SimulationTotals | PoolTotals;
 }
 
 /**
@@ -115,8 +157,8 @@ export function dayAdmittedAtMost(d: readonly number[], D: number): number {
   return best[0]!;
 }
 
-/** The what-if for one key from its ledger days (`byDay`), for the period's hours. */
-export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>, input: SimulateInput): SimulatedKey {
+/** Per hour of the period (from its first whole hour): the requests admitted and the peakMinute, from ledger days. */
+export function hourlyOf(byDay: ReadonlyMap<number, DayCounts>, input: Pick<SimulateInput, 'fromMs' | 'toMs'>): { demand: number[]; peaks: number[] } {
   const first = Math.floor(input.fromMs / HOUR_MS);
   const end = Math.ceil(input.toMs / HOUR_MS);
   const demand: number[] = [];
@@ -127,10 +169,24 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
     demand.push(demandOf(day, hour));
     peaks.push(day[`m${hour}`] ?? 0);
   }
+  return { demand, peaks };
+}
+
+/**
+ * The what-if for one set of windows (a key's, or a consumer's pool) from its hourly requests and peakMinute over the
+ * period (hour 0: the period's first whole hour); `own`: its own values, which the plan's new ones do not replace.
+ */
+export function simulateSeries(
+  hourly: { demand: readonly number[]; peaks: readonly number[] },
+  own: { perMinute?: number | undefined; perDay?: number | undefined },
+  input: SimulateInput,
+): SimulatedSeries {
+  const first = Math.floor(input.fromMs / HOUR_MS);
+  const { demand, peaks } = hourly;
   let minute: WindowOutcome | null = null;
   const hours: SimulatedHour[] = [];
   if (input.perMinute !== undefined) {
-    if (k.perMinute !== undefined) minute = { limit: k.perMinute, override: true, pointsRefusedAtLeast: 0 };
+    if (own.perMinute !== undefined) minute = { limit: own.perMinute, override: true, pointsRefusedAtLeast: 0 };
     else {
       const L = input.perMinute;
       const x = peaks.map((m) => Math.max(0, m - L));
@@ -142,7 +198,7 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
   }
   let day: WindowOutcome | null = null;
   if (input.perDay !== undefined) {
-    if (k.perDay !== undefined) day = { limit: k.perDay, override: true, pointsRefusedAtLeast: 0 };
+    if (own.perDay !== undefined) day = { limit: own.perDay, override: true, pointsRefusedAtLeast: 0 };
     else {
       // Demand in requests against a limit in points: each request takes at least 1 point, so a window of D points
       // admits at most D requests, and each request refused is at least 1 point refused: a lower bound in both units.
@@ -151,15 +207,24 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
     }
   }
   return {
-    id: k.id,
-    ...(k.name !== undefined ? { name: k.name } : {}),
-    ...(k.metadata !== undefined ? { metadata: k.metadata } : {}),
     minute,
     day,
     // One request may be refused by both windows: the two bounds are not added.
     pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0),
     hoursAffected: hours.length,
     hours: topHours(hours),
+  };
+}
+
+/** The what-if for one key from its ledger days (`byDay`: those it was counted under no consumer), for the period's hours. */
+export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>, input: SimulateInput): SimulatedKey {
+  const consumer = (k as { consumer?: string }).consumer;
+  return {
+    id: k.id,
+    ...(k.name !== undefined ? { name: k.name } : {}),
+    ...(k.metadata !== undefined ? { metadata: k.metadata } : {}),
+    consumer: consumer ? consumer : null,
+    ...simulateSeries(hourlyOf(byDay, input), k, input),
   };
 }
 
@@ -174,31 +239,77 @@ function topHours(hours: SimulatedHour[]): SimulatedHour[] {
 
 /**
  * Every key of the plan, read one page at a time (`keys`) with its ledger days through `store` (the reports' store:
- * the admin connection, reads in flight bounded). Complete or failing, as every report.
+ * the admin connection, reads in flight bounded), each key's hours those it was counted under no consumer. Grouped by
+ * consumer: every key's days under each consumer added up per consumer, and the consumers whose plan in force is the
+ * plan (`consumers`) simulated as pools. Complete or failing, as every report.
  */
-export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[]>, input: SimulateInput): Promise<Simulation> {
+export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[]>, input: SimulateInput, consumers?: ConsumerPlans): Promise<Simulation> {
   const days: number[] = [];
   for (let d = dayOf(Math.floor(input.fromMs / HOUR_MS) * HOUR_MS); d <= dayOf(input.toMs - 1); d++) days.push(d);
+  if (input.groupBy === 'consumer') return simulatePools(store, keys, input, days, consumers);
   const listed: SimulatedKey[] = [];
   let inPlan = 0;
   for await (const page of keys) {
     const mine = page.filter((k) => k.plan === input.plan);
     inPlan += mine.length;
-    const perKey = await Promise.all(mine.map((k) => store.days(k.id, days)));
+    const perKey = await Promise.all(mine.map((k) => store.daysByConsumer(k.id, days)));
     mine.forEach((k, i) => {
-      const s = simulateKey(k, new Map(days.map((d, j) => [d, perKey[i]![j]!])), input);
+      const own = perKey[i]!.get('') ?? [];
+      const s = simulateKey(k, new Map(days.map((d, j) => [d, own[j] ?? {}])), input);
       if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
     });
   }
-  listed.sort((x, y) => y.pointsRefusedAtLeast - x.pointsRefusedAtLeast || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  const byId = (x: SimulatedKey, y: SimulatedKey): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
+  return { keys: ranked(listed, byId), totals: totalsOf(listed, inPlan) };
+}
+
+/** Most refused first, then the rest (an override kept them out) by name. */
+function ranked<T extends SimulatedSeries>(listed: T[], byName: (x: T, y: T) => number): T[] {
+  return listed.sort((x, y) => y.pointsRefusedAtLeast - x.pointsRefusedAtLeast || byName(x, y));
+}
+
+function totalsOf(listed: readonly SimulatedSeries[], inPlan: number): SimulationTotals {
   const affected = listed.filter((s) => s.pointsRefusedAtLeast > 0);
   return {
-    keys: listed,
-    totals: {
-      keysInPlan: inPlan,
-      keysAffected: affected.length,
-      hours: affected.reduce((n, s) => n + s.hoursAffected, 0),
-      pointsRefusedAtLeast: affected.reduce((n, s) => n + s.pointsRefusedAtLeast, 0),
-    },
+    keysInPlan: inPlan,
+    keysAffected: affected.length,
+    hours: affected.reduce((n, s) => n + s.hoursAffected, 0),
+    pointsRefusedAtLeast: affected.reduce((n, s) => n + s.pointsRefusedAtLeast, 0),
   };
+}
+
+/** The what-if grouped by consumer: see simulate(). */
+async function simulatePools(
+  store: UsageStore,
+  keys: AsyncIterable<KeyRecord[]>,
+  input: SimulateInput,
+  days: readonly number[],
+  consumers: ConsumerPlans | undefined,
+): Promise<Simulation> {
+  // Per consumer: its keys' days under it, added up (requests summed, peakMinute the largest), and how many keys.
+  const pools = new Map<string, { days: DayCounts[]; keys: number }>();
+  for await (const page of keys) {
+    const perKey = await Promise.all(page.map((k) => store.daysByConsumer(k.id, days)));
+    for (const parts of perKey)
+      for (const [c, list] of parts) {
+        if (c === '') continue;
+        const pool = pools.get(c);
+        if (pool) pool.days = mergeDays([pool.days, list], days.length);
+        else pools.set(c, { days: list.map((d) => ({ ...d })), keys: 0 });
+        pools.get(c)!.keys++;
+      }
+  }
+  const limits = consumers && pools.size > 0 ? await consumers([...pools.keys()]) : new Map<string, ConsumerLimits>();
+  const listed: SimulatedConsumer[] = [];
+  let inPlan = 0;
+  for (const [c, pool] of pools) {
+    const own = limits.get(c);
+    if (!own || own.plan !== input.plan) continue;
+    inPlan++;
+    const s = simulateSeries(hourlyOf(new Map(days.map((d, j) => [d, pool.days[j] ?? {}])), input), own, input);
+    if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push({ consumer: c, keys: pool.keys, ...s });
+  }
+  const byName = (x: SimulatedConsumer, y: SimulatedConsumer): number => (x.consumer < y.consumer ? -1 : x.consumer > y.consumer ? 1 : 0);
+  const { keysInPlan: consumersInPlan, keysAffected: consumersAffected, ...rest } = totalsOf(listed, inPlan);
+  return { keys: [], consumers: ranked(listed, byName), totals: { consumersInPlan, consumersAffected, ...rest } };
 }

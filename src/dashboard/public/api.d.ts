@@ -43,6 +43,23 @@ export type UsageCounts = {
   validationFailed: number;
 };
 
+export type UsageBuckets = Array<UsageCounts & {
+  start: string;
+  peakMinute: number;
+}>;
+
+export type ConsumerTotals = UsageCounts & {
+  consumer: string | null;
+  keys: number;
+};
+
+export type SimulatedHours = Array<{
+  start: string;
+  requests: number;
+  peakMinute: number;
+  pointsRefusedAtLeast: number;
+}>;
+
 export type SimulatedWindow = {
   limit: number;
   override: boolean;
@@ -184,13 +201,16 @@ export interface Answers {
   'GET /keys/{id}/usage': {
     id: string;
     plan: string;
+    consumer: string | null;
     granularity: "hour" | "day";
     from: string;
     to: string;
     totals: UsageCounts;
-    buckets: Array<UsageCounts & {
-      start: string;
-      peakMinute: number;
+    buckets: UsageBuckets;
+    consumers?: Array<{
+      consumer: string | null;
+      totals: UsageCounts;
+      buckets: UsageBuckets;
     }>;
   };
   'GET /usage': {
@@ -198,14 +218,17 @@ export interface Answers {
     to: string;
     sort: string;
     order: "asc" | "desc";
+    groupBy?: "consumer";
     total: number;
     nextCursor: string | null;
-    keys: Array<UsageCounts & {
+    keys?: Array<UsageCounts & {
       id: string;
       name?: string;
       metadata?: Metadata;
       plan: string;
+      consumer: string | null;
     }>;
+    consumers?: Array<ConsumerTotals>;
   };
   'GET /routes/deprecated': {
     from: string;
@@ -222,6 +245,13 @@ export interface Answers {
         id: string;
         name?: string;
         metadata?: Metadata;
+        consumer: string | null;
+        calls: number;
+        lastSeen: string | null;
+      }>;
+      consumers?: Array<{
+        consumer: string | null;
+        keys: number;
         calls: number;
         lastSeen: string | null;
       }>;
@@ -240,6 +270,14 @@ export interface Answers {
         id: string;
         name?: string;
         metadata?: Metadata;
+        consumer: string | null;
+        calls: number;
+        lastSeen: string | null;
+        pointer: string | null;
+      }>;
+      consumers?: Array<{
+        consumer: string | null;
+        keys: number;
         calls: number;
         lastSeen: string | null;
         pointer: string | null;
@@ -292,6 +330,7 @@ export interface Answers {
   };
   'POST /plans/simulate': {
     plan: string;
+    groupBy?: "consumer";
     from: string;
     to: string;
     current: {
@@ -304,24 +343,34 @@ export interface Answers {
     };
     unit: "points";
     nextCursor: string | null;
-    keys: Array<{
+    keys?: Array<{
       id: string;
       name?: string;
       metadata?: Metadata;
+      consumer: string | null;
       minute: SimulatedWindow;
       day: SimulatedWindow;
       pointsRefusedAtLeast: number;
       hoursAffected: number;
-      hours: Array<{
-        start: string;
-        requests: number;
-        peakMinute: number;
-        pointsRefusedAtLeast: number;
-      }>;
+      hours: SimulatedHours;
+    }>;
+    consumers?: Array<{
+      consumer: string;
+      keys: number;
+      minute: SimulatedWindow;
+      day: SimulatedWindow;
+      pointsRefusedAtLeast: number;
+      hoursAffected: number;
+      hours: SimulatedHours;
     }>;
     totals: {
       keysInPlan: number;
       keysAffected: number;
+      hours: number;
+      pointsRefusedAtLeast: number;
+    } | {
+      consumersInPlan: number;
+      consumersAffected: number;
       hours: number;
       pointsRefusedAtLeast: number;
     };

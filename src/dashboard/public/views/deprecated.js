@@ -35,6 +35,7 @@ export async function load() {
                     <tr>
                       <th>key</th>
                       <th>name</th>
+                      <th>consumer</th>
                       <th>calls</th>
                       <th>last seen</th>
                     </tr>
@@ -45,6 +46,7 @@ export async function load() {
                         html`<tr>
                           <td><a href=${keyHref(k.id)}>${k.id}</a></td>
                           <td class="key-name">${k.name || '-'}</td>
+                          <td class="consumer">${k.consumer || '-'}</td>
                           <td>${fmt(k.calls)}</td>
                           <td>${k.lastSeen ? new Date(k.lastSeen).toLocaleString() : '-'}</td>
                         </tr>`,

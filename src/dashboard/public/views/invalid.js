@@ -30,6 +30,7 @@ export async function load() {
               <tr>
                 <th>key</th>
                 <th>name</th>
+                <th>consumer</th>
                 <th>invalid requests</th>
                 <th>last seen</th>
                 <th>last failed at</th>
@@ -41,6 +42,7 @@ export async function load() {
                   html`<tr>
                     <td><a href=${keyHref(k.id)}>${k.id}</a></td>
                     <td class="key-name">${k.name || '-'}</td>
+                    <td class="consumer">${k.consumer || '-'}</td>
                     <td>${fmt(k.calls)}</td>
                     <td>${k.lastSeen ? new Date(k.lastSeen).toLocaleString() : '-'}</td>
                     <td><code class="pointer">${k.pointer ?? '-'}</code></td>

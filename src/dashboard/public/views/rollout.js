@@ -17,7 +17,7 @@ const WHATIF_PAGE = 20;
  */
 async function shadowRefusals(fromMs) {
   const r = await api('GET /usage', { query: { sort: 'shadowRefused', nonzero: true, limit: 1000, from: iso(fromMs) } });
-  return new Map(r.keys.filter((k) => k.shadowRefused > 0).map((k) => [k.id, k]));
+  return new Map((r.keys ?? []).filter((k) => k.shadowRefused > 0).map((k) => [k.id, k]));
 }
 
 /** A simulated window's cell: not simulated, kept by the key's own limit, or its lower bound in points. @param {import('../api.d.ts').SimulatedWindow} w */
@@ -27,9 +27,14 @@ function windowCell(w) {
   return w.pointsRefusedAtLeast > 0 ? `≥ ${fmt(w.pointsRefusedAtLeast)} pts` : '0';
 }
 
-/** One row per key of a what-if page. @param {WhatIf['keys']} keys */
+/** @typedef {NonNullable<WhatIf['keys']>} WhatIfKeys */
+
+/** The consumer a key belongs to now, or "-". @param {string | null | undefined} c */
+const consumerCell = (c) => c || '-';
+
+/** One row per key of a what-if page. @param {WhatIfKeys} keys */
 function whatIfRows(keys) {
-  /** @param {WhatIf['keys'][number]['hours'][number]} x */
+  /** @param {WhatIfKeys[number]['hours'][number]} x */
   const hourText = (x) =>
     `${x.start.slice(0, 13).replace('T', ' ')}:00 UTC: peak ${fmt(x.peakMinute)} pts, ≥ ${fmt(x.pointsRefusedAtLeast)} pts (${fmt(x.requests)} requests)`;
   return keys.map(
@@ -37,6 +42,7 @@ function whatIfRows(keys) {
       html`<tr>
         <td><a href=${keyHref(k.id)}>${k.id}</a></td>
         <td class="key-name">${k.name || '-'}</td>
+        <td class="consumer">${consumerCell(k.consumer)}</td>
         <td>${windowCell(k.minute)}</td>
         <td>${windowCell(k.day)}</td>
         <td>${fmt(k.pointsRefusedAtLeast)}</td>
@@ -47,7 +53,7 @@ function whatIfRows(keys) {
   );
 }
 
-/** @typedef {{ busy?: boolean, error?: string, first?: WhatIf, keys: WhatIf['keys'], next?: string | null, moreError?: string, loadingMore?: boolean }} WhatIfState */
+/** @typedef {{ busy?: boolean, error?: string, first?: WhatIf, keys: WhatIfKeys, next?: string | null, moreError?: string, loadingMore?: boolean }} WhatIfState */
 
 /**
  * The what-if's form and answer: its totals, then one row per key listed, most refused first; further keys a page at
@@ -76,7 +82,7 @@ class WhatIfPanel extends Component {
     this.setState({ busy: true, error: undefined, first: undefined, moreError: undefined });
     try {
       const r = await api('POST /plans/simulate', { body });
-      this.setState({ busy: false, first: r, keys: r.keys, next: r.nextCursor });
+      this.setState({ busy: false, first: r, keys: r.keys ?? [], next: r.nextCursor });
     } catch (err) {
       this.fail(err, (error) => this.setState({ busy: false, error }));
     }
@@ -86,7 +92,7 @@ class WhatIfPanel extends Component {
     this.setState({ loadingMore: true });
     try {
       const page = await api('POST /plans/simulate', { body: { cursor: this.state.next, limit: WHATIF_PAGE } });
-      this.setState({ loadingMore: false, keys: [...this.state.keys, ...page.keys], next: page.nextCursor });
+      this.setState({ loadingMore: false, keys: [...this.state.keys, ...(page.keys ?? [])], next: page.nextCursor });
     } catch (err) {
       this.fail(err, (moreError) => this.setState({ loadingMore: false, moreError }));
     }
@@ -98,10 +104,10 @@ class WhatIfPanel extends Component {
     if (error) return alertLine(error);
     if (!first) return null;
     const t = first.totals;
+    // This form asks by key: its totals are the keys'.
+    const [affected, inPlan] = 'keysInPlan' in t ? [t.keysAffected, t.keysInPlan] : [t.consumersAffected, t.consumersInPlan];
     return html`
-      <p id="whatif-summary">
-        ${fmt(t.keysAffected)} of ${fmt(t.keysInPlan)} keys affected, ${fmt(t.hours)} hours, at least ${fmt(t.pointsRefusedAtLeast)} points refused
-      </p>
+      <p id="whatif-summary">${fmt(affected)} of ${fmt(inPlan)} keys affected, ${fmt(t.hours)} hours, at least ${fmt(t.pointsRefusedAtLeast)} points refused</p>
       <p class="muted">Points: a request takes its route’s cost (1 by default) from each window.</p>
       ${
         keys.length === 0
@@ -111,6 +117,7 @@ class WhatIfPanel extends Component {
                   <tr>
                     <th>key</th>
                     <th>name</th>
+                    <th>consumer</th>
                     <th>minute</th>
                     <th>day</th>
                     <th>points refused at least</th>
@@ -174,6 +181,7 @@ export async function load(ctx) {
                 <tr>
                   <th>key</th>
                   <th>name</th>
+                  <th>consumer</th>
                   <th>plan</th>
                   <th>24 h</th>
                   <th>7 d</th>
@@ -186,6 +194,7 @@ export async function load(ctx) {
                     html`<tr>
                       <td><a href=${keyHref(k.id)}>${k.id}</a></td>
                       <td class="key-name">${k.name || '-'}</td>
+                      <td class="consumer">${consumerCell(k.consumer)}</td>
                       <td>${k.plan}</td>
                       <td>${fmt(day.get(k.id)?.shadowRefused ?? 0)}</td>
                       <td>${fmt(k.shadowRefused)}</td>
