@@ -4,6 +4,7 @@
 // (key:{<key>}:consumers), split by consumer on request; the deprecated-route and invalid-request hashes name a caller
 // under a consumer `<key>@<consumer>`. On Redis: what a key never counted under a consumer costs a report is unchanged
 // (one script call), and a key with consumers costs one more per consumer.
+import { keySubject } from '../src/limits/subject.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
@@ -154,7 +155,7 @@ describe('the ledger under consumers on Redis', () => {
     await store.recordKeyConsumer('key_c', 'c2');
     await s.client.hincrby(ks.consumerUsageDay('c1', 'key_c', day1), `a${h}`, 3);
     await s.client.hincrby(ks.consumerUsageDay('c2', 'key_c', day2), `a${h}`, 4);
-    await s.client.hincrby(ks.usageDay('key_plain', day1), `a${h}`, 2);
+    await s.client.hincrby(ks.usageDay(keySubject('key_plain'), day1), `a${h}`, 2);
     const span = spanOf(day1 * DAY_MS, (day2 + 1) * DAY_MS);
     const calls = async (fn: () => Promise<unknown>): Promise<number> => {
       const before = await commandCalls(s.client);

@@ -4,6 +4,7 @@
 // Redis; then through a gateway on a real Redis: GET /usage, /usage.csv, /keys/{id}/usage, /routes/deprecated(.csv)
 // with groupBy, their answers checked against docs/admin.openapi.yaml, the CLI's CSV byte for byte the API's, and
 // hostile groupBy values answered 400, never 500.
+import { keySubject } from '../src/limits/subject.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { hashAdminToken } from '../src/admin/tokens.js';
@@ -231,7 +232,7 @@ describe('the admin API and the CLI, grouped by consumer, on Redis', () => {
     await s.client.hincrby(ks.consumerUsageDay('cons_A', ids.mover, DAY1), 'a10', 5);
     await store.recordKeyConsumer(ids.mover, 'cons_B');
     await s.client.hincrby(ks.consumerUsageDay('cons_B', ids.mover, DAY2), 'a10', 7);
-    await s.client.hincrby(ks.usageDay(ids.alone, DAY1), 'a10', 3);
+    await s.client.hincrby(ks.usageDay(keySubject(ids.alone), DAY1), 'a10', 3);
     await store.addDeprecated(
       [
         { route: ROUTE, id: ids.mover, consumer: 'cons_A', day: DAY1, n: 2, lastMs: AT1 },
