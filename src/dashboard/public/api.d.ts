@@ -53,6 +53,10 @@ export type Metadata = {
   [name: string]: string;
 };
 
+export type Scopes = Array<string>;
+
+export type AllowedCidrs = Array<string>;
+
 export type Key = {
   id: string;
   name?: string;
@@ -62,6 +66,8 @@ export type Key = {
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
@@ -115,6 +121,8 @@ export type KeyFields = {
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
@@ -145,6 +153,8 @@ export type CreateKeyRequest = {
   perDay?: number;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
 };
 
 export type UpdateKeyRequest = {
@@ -154,6 +164,8 @@ export type UpdateKeyRequest = {
   perDay?: number | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
+  scopes?: Scopes | null;
+  allowedCidrs?: AllowedCidrs | null;
 };
 
 /** The JSON answer (its first 2xx) of each operation, by method and path as the OpenAPI document writes them. */
