@@ -6,6 +6,7 @@ import type express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { ApiKeyScheme } from './identity/api-key-scheme.js';
+import type { ConsumerLookup } from './identity/consumer-lookup.js';
 import { followKeySources } from './http/credentials.js';
 import { accessLog, requestMetrics } from './pipeline/observers.js';
 import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
@@ -74,6 +75,11 @@ export interface ComposeOptions {
   healthChecks?: boolean;
   /** Where TOLLGATE_ADMIN_TOKEN is read (default process.env). */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Where a key's consumer is found (the consumers' cache); absent: a key's `consumer` is not read. Tests give a
+   * lookup of their own.
+   */
+  consumers?: ConsumerLookup;
 }
 
 export interface ComposedGateway {
@@ -411,7 +417,7 @@ async function buildRequestPath(
   const config = runtime.config;
   const { keys, anonymous, keyLimiter, publicLimits } = decisions;
   // Who is calling: the API key from the sources of the config in force (auth.sources, or a route's own).
-  const apiKeyScheme = new ApiKeyScheme(keys, { refused: anonymous, sources: followKeySources(() => runtime.config.auth.sources) });
+  const apiKeyScheme = new ApiKeyScheme(keys, { refused: anonymous, sources: followKeySources(() => runtime.config.auth.sources), consumers: opts.consumers });
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
   // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.

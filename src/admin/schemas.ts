@@ -6,7 +6,7 @@ import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
 // what these refuse, with the same message.
-const { name, plan, perMinute, perDay, expiresAt, metadata } = keyInputFields;
+const { name, plan, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
 
 export const createKeyBody = z.strictObject({
   plan,
@@ -15,9 +15,11 @@ export const createKeyBody = z.strictObject({
   perDay: perDay.optional(),
   expiresAt: expiresAt.optional(),
   metadata: metadata.optional(),
+  scopes: scopes.optional(),
+  allowedCidrs: allowedCidrs.optional(),
 });
 
-/** null removes a field (an override, the expiry, the name, the metadata); a field left out stays as it is. */
+/** null removes a field (an override, the expiry, the name, the metadata, the scopes or CIDRs); a field left out stays as it is. */
 export const patchKeyBody = z
   .strictObject({
     plan: plan.optional(),
@@ -26,8 +28,10 @@ export const patchKeyBody = z
     perDay: perDay.nullable().optional(),
     expiresAt: expiresAt.nullable().optional(),
     metadata: metadata.nullable().optional(),
+    scopes: scopes.nullable().optional(),
+    allowedCidrs: allowedCidrs.nullable().optional(),
   })
-  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata');
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs');
 
 export const rotateKeyBody = z.strictObject({
   graceSeconds: graceSecondsSchema.default(0),

@@ -28,7 +28,7 @@ const PARAM_NAME = /^[A-Za-z0-9._~-]{1,64}$/;
  * Headers that cannot carry a key: the framing and routing of the message (Host, Content-Length, ...), hop-by-hop
  * headers (removed by every proxy on the way), Authorization (that is the `bearer` source), Cookie (one line holding
  * every cookie, not one key), and the headers the gateway sets for the upstream (X-Forwarded-*, X-Consumer-*,
- * X-Request-Id, trace context), which would either be overwritten or echoed.
+ * X-Credential-Id, X-Request-Id, trace context), which would either be overwritten or echoed.
  */
 const RESERVED_HEADERS = new Set([
   'host',
@@ -49,6 +49,7 @@ const RESERVED_HEADERS = new Set([
   'forwarded',
   'x-real-ip',
   'x-request-id',
+  'x-credential-id',
   'traceparent',
   'tracestate',
 ]);

@@ -5,6 +5,7 @@ export const H = {
   requestId: 'x-request-id',
   consumerId: 'x-consumer-id',
   consumerPlan: 'x-consumer-plan',
+  credentialId: 'x-credential-id',
   deprecation: 'deprecation',
   sunset: 'sunset',
   link: 'link',
@@ -72,16 +73,16 @@ export function isSaneRequestId(value: unknown): value is string {
 }
 
 /**
- * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its consumer
- * headers (X-Consumer-*), forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id. Those come
- * only from the gateway. An underscore counts as a dash: CGI/WSGI, PHP-FPM and nginx with underscores_in_headers
+ * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its caller's
+ * headers (X-Consumer-*, X-Credential-Id), forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id.
+ * Those come only from the gateway. An underscore counts as a dash: CGI/WSGI, PHP-FPM and nginx with underscores_in_headers
  * fold `X_Consumer_Id` into X-Consumer-Id, which would join the gateway's own value (`key_real,key_VICTIM`).
  */
 export function claimsGatewayHeader(name: string): boolean {
   // Every owned name but Forwarded starts with "x": most headers are passed on after one character check.
   if (name.charCodeAt(0) !== 120 /* x */) return name === 'forwarded';
   const folded = name.includes('_') ? name.replaceAll('_', '-') : name;
-  return folded.startsWith('x-consumer-') || folded.startsWith('x-forwarded-') || folded === H.requestId || folded === 'x-real-ip';
+  return folded.startsWith('x-consumer-') || folded.startsWith('x-forwarded-') || folded === H.requestId || folded === 'x-real-ip' || folded === H.credentialId;
 }
 
 /**

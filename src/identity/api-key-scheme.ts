@@ -3,11 +3,15 @@
 // Caller. It writes nothing to the response: the request path's authenticate and requireApiKey stages turn outcomes
 // into HTTP. A client the anonymous limit already refuses gets no key-store read for a key the key filter is certain
 // no stored key has (a made-up key: it could only have been answered 429 anyway); a valid key this instance has not
-// cached is looked up and admitted, whatever else comes from its address.
+// cached is looked up and admitted, whatever else comes from its address. A key that belongs to a consumer is
+// answered with the consumer's record (from the consumers' cache) and the consumer's plan; the scopes and allowed
+// CIDRs of both come compiled (access.ts), for the request path's checks to read without any I/O.
 import { DEFAULT_KEY_SOURCES, readPresentedKey, type KeySources, type PresentedKey } from '../http/credentials.js';
 import type { LookupGate, VerifyResult } from '../keys/verifier.js';
+import { accessFor } from './access.js';
 import type { AuthOutcome, AuthRequest, AuthScheme, CredentialRequest } from './auth-scheme.js';
 import type { Caller } from './caller.js';
+import type { ConsumerLookup, ConsumerView } from './consumer-lookup.js';
 
 /** What verifies a key (the key cache, KeyVerifier). */
 export interface KeyVerification {
@@ -27,6 +31,7 @@ export class ApiKeyScheme implements AuthScheme<PresentedKey> {
    */
   private readonly lookupGate: LookupGate<AuthRequest> | undefined;
   private readonly sources: () => KeySources;
+  private readonly consumers: ConsumerLookup | undefined;
 
   constructor(
     private readonly keys: KeyVerification,
@@ -34,9 +39,15 @@ export class ApiKeyScheme implements AuthScheme<PresentedKey> {
       refused?: RefusedClients | undefined;
       /** The configured sources (auth.sources) of the config in force; the default: a bearer token only. */
       sources?: (() => KeySources) | undefined;
+      /**
+       * Where a key's consumer is found. Absent (a gateway without the consumers' store): a key's `consumer` is not
+       * read, and the key stands alone.
+       */
+      consumers?: ConsumerLookup | undefined;
     } = {},
   ) {
     const refused = opts.refused;
+    this.consumers = opts.consumers;
     this.sources = opts.sources ?? (() => DEFAULT_KEY_SOURCES);
     this.lookupGate = refused
       ? (ctx) => {
@@ -62,15 +73,35 @@ export class ApiKeyScheme implements AuthScheme<PresentedKey> {
     if (parsed.kind !== 'token') return 'invalid_api_key';
     const result = await this.keys.verify(parsed.token, this.lookupGate, ctx);
     if (result.storeMs !== undefined) ctx.redisMs += result.storeMs;
-    if (result.ok) {
-      const k = result.key;
-      const caller: Caller = { id: k.id, plan: k.plan };
-      if (k.perMinute !== undefined) caller.perMinute = k.perMinute;
-      if (k.perDay !== undefined) caller.perDay = k.perDay;
-      if (result.keyHash !== undefined) caller.keyHash = result.keyHash;
-      if (result.revision !== undefined) caller.keyRevision = result.revision;
-      return caller;
+    if (!result.ok) return result.reason === 'unavailable' ? 'unavailable' : 'invalid_api_key';
+    const k = result.key;
+    let consumer: ConsumerView | undefined;
+    if (k.consumer !== undefined && this.consumers) {
+      const found = await this.consumerOf(k.consumer);
+      // Its consumer cannot be read: the key may be fine (503). There is no such consumer: the key is not accepted
+      // (a consumer is deleted only with its keys revoked; a record naming none that exists is not to be trusted).
+      if (found === 'unavailable') return 'unavailable';
+      if (found === undefined) return 'invalid_api_key';
+      consumer = found;
     }
-    return result.reason === 'unavailable' ? 'unavailable' : 'invalid_api_key';
+    const caller: Caller = { id: k.id, plan: consumer ? consumer.plan : k.plan };
+    if (k.perMinute !== undefined) caller.perMinute = k.perMinute;
+    if (k.perDay !== undefined) caller.perDay = k.perDay;
+    if (result.keyHash !== undefined) caller.keyHash = result.keyHash;
+    if (result.revision !== undefined) caller.keyRevision = result.revision;
+    if (consumer) caller.consumer = consumer;
+    const access = k.scopes || k.allowedCidrs || consumer?.scopes || consumer?.allowedCidrs ? accessFor(k, consumer) : undefined;
+    if (access) caller.access = access;
+    return caller;
+  }
+
+  /** The consumer's record; awaited only when the lookup has to read it (a cache answers at once). */
+  private async consumerOf(id: string): Promise<ConsumerView | undefined | 'unavailable'> {
+    try {
+      const found = this.consumers!.get(id);
+      return found instanceof Promise ? await found : found;
+    } catch {
+      return 'unavailable';
+    }
   }
 }

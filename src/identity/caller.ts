@@ -1,9 +1,12 @@
 // Who is calling: what authentication answers, whatever scheme the credential came in (an API key today), as the
 // limits, the request path's stages and the upstream headers need it.
+import type { CallerAccess } from './access.js';
+import type { ConsumerView } from './consumer-lookup.js';
 
 export interface Caller {
-  /** The credential's id (an API key's id): the subject of its windows, ban and ledger, X-Consumer-Id upstream. */
+  /** The credential's id (an API key's id): the subject of its windows, ban and ledger; X-Credential-Id upstream. */
   id: string;
+  /** The plan in force: its consumer's for a key that has one, else the key's own. */
   plan: string;
   perMinute?: number;
   perDay?: number;
@@ -11,4 +14,11 @@ export interface Caller {
   keyHash?: string;
   /** The cached key record's revision, when the key is that copy's current hash: the limit check compares it. */
   keyRevision?: string;
+  /** The consumer the key belongs to, as this instance has its record; absent: the key stands alone. */
+  consumer?: ConsumerView;
+  /**
+   * What the caller may reach and from where (the key's scopes and allowed CIDRs, intersected with its consumer's),
+   * compiled; absent when neither restricts anything.
+   */
+  access?: CallerAccess;
 }

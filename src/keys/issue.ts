@@ -17,6 +17,8 @@ export interface KeyInput {
   /** ISO-8601. */
   expiresAt?: string;
   metadata?: Record<string, string>;
+  scopes?: string[];
+  allowedCidrs?: string[];
 }
 
 export interface IssuedKey {
@@ -48,6 +50,8 @@ export class KeyIssuer {
       createdAt: new Date(this.clock.now()).toISOString(),
       ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
       ...(input.metadata !== undefined ? { metadata: sortedMetadata(input.metadata) } : {}),
+      ...(input.scopes !== undefined ? { scopes: [...input.scopes] } : {}),
+      ...(input.allowedCidrs !== undefined ? { allowedCidrs: [...input.allowedCidrs] } : {}),
       status: 'active',
       hash: hashKey(plaintext),
     };

@@ -1,6 +1,6 @@
-// Changing an issued key in place: its plan, name, overrides, expiry or metadata (update), a new plaintext for the
-// same id (rotate), and the end of it (revoke). Each goes through KeyChanges' compare-and-set, so racing changes
-// never undo each other, and retires the hashes it drops for good (an import naming one again is refused).
+// Changing an issued key in place: its plan, name, overrides, expiry, metadata, scopes or allowed CIDRs (update), a
+// new plaintext for the same id (rotate), and the end of it (revoke). Each goes through KeyChanges' compare-and-set, so
+// racing changes never undo each other, and retires the hashes it drops for good (an import naming one again is refused).
 import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
 import { KeyAdminError, notFound } from './admin-errors.js';
@@ -20,6 +20,9 @@ export interface KeyUpdate {
   expiresAt?: string | null;
   /** Replaces the whole map; null removes it. */
   metadata?: Record<string, string> | null;
+  /** Replace the whole list; null removes it (every route, from anywhere, again). */
+  scopes?: string[] | null;
+  allowedCidrs?: string[] | null;
 }
 
 export interface RotatedKey {
@@ -36,18 +39,19 @@ export class KeyLifecycle {
     private readonly changes: KeyChanges,
   ) {}
 
-  /** Changes a key's plan, name, overrides or expiry in place; the key itself (and its hash) stays. */
+  /** Changes a key's plan, name, overrides, expiry, metadata or lists in place; the key itself (and its hash) stays. */
   async update(id: string, patch: KeyUpdate, actor: Actor = CLI_ACTOR): Promise<{ record: KeyRecord; replication: Replication; warnings: string[] }> {
     if (patch.plan !== undefined) requirePlan(this.policy, patch.plan);
     const next = await this.changes.change(id, (k) => {
       refuseRevoked(k);
       const next: StoredKey = { ...k };
       if (patch.plan !== undefined) next.plan = patch.plan;
-      for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata'] as const) {
+      for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata', 'scopes', 'allowedCidrs'] as const) {
         const value = patch[field];
         if (value === null) delete next[field];
         else if (value !== undefined)
-          (next as unknown as Record<string, unknown>)[field] = field === 'metadata' ? sortedMetadata(value as Record<string, string>) : value;
+          (next as unknown as Record<string, unknown>)[field] =
+            field === 'metadata' ? sortedMetadata(value as Record<string, string>) : Array.isArray(value) ? [...value] : value;
       }
       return { next };
     });

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { keyInputFields, keyInstantSchema, sha256HexSchema } from '../config/key-fields.js';
 import { prefixProblem } from './key-prefix.js';
 
-const { id, name, plan, perMinute, perDay, expiresAt, metadata } = keyInputFields;
+const { id, name, plan, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
 
 /** A key record as stored: what every check of the request path reads. Unknown fields are refused. */
 export const storedKeySchema = z.strictObject({
@@ -27,6 +27,9 @@ export const storedKeySchema = z.strictObject({
       if (problem) ctx.addIssue({ code: 'custom', message: problem.replace(/^prefix: /, '') });
     })
     .optional(),
+  consumer: id.optional(),
+  scopes: scopes.optional(),
+  allowedCidrs: allowedCidrs.optional(),
   hash: sha256HexSchema,
   prevHash: sha256HexSchema.optional(),
   prevHashUntil: z.number().int().nonnegative().optional(),

@@ -18,6 +18,15 @@ export interface KeyRecord {
   rotatedAt?: string;
   /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
   prefix?: string;
+  /** The consumer (the customer) the key belongs to, by id; absent: the key stands alone. */
+  consumer?: string;
+  /**
+   * The routes the key may call (route names, `service:<name>`, `operation:<operationId>`); absent: every route. A key
+   * of a consumer with scopes gets what both allow.
+   */
+  scopes?: string[];
+  /** The client addresses the key may be used from (IPv4/IPv6 addresses and CIDRs); absent: anywhere. */
+  allowedCidrs?: string[];
 }
 
 /** What the store keeps: the record plus the hashes that open it. Never the plaintext. */

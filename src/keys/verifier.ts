@@ -12,8 +12,12 @@ import { KnownHashes, type HashSource } from './known-hashes.js';
 import { expiredAt, expiryMs } from './rules.js';
 import type { FoundKey, KeyChange, KeyRecord, KeyStore, StoredKey } from './types.js';
 
-/** Who a verified key belongs to and its own limits: what the request path takes from the record. */
-export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay'>;
+/**
+ * Who a verified key belongs to, its own limits, and what it may reach from where (its consumer, scopes and allowed
+ * addresses): what the request path takes from the record. One object per cached record, handed out as it is, so
+ * what is compiled from it (identity/access.ts) is compiled once per record.
+ */
+export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'consumer' | 'scopes' | 'allowedCidrs'>;
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
 export type VerifyResult =
@@ -68,7 +72,8 @@ export const DEFAULT_KEY_CACHE: KeyCacheOptions = {
 /**
  * What the cache keeps of a stored key, made once per read: its identity (handed out as it is: the request path
  * copies nothing per request) and what decides validity. The rest of the record (name, dates, metadata) stays in the
- * store: with tens of thousands of keys in use, every byte per entry is resident memory (bench/README.md, RSS).
+ * store: with tens of thousands of keys in use, every byte per entry is resident memory (bench/README.md, RSS); the
+ * scopes and allowed CIDRs a key may have are bounded for that reason (config/key-fields.ts).
  */
 interface CachedKey {
   identity: KeyIdentity;
@@ -84,6 +89,9 @@ function toCached(k: StoredKey): CachedKey {
   const identity: KeyIdentity = { id: k.id, plan: k.plan };
   if (k.perMinute !== undefined) identity.perMinute = k.perMinute;
   if (k.perDay !== undefined) identity.perDay = k.perDay;
+  if (k.consumer !== undefined) identity.consumer = k.consumer;
+  if (k.scopes !== undefined) identity.scopes = k.scopes;
+  if (k.allowedCidrs !== undefined) identity.allowedCidrs = k.allowedCidrs;
   const cached: CachedKey = { identity, status: k.status, hash: k.hash };
   const expiry = expiryMs(k);
   if (expiry !== undefined) cached.expiresAtMs = expiry;

@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AuthFailure } from '../identity/auth-scheme.js';
 import type { Caller } from '../identity/caller.js';
 import type { KeySources } from '../http/credentials.js';
-import { anonymousClientKey, type ClientAddressSource } from '../limits/client-address.js';
+import { anonymousClientKey, clientAddress, type ClientAddressSource } from '../limits/client-address.js';
 import type { AnonymousDecision } from '../limits/anonymous.js';
 import type { Charge, Decision } from '../limits/types.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -67,6 +67,7 @@ export class RequestContext {
   /** This request's trace, when tracing is on (tracing.otlpEndpoint): stages start their spans under it. */
   trace: RequestTrace | undefined = undefined;
   private clientKeyText: string | undefined = undefined;
+  private clientAddressText: string | undefined | null = null;
 
   constructor(
     readonly id: string,
@@ -78,6 +79,12 @@ export class RequestContext {
   /** The key the anonymous limit meters this request's client under (anonymousClientKey), computed once. */
   clientKey(): string {
     return (this.clientKeyText ??= anonymousClientKey(this.req));
+  }
+
+  /** The client's address by the trustProxy rules (clientAddress), computed once: what an allow-list checks. */
+  clientAddress(): string | undefined {
+    if (this.clientAddressText === null) this.clientAddressText = clientAddress(this.req);
+    return this.clientAddressText;
   }
 }
 

@@ -22,7 +22,7 @@ import type { RequestObserver } from './context.js';
 import { observeRequest, ownEndpoints, securityHeaders } from './stages/entry.js';
 import { authenticate, requireApiKey } from './stages/identity.js';
 import { answerQuota, anonymousLimit, keyLimits, publicRouteLimits } from './stages/limits.js';
-import { requireAllowedPlan, routePolicy, validateRequest, type UsageCounts } from './stages/policy.js';
+import { allowedAddress, consumerStatus, requireAllowedPlan, routePolicy, scopes, validateRequest, type UsageCounts } from './stages/policy.js';
 import { matchRoute, refuseAmbiguousPaths, refuseTransferCodings, requireHealthyService } from './stages/routing.js';
 import { declaredBodyLimit, prepareUpstreamHeaders } from './stages/upstream.js';
 
@@ -213,6 +213,33 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     make: ({ parts: p }) => p.keys && answerQuota(p.keys.limiter),
   },
   {
+    mark: 'C',
+    phase: 'policy',
+    name: 'consumerStatus',
+    runsFor: 'keyed requests whose key belongs to a consumer',
+    what: 'a suspended consumer: 403, before any quota is taken, no Redis command',
+    in: ['path'],
+    make: ({ parts: p }) => p.keys && consumerStatus,
+  },
+  {
+    mark: 'A',
+    phase: 'policy',
+    name: 'allowedAddress',
+    runsFor: 'keyed requests whose key or consumer has allowedCidrs',
+    what: 'a client address (by trustProxy) outside every allow-list: 403, before any quota is taken, no Redis command',
+    in: ['path'],
+    make: ({ parts: p }) => p.keys && allowedAddress,
+  },
+  {
+    mark: 'G',
+    phase: 'policy',
+    name: 'scopes',
+    runsFor: 'keyed requests whose key or consumer has scopes',
+    what: 'a route neither scope list names (route name, service:, operation:): 403, before any quota is taken, no Redis command',
+    in: ['path'],
+    make: ({ parts: p }) => p.keys && scopes,
+  },
+  {
     mark: 'S',
     phase: 'policy',
     name: 'requireAllowedPlan',
@@ -266,7 +293,7 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     phase: 'upstream',
     name: 'prepareUpstreamHeaders',
     runsFor: 'routed requests',
-    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id and -Plan in; Via',
+    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id, -Plan, X-Credential-Id in; Via',
     in: ['path'],
     make: ({ parts: p }) => prepareUpstreamHeaders(p.runtime.config.upstream, { via: p.runtime.config.server.via }),
   },

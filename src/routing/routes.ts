@@ -57,6 +57,11 @@ export interface CompiledRoute {
   readonly cost: number;
   /** The name of its windows: routes[].name, else its path. */
   readonly limitName: string;
+  /**
+   * What a key's scopes may name to reach this route, worked out once per config: its routes[].name when it has one,
+   * `service:<its service>`, and `operation:<operationId>` when it has one (identity/access.ts matches them).
+   */
+  readonly scopeNames: readonly string[];
   /** A keyed route's windows by plan name (and "default"), if any. */
   readonly limits: Readonly<Record<string, RouteWindowLimitsConfig>> | undefined;
   /** A public route's windows per client address (requests without a valid key), if any. */
@@ -120,6 +125,7 @@ export function compileRoutes(routes: readonly RouteConfig[], maps: StabilityMap
       headers,
       cost: r.cost,
       limitName: r.name ?? r.path,
+      scopeNames: scopeNamesOf(r.name, r.service ?? UPSTREAM_SERVICE, r.operationId ?? op?.operationId),
       limits: planRouteLimits(r),
       addressLimits: addressRouteLimits(r),
       mode: r.mode,
@@ -130,6 +136,11 @@ export function compileRoutes(routes: readonly RouteConfig[], maps: StabilityMap
       ...(op && op.validate !== 'off' ? { validation: { mode: op.validate, validator: compileRequestValidator(op), operation: operationName(op) } } : {}),
     };
   });
+}
+
+/** The scope names a route answers to (CompiledRoute.scopeNames); a request no route takes answers to its service's. */
+export function scopeNamesOf(name: string | undefined, service: string, operationId?: string): string[] {
+  return [...(name !== undefined ? [name] : []), `service:${service}`, ...(operationId !== undefined ? [`operation:${operationId}`] : [])];
 }
 
 /** A deprecated route's name in the usage report and its Redis keys: "<METHOD> <pattern>". */

@@ -4,7 +4,7 @@ import { keyInputFields } from '../../config/key-fields.js';
 import { common, withSession, type CommonOpts } from '../session.js';
 import { out } from '../terminal.js';
 import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
-import { expiresOption, keyField, metadataOption } from './fields.js';
+import { expiresOption, keyField, listOption, metadataOption } from './fields.js';
 
 interface CreateOpts extends CommonOpts {
   plan: string;
@@ -13,6 +13,8 @@ interface CreateOpts extends CommonOpts {
   perDay?: number;
   expires?: string;
   metadata?: string;
+  scopes?: string[];
+  allowedCidrs?: string[];
   json?: boolean;
 }
 
@@ -25,6 +27,16 @@ export function addCreate(keys: Command): void {
     .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(keyField('--per-day', keyInputFields.perDay, true)))
     .option('--expires <iso>', 'expiry, ISO-8601 (e.g. 2027-01-01T00:00:00Z)')
     .option('--metadata <json>', 'a JSON object of strings for your own ids, e.g. \'{"customer":"c_42"}\'')
+    .addOption(
+      new Option('--scopes <list>', 'the routes it may call, comma-separated: route names, service:<name>, operation:<operationId>').argParser(
+        listOption('--scopes', keyInputFields.scopes),
+      ),
+    )
+    .addOption(
+      new Option('--allowed-cidrs <list>', 'the client addresses it may be used from, comma-separated (e.g. 203.0.113.0/24,2001:db8::/32)').argParser(
+        listOption('--allowed-cidrs', keyInputFields.allowedCidrs),
+      ),
+    )
     .option('--json', 'print one JSON object')
     .action(createKey);
 }
@@ -41,6 +53,8 @@ async function createKey(o: CreateOpts): Promise<void> {
       ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
       ...(expiresAt !== undefined ? { expiresAt } : {}),
       ...(metadata !== undefined ? { metadata } : {}),
+      ...(o.scopes !== undefined ? { scopes: o.scopes } : {}),
+      ...(o.allowedCidrs !== undefined ? { allowedCidrs: o.allowedCidrs } : {}),
     });
     warnUnconfirmed('new key', created.replication);
     warnAll(created.warnings);

@@ -6,11 +6,14 @@ import { CliError } from '../cli-error.js';
 
 /** An option by a key field's rule. A numeric field's text is read as a number when it is one. */
 export function keyField<T>(flag: string, schema: z.ZodType<T>, numeric = false) {
-  return (v: string): T => {
-    const r = schema.safeParse(numeric && /^-?\d+$/.test(v) ? Number(v) : v);
-    if (!r.success) throw new CliError(`${flag}: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
-    return r.data;
-  };
+  return (v: string): T => checked(flag, schema, numeric && /^-?\d+$/.test(v) ? Number(v) : v);
+}
+
+/** The value by the rule, or a usage error naming every problem in one line. */
+function checked<T>(flag: string, schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw new CliError(`${flag}: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
+  return r.data;
 }
 
 /** A per-key override by its rule, or "none" (back to the plan's limit). Not null: commander turns a parser's null into ''. */
@@ -35,4 +38,23 @@ export function metadataOption(v: string): Record<string, string> {
   const r = keyInputFields.metadata.safeParse(parsed);
   if (!r.success) throw new CliError(`--metadata: ${r.error.issues.map((i) => [...i.path.map(String), i.message].join(': ')).join('; ')}`, 2);
   return r.data;
+}
+
+/**
+ * A comma-separated list option (--scopes, --allowed-cidrs) by the field's rule: "a,b" is ["a", "b"], spaces around
+ * each entry ignored; an empty entry is refused by the rule, as the admin API refuses an empty string.
+ */
+export function listOption(flag: string, schema: z.ZodType<string[]>) {
+  return (v: string): string[] =>
+    checked(
+      flag,
+      schema,
+      v.split(',').map((entry) => entry.trim()),
+    );
+}
+
+/** A list option of `keys update`, or "none" (the field removed: every route, or anywhere, again). */
+export function listOrNone(flag: string, schema: z.ZodType<string[]>) {
+  const parse = listOption(flag, schema);
+  return (v: string): string[] | 'none' => (v === 'none' ? 'none' : parse(v));
 }

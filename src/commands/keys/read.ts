@@ -47,6 +47,8 @@ async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<
       ['created', k.createdAt],
       ['expires', k.expiresAt ?? 'never'],
       ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
+      ['scopes', k.scopes ? k.scopes.join(', ') : ''],
+      ['allowed from', k.allowedCidrs ? k.allowedCidrs.join(', ') : ''],
       ['rotated', k.rotatedAt ?? ''],
       ['revoked', k.revokedAt ?? ''],
       ['banned until', ban.bannedUntil ?? 'not banned'],

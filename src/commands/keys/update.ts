@@ -1,5 +1,5 @@
-// `tollgate keys update`: changes a key's plan, name, overrides, expiry or metadata in place (the key and its hash
-// stay); "none"/"never" remove an override, the metadata or the expiry.
+// `tollgate keys update`: changes a key's plan, name, overrides, expiry, metadata, scopes or allowed CIDRs in place
+// (the key and its hash stay); "none"/"never" remove an override, the metadata, the scopes, the CIDRs or the expiry.
 import { type Command, Option } from 'commander';
 import { keyInputFields } from '../../config/key-fields.js';
 import type { KeyUpdate } from '../../keys/lifecycle.js';
@@ -7,7 +7,7 @@ import { CliError } from '../cli-error.js';
 import { common, withSession, type CommonOpts } from '../session.js';
 import { out } from '../terminal.js';
 import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
-import { expiresOption, keyField, metadataOption, overrideOrNone } from './fields.js';
+import { expiresOption, keyField, listOrNone, metadataOption, overrideOrNone } from './fields.js';
 
 interface UpdateOpts extends CommonOpts {
   plan?: string;
@@ -16,12 +16,14 @@ interface UpdateOpts extends CommonOpts {
   perDay?: number | 'none';
   expires?: string;
   metadata?: string;
+  scopes?: string[] | 'none';
+  allowedCidrs?: string[] | 'none';
   json?: boolean;
 }
 
 export function addUpdate(keys: Command): void {
   common(keys.command('update'))
-    .description("change a key's plan, name, overrides, expiry or metadata (every instance applies it at its next request)")
+    .description("change a key's plan, name, overrides, expiry, metadata, scopes or allowed CIDRs (every instance applies it at its next request)")
     .argument('<id>', 'key id')
     .option('--plan <plan>', 'a plan name from the config')
     .addOption(new Option('--name <name>', 'a new label').argParser(keyField('--name', keyInputFields.name)))
@@ -37,6 +39,16 @@ export function addUpdate(keys: Command): void {
     )
     .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
     .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
+    .addOption(
+      new Option('--scopes <list>', 'the whole list of routes it may call, comma-separated, or "none" (every route)').argParser(
+        listOrNone('--scopes', keyInputFields.scopes),
+      ),
+    )
+    .addOption(
+      new Option('--allowed-cidrs <list>', 'the whole list of addresses it may be used from, comma-separated, or "none" (anywhere)').argParser(
+        listOrNone('--allowed-cidrs', keyInputFields.allowedCidrs),
+      ),
+    )
     .option('--json', 'print one JSON object')
     .action(updateKey);
 }
@@ -49,9 +61,11 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
     ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
     ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : expiresOption(o.expires) } : {}),
     ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
+    ...(o.scopes !== undefined ? { scopes: o.scopes === 'none' ? null : o.scopes } : {}),
+    ...(o.allowedCidrs !== undefined ? { allowedCidrs: o.allowedCidrs === 'none' ? null : o.allowedCidrs } : {}),
   };
   if (Object.keys(patch).length === 0)
-    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
+    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata, --scopes, --allowed-cidrs', 2);
   await withSession(o, async (s) => {
     const { record: k, replication, warnings } = await s.keys.lifecycle.update(id, patch);
     warnUnconfirmed('change', replication);

@@ -70,6 +70,10 @@ export type Metadata = {
   [name: string]: string;
 };
 
+export type Scopes = Array<string>;
+
+export type AllowedCidrs = Array<string>;
+
 export type Key = {
   id: string;
   name?: string;
@@ -79,6 +83,8 @@ export type Key = {
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
@@ -132,6 +138,8 @@ export type KeyFields = {
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
   status: "active" | "revoked" | "expired";
   revokedAt?: string;
   rotatedAt?: string;
@@ -162,6 +170,8 @@ export type CreateKeyRequest = {
   perDay?: number;
   expiresAt?: string;
   metadata?: Metadata;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
 };
 
 export type UpdateKeyRequest = {
@@ -171,6 +181,8 @@ export type UpdateKeyRequest = {
   perDay?: number | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
+  scopes?: Scopes | null;
+  allowedCidrs?: AllowedCidrs | null;
 };
 
 /** The JSON answer (its first 2xx) of each operation, by method and path as the OpenAPI document writes them. */

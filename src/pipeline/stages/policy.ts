@@ -1,13 +1,14 @@
-// Policy: what the route itself allows, once the caller is known: the plans a route's stability is open to (before
-// any quota is taken), deprecation, sunset and brownouts (after the key limits, so a brownout counts as the
-// retirement will), and the request against its operation's OpenAPI description.
+// Policy: what the caller and the route allow, once the caller is known. Before any quota is taken, and from the
+// cached caller alone (no Redis command): a suspended consumer, an address outside the allow-lists, a route outside
+// the scopes, a plan the route's stability is not open to. After the key limits: deprecation, sunset and brownouts
+// (so a brownout counts as the retirement will), and the request against its operation's OpenAPI description.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendError } from '../../http/errors.js';
 import { formatRetryAfter, H } from '../../http/headers.js';
 import { continueIfExpected } from '../../http/expect-continue.js';
 import type { Logger } from '../../observability/logger.js';
 import type { Metrics } from '../../observability/metrics.js';
-import { pathOf, policyPath, unservedAt } from '../../routing/routes.js';
+import { pathOf, policyPath, scopeNamesOf, unservedAt } from '../../routing/routes.js';
 import { planAllowed } from '../../routing/stability.js';
 import { invalidRequestsName } from '../../usage/reports.js';
 import type { Clock } from '../../util/clock.js';
@@ -21,6 +22,40 @@ import { readWholeBody } from '../request-body.js';
 export interface UsageCounts {
   deprecatedCall(route: string, id: string): void;
   invalidRequest(operation: string, id: string, pointer: string): void;
+}
+
+/** C. A key whose consumer is suspended: 403, before anything is counted. */
+export function consumerStatus(req: Request, res: Response, next: NextFunction): void {
+  const consumer = req.ctx.caller?.consumer;
+  if (consumer?.status !== 'suspended') return next();
+  sendError(res, 'consumer_suspended', `The consumer ${consumer.id} this API key belongs to is suspended.`);
+}
+
+/**
+ * A. A caller whose key or consumer has allowed CIDRs is served only from an address both allow: the client's address
+ * as trustProxy derives it (src/limits/client-address.ts: X-Forwarded-For only from a trusted proxy, IPv4-mapped
+ * IPv6 as IPv4). The address is worked out only for such a caller.
+ */
+export function allowedAddress(req: Request, res: Response, next: NextFunction): void {
+  const access = req.ctx.caller?.access;
+  if (!access?.limitsAddresses) return next();
+  const address = req.ctx.clientAddress();
+  if (access.allowsAddress(address)) return next();
+  sendError(res, 'address_not_allowed', `This API key may not be used from ${address ?? 'this address'}.`);
+}
+
+/**
+ * G. A caller whose key or consumer has scopes may call only the routes both name: by the route's name,
+ * `service:<name>` or `operation:<operationId>` (CompiledRoute.scopeNames, worked out per config). A request no route
+ * takes (defaultService's) answers to its service's name alone.
+ */
+export function scopes(req: Request, res: Response, next: NextFunction): void {
+  const ctx = req.ctx;
+  const access = ctx.caller?.access;
+  if (!access?.limitsScopes) return next();
+  const names = ctx.matchedRoute?.scopeNames ?? scopeNamesOf(undefined, ctx.service!.name);
+  if (access.allowsRoute(names)) return next();
+  sendError(res, 'scope_denied', `This API key's scopes do not reach ${req.method} ${ctx.route ?? ''}: it answers to ${names.join(', ')}.`);
 }
 
 /**

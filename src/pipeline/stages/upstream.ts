@@ -86,7 +86,9 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
     if (route?.stripPrefix !== undefined) out['x-forwarded-prefix'] = route.stripPrefix;
     out[H.requestId] = res.getHeader(H.requestId) as string;
     if (caller) {
-      out[H.consumerId] = caller.id;
+      // The customer (the key's consumer; the key itself for a key without one), the credential, the plan in force.
+      out[H.consumerId] = caller.consumer?.id ?? caller.id;
+      out[H.credentialId] = caller.id;
       out[H.consumerPlan] = caller.plan;
     }
     // With tracing on, the upstream call is a span of its own, and the upstream gets its trace context (the same trace
