@@ -30,4 +30,6 @@ export const storedKeySchema = z.strictObject({
   hash: sha256HexSchema,
   prevHash: sha256HexSchema.optional(),
   prevHashUntil: z.number().int().nonnegative().optional(),
+  /** The consumer the key belongs to: an id by a key id's rules (it goes into the consumer's hash tag). */
+  consumer: id.optional(),
 });
