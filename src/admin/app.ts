@@ -65,6 +65,10 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   incomplete: 'service_unavailable',
   import_in_progress: 'import_in_progress',
   prefix_not_kept: 'prefix_not_kept',
+  unknown_consumer: 'unknown_consumer',
+  consumer_full: 'consumer_full',
+  consumer_exists: 'consumer_exists',
+  consumer_has_keys: 'consumer_has_keys',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {

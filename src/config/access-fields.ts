@@ -41,7 +41,7 @@ export function cidrProblem(s: string): string | undefined {
 
 function listOf(what: string, problem: (s: string) => string | undefined) {
   return z
-    .array(z.string(`expected a list of ${what}`), `expected a list of ${what}`)
+    .array(z.string(`expected a list of ${what}, each a string`), `expected a list of ${what}`)
     .max(ACCESS_LIST_MAX, `at most ${ACCESS_LIST_MAX} ${what}`)
     .superRefine((list, ctx) => {
       list.forEach((s, i) => {

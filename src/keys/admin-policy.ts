@@ -16,6 +16,28 @@ export interface KeyAdminPolicy {
   keySources?(): readonly string[];
   /** The configured routes (their costs): a key's override below a route's cost is warned about. */
   routes?(): readonly CostedRoute[];
+  /**
+   * The consumers keys may belong to (src/consumers/attach.ts, passed in by the composition roots: consumers/ sits
+   * above keys/). Without it a key cannot be given a consumer (KeyAdminError 'unknown_consumer').
+   */
+  consumers?: KeyConsumers;
+}
+
+/** What key administration asks of the consumers when a key joins one. */
+export interface KeyConsumers {
+  /**
+   * Runs `write`, which makes key `keyId` (undefined: a key being created) one of the consumer's, once the consumer
+   * exists and has room under its maxKeys, holding the consumer's lock so that no other attach (nor the consumer's
+   * deletion) runs in between. KeyAdminError 'unknown_consumer', 'consumer_full' or 'contended' otherwise, before
+   * `write` runs.
+   */
+  attaching<T>(consumerId: string, keyId: string | undefined, write: () => Promise<T>): Promise<T>;
+}
+
+/** Runs a write that puts a key into a consumer, through the policy's consumers (refused when there are none). */
+export function attaching<T>(policy: KeyAdminPolicy, consumerId: string, keyId: string | undefined, write: () => Promise<T>): Promise<T> {
+  if (!policy.consumers) throw new KeyAdminError('unknown_consumer', `no consumer with id "${consumerId}" (consumers are not available here)`);
+  return policy.consumers.attaching(consumerId, keyId, write);
 }
 
 /** Refuses a plan the config does not have (KeyAdminError 'unknown_plan', naming the plans there are). */

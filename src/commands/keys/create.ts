@@ -13,6 +13,7 @@ interface CreateOpts extends CommonOpts {
   perDay?: number;
   expires?: string;
   metadata?: string;
+  consumer?: string;
   json?: boolean;
 }
 
@@ -25,6 +26,11 @@ export function addCreate(keys: Command): void {
     .addOption(new Option('--per-day <n>', 'override the plan: requests per day').argParser(keyField('--per-day', keyInputFields.perDay, true)))
     .option('--expires <iso>', 'expiry, ISO-8601 (e.g. 2027-01-01T00:00:00Z)')
     .option('--metadata <json>', 'a JSON object of strings for your own ids, e.g. \'{"customer":"c_42"}\'')
+    .addOption(
+      new Option('--consumer <id>', 'the consumer the key belongs to (its plan and pooled quota apply; refused past its maxKeys)').argParser(
+        keyField('--consumer', keyInputFields.id),
+      ),
+    )
     .option('--json', 'print one JSON object')
     .action(createKey);
 }
@@ -41,11 +47,13 @@ async function createKey(o: CreateOpts): Promise<void> {
       ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
       ...(expiresAt !== undefined ? { expiresAt } : {}),
       ...(metadata !== undefined ? { metadata } : {}),
+      ...(o.consumer !== undefined ? { consumer: o.consumer } : {}),
     });
     warnUnconfirmed('new key', created.replication);
     warnAll(created.warnings);
     if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
-    out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
+    const where = created.record.consumer === undefined ? '' : `, consumer ${created.record.consumer}: its plan and pool apply`;
+    out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}${where}).`);
     out('');
     out(`  ${created.key}`);
     out('');

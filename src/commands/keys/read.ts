@@ -47,6 +47,7 @@ async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<
       ['created', k.createdAt],
       ['expires', k.expiresAt ?? 'never'],
       ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
+      ['consumer', k.consumer !== undefined ? `${k.consumer} (its plan and pooled quota apply)` : ''],
       ['rotated', k.rotatedAt ?? ''],
       ['revoked', k.revokedAt ?? ''],
       ['banned until', ban.bannedUntil ?? 'not banned'],

@@ -1,5 +1,5 @@
-// `tollgate keys update`: changes a key's plan, name, overrides, expiry or metadata in place (the key and its hash
-// stay); "none"/"never" remove an override, the metadata or the expiry.
+// `tollgate keys update`: changes a key's plan, name, overrides, expiry, metadata or consumer in place (the key and its
+// hash stay); "none"/"never" remove an override, the metadata or the expiry; --no-consumer detaches it.
 import { type Command, Option } from 'commander';
 import { keyInputFields } from '../../config/key-fields.js';
 import type { KeyUpdate } from '../../keys/lifecycle.js';
@@ -16,6 +16,8 @@ interface UpdateOpts extends CommonOpts {
   perDay?: number | 'none';
   expires?: string;
   metadata?: string;
+  /** An id, or false for --no-consumer. */
+  consumer?: string | false;
   json?: boolean;
 }
 
@@ -37,6 +39,13 @@ export function addUpdate(keys: Command): void {
     )
     .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
     .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
+    .addOption(
+      new Option(
+        '--consumer <id>',
+        'attach the key to this consumer, or move it there from its own (refused past its maxKeys); its own plan is kept',
+      ).argParser(keyField('--consumer', keyInputFields.id)),
+    )
+    .option('--no-consumer', 'detach the key from its consumer: its own plan and windows apply again')
     .option('--json', 'print one JSON object')
     .action(updateKey);
 }
@@ -49,14 +58,16 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
     ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
     ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : expiresOption(o.expires) } : {}),
     ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
+    ...(o.consumer !== undefined ? { consumer: o.consumer === false ? null : o.consumer } : {}),
   };
   if (Object.keys(patch).length === 0)
-    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata', 2);
+    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata, --consumer, --no-consumer', 2);
   await withSession(o, async (s) => {
     const { record: k, replication, warnings } = await s.keys.lifecycle.update(id, patch);
     warnUnconfirmed('change', replication);
     warnAll(warnings);
     if (o.json) return out(JSON.stringify({ ...k, status: s.keys.listing.statusOf(k), replication }));
-    out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
+    const where = k.consumer === undefined ? '' : `, consumer ${k.consumer}: its plan and pool apply`;
+    out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}${where}).`);
   });
 }
