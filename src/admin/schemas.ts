@@ -2,6 +2,7 @@
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
 import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema } from '../config/key-fields.js';
+import { consumerInputFields } from '../consumers/record-schema.js';
 import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
@@ -15,6 +16,8 @@ export const createKeyBody = z.strictObject({
   perDay: perDay.optional(),
   expiresAt: expiresAt.optional(),
   metadata: metadata.optional(),
+  /** The consumer the key belongs to from the start. */
+  consumer: keyInputFields.id.optional(),
 });
 
 /** null removes a field (an override, the expiry, the name, the metadata); a field left out stays as it is. */
@@ -26,8 +29,10 @@ export const patchKeyBody = z
     perDay: perDay.nullable().optional(),
     expiresAt: expiresAt.nullable().optional(),
     metadata: metadata.nullable().optional(),
+    /** Attach to (or move to) this consumer; null detaches. */
+    consumer: keyInputFields.id.nullable().optional(),
   })
-  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata');
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, consumer');
 
 export const rotateKeyBody = z.strictObject({
   graceSeconds: graceSecondsSchema.default(0),
@@ -56,6 +61,59 @@ export const listKeysQuery = z.strictObject({
     .optional(),
   /** true: each key with its live state (windows, ban), as GET /keys/{id} gives it: a list page in one request. */
   windows: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
+});
+
+// A consumer's fields by the rules the CLI and the store share (src/consumers/record-schema.ts).
+const cf = consumerInputFields;
+
+export const createConsumerBody = z.strictObject({
+  id: cf.id.optional(),
+  name: cf.name,
+  plan: cf.plan,
+  metadata: cf.metadata.optional(),
+  maxKeys: cf.maxKeys.optional(),
+  billingDay: cf.billingDay.optional(),
+  perMinute: cf.perMinute.optional(),
+  perDay: cf.perDay.optional(),
+  perMonth: cf.perMonth.optional(),
+  limitsExpiresAt: cf.limitsExpiresAt.optional(),
+  limitsReason: cf.limitsReason.optional(),
+  scopes: cf.scopes.optional(),
+  allowedCidrs: cf.allowedCidrs.optional(),
+});
+
+/** null removes an optional field; a field left out stays as it is. */
+export const patchConsumerBody = z
+  .strictObject({
+    name: cf.name.optional(),
+    plan: cf.plan.optional(),
+    metadata: cf.metadata.nullable().optional(),
+    maxKeys: cf.maxKeys.nullable().optional(),
+    billingDay: cf.billingDay.nullable().optional(),
+    perMinute: cf.perMinute.nullable().optional(),
+    perDay: cf.perDay.nullable().optional(),
+    perMonth: cf.perMonth.nullable().optional(),
+    limitsExpiresAt: cf.limitsExpiresAt.nullable().optional(),
+    limitsReason: cf.limitsReason.nullable().optional(),
+    scopes: cf.scopes.nullable().optional(),
+    allowedCidrs: cf.allowedCidrs.nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one field');
+
+export const listConsumersQuery = z.strictObject({
+  limit: listKeysQuery.shape.limit,
+  cursor: z.string().min(1).optional(),
+  status: z.enum(['active', 'suspended']).optional(),
+  plan: z.string().min(1).max(200).optional(),
+});
+
+export const consumerKeysQuery = z.strictObject({
+  limit: listKeysQuery.shape.limit,
+  cursor: z.string().min(1).optional(),
+});
+
+export const deleteConsumerQuery = z.strictObject({
+  revokeKeys: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
 });
 
 const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });

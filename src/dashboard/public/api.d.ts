@@ -24,7 +24,7 @@ export type Target = {
 };
 
 export type Error = {
-  code: "invalid_request" | "invalid_json" | "unknown_plan" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
+  code: "invalid_request" | "invalid_json" | "unknown_plan" | "unknown_consumer" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "consumer_exists" | "consumer_full" | "consumer_has_keys" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
   message: string;
   status: number;
   problems?: Array<{
@@ -66,6 +66,7 @@ export type Key = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  consumer?: string;
 };
 
 export type IssuedKey = KeyFields & {
@@ -119,6 +120,7 @@ export type KeyFields = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  consumer?: string;
 };
 
 export type Window = {
@@ -145,6 +147,7 @@ export type CreateKeyRequest = {
   perDay?: number;
   expiresAt?: string;
   metadata?: Metadata;
+  consumer?: string;
 };
 
 export type UpdateKeyRequest = {
@@ -154,6 +157,68 @@ export type UpdateKeyRequest = {
   perDay?: number | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
+  consumer?: string | null;
+};
+
+export type Scopes = Array<string>;
+
+export type AllowedCidrs = Array<string>;
+
+export type ConsumerFields = {
+  id: string;
+  name: string;
+  plan: string;
+  metadata?: Metadata;
+  status: "active" | "suspended";
+  maxKeys?: number;
+  billingDay?: number;
+  perMinute?: number;
+  perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
+  createdAt: string;
+  updatedAt?: string;
+  suspendedAt?: string;
+};
+
+export type Consumer = ConsumerFields;
+
+export type ChangedConsumer = ConsumerFields & {
+  warnings: Array<string>;
+};
+
+export type CreateConsumerRequest = {
+  id?: string;
+  name: string;
+  plan: string;
+  metadata?: Metadata;
+  maxKeys?: number;
+  billingDay?: number;
+  perMinute?: number;
+  perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
+};
+
+export type UpdateConsumerRequest = {
+  name?: string;
+  plan?: string;
+  metadata?: Metadata | null;
+  maxKeys?: number | null;
+  billingDay?: number | null;
+  perMinute?: number | null;
+  perDay?: number | null;
+  perMonth?: number | null;
+  limitsExpiresAt?: string | null;
+  limitsReason?: string | null;
+  scopes?: Scopes | null;
+  allowedCidrs?: AllowedCidrs | null;
 };
 
 /** The JSON answer (its first 2xx) of each operation, by method and path as the OpenAPI document writes them. */
@@ -192,6 +257,26 @@ export interface Answers {
       start: string;
       peakMinute: number;
     }>;
+  };
+  'GET /consumers': {
+    consumers: Array<Consumer>;
+    nextCursor: string | null;
+  };
+  'POST /consumers': ChangedConsumer;
+  'GET /consumers/{id}': ConsumerFields & {
+    keyCount: number;
+  };
+  'PATCH /consumers/{id}': ChangedConsumer;
+  'DELETE /consumers/{id}': {
+    id: string;
+    deleted: true;
+    revokedKeys: Array<string>;
+  };
+  'POST /consumers/{id}/suspend': Consumer;
+  'POST /consumers/{id}/resume': Consumer;
+  'GET /consumers/{id}/keys': {
+    keys: Array<Key>;
+    nextCursor: string | null;
   };
   'GET /usage': {
     from: string;
