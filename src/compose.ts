@@ -337,16 +337,17 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
   const config = runtime.config;
   const redisCfg = config.redis;
   const adminKeyStore = stores.adminStores?.keys ?? stores.keyStore;
+  const consumerAudit = auditConsumerChanges(logger, metrics);
   const policy = {
     plans: () => runtime.config.plans,
     issuedPrefix: () => runtime.config.auth.issuedPrefix,
     keyShape: () => runtime.config.auth,
     keySources: () => runtime.config.auth.sources,
     routes: () => runtime.config.routes,
-    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore),
+    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, { clock, onChange: consumerAudit }),
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
-  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, auditConsumerChanges(logger, metrics));
+  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);
   const consumers = new ConsumerCache(stores.consumerStore, clock, { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 }, (id) =>
     logger.warn({ consumerId: id }, 'consumer record unreadable: its keys are answered as if it did not exist until it is repaired'),
   );

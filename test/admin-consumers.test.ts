@@ -218,6 +218,24 @@ describe('/consumers', () => {
   });
 });
 
+describe('POST /keys/import with consumers', () => {
+  it('a record naming an unknown consumer is refused; createConsumers=true creates it (a dry run only says so)', async () => {
+    const records = [{ id: 'key_api_imp1', plan: 'free', sha256: 'b'.repeat(64), consumer: 'initrode' }];
+    const refused = await api.call('POST', '/keys/import', { body: records });
+    expect([refused.status, refused.body.code]).toEqual([422, 'import_refused']);
+    expect(refused.body.refused[0].reason).toMatch(/^consumer: no consumer with id "initrode"/);
+    const dry = await api.call('POST', '/keys/import?dryRun=true&createConsumers=true', { body: records });
+    expect(dry.body).toMatchObject({ dryRun: true, imported: 1, consumersCreated: ['initrode'] });
+    expect(await client.exists(ks.consumerRecord('initrode'))).toBe(0);
+    const done = await api.call('POST', '/keys/import?createConsumers=true', { body: records });
+    expect(done.status, done.text).toBe(200);
+    expect(done.body).toMatchObject({ imported: 1, consumersCreated: ['initrode'] });
+    expect((await api.get('/consumers/initrode')).body).toMatchObject({ plan: 'free', keyCount: 1 });
+    expect(audits().filter((l) => l.action === 'consumer.create' && l.consumerId === 'initrode')).toHaveLength(1);
+    expect((await api.call('POST', '/keys/import?createConsumers=yes', { body: records })).status).toBe(400);
+  });
+});
+
 describe('hostile input on every new endpoint: 4xx, never 5xx, nothing stored', () => {
   const deep = `${'['.repeat(20_000)}${']'.repeat(20_000)}`;
   const deepObject = `{"name":"x","plan":"free","metadata":${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}}`;

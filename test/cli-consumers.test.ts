@@ -224,6 +224,48 @@ describe('consumers and their keys, through the CLI', () => {
   });
 });
 
+describe('keys import with a consumer column', () => {
+  it('refuses records naming a consumer that is not there or past its maxKeys; --create-consumers creates the missing ones', async () => {
+    await ok('consumers', 'create', '--id', 'umbrella', '--name', 'Umbrella', '--plan', 'pro', '--max-keys', '1');
+    const sha = (n: number) => n.toString(16).padStart(64, 'a');
+    const csv = [
+      'id,plan,sha256,consumer',
+      `key_imp1,free,${sha(1)},umbrella`,
+      `key_imp2,free,${sha(2)},umbrella`,
+      `key_imp3,pro,${sha(3)},hooli`,
+      `key_imp4,free,${sha(4)},`,
+    ].join('\n');
+    const file = dir.write('keys.csv', `${csv}\n`);
+    const refused = await run('keys', 'import', file);
+    expect(refused.code).toBe(1);
+    expect(withoutAudit(refused.stderr).split('\n')).toEqual([
+      'line 3: consumer umbrella has room for 1 more key (maxKeys 1); this one is past it',
+      'line 4: consumer: no consumer with id "hooli"; create it first (consumers create), or import with --create-consumers (createConsumers=true)',
+      'error: nothing was imported: every record must pass before any is written (see above)',
+    ]);
+    expect(await client.exists(ks.keyRecord('key_imp1'))).toBe(0);
+
+    // The dry run says which consumers it would create, and creates none.
+    const dry = await run('keys', 'import', file, '--dry-run', '--create-consumers', '--skip-invalid');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain('Would create consumer: hooli.');
+    expect(await client.exists(ks.consumerRecord('hooli'))).toBe(0);
+
+    const done = await ok('keys', 'import', file, '--create-consumers', '--skip-invalid', '--json');
+    const report = JSON.parse(done.stdout) as { imported: number; consumersCreated: string[]; refused: Array<{ line: number }> };
+    expect(report).toMatchObject({ imported: 3, consumersCreated: ['hooli'], refused: [{ line: 3 }] });
+    expect(auditOf(done.stderr).map((a) => a.action)).toEqual(['consumer.create', 'import']);
+    expect(JSON.parse((await client.get(ks.consumerRecord('hooli')))!)).toMatchObject({ id: 'hooli', name: 'hooli', plan: 'pro', status: 'active' });
+    expect(await mirrorIds('umbrella')).toEqual(['key_imp1']);
+    expect(await mirrorIds('hooli')).toEqual(['key_imp3']);
+    expect(JSON.parse((await client.get(ks.keyRecord('key_imp4')))!)).not.toHaveProperty('consumer');
+    // Importing the same file again changes nothing: a record already there as given, its consumer included.
+    const again = await run('keys', 'import', file, '--create-consumers', '--skip-invalid', '--json');
+    expect(JSON.parse(again.stdout)).toEqual(expect.objectContaining({ imported: 0, unchanged: 3 }));
+    expect(JSON.parse(again.stdout)).not.toHaveProperty('consumersCreated');
+  });
+});
+
 describe('hostile values on every flag: a usage error (exit 2) in one line, before Redis is asked anything', () => {
   const create = ['consumers', 'create', '--name', 'Hostile', '--plan', 'free'];
   const CASES: Array<[string, string[]]> = [
@@ -274,7 +316,7 @@ describe('hostile values on every flag: a usage error (exit 2) in one line, befo
   });
 
   it('stored nothing', async () => {
-    expect((await client.smembers(ks.consumerIds())).sort()).toEqual([expect.stringMatching(/^con_/)]);
+    expect((await client.smembers(ks.consumerIds())).sort()).toEqual([expect.stringMatching(/^con_/), 'hooli', 'umbrella']);
     expect(await client.keys(`${PREFIX}consumer:{c:a*`)).toEqual([]);
   });
 });

@@ -4,6 +4,8 @@
 // the stored record, and no other consumer's mirror holds the key; a refused compare-and-set leaves it alone; a stale
 // entry (a write cut short) is never read as the consumer's key.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { KeyAdmin } from '../src/keys/admin.js';
+import type { KeyConsumers } from '../src/keys/admin-policy.js';
 import { bufferSource } from '../src/keys/import-read.js';
 import { generateKey, generateKeyId, hashKey } from '../src/keys/format.js';
 import { MemoryKeyStore } from '../src/keys/memory-store.js';
@@ -11,6 +13,7 @@ import { RedisKeyStore } from '../src/keys/redis-store.js';
 import type { KeyStore, StoredKey } from '../src/keys/types.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
+import { systemClock } from '../src/util/clock.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
 import { TestRedis } from './helpers/redis-server.js';
 
@@ -146,7 +149,13 @@ describe.each(backends)('$name', (backend) => {
   });
 
   it('an import of export records naming a consumer (one in its rotation grace: create, then the grace link) mirrors them', async () => {
-    const admin = testKeyAdmin(store);
+    // Every consumer a record names exists, without maxKeys: what the import asks of the consumers, answered here.
+    const consumers: KeyConsumers = {
+      attaching: (_c, _k, write) => write(),
+      describe: async (ids) => new Map(ids.map((id) => [id, { inUse: 0, pool: { perMinute: null, perDay: null, perMonth: null } }])),
+      create: async () => {},
+    };
+    const admin = new KeyAdmin(store, systemClock, { plans: () => ({ free: { perMinute: 60, perDay: 1000 } }), consumers });
     const plain = newKey({ consumer: 'acme', metadata: { crm: 'c-9' } });
     const grace = newKey({ consumer: 'globex', prevHash: hashKey(generateKey()), prevHashUntil: Date.now() + 3_600_000, rotatedAt: new Date().toISOString() });
     const lines = [plain, grace].map((k) => JSON.stringify(k)).join('\n');

@@ -75,16 +75,17 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   // Synchronous: the process exits right after the command, and the audit line must not be lost with it.
   const audit = createLogger(config.log.level, pino.destination({ dest: 2, sync: true }), logRedaction());
   const consumerStore = new RedisConsumerStore(redis, keyspace);
+  const consumerAudit = auditConsumerChanges(audit);
   const policy = {
     plans: () => config.plans,
     issuedPrefix: () => config.auth.issuedPrefix,
     keyShape: () => config.auth,
     keySources: () => config.auth.sources,
     routes: () => config.routes,
-    consumers: new ConsumerAttach(consumerStore, store),
+    consumers: new ConsumerAttach(consumerStore, store, { clock: systemClock, onChange: consumerAudit }),
   };
   const keys = new KeyAdmin(store, systemClock, policy, auditKeyChanges(audit));
-  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, auditConsumerChanges(audit));
+  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit);
   const keyLimits = new KeyLimitAdmin(
     keys,
     // `keys reset` empties the key's route windows too: every one this config file has.

@@ -13,7 +13,9 @@ import { toRecord } from '../keys/rules.js';
 import type { KeyRecord, KeyStore } from '../keys/types.js';
 import { keysInUse, withConsumerLock } from './attach.js';
 import { canonicalConsumer } from './record-schema.js';
-import { ConsumerStoreError, type ConsumerRecord, type ConsumerStore } from './types.js';
+import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
+
+export type { ConsumerChangeAction, ConsumerChangeListener } from './types.js';
 
 /** What a consumer can be given at creation; `id` left out: one is made (con_...). */
 export interface ConsumerInput {
@@ -49,11 +51,6 @@ type OptionalField = (typeof OPTIONAL_FIELDS)[number];
 
 /** A change to a consumer: what is given changes, null removes an optional field, what is left out stays. */
 export type ConsumerUpdate = { name?: string; plan?: string } & { [F in OptionalField]?: ConsumerRecord[F] | null };
-
-export type ConsumerChangeAction = 'create' | 'update' | 'suspend' | 'resume' | 'delete';
-
-/** Told of every change once it is stored; a deletion that revoked keys names them (each key's revoke is audited too). */
-export type ConsumerChangeListener = (change: { action: ConsumerChangeAction; consumerId: string; actor: Actor; revokedKeys?: number }) => void;
 
 /** A page of `GET /consumers`: consumers by id after `after`, those matching every filter given. */
 export interface ConsumerPageQuery {

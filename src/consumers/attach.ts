@@ -5,8 +5,11 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyAdminError } from '../keys/admin-errors.js';
 import type { KeyConsumers } from '../keys/admin-policy.js';
+import type { Actor } from '../keys/key-changes.js';
 import type { KeyStore } from '../keys/types.js';
-import type { ConsumerRecord, ConsumerStore } from './types.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { canonicalConsumer } from './record-schema.js';
+import { ConsumerStoreError, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
 
 /** How long a change waits for a consumer's lock (another attach or a deletion holding it) before giving up. */
 const LOCK_WAIT_MS = 5_000;
@@ -33,11 +36,54 @@ export function keysInUse(keys: ReadonlyArray<{ status: string }>): number {
   return keys.filter((k) => k.status !== 'revoked').length;
 }
 
+/** Consumers described at once (an import's check): each is a record read and its mirror's keys. */
+const DESCRIBE_AT_ONCE = 16;
+
 export class ConsumerAttach implements KeyConsumers {
+  /** `opts`: the clock and change listener of the consumers an import creates (the audit). */
   constructor(
-    private readonly consumers: Pick<ConsumerStore, 'get' | 'lock'>,
+    private readonly consumers: Pick<ConsumerStore, 'get' | 'lock' | 'create' | 'publishChange'>,
     private readonly keys: Pick<KeyStore, 'consumerKeys'>,
+    private readonly opts: { clock?: Clock; onChange?: ConsumerChangeListener } = {},
   ) {}
+
+  async describe(ids: readonly string[]): Promise<Map<string, { maxKeys?: number; inUse: number }>> {
+    const out = new Map<string, { maxKeys?: number; inUse: number }>();
+    for (let i = 0; i < ids.length; i += DESCRIBE_AT_ONCE) {
+      await Promise.all(
+        ids.slice(i, i + DESCRIBE_AT_ONCE).map(async (id) => {
+          const c = await this.consumers.get(id).catch((err: unknown) => {
+            // An unreadable consumer is not one keys can join: as if it were not there.
+            if (err instanceof ConsumerStoreError && err.code === 'invalid_record') return undefined;
+            throw err;
+          });
+          if (!c) return;
+          const inUse = c.maxKeys === undefined ? 0 : keysInUse(await this.keys.consumerKeys(id));
+          out.set(id, { ...(c.maxKeys !== undefined ? { maxKeys: c.maxKeys } : {}), inUse });
+        }),
+      );
+    }
+    return out;
+  }
+
+  async create(id: string, plan: string, actor: Actor): Promise<void> {
+    const consumer = canonicalConsumer<ConsumerRecord>({
+      id,
+      name: id,
+      plan,
+      status: 'active',
+      createdAt: new Date((this.opts.clock ?? systemClock).now()).toISOString(),
+    });
+    try {
+      await this.consumers.create(consumer);
+    } catch (err) {
+      // Created meanwhile (another import, an administrator): it is there, which is what was asked.
+      if (err instanceof ConsumerStoreError && err.code === 'conflict') return;
+      throw err;
+    }
+    await this.consumers.publishChange(id);
+    this.opts.onChange?.({ action: 'create', consumerId: id, actor });
+  }
 
   attaching<T>(consumerId: string, keyId: string | undefined, write: () => Promise<T>): Promise<T> {
     return withConsumerLock(this.consumers, consumerId, async () => {

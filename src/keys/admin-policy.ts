@@ -2,6 +2,7 @@
 // that issuing, changing and importing keys all apply: the plan must be configured, and an override below a route's
 // cost is warned about. The composition root (src/compose.ts, the CLI's session) hands the config over as this.
 import { KeyAdminError } from './admin-errors.js';
+import type { Actor } from './key-changes.js';
 import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import type { KeyShapeRules } from './format.js';
 
@@ -32,6 +33,10 @@ export interface KeyConsumers {
    * `write` runs.
    */
   attaching<T>(consumerId: string, keyId: string | undefined, write: () => Promise<T>): Promise<T>;
+  /** For an import's check: each of these consumers that exists, with its maxKeys and how many keys it has (not revoked). */
+  describe(ids: readonly string[]): Promise<Map<string, { maxKeys?: number; inUse: number }>>;
+  /** For an import that creates the consumers it names: a consumer named by its id, on this plan (announced, audited). */
+  create(id: string, plan: string, actor: Actor): Promise<void>;
 }
 
 /** Runs a write that puts a key into a consumer, through the policy's consumers (refused when there are none). */

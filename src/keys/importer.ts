@@ -38,6 +38,8 @@ export class KeyImporter {
       newId: generateKeyId,
       bearer: (this.policy.keySources?.() ?? ['bearer']).includes('bearer'),
       routes: this.policy.routes?.() ?? [],
+      ...(this.policy.consumers ? { consumers: this.policy.consumers } : {}),
+      actor,
     };
     let result: ImportOutcome | undefined;
     let imported = 0;

@@ -94,6 +94,7 @@ export type ImportReport = {
     warning: string;
   }>;
   dryRun: boolean;
+  consumersCreated?: Array<string>;
   lines?: Array<{
     line: number;
     action: "import" | "unchanged" | "refuse";
@@ -235,6 +236,7 @@ export interface Answers {
     refused?: unknown;
     warnings?: unknown;
     dryRun?: unknown;
+    consumersCreated?: unknown;
   };
   'GET /keys/{id}': KeyWithState;
   'PATCH /keys/{id}': ChangedKey;
