@@ -218,6 +218,56 @@ describe('/consumers', () => {
   });
 });
 
+describe('POST /consumers/attach', () => {
+  it('a preview by default (nothing changed); dryRun false makes exactly that happen', async () => {
+    expect((await api.call('POST', '/consumers', { body: { id: 'bulk', name: 'Bulk', plan: 'pro', maxKeys: 3, perMinute: 100 } })).status).toBe(201);
+    const ids: string[] = [];
+    for (const perMinute of [10, 20]) ids.push((await api.call('POST', '/keys', { body: { plan: 'free', perMinute } })).body.id);
+    const revoked = (await api.call('POST', '/keys', { body: { plan: 'free' } })).body.id as string;
+    await api.call('POST', `/keys/${revoked}/revoke`);
+    const body = { consumer: 'bulk', keys: [...ids, revoked, 'key_nothere'] };
+    const preview = await api.call('POST', '/consumers/attach', { body });
+    expect(preview.status, preview.text).toBe(200);
+    expect(preview.body).toEqual({
+      dryRun: true,
+      groups: [
+        {
+          consumer: 'bulk',
+          exists: true,
+          name: 'Bulk',
+          plan: 'pro',
+          maxKeys: 3,
+          keys: [...ids].sort(),
+          keysAlready: 0,
+          before: { perMinute: 30, perDay: 2000, perMonth: null },
+          after: { perMinute: 100, perDay: 100_000, perMonth: null },
+        },
+      ],
+      skipped: [
+        { key: 'key_nothere', reason: 'no such key' },
+        { key: revoked, reason: 'revoked' },
+      ].sort((a, b) => (a.key < b.key ? -1 : 1)),
+    });
+    expect(await client.hkeys(ks.consumerKeys('bulk'))).toEqual([]);
+    const applied = await api.call('POST', '/consumers/attach', { body: { ...body, dryRun: false } });
+    expect(applied.body.groups).toEqual(preview.body.groups);
+    expect(applied.body.applied).toEqual([{ consumer: 'bulk', created: false, attached: [...ids].sort(), failed: [] }]);
+    expect((await client.hkeys(ks.consumerKeys('bulk'))).sort()).toEqual([...ids].sort());
+    // Now past its room: the group is refused, and nothing of it is done.
+    const more = (await api.call('POST', '/keys', { body: { plan: 'free' } })).body.id as string;
+    const other = (await api.call('POST', '/keys', { body: { plan: 'free' } })).body.id as string;
+    const full = await api.call('POST', '/consumers/attach', { body: { consumer: 'bulk', keys: [more, other], dryRun: false } });
+    expect(full.body.groups[0].refused).toBe('it would have 4 keys, more than its maxKeys (3)');
+    expect(full.body.applied).toEqual([]);
+    expect((await api.call('POST', '/consumers/attach', { body: { consumer: 'nobody', keys: [more] } })).status).toBe(404);
+    // By metadata: a consumer per value, created on the plan given.
+    await api.call('POST', '/keys', { body: { plan: 'free', metadata: { tenant: 'tenant_x' } } });
+    const byField = await api.call('POST', '/consumers/attach', { body: { fromMetadata: 'tenant', plan: 'free', dryRun: false } });
+    expect(byField.body.applied).toEqual([{ consumer: 'tenant_x', created: true, attached: [expect.any(String)], failed: [] }]);
+    expect((await api.get('/consumers/tenant_x')).body).toMatchObject({ plan: 'free', keyCount: 1 });
+  });
+});
+
 describe('POST /keys/import with consumers', () => {
   it('a record naming an unknown consumer is refused; createConsumers=true creates it (a dry run only says so)', async () => {
     const records = [{ id: 'key_api_imp1', plan: 'free', sha256: 'b'.repeat(64), consumer: 'initrode' }];
@@ -302,6 +352,18 @@ describe('hostile input on every new endpoint: 4xx, never 5xx, nothing stored', 
     ['a key into a consumer with braces', 'POST', '/keys', { plan: 'free', consumer: 'a{b}' }],
     ['a key into a consumer that is a number', 'POST', '/keys', { plan: 'free', consumer: 5 }],
     ['a key moved to a consumer with a space', 'PATCH', '/keys/key_nothere', { consumer: 'a b' }],
+    ['attach with neither form', 'POST', '/consumers/attach', { dryRun: false }],
+    ['attach with both forms', 'POST', '/consumers/attach', { fromMetadata: 'crm', plan: 'free', consumer: 'hold', keys: ['key_x'], dryRun: false }],
+    ['attach keys without a consumer', 'POST', '/consumers/attach', { keys: ['key_x'], dryRun: false }],
+    ['attach fromMetadata without a plan', 'POST', '/consumers/attach', { fromMetadata: 'crm', dryRun: false }],
+    ['attach fromMetadata with a bad field name', 'POST', '/consumers/attach', { fromMetadata: 'a b', plan: 'free', dryRun: false }],
+    ['attach fromMetadata with an unknown plan', 'POST', '/consumers/attach', { fromMetadata: 'crm', plan: 'gold', dryRun: false }],
+    ['attach with a plan beside keys', 'POST', '/consumers/attach', { consumer: 'hold', keys: ['key_x'], plan: 'free', dryRun: false }],
+    ['attach 1001 keys', 'POST', '/consumers/attach', { consumer: 'hold', keys: Array.from({ length: 1001 }, (_, i) => `key_${i}`), dryRun: false }],
+    ['attach a key id with braces', 'POST', '/consumers/attach', { consumer: 'hold', keys: ['key_{x}'], dryRun: false }],
+    ['attach dryRun as a string', 'POST', '/consumers/attach', { consumer: 'hold', keys: ['key_x'], dryRun: 'no' }],
+    ['attach to a consumer id with a space', 'POST', '/consumers/attach', { consumer: 'a b', keys: ['key_x'], dryRun: false }],
+    ['attach maxKeys 0', 'POST', '/consumers/attach', { fromMetadata: 'crm', plan: 'free', maxKeys: 0, dryRun: false }],
   );
 
   let before: Record<string, string> = {};
@@ -344,7 +406,17 @@ describe('hostile input on every new endpoint: 4xx, never 5xx, nothing stored', 
 describe('the OpenAPI document', () => {
   it('every answer above matched docs/admin.openapi.yaml, and every consumer operation was tried', () => {
     expect(api.problems).toEqual([]);
-    const ops = ['createConsumer', 'listConsumers', 'getConsumer', 'updateConsumer', 'deleteConsumer', 'suspendConsumer', 'resumeConsumer', 'listConsumerKeys'];
+    const ops = [
+      'createConsumer',
+      'listConsumers',
+      'getConsumer',
+      'updateConsumer',
+      'deleteConsumer',
+      'suspendConsumer',
+      'resumeConsumer',
+      'listConsumerKeys',
+      'attachKeysToConsumers',
+    ];
     for (const op of ops)
       expect(
         [...api.doc.seen].some((s) => s.startsWith(`${op} 2`)),

@@ -266,6 +266,97 @@ describe('keys import with a consumer column', () => {
   });
 });
 
+describe('consumers create --from-metadata: the preview, then --apply does what it said', () => {
+  it('groups keys by a metadata field, with limits before (summed) and after (the pool); nothing changes until --apply', async () => {
+    const key = async (...args: string[]) => (await json<{ id: string }>('keys', 'create', ...args)).id;
+    const a1 = await key('--plan', 'free', '--metadata', '{"customer":"cust_a"}');
+    const a2 = await key('--plan', 'free', '--metadata', '{"customer":"cust_a"}');
+    const a3 = await key('--plan', 'free', '--per-minute', '10', '--metadata', '{"customer":"cust_a"}');
+    const b1 = await key('--plan', 'free', '--metadata', '{"customer":"cust_b"}');
+    const revoked = await key('--plan', 'free', '--metadata', '{"customer":"cust_a"}');
+    await ok('keys', 'revoke', revoked);
+    const bad = await key('--plan', 'free', '--metadata', '{"customer":"Not An Id"}');
+    // cust_b exists already, with room for none: its group is refused, nothing of it changes.
+    await ok('consumers', 'create', '--id', 'cust_b', '--name', 'B', '--plan', 'pro', '--max-keys', '1');
+    await ok('keys', 'create', '--plan', 'free', '--consumer', 'cust_b');
+    const before = {
+      consumers: (await client.smembers(ks.consumerIds())).sort(),
+      records: await Promise.all([a1, a2, a3, b1].map((id) => client.get(ks.keyRecord(id)))),
+    };
+
+    const preview = await json<{
+      dryRun: boolean;
+      groups: Array<{ consumer: string; exists: boolean; keys: string[]; before: object; after: object; refused?: string }>;
+      skipped: Array<{ key: string; reason: string }>;
+    }>('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free', '--max-keys', '5');
+    expect(preview.dryRun).toBe(true);
+    expect(preview.groups).toEqual([
+      {
+        consumer: 'Not An Id',
+        exists: false,
+        name: 'Not An Id',
+        plan: 'free',
+        maxKeys: 5,
+        keys: [bad],
+        keysAlready: 0,
+        before: { perMinute: 60, perDay: 1000, perMonth: null },
+        after: { perMinute: 60, perDay: 1000, perMonth: null },
+        refused: 'not an id a consumer can have (1-64 characters of A-Z a-z 0-9 _ -)',
+      },
+      {
+        consumer: 'cust_a',
+        exists: false,
+        name: 'cust_a',
+        plan: 'free',
+        maxKeys: 5,
+        keys: [a1, a2, a3].sort(),
+        keysAlready: 0,
+        before: { perMinute: 130, perDay: 3000, perMonth: null },
+        after: { perMinute: 60, perDay: 1000, perMonth: null },
+      },
+      {
+        consumer: 'cust_b',
+        exists: true,
+        name: 'B',
+        plan: 'pro',
+        maxKeys: 1,
+        keys: [b1],
+        keysAlready: 1,
+        before: { perMinute: 60, perDay: 1000, perMonth: null },
+        after: { perMinute: 600, perDay: 100_000, perMonth: null },
+        refused: 'it would have 2 keys, more than its maxKeys (1)',
+      },
+    ]);
+    expect(preview.skipped).toEqual([{ key: revoked, reason: 'revoked' }]);
+    const table = await ok('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free');
+    expect(table.stdout).toContain('Consumers from metadata field "customer" (nothing changed: --apply makes it so):');
+    expect(table.stdout).toMatch(/cust_a +yes +free +3 +130\/min 3000\/day +60\/min 1000\/day/);
+    expect(auditOf(table.stderr)).toEqual([]);
+    expect({
+      consumers: (await client.smembers(ks.consumerIds())).sort(),
+      records: await Promise.all([a1, a2, a3, b1].map((id) => client.get(ks.keyRecord(id)))),
+    }).toEqual(before);
+
+    // --apply: what the preview said, and only that.
+    const applied = await ok('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free', '--max-keys', '5', '--apply', '--json');
+    const answer = JSON.parse(applied.stdout) as typeof preview & {
+      applied: Array<{ consumer: string; created: boolean; attached: string[]; failed: unknown[] }>;
+    };
+    expect(answer.groups).toEqual(preview.groups);
+    expect(answer.applied).toEqual([{ consumer: 'cust_a', created: true, attached: [a1, a2, a3].sort(), failed: [] }]);
+    expect(auditOf(applied.stderr).map((a) => a.action)).toEqual(['consumer.create', 'update', 'update', 'update']);
+    const made = await json<{ plan: string; maxKeys: number; keys: Array<{ id: string }> }>('consumers', 'show', 'cust_a');
+    expect(made).toMatchObject({ plan: 'free', maxKeys: 5 });
+    expect(made.keys.map((k) => k.id)).toEqual(preview.groups[1]!.keys);
+    expect(await mirrorIds('cust_b')).toHaveLength(1);
+    expect(JSON.parse((await client.get(ks.keyRecord(b1)))!)).not.toHaveProperty('consumer');
+    // Run again: the keys are in a consumer now, so nothing is left to group but the refused ones.
+    const again = await json<typeof preview>('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free');
+    expect(again.groups.map((g) => g.consumer)).toEqual(['Not An Id', 'cust_b']);
+    expect(again.skipped.filter((k) => k.reason === 'already in consumer cust_a').map((k) => k.key)).toEqual([a1, a2, a3].sort());
+  });
+});
+
 describe('hostile values on every flag: a usage error (exit 2) in one line, before Redis is asked anything', () => {
   const create = ['consumers', 'create', '--name', 'Hostile', '--plan', 'free'];
   const CASES: Array<[string, string[]]> = [
@@ -298,6 +389,10 @@ describe('hostile values on every flag: a usage error (exit 2) in one line, befo
     ['suspend of an empty id', ['consumers', 'suspend', '']],
     ['update with nothing to change', ['consumers', 'update', 'acme']],
     ['update of billingDay 32', ['consumers', 'update', 'acme', '--billing-day', '32']],
+    ['--from-metadata with a bad field name', ['consumers', 'create', '--from-metadata', 'a b', '--plan', 'free']],
+    ['--from-metadata without a plan', ['consumers', 'create', '--from-metadata', 'customer']],
+    ['--from-metadata with --name', ['consumers', 'create', '--from-metadata', 'customer', '--plan', 'free', '--name', 'x']],
+    ['--apply without --from-metadata', [...create, '--apply']],
     ['a key with a consumer id with braces', ['keys', 'create', '--plan', 'free', '--consumer', 'c}x']],
     ['a key update with a consumer id with a space', ['keys', 'update', 'key_x', '--consumer', 'a b']],
   ];
@@ -316,7 +411,7 @@ describe('hostile values on every flag: a usage error (exit 2) in one line, befo
   });
 
   it('stored nothing', async () => {
-    expect((await client.smembers(ks.consumerIds())).sort()).toEqual([expect.stringMatching(/^con_/), 'hooli', 'umbrella']);
+    expect((await client.smembers(ks.consumerIds())).sort()).toEqual([expect.stringMatching(/^con_/), 'cust_a', 'cust_b', 'hooli', 'umbrella']);
     expect(await client.keys(`${PREFIX}consumer:{c:a*`)).toEqual([]);
   });
 });

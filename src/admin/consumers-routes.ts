@@ -8,7 +8,7 @@ import type { ConsumerRecord } from '../consumers/types.js';
 import { sendError } from '../http/errors.js';
 import { keyStatus } from '../keys/rules.js';
 import { actorOf, parse, queryOf, sendProblems } from './requests.js';
-import { consumerKeysQuery, createConsumerBody, deleteConsumerQuery, emptyBody, listConsumersQuery, patchConsumerBody } from './schemas.js';
+import { attachBody, consumerKeysQuery, createConsumerBody, deleteConsumerQuery, emptyBody, listConsumersQuery, patchConsumerBody } from './schemas.js';
 
 /** A path's :id that no consumer could have (braces, spaces: it would break the hash tag) is answered 404 before any lookup. */
 const consumerIdParam: RequestHandler = (req, res, next) =>
@@ -36,6 +36,18 @@ export function consumerRoutes(consumers: ConsumerAdmin): Router {
       .status(201)
       .location(`/consumers/${consumer.id}`)
       .json({ ...consumer, warnings });
+  });
+
+  // Bulk attach: a preview (the default), or, with dryRun false, the preview made to happen in the same request.
+  router.post('/consumers/attach', async (req, res) => {
+    const body = parse(attachBody, req.body ?? {}, 'body', res);
+    if (!body) return;
+    const preview =
+      body.fromMetadata !== undefined
+        ? await consumers.previewFromMetadata(body.fromMetadata, { plan: body.plan!, ...(body.maxKeys !== undefined ? { maxKeys: body.maxKeys } : {}) })
+        : await consumers.previewKeys(body.consumer!, body.keys!);
+    const applied = body.dryRun ? undefined : await consumers.applyAttach(preview, actorOf(req));
+    res.json({ dryRun: body.dryRun, ...preview, ...(applied ? { applied } : {}) });
   });
 
   router.get('/consumers', async (req, res) => {

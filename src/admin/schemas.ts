@@ -1,7 +1,7 @@
 // What the admin API accepts, as zod schemas: request bodies and the list query. Unknown fields are refused, and
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
-import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema } from '../config/key-fields.js';
+import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema, METADATA_NAME } from '../config/key-fields.js';
 import { consumerInputFields } from '../consumers/record-schema.js';
 import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
@@ -99,6 +99,42 @@ export const patchConsumerBody = z
     allowedCidrs: cf.allowedCidrs.nullable().optional(),
   })
   .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one field');
+
+/** Keys one bulk attach may name. */
+export const ATTACH_KEYS_MAX = 1000;
+
+/**
+ * Bulk attach: keys grouped by a metadata field (fromMetadata, with the plan and maxKeys of the consumers it creates),
+ * or given keys into one consumer (consumer, keys). dryRun defaults to true: only a preview, nothing changed.
+ */
+export const attachBody = z
+  .strictObject({
+    fromMetadata: z.string().regex(METADATA_NAME, 'metadata names are 1-64 characters of A-Z a-z 0-9 _ . -').optional(),
+    plan: cf.plan.optional(),
+    maxKeys: cf.maxKeys.optional(),
+    consumer: cf.id.optional(),
+    keys: z
+      .array(keyInputFields.id, 'expected a list of key ids')
+      .min(1, 'expected at least one key id')
+      .max(ATTACH_KEYS_MAX, `at most ${ATTACH_KEYS_MAX} keys`)
+      .optional(),
+    dryRun: z.boolean('expected true or false').default(true),
+  })
+  .superRefine((b, ctx) => {
+    const byField = b.fromMetadata !== undefined;
+    const byKeys = b.consumer !== undefined || b.keys !== undefined;
+    if (byField === byKeys) ctx.addIssue({ code: 'custom', path: [], message: 'give fromMetadata (with plan), or consumer and keys: one of the two' });
+    else if (byField && b.plan === undefined)
+      ctx.addIssue({ code: 'custom', path: ['plan'], message: 'the plan of the consumers fromMetadata creates: required' });
+    else if (byKeys && (b.consumer === undefined || b.keys === undefined))
+      ctx.addIssue({ code: 'custom', path: [b.consumer === undefined ? 'consumer' : 'keys'], message: 'consumer and keys go together' });
+    if (byKeys && (b.plan !== undefined || b.maxKeys !== undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: [b.plan !== undefined ? 'plan' : 'maxKeys'],
+        message: 'only with fromMetadata (the consumer named exists already)',
+      });
+  });
 
 export const listConsumersQuery = z.strictObject({
   limit: listKeysQuery.shape.limit,

@@ -4,7 +4,7 @@
 // the change feed (every instance drops its copy) and told to the change listener (src/admin/audit.ts audits it).
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '../util/clock.js';
-import { sortedMetadata } from '../config/key-fields.js';
+import { KEY_ID, sortedMetadata } from '../config/key-fields.js';
 import { incomplete, KeyAdminError } from '../keys/admin-errors.js';
 import { overrideWarningsFor, requirePlan, type KeyAdminPolicy } from '../keys/admin-policy.js';
 import type { KeyAdmin } from '../keys/admin.js';
@@ -12,6 +12,7 @@ import { CLI_ACTOR, type Actor } from '../keys/key-changes.js';
 import { toRecord } from '../keys/rules.js';
 import type { KeyRecord, KeyStore } from '../keys/types.js';
 import { keysInUse, withConsumerLock } from './attach.js';
+import { byMetadata, groupsOf, type AttachGroup, type AttachPreview, type GroupTarget, type PlanLimits } from './attach-preview.js';
 import { canonicalConsumer } from './record-schema.js';
 import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
 
@@ -89,7 +90,7 @@ export class ConsumerAdmin {
   constructor(
     private readonly store: ConsumerStore,
     private readonly keyStore: Pick<KeyStore, 'consumerKeys'>,
-    private readonly keys: Pick<KeyAdmin, 'lifecycle'>,
+    private readonly keys: Pick<KeyAdmin, 'lifecycle' | 'listing' | 'records'>,
     private readonly clock: Clock,
     private readonly policy: Pick<KeyAdminPolicy, 'plans' | 'routes'>,
     private readonly onChange: ConsumerChangeListener = () => {},
@@ -243,6 +244,88 @@ export class ConsumerAdmin {
     await this.store.publishChange(id);
     this.onChange({ action: 'delete', consumerId: id, actor, ...(opts.revokeKeys ? { revokedKeys: revokedKeys.length } : {}) });
     return { revokedKeys };
+  }
+
+  /**
+   * What grouping the keys by a metadata field would do: each value names a consumer (an existing one, or one to be
+   * created with that id and name, on `create.plan`), and each group shows its keys' limits before and its pool after.
+   * Reads only. KeyAdminError 'unknown_plan' for a plan not configured.
+   */
+  async previewFromMetadata(field: string, create: { plan: string; maxKeys?: number }): Promise<AttachPreview> {
+    requirePlan(this.policy, create.plan);
+    const all: KeyRecord[] = [];
+    for await (const batch of this.keys.records.all('the attach preview')) all.push(...batch);
+    const { byConsumer, skipped } = byMetadata(all, field);
+    return { groups: await this.groups(byConsumer, create), skipped };
+  }
+
+  /**
+   * What attaching these keys to one existing consumer would do. Unknown and revoked keys, and keys already in a
+   * consumer (a move is one key's PATCH), are left out with why.
+   */
+  async previewKeys(consumerId: string, keyIds: readonly string[]): Promise<AttachPreview> {
+    await this.require(consumerId);
+    const joining: KeyRecord[] = [];
+    const skipped: AttachPreview['skipped'] = [];
+    for (const id of [...new Set(keyIds)].sort()) {
+      const k = await this.keys.listing.get(id);
+      if (!k) skipped.push({ key: id, reason: 'no such key' });
+      else if (k.status === 'revoked') skipped.push({ key: id, reason: 'revoked' });
+      else if (k.consumer !== undefined) skipped.push({ key: id, reason: k.consumer === consumerId ? 'already in it' : `already in consumer ${k.consumer}` });
+      else joining.push(k);
+    }
+    return { groups: await this.groups(new Map(joining.length ? [[consumerId, joining]] : []), undefined), skipped };
+  }
+
+  private async groups(byConsumer: ReadonlyMap<string, KeyRecord[]>, create: { plan: string; maxKeys?: number } | undefined): Promise<AttachGroup[]> {
+    const targets = new Map<string, GroupTarget>();
+    for (const id of byConsumer.keys()) {
+      const existing = KEY_ID.test(id) ? await this.get(id) : undefined;
+      targets.set(id, {
+        ...(existing ? { existing } : {}),
+        keysAlready: existing ? keysInUse(await this.keyStore.consumerKeys(id)) : 0,
+        ...(create ? { create: { name: id, plan: create.plan, ...(create.maxKeys !== undefined ? { maxKeys: create.maxKeys } : {}) } } : {}),
+      });
+    }
+    return groupsOf(byConsumer, (id) => targets.get(id)!, this.policy.plans() as Readonly<Record<string, PlanLimits>>, this.clock.now());
+  }
+
+  /**
+   * Makes a preview happen: each group not refused gets its consumer (created when it is not there) and its keys,
+   * each key attached as `keys update --consumer` attaches it (maxKeys judged again under the consumer's lock). Groups
+   * refused in the preview are left alone. Returns, per group, the keys attached and those that could not be.
+   */
+  async applyAttach(
+    preview: AttachPreview,
+    actor: Actor = CLI_ACTOR,
+  ): Promise<Array<{ consumer: string; created: boolean; attached: string[]; failed: Array<{ key: string; reason: string }> }>> {
+    const out = [];
+    for (const g of preview.groups) {
+      if (g.refused !== undefined) continue;
+      let created = false;
+      if (!g.exists) {
+        try {
+          await this.create({ id: g.consumer, name: g.name, plan: g.plan, ...(g.maxKeys !== undefined ? { maxKeys: g.maxKeys } : {}) }, actor);
+          created = true;
+        } catch (err) {
+          // Created meanwhile: its keys join it all the same.
+          if (!(err instanceof KeyAdminError && err.code === 'consumer_exists')) throw err;
+        }
+      }
+      const attached: string[] = [];
+      const failed: Array<{ key: string; reason: string }> = [];
+      for (const key of g.keys) {
+        try {
+          await this.keys.lifecycle.update(key, { consumer: g.consumer }, actor);
+          attached.push(key);
+        } catch (err) {
+          if (!(err instanceof KeyAdminError)) throw err;
+          failed.push({ key, reason: err.message });
+        }
+      }
+      out.push({ consumer: g.consumer, created, attached, failed });
+    }
+    return out;
   }
 
   /** Read, make the next record, write it only if unchanged since the read; read again when another change came in. */

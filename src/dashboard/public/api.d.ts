@@ -191,6 +191,50 @@ export type ChangedConsumer = ConsumerFields & {
   warnings: Array<string>;
 };
 
+export type WindowLimits = {
+  perMinute: number | null;
+  perDay: number | null;
+  perMonth: number | null;
+};
+
+export type AttachRequest = {
+  fromMetadata?: string;
+  plan?: string;
+  maxKeys?: number;
+  consumer?: string;
+  keys?: Array<string>;
+  dryRun?: boolean;
+};
+
+export type AttachAnswer = {
+  dryRun: boolean;
+  groups: Array<{
+    consumer: string;
+    exists: boolean;
+    name: string;
+    plan: string;
+    maxKeys?: number;
+    keys: Array<string>;
+    keysAlready: number;
+    before: WindowLimits;
+    after: WindowLimits;
+    refused?: string;
+  }>;
+  skipped: Array<{
+    key: string;
+    reason: string;
+  }>;
+  applied?: Array<{
+    consumer: string;
+    created: boolean;
+    attached: Array<string>;
+    failed: Array<{
+      key: string;
+      reason: string;
+    }>;
+  }>;
+};
+
 export type CreateConsumerRequest = {
   id?: string;
   name: string;
@@ -265,6 +309,7 @@ export interface Answers {
     nextCursor: string | null;
   };
   'POST /consumers': ChangedConsumer;
+  'POST /consumers/attach': AttachAnswer;
   'GET /consumers/{id}': ConsumerFields & {
     keyCount: number;
   };
