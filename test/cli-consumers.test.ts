@@ -182,6 +182,7 @@ describe('consumers and their keys, through the CLI', () => {
     // Move: out of acme's mirror, into initech's, the key's own plan kept.
     const moved = await ok('keys', 'update', first.id, '--consumer', 'initech');
     expect(moved.stdout).toContain('consumer initech: its plan and pool apply');
+    expect(moved.stdout).toContain("Limits before: 60/min 1000/day (the key on its own); after: 600/min 100000/day (consumer initech's pool, shared).");
     expect(await mirrorIds('acme')).toEqual([second.id]);
     expect(await mirrorIds('initech')).toEqual([first.id]);
     const record = await client.getBuffer(ks.keyRecord(first.id));

@@ -2,6 +2,7 @@
 // hash stay); "none"/"never" remove an override, the metadata or the expiry; --no-consumer detaches it.
 import { type Command, Option } from 'commander';
 import { keyInputFields } from '../../config/key-fields.js';
+import { keyLimits, poolLimits, windowText, type PlanLimits } from '../../consumers/attach-preview.js';
 import type { KeyUpdate } from '../../keys/lifecycle.js';
 import { CliError } from '../cli-error.js';
 import { common, withSession, type CommonOpts } from '../session.js';
@@ -69,5 +70,14 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
     if (o.json) return out(JSON.stringify({ ...k, status: s.keys.listing.statusOf(k), replication }));
     const where = k.consumer === undefined ? '' : `, consumer ${k.consumer}: its plan and pool apply`;
     out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}${where}).`);
+    // Joining a consumer changes what the key may take: its own limits before, the pool it now shares after.
+    if (typeof o.consumer === 'string') {
+      const c = await s.consumers.get(o.consumer);
+      const plans = s.config.plans as Readonly<Record<string, PlanLimits>>;
+      if (c)
+        out(
+          `Limits before: ${windowText(keyLimits(k, plans))} (the key on its own); after: ${windowText(poolLimits(c, plans, Date.now()))} (consumer ${c.id}'s pool, shared).`,
+        );
+    }
   });
 }
