@@ -344,7 +344,7 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     keyShape: () => runtime.config.auth,
     keySources: () => runtime.config.auth.sources,
     routes: () => runtime.config.routes,
-    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, { clock, onChange: consumerAudit }),
+    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, { clock, onChange: consumerAudit, plans: () => runtime.config.plans }),
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
   const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);

@@ -276,10 +276,21 @@ describe('POST /keys/import with consumers', () => {
     expect(refused.body.refused[0].reason).toMatch(/^consumer: no consumer with id "initrode"/);
     const dry = await api.call('POST', '/keys/import?dryRun=true&createConsumers=true', { body: records });
     expect(dry.body).toMatchObject({ dryRun: true, imported: 1, consumersCreated: ['initrode'] });
+    expect(dry.body.consumers).toEqual([
+      {
+        consumer: 'initrode',
+        exists: false,
+        keys: 1,
+        keysAlready: 0,
+        before: { perMinute: 60, perDay: 1000, perMonth: null },
+        after: { perMinute: 60, perDay: 1000, perMonth: null },
+      },
+    ]);
     expect(await client.exists(ks.consumerRecord('initrode'))).toBe(0);
     const done = await api.call('POST', '/keys/import?createConsumers=true', { body: records });
     expect(done.status, done.text).toBe(200);
     expect(done.body).toMatchObject({ imported: 1, consumersCreated: ['initrode'] });
+    expect(done.body).not.toHaveProperty('consumers');
     expect((await api.get('/consumers/initrode')).body).toMatchObject({ plan: 'free', keyCount: 1 });
     expect(audits().filter((l) => l.action === 'consumer.create' && l.consumerId === 'initrode')).toHaveLength(1);
     expect((await api.call('POST', '/keys/import?createConsumers=yes', { body: records })).status).toBe(400);

@@ -250,6 +250,9 @@ describe('keys import with a consumer column', () => {
     const dry = await run('keys', 'import', file, '--dry-run', '--create-consumers', '--skip-invalid');
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toContain('Would create consumer: hooli.');
+    // The attach preview: the keys' own limits summed, and the pool they would share.
+    expect(dry.stdout).toContain('Consumer hooli (new): 1 key joining; before 600/min 100000/day (their own, summed), after 600/min 100000/day (the pool).');
+    expect(dry.stdout).toContain('Consumer umbrella: 1 key joining; before 60/min 1000/day (their own, summed), after 600/min 100000/day (the pool).');
     expect(await client.exists(ks.consumerRecord('hooli'))).toBe(0);
 
     const done = await ok('keys', 'import', file, '--create-consumers', '--skip-invalid', '--json');

@@ -74,6 +74,7 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
         dryRun: r.dryRun,
         // Only when the import named consumers to create: an import without consumers answers as it always has.
         ...(r.consumersCreated.length > 0 ? { consumersCreated: r.consumersCreated } : {}),
+        ...(r.consumers ? { consumers: r.consumers } : {}),
       };
       // Refused records without skipInvalid stop the whole import (on a dry run: would stop it), as the CLI exits 1:
       // an error answer, so a caller that only looks at the status cannot take it for done.

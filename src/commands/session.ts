@@ -82,7 +82,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     keyShape: () => config.auth,
     keySources: () => config.auth.sources,
     routes: () => config.routes,
-    consumers: new ConsumerAttach(consumerStore, store, { clock: systemClock, onChange: consumerAudit }),
+    consumers: new ConsumerAttach(consumerStore, store, { clock: systemClock, onChange: consumerAudit, plans: () => config.plans }),
   };
   const keys = new KeyAdmin(store, systemClock, policy, auditKeyChanges(audit));
   const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit);

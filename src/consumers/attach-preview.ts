@@ -4,22 +4,11 @@
 // minute each have 180 together, and 60 once pooled. Pure functions over records: admin.ts reads the records and,
 // when asked to apply, makes the same groups happen.
 import { KEY_ID } from '../config/key-fields.js';
+import { keyLimits, summed, WINDOWS, type PlanLimits, type WindowLimits } from '../keys/limit-sums.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { ConsumerRecord } from './types.js';
 
-/** A plan's limits as the config gives them (perMonth where a plan has one). */
-export interface PlanLimits {
-  perMinute?: number | undefined;
-  perDay?: number | undefined;
-  perMonth?: number | undefined;
-}
-
-/** Limits per window; null: no limit in that window (a key or plan without one), so no sum either. */
-export interface WindowLimits {
-  perMinute: number | null;
-  perDay: number | null;
-  perMonth: number | null;
-}
+export { keyLimits, windowText, type PlanLimits, type WindowLimits } from '../keys/limit-sums.js';
 
 export interface AttachGroup {
   /** The consumer's id; it exists, or is to be created. */
@@ -46,16 +35,6 @@ export interface AttachPreview {
   skipped: Array<{ key: string; reason: string }>;
 }
 
-const WINDOWS = ['perMinute', 'perDay', 'perMonth'] as const;
-
-/** A key's limits on its own: its own overrides, else its plan's. */
-export function keyLimits(k: KeyRecord & PlanLimits, plans: Readonly<Record<string, PlanLimits>>): WindowLimits {
-  const plan = plans[k.plan];
-  const out = { perMinute: null, perDay: null, perMonth: null } as WindowLimits;
-  for (const w of WINDOWS) out[w] = k[w] ?? plan?.[w] ?? null;
-  return out;
-}
-
 /** A consumer's pool: its own limits while they are in force (until limitsExpiresAt), else its plan's. */
 export function poolLimits(
   c: Pick<ConsumerRecord, 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'limitsExpiresAt'>,
@@ -66,13 +45,6 @@ export function poolLimits(
   const plan = plans[c.plan];
   const out = { perMinute: null, perDay: null, perMonth: null } as WindowLimits;
   for (const w of WINDOWS) out[w] = (own ? c[w] : undefined) ?? plan?.[w] ?? null;
-  return out;
-}
-
-/** The sum of the keys' limits per window; null for a window any key has no limit in. */
-export function summed(limits: readonly WindowLimits[]): WindowLimits {
-  const out: WindowLimits = { perMinute: 0, perDay: 0, perMonth: 0 };
-  for (const w of WINDOWS) for (const l of limits) out[w] = out[w] === null || l[w] === null ? null : out[w]! + l[w]!;
   return out;
 }
 
@@ -139,10 +111,4 @@ export function byMetadata(keys: Iterable<KeyRecord>, field: string): { byConsum
     }
   }
   return { byConsumer, skipped: skipped.sort((a, b) => (a.key < b.key ? -1 : 1)) };
-}
-
-/** A window's limit as a person reads it. */
-export function windowText(l: WindowLimits): string {
-  const part = (v: number | null, unit: string) => `${v === null ? 'unlimited' : v}/${unit}`;
-  return `${part(l.perMinute, 'min')} ${part(l.perDay, 'day')}${l.perMonth === null ? '' : ` ${l.perMonth}/month`}`;
 }

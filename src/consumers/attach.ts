@@ -4,7 +4,9 @@
 // joining at once cannot both take the last place, and a consumer being deleted gets no key meanwhile.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyAdminError } from '../keys/admin-errors.js';
-import type { KeyConsumers } from '../keys/admin-policy.js';
+import type { ConsumerFacts, KeyConsumers } from '../keys/admin-policy.js';
+import type { PlanLimits } from '../keys/limit-sums.js';
+import { poolLimits } from './attach-preview.js';
 import type { Actor } from '../keys/key-changes.js';
 import type { KeyStore } from '../keys/types.js';
 import { systemClock, type Clock } from '../util/clock.js';
@@ -44,11 +46,13 @@ export class ConsumerAttach implements KeyConsumers {
   constructor(
     private readonly consumers: Pick<ConsumerStore, 'get' | 'lock' | 'create' | 'publishChange'>,
     private readonly keys: Pick<KeyStore, 'consumerKeys'>,
-    private readonly opts: { clock?: Clock; onChange?: ConsumerChangeListener } = {},
+    private readonly opts: { clock?: Clock; onChange?: ConsumerChangeListener; plans?: () => Readonly<Record<string, PlanLimits>> } = {},
   ) {}
 
-  async describe(ids: readonly string[]): Promise<Map<string, { maxKeys?: number; inUse: number }>> {
-    const out = new Map<string, { maxKeys?: number; inUse: number }>();
+  async describe(ids: readonly string[]): Promise<Map<string, ConsumerFacts>> {
+    const out = new Map<string, ConsumerFacts>();
+    const plans = this.opts.plans?.() ?? {};
+    const now = (this.opts.clock ?? systemClock).now();
     for (let i = 0; i < ids.length; i += DESCRIBE_AT_ONCE) {
       await Promise.all(
         ids.slice(i, i + DESCRIBE_AT_ONCE).map(async (id) => {
@@ -58,8 +62,8 @@ export class ConsumerAttach implements KeyConsumers {
             throw err;
           });
           if (!c) return;
-          const inUse = c.maxKeys === undefined ? 0 : keysInUse(await this.keys.consumerKeys(id));
-          out.set(id, { ...(c.maxKeys !== undefined ? { maxKeys: c.maxKeys } : {}), inUse });
+          const inUse = keysInUse(await this.keys.consumerKeys(id));
+          out.set(id, { ...(c.maxKeys !== undefined ? { maxKeys: c.maxKeys } : {}), inUse, pool: poolLimits(c, plans, now) });
         }),
       );
     }

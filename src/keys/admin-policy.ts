@@ -3,6 +3,7 @@
 // cost is warned about. The composition root (src/compose.ts, the CLI's session) hands the config over as this.
 import { KeyAdminError } from './admin-errors.js';
 import type { Actor } from './key-changes.js';
+import type { WindowLimits } from './limit-sums.js';
 import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import type { KeyShapeRules } from './format.js';
 
@@ -33,10 +34,20 @@ export interface KeyConsumers {
    * `write` runs.
    */
   attaching<T>(consumerId: string, keyId: string | undefined, write: () => Promise<T>): Promise<T>;
-  /** For an import's check: each of these consumers that exists, with its maxKeys and how many keys it has (not revoked). */
-  describe(ids: readonly string[]): Promise<Map<string, { maxKeys?: number; inUse: number }>>;
+  /**
+   * For an import's check: each of these consumers that exists, with its maxKeys, how many keys it has (not revoked)
+   * and its pool's limits (for a dry run's preview).
+   */
+  describe(ids: readonly string[]): Promise<Map<string, ConsumerFacts>>;
   /** For an import that creates the consumers it names: a consumer named by its id, on this plan (announced, audited). */
   create(id: string, plan: string, actor: Actor): Promise<void>;
+}
+
+/** What an import needs to know of a consumer its records name. */
+export interface ConsumerFacts {
+  maxKeys?: number;
+  inUse: number;
+  pool: WindowLimits;
 }
 
 /** Runs a write that puts a key into a consumer, through the policy's consumers (refused when there are none). */

@@ -12,7 +12,8 @@ import { NOT_BEARER_WARNING, overrideWarnings, type CostedRoute } from './cost-w
 import { KeyStoreError, type StoredKey, type KeyStore } from './types.js';
 import type { Actor } from './key-changes.js';
 import type { ReadLimit } from '../storage/read-limit.js';
-import type { KeyConsumers } from './admin-policy.js';
+import type { ConsumerFacts, KeyConsumers } from './admin-policy.js';
+import { keyLimits, summed, type PlanLimits, type WindowLimits } from './limit-sums.js';
 
 /** One item a reader yields: a parsed record, or a line that could not be parsed, each with its line number. */
 export type ImportItem = { line: number; record: unknown } | { line: number; error: string };
@@ -62,6 +63,22 @@ export interface ImportOutcome {
   wrote: boolean;
   /** Consumers created for the import (createConsumers), or on a dry run to be created, by id. */
   consumersCreated: string[];
+  /**
+   * A dry run's attach preview, per consumer its records join (in id order): how many keys, the keys' own limits
+   * summed (before) and the consumer's pool (after). Absent on other imports.
+   */
+  consumers?: ImportConsumerPreview[];
+}
+
+export interface ImportConsumerPreview {
+  consumer: string;
+  /** False: the import creates it (createConsumers). */
+  exists: boolean;
+  keys: number;
+  /** Keys it has already (not revoked). */
+  keysAlready: number;
+  before: WindowLimits;
+  after: WindowLimits;
 }
 
 export interface ImportDeps {
@@ -81,6 +98,8 @@ export interface ImportDeps {
   consumers?: Pick<KeyConsumers, 'describe' | 'create'>;
   /** Who imports: the actor of the consumers it creates. */
   actor?: Actor;
+  /** The plans' limits: a dry run's preview sums the keys' own. */
+  planLimits?: Readonly<Record<string, PlanLimits>>;
 }
 
 export const PROGRESS_EVERY = 100_000;
@@ -164,7 +183,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
     if (outcome.get(line) === REFUSED) continue;
     refuse(line, error);
   }
-  const consumersCreated = await judgeConsumers(joining, deps, opts, outcome, refuse);
+  const { toCreate: consumersCreated, known } = await judgeConsumers(joining, deps, opts, outcome, refuse);
   refusals.sort((a, b) => a.line - b.line);
   // A line refused after its check (a duplicate within the file) is not imported: its warnings go.
   const kept = warnings.filter((w) => outcome.get(w.line) === CREATE).sort((a, b) => a.line - b.line);
@@ -179,8 +198,18 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   // A dry run answers what the same import would do: nothing imported when a refusal stops it.
   const stopped = refusals.length > 0 && !opts.skipInvalid;
   if (dryRun && opts.onLine) await listLines(source, deps, outcome, refusals, createdAt, opts.onLine);
+  const consumers = dryRun && joining.size > 0 ? await previewConsumers(source, deps, outcome, createdAt, joining, known) : undefined;
   if (dryRun || stopped || toCreate === 0)
-    return { imported: stopped ? 0 : toCreate, unchanged, refusals, warnings: kept, dryRun, wrote: false, consumersCreated: stopped ? [] : consumersCreated };
+    return {
+      imported: stopped ? 0 : toCreate,
+      unchanged,
+      refusals,
+      warnings: kept,
+      dryRun,
+      wrote: false,
+      consumersCreated: stopped ? [] : consumersCreated,
+      ...(consumers ? { consumers } : {}),
+    };
   // The consumers first: no key is written naming one that is not there.
   for (const id of consumersCreated) await deps.consumers!.create(id, joining.get(id)!.plan, deps.actor ?? { by: 'cli' });
   const imported = await writeRecords(source, deps, outcome, createdAt, opts);
@@ -202,10 +231,10 @@ async function judgeConsumers(
   opts: ImportOptions,
   outcome: LineOutcomes,
   refuse: (line: number, error: string) => void,
-): Promise<string[]> {
-  if (joining.size === 0) return [];
+): Promise<{ toCreate: string[]; known: Map<string, ConsumerFacts> }> {
+  const known = new Map<string, ConsumerFacts>();
+  if (joining.size === 0) return { toCreate: [], known };
   const ids = [...joining.keys()];
-  const known = new Map<string, { maxKeys?: number; inUse: number }>();
   if (deps.consumers)
     for (let i = 0; i < ids.length; i += CONSUMER_BATCH)
       for (const [id, d] of await deps.consumers.describe(ids.slice(i, i + CONSUMER_BATCH))) known.set(id, d);
@@ -230,7 +259,45 @@ async function judgeConsumers(
     for (const l of live.slice(room))
       refuse(l, `consumer ${id} has room for ${room} more key${room === 1 ? '' : 's'} (maxKeys ${d.maxKeys}); this one is past it`);
   }
-  return toCreate.sort();
+  return { toCreate: toCreate.sort(), known };
+}
+
+/**
+ * A dry run's attach preview: reads the source again and sums, per consumer, the own limits of the keys that would
+ * join it (each key's overrides, else its plan's); beside it the consumer's pool (a consumer to be created: its plan's).
+ */
+async function previewConsumers(
+  source: ImportSource,
+  deps: ImportDeps,
+  outcome: LineOutcomes,
+  createdAt: string,
+  joining: ReadonlyMap<string, { plan: string }>,
+  known: ReadonlyMap<string, ConsumerFacts>,
+): Promise<ImportConsumerPreview[]> {
+  const plans = deps.planLimits ?? {};
+  const limits = new Map<string, WindowLimits[]>();
+  for await (const item of source()) {
+    if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
+    const r = normaliseRecord(item.record, deps.shape, createdAt, () => '');
+    if ('error' in r || r.key.consumer === undefined) continue;
+    const list = limits.get(r.key.consumer);
+    const own = keyLimits(r.key, plans);
+    if (list) list.push(own);
+    else limits.set(r.key.consumer, [own]);
+  }
+  return [...limits]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([consumer, own]) => {
+      const facts = known.get(consumer);
+      return {
+        consumer,
+        exists: facts !== undefined,
+        keys: own.length,
+        keysAlready: facts?.inUse ?? 0,
+        before: summed(own),
+        after: facts?.pool ?? keyLimits({ plan: joining.get(consumer)!.plan }, plans),
+      };
+    });
 }
 
 /** The second pass: reads the source again and creates each record the check marked, a batch at a time. */

@@ -6,6 +6,7 @@ import { type Command, Option } from 'commander';
 import { bufferSource, fileSource, formatOf, ImportFileError, type ImportFormat } from '../../keys/import-read.js';
 import { ColumnMapError, parseColumnMap, type ColumnMap } from '../../keys/import-map.js';
 import { PROGRESS_EVERY, type ImportLine, type ImportOutcome, type ImportSource } from '../../keys/import-run.js';
+import { windowText } from '../../keys/limit-sums.js';
 import { CliError } from '../cli-error.js';
 import { positiveInt } from '../options.js';
 import { common, withSession, type CommonOpts } from '../session.js';
@@ -91,12 +92,18 @@ async function importFile(positional: string | undefined, o: ImportOpts): Promis
           refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })),
           warnings: r.warnings,
           ...(r.consumersCreated.length > 0 ? { consumersCreated: r.consumersCreated } : {}),
+          ...(r.consumers ? { consumers: r.consumers } : {}),
         }),
       );
     else {
       out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
       if (r.consumersCreated.length > 0)
         out(`${r.dryRun ? 'Would create' : 'Created'} consumer${r.consumersCreated.length === 1 ? '' : 's'}: ${r.consumersCreated.join(', ')}.`);
+      // The attach preview: what the keys joining each consumer may take on their own, and the pool they would share.
+      for (const c of r.consumers ?? [])
+        out(
+          `Consumer ${c.consumer}${c.exists ? '' : ' (new)'}: ${c.keys} key${c.keys === 1 ? '' : 's'} joining${c.keysAlready > 0 ? ` ${c.keysAlready} there` : ''}; before ${windowText(c.before)} (their own, summed), after ${windowText(c.after)} (the pool).`,
+        );
     }
     if (r.refusals.length > 0 && !o.skipInvalid)
       throw new CliError(

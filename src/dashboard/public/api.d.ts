@@ -94,6 +94,14 @@ export type ImportReport = {
     warning: string;
   }>;
   dryRun: boolean;
+  consumers?: Array<{
+    consumer: string;
+    exists: boolean;
+    keys: number;
+    keysAlready: number;
+    before: WindowLimits;
+    after: WindowLimits;
+  }>;
   consumersCreated?: Array<string>;
   lines?: Array<{
     line: number;
@@ -281,6 +289,7 @@ export interface Answers {
     warnings?: unknown;
     dryRun?: unknown;
     consumersCreated?: unknown;
+    consumers?: unknown;
   };
   'GET /keys/{id}': KeyWithState;
   'PATCH /keys/{id}': ChangedKey;
