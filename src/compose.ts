@@ -41,7 +41,13 @@ import { Runtime } from './routing/runtime.js';
 import { readFileSync } from 'node:fs';
 import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
-import { auditKeyChanges } from './admin/audit.js';
+import { auditConsumerChanges, auditKeyChanges } from './admin/audit.js';
+import { ConsumerAdmin } from './consumers/admin.js';
+import { ConsumerAttach } from './consumers/attach.js';
+import { ConsumerCache } from './consumers/cache.js';
+import { MemoryConsumerStore } from './consumers/memory-store.js';
+import { RedisConsumerStore } from './consumers/redis-store.js';
+import type { ConsumerStore } from './consumers/types.js';
 import { adminOpenApi } from './admin/openapi.js';
 import { AdminTokens } from './admin/tokens.js';
 import { UsageRecorder } from './usage/recorder.js';
@@ -92,6 +98,10 @@ export interface ComposedGateway {
   keys: KeyVerifier;
   /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it; the admin API uses it). */
   admin: KeyAdmin;
+  /** The request path's copies of the consumers, kept current by consumers:events. */
+  consumers: ConsumerCache;
+  /** Consumer administration on the gateway's stores (the admin API's /consumers). */
+  consumerAdmin: ConsumerAdmin;
   /** The keys' windows and bans, administered (read, unban, reset) on the same stores. */
   keyLimits: KeyLimitAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
@@ -180,6 +190,9 @@ interface RedisBackend {
 /** The stores the decisions stand on: Redis's or memory's, chosen once here. */
 interface Stores {
   keyStore: KeyStore;
+  /** The request path's consumer store (the cache reads it) and administration's (on the admin connection). */
+  consumerStore: ConsumerStore;
+  adminConsumerStore: ConsumerStore;
   memoryLimits: MemoryLimiterStore;
   usageStore: MemoryUsageStore | RedisUsageStore;
   /** What this instance counts itself, flushed to the ledger (absent when usage is off). */
@@ -196,6 +209,8 @@ interface Stores {
 /** The request path's decisions and their administration. */
 interface Decisions {
   admin: KeyAdmin;
+  consumerAdmin: ConsumerAdmin;
+  consumers: ConsumerCache;
   keyLimits: KeyLimitAdmin;
   keys: KeyVerifier;
   keyLimiter: KeyLimiter;
@@ -290,6 +305,9 @@ function buildStores(base: Base, redis: RedisBackend | undefined): Stores {
     (redis
       ? new RedisKeyStore(redis.connection, redis.keyspace, redis.breaker, (id) => invalidRecords.report(id, 'lookup'))
       : new MemoryKeyStore(() => clock.now()));
+  // Consumers live in Redis whenever there is one (a test's own key store aside); in memory, one store serves both.
+  const consumerStore: ConsumerStore = redis ? new RedisConsumerStore(redis.connection, redis.keyspace) : new MemoryConsumerStore();
+  const adminConsumerStore: ConsumerStore = redis ? new RedisConsumerStore(redis.admin, redis.keyspace) : consumerStore;
   const memoryLimits = new MemoryLimiterStore(clock);
   // The usage ledger: counted by the limit script on Redis, by this instance for what it decides itself.
   // The flush's scripts put many keys in a call on one server, only one slot's keys on a cluster.
@@ -314,7 +332,7 @@ function buildStores(base: Base, redis: RedisBackend | undefined): Stores {
           usage: new RedisUsageStore(redis.admin.client, redis.keyspace, adminReads),
         }
       : undefined;
-  return { keyStore, memoryLimits, usageStore, recorder, bans, adminStores, adminReads, ledgerTtlMs, invalidRecords };
+  return { keyStore, consumerStore, adminConsumerStore, memoryLimits, usageStore, recorder, bans, adminStores, adminReads, ledgerTtlMs, invalidRecords };
 }
 
 /**
@@ -325,19 +343,22 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
   const { runtime, logger, metrics, clock } = base;
   const config = runtime.config;
   const redisCfg = config.redis;
-  const admin = new KeyAdmin(
-    stores.adminStores?.keys ?? stores.keyStore,
-    clock,
-    {
-      plans: () => runtime.config.plans,
-      issuedPrefix: () => runtime.config.auth.issuedPrefix,
-      keyShape: () => runtime.config.auth,
-      keySources: () => runtime.config.auth.sources,
-      routes: () => runtime.config.routes,
-    },
-    auditKeyChanges(logger, metrics),
-    stores.adminReads,
+  const adminKeyStore = stores.adminStores?.keys ?? stores.keyStore;
+  const consumerAudit = auditConsumerChanges(logger, metrics);
+  const policy = {
+    plans: () => runtime.config.plans,
+    issuedPrefix: () => runtime.config.auth.issuedPrefix,
+    keyShape: () => runtime.config.auth,
+    keySources: () => runtime.config.auth.sources,
+    routes: () => runtime.config.routes,
+    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, { clock, onChange: consumerAudit, plans: () => runtime.config.plans }),
+  };
+  const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
+  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);
+  const consumers = new ConsumerCache(stores.consumerStore, clock, { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 }, (id) =>
+    logger.warn({ consumerId: id }, 'consumer record unreadable: its keys are answered as if it did not exist until it is repaired'),
   );
+  await consumers.start();
   const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
     plans: () => runtime.config.plans,
     ban: () => runtime.config.ban,
@@ -400,7 +421,7 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
       ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
       : {}),
   });
-  return { admin, keyLimits, keys, keyLimiter, anonymous, publicLimits };
+  return { admin, consumerAdmin, consumers, keyLimits, keys, keyLimiter, anonymous, publicLimits };
 }
 
 /**
@@ -509,6 +530,7 @@ function buildAdmin(
   const adminApp = tokens.any
     ? buildAdminApp({
         keys: admin,
+        consumers: decisions.consumerAdmin,
         keyLimits,
         runtime,
         tokens,
@@ -550,6 +572,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     readiness,
     keys,
     admin: decisions.admin,
+    consumers: decisions.consumers,
+    consumerAdmin: decisions.consumerAdmin,
     keyLimits: decisions.keyLimits,
     adminApp,
     usage,
@@ -564,6 +588,8 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();
+      await decisions.consumers.close();
+      if (stores.adminConsumerStore !== stores.consumerStore) await stores.adminConsumerStore.close();
       await Promise.all([redis?.connection.close(), redis?.admin.close(), reports.close()]);
     },
   };

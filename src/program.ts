@@ -10,6 +10,7 @@ import { stabilityWarnings } from './routing/stability.js';
 import { tlsWarnings } from './config/tls-files.js';
 import { generateAdminToken, hashAdminToken } from './admin/tokens.js';
 import { registerKeysCommands } from './commands/keys/index.js';
+import { registerConsumersCommands } from './commands/consumers/index.js';
 import { registerUsageCommands } from './commands/usage.js';
 import { registerPlansCommands } from './commands/plans.js';
 import { registerOpenapiCommands } from './commands/openapi.js';
@@ -93,6 +94,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     });
 
   registerKeysCommands(program);
+  registerConsumersCommands(program);
   registerUsageCommands(program);
   registerPlansCommands(program);
   registerOpenapiCommands(program, io, exit);

@@ -5,7 +5,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ConsumerAttach } from '../src/consumers/attach.js';
 import { ConsumerCache } from '../src/consumers/cache.js';
+import { KeyAdmin } from '../src/keys/admin.js';
+import { RedisKeyStore } from '../src/keys/redis-store.js';
 import { MemoryConsumerStore } from '../src/consumers/memory-store.js';
 import { consumerRecordSchema } from '../src/consumers/record-schema.js';
 import { RedisConsumerStore } from '../src/consumers/redis-store.js';
@@ -361,5 +364,33 @@ describe('ConsumerCache', () => {
     const other = new ConsumerCache(unreadable, systemClock, {}, (id) => invalid.push(id));
     expect(await other.get('acme')).toBeUndefined();
     expect(invalid).toEqual(['acme']);
+  });
+});
+
+describe('ConsumerAttach: maxKeys under concurrency', () => {
+  beforeEach(() => redis.flush());
+
+  it('twelve keys created at once into a consumer with room for 3, from two instances: exactly 3 join, the rest are refused', async () => {
+    const plans = { free: { perMinute: 60, perDay: 1000 } };
+    const admins = [0, 1].map(() => {
+      const c = connection();
+      const keyStore = new RedisKeyStore(c, ks);
+      return new KeyAdmin(keyStore, systemClock, { plans: () => plans, consumers: new ConsumerAttach(new RedisConsumerStore(c, ks), keyStore) });
+    });
+    await redisStore().create(consumer({ maxKeys: 3 }));
+    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => admins[i % 2]!.issuer.create({ plan: 'free', consumer: 'acme' })));
+    const made = results.filter((r) => r.status === 'fulfilled');
+    const refused = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as { code?: string }).code] : []));
+    expect(made).toHaveLength(3);
+    expect(refused).toEqual(Array(9).fill('consumer_full'));
+    const r = redis.client();
+    try {
+      expect(await r.hlen(ks.consumerKeys('acme'))).toBe(3);
+      expect(await r.scard(ks.keyIds())).toBe(3);
+      // The lock is released after each.
+      expect(await r.exists(ks.consumerLock('acme'))).toBe(0);
+    } finally {
+      r.disconnect();
+    }
   });
 });

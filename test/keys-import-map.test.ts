@@ -133,7 +133,7 @@ describe('keys import --map', () => {
       [['--map', '=key'], /^error: --map "=key": expected OLD=NEW/],
       [
         ['--map', 'api_key=kye'],
-        /^error: --map "api_key=kye": "kye" is not a field an import reads \(did you mean "key"\?\); fields: id, name, plan, key, sha256, prefix, perMinute, perDay, expiresAt, metadata\.<name>$/,
+        /^error: --map "api_key=kye": "kye" is not a field an import reads \(did you mean "key"\?\); fields: id, name, plan, key, sha256, prefix, perMinute, perDay, expiresAt, consumer, metadata\.<name>$/,
       ],
       [['--map', 'api_key=hash'], /^error: --map "api_key=hash": "hash" is not a field an import reads.*; fields: id, name/],
       [

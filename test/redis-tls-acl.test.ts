@@ -40,6 +40,9 @@ const TOLLGATE_ACL = [
     'hget',
     'hgetall',
     'hincrby',
+    'hkeys',
+    'hdel',
+    'srem',
     'incr',
     'incrby',
     'decr',
@@ -126,7 +129,9 @@ describe('TLS and an ACL user with least privilege', () => {
     try {
       const { password: _pw, ...withoutPassword } = redisSection({ prefix: 'tollgate:cli:' });
       const file = dir.write('gateway.yaml', { upstream: { url: up.url }, redis: withoutPassword });
-      const cli = (...args: string[]) => runCli(['keys', ...args, '--config', file], { env: { REDIS_PASSWORD: 's3cret-pw' } });
+      const cli = (...args: string[]) =>
+        runCli([...(args[0] === 'consumers' ? args : ['keys', ...args]), '--config', file], { env: { REDIS_PASSWORD: 's3cret-pw' } });
+      expect((await cli('consumers', 'create', '--id', 'acme', '--name', 'Acme', '--plan', 'free', '--max-keys', '3')).code).toBe(0);
       const created = await cli('create', '--plan', 'free', '--json');
       expect(withoutAudit(created.stderr)).toBe('');
       const id = (JSON.parse(created.stdout) as { id: string }).id;
@@ -134,9 +139,16 @@ describe('TLS and an ACL user with least privilege', () => {
         ['list'],
         ['show', id],
         ['update', id, '--plan', 'pro', '--metadata', '{"customer":"c_1"}'],
+        ['update', id, '--consumer', 'acme'],
+        ['consumers', 'show', 'acme'],
+        ['consumers', 'list'],
+        ['consumers', 'update', 'acme', '--per-month', '1000'],
+        ['consumers', 'suspend', 'acme'],
+        ['consumers', 'resume', 'acme'],
         ['rotate', id],
         ['unban', id],
         ['revoke', id],
+        ['consumers', 'delete', 'acme'],
       ]) {
         const r = await cli(...args);
         expect(withoutAudit(r.stderr), args.join(' ')).toBe('');

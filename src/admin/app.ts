@@ -1,13 +1,15 @@
 // The admin HTTP API, on a listener of its own (admin.host:admin.port): the app that composes its resources (keys in
-// keys-routes.ts and import-route.ts, usage reports in usage-routes.ts, plans and status in plans-routes.ts, services
-// in services-routes.ts) behind one request log, the dashboard, the admin guard, the JSON body parser and one error
-// handler. Every change goes through key administration (src/keys/admin.ts), which the CLI uses too: one set of rules and error codes, and one
+// keys-routes.ts and import-route.ts, consumers in consumers-routes.ts, usage reports in usage-routes.ts, plans and
+// status in plans-routes.ts, services in services-routes.ts) behind one request log, the dashboard, the admin guard,
+// the JSON body parser and one error handler. Every change goes through key or consumer administration
+// (src/keys/admin.ts, src/consumers/admin.ts), which the CLI uses too: one set of rules and error codes, and one
 // audit line per change. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import { dashboardRouter } from '../dashboard/routes.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId } from '../http/headers.js';
+import type { ConsumerAdmin } from '../consumers/admin.js';
 import type { KeyAdmin } from '../keys/admin.js';
 import { KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
@@ -20,6 +22,7 @@ import { ReportError } from '../usage/kept-reports.js';
 import type { OverviewCache } from '../usage/overview.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import type { UsageReports } from '../usage/reports.js';
+import { consumerRoutes } from './consumers-routes.js';
 import { AdminGuard } from './guard.js';
 import { importRoute } from './import-route.js';
 import { keyRoutes } from './keys-routes.js';
@@ -32,6 +35,8 @@ import { usageRoutes } from './usage-routes.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
+  /** Consumer administration: the /consumers resource. */
+  consumers: ConsumerAdmin;
   /** The keys' windows and bans (read, unban, reset). */
   keyLimits: KeyLimitAdmin;
   runtime: Runtime;
@@ -65,6 +70,10 @@ const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   incomplete: 'service_unavailable',
   import_in_progress: 'import_in_progress',
   prefix_not_kept: 'prefix_not_kept',
+  unknown_consumer: 'unknown_consumer',
+  consumer_full: 'consumer_full',
+  consumer_exists: 'consumer_exists',
+  consumer_has_keys: 'consumer_has_keys',
 };
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
@@ -94,6 +103,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.use(requireJsonBody);
 
   app.use(keyRoutes(keys, keyLimits));
+  app.use(consumerRoutes(o.consumers));
   app.use(usageRoutes({ keys: keys.listing, runtime, usage: o.usage, reports: o.reports, overview: o.overview }));
   app.use(plansRoutes({ runtime, reports: o.reports, redisState: o.redisState }));
   app.use(servicesRoutes(o.services));

@@ -1,6 +1,7 @@
-// The audit trail of key changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
+// The audit trail of key and consumer changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
 // or "cli", and the admin API request id) and a count of it. Key administration (src/keys/key-changes.ts) calls it once a change is stored, so the CLI and
 // the admin API are audited by the same code. It never sees a key, a hash or a token: only ids.
+import type { ConsumerChangeListener } from '../consumers/admin.js';
 import type { KeyChangeListener } from '../keys/key-changes.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -12,5 +13,27 @@ export function auditKeyChanges(logger: Logger, metrics?: Pick<Metrics, 'adminCh
     const what = change.action === 'import' ? change.counts : { keyId: change.keyId };
     logger.info({ audit: true, action, ...what, by: actor.by, ...(actor.requestId ? { reqId: actor.requestId } : {}) }, 'admin change');
     metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
+  };
+}
+
+/**
+ * The audit trail of consumer changes, as of key changes: one "admin change" line each (action consumer.<what>, the
+ * consumer's id, who, the request id; a deletion that revoked keys says how many) and a count of it.
+ */
+export function auditConsumerChanges(logger: Logger, metrics?: Pick<Metrics, 'adminChanges'>): ConsumerChangeListener {
+  return ({ action, consumerId, actor, revokedKeys }) => {
+    const named = `consumer.${action}`;
+    logger.info(
+      {
+        audit: true,
+        action: named,
+        consumerId,
+        ...(revokedKeys !== undefined ? { revokedKeys } : {}),
+        by: actor.by,
+        ...(actor.requestId ? { reqId: actor.requestId } : {}),
+      },
+      'admin change',
+    );
+    metrics?.adminChanges.inc({ action: named, source: actor.by === 'cli' ? 'cli' : 'api' });
   };
 }

@@ -13,7 +13,7 @@ import type { ImportItem, ImportLine, ImportSource } from '../keys/import-run.js
 /** The largest import body: about 40,000 customer records in CSV. */
 export const IMPORT_MAX_BODY_BYTES = 10 * 1024 * 1024;
 
-const FLAGS = new Set(['dryRun', 'skipInvalid']);
+const FLAGS = new Set(['dryRun', 'skipInvalid', 'createConsumers']);
 
 export function importRoute(importer: KeyImporter, actor: (req: express.Request) => Actor): RequestHandler[] {
   const raw = express.raw({ type: () => true, limit: IMPORT_MAX_BODY_BYTES });
@@ -72,6 +72,9 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
         refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })),
         warnings: r.warnings.map((w) => ({ line: w.line, warning: w.warning })),
         dryRun: r.dryRun,
+        // Only when the import named consumers to create: an import without consumers answers as it always has.
+        ...(r.consumersCreated.length > 0 ? { consumersCreated: r.consumersCreated } : {}),
+        ...(r.consumers ? { consumers: r.consumers } : {}),
       };
       // Refused records without skipInvalid stop the whole import (on a dry run: would stop it), as the CLI exits 1:
       // an error answer, so a caller that only looks at the status cannot take it for done.
@@ -94,21 +97,21 @@ export function importRoute(importer: KeyImporter, actor: (req: express.Request)
 }
 
 /**
- * dryRun and skipInvalid, each "true" or "false", and map (OLD=NEW, repeatable: import-map.ts); any other parameter or
- * value is refused (its message returned).
+ * dryRun, skipInvalid and createConsumers, each "true" or "false", and map (OLD=NEW, repeatable: import-map.ts); any
+ * other parameter or value is refused (its message returned).
  */
-function flagsOf(url: string): { dryRun?: boolean; skipInvalid?: boolean; map: string[] } | string {
+function flagsOf(url: string): { dryRun?: boolean; skipInvalid?: boolean; createConsumers?: boolean; map: string[] } | string {
   const q = url.indexOf('?');
-  const out: { dryRun?: boolean; skipInvalid?: boolean; map: string[] } = { map: [] };
+  const out: { dryRun?: boolean; skipInvalid?: boolean; createConsumers?: boolean; map: string[] } = { map: [] };
   for (const [k, v] of new URLSearchParams(q < 0 ? '' : url.slice(q + 1))) {
     if (k === 'map') {
       out.map.push(v);
       continue;
     }
-    if (!FLAGS.has(k)) return 'query: an unknown parameter (an import takes dryRun, skipInvalid and map)';
+    if (!FLAGS.has(k)) return 'query: an unknown parameter (an import takes dryRun, skipInvalid, createConsumers and map)';
     if (Object.hasOwn(out, k)) return `query.${k}: given more than once`;
     if (v !== 'true' && v !== 'false') return `query.${k}: expected true or false`;
-    out[k as 'dryRun' | 'skipInvalid'] = v === 'true';
+    out[k as 'dryRun' | 'skipInvalid' | 'createConsumers'] = v === 'true';
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // What the admin API accepts, as zod schemas: request bodies and the list query. Unknown fields are refused, and
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
-import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema } from '../config/key-fields.js';
+import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema, METADATA_NAME } from '../config/key-fields.js';
+import { consumerInputFields } from '../consumers/record-schema.js';
 import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
@@ -17,6 +18,8 @@ export const createKeyBody = z.strictObject({
   metadata: metadata.optional(),
   scopes: scopes.optional(),
   allowedCidrs: allowedCidrs.optional(),
+  /** The consumer the key belongs to from the start. */
+  consumer: keyInputFields.id.optional(),
 });
 
 /** null removes a field (an override, the expiry, the name, the metadata, the scopes or CIDRs); a field left out stays as it is. */
@@ -30,8 +33,13 @@ export const patchKeyBody = z
     metadata: metadata.nullable().optional(),
     scopes: scopes.nullable().optional(),
     allowedCidrs: allowedCidrs.nullable().optional(),
+    /** Attach to (or move to) this consumer; null detaches. */
+    consumer: keyInputFields.id.nullable().optional(),
   })
-  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs');
+  .refine(
+    (b) => Object.keys(b).length > 0,
+    'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs, consumer',
+  );
 
 export const rotateKeyBody = z.strictObject({
   graceSeconds: graceSecondsSchema.default(0),
@@ -60,6 +68,95 @@ export const listKeysQuery = z.strictObject({
     .optional(),
   /** true: each key with its live state (windows, ban), as GET /keys/{id} gives it: a list page in one request. */
   windows: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
+});
+
+// A consumer's fields by the rules the CLI and the store share (src/consumers/record-schema.ts).
+const cf = consumerInputFields;
+
+export const createConsumerBody = z.strictObject({
+  id: cf.id.optional(),
+  name: cf.name,
+  plan: cf.plan,
+  metadata: cf.metadata.optional(),
+  maxKeys: cf.maxKeys.optional(),
+  billingDay: cf.billingDay.optional(),
+  perMinute: cf.perMinute.optional(),
+  perDay: cf.perDay.optional(),
+  perMonth: cf.perMonth.optional(),
+  limitsExpiresAt: cf.limitsExpiresAt.optional(),
+  limitsReason: cf.limitsReason.optional(),
+  scopes: cf.scopes.optional(),
+  allowedCidrs: cf.allowedCidrs.optional(),
+});
+
+/** null removes an optional field; a field left out stays as it is. */
+export const patchConsumerBody = z
+  .strictObject({
+    name: cf.name.optional(),
+    plan: cf.plan.optional(),
+    metadata: cf.metadata.nullable().optional(),
+    maxKeys: cf.maxKeys.nullable().optional(),
+    billingDay: cf.billingDay.nullable().optional(),
+    perMinute: cf.perMinute.nullable().optional(),
+    perDay: cf.perDay.nullable().optional(),
+    perMonth: cf.perMonth.nullable().optional(),
+    limitsExpiresAt: cf.limitsExpiresAt.nullable().optional(),
+    limitsReason: cf.limitsReason.nullable().optional(),
+    scopes: cf.scopes.nullable().optional(),
+    allowedCidrs: cf.allowedCidrs.nullable().optional(),
+  })
+  .refine((b) => Object.keys(b).length > 0, 'nothing to change: give at least one field');
+
+/** Keys one bulk attach may name. */
+export const ATTACH_KEYS_MAX = 1000;
+
+/**
+ * Bulk attach: keys grouped by a metadata field (fromMetadata, with the plan and maxKeys of the consumers it creates),
+ * or given keys into one consumer (consumer, keys). dryRun defaults to true: only a preview, nothing changed.
+ */
+export const attachBody = z
+  .strictObject({
+    fromMetadata: z.string().regex(METADATA_NAME, 'metadata names are 1-64 characters of A-Z a-z 0-9 _ . -').optional(),
+    plan: cf.plan.optional(),
+    maxKeys: cf.maxKeys.optional(),
+    consumer: cf.id.optional(),
+    keys: z
+      .array(keyInputFields.id, 'expected a list of key ids')
+      .min(1, 'expected at least one key id')
+      .max(ATTACH_KEYS_MAX, `at most ${ATTACH_KEYS_MAX} keys`)
+      .optional(),
+    dryRun: z.boolean('expected true or false').default(true),
+  })
+  .superRefine((b, ctx) => {
+    const byField = b.fromMetadata !== undefined;
+    const byKeys = b.consumer !== undefined || b.keys !== undefined;
+    if (byField === byKeys) ctx.addIssue({ code: 'custom', path: [], message: 'give fromMetadata (with plan), or consumer and keys: one of the two' });
+    else if (byField && b.plan === undefined)
+      ctx.addIssue({ code: 'custom', path: ['plan'], message: 'the plan of the consumers fromMetadata creates: required' });
+    else if (byKeys && (b.consumer === undefined || b.keys === undefined))
+      ctx.addIssue({ code: 'custom', path: [b.consumer === undefined ? 'consumer' : 'keys'], message: 'consumer and keys go together' });
+    if (byKeys && (b.plan !== undefined || b.maxKeys !== undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: [b.plan !== undefined ? 'plan' : 'maxKeys'],
+        message: 'only with fromMetadata (the consumer named exists already)',
+      });
+  });
+
+export const listConsumersQuery = z.strictObject({
+  limit: listKeysQuery.shape.limit,
+  cursor: z.string().min(1).optional(),
+  status: z.enum(['active', 'suspended']).optional(),
+  plan: z.string().min(1).max(200).optional(),
+});
+
+export const consumerKeysQuery = z.strictObject({
+  limit: listKeysQuery.shape.limit,
+  cursor: z.string().min(1).optional(),
+});
+
+export const deleteConsumerQuery = z.strictObject({
+  revokeKeys: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
 });
 
 const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });

@@ -1,6 +1,7 @@
-// What every command that talks to the shared Redis shares (`keys ...`, `usage`, `plans simulate`): its two options,
-// the config and connection it opens, the key administration it builds on them (audited to stderr as "cli"), and
-// the one-line error (exit 1) a refused change becomes. A command is then only its own options and answer.
+// What every command that talks to the shared Redis shares (`keys ...`, `consumers ...`, `usage`, `plans simulate`):
+// its two options, the config and connection it opens, the key and consumer administration it builds on them
+// (audited to stderr as "cli"), and the one-line error (exit 1) a refused change becomes. A command is then only its
+// own options and answer.
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { systemClock } from '../util/clock.js';
@@ -15,7 +16,10 @@ import { RedisBanStore } from '../limits/redis-store.js';
 import { KeyLimitAdmin } from '../limits/key-admin.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
-import { auditKeyChanges } from '../admin/audit.js';
+import { auditConsumerChanges, auditKeyChanges } from '../admin/audit.js';
+import { ConsumerAdmin } from '../consumers/admin.js';
+import { ConsumerAttach } from '../consumers/attach.js';
+import { RedisConsumerStore } from '../consumers/redis-store.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
 import { beforeRedis } from './touches.js';
@@ -32,6 +36,7 @@ export interface Session {
   store: RedisKeyStore;
   keys: KeyAdmin;
   keyLimits: KeyLimitAdmin;
+  consumers: ConsumerAdmin;
 }
 
 const CONNECT_TIMEOUT_MS = 3000;
@@ -69,25 +74,25 @@ async function openSession(opts: CommonOpts): Promise<Session> {
   const store = new RedisKeyStore(redis, keyspace);
   // Synchronous: the process exits right after the command, and the audit line must not be lost with it.
   const audit = createLogger(config.log.level, pino.destination({ dest: 2, sync: true }), logRedaction());
-  const keys = new KeyAdmin(
-    store,
-    systemClock,
-    {
-      plans: () => config.plans,
-      issuedPrefix: () => config.auth.issuedPrefix,
-      keyShape: () => config.auth,
-      keySources: () => config.auth.sources,
-      routes: () => config.routes,
-    },
-    auditKeyChanges(audit),
-  );
+  const consumerStore = new RedisConsumerStore(redis, keyspace);
+  const consumerAudit = auditConsumerChanges(audit);
+  const policy = {
+    plans: () => config.plans,
+    issuedPrefix: () => config.auth.issuedPrefix,
+    keyShape: () => config.auth,
+    keySources: () => config.auth.sources,
+    routes: () => config.routes,
+    consumers: new ConsumerAttach(consumerStore, store, { clock: systemClock, onChange: consumerAudit, plans: () => config.plans }),
+  };
+  const keys = new KeyAdmin(store, systemClock, policy, auditKeyChanges(audit));
+  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit);
   const keyLimits = new KeyLimitAdmin(
     keys,
     // `keys reset` empties the key's route windows too: every one this config file has.
     new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     { plans: () => config.plans, ban: () => config.ban },
   );
-  return { config, redis, keyspace, store, keys, keyLimits };
+  return { config, redis, keyspace, store, keys, keyLimits, consumers };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */

@@ -9,7 +9,7 @@ import { DEFAULT_CONFIG_PATH } from '../config/load.js';
 import { CliError } from './cli-error.js';
 
 /** The commands that open a Redis session and only read it; every other one that opens a session writes. */
-const READS = new Set(['keys list', 'keys show', 'keys export', 'usage', 'routes deprecated', 'plans simulate']);
+const READS = new Set(['keys list', 'keys show', 'keys export', 'consumers list', 'consumers show', 'usage', 'routes deprecated', 'plans simulate']);
 
 export type ConfigOrigin = '--config' | 'TOLLGATE_CONFIG' | 'example';
 

@@ -1,8 +1,7 @@
 // What each field of a consumer may hold, and what a stored consumer record is. The id, name, plan, metadata and
-// own limits follow a key's rules (config/key-fields.ts), scopes and address ranges config/access-fields.ts's: a value
-// a key refuses, a consumer refuses with the same message. The admin API, the CLI and the store all parse with these.
+// own limits, scopes and address ranges follow a key's rules (config/key-fields.ts): a value a key refuses, a consumer
+// refuses with the same message. The admin API, the CLI and the store all parse with these.
 import { z } from 'zod';
-import { allowedCidrsSchema, scopesSchema } from '../config/access-fields.js';
 import { keyInputFields, keyInstantSchema, keyLimitSchema } from '../config/key-fields.js';
 
 /** Far above any real customer's key count; a guard, not a quota. */
@@ -27,8 +26,8 @@ export const consumerInputFields = {
   perMonth: keyLimitSchema,
   limitsExpiresAt: keyInstantSchema,
   limitsReason: z.string(reasonMessage).min(1, reasonMessage).max(REASON_MAX, reasonMessage),
-  scopes: scopesSchema,
-  allowedCidrs: allowedCidrsSchema,
+  scopes: keyInputFields.scopes,
+  allowedCidrs: keyInputFields.allowedCidrs,
 };
 
 const f = consumerInputFields;

@@ -1,6 +1,7 @@
 // The consumer record (the customer behind several keys: one plan, one pooled quota, one status) and the
 // ConsumerStore interface: a memory and a Redis implementation, I/O only. What a consumer may hold is
 // record-schema.ts's; changing consumers is admin.ts's; the gateway reads them through cache.ts.
+import type { Actor } from '../keys/key-changes.js';
 
 export interface ConsumerRecord {
   /** Same characters as a key id (config/key-fields.ts): it goes into Redis hash tags ({c:<id>}). */
@@ -64,6 +65,11 @@ export interface ConsumerStore {
   subscribe(onChange: (id: string) => void, onReset: () => void, more?: { onListening?(): void }): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
+
+export type ConsumerChangeAction = 'create' | 'update' | 'suspend' | 'resume' | 'delete';
+
+/** Told of every change once it is stored; a deletion that revoked keys says how many (each key's revoke is audited too). */
+export type ConsumerChangeListener = (change: { action: ConsumerChangeAction; consumerId: string; actor: Actor; revokedKeys?: number }) => void;
 
 /** How long a consumer's attach lock lives if its holder dies (a killed CLI) before releasing it. */
 export const CONSUMER_LOCK_TTL_MS = 10_000;

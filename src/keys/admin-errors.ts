@@ -21,7 +21,15 @@ export type KeyAdminErrorCode =
   /** Another import is running (on this or another instance): one import writes at a time. */
   | 'import_in_progress'
   /** A rotation cannot keep the key's prefix (none recorded, or the gateway would refuse a key with it). */
-  | 'prefix_not_kept';
+  | 'prefix_not_kept'
+  /** The consumer a key is to join does not exist. */
+  | 'unknown_consumer'
+  /** The consumer a key is to join already has its maxKeys keys (not revoked). */
+  | 'consumer_full'
+  /** A consumer with that id exists already. */
+  | 'consumer_exists'
+  /** The consumer still has keys that are not revoked: deleting it would leave them in no consumer's pool. */
+  | 'consumer_has_keys';
 
 export class KeyAdminError extends Error {
   constructor(

@@ -7,7 +7,7 @@ import type { ImportItem } from './import-run.js';
 import { METADATA_NAME } from '../config/key-fields.js';
 
 /** The fields a customer's import record has (import-records.ts), and `metadata.<name>` for each metadata entry. */
-export const IMPORT_FIELDS: readonly string[] = ['id', 'name', 'plan', 'key', 'sha256', 'prefix', 'perMinute', 'perDay', 'expiresAt'];
+export const IMPORT_FIELDS: readonly string[] = ['id', 'name', 'plan', 'key', 'sha256', 'prefix', 'perMinute', 'perDay', 'expiresAt', 'consumer'];
 
 /** A column map: the file's name -> Tollgate's field. */
 export type ColumnMap = ReadonlyMap<string, string>;

@@ -1,6 +1,6 @@
 // What one import record may be, and the key record it becomes. Two shapes are accepted side by side: Tollgate's own
 // export records (they carry `hash`, `createdAt`, `status`: imported as they are) and a customer's records from another
-// system: `{id?, name?, plan, key | sha256, prefix?, metadata?, perMinute?, perDay?, expiresAt?}`. A plaintext `key` is
+// system: `{id?, name?, plan, key | sha256, prefix?, metadata?, perMinute?, perDay?, expiresAt?, consumer?}`. A plaintext `key` is
 // hashed here and dropped: it is never stored, logged or echoed (no refusal message quotes a field's value); only its
 // visible prefix is kept (key-prefix.ts). A record with only a hash may give that prefix itself.
 import { z } from 'zod';
@@ -29,6 +29,8 @@ const customerSchema = z.strictObject({
   perMinute: perMinute.optional(),
   perDay: perDay.optional(),
   expiresAt: expiresAt.optional(),
+  /** The consumer the key joins (import-run.ts checks that it exists, or creates it, and its maxKeys). */
+  consumer: id.optional(),
 });
 
 /**
@@ -108,6 +110,7 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
     status: 'active',
     hash,
     ...(prefix !== undefined ? { prefix } : {}),
+    ...(r.consumer !== undefined ? { consumer: r.consumer } : {}),
   };
   return { key, customer: true, idGiven: r.id !== undefined, retired: [], ...(r.key !== undefined && !isBearerToken(r.key) ? { notBearer: true } : {}) };
 }
@@ -142,6 +145,7 @@ export function sameGivenFields(stored: StoredKey, given: StoredKey): boolean {
       k.perDay ?? null,
       k.expiresAt ?? null,
       k.metadata ? sortedMetadata(k.metadata) : null,
+      k.consumer ?? null,
     ]);
   return stored.status === 'active' && pick(stored) === pick(given);
 }

@@ -10,7 +10,10 @@ import { normaliseRecord, type NormalisedRecord } from './import-records.js';
 import type { KeyShapeRules } from './format.js';
 import { NOT_BEARER_WARNING, overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import { KeyStoreError, type StoredKey, type KeyStore } from './types.js';
+import type { Actor } from './key-changes.js';
 import type { ReadLimit } from '../storage/read-limit.js';
+import type { ConsumerFacts, KeyConsumers } from './admin-policy.js';
+import { keyLimits, summed, type PlanLimits, type WindowLimits } from './limit-sums.js';
 
 /** One item a reader yields: a parsed record, or a line that could not be parsed, each with its line number. */
 export type ImportItem = { line: number; record: unknown } | { line: number; error: string };
@@ -29,6 +32,11 @@ export interface ImportOptions {
   onProgress?: (pass: 'check' | 'write', lines: number) => void;
   /** On a dry run: called for every record, in line order, with what the import would do with it (a third pass). */
   onLine?: (entry: ImportLine) => void;
+  /**
+   * Creates each consumer the records name that does not exist (named by its id, on the plan of its first record),
+   * instead of refusing its records.
+   */
+  createConsumers?: boolean;
 }
 
 /**
@@ -53,6 +61,24 @@ export interface ImportOutcome {
   dryRun: boolean;
   /** Whether anything was written (false on a dry run, or when refusals stopped it). */
   wrote: boolean;
+  /** Consumers created for the import (createConsumers), or on a dry run to be created, by id. */
+  consumersCreated: string[];
+  /**
+   * A dry run's attach preview, per consumer its records join (in id order): how many keys, the keys' own limits
+   * summed (before) and the consumer's pool (after). Absent on other imports.
+   */
+  consumers?: ImportConsumerPreview[];
+}
+
+export interface ImportConsumerPreview {
+  consumer: string;
+  /** False: the import creates it (createConsumers). */
+  exists: boolean;
+  keys: number;
+  /** Keys it has already (not revoked). */
+  keysAlready: number;
+  before: WindowLimits;
+  after: WindowLimits;
 }
 
 export interface ImportDeps {
@@ -68,6 +94,12 @@ export interface ImportDeps {
   routes?: readonly CostedRoute[];
   /** False once the import lock is lost (KeyStore.lockImports): no further batch is written. */
   lockHeld?: () => boolean;
+  /** The consumers records may name (a record naming one is refused without them). */
+  consumers?: Pick<KeyConsumers, 'describe' | 'create'>;
+  /** Who imports: the actor of the consumers it creates. */
+  actor?: Actor;
+  /** The plans' limits: a dry run's preview sums the keys' own. */
+  planLimits?: Readonly<Record<string, PlanLimits>>;
 }
 
 export const PROGRESS_EVERY = 100_000;
@@ -92,6 +124,8 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
     outcome.set(line, REFUSED);
     refusals.push({ line, error });
   };
+  // The keys joining each consumer, by line in file order (one number per such record), and the plan of the first.
+  const joining = new Map<string, { plan: string; lines: number[] }>();
   let batch: Array<{ line: number; r: NormalisedRecord }> = [];
   const judge = async () => {
     // A batch's lookups go out together (auto-pipelined on one connection): BATCH records at most, a few GETs each.
@@ -100,6 +134,12 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
       const verdict = judgeRecord(r, facts[i]!, deps.plans);
       if (verdict === 'create') {
         outcome.set(line, CREATE);
+        const c = r.key.consumer;
+        if (c !== undefined) {
+          const j = joining.get(c);
+          if (j) j.lines.push(line);
+          else joining.set(c, { plan: r.key.plan, lines: [line] });
+        }
         if (deps.bearer && r.notBearer) warnings.push({ line, warning: NOT_BEARER_WARNING });
         for (const warning of overrideWarnings(r.key, deps.routes ?? [])) warnings.push({ line, warning });
       } else if (verdict === 'unchanged') outcome.set(line, UNCHANGED);
@@ -143,6 +183,7 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
     if (outcome.get(line) === REFUSED) continue;
     refuse(line, error);
   }
+  const { toCreate: consumersCreated, known } = await judgeConsumers(joining, deps, opts, outcome, refuse);
   refusals.sort((a, b) => a.line - b.line);
   // A line refused after its check (a duplicate within the file) is not imported: its warnings go.
   const kept = warnings.filter((w) => outcome.get(w.line) === CREATE).sort((a, b) => a.line - b.line);
@@ -157,9 +198,106 @@ export async function runImport(source: ImportSource, deps: ImportDeps, opts: Im
   // A dry run answers what the same import would do: nothing imported when a refusal stops it.
   const stopped = refusals.length > 0 && !opts.skipInvalid;
   if (dryRun && opts.onLine) await listLines(source, deps, outcome, refusals, createdAt, opts.onLine);
-  if (dryRun || stopped || toCreate === 0) return { imported: stopped ? 0 : toCreate, unchanged, refusals, warnings: kept, dryRun, wrote: false };
+  const consumers = dryRun && joining.size > 0 ? await previewConsumers(source, deps, outcome, createdAt, joining, known) : undefined;
+  if (dryRun || stopped || toCreate === 0)
+    return {
+      imported: stopped ? 0 : toCreate,
+      unchanged,
+      refusals,
+      warnings: kept,
+      dryRun,
+      wrote: false,
+      consumersCreated: stopped ? [] : consumersCreated,
+      ...(consumers ? { consumers } : {}),
+    };
+  // The consumers first: no key is written naming one that is not there.
+  for (const id of consumersCreated) await deps.consumers!.create(id, joining.get(id)!.plan, deps.actor ?? { by: 'cli' });
   const imported = await writeRecords(source, deps, outcome, createdAt, opts);
-  return { imported, unchanged, refusals, warnings: kept, dryRun, wrote: true };
+  return { imported, unchanged, refusals, warnings: kept, dryRun, wrote: true, consumersCreated };
+}
+
+/** Consumers described at once: a few reads each, in bounded batches. */
+const CONSUMER_BATCH = 100;
+
+/**
+ * The consumers the records to create name: each must exist (or, with createConsumers, is to be created) and have
+ * room under its maxKeys for the keys joining it; records past the room, or naming a consumer that is not there, are
+ * refused, in file order. Returns the consumers to create. The room is judged once, here: keys another administrator
+ * attaches while the import writes are not counted against it.
+ */
+async function judgeConsumers(
+  joining: ReadonlyMap<string, { plan: string; lines: number[] }>,
+  deps: ImportDeps,
+  opts: ImportOptions,
+  outcome: LineOutcomes,
+  refuse: (line: number, error: string) => void,
+): Promise<{ toCreate: string[]; known: Map<string, ConsumerFacts> }> {
+  const known = new Map<string, ConsumerFacts>();
+  if (joining.size === 0) return { toCreate: [], known };
+  const ids = [...joining.keys()];
+  if (deps.consumers)
+    for (let i = 0; i < ids.length; i += CONSUMER_BATCH)
+      for (const [id, d] of await deps.consumers.describe(ids.slice(i, i + CONSUMER_BATCH))) known.set(id, d);
+  const toCreate: string[] = [];
+  for (const [id, { lines }] of joining) {
+    // A line refused after its check (a duplicate within the file) takes no place.
+    const live = lines.filter((l) => outcome.get(l) === CREATE);
+    const d = known.get(id);
+    if (!d) {
+      if (opts.createConsumers && deps.consumers) {
+        if (live.length > 0) toCreate.push(id);
+        continue;
+      }
+      const why = deps.consumers
+        ? 'create it first (consumers create), or import with --create-consumers (createConsumers=true)'
+        : 'consumers are not available here';
+      for (const l of live) refuse(l, `consumer: no consumer with id "${id}"; ${why}`);
+      continue;
+    }
+    if (d.maxKeys === undefined) continue;
+    const room = Math.max(0, d.maxKeys - d.inUse);
+    for (const l of live.slice(room))
+      refuse(l, `consumer ${id} has room for ${room} more key${room === 1 ? '' : 's'} (maxKeys ${d.maxKeys}); this one is past it`);
+  }
+  return { toCreate: toCreate.sort(), known };
+}
+
+/**
+ * A dry run's attach preview: reads the source again and sums, per consumer, the own limits of the keys that would
+ * join it (each key's overrides, else its plan's); beside it the consumer's pool (a consumer to be created: its plan's).
+ */
+async function previewConsumers(
+  source: ImportSource,
+  deps: ImportDeps,
+  outcome: LineOutcomes,
+  createdAt: string,
+  joining: ReadonlyMap<string, { plan: string }>,
+  known: ReadonlyMap<string, ConsumerFacts>,
+): Promise<ImportConsumerPreview[]> {
+  const plans = deps.planLimits ?? {};
+  const limits = new Map<string, WindowLimits[]>();
+  for await (const item of source()) {
+    if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
+    const r = normaliseRecord(item.record, deps.shape, createdAt, () => '');
+    if ('error' in r || r.key.consumer === undefined) continue;
+    const list = limits.get(r.key.consumer);
+    const own = keyLimits(r.key, plans);
+    if (list) list.push(own);
+    else limits.set(r.key.consumer, [own]);
+  }
+  return [...limits]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([consumer, own]) => {
+      const facts = known.get(consumer);
+      return {
+        consumer,
+        exists: facts !== undefined,
+        keys: own.length,
+        keysAlready: facts?.inUse ?? 0,
+        before: summed(own),
+        after: facts?.pool ?? keyLimits({ plan: joining.get(consumer)!.plan }, plans),
+      };
+    });
 }
 
 /** The second pass: reads the source again and creates each record the check marked, a batch at a time. */

@@ -8,6 +8,7 @@ import type { KeyAdminPolicy } from './admin-policy.js';
 import { DEFAULT_KEY_SHAPE, generateKeyId } from './format.js';
 import { ImportWriteError, runImport, type ImportOptions, type ImportOutcome, type ImportSource } from './import-run.js';
 import { CLI_ACTOR, type Actor, type KeyChanges } from './key-changes.js';
+import type { PlanLimits } from './limit-sums.js';
 import type { KeyStore } from './types.js';
 import { readLimit, type ReadLimit } from '../storage/read-limit.js';
 
@@ -38,6 +39,9 @@ export class KeyImporter {
       newId: generateKeyId,
       bearer: (this.policy.keySources?.() ?? ['bearer']).includes('bearer'),
       routes: this.policy.routes?.() ?? [],
+      ...(this.policy.consumers ? { consumers: this.policy.consumers } : {}),
+      planLimits: this.policy.plans() as Readonly<Record<string, PlanLimits>>,
+      actor,
     };
     let result: ImportOutcome | undefined;
     let imported = 0;

@@ -2,7 +2,7 @@
 // stored (only its hash is). Apart from changing a key (lifecycle.ts), which never makes a new id.
 import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
-import { overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
+import { attaching, overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
 import { generateKey, generateKeyId, hashKey } from './format.js';
 import { CLI_ACTOR, type Actor, type KeyChanges, type Replication } from './key-changes.js';
 import { toRecord } from './rules.js';
@@ -19,6 +19,8 @@ export interface KeyInput {
   metadata?: Record<string, string>;
   scopes?: string[];
   allowedCidrs?: string[];
+  /** The consumer the key joins (it must exist and have room under its maxKeys); its plan then applies. */
+  consumer?: string;
 }
 
 export interface IssuedKey {
@@ -54,8 +56,10 @@ export class KeyIssuer {
       ...(input.allowedCidrs !== undefined ? { allowedCidrs: [...input.allowedCidrs] } : {}),
       status: 'active',
       hash: hashKey(plaintext),
+      ...(input.consumer !== undefined ? { consumer: input.consumer } : {}),
     };
-    await this.store.create(stored);
+    if (stored.consumer === undefined) await this.store.create(stored);
+    else await attaching(this.policy, stored.consumer, undefined, () => this.store.create(stored));
     this.changes.told({ action: 'create', keyId: stored.id, actor });
     const replication = await this.changes.replicated(stored.id, [stored.hash]);
     return { key: plaintext, record: toRecord(stored), replication, warnings: overrideWarningsFor(this.policy, stored) };

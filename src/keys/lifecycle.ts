@@ -4,7 +4,7 @@
 import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
 import { KeyAdminError, notFound } from './admin-errors.js';
-import { overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
+import { attaching, overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
 import { DEFAULT_KEY_SHAPE, generateKey, hashKey, isAcceptableKey } from './format.js';
 import { CLI_ACTOR, type Actor, type KeyChanges, type Replication } from './key-changes.js';
 import { toRecord } from './rules.js';
@@ -23,6 +23,11 @@ export interface KeyUpdate {
   /** Replace the whole list; null removes it (every route, from anywhere, again). */
   scopes?: string[] | null;
   allowedCidrs?: string[] | null;
+  /**
+   * The consumer the key joins (or moves to: it leaves the one it was in), which must exist and have room under its
+   * maxKeys; null detaches it (its own plan applies again). The key's own plan is kept either way.
+   */
+  consumer?: string | null;
 }
 
 export interface RotatedKey {
@@ -42,19 +47,22 @@ export class KeyLifecycle {
   /** Changes a key's plan, name, overrides, expiry, metadata or lists in place; the key itself (and its hash) stays. */
   async update(id: string, patch: KeyUpdate, actor: Actor = CLI_ACTOR): Promise<{ record: KeyRecord; replication: Replication; warnings: string[] }> {
     if (patch.plan !== undefined) requirePlan(this.policy, patch.plan);
-    const next = await this.changes.change(id, (k) => {
-      refuseRevoked(k);
-      const next: StoredKey = { ...k };
-      if (patch.plan !== undefined) next.plan = patch.plan;
-      for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata', 'scopes', 'allowedCidrs'] as const) {
-        const value = patch[field];
-        if (value === null) delete next[field];
-        else if (value !== undefined)
-          (next as unknown as Record<string, unknown>)[field] =
-            field === 'metadata' ? sortedMetadata(value as Record<string, string>) : Array.isArray(value) ? [...value] : value;
-      }
-      return { next };
-    });
+    const change = () =>
+      this.changes.change(id, (k) => {
+        refuseRevoked(k);
+        const next: StoredKey = { ...k };
+        if (patch.plan !== undefined) next.plan = patch.plan;
+        for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata', 'scopes', 'allowedCidrs', 'consumer'] as const) {
+          const value = patch[field];
+          if (value === null) delete next[field];
+          else if (value !== undefined)
+            (next as unknown as Record<string, unknown>)[field] =
+              field === 'metadata' ? sortedMetadata(value as Record<string, string>) : Array.isArray(value) ? [...value] : value;
+        }
+        return { next };
+      });
+    // Joining a consumer (or moving to another) holds that consumer's lock while its room is counted and the key written.
+    const next = typeof patch.consumer === 'string' ? await attaching(this.policy, patch.consumer, id, change) : await change();
     if (!next) throw notFound(id);
     await this.changes.announce(id, 'update', actor);
     return { record: toRecord(next), replication: await this.changes.replicated(id, []), warnings: overrideWarningsFor(this.policy, next) };

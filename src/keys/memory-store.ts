@@ -11,6 +11,8 @@ export class MemoryKeyStore implements KeyStore {
   /** Hashes keys once had (rotated away, revoked) -> the key id: kept for good. */
   private readonly retiredOwner = new Map<string, string>();
   private importing = false;
+  /** Consumer id -> key id -> the key's record as JSON: the Redis store's consumer mirror, kept the same way. */
+  private readonly mirrors = new Map<string, Map<string, string>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -55,8 +57,34 @@ export class MemoryKeyStore implements KeyStore {
     if (this.byId.has(key.id)) throw new KeyStoreError(`key id ${key.id} already exists`);
     if (this.idByHash.has(key.hash)) throw new KeyStoreError('key hash already exists');
     this.byId.set(key.id, { ...key });
+    this.mirror(key, undefined);
     this.idByHash.set(key.hash, { id: key.id });
     this.tellHash(key.hash);
+  }
+
+  /** The consumers' side of a record write (redis-store.ts's mirror): the record's consumer gets its copy, the one before loses it. */
+  private mirror(key: StoredKey, was: string | undefined): void {
+    if (key.consumer !== undefined) {
+      let m = this.mirrors.get(key.consumer);
+      if (!m) this.mirrors.set(key.consumer, (m = new Map()));
+      m.set(key.id, JSON.stringify(key));
+    }
+    if (was !== undefined && was !== key.consumer) {
+      const m = this.mirrors.get(was);
+      m?.delete(key.id);
+      if (m?.size === 0) this.mirrors.delete(was);
+    }
+  }
+
+  async consumerKeys(consumerId: string): Promise<StoredKey[]> {
+    const m = this.mirrors.get(consumerId);
+    if (!m) return [];
+    return [...m.keys()].sort().map((id) => JSON.parse(m.get(id)!) as StoredKey);
+  }
+
+  /** A consumer's mirror as held (key id -> the record's JSON), for tests that compare it with the records. */
+  mirrorOf(consumerId: string): ReadonlyMap<string, string> {
+    return new Map(this.mirrors.get(consumerId));
   }
 
   private tellHash(hash: string): void {
@@ -75,6 +103,7 @@ export class MemoryKeyStore implements KeyStore {
     if (opts.ifRevision !== undefined && JSON.stringify(current) !== opts.ifRevision) throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');
     if (opts.retireHashes) await this.retire(key.id, opts.retireHashes);
     this.byId.set(key.id, { ...key });
+    this.mirror(key, current.consumer);
     for (const h of opts.unlinkHashes ?? []) this.idByHash.delete(h);
     if (opts.linkHash) this.idByHash.set(opts.linkHash, { id: key.id });
     if (opts.expireHash) this.idByHash.set(opts.expireHash.hash, { id: key.id, untilMs: opts.expireHash.atMs });

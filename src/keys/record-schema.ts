@@ -27,10 +27,11 @@ export const storedKeySchema = z.strictObject({
       if (problem) ctx.addIssue({ code: 'custom', message: problem.replace(/^prefix: /, '') });
     })
     .optional(),
-  consumer: id.optional(),
   scopes: scopes.optional(),
   allowedCidrs: allowedCidrs.optional(),
   hash: sha256HexSchema,
   prevHash: sha256HexSchema.optional(),
   prevHashUntil: z.number().int().nonnegative().optional(),
+  /** The consumer the key belongs to: an id by a key id's rules (it goes into the consumer's hash tag). */
+  consumer: id.optional(),
 });

@@ -36,15 +36,27 @@ function parseRecord(raw: Buffer): StoredKey | undefined {
 
 /**
  * Replaces a key record only if it is still the revision the caller read (the SHA-1 of its bytes, as recordRevision
- * computes it). KEYS: 1 the record. ARGV: 1 the new record, 2 the revision. Reply: 1 replaced, 0 no record, -1 changed.
+ * computes it). KEYS: 1 the record. ARGV: 1 the new record, 2 the revision. Reply: the record replaced (its bytes:
+ * which consumer it named), 0 no record, -1 changed.
  */
 const REPLACE_IF_REVISION = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 if redis.sha1hex(cur) ~= ARGV[2] then return -1 end
 redis.call('SET', KEYS[1], ARGV[1])
-return 1
+return cur
 `;
+
+/** The consumer a stored record's bytes name, if any (read off a record being replaced: no other field matters). */
+function consumerNamed(raw: string | Buffer | null): string | undefined {
+  if (raw === null) return undefined;
+  try {
+    const v = JSON.parse(typeof raw === 'string' ? raw : raw.toString('utf8')) as { consumer?: unknown } | null;
+    return typeof v?.consumer === 'string' ? v.consumer : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Renews the import lock if this holder still has it. KEYS: 1 the lock. ARGV: 1 the token, 2 the TTL in ms. Reply: 1 or 0. */
 const RENEW_IF_HELD = `
@@ -84,6 +96,11 @@ function unreadableIfWrongType(err: unknown): Buffer {
 export class RedisKeyStore implements KeyStore {
   private subscriber: ReturnType<RedisConnection['subscriber']> | undefined;
   private readonly client: RedisConnection['client'];
+  /**
+   * The consumers' mirrors this process last wrote for each key (attached to, detached from), until
+   * confirmReplicated asks for them: a change's wait for a replica covers the consumers' slots too. Bounded.
+   */
+  private readonly mirrorsWritten = new Map<string, string[]>();
 
   /**
    * `breaker`, on the gateway's request path, makes lookups fail at once while Redis is known to be down;
@@ -214,16 +231,57 @@ export class RedisKeyStore implements KeyStore {
 
   async create(key: StoredKey): Promise<void> {
     rememberKeyPrefix(key.prefix);
-    // Record first, then the hash link: a request can only find a key whose record is already complete.
-    const created = await this.client.set(this.ks.keyRecord(key.id), JSON.stringify(key), 'NX');
+    // Record first, then its consumer's mirror, then the hash link: a request can only find a key whose record (and
+    // the copy its consumer's slot reads) is already complete.
+    const raw = JSON.stringify(key);
+    const created = await this.client.set(this.ks.keyRecord(key.id), raw, 'NX');
     if (created !== 'OK') throw new KeyStoreError(`key id ${key.id} already exists`);
+    await this.mirror(key, raw, undefined);
     const linked = await this.client.set(this.ks.keyByHash(key.hash), key.id, 'NX');
     if (linked !== 'OK') {
+      if (key.consumer !== undefined) await this.client.hdel(this.ks.consumerKeys(key.consumer), key.id);
       await this.client.del(this.ks.keyRecord(key.id));
       throw new KeyStoreError('key hash already exists');
     }
     await this.client.sadd(this.ks.keyIds(), key.id);
     await this.publishHash(key.hash);
+  }
+
+  /**
+   * The consumers' side of a record write, right after the record itself (never before: a compare-and-set may refuse
+   * the record, and the mirror must never hold bytes the record never had): the consumer the record names gets its
+   * bytes, byte for byte, and the key's set of consumers names it; the consumer it named before (`was`), if another,
+   * loses the key. Separate commands, as the record and each consumer may live in three slots. A write cut short
+   * between them leaves the new consumer's copy one write behind (the key's next write sets it right; meanwhile its
+   * revision is not the record's, which a reader comparing revisions can tell), or an entry
+   * in the old consumer's mirror that no reader takes for its key: consumerKeys keeps an entry only while the key's
+   * record names that consumer, and the limit script never looks for a key in a consumer its record does not name.
+   */
+  private async mirror(key: StoredKey, raw: string, was: string | undefined): Promise<void> {
+    const now = key.consumer;
+    if (now === undefined && was === undefined) return;
+    if (now !== undefined) {
+      await this.client.hset(this.ks.consumerKeys(now), key.id, raw);
+      await this.client.sadd(this.ks.keyConsumers(key.id), now);
+    }
+    if (was !== undefined && was !== now) await this.client.hdel(this.ks.consumerKeys(was), key.id);
+    if (this.mirrorsWritten.size >= 10_000) this.mirrorsWritten.clear();
+    this.mirrorsWritten.set(key.id, [...new Set([now, was].filter((c): c is string => c !== undefined))]);
+  }
+
+  async consumerKeys(consumerId: string): Promise<StoredKey[]> {
+    // The mirror names the keys; each one's own record (in its own slot) says whether it is still this consumer's:
+    // an entry a cut-short move left behind names a key whose record has moved on, and is not counted.
+    const ids = (await this.client.hkeys(this.ks.consumerKeys(consumerId))).sort();
+    const out: StoredKey[] = [];
+    for (let i = 0; i < ids.length; i += LIST_BATCH) {
+      const raws = await Promise.all(ids.slice(i, i + LIST_BATCH).map((id) => this.client.getBuffer(this.ks.keyRecord(id)).catch(unreadableIfWrongType)));
+      for (const raw of raws) {
+        const key = raw && parseRecord(raw);
+        if (key && key.consumer === consumerId) out.push(key);
+      }
+    }
+    return out;
   }
 
   /** Tells every instance's key filter that this hash opens a key now (after its link and record are written). */
@@ -242,18 +300,20 @@ export class RedisKeyStore implements KeyStore {
     if (opts.linkHash) await this.client.set(this.ks.keyByHash(opts.linkHash), key.id);
     // 2. The record. Never creates one: a missing record means the id is unknown (and the new link goes again). With
     // ifRevision, a compare-and-set in one script (one slot): replaced only if still the revision the caller read.
+    // SET ... XX GET and the script both answer the record replaced: which consumer's mirror the key leaves.
     const record = this.ks.keyRecord(key.id);
-    const written =
+    const raw = JSON.stringify(key);
+    const replaced: unknown =
       opts.ifRevision === undefined
-        ? (await this.client.set(record, JSON.stringify(key), 'XX')) === 'OK'
-          ? 1
-          : 0
-        : Number(await this.client.eval(REPLACE_IF_REVISION, 1, record, JSON.stringify(key), opts.ifRevision));
-    if (written !== 1) {
+        ? await this.client.set(record, raw, 'XX', 'GET')
+        : await this.client.eval(REPLACE_IF_REVISION, 1, record, raw, opts.ifRevision);
+    if (typeof replaced !== 'string') {
       if (opts.linkHash) await this.client.del(this.ks.keyByHash(opts.linkHash));
-      if (written === 0) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
+      if (replaced === null || Number(replaced) === 0) throw new KeyStoreError(`no key with id ${key.id}`, 'not_found');
       throw new KeyStoreError(`key ${key.id} changed meanwhile`, 'conflict');
     }
+    // 2b. The consumers' mirrors: the one the record names now gets its bytes, the one it named before loses it.
+    await this.mirror(key, raw, consumerNamed(replaced));
     // 3. Old links: they already open nothing (the record no longer names them); dropped or set to expire.
     const index: Array<Promise<unknown>> = [];
     for (const h of opts.unlinkHashes ?? []) index.push(this.client.del(this.ks.keyByHash(h)));
@@ -306,7 +366,9 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async confirmReplicated(id: string, hashes: readonly string[], timeoutMs: number): Promise<{ expected: number; acked: number }> {
-    const keys = [this.ks.keyRecord(id), this.ks.keyIds(), ...hashes.map((h) => this.ks.keyByHash(h))];
+    const mirrors = this.mirrorsWritten.get(id) ?? [];
+    this.mirrorsWritten.delete(id);
+    const keys = [this.ks.keyRecord(id), this.ks.keyIds(), ...hashes.map((h) => this.ks.keyByHash(h)), ...mirrors.map((c) => this.ks.consumerKeys(c))];
     return this.redis.waitForReplicas(keys, timeoutMs);
   }
 

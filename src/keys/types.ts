@@ -18,7 +18,10 @@ export interface KeyRecord {
   rotatedAt?: string;
   /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
   prefix?: string;
-  /** The consumer (the customer) the key belongs to, by id; absent: the key stands alone. */
+  /**
+   * The id of the consumer the key belongs to (src/consumers/): its plan and pool apply; the key's own `plan` applies
+   * again once it is detached. Every write of the record copies it into that consumer's mirror (Keyspace.consumerKeys).
+   */
   consumer?: string;
   /**
    * The routes the key may call (route names, `service:<name>`, `operation:<operationId>`); absent: every route. A key
@@ -96,6 +99,13 @@ export interface KeyStore {
   retiredFrom(hash: string): Promise<string | undefined>;
   /** Every hash retired from the key, sorted (what `keys export` carries, so a move to another Redis keeps them). */
   retiredHashes(id: string): Promise<string[]>;
+  /**
+   * The keys attached to a consumer, by id, as its mirror holds them: the copy of each record that every write of a
+   * record naming the consumer leaves beside it (create, update, rotate, revoke, import), and that a write detaching
+   * or moving the key removes. Each key as its own record has it: an entry whose record no longer names the
+   * consumer (a move cut short between the record and the old mirror) is left out.
+   */
+  consumerKeys(consumerId: string): Promise<StoredKey[]>;
   /**
    * Takes the import lock: one import writes at a time, across every instance sharing the store. Undefined when
    * another import holds it. The holder checks `held()` before each write and releases it when done.

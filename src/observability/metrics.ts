@@ -176,7 +176,7 @@ export class Metrics {
 
   readonly adminChanges = new Counter({
     name: 'tollgate_admin_changes_total',
-    help: 'Key changes made through the admin API (source "api") or by this process for the CLI (source "cli"), by action.',
+    help: 'Key and consumer changes made through the admin API (source "api") or by this process for the CLI (source "cli"), by action (consumer.<action> for a consumer).',
     labelNames: ['action', 'source'] as const,
     registers: [this.registry],
   });

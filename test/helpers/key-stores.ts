@@ -82,6 +82,9 @@ export class SpyKeyStore implements KeyStore {
   retiredHashes(id: string): Promise<string[]> {
     return this.run('list', () => this.inner.retiredHashes(id));
   }
+  consumerKeys(consumerId: string): Promise<StoredKey[]> {
+    return this.run('list', () => this.inner.consumerKeys(consumerId));
+  }
   lockImports(): Promise<ImportLock | undefined> {
     return this.inner.lockImports();
   }

@@ -15,6 +15,7 @@ interface CreateOpts extends CommonOpts {
   metadata?: string;
   scopes?: string[];
   allowedCidrs?: string[];
+  consumer?: string;
   json?: boolean;
 }
 
@@ -37,6 +38,11 @@ export function addCreate(keys: Command): void {
         listOption('--allowed-cidrs', keyInputFields.allowedCidrs),
       ),
     )
+    .addOption(
+      new Option('--consumer <id>', 'the consumer the key belongs to (its plan and pooled quota apply; refused past its maxKeys)').argParser(
+        keyField('--consumer', keyInputFields.id),
+      ),
+    )
     .option('--json', 'print one JSON object')
     .action(createKey);
 }
@@ -55,11 +61,13 @@ async function createKey(o: CreateOpts): Promise<void> {
       ...(metadata !== undefined ? { metadata } : {}),
       ...(o.scopes !== undefined ? { scopes: o.scopes } : {}),
       ...(o.allowedCidrs !== undefined ? { allowedCidrs: o.allowedCidrs } : {}),
+      ...(o.consumer !== undefined ? { consumer: o.consumer } : {}),
     });
     warnUnconfirmed('new key', created.replication);
     warnAll(created.warnings);
     if (o.json) return out(JSON.stringify({ ...created.record, key: created.key, replication: created.replication }));
-    out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}).`);
+    const where = created.record.consumer === undefined ? '' : `, consumer ${created.record.consumer}: its plan and pool apply`;
+    out(`Created key ${created.record.id} (plan ${created.record.plan}, ${limitsOf(created.record, s.config)}${where}).`);
     out('');
     out(`  ${created.key}`);
     out('');

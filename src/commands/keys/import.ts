@@ -6,6 +6,7 @@ import { type Command, Option } from 'commander';
 import { bufferSource, fileSource, formatOf, ImportFileError, type ImportFormat } from '../../keys/import-read.js';
 import { ColumnMapError, parseColumnMap, type ColumnMap } from '../../keys/import-map.js';
 import { PROGRESS_EVERY, type ImportLine, type ImportOutcome, type ImportSource } from '../../keys/import-run.js';
+import { windowText } from '../../keys/limit-sums.js';
 import { CliError } from '../cli-error.js';
 import { positiveInt } from '../options.js';
 import { common, withSession, type CommonOpts } from '../session.js';
@@ -16,6 +17,7 @@ interface ImportOpts extends CommonOpts {
   format?: ImportFormat;
   dryRun?: boolean;
   skipInvalid?: boolean;
+  createConsumers?: boolean;
   progressEvery: number;
   map: string[];
   json?: boolean;
@@ -24,7 +26,7 @@ interface ImportOpts extends CommonOpts {
 export function addImport(keys: Command): void {
   common(keys.command('import'))
     .description(
-      'import keys: `keys export` records or your own ({id?, name?, plan, key | sha256, prefix?, metadata?, perMinute?, perDay?, expiresAt?}) as JSON lines or CSV; all or nothing unless --skip-invalid; records already there as given are left alone',
+      'import keys: `keys export` records or your own ({id?, name?, plan, key | sha256, prefix?, metadata?, perMinute?, perDay?, expiresAt?, consumer?}) as JSON lines or CSV; all or nothing unless --skip-invalid; records already there as given are left alone',
     )
     .argument('[file]', 'the file (same as --file), or - for standard input')
     .option('--file <file>', 'the file to import')
@@ -38,6 +40,7 @@ export function addImport(keys: Command): void {
     .option('--dry-run', 'check every record and list, line by line, what the import would do with it (import, unchanged, refuse); write nothing')
     .option('--json', "print the outcome (and a dry run's lines) as one JSON object")
     .option('--skip-invalid', 'import the records that pass and list the refused ones on stderr (exit 0)')
+    .option('--create-consumers', 'create each consumer the records name that does not exist (named by its id, on the plan of its first key)')
     .addOption(
       new Option('--progress-every <n>', 'a progress line on stderr every n records of each pass')
         .default(PROGRESS_EVERY)
@@ -65,6 +68,7 @@ async function importFile(positional: string | undefined, o: ImportOpts): Promis
       r = await s.keys.importer.importKeys(source, undefined, {
         ...(o.dryRun ? { dryRun: true } : {}),
         ...(o.skipInvalid ? { skipInvalid: true } : {}),
+        ...(o.createConsumers ? { createConsumers: true } : {}),
         progressEvery: o.progressEvery,
         onProgress: (pass, lines) => process.stderr.write(`${pass === 'check' ? 'checked' : 'written'}: ${lines} records\n`),
         // The listing streams to stdout as read; only --json, one object, holds it.
@@ -87,9 +91,20 @@ async function importFile(positional: string | undefined, o: ImportOpts): Promis
           unchanged: r.unchanged,
           refused: r.refusals.map((x) => ({ line: x.line, reason: x.error })),
           warnings: r.warnings,
+          ...(r.consumersCreated.length > 0 ? { consumersCreated: r.consumersCreated } : {}),
+          ...(r.consumers ? { consumers: r.consumers } : {}),
         }),
       );
-    else out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
+    else {
+      out(r.dryRun ? `Dry run (nothing written): would import ${counts}.` : `Imported ${counts}.`);
+      if (r.consumersCreated.length > 0)
+        out(`${r.dryRun ? 'Would create' : 'Created'} consumer${r.consumersCreated.length === 1 ? '' : 's'}: ${r.consumersCreated.join(', ')}.`);
+      // The attach preview: what the keys joining each consumer may take on their own, and the pool they would share.
+      for (const c of r.consumers ?? [])
+        out(
+          `Consumer ${c.consumer}${c.exists ? '' : ' (new)'}: ${c.keys} key${c.keys === 1 ? '' : 's'} joining${c.keysAlready > 0 ? ` ${c.keysAlready} there` : ''}; before ${windowText(c.before)} (their own, summed), after ${windowText(c.after)} (the pool).`,
+        );
+    }
     if (r.refusals.length > 0 && !o.skipInvalid)
       throw new CliError(
         r.dryRun

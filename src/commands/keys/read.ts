@@ -49,6 +49,7 @@ async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<
       ['metadata', k.metadata ? JSON.stringify(k.metadata) : ''],
       ['scopes', k.scopes ? k.scopes.join(', ') : ''],
       ['allowed from', k.allowedCidrs ? k.allowedCidrs.join(', ') : ''],
+      ['consumer', k.consumer !== undefined ? `${k.consumer} (its plan and pooled quota apply)` : ''],
       ['rotated', k.rotatedAt ?? ''],
       ['revoked', k.revokedAt ?? ''],
       ['banned until', ban.bannedUntil ?? 'not banned'],

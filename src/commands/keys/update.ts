@@ -1,7 +1,9 @@
-// `tollgate keys update`: changes a key's plan, name, overrides, expiry, metadata, scopes or allowed CIDRs in place
-// (the key and its hash stay); "none"/"never" remove an override, the metadata, the scopes, the CIDRs or the expiry.
+// `tollgate keys update`: changes a key's plan, name, overrides, expiry, metadata, scopes, allowed CIDRs or consumer in
+// place (the key and its hash stay); "none"/"never" remove an override, the metadata, the scopes, the CIDRs or the
+// expiry; --no-consumer detaches it.
 import { type Command, Option } from 'commander';
 import { keyInputFields } from '../../config/key-fields.js';
+import { keyLimits, poolLimits, windowText, type PlanLimits } from '../../consumers/attach-preview.js';
 import type { KeyUpdate } from '../../keys/lifecycle.js';
 import { CliError } from '../cli-error.js';
 import { common, withSession, type CommonOpts } from '../session.js';
@@ -18,12 +20,14 @@ interface UpdateOpts extends CommonOpts {
   metadata?: string;
   scopes?: string[] | 'none';
   allowedCidrs?: string[] | 'none';
+  /** An id, or false for --no-consumer. */
+  consumer?: string | false;
   json?: boolean;
 }
 
 export function addUpdate(keys: Command): void {
   common(keys.command('update'))
-    .description("change a key's plan, name, overrides, expiry, metadata, scopes or allowed CIDRs (every instance applies it at its next request)")
+    .description("change a key's plan, name, overrides, expiry, metadata, scopes, allowed CIDRs or consumer (every instance applies it at its next request)")
     .argument('<id>', 'key id')
     .option('--plan <plan>', 'a plan name from the config')
     .addOption(new Option('--name <name>', 'a new label').argParser(keyField('--name', keyInputFields.name)))
@@ -49,6 +53,13 @@ export function addUpdate(keys: Command): void {
         listOrNone('--allowed-cidrs', keyInputFields.allowedCidrs),
       ),
     )
+    .addOption(
+      new Option(
+        '--consumer <id>',
+        'attach the key to this consumer, or move it there from its own (refused past its maxKeys); its own plan is kept',
+      ).argParser(keyField('--consumer', keyInputFields.id)),
+    )
+    .option('--no-consumer', 'detach the key from its consumer: its own plan and windows apply again')
     .option('--json', 'print one JSON object')
     .action(updateKey);
 }
@@ -63,14 +74,28 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
     ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
     ...(o.scopes !== undefined ? { scopes: o.scopes === 'none' ? null : o.scopes } : {}),
     ...(o.allowedCidrs !== undefined ? { allowedCidrs: o.allowedCidrs === 'none' ? null : o.allowedCidrs } : {}),
+    ...(o.consumer !== undefined ? { consumer: o.consumer === false ? null : o.consumer } : {}),
   };
   if (Object.keys(patch).length === 0)
-    throw new CliError('nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata, --scopes, --allowed-cidrs', 2);
+    throw new CliError(
+      'nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata, --scopes, --allowed-cidrs, --consumer, --no-consumer',
+      2,
+    );
   await withSession(o, async (s) => {
     const { record: k, replication, warnings } = await s.keys.lifecycle.update(id, patch);
     warnUnconfirmed('change', replication);
     warnAll(warnings);
     if (o.json) return out(JSON.stringify({ ...k, status: s.keys.listing.statusOf(k), replication }));
-    out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}).`);
+    const where = k.consumer === undefined ? '' : `, consumer ${k.consumer}: its plan and pool apply`;
+    out(`Updated key ${k.id} (plan ${k.plan}, ${limitsOf(k, s.config)}${k.expiresAt ? `, expires ${k.expiresAt}` : ''}${where}).`);
+    // Joining a consumer changes what the key may take: its own limits before, the pool it now shares after.
+    if (typeof o.consumer === 'string') {
+      const c = await s.consumers.get(o.consumer);
+      const plans = s.config.plans as Readonly<Record<string, PlanLimits>>;
+      if (c)
+        out(
+          `Limits before: ${windowText(keyLimits(k, plans))} (the key on its own); after: ${windowText(poolLimits(c, plans, Date.now()))} (consumer ${c.id}'s pool, shared).`,
+        );
+    }
   });
 }

@@ -24,7 +24,7 @@ export type Target = {
 };
 
 export type Error = {
-  code: "invalid_request" | "invalid_json" | "unknown_plan" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
+  code: "invalid_request" | "invalid_json" | "unknown_plan" | "unknown_consumer" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "consumer_exists" | "consumer_full" | "consumer_has_keys" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
   message: string;
   status: number;
   problems?: Array<{
@@ -89,6 +89,7 @@ export type Key = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  consumer?: string;
 };
 
 export type IssuedKey = KeyFields & {
@@ -116,6 +117,15 @@ export type ImportReport = {
     warning: string;
   }>;
   dryRun: boolean;
+  consumers?: Array<{
+    consumer: string;
+    exists: boolean;
+    keys: number;
+    keysAlready: number;
+    before: WindowLimits;
+    after: WindowLimits;
+  }>;
+  consumersCreated?: Array<string>;
   lines?: Array<{
     line: number;
     action: "import" | "unchanged" | "refuse";
@@ -144,6 +154,7 @@ export type KeyFields = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  consumer?: string;
 };
 
 export type Window = {
@@ -172,6 +183,7 @@ export type CreateKeyRequest = {
   metadata?: Metadata;
   scopes?: Scopes;
   allowedCidrs?: AllowedCidrs;
+  consumer?: string;
 };
 
 export type UpdateKeyRequest = {
@@ -181,6 +193,106 @@ export type UpdateKeyRequest = {
   perDay?: number | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
+  consumer?: string | null;
+};
+
+export type ConsumerFields = {
+  id: string;
+  name: string;
+  plan: string;
+  metadata?: Metadata;
+  status: "active" | "suspended";
+  maxKeys?: number;
+  billingDay?: number;
+  perMinute?: number;
+  perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
+  createdAt: string;
+  updatedAt?: string;
+  suspendedAt?: string;
+};
+
+export type Consumer = ConsumerFields;
+
+export type ChangedConsumer = ConsumerFields & {
+  warnings: Array<string>;
+};
+
+export type WindowLimits = {
+  perMinute: number | null;
+  perDay: number | null;
+  perMonth: number | null;
+};
+
+export type AttachRequest = {
+  fromMetadata?: string;
+  plan?: string;
+  maxKeys?: number;
+  consumer?: string;
+  keys?: Array<string>;
+  dryRun?: boolean;
+};
+
+export type AttachAnswer = {
+  dryRun: boolean;
+  groups: Array<{
+    consumer: string;
+    exists: boolean;
+    name: string;
+    plan: string;
+    maxKeys?: number;
+    keys: Array<string>;
+    keysAlready: number;
+    before: WindowLimits;
+    after: WindowLimits;
+    refused?: string;
+  }>;
+  skipped: Array<{
+    key: string;
+    reason: string;
+  }>;
+  applied?: Array<{
+    consumer: string;
+    created: boolean;
+    attached: Array<string>;
+    failed: Array<{
+      key: string;
+      reason: string;
+    }>;
+  }>;
+};
+
+export type CreateConsumerRequest = {
+  id?: string;
+  name: string;
+  plan: string;
+  metadata?: Metadata;
+  maxKeys?: number;
+  billingDay?: number;
+  perMinute?: number;
+  perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
+  scopes?: Scopes;
+  allowedCidrs?: AllowedCidrs;
+};
+
+export type UpdateConsumerRequest = {
+  name?: string;
+  plan?: string;
+  metadata?: Metadata | null;
+  maxKeys?: number | null;
+  billingDay?: number | null;
+  perMinute?: number | null;
+  perDay?: number | null;
+  perMonth?: number | null;
+  limitsExpiresAt?: string | null;
+  limitsReason?: string | null;
   scopes?: Scopes | null;
   allowedCidrs?: AllowedCidrs | null;
 };
@@ -199,6 +311,8 @@ export interface Answers {
     refused?: unknown;
     warnings?: unknown;
     dryRun?: unknown;
+    consumersCreated?: unknown;
+    consumers?: unknown;
   };
   'GET /keys/{id}': KeyWithState;
   'PATCH /keys/{id}': ChangedKey;
@@ -224,6 +338,27 @@ export interface Answers {
       totals: UsageCounts;
       buckets: UsageBuckets;
     }>;
+  };
+  'GET /consumers': {
+    consumers: Array<Consumer>;
+    nextCursor: string | null;
+  };
+  'POST /consumers': ChangedConsumer;
+  'POST /consumers/attach': AttachAnswer;
+  'GET /consumers/{id}': ConsumerFields & {
+    keyCount: number;
+  };
+  'PATCH /consumers/{id}': ChangedConsumer;
+  'DELETE /consumers/{id}': {
+    id: string;
+    deleted: true;
+    revokedKeys: Array<string>;
+  };
+  'POST /consumers/{id}/suspend': Consumer;
+  'POST /consumers/{id}/resume': Consumer;
+  'GET /consumers/{id}/keys': {
+    keys: Array<Key>;
+    nextCursor: string | null;
   };
   'GET /usage': {
     from: string;
