@@ -379,7 +379,7 @@ describe('hostile values on every flag: a usage error (exit 2) in one line, befo
     ['17 metadata entries', [...create, '--metadata', JSON.stringify(Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`m${i}`, 'v'])))]],
     ['metadata that is an array', [...create, '--metadata', '["a"]']],
     ['metadata nested deep', [...create, '--metadata', `${'{"a":'.repeat(500)}1${'}'.repeat(500)}`]],
-    ['65 scopes', [...create, '--scopes', Array.from({ length: 65 }, (_, i) => `r${i}`).join(',')]],
+    ['101 scopes', [...create, '--scopes', Array.from({ length: 101 }, (_, i) => `r${i}`).join(',')]],
     ['a scope with a space', [...create, '--scopes', '["service:a b"]']],
     ['scopes as a JSON object', [...create, '--scopes', '[{"a":1}]']],
     ['a CIDR with a bad prefix', [...create, '--allowed-cidrs', '10.0.0.0/33']],
