@@ -7,6 +7,8 @@ import { Unauthorized, alertLine, errorText, html } from './lib.js';
 import * as overview from './views/overview.js';
 import * as keys from './views/keys.js';
 import * as key from './views/key.js';
+import * as consumers from './views/consumers.js';
+import * as consumer from './views/consumer.js';
 import * as deprecated from './views/deprecated.js';
 import * as invalid from './views/invalid.js';
 import * as rollout from './views/rollout.js';
@@ -18,14 +20,14 @@ import * as importKeys from './views/import.js';
  * @typedef {object} ViewContext
  * @property {string} path the hash without '#' and query ('/keys/key_1')
  * @property {URLSearchParams} params the hash's query
- * @property {string} [note] a line to show after an action (key view)
+ * @property {string} [note] a line to show after an action (key and consumer views)
  * @property {(note?: string) => void} refresh loads the current page again
  * @property {(message?: string) => void} signIn shows the sign-in form
  */
 /** @typedef {(ctx: ViewContext) => Promise<import('./vendor/preact.js').ComponentChild>} Load */
 
 /** @type {Record<string, { load: Load, refreshMs?: number }>} */
-const VIEWS = { overview, keys, deprecated, invalid, rollout, services, import: importKeys };
+const VIEWS = { overview, keys, consumers, deprecated, invalid, rollout, services, import: importKeys };
 
 /** @param {string} sel */
 const $ = (sel) => /** @type {HTMLElement} */ (document.querySelector(sel));
@@ -62,8 +64,9 @@ async function route(note) {
   for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('current', /** @type {HTMLElement} */ (a).dataset.nav === name);
   $('#sign-in').hidden = true;
   view.hidden = false;
-  const isKey = /^\/keys\/.+$/.test(path);
-  const chosen = isKey ? key : VIEWS[name] || overview;
+  // One key's or one consumer's page: its list's path and an id.
+  const one = /^\/(keys|consumers)\/.+$/.exec(path)?.[1];
+  const chosen = one === 'keys' ? key : one === 'consumers' ? consumer : VIEWS[name] || overview;
   /** @type {ViewContext} */
   const ctx = { path, params: new URLSearchParams(query), note, refresh: (n) => void route(n), signIn: showSignIn };
   /** @type {import('./vendor/preact.js').ComponentChild} */

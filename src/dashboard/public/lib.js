@@ -74,6 +74,8 @@ export const fmt = (n) => Number(n).toLocaleString('en');
 export const iso = (ms) => new Date(ms).toISOString();
 /** @param {string} id */
 export const keyHref = (id) => `#/keys/${encodeURIComponent(id)}`;
+/** @param {string} id */
+export const consumerHref = (id) => `#/consumers/${encodeURIComponent(id)}`;
 
 /**
  * @param {string} label

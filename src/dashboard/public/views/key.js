@@ -2,7 +2,7 @@
 // #/keys/<id>: one key, its windows and ban, its last 24 hours of traffic (with its hourly cap when the traffic comes
 // near it), and the changes an operator makes to it: plan, rotate (with the old key's grace), unban, reset, revoke.
 import { Component } from '../vendor/preact.js';
-import { api, Chart, errorText, fmt, html, iso, showKeyOnce, tile, Unauthorized } from '../lib.js';
+import { api, Chart, consumerHref, errorText, fmt, html, iso, showKeyOnce, tile, Unauthorized } from '../lib.js';
 
 /** @typedef {import('../api.d.ts').Answers} Answers */
 
@@ -116,10 +116,12 @@ class KeyPage extends Component {
     const cap = hourlyCap(k.windows);
     const peak = Math.max(0, ...usage.buckets.map((b) => b.admitted));
     const capInSight = cap !== undefined && peak >= cap * CAP_IN_SIGHT;
-    /** @type {Array<[string, string | undefined]>} */
+    /** @type {Array<[string, import('../lib.js').Children]>} */
     const fields = [
       ['id', k.id],
-      ['plan', k.plan],
+      // The consumer's plan is in force for its keys: the key's own is kept for when it leaves the consumer.
+      ['consumer', k.consumer ? html`<a href=${consumerHref(k.consumer)}>${k.consumer}</a>` : undefined],
+      ['plan', k.consumer ? `${k.plan} (its own; while it belongs to a consumer, the consumer's plan is in force)` : k.plan],
       ['created', k.createdAt],
       ['expires', k.expiresAt || 'never'],
       ['prefix', k.prefix],
