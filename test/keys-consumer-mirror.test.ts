@@ -2,8 +2,13 @@
 // byte for byte. Over both KeyStore implementations, after every kind of write (create, update, rotate with and
 // without grace, revoke, import with a grace hash, move, detach) the mirror of the consumer the record names equals
 // the stored record, and no other consumer's mirror holds the key; a refused compare-and-set leaves it alone; a stale
-// entry (a write cut short) is never read as the consumer's key.
+// entry (a write cut short) is never read as the consumer's key. And every way of attaching a key (created with a
+// consumer, updated into one, imported naming one, a bulk attach) puts it in the usage ledger's two sets of that
+// consumer before its record names the consumer.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { ConsumerAdmin } from '../src/consumers/admin.js';
+import { ConsumerAttach } from '../src/consumers/attach.js';
+import { RedisConsumerStore } from '../src/consumers/redis-store.js';
 import { KeyAdmin } from '../src/keys/admin.js';
 import type { KeyConsumers } from '../src/keys/admin-policy.js';
 import { bufferSource } from '../src/keys/import-read.js';
@@ -15,6 +20,7 @@ import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { systemClock } from '../src/util/clock.js';
 import { testKeyAdmin } from './helpers/key-stores.js';
+import { monitorRedis } from './helpers/limits.js';
 import { TestRedis } from './helpers/redis-server.js';
 
 const PREFIX = 'mirror:';
@@ -217,6 +223,49 @@ describe('RedisKeyStore: the mirror in Redis', () => {
       await r.set(ks.keyRecord(key.id), JSON.stringify({ ...key, consumer: 'globex', name: 'record only' }));
       await store.update({ ...key, consumer: 'globex', name: 'again' });
       expect((await r.hgetBuffer(ks.consumerKeys('globex'), key.id))!.equals((await r.getBuffer(ks.keyRecord(key.id)))!)).toBe(true);
+    } finally {
+      r.disconnect();
+    }
+  });
+
+  it("every way of attaching a key puts it in the ledger's sets of the consumer (key:{<id>}:consumers, usage:{c:<id>}:keys) before its record names it", async () => {
+    const c = connectRedis({ url: redis.url, commandTimeoutMs: 2000, purpose: 'cli' });
+    connections.push(c);
+    const store = new RedisKeyStore(c, ks);
+    const consumerStore = new RedisConsumerStore(c, ks);
+    const plans = { free: { perMinute: 60, perDay: 1000 } };
+    const policy = { plans: () => plans, consumers: new ConsumerAttach(consumerStore, store, { plans: () => plans }) };
+    const admin = new KeyAdmin(store, systemClock, policy);
+    const consumers = new ConsumerAdmin(consumerStore, store, admin, systemClock, policy);
+    await consumers.create({ id: 'acme', name: 'Acme', plan: 'free' });
+    const r = redis.client();
+    try {
+      const created = (await admin.issuer.create({ plan: 'free', consumer: 'acme' })).record.id;
+      const updated = (await admin.issuer.create({ plan: 'free' })).record.id;
+      const monitor = await monitorRedis(r);
+      await admin.lifecycle.update(updated, { consumer: 'acme' });
+      const commands = (await monitor.stop()).map((m) => m.args.map(String));
+      const imported = newKey({ consumer: 'acme' });
+      const outcome = await admin.importer.importKeys(bufferSource(Buffer.from(`${JSON.stringify(imported)}\n`), 'jsonl'));
+      expect(outcome.imported, JSON.stringify(outcome.refusals)).toBe(1);
+      const bulk = (await admin.issuer.create({ plan: 'free' })).record.id;
+      const [applied] = await consumers.applyAttach(await consumers.previewKeys('acme', [bulk]));
+      expect(applied!.attached).toEqual([bulk]);
+
+      const all = [created, updated, imported.id, bulk].sort();
+      expect((await r.smembers(ks.consumerUsageKeys('acme'))).sort()).toEqual(all);
+      for (const id of all) expect(await r.smembers(ks.keyConsumers(id))).toEqual(['acme']);
+      // The update: both sets first, then the record that names the consumer.
+      const at = (pred: (a: string[]) => boolean) => commands.findIndex(pred);
+      const keySet = at((a) => a[0]?.toLowerCase() === 'sadd' && a[1] === ks.keyConsumers(updated));
+      const consumerSet = at((a) => a[0]?.toLowerCase() === 'sadd' && a[1] === ks.consumerUsageKeys('acme'));
+      const record = at((a) => a[0]?.toLowerCase() === 'set' && a[1] === ks.keyRecord(updated) && a[2]!.includes('"consumer":"acme"'));
+      expect(
+        [keySet, consumerSet, record].every((i) => i >= 0),
+        commands.map((a) => a.slice(0, 2).join(' ')).join('\n'),
+      ).toBe(true);
+      expect(keySet).toBeLessThan(consumerSet);
+      expect(consumerSet).toBeLessThan(record);
     } finally {
       r.disconnect();
     }

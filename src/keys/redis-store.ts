@@ -9,6 +9,7 @@ import type { Keyspace } from '../storage/keyspace.js';
 import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
 import { rememberKeyPrefix } from '../http/credentials.js';
+import { recordKeyConsumer } from '../storage/key-consumer-sets.js';
 
 /**
  * A record's revision: the SHA-1 hex of its bytes as Redis holds them, which is what the limit script's
@@ -231,8 +232,10 @@ export class RedisKeyStore implements KeyStore {
 
   async create(key: StoredKey): Promise<void> {
     rememberKeyPrefix(key.prefix);
-    // Record first, then its consumer's mirror, then the hash link: a request can only find a key whose record (and
-    // the copy its consumer's slot reads) is already complete.
+    // The ledger's sets, then the record, then its consumer's mirror, then the hash link: a request can only find a
+    // key whose record (and the copy its consumer's slot reads) is already complete, and is counted under its consumer
+    // only once reports can find it there.
+    await this.joinLedger(key);
     const raw = JSON.stringify(key);
     const created = await this.client.set(this.ks.keyRecord(key.id), raw, 'NX');
     if (created !== 'OK') throw new KeyStoreError(`key id ${key.id} already exists`);
@@ -248,10 +251,22 @@ export class RedisKeyStore implements KeyStore {
   }
 
   /**
+   * Before a record that names a consumer is written: the key goes into the usage ledger's two sets of it (the key's
+   * set of consumers, the consumer's set of keys; storage/key-consumer-sets.ts), so that from its first request
+   * counted under the consumer (by the limit script, in the consumer's slot, which writes no set) reports find its
+   * days there. Every way of attaching a key passes here: created with a consumer, updated into one (one key, a bulk
+   * attach), imported naming one. Written on every write of such a record (two idempotent SADDs: which consumer the
+   * stored record named is only known once it is replaced); a write then refused leaves a set naming a consumer the
+   * key never counted under, whose days read as empty. A failure here fails the write before anything of it is made.
+   */
+  private async joinLedger(key: StoredKey): Promise<void> {
+    if (key.consumer !== undefined) await recordKeyConsumer(this.client, this.ks, key.id, key.consumer);
+  }
+
+  /**
    * The consumers' side of a record write, right after the record itself (never before: a compare-and-set may refuse
    * the record, and the mirror must never hold bytes the record never had): the consumer the record names gets its
-   * bytes, byte for byte, and the key's set of consumers names it; the consumer it named before (`was`), if another,
-   * loses the key. Separate commands, as the record and each consumer may live in three slots. A write cut short
+   * bytes, byte for byte; the consumer it named before (`was`), if another, loses the key. Separate commands, as the record and each consumer may live in three slots. A write cut short
    * between them leaves the new consumer's copy one write behind (the key's next write sets it right; meanwhile its
    * revision is not the record's, which a reader comparing revisions can tell), or an entry
    * in the old consumer's mirror that no reader takes for its key: consumerKeys keeps an entry only while the key's
@@ -260,10 +275,7 @@ export class RedisKeyStore implements KeyStore {
   private async mirror(key: StoredKey, raw: string, was: string | undefined): Promise<void> {
     const now = key.consumer;
     if (now === undefined && was === undefined) return;
-    if (now !== undefined) {
-      await this.client.hset(this.ks.consumerKeys(now), key.id, raw);
-      await this.client.sadd(this.ks.keyConsumers(key.id), now);
-    }
+    if (now !== undefined) await this.client.hset(this.ks.consumerKeys(now), key.id, raw);
     if (was !== undefined && was !== now) await this.client.hdel(this.ks.consumerKeys(was), key.id);
     if (this.mirrorsWritten.size >= 10_000) this.mirrorsWritten.clear();
     this.mirrorsWritten.set(key.id, [...new Set([now, was].filter((c): c is string => c !== undefined))]);
@@ -298,9 +310,10 @@ export class RedisKeyStore implements KeyStore {
     if (opts.retireHashes?.length) await this.retire(key.id, opts.retireHashes);
     // 1. The new hash's link: it opens nothing until the record names that hash.
     if (opts.linkHash) await this.client.set(this.ks.keyByHash(opts.linkHash), key.id);
-    // 2. The record. Never creates one: a missing record means the id is unknown (and the new link goes again). With
+    // 2. The record (after the ledger's sets of the consumer it names: joinLedger). Never creates one: a missing record means the id is unknown (and the new link goes again). With
     // ifRevision, a compare-and-set in one script (one slot): replaced only if still the revision the caller read.
     // SET ... XX GET and the script both answer the record replaced: which consumer's mirror the key leaves.
+    await this.joinLedger(key);
     const record = this.ks.keyRecord(key.id);
     const raw = JSON.stringify(key);
     const replaced: unknown =

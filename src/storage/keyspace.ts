@@ -149,7 +149,10 @@ export class Keyspace {
   keyConsumers(keyId: string): string {
     return `${this.keyRecord(keyId)}:consumers`;
   }
-  /** Set: every key ever counted under the consumer (keyConsumers the other way round), in the consumer's slot. */
+  /**
+   * Set: every key ever attached to or counted under the consumer (keyConsumers the other way round, written with
+   * it: storage/key-consumer-sets.ts), in the consumer's slot.
+   */
   consumerUsageKeys(consumerId: string): string {
     return `${this.prefix}usage:{c:${consumerId}}:keys`;
   }

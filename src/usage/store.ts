@@ -14,6 +14,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { ReadLimit } from '../storage/read-limit.js';
+import { recordKeyConsumer } from '../storage/key-consumer-sets.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 import type { UsageKind } from '../limits/types.js';
 import { keySubject } from '../limits/subject.js';
@@ -219,8 +220,10 @@ export interface UsageStore {
   sumsUnder(id: string, consumer: string, span: LedgerSpan, by: SumBy): Promise<LedgerSums[]>;
   /**
    * Records that the key is counted under the consumer from now on: the key's set of consumers and the consumer's set
-   * of keys, which reports read to find its days there. Called when a key is attached to (or moved into) a consumer,
-   * before its first request there; idempotent. Nothing is removed when it leaves: its days there stay its days.
+   * of keys, which reports read to find its days there. On Redis the key store writes them itself before any record
+   * naming the consumer is written (storage/key-consumer-sets.ts: every way of attaching a key), so they are there
+   * before its first request counted under it; counts written under a consumer write them again. Idempotent. Nothing
+   * is removed when it leaves: its days there stay its days.
    */
   recordKeyConsumer(keyId: string, consumerId: string): Promise<void>;
   /** Every key ever counted under the consumer (as recordKeyConsumer and counts under it wrote them), sorted. */
@@ -504,9 +507,7 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async recordKeyConsumer(keyId: string, consumerId: string): Promise<void> {
-    // Two slots (the key's, the consumer's): two commands, the key's set first, which is what reads of its ledger use.
-    await this.redis.sadd(this.ks.keyConsumers(keyId), consumerId);
-    await this.redis.sadd(this.ks.consumerUsageKeys(consumerId), keyId);
+    await recordKeyConsumer(this.redis, this.ks, keyId, consumerId);
   }
 
   async consumerKeys(consumerId: string): Promise<string[]> {
