@@ -45,6 +45,7 @@ import { auditConsumerChanges, auditKeyChanges } from './admin/audit.js';
 import { ConsumerAdmin } from './consumers/admin.js';
 import { ConsumerAttach } from './consumers/attach.js';
 import { ConsumerCache } from './consumers/cache.js';
+import { consumerPlans } from './consumers/limits-in-force.js';
 import { MemoryConsumerStore } from './consumers/memory-store.js';
 import { RedisConsumerStore } from './consumers/redis-store.js';
 import type { ConsumerStore } from './consumers/types.js';
@@ -504,7 +505,8 @@ function buildAdmin(
   const config = runtime.config;
   const redisCfg = config.redis;
   const { admin, keyLimits } = decisions;
-  const usage = new UsageReports(stores.adminStores?.usage ?? stores.usageStore, admin.records);
+  // The what-if grouped by consumer simulates each pool under its consumer's plan and own limits, read when it runs.
+  const usage = new UsageReports(stores.adminStores?.usage ?? stores.usageStore, admin.records, consumerPlans(stores.adminConsumerStore, clock));
   // On Redis, reports over every key run on a thread of their own, off the request path's event loop; a Redis-less
   // gateway's ledger is in this process's memory, so its reports run here.
   const reports: ReportRunner =

@@ -373,3 +373,112 @@ describe('the answer is bounded and says points', () => {
     expect(api.problems).toEqual([]);
   }, 60_000);
 });
+
+describe('grouped by consumer: each pool under its consumer as the consumer store has it', () => {
+  it("simulates the pools of the consumers whose plan is the plan, each consumer's own limits its override (ended ones not), alike in the report thread, in process and in the CLI", async () => {
+    const consumers = s.gw.gateway.consumerAdmin;
+    await consumers.create({ id: 'pool_a', name: 'A', plan: 'free' });
+    await consumers.create({ id: 'pool_b', name: 'B', plan: 'free', perMinute: 100 });
+    await consumers.create({ id: 'pool_c', name: 'C', plan: 'pro' });
+    // Own limits that ended an hour ago: the plan's apply again.
+    await consumers.create({ id: 'pool_d', name: 'D', plan: 'free', perMinute: 500, limitsExpiresAt: new Date(Date.now() - HOUR_MS).toISOString() });
+    const key = async () => (await s.gw.gateway.admin.issuer.create({ plan: 'free' })).record.id;
+    const [a1, a2, b, c, d] = [await key(), await key(), await key(), await key(), await key()];
+    // The ledger as the limit script writes it under a consumer (the attach put each key in its consumer's sets),
+    // hour 30 after D0: two keys of pool_a, whose checks reported the pool's window (50 at most), one key each else.
+    const store = new RedisUsageStore(s.client, new Keyspace(PREFIX));
+    const at = D0 + 30 * HOUR_MS;
+    const under: Array<[string, string, number, number]> = [
+      [a1, 'pool_a', 80, 50],
+      [a2, 'pool_a', 20, 50],
+      [b, 'pool_b', 90, 90],
+      [c, 'pool_c', 70, 70],
+      [d, 'pool_d', 40, 40],
+    ];
+    for (const [id, consumer] of under) await store.recordKeyConsumer(id, consumer);
+    await store.add(
+      under.map(([id, consumer, n]) => ({ id, consumer, kind: 'a' as const, atMs: at, n })),
+      8 * DAY_MS,
+    );
+    await store.raisePeaks(
+      under.map(([id, consumer, , peak]) => ({ id, consumer, atMs: at, peak })),
+      8 * DAY_MS,
+    );
+    const period = { from: new Date(D0 + 24 * HOUR_MS).toISOString(), to: TO };
+    const res = await simulate({ plan: 'free', perMinute: 30, ...period, groupBy: 'consumer' });
+    expect(res.status, res.text).toBe(200);
+    const hour = new Date(at).toISOString();
+    expect(res.body.consumers).toEqual([
+      {
+        consumer: 'pool_a',
+        keys: 2,
+        minute: { limit: 30, override: false, pointsRefusedAtLeast: 20 },
+        day: null,
+        pointsRefusedAtLeast: 20,
+        hoursAffected: 1,
+        hours: [{ start: hour, requests: 100, peakMinute: 50, pointsRefusedAtLeast: 20 }],
+      },
+      {
+        consumer: 'pool_d',
+        keys: 1,
+        minute: { limit: 30, override: false, pointsRefusedAtLeast: 10 },
+        day: null,
+        pointsRefusedAtLeast: 10,
+        hoursAffected: 1,
+        hours: [{ start: hour, requests: 40, peakMinute: 40, pointsRefusedAtLeast: 10 }],
+      },
+      // Its own perMinute (100) keeps the minute window; pool_c is on pro.
+      {
+        consumer: 'pool_b',
+        keys: 1,
+        minute: { limit: 100, override: true, pointsRefusedAtLeast: 0 },
+        day: null,
+        pointsRefusedAtLeast: 0,
+        hoursAffected: 0,
+        hours: [],
+      },
+    ]);
+    expect(res.body.totals).toEqual({ consumersInPlan: 3, consumersAffected: 2, hours: 2, pointsRefusedAtLeast: 30 });
+    expect(api.problems).toEqual([]);
+    // The same from the gateway's own reports (in process) and from the CLI's.
+    const local = await s.gw.gateway.usage.simulate({
+      plan: 'free',
+      current: PLANS.free,
+      perMinute: 30,
+      fromMs: Date.parse(period.from),
+      toMs: Date.parse(period.to),
+      groupBy: 'consumer',
+    });
+    expect(local.consumers).toEqual(res.body.consumers);
+    const dir = tempDir();
+    try {
+      const file = dir.write('gateway.yaml', {
+        upstream: { url: s.up.url },
+        redis: { url: s.redis.url, prefix: PREFIX },
+        plans: PLANS,
+        usage: { retentionDays: 7 },
+      });
+      const cli = await runCli([
+        'plans',
+        'simulate',
+        '--plan',
+        'free',
+        '--per-minute',
+        '30',
+        '--from',
+        period.from,
+        '--to',
+        period.to,
+        '--group-by',
+        'consumer',
+        '--json',
+        '--config',
+        file,
+      ]);
+      expect(cli.code, cli.stderr).toBe(0);
+      expect(JSON.parse(cli.stdout)).toEqual(res.body);
+    } finally {
+      dir.remove();
+    }
+  }, 60_000);
+});

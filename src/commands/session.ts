@@ -20,6 +20,7 @@ import { auditConsumerChanges, auditKeyChanges } from '../admin/audit.js';
 import { ConsumerAdmin } from '../consumers/admin.js';
 import { ConsumerAttach } from '../consumers/attach.js';
 import { RedisConsumerStore } from '../consumers/redis-store.js';
+import type { ConsumerStore } from '../consumers/types.js';
 import { createLogger } from '../observability/logger.js';
 import { CliError } from './cli-error.js';
 import { beforeRedis } from './touches.js';
@@ -37,6 +38,8 @@ export interface Session {
   keys: KeyAdmin;
   keyLimits: KeyLimitAdmin;
   consumers: ConsumerAdmin;
+  /** The consumers' records as stored (what reports read of them). */
+  consumerStore: ConsumerStore;
 }
 
 const CONNECT_TIMEOUT_MS = 3000;
@@ -92,7 +95,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     { plans: () => config.plans, ban: () => config.ban },
   );
-  return { config, redis, keyspace, store, keys, keyLimits, consumers };
+  return { config, redis, keyspace, store, keys, keyLimits, consumers, consumerStore };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */

@@ -6,13 +6,15 @@ import { resolvePeriod, UsageReports, type Granularity, type GroupBy, type Total
 import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS } from '../util/time.js';
 import { bucketRows, consumerBucketRows, consumerTotalsRows, csv, deprecatedConsumerRows, deprecatedRows, totalsRows } from '../usage/csv.js';
+import { consumerPlans } from '../consumers/limits-in-force.js';
+import { systemClock } from '../util/clock.js';
 import { CliError } from './cli-error.js';
 import { isoOption } from './options.js';
 import { common, withSession, type CommonOpts, type Session } from './session.js';
 import { out, tabbed } from './terminal.js';
 
 export function reports(s: Session): UsageReports {
-  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys.records);
+  return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys.records, consumerPlans(s.consumerStore, systemClock));
 }
 
 export function period(o: { from?: string; to?: string }, defaultMs: number, retentionDays: number): { fromMs: number; toMs: number } {

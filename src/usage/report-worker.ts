@@ -5,12 +5,15 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
+import { consumerPlans } from '../consumers/limits-in-force.js';
+import { RedisConsumerStore } from '../consumers/redis-store.js';
 import { KeyAdminError } from '../keys/admin-errors.js';
 import { KeyRecords } from '../keys/records.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { pacedReadLimit } from '../storage/read-limit.js';
 import { connectRedis } from '../storage/redis.js';
+import { systemClock } from '../util/clock.js';
 import { RedisKeptReports, ReportError } from './kept-reports.js';
 import { InProcessReports } from './report-runner.js';
 import { UsageReports } from './reports.js';
@@ -37,7 +40,12 @@ const connection = connectRedis({ redis: data.redis, commandTimeoutMs: data.comm
 const keyspace = new Keyspace(data.prefix);
 const reads = pacedReadLimit(data.readsInFlight, data.readRest);
 const reports = new InProcessReports(
-  new UsageReports(new RedisUsageStore(connection.client, keyspace, reads), new KeyRecords(new RedisKeyStore(connection, keyspace), reads)),
+  new UsageReports(
+    new RedisUsageStore(connection.client, keyspace, reads),
+    new KeyRecords(new RedisKeyStore(connection, keyspace), reads),
+    // The what-if grouped by consumer: each pool under its consumer's plan and own limits, read when it runs.
+    consumerPlans(new RedisConsumerStore(connection, keyspace), systemClock),
+  ),
   // Reports kept for their pages live in Redis: the next page may be asked of another instance.
   new RedisKeptReports(connection.client, keyspace),
 );
