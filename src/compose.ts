@@ -53,6 +53,7 @@ import { adminOpenApi } from './admin/openapi.js';
 import { AdminTokens } from './admin/tokens.js';
 import { UsageRecorder } from './usage/recorder.js';
 import { UsageReports } from './usage/reports.js';
+import { replayPools } from './usage/attach-refusals.js';
 import { OverviewCache } from './usage/overview.js';
 import { InProcessReports, type ReportRunner } from './usage/report-runner.js';
 import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './usage/report-thread.js';
@@ -352,7 +353,13 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     keyShape: () => runtime.config.auth,
     keySources: () => runtime.config.auth.sources,
     routes: () => runtime.config.routes,
-    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, { clock, onChange: consumerAudit, plans: () => runtime.config.plans }),
+    consumers: new ConsumerAttach(stores.adminConsumerStore, adminKeyStore, {
+      clock,
+      onChange: consumerAudit,
+      plans: () => runtime.config.plans,
+      // The attach previews' estimate of what the keys would have been refused in their pool, from the ledger.
+      replay: replayPools(stores.adminStores?.usage ?? stores.usageStore, clock),
+    }),
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
   const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);

@@ -290,7 +290,7 @@ describe('consumers create --from-metadata: the preview, then --apply does what 
 
     const preview = await json<{
       dryRun: boolean;
-      groups: Array<{ consumer: string; exists: boolean; keys: string[]; before: object; after: object; refused?: string }>;
+      groups: Array<{ consumer: string; exists: boolean; keys: string[]; before: object; after: object; refused?: string; estimatedRefusals?: object }>;
       skipped: Array<{ key: string; reason: string }>;
     }>('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free', '--max-keys', '5');
     expect(preview.dryRun).toBe(true);
@@ -317,6 +317,19 @@ describe('consumers create --from-metadata: the preview, then --apply does what 
         keysAlready: 0,
         before: { perMinute: 130, perDay: 3000, perMonth: null },
         after: { perMinute: 60, perDay: 1000, perMonth: null },
+        // What the ledger says the pool would have refused over the last 7 days: these keys sent nothing.
+        estimatedRefusals: {
+          from: expect.any(String),
+          to: expect.any(String),
+          requests: 0,
+          pointsRefused: 0,
+          minute: { limit: 60, pointsRefused: 0 },
+          day: { limit: 1000, pointsRefused: 0 },
+          hoursAffected: 0,
+          hours: [],
+          keysAffected: 0,
+          keys: [],
+        },
       },
       {
         consumer: 'cust_b',
@@ -335,6 +348,11 @@ describe('consumers create --from-metadata: the preview, then --apply does what 
     const table = await ok('consumers', 'create', '--from-metadata', 'customer', '--plan', 'free');
     expect(table.stdout).toContain('Consumers from metadata field "customer" (nothing changed: --apply makes it so):');
     expect(table.stdout).toMatch(/cust_a +yes +free +3 +130\/min 3000\/day +60\/min 1000\/day/);
+    // The estimate for each group that would be attached (not the refused ones), and how it is made.
+    expect(table.stdout).toContain(
+      'Would have been refused over the last 7 days, had the keys shared the pool:\n  cust_a: no requests recorded for its keys\n',
+    );
+    expect(table.stdout).toContain("Estimated from the usage ledger's hourly counts and peak minutes");
     expect(auditOf(table.stderr)).toEqual([]);
     expect({
       consumers: (await client.smembers(ks.consumerIds())).sort(),
@@ -346,7 +364,10 @@ describe('consumers create --from-metadata: the preview, then --apply does what 
     const answer = JSON.parse(applied.stdout) as typeof preview & {
       applied: Array<{ consumer: string; created: boolean; attached: string[]; failed: unknown[] }>;
     };
-    expect(answer.groups).toEqual(preview.groups);
+    // The same preview (its estimate's period aside: whole hours of when it was asked).
+    const unperiod = (groups: typeof preview.groups) =>
+      groups.map((g) => ({ ...g, estimatedRefusals: g.estimatedRefusals && { ...g.estimatedRefusals, from: '', to: '' } }));
+    expect(unperiod(answer.groups)).toEqual(unperiod(preview.groups));
     expect(answer.applied).toEqual([{ consumer: 'cust_a', created: true, attached: [a1, a2, a3].sort(), failed: [] }]);
     expect(auditOf(applied.stderr).map((a) => a.action)).toEqual(['consumer.create', 'update', 'update', 'update']);
     const made = await json<{ plan: string; maxKeys: number; keys: Array<{ id: string }> }>('consumers', 'show', 'cust_a');

@@ -22,6 +22,9 @@ import { ConsumerAttach } from '../consumers/attach.js';
 import { RedisConsumerStore } from '../consumers/redis-store.js';
 import type { ConsumerStore } from '../consumers/types.js';
 import { createLogger } from '../observability/logger.js';
+import { readLimit } from '../storage/read-limit.js';
+import { replayPools } from '../usage/attach-refusals.js';
+import { RedisUsageStore } from '../usage/store.js';
 import { CliError } from './cli-error.js';
 import { beforeRedis } from './touches.js';
 
@@ -85,7 +88,13 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     keyShape: () => config.auth,
     keySources: () => config.auth.sources,
     routes: () => config.routes,
-    consumers: new ConsumerAttach(consumerStore, store, { clock: systemClock, onChange: consumerAudit, plans: () => config.plans }),
+    consumers: new ConsumerAttach(consumerStore, store, {
+      clock: systemClock,
+      onChange: consumerAudit,
+      plans: () => config.plans,
+      // The attach previews' estimate of what the keys would have been refused in their pool, from the ledger.
+      replay: replayPools(new RedisUsageStore(redis.client, keyspace, readLimit()), systemClock),
+    }),
   };
   const keys = new KeyAdmin(store, systemClock, policy, auditKeyChanges(audit));
   const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit);

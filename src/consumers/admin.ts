@@ -12,7 +12,16 @@ import { CLI_ACTOR, type Actor } from '../keys/key-changes.js';
 import { toRecord } from '../keys/rules.js';
 import type { KeyRecord, KeyStore } from '../keys/types.js';
 import { keysInUse, withConsumerLock } from './attach.js';
-import { byMetadata, groupsOf, type AttachGroup, type AttachPreview, type GroupTarget, type PlanLimits } from './attach-preview.js';
+import {
+  byMetadata,
+  groupsOf,
+  poolLimits,
+  type AttachGroup,
+  type AttachPreview,
+  type EstimatedRefusals,
+  type GroupTarget,
+  type PlanLimits,
+} from './attach-preview.js';
 import { canonicalConsumer } from './record-schema.js';
 import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
 
@@ -92,7 +101,7 @@ export class ConsumerAdmin {
     private readonly keyStore: Pick<KeyStore, 'consumerKeys'>,
     private readonly keys: Pick<KeyAdmin, 'lifecycle' | 'listing' | 'records'>,
     private readonly clock: Clock,
-    private readonly policy: Pick<KeyAdminPolicy, 'plans' | 'routes'>,
+    private readonly policy: Pick<KeyAdminPolicy, 'plans' | 'routes' | 'consumers'>,
     private readonly onChange: ConsumerChangeListener = () => {},
   ) {}
 
@@ -279,15 +288,44 @@ export class ConsumerAdmin {
 
   private async groups(byConsumer: ReadonlyMap<string, KeyRecord[]>, create: { plan: string; maxKeys?: number } | undefined): Promise<AttachGroup[]> {
     const targets = new Map<string, GroupTarget>();
+    const members = new Map<string, string[]>();
     for (const id of byConsumer.keys()) {
       const existing = KEY_ID.test(id) ? await this.get(id) : undefined;
+      const keys = existing ? await this.keyStore.consumerKeys(id) : [];
+      members.set(
+        id,
+        keys.map((k) => k.id),
+      );
       targets.set(id, {
         ...(existing ? { existing } : {}),
-        keysAlready: existing ? keysInUse(await this.keyStore.consumerKeys(id)) : 0,
+        keysAlready: keysInUse(keys),
         ...(create ? { create: { name: id, plan: create.plan, ...(create.maxKeys !== undefined ? { maxKeys: create.maxKeys } : {}) } } : {}),
       });
     }
-    return groupsOf(byConsumer, (id) => targets.get(id)!, this.policy.plans() as Readonly<Record<string, PlanLimits>>, this.clock.now());
+    const groups = groupsOf(byConsumer, (id) => targets.get(id)!, this.policy.plans() as Readonly<Record<string, PlanLimits>>, this.clock.now());
+    // Each pool that would be made, replayed against the ledger: the keys the preview then says would have been refused.
+    const replay = this.policy.consumers?.replay;
+    const attachable = groups.filter((g) => g.refused === undefined);
+    if (replay && attachable.length > 0) {
+      const estimates = await replay(
+        attachable.map((g) => ({ consumer: g.consumer, exists: g.exists, joining: g.keys, members: members.get(g.consumer)!, limits: g.after })),
+      );
+      attachable.forEach((g, i) => (g.estimatedRefusals = estimates[i]!));
+    }
+    return groups;
+  }
+
+  /**
+   * What the usage ledger says these keys would have been refused over the last 7 days had they shared the consumer's
+   * pool (with the keys it has, or had); undefined where no ledger is read. For one key attached at once (`keys update
+   * --consumer`): the estimate a bulk attach's preview gives, after the fact.
+   */
+  async estimateRefusals(consumer: ConsumerRecord, keyIds: readonly string[]): Promise<EstimatedRefusals | undefined> {
+    const replay = this.policy.consumers?.replay;
+    if (!replay) return undefined;
+    const limits = poolLimits(consumer, this.policy.plans() as Readonly<Record<string, PlanLimits>>, this.clock.now());
+    const members = (await this.keyStore.consumerKeys(consumer.id)).map((k) => k.id);
+    return (await replay([{ consumer: consumer.id, exists: true, joining: keyIds, members, limits }]))[0];
   }
 
   /**

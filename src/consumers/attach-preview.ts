@@ -1,14 +1,17 @@
 // What attaching keys to consumers would change, before anything is: the keys grouped per consumer (by a metadata
 // field, or as given), and per consumer the limits before (each key counted on its own, as today: the sum of the keys'
 // limits) and after (the consumer's pool: its own limits while in force, else its plan's). Three keys with 60 a
-// minute each have 180 together, and 60 once pooled. Pure functions over records: admin.ts reads the records and,
-// when asked to apply, makes the same groups happen.
+// minute each have 180 together, and 60 once pooled. Pure functions over records: admin.ts reads the records, adds
+// what the usage ledger says each pool would have refused over the last 7 days (estimatedRefusals) and, when asked to
+// apply, makes the same groups happen.
 import { KEY_ID } from '../config/key-fields.js';
 import { keyLimits, summed, WINDOWS, type PlanLimits, type WindowLimits } from '../keys/limit-sums.js';
+import type { EstimatedRefusals } from '../keys/pool-refusals.js';
 import type { KeyRecord } from '../keys/types.js';
 import type { ConsumerRecord } from './types.js';
 
 export { keyLimits, windowText, type PlanLimits, type WindowLimits } from '../keys/limit-sums.js';
+export type { EstimatedRefusals } from '../keys/pool-refusals.js';
 
 export interface AttachGroup {
   /** The consumer's id; it exists, or is to be created. */
@@ -27,6 +30,11 @@ export interface AttachGroup {
   after: WindowLimits;
   /** Why this group would not be attached (nothing of it is changed): past maxKeys, an id no consumer can have. */
   refused?: string;
+  /**
+   * What the usage ledger says the pool would have refused over the last 7 days had these keys shared it (an estimate:
+   * usage/attach-refusals.ts). Absent for a group refused, or where no ledger is read.
+   */
+  estimatedRefusals?: EstimatedRefusals;
 }
 
 export interface AttachPreview {

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { KeyAdminError } from '../keys/admin-errors.js';
 import type { ConsumerFacts, KeyConsumers } from '../keys/admin-policy.js';
 import type { PlanLimits } from '../keys/limit-sums.js';
+import type { PoolReplay } from '../keys/pool-refusals.js';
 import { poolLimits } from './attach-preview.js';
 import type { Actor } from '../keys/key-changes.js';
 import type { KeyStore } from '../keys/types.js';
@@ -42,12 +43,19 @@ export function keysInUse(keys: ReadonlyArray<{ status: string }>): number {
 const DESCRIBE_AT_ONCE = 16;
 
 export class ConsumerAttach implements KeyConsumers {
-  /** `opts`: the clock and change listener of the consumers an import creates (the audit). */
+  readonly replay: PoolReplay | undefined;
+
+  /**
+   * `opts`: the clock and change listener of the consumers an import creates (the audit); `replay`, the usage ledger's
+   * estimate of what keys would have been refused in a pool, for the attach previews.
+   */
   constructor(
     private readonly consumers: Pick<ConsumerStore, 'get' | 'lock' | 'create' | 'publishChange'>,
     private readonly keys: Pick<KeyStore, 'consumerKeys'>,
-    private readonly opts: { clock?: Clock; onChange?: ConsumerChangeListener; plans?: () => Readonly<Record<string, PlanLimits>> } = {},
-  ) {}
+    private readonly opts: { clock?: Clock; onChange?: ConsumerChangeListener; plans?: () => Readonly<Record<string, PlanLimits>>; replay?: PoolReplay } = {},
+  ) {
+    this.replay = opts.replay;
+  }
 
   async describe(ids: readonly string[]): Promise<Map<string, ConsumerFacts>> {
     const out = new Map<string, ConsumerFacts>();

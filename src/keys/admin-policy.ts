@@ -4,6 +4,7 @@
 import { KeyAdminError } from './admin-errors.js';
 import type { Actor } from './key-changes.js';
 import type { WindowLimits } from './limit-sums.js';
+import type { PoolReplay } from './pool-refusals.js';
 import { overrideWarnings, type CostedRoute } from './cost-warnings.js';
 import type { KeyShapeRules } from './format.js';
 
@@ -41,6 +42,11 @@ export interface KeyConsumers {
   describe(ids: readonly string[]): Promise<Map<string, ConsumerFacts>>;
   /** For an import that creates the consumers it names: a consumer named by its id, on this plan (announced, audited). */
   create(id: string, plan: string, actor: Actor): Promise<void>;
+  /**
+   * What the usage ledger says keys would have been refused over the last 7 days had they shared a pool (the attach
+   * preview's estimate: usage/attach-refusals.ts, passed in by the composition roots). Absent: previews go without.
+   */
+  readonly replay?: PoolReplay | undefined;
 }
 
 /** What an import needs to know of a consumer its records name. */

@@ -1,9 +1,11 @@
 // `tollgate consumers create --from-metadata FIELD`: groups the keys by a metadata field (each value a consumer's id)
 // and prints, per consumer, the limits before (the keys' own, summed: what they may take together today) and after
-// (the consumer's pool). Changes nothing without --apply; with it, creates the consumers that are not there and
+// (the consumer's pool), and what the usage ledger says the pool would have refused over the last 7 days, by key.
+// Changes nothing without --apply; with it, creates the consumers that are not there and
 // attaches each key, as `keys update --consumer` would.
 import { windowText, type AttachPreview } from '../../consumers/attach-preview.js';
 import { CliError } from '../cli-error.js';
+import { ESTIMATE_NOTE, refusalsText } from '../estimated-refusals.js';
 import { withSession, type CommonOpts } from '../session.js';
 import { aligned, out } from '../terminal.js';
 
@@ -55,4 +57,9 @@ function printPreview(field: string, p: AttachPreview, dryRun: boolean): void {
     );
   }
   if (p.skipped.length > 0) out(`Left out: ${p.skipped.map((k) => `${k.key} (${k.reason})`).join(', ')}.`);
+  const estimated = p.groups.filter((g) => g.estimatedRefusals !== undefined);
+  if (estimated.length === 0) return;
+  out('Would have been refused over the last 7 days, had the keys shared the pool:');
+  for (const g of estimated) out(`  ${g.consumer}: ${refusalsText(g.estimatedRefusals!)}`);
+  out(ESTIMATE_NOTE);
 }

@@ -6,6 +6,7 @@ import { keyInputFields } from '../../config/key-fields.js';
 import { keyLimits, poolLimits, windowText, type PlanLimits } from '../../consumers/attach-preview.js';
 import type { KeyUpdate } from '../../keys/lifecycle.js';
 import { CliError } from '../cli-error.js';
+import { ESTIMATE_NOTE, refusalsText } from '../estimated-refusals.js';
 import { common, withSession, type CommonOpts } from '../session.js';
 import { out } from '../terminal.js';
 import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
@@ -92,10 +93,17 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
     if (typeof o.consumer === 'string') {
       const c = await s.consumers.get(o.consumer);
       const plans = s.config.plans as Readonly<Record<string, PlanLimits>>;
-      if (c)
+      if (c) {
         out(
           `Limits before: ${windowText(keyLimits(k, plans))} (the key on its own); after: ${windowText(poolLimits(c, plans, Date.now()))} (consumer ${c.id}'s pool, shared).`,
         );
+        // And what the ledger says the pool would have refused over the last 7 days, had the key been in it: said when any.
+        const e = await s.consumers.estimateRefusals(c, [k.id]);
+        if (e && e.pointsRefused > 0) {
+          out(`Would have been refused over the last 7 days, had the key shared the pool: ${refusalsText(e)}.`);
+          out(ESTIMATE_NOTE);
+        }
+      }
     }
   });
 }

@@ -228,6 +228,35 @@ export type WindowLimits = {
   perMonth: number | null;
 };
 
+export type EstimatedRefusals = {
+  from: string;
+  to: string;
+  requests: number;
+  pointsRefused: number;
+  minute: {
+    limit: number;
+    pointsRefused: number;
+  } | null;
+  day: {
+    limit: number;
+    pointsRefused: number;
+  } | null;
+  hoursAffected: number;
+  hours: Array<{
+    start: string;
+    requests: number;
+    busiestMinute: number;
+    pointsRefused: number;
+  }>;
+  keysAffected: number;
+  keys: Array<{
+    id: string;
+    joining: boolean;
+    requests: number;
+    pointsRefused: number;
+  }>;
+};
+
 export type AttachRequest = {
   fromMetadata?: string;
   plan?: string;
@@ -250,6 +279,7 @@ export type AttachAnswer = {
     before: WindowLimits;
     after: WindowLimits;
     refused?: string;
+    estimatedRefusals?: EstimatedRefusals;
   }>;
   skipped: Array<{
     key: string;
