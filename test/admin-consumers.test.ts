@@ -303,6 +303,7 @@ describe('POST /keys/import with consumers', () => {
         keysAlready: 0,
         before: { perMinute: 60, perDay: 1000, perMonth: null },
         after: { perMinute: 60, perDay: 1000, perMonth: null },
+        estimatedRefusals: nothingRefused(60, 1000),
       },
     ]);
     expect(await client.exists(ks.consumerRecord('initrode'))).toBe(0);

@@ -70,8 +70,13 @@ export class ConsumerAttach implements KeyConsumers {
             throw err;
           });
           if (!c) return;
-          const inUse = keysInUse(await this.keys.consumerKeys(id));
-          out.set(id, { ...(c.maxKeys !== undefined ? { maxKeys: c.maxKeys } : {}), inUse, pool: poolLimits(c, plans, now) });
+          const keys = await this.keys.consumerKeys(id);
+          out.set(id, {
+            ...(c.maxKeys !== undefined ? { maxKeys: c.maxKeys } : {}),
+            inUse: keysInUse(keys),
+            pool: poolLimits(c, plans, now),
+            keyIds: keys.map((k) => k.id),
+          });
         }),
       );
     }

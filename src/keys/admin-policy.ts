@@ -54,6 +54,8 @@ export interface ConsumerFacts {
   maxKeys?: number;
   inUse: number;
   pool: WindowLimits;
+  /** Its keys by id (revoked ones too): the members of the pool a dry run's preview replays. */
+  keyIds?: string[];
 }
 
 /** Runs a write that puts a key into a consumer, through the policy's consumers (refused when there are none). */

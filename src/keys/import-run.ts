@@ -14,6 +14,7 @@ import type { Actor } from './key-changes.js';
 import type { ReadLimit } from '../storage/read-limit.js';
 import type { ConsumerFacts, KeyConsumers } from './admin-policy.js';
 import { keyLimits, summed, type PlanLimits, type WindowLimits } from './limit-sums.js';
+import type { EstimatedRefusals } from './pool-refusals.js';
 
 /** One item a reader yields: a parsed record, or a line that could not be parsed, each with its line number. */
 export type ImportItem = { line: number; record: unknown } | { line: number; error: string };
@@ -79,6 +80,12 @@ export interface ImportConsumerPreview {
   keysAlready: number;
   before: WindowLimits;
   after: WindowLimits;
+  /**
+   * What the usage ledger says the pool would have refused over the last 7 days with these keys in it (an estimate:
+   * the keys' ids as the records give them, with the usage those ids were counted; a record without an id is a key
+   * with none). Absent where no ledger is read.
+   */
+  estimatedRefusals?: EstimatedRefusals;
 }
 
 export interface ImportDeps {
@@ -95,7 +102,7 @@ export interface ImportDeps {
   /** False once the import lock is lost (KeyStore.lockImports): no further batch is written. */
   lockHeld?: () => boolean;
   /** The consumers records may name (a record naming one is refused without them). */
-  consumers?: Pick<KeyConsumers, 'describe' | 'create'>;
+  consumers?: Pick<KeyConsumers, 'describe' | 'create' | 'replay'>;
   /** Who imports: the actor of the consumers it creates. */
   actor?: Actor;
   /** The plans' limits: a dry run's preview sums the keys' own. */
@@ -264,7 +271,8 @@ async function judgeConsumers(
 
 /**
  * A dry run's attach preview: reads the source again and sums, per consumer, the own limits of the keys that would
- * join it (each key's overrides, else its plan's); beside it the consumer's pool (a consumer to be created: its plan's).
+ * join it (each key's overrides, else its plan's); beside it the consumer's pool (a consumer to be created: its plan's)
+ * and what the usage ledger says that pool would have refused over the last 7 days.
  */
 async function previewConsumers(
   source: ImportSource,
@@ -275,19 +283,19 @@ async function previewConsumers(
   known: ReadonlyMap<string, ConsumerFacts>,
 ): Promise<ImportConsumerPreview[]> {
   const plans = deps.planLimits ?? {};
-  const limits = new Map<string, WindowLimits[]>();
+  const limits = new Map<string, { own: WindowLimits[]; ids: string[] }>();
   for await (const item of source()) {
     if (outcome.get(item.line) !== CREATE || 'error' in item) continue;
     const r = normaliseRecord(item.record, deps.shape, createdAt, () => '');
     if ('error' in r || r.key.consumer === undefined) continue;
-    const list = limits.get(r.key.consumer);
-    const own = keyLimits(r.key, plans);
-    if (list) list.push(own);
-    else limits.set(r.key.consumer, [own]);
+    let list = limits.get(r.key.consumer);
+    if (!list) limits.set(r.key.consumer, (list = { own: [], ids: [] }));
+    list.own.push(keyLimits(r.key, plans));
+    if (r.idGiven) list.ids.push(r.key.id);
   }
-  return [...limits]
+  const previews = [...limits]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([consumer, own]) => {
+    .map(([consumer, { own }]): ImportConsumerPreview => {
       const facts = known.get(consumer);
       return {
         consumer,
@@ -298,6 +306,21 @@ async function previewConsumers(
         after: facts?.pool ?? keyLimits({ plan: joining.get(consumer)!.plan }, plans),
       };
     });
+  // What the ledger says each pool would have refused over the last 7 days with these keys in it.
+  const replay = deps.consumers?.replay;
+  if (replay && previews.length > 0) {
+    const estimates = await replay(
+      previews.map((p) => ({
+        consumer: p.consumer,
+        exists: p.exists,
+        joining: limits.get(p.consumer)!.ids,
+        members: known.get(p.consumer)?.keyIds ?? [],
+        limits: p.after,
+      })),
+    );
+    previews.forEach((p, i) => (p.estimatedRefusals = estimates[i]!));
+  }
+  return previews;
 }
 
 /** The second pass: reads the source again and creates each record the check marked, a batch at a time. */

@@ -8,6 +8,7 @@ import { ColumnMapError, parseColumnMap, type ColumnMap } from '../../keys/impor
 import { PROGRESS_EVERY, type ImportLine, type ImportOutcome, type ImportSource } from '../../keys/import-run.js';
 import { windowText } from '../../keys/limit-sums.js';
 import { CliError } from '../cli-error.js';
+import { ESTIMATE_NOTE, refusalsText } from '../estimated-refusals.js';
 import { positiveInt } from '../options.js';
 import { common, withSession, type CommonOpts } from '../session.js';
 import { out } from '../terminal.js';
@@ -100,10 +101,18 @@ async function importFile(positional: string | undefined, o: ImportOpts): Promis
       if (r.consumersCreated.length > 0)
         out(`${r.dryRun ? 'Would create' : 'Created'} consumer${r.consumersCreated.length === 1 ? '' : 's'}: ${r.consumersCreated.join(', ')}.`);
       // The attach preview: what the keys joining each consumer may take on their own, and the pool they would share.
-      for (const c of r.consumers ?? [])
+      let estimated = false;
+      for (const c of r.consumers ?? []) {
         out(
           `Consumer ${c.consumer}${c.exists ? '' : ' (new)'}: ${c.keys} key${c.keys === 1 ? '' : 's'} joining${c.keysAlready > 0 ? ` ${c.keysAlready} there` : ''}; before ${windowText(c.before)} (their own, summed), after ${windowText(c.after)} (the pool).`,
         );
+        // What the ledger says the pool would have refused with them: keys given by id that have usage, and its own keys'.
+        if (c.estimatedRefusals) {
+          estimated = true;
+          out(`  Would have been refused over the last 7 days, had they shared the pool: ${refusalsText(c.estimatedRefusals)}.`);
+        }
+      }
+      if (estimated) out(ESTIMATE_NOTE);
     }
     if (r.refusals.length > 0 && !o.skipInvalid)
       throw new CliError(

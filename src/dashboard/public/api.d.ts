@@ -124,6 +124,7 @@ export type ImportReport = {
     keysAlready: number;
     before: WindowLimits;
     after: WindowLimits;
+    estimatedRefusals?: EstimatedRefusals;
   }>;
   consumersCreated?: Array<string>;
   lines?: Array<{
