@@ -27,6 +27,7 @@ const TOLLGATE_ACL = [
     'set',
     'del',
     'sadd',
+    'smembers',
     'sscan',
     'scard',
     'pexpireat',

@@ -97,8 +97,12 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
         out(
           `Limits before: ${windowText(keyLimits(k, plans))} (the key on its own); after: ${windowText(poolLimits(c, plans, Date.now()))} (consumer ${c.id}'s pool, shared).`,
         );
-        // And what the ledger says the pool would have refused over the last 7 days, had the key been in it: said when any.
-        const e = await s.consumers.estimateRefusals(c, [k.id]);
+        // And what the ledger says the pool would have refused over the last 7 days, had the key been in it: said when
+        // any. The key is attached already: a ledger that cannot be read is a warning, not a failed command.
+        const e = await s.consumers.estimateRefusals(c, [k.id]).catch((err: unknown) => {
+          process.stderr.write(`Warning: the usage ledger could not be read for what the pool would have refused: ${(err as Error).message}\n`);
+          return undefined;
+        });
         if (e && e.pointsRefused > 0) {
           out(`Would have been refused over the last 7 days, had the key shared the pool: ${refusalsText(e)}.`);
           out(ESTIMATE_NOTE);
