@@ -3,7 +3,10 @@
 // its store, as the admin API changes it (write the record, publish its id), and every key of it must answer the new
 // record on both instances within a second of the write: suspended (403 consumer_suspended, no quota taken, the
 // upstream not called), resumed, given another plan (X-Consumer-Plan upstream), deleted (401). While Redis is down, a
-// consumer an instance has cached keeps working and one it never read is answered 503, as keys are.
+// consumer an instance has cached keeps working and one it never read is answered 503, as keys are. The upstream
+// gets the consumer's metadata fields consumers.forwardMetadata lists, each value only as it is, and never a client's
+// own X-Consumer-Metadata-* header.
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { composeGateway, type ComposedGateway } from '../src/compose.js';
@@ -12,6 +15,7 @@ import { Metrics } from '../src/observability/metrics.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
 import { useStack } from './helpers/stack.js';
+import type { SeenRequest } from './helpers/upstream.js';
 
 const TOKEN = generateAdminToken();
 const PREFIX = 'cg:';
@@ -23,17 +27,27 @@ interface Gateway {
 }
 const gateways: Gateway[] = [];
 
+/** consumers.forwardMetadata of this file's gateways (a reload's test changes it on one of them). */
+const FORWARDED = ['billing_id', 'Tier', 'note', 'region', 'absent', 'constructor'];
+
+function rawConfig(forwardMetadata: string[] = FORWARDED): Record<string, unknown> {
+  return {
+    server: { host: '127.0.0.1', port: 0 },
+    // failMode open: while Redis is down the windows fall back to memory, so what is tested there is identity alone.
+    redis: { url: stack.redis.url, prefix: PREFIX, commandTimeoutMs: 1000, failMode: 'open' },
+    plans: { free: { perMinute: 1000, perDay: 100_000 }, business: { perMinute: 5000, perDay: 500_000 } },
+    anonymous: { perMinute: 1000 },
+    upstream: { url: stack.up.url },
+    admin: { port: 0, tokens: [{ id: 'billing', sha256: hashAdminToken(TOKEN) }] },
+    consumers: { forwardMetadata },
+    // A reload (below) applies log.level to the shared logger: silent, as the tests' logger is.
+    log: { level: 'silent' },
+  };
+}
+
 async function start(): Promise<Gateway> {
   const composed = await composeGateway({
-    config: testConfig({
-      server: { host: '127.0.0.1', port: 0 },
-      // failMode open: while Redis is down the windows fall back to memory, so what is tested there is identity alone.
-      redis: { url: stack.redis.url, prefix: PREFIX, commandTimeoutMs: 1000, failMode: 'open' },
-      plans: { free: { perMinute: 1000, perDay: 100_000 }, business: { perMinute: 5000, perDay: 500_000 } },
-      anonymous: { perMinute: 1000 },
-      upstream: { url: stack.up.url },
-      admin: { port: 0, tokens: [{ id: 'billing', sha256: hashAdminToken(TOKEN) }] },
-    }),
+    config: testConfig(rawConfig()),
     logger: silentLogger,
     metrics: new Metrics(),
     env: {},
@@ -83,8 +97,11 @@ async function changeConsumer(c: ConsumerRecord): Promise<number> {
   return at;
 }
 
-/** Issues a key through the admin API and attaches it to the consumer as attaching writes it (record, change feed). */
-async function keyOf(consumer: string): Promise<{ id: string; key: string }> {
+/**
+ * Issues a key through the admin API and attaches it to the consumer as attaching writes it (record, change feed);
+ * undefined: a key without a consumer.
+ */
+async function keyOf(consumer: string | undefined): Promise<{ id: string; key: string }> {
   const res = await fetch(`${a.running.adminUrl}/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -93,6 +110,7 @@ async function keyOf(consumer: string): Promise<{ id: string; key: string }> {
   });
   const body = (await res.json()) as { id: string; key: string };
   expect(res.status, JSON.stringify(body)).toBe(201);
+  if (consumer === undefined) return body;
   const keys = a.composed.keys.store;
   await keys.update({ ...(await keys.get(body.id))!, consumer });
   await keys.publishChange(body.id);
@@ -212,6 +230,91 @@ describe("a consumer's change reaches every key on every instance within a secon
     console.log(
       `consumer change to every key on both instances (ms, slowest pair): ${JSON.stringify(Object.fromEntries(Object.entries(delays).map(([k, v]) => [k, Math.round(v)])))}`,
     );
+  });
+});
+
+/** The headers the upstream received for one request of the key (found by its X-Request-Id). */
+async function upstreamGot(g: Gateway, key: string, headers: Record<string, string> = {}): Promise<SeenRequest> {
+  const id = randomUUID();
+  const res = await fetch(`http://127.0.0.1:${g.running.port}/v1/things`, {
+    headers: { authorization: `Bearer ${key}`, 'x-request-id': id, ...headers },
+    signal: AbortSignal.timeout(10_000),
+  });
+  expect(res.status, await res.text()).toBe(200);
+  const seen = stack.up.seen.find((s) => s.headers['x-request-id'] === id);
+  expect(seen).toBeDefined();
+  return seen!;
+}
+
+/** Every X-Consumer-Metadata-* header line as the upstream read it (any spelling), [lower-case name, value], sorted. */
+function metadataLines(seen: SeenRequest): string[][] {
+  const lines: string[][] = [];
+  for (let i = 0; i < seen.rawHeaders.length; i += 2) {
+    const name = seen.rawHeaders[i]!.toLowerCase();
+    if (name.replaceAll('_', '-').startsWith('x-consumer-metadata-')) lines.push([name, seen.rawHeaders[i + 1]!]);
+  }
+  return lines.sort();
+}
+
+/** What a client sends in the hope the upstream takes it for the gateway's. */
+const FORGED = {
+  'x-consumer-metadata-billing-id': 'forged',
+  'x-consumer-metadata-secret': 'forged',
+  'x-consumer-metadata-absent': 'forged',
+  x_consumer_metadata_tier: 'forged',
+};
+
+describe("the consumer's metadata upstream (consumers.forwardMetadata)", () => {
+  let key: string;
+
+  beforeAll(async () => {
+    await createConsumer('meta', {
+      metadata: { billing_id: 'cus_123', Tier: 'gold plus', note: 'line\r\nX-Injected: 1', region: 'Zürich', secret: 'hidden' },
+    });
+    key = (await keyOf('meta')).key;
+  });
+
+  it("sends the listed fields as X-Consumer-Metadata-<field>, a value only as it is, and never a client's own", async () => {
+    for (const g of [a, b]) {
+      const seen = await upstreamGot(g, key, FORGED);
+      // billing_id and Tier as their headers; note (CR LF) and region (not ASCII) left out, not altered; absent and
+      // constructor are no field of the record; secret is not listed.
+      expect(metadataLines(seen)).toEqual([
+        ['x-consumer-metadata-billing-id', 'cus_123'],
+        ['x-consumer-metadata-tier', 'gold plus'],
+      ]);
+      expect(seen.headers['x-injected']).toBeUndefined();
+      expect(JSON.stringify(seen.rawHeaders)).not.toMatch(/forged|hidden|Injected|rich/);
+      expect([seen.headers['x-consumer-id'], seen.headers['x-consumer-plan']]).toEqual(['meta', 'free']);
+    }
+  });
+
+  it("a key without a consumer: no metadata header at all, the client's own dropped as well", async () => {
+    const alone = await keyOf(undefined);
+    expect(metadataLines(await upstreamGot(a, alone.key, FORGED))).toEqual([]);
+  });
+
+  it("a reload's list applies to the next request; an empty list sends nothing", async () => {
+    try {
+      a.composed.runtime.apply(testConfig(rawConfig(['secret'])));
+      expect(metadataLines(await upstreamGot(a, key, FORGED))).toEqual([['x-consumer-metadata-secret', 'hidden']]);
+      a.composed.runtime.apply(testConfig(rawConfig([])));
+      expect(metadataLines(await upstreamGot(a, key, FORGED))).toEqual([]);
+    } finally {
+      a.composed.runtime.apply(testConfig(rawConfig()));
+    }
+    expect(metadataLines(await upstreamGot(a, key))).toHaveLength(2);
+  });
+
+  it("a change of the consumer's metadata is sent from the next request on every instance", async () => {
+    const c = (await store().get('meta'))!;
+    await changeConsumer({ ...c, metadata: { ...c.metadata, billing_id: 'cus_456' } });
+    for (const g of [a, b]) {
+      const deadline = performance.now() + 1000;
+      let value: string | undefined;
+      while (performance.now() < deadline && (value = (await upstreamGot(g, key)).headers['x-consumer-metadata-billing-id'] as string) !== 'cus_456');
+      expect(value).toBe('cus_456');
+    }
   });
 });
 
