@@ -191,6 +191,12 @@ describe("a consumer's change reaches every key on every instance within a secon
       }
     expect(stack.up.seen.length).toBe(upstreamCalls);
     expect(await windows()).toEqual(before);
+    // The quota endpoint still answers the key its own quota.
+    const quota = await fetch(`http://127.0.0.1:${a.running.port}/ratelimit`, {
+      headers: { authorization: `Bearer ${keys[0]}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(quota.status).toBe(200);
   });
 
   it('resumed: served again on both instances', async () => {
