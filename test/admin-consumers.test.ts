@@ -139,7 +139,7 @@ describe('/consumers', () => {
   });
 
   it("suspend and resume: the other instance's consumer cache sees each within a second; a repeat changes nothing", async () => {
-    const other = composed[1]!.consumers;
+    const other = composed[1]!.consumers!;
     expect((await other.get('acme'))?.status).toBe('active');
     const suspended = await api.call('POST', '/consumers/acme/suspend');
     expect(suspended.status).toBe(200);
@@ -201,7 +201,7 @@ describe('/consumers', () => {
     expect(deleted.body).toEqual({ id: 'acme', deleted: true, revokedKeys: [keyId] });
     expect((await api.get(`/keys/${keyId}`)).body).toMatchObject({ status: 'revoked', consumer: 'acme' });
     expect((await api.get('/consumers/acme')).status).toBe(404);
-    await waitFor(async () => (await composed[1]!.consumers.get('acme')) === undefined, "instance B's copy gone", 1000, 5);
+    await waitFor(async () => (await composed[1]!.consumers!.get('acme')) === undefined, "instance B's copy gone", 1000, 5);
     expect((await api.call('DELETE', '/consumers/acme')).status).toBe(404);
     expect((await api.call('DELETE', '/consumers/c2?revokeKeys=false')).status).toBe(200);
     expect(

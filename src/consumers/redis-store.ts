@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from '../storage/redis.js';
+import type { Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import { recordRevision } from '../keys/redis-store.js';
 import { consumerRecordSchema } from './record-schema.js';
@@ -56,9 +57,14 @@ export class RedisConsumerStore implements ConsumerStore {
   private readonly client: RedisConnection['client'];
   private readonly subscribers = new Set<ReturnType<RedisConnection['subscriber']>>();
 
+  /**
+   * `breaker`, on the gateway's request path, makes reads fail at once while Redis is known to be down, as the key
+   * store's lookups do: a cached consumer is then served (ConsumerCache's maxStaleMs), an uncached one answers 503.
+   */
   constructor(
     private readonly redis: Pick<RedisConnection, 'client' | 'subscriber'>,
     private readonly ks: Keyspace,
+    private readonly breaker?: Breaker,
   ) {
     this.client = redis.client;
   }
@@ -68,7 +74,9 @@ export class RedisConsumerStore implements ConsumerStore {
   }
 
   async getVersioned(id: string): Promise<{ consumer: ConsumerRecord; revision: string } | undefined> {
-    const raw = await this.client.getBuffer(this.ks.consumerRecord(id)).catch(unreadableIfWrongType);
+    const read = (): Promise<Buffer | null> => this.client.getBuffer(this.ks.consumerRecord(id));
+    // WRONGTYPE is an answer about this record, not an outage: the breaker lets it pass, and it is read as unreadable.
+    const raw = await (this.breaker ? this.breaker.run(read) : read()).catch(unreadableIfWrongType);
     if (!raw) return undefined;
     const consumer = parseConsumer(raw);
     if (!consumer || consumer.id !== id)

@@ -293,9 +293,14 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     phase: 'upstream',
     name: 'prepareUpstreamHeaders',
     runsFor: 'routed requests',
-    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id, -Plan, X-Credential-Id in; Via',
+    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id, -Plan, -Metadata-*, X-Credential-Id in; Via',
     in: ['path'],
-    make: ({ parts: p }) => prepareUpstreamHeaders(p.runtime.config.upstream, { via: p.runtime.config.server.via }),
+    make: ({ parts: p }) =>
+      prepareUpstreamHeaders(p.runtime.config.upstream, {
+        via: p.runtime.config.server.via,
+        // Read per request: a reload's list applies to the next one.
+        forwardMetadata: () => p.runtime.config.consumers.forwardMetadata,
+      }),
   },
   {
     mark: '11',
