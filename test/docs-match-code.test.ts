@@ -103,7 +103,14 @@ describe('the usage ledger key', () => {
       .replace(/<key id>/g, '<id>')
       .replace(/<UTC day>/g, '<day>');
     expect(text).toContain(`\`${ledgerKey}\``);
-    expect(text).not.toMatch(/`usage:\{/);
+    // A key's own ledger is under its record's name; only a key of a consumer's is `usage:{c:...}` (below).
+    expect(text).not.toMatch(/`usage:\{(?!c:)/);
+  });
+
+  it("docs/keys-and-limits.md names a consumer's key's ledger as src/storage/keyspace.ts builds it", () => {
+    const name = new Keyspace('').usageDay(keySubject('<key id>', '<consumer>'), '<day>');
+    expect(name).toBe('usage:{c:<consumer>}:<key id>:<day>');
+    expect(read('docs/keys-and-limits.md')).toContain(`\`${name}\``);
   });
 });
 

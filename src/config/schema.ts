@@ -162,7 +162,10 @@ const candidateLimits = z
 const plan = z.strictObject({
   perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
   perDay: positiveInt().describe('Points per day (24 hours from the window\'s first request) a key of this plan may spend.'),
-  mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute and day windows; default: limits.mode.'),
+  perMonth: positiveInt()
+    .optional()
+    .describe('Points per month a key of this plan (a consumer: all its keys together) may spend: the calendar month in UTC, or from the consumer\'s billingDay. Default: none (no monthly window).'),
+  mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute, day and month windows; default: limits.mode.'),
   shadow: candidateLimits
     .optional()
     .describe('Candidate limits ({ perMinute, perDay }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
@@ -219,6 +222,10 @@ const ban = z.strictObject({
   mode: limitMode()
     .default('enforce')
     .describe('enforce: a ban refuses the key (429 api_key_banned). shadow: the ladder is computed, logged and counted (tollgate_ban_would_ban_total, the ledger\'s wouldBan) but refuses nothing; a ban started in enforce mode is not enforced while in shadow.'),
+  scope: z
+    .enum(['key', 'consumer'])
+    .default('key')
+    .describe('Whose ban a key of a consumer meets and builds: key, its own (each key its own ladder); consumer, its consumer\'s (every key of it banned together; a new or rotated key does not start a fresh ladder). A key without a consumer has its own either way.'),
   threshold: positiveInt().default(10).describe('This many 429s for one key within windowSeconds bans it.'),
   windowSeconds: positiveInt().default(60).describe('The strike window: threshold 429s within this many seconds ban the key (fixed, from the first strike).'),
   durationsSeconds: z.array(positiveInt()).min(1).default([60, 600, 3600]).describe('Ban lengths: 1st ban, 2nd, 3rd and later.'),
