@@ -50,7 +50,14 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       if (!current) return sendError(res, 'unknown_plan', `no plan named "${plan}" (configured: ${Object.keys(runtime.config.plans).join(', ')})`);
       const p = periodOf(body, 7 * DAY_MS, runtime.config.usage.retentionDays, res, 'body.from');
       if (!p) return;
-      first = { plan, current: { perMinute: current.perMinute, perDay: current.perDay }, perMinute: body.perMinute, perDay: body.perDay, ...p };
+      first = {
+        plan,
+        current: { perMinute: current.perMinute, perDay: current.perDay, ...(current.perMonth !== undefined ? { perMonth: current.perMonth } : {}) },
+        perMinute: body.perMinute,
+        perDay: body.perDay,
+        ...(body.perMonth !== undefined ? { perMonth: body.perMonth } : {}),
+        ...p,
+      };
     }
     const page = await o.reports.simulate(first, body.limit);
     const q = page.input;
@@ -58,7 +65,11 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       plan: q.plan,
       ...periodView(q),
       current: q.current,
-      simulated: { ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}), ...(q.perDay !== undefined ? { perDay: q.perDay } : {}) },
+      simulated: {
+        ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}),
+        ...(q.perDay !== undefined ? { perDay: q.perDay } : {}),
+        ...(q.perMonth !== undefined ? { perMonth: q.perMonth } : {}),
+      },
       unit: 'points',
       totals: page.totals,
       keys: page.keys,

@@ -15,6 +15,7 @@ interface SimulateOpts extends CommonOpts {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
   from?: string;
   to?: string;
   csv?: boolean;
@@ -31,8 +32,9 @@ function cell(w: WindowOutcome | null, hourly?: number): string | number {
 /**
  * One row per key (hour empty: the key's bounds over the period), then one per hour of its most refused (the top
  * TOP_HOURS; hours_affected counts them all). Points, not requests: a request takes its route's cost from a window.
+ * The month's column only when a monthly limit is simulated.
  */
-function rows(keys: readonly SimulatedKey[]): Array<Array<string | number>> {
+function rows(keys: readonly SimulatedKey[], month: boolean): Array<Array<string | number>> {
   const header = [
     'id',
     'name',
@@ -41,12 +43,13 @@ function rows(keys: readonly SimulatedKey[]): Array<Array<string | number>> {
     'requests',
     'minute_points_refused_at_least',
     'day_points_refused_at_least',
+    ...(month ? ['month_points_refused_at_least'] : []),
     'points_refused_at_least',
     'hours_affected',
   ];
   const body = keys.flatMap((k) => [
-    [k.id, k.name ?? '', '', '', '', cell(k.minute), cell(k.day), k.pointsRefusedAtLeast, k.hoursAffected],
-    ...k.hours.map((h) => [k.id, k.name ?? '', h.start, h.peakMinute, h.requests, h.pointsRefusedAtLeast, '', '', '']),
+    [k.id, k.name ?? '', '', '', '', cell(k.minute), cell(k.day), ...(month ? [cell(k.month ?? null)] : []), k.pointsRefusedAtLeast, k.hoursAffected],
+    ...k.hours.map((h) => [k.id, k.name ?? '', h.start, h.peakMinute, h.requests, h.pointsRefusedAtLeast, '', ...(month ? [''] : []), '', '']),
   ]);
   return [header, ...body];
 }
@@ -60,33 +63,45 @@ export function registerPlansCommands(program: Command): void {
       new Option('--per-minute <n>', 'the new points per minute (a request takes its route cost; 1 by default)').argParser(positiveInt('--per-minute')),
     )
     .addOption(new Option('--per-day <n>', 'the new points per day').argParser(positiveInt('--per-day')))
+    .addOption(new Option('--per-month <n>', 'the new points per calendar month (UTC)').argParser(positiveInt('--per-month')))
     .option('--from <iso>', 'start of the period, ISO-8601 (default: 7 days before --to)')
     .option('--to <iso>', 'end of the period, ISO-8601 (default: now)')
     .option('--csv', 'print CSV, one row per key and one per hour')
     .option('--json', "print JSON (the admin API's answer, every key on one page)")
     .action(async (o: SimulateOpts) => {
-      if (o.perMinute === undefined && o.perDay === undefined) throw new CliError('nothing to simulate: give --per-minute, --per-day or both', 2);
+      if (o.perMinute === undefined && o.perDay === undefined && o.perMonth === undefined)
+        throw new CliError('nothing to simulate: give --per-minute, --per-day, --per-month or several', 2);
       await withSession(o, async (s) => {
         const current = Object.hasOwn(s.config.plans, o.plan) ? s.config.plans[o.plan] : undefined;
         if (!current) throw new CliError(`no plan named "${visible(o.plan)}" (configured: ${Object.keys(s.config.plans).join(', ')})`);
         const p = period(o, 7 * DAY_MS, s.config.usage.retentionDays);
+        const currentLimits = {
+          perMinute: current.perMinute,
+          perDay: current.perDay,
+          ...(current.perMonth !== undefined ? { perMonth: current.perMonth } : {}),
+        };
         const sim = await reports(s).simulate({
           plan: o.plan,
-          current: { perMinute: current.perMinute, perDay: current.perDay },
+          current: currentLimits,
           perMinute: o.perMinute,
           perDay: o.perDay,
+          ...(o.perMonth !== undefined ? { perMonth: o.perMonth } : {}),
           ...p,
         });
         const from = new Date(p.fromMs).toISOString();
         const to = new Date(p.toMs).toISOString();
         if (o.json) {
-          const simulated = { ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}), ...(o.perDay !== undefined ? { perDay: o.perDay } : {}) };
+          const simulated = {
+            ...(o.perMinute !== undefined ? { perMinute: o.perMinute } : {}),
+            ...(o.perDay !== undefined ? { perDay: o.perDay } : {}),
+            ...(o.perMonth !== undefined ? { perMonth: o.perMonth } : {}),
+          };
           return out(
             JSON.stringify({
               plan: o.plan,
               from,
               to,
-              current: { perMinute: current.perMinute, perDay: current.perDay },
+              current: currentLimits,
               simulated,
               unit: 'points',
               ...sim,
@@ -94,13 +109,15 @@ export function registerPlansCommands(program: Command): void {
             }),
           );
         }
-        if (o.csv) return void process.stdout.write(csv(rows(sim.keys)));
+        const month = o.perMonth !== undefined;
+        if (o.csv) return void process.stdout.write(csv(rows(sim.keys, month)));
         const change = [
           o.perMinute !== undefined ? `perMinute ${current.perMinute} -> ${o.perMinute}` : '',
           o.perDay !== undefined ? `perDay ${current.perDay} -> ${o.perDay}` : '',
+          o.perMonth !== undefined ? `perMonth ${current.perMonth ?? 'none'} -> ${o.perMonth}` : '',
         ].filter(Boolean);
         out(`plan ${o.plan}: ${change.join(', ')}, from ${from} to ${to} (lower bounds: docs/keys-and-limits.md, "What if")`);
-        if (sim.keys.length > 0) out(tabbed(rows(sim.keys)));
+        if (sim.keys.length > 0) out(tabbed(rows(sim.keys, month)));
         const t = sim.totals;
         out(`${t.keysAffected} of ${t.keysInPlan} keys affected, ${t.hours} hours, at least ${t.pointsRefusedAtLeast} points refused`);
       });

@@ -1,19 +1,22 @@
-// The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay values would have
+// The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay/perMonth values would have
 // refused over a past period, in which hours, and at least how many points (a request takes its route's cost from a
 // window: 1 by default). Read from the usage ledger only (per key and hour: admitted, upstreamFailed, peakMinute), so
 // every figure is a lower bound that holds whatever happened inside an hour; docs/keys-and-limits.md ("What if")
 // explains each bound and why it never overstates. The answer is bounded: totals, then the keys most refused, each
 // with its most refused hours (TOP_HOURS), the rest of the keys paged (whatif-pages.ts).
 import type { KeyRecord } from '../keys/types.js';
+import { monthPeriod } from '../limits/months.js';
 import { type DayCounts, type UsageStore } from './store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 
 export interface SimulateInput {
   plan: string;
   /** The plan's values in force (a window not simulated keeps its own). */
-  current: { perMinute: number; perDay: number };
+  current: { perMinute: number; perDay: number; perMonth?: number | undefined };
   perMinute?: number | undefined;
   perDay?: number | undefined;
+  /** A monthly limit, over calendar months in UTC (the months the period touches, each counted from its own demand). */
+  perMonth?: number | undefined;
   /** Whole hours: [fromMs, toMs) is widened to the hours it touches. */
   fromMs: number;
   toMs: number;
@@ -48,7 +51,9 @@ export interface SimulatedKey {
   /** null: the window was not simulated. */
   minute: WindowOutcome | null;
   day: WindowOutcome | null;
-  /** Points: at least this many of the key's refused under the new values (the larger of the two windows'). */
+  /** Only when perMonth is simulated. */
+  month?: WindowOutcome;
+  /** Points: at least this many of the key's refused under the new values (the largest of the windows'). */
   pointsRefusedAtLeast: number;
   /** How many hours the new minute limit would have refused in (all of them, listed or not). */
   hoursAffected: number;
@@ -115,8 +120,29 @@ export function dayAdmittedAtMost(d: readonly number[], D: number): number {
   return best[0]!;
 }
 
+/**
+ * The least a monthly limit M must have refused of hourly demand d (d[i]: hour first + i): a monthly window is a fixed
+ * period (a calendar month in UTC; its counter starts at 0 with the period), so each period admits at most M of the
+ * demand the ledger has of it, whatever came before the simulated hours (more demand can only refuse more). The sum
+ * over the periods the hours touch.
+ */
+export function monthRefusedAtLeast(d: readonly number[], first: number, M: number, billingDay?: number): number {
+  const byPeriod = new Map<string, number>();
+  d.forEach((v, i) => {
+    if (v === 0) return;
+    const name = monthPeriod((first + i) * HOUR_MS, billingDay).name;
+    byPeriod.set(name, (byPeriod.get(name) ?? 0) + v);
+  });
+  let refused = 0;
+  for (const demand of byPeriod.values()) refused += Math.max(0, demand - M);
+  return refused;
+}
+
+/** A key as the what-if reads it: its own monthly limit too, when it has one. */
+type SimulatedRecord = KeyRecord & { perMonth?: number | undefined };
+
 /** The what-if for one key from its ledger days (`byDay`), for the period's hours. */
-export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>, input: SimulateInput): SimulatedKey {
+export function simulateKey(k: SimulatedRecord, byDay: ReadonlyMap<number, DayCounts>, input: SimulateInput): SimulatedKey {
   const first = Math.floor(input.fromMs / HOUR_MS);
   const end = Math.ceil(input.toMs / HOUR_MS);
   const demand: number[] = [];
@@ -150,14 +176,21 @@ export function simulateKey(k: KeyRecord, byDay: ReadonlyMap<number, DayCounts>,
       day = { limit: input.perDay, override: false, pointsRefusedAtLeast: Math.max(0, total - dayAdmittedAtMost(demand, input.perDay)) };
     }
   }
+  let month: WindowOutcome | undefined;
+  if (input.perMonth !== undefined) {
+    if (k.perMonth !== undefined) month = { limit: k.perMonth, override: true, pointsRefusedAtLeast: 0 };
+    // Requests against points, as the day window's: a lower bound in both units.
+    else month = { limit: input.perMonth, override: false, pointsRefusedAtLeast: monthRefusedAtLeast(demand, first, input.perMonth) };
+  }
   return {
     id: k.id,
     ...(k.name !== undefined ? { name: k.name } : {}),
     ...(k.metadata !== undefined ? { metadata: k.metadata } : {}),
     minute,
     day,
-    // One request may be refused by both windows: the two bounds are not added.
-    pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0),
+    ...(month ? { month } : {}),
+    // One request may be refused by several windows: the bounds are not added.
+    pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0, month?.pointsRefusedAtLeast ?? 0),
     hoursAffected: hours.length,
     hours: topHours(hours),
   };
@@ -187,7 +220,7 @@ export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[
     const perKey = await Promise.all(mine.map((k) => store.days(k.id, days)));
     mine.forEach((k, i) => {
       const s = simulateKey(k, new Map(days.map((d, j) => [d, perKey[i]![j]!])), input);
-      if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
+      if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override || s.month?.override) listed.push(s);
     });
   }
   listed.sort((x, y) => y.pointsRefusedAtLeast - x.pointsRefusedAtLeast || (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));

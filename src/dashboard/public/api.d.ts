@@ -297,10 +297,12 @@ export interface Answers {
     current: {
       perMinute: number;
       perDay: number;
+      perMonth?: number;
     };
     simulated: {
       perMinute?: number;
       perDay?: number;
+      perMonth?: number;
     };
     unit: "points";
     nextCursor: string | null;
@@ -310,6 +312,7 @@ export interface Answers {
       metadata?: Metadata;
       minute: SimulatedWindow;
       day: SimulatedWindow;
+      month?: SimulatedWindow;
       pointsRefusedAtLeast: number;
       hoursAffected: number;
       hours: Array<{
