@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { bindingWindow } from '../src/http/headers.js';
 import type { KeyLimiter, KeyLimitOutcome } from '../src/limits/key-limits.js';
-import { keySubject } from '../src/limits/subject.js';
+import { RedisBanStore } from '../src/limits/redis-store.js';
+import { banHolder, keySubject } from '../src/limits/subject.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { connectRedis, type RedisConnection } from '../src/storage/redis.js';
 import { ManualClock } from '../src/util/clock.js';
@@ -282,6 +283,12 @@ describe('ban.scope', () => {
     expect(outcome(await l.check(b, limitedRequest()))).toBe('banned');
     const fresh = callerOf(await storeKey(admin, ks, { id: 'k_banc_new', consumer: 'bancco' }), { plan: 'free', consumer });
     expect(outcome(await l.check(fresh, limitedRequest()))).toBe('banned');
+    // `keys unban` of any key of it lifts the consumer's ban (KeyLimitAdmin names the consumer's ban), and every instance
+    // forgets the shared ban it remembered for the consumer's keys, whichever key's change it hears of.
+    await new RedisBanStore(admin, ks).unban(banHolder(keySubject('k_banc_a', 'bancco'), 'consumer'));
+    expect(outcome(await l.check(b, limitedRequest()))).toBe('banned');
+    l.forget('k_banc_a');
+    expect(outcome(await l.check(b, limitedRequest()))).toBe('admitted');
   });
 });
 

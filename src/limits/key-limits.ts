@@ -129,6 +129,10 @@ function shortWindowNames(request: LimitRequest, short: number): string[] {
 }
 
 export class KeyLimiter {
+  /**
+   * By whose ban it is: the key's id, or for a ban shared by a consumer's keys (ban.scope consumer) the consumer's tag
+   * `c:<id>` (no key id holds a colon), so every key of the consumer meets it.
+   */
   private readonly knownBans = new Map<string, KnownBan>();
   /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
   private forgets = 0;
@@ -171,6 +175,9 @@ export class KeyLimiter {
       return;
     }
     this.knownBans.delete(id);
+    // A consumer's shared ban is lifted through any of its keys, and which consumer the key belongs to is not known
+    // here: every shared ban this instance remembers is dropped (a few at most; the next request of each asks Redis).
+    for (const holder of this.knownBans.keys()) if (holder.includes(':')) this.knownBans.delete(holder);
     this.deps.memory.unban(keySubject(id));
   }
 
@@ -215,7 +222,8 @@ export class KeyLimiter {
     // A ban this instance remembers is enforced only while bans are (a reload to shadow or off stops it at once).
     const ban = runtime.config.ban;
     const enforcing = ban.enabled && ban.mode === 'enforce';
-    const known = enforcing ? this.knownBans.get(consumer.id) : undefined;
+    const holder = ban.scope === 'consumer' && subject.pool ? subject.pool.tag : consumer.id;
+    const known = enforcing ? this.knownBans.get(holder) : undefined;
     if (known && known.until > now) {
       const elapsed = now - known.at;
       // The windows as the ban's decision saw them: this request's own may differ (another route); the plan's lead both.
@@ -233,7 +241,7 @@ export class KeyLimiter {
       this.deps.usage?.count(consumer.id, 'b');
       return this.decided(plan, request, aged, now, ctx);
     }
-    if (known) this.knownBans.delete(consumer.id);
+    if (known) this.knownBans.delete(holder);
 
     let decision: Decision;
     let by: Charge['by'] = 'shared';
@@ -300,7 +308,7 @@ export class KeyLimiter {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
-      this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
+      this.knownBans.set(holder, { until: now + decision.retryMs, decision, at: now });
     }
     if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, subject, by, decision, request, at: clock.now() };
     if (decision.wouldBan !== undefined && decision.wouldBan > 0) {
