@@ -367,6 +367,7 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
   const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
     plans: () => runtime.config.plans,
     ban: () => runtime.config.ban,
+    now: () => clock.now(),
   });
   const keys = new KeyVerifier(
     stores.keyStore,

@@ -62,7 +62,7 @@ describe('defaults', () => {
       },
       limits: { mode: 'enforce' },
       anonymous: { perMinute: 30 },
-      ban: { enabled: true, mode: 'enforce', threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
+      ban: { enabled: true, mode: 'enforce', scope: 'key', threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       consumers: { forwardMetadata: [] },
       routes: [],
       methodOverride: 'match',

@@ -226,6 +226,7 @@ export const simulateBody = z
     plan: z.string().min(1).max(200).optional(),
     perMinute: keyLimitSchema.optional(),
     perDay: keyLimitSchema.optional(),
+    perMonth: keyLimitSchema.optional(),
     ...period,
     limit: z.number().int().min(1).max(MAX_PAGE).default(WHATIF_PAGE),
     cursor: z.string().min(1).max(200).optional(),
@@ -234,13 +235,13 @@ export const simulateBody = z
   })
   .superRefine((b, ctx) => {
     if (b.cursor !== undefined) {
-      for (const f of ['plan', 'perMinute', 'perDay', 'from', 'to', 'groupBy'] as const)
+      for (const f of ['plan', 'perMinute', 'perDay', 'perMonth', 'from', 'to', 'groupBy'] as const)
         if (b[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: "a cursor carries its what-if's question: leave this out" });
       return;
     }
     if (b.plan === undefined) ctx.addIssue({ code: 'custom', path: ['plan'], message: 'the plan to simulate: required (without a cursor)' });
-    if (b.perMinute === undefined && b.perDay === undefined)
-      ctx.addIssue({ code: 'custom', path: [], message: 'nothing to simulate: give perMinute, perDay or both' });
+    if (b.perMinute === undefined && b.perDay === undefined && b.perMonth === undefined)
+      ctx.addIssue({ code: 'custom', path: [], message: 'nothing to simulate: give perMinute, perDay, perMonth or several' });
   });
 
 export interface Problem {

@@ -483,10 +483,12 @@ export interface Answers {
     current: {
       perMinute: number;
       perDay: number;
+      perMonth?: number;
     };
     simulated: {
       perMinute?: number;
       perDay?: number;
+      perMonth?: number;
     };
     unit: "points";
     nextCursor: string | null;
@@ -497,6 +499,7 @@ export interface Answers {
       consumer: string | null;
       minute: SimulatedWindow;
       day: SimulatedWindow;
+      month?: SimulatedWindow;
       pointsRefusedAtLeast: number;
       hoursAffected: number;
       hours: SimulatedHours;
