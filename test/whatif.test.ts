@@ -142,6 +142,7 @@ describe('POST /plans/simulate', () => {
     // 24 hours of 100 admitted: 2400 offered against 400.
     expect(byId.get(ids.k2)).toEqual({
       id: ids.k2,
+      consumer: null,
       minute: null,
       day: null,
       month: { limit: 400, override: false, pointsRefusedAtLeast: 2000 },
@@ -320,8 +321,8 @@ describe('tollgate plans simulate', () => {
       const monthCsv = await runCli([...monthly, '--csv']);
       expect(monthCsv.code, monthCsv.stderr).toBe(0);
       expect(monthCsv.stdout.split('\r\n').slice(0, 2)).toEqual([
-        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,month_points_refused_at_least,points_refused_at_least,hours_affected',
-        `${ids.k2},,,,,,,2000,2000,0`,
+        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,month_points_refused_at_least,points_refused_at_least,hours_affected,consumer',
+        `${ids.k2},,,,,,,2000,2000,0,`,
       ]);
       const monthJson = await runCli([...monthly, '--json']);
       expect(JSON.parse(monthJson.stdout)).toEqual(
