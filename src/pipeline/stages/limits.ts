@@ -131,8 +131,9 @@ export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): Requ
 }
 
 /**
- * Q. The quota endpoint's answer: the caller's plan, its windows (limit, remaining, reset: the plan's, then every
- * route window that applies to its plan) and ban, with RateLimit headers listing them all, from one read-only store
+ * Q. The quota endpoint's answer: the plan in force, its windows (limit, remaining, reset: the plan's, then every
+ * route window that applies to its plan; for a key of a consumer those are the pool's, then the key's caps inside it)
+ * and ban, with RateLimit headers listing them all, from one read-only store
  * call; nothing is counted and the upstream is never called. Errors as the key limits stage answers them (503 without
  * a plan or Redis with failMode closed, 401 for a key the store no longer accepts).
  */
@@ -152,7 +153,8 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
       mode,
     });
     res.status(200).json({
-      plan: req.ctx.caller!.plan,
+      // The plan the windows were worked out from: for a key of a consumer, the consumer's.
+      plan: o.plan,
       // Every window with its mode, the shadow ones too (the headers show only the enforced), then the candidate
       // limits, each on its window's count.
       windows: [
