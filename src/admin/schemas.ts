@@ -7,13 +7,16 @@ import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
 // what these refuse, with the same message.
-const { name, plan, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
+const { name, plan, perMinute, perDay, perMonth, limitsExpiresAt, limitsReason, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
 
 export const createKeyBody = z.strictObject({
   plan,
   name: name.optional(),
   perMinute: perMinute.optional(),
   perDay: perDay.optional(),
+  perMonth: perMonth.optional(),
+  limitsExpiresAt: limitsExpiresAt.optional(),
+  limitsReason: limitsReason.optional(),
   expiresAt: expiresAt.optional(),
   metadata: metadata.optional(),
   scopes: scopes.optional(),
@@ -29,6 +32,9 @@ export const patchKeyBody = z
     name: name.nullable().optional(),
     perMinute: perMinute.nullable().optional(),
     perDay: perDay.nullable().optional(),
+    perMonth: perMonth.nullable().optional(),
+    limitsExpiresAt: limitsExpiresAt.nullable().optional(),
+    limitsReason: limitsReason.nullable().optional(),
     expiresAt: expiresAt.nullable().optional(),
     metadata: metadata.nullable().optional(),
     scopes: scopes.nullable().optional(),
@@ -38,7 +44,7 @@ export const patchKeyBody = z
   })
   .refine(
     (b) => Object.keys(b).length > 0,
-    'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs, consumer',
+    'nothing to change: give at least one of plan, name, perMinute, perDay, perMonth, limitsExpiresAt, limitsReason, expiresAt, metadata, scopes, allowedCidrs, consumer',
   );
 
 export const rotateKeyBody = z.strictObject({

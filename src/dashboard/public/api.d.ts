@@ -80,6 +80,9 @@ export type Key = {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
@@ -145,6 +148,9 @@ export type KeyFields = {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
@@ -179,6 +185,9 @@ export type CreateKeyRequest = {
   name?: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   expiresAt?: string;
   metadata?: Metadata;
   scopes?: Scopes;
@@ -191,6 +200,9 @@ export type UpdateKeyRequest = {
   name?: string | null;
   perMinute?: number | null;
   perDay?: number | null;
+  perMonth?: number | null;
+  limitsExpiresAt?: string | null;
+  limitsReason?: string | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
   consumer?: string | null;
