@@ -219,7 +219,7 @@ describe('/consumers', () => {
 });
 
 describe("a consumer's pool windows, its keys counted in a list, and search", () => {
-  it("GET /consumers/{id} shows the pool its keys share after real traffic (minute, day, month), read without counting", async () => {
+  it('GET /consumers/{id} shows the pool its keys share after real traffic (minute, day, month), read without counting', async () => {
     const made = await api.call('POST', '/consumers', {
       body: { id: 'pooled', name: 'Pooled Ltd', plan: 'free', perMonth: 1000, metadata: { crm: 'Zeta-42' } },
     });

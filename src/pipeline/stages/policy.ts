@@ -162,7 +162,12 @@ export function validateRequest(o: {
     const pointer = problems[0]!.pointer;
     const caller = req.ctx.caller;
     if (caller)
-      o.usage?.invalidRequest(invalidRequestsName({ service: route.service, operation: v.operation }), caller.id, pointer.slice(0, MAX_POINTER_KEPT), caller.consumer?.id);
+      o.usage?.invalidRequest(
+        invalidRequestsName({ service: route.service, operation: v.operation }),
+        caller.id,
+        pointer.slice(0, MAX_POINTER_KEPT),
+        caller.consumer?.id,
+      );
     o.logger.info(
       { reqId: req.id, service, operation: v.operation, mode: v.mode, pointer: pointer.slice(0, MAX_POINTER_KEPT), problems: problems.length },
       v.mode === 'enforce' ? 'request refused: it does not match the API description' : 'request does not match the API description (shadow: proxied)',
