@@ -218,6 +218,57 @@ describe('/consumers', () => {
   });
 });
 
+describe("a consumer's pool windows, its keys counted in a list, and search", () => {
+  it('GET /consumers/{id} shows the pool its keys share after real traffic (minute, day, month), read without counting', async () => {
+    const made = await api.call('POST', '/consumers', {
+      body: { id: 'pooled', name: 'Pooled Ltd', plan: 'free', perMonth: 1000, metadata: { crm: 'Zeta-42' } },
+    });
+    expect(made.status, made.text).toBe(201);
+    const keys = [];
+    for (let i = 0; i < 2; i++) keys.push((await api.call('POST', '/keys', { body: { plan: 'pro', consumer: 'pooled' } })).body as { id: string; key: string });
+    for (const [key, n] of [
+      [keys[0]!.key, 3],
+      [keys[1]!.key, 2],
+    ] as const) {
+      for (let i = 0; i < n; i++) {
+        const res = await fetch(`http://127.0.0.1:${running[i % 2]!.port}/v1/things`, { headers: { authorization: `Bearer ${key}` } });
+        await res.arrayBuffer();
+        expect(res.status).toBe(200);
+      }
+    }
+    const got = await api.get('/consumers/pooled');
+    expect(got.status, got.text).toBe(200);
+    expect(got.body.keyCount).toBe(2);
+    // The consumer's plan (free), not its keys' own (pro); its own perMonth over it.
+    expect(got.body.windows.map((w: { name: string; used: number; limit: number; remaining: number }) => [w.name, w.used, w.limit, w.remaining])).toEqual([
+      ['minute', 5, 60, 55],
+      ['day', 5, 1000, 995],
+      ['month', 5, 1000, 995],
+    ]);
+    const now = new Date();
+    expect(got.body.windows[2].resetAt).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString());
+    expect(Date.parse(got.body.windows[0].resetAt) - Date.now()).toBeLessThanOrEqual(60_000);
+    // Reading counted nothing.
+    expect((await api.get('/consumers/pooled')).body.windows[0].used).toBe(5);
+  });
+
+  it('GET /consumers: each item with its keyCount; q finds by id prefix, name or metadata value, as text', async () => {
+    const all = await api.get('/consumers');
+    const counts = Object.fromEntries((all.body.consumers as Array<{ id: string; keyCount: number }>).map((c) => [c.id, c.keyCount]));
+    expect(counts).toMatchObject({ pooled: 2, c1: 0 });
+    const ids = async (q: string) => ((await api.get(`/consumers?q=${encodeURIComponent(q)}`)).body.consumers as Array<{ id: string }>).map((c) => c.id);
+    expect(await ids('pool')).toEqual(['pooled']);
+    expect(await ids('LTD')).toEqual(['pooled']);
+    expect(await ids('zeta-4')).toEqual(['pooled']);
+    // An id is matched from its start only, and a pattern's characters mean themselves.
+    expect(await ids('ooled')).toEqual(['pooled']); // by its name, "Pooled Ltd"
+    expect(await ids('eta.42')).toEqual([]);
+    expect(await ids('c')).toEqual(expect.arrayContaining(['c1', 'c3']));
+    const tooLong = await api.get(`/consumers?q=${'x'.repeat(257)}`);
+    expect([tooLong.status, tooLong.body.problems[0].path]).toEqual([400, 'query.q']);
+  });
+});
+
 describe('POST /consumers/attach', () => {
   it('a preview by default (nothing changed); dryRun false makes exactly that happen', async () => {
     expect((await api.call('POST', '/consumers', { body: { id: 'bulk', name: 'Bulk', plan: 'pro', maxKeys: 3, perMinute: 100 } })).status).toBe(201);

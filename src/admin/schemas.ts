@@ -154,6 +154,8 @@ export const listConsumersQuery = z.strictObject({
   cursor: z.string().min(1).optional(),
   status: z.enum(['active', 'suspended']).optional(),
   plan: z.string().min(1).max(200).optional(),
+  /** An id prefix, or a piece of the name or a metadata value (as GET /keys?q= searches keys). */
+  q: listKeysQuery.shape.q,
 });
 
 export const consumerKeysQuery = z.strictObject({

@@ -6,7 +6,8 @@ import type { Actor, Replication } from '../keys/key-changes.js';
 import { effectiveLimits, type Limits } from '../keys/rules.js';
 import type { KeyRecord } from '../keys/types.js';
 import { monthPeriod } from './months.js';
-import { banHolder, keySubject, type QuotaSubject } from './subject.js';
+import { limitsInForce, type LimitedConsumer, type PlanLimits } from './quota.js';
+import { banHolder, consumerSubject, keySubject, type QuotaSubject } from './subject.js';
 import type { BanPolicy, BanStore, WindowState } from './types.js';
 import { planWindows } from './windows.js';
 
@@ -16,6 +17,16 @@ export interface WindowView {
   used: number;
   limit: number;
   remaining: number;
+  resetAt: string;
+}
+
+/** A window of a consumer's pool as it stands: its plan's minute and day, and its month when it has a monthly limit. */
+export interface PoolWindowView {
+  name: 'minute' | 'day' | 'month';
+  used: number;
+  limit: number;
+  remaining: number;
+  /** When the window ends (ISO-8601): a monthly one at its period's end, however little it has counted. */
   resetAt: string;
 }
 
@@ -84,6 +95,31 @@ export class KeyLimitAdmin {
       ban: s.banMs > 0 ? { until: new Date(s.now + s.banMs).toISOString(), level: s.banLevel } : null,
       banLevel: s.banLevel,
     };
+  }
+
+  /**
+   * A consumer's pool windows as they stand (the plan in force with the consumer's own limits that have not ended, as
+   * the limit check counts its keys), read in one read-only store call: nothing is counted. Null when its plan is not
+   * configured. Its keys' caps are theirs (GET /ratelimit lists them beside the pool).
+   */
+  async poolWindows(c: LimitedConsumer): Promise<PoolWindowView[] | null> {
+    const now = this.policy.now?.() ?? Date.now();
+    const plans = this.policy.plans();
+    const pool = limitsInForce(c, Object.hasOwn(plans, c.plan) ? (plans[c.plan] as PlanLimits | undefined) : undefined, now);
+    if (!pool) return null;
+    const month = pool.limits.perMonth !== undefined ? monthPeriod(now, c.billingDay) : undefined;
+    const windows = planWindows(pool.limits, 'enforce', month);
+    const s = await this.bans.snapshot(consumerSubject(c.id), windows, this.policy.ban());
+    return windows.map((w, i) => {
+      const state = s.windows[i]!;
+      return {
+        name: w.name as PoolWindowView['name'],
+        used: state.used,
+        limit: w.limit,
+        remaining: Math.max(0, w.limit - state.used),
+        resetAt: new Date(w.endsAt ?? s.now + state.resetMs).toISOString(),
+      };
+    });
   }
 
   /** The key's ban now, as the limit check sees it (the store's clock). */

@@ -43,13 +43,14 @@ export interface KeyLimiterDeps {
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
   usage?: {
-    count(id: string, kind: UsageKind): void;
+    /** `consumer`, in every call: the consumer the request was counted under (absent for a key without one). */
+    count(id: string, kind: UsageKind, consumer?: string): void;
     /** An admitted request (counted at `atMs`) that reached no target: taken out of admitted (not billed). */
-    notReached(id: string, atMs: number): void;
+    notReached(id: string, atMs: number, consumer?: string): void;
     /** An admitted request (counted at `atMs`) a target failed: counted upstreamFailed, admitted kept. */
-    upstreamFailed(id: string, atMs: number): void;
+    upstreamFailed(id: string, atMs: number, consumer?: string): void;
     /** The minute window's count a check reported, for the ledger's peakMinute (UTC hour: hours since 1970). */
-    minuteCount(id: string, count: number, hour: number): void;
+    minuteCount(id: string, count: number, hour: number, consumer?: string): void;
   };
 }
 
@@ -206,6 +207,8 @@ export class KeyLimiter {
       return NO_PLAN;
     }
     const { plan, subject } = quota;
+    // The ledger this request is counted in: its consumer's (as the limit script counts it), or the key's own.
+    const under = subject.pool?.id;
     const cached = this.windows.forRequest(plan, quota.limits, route, quota.own, quota);
     if (cached.unpayable) {
       // Known from the limits alone: no store call, no points, no strike (waiting would never help, so no ban either).
@@ -238,7 +241,7 @@ export class KeyLimiter {
         short: 0,
         retryMs: known.until - now,
       };
-      this.deps.usage?.count(consumer.id, 'b');
+      this.deps.usage?.count(consumer.id, 'b', under);
       return this.decided(plan, request, aged, now, ctx);
     }
     if (known) this.knownBans.delete(holder);
@@ -297,13 +300,13 @@ export class KeyLimiter {
       return INVALID_KEY;
     }
     if (local && this.deps.usage) {
-      this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
-      if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's');
-      if (decision.wouldBan !== undefined) this.deps.usage.count(consumer.id, 'w');
+      this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome], under);
+      if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's', under);
+      if (decision.wouldBan !== undefined) this.deps.usage.count(consumer.id, 'w', under);
     }
     // peakMinute: the plan minute window's count this check reported (Redis's is the fleet's; points, with costs), in
     // the hour the ledger counted it in.
-    this.deps.usage?.minuteCount(consumer.id, decision.windows[request.plan.minute]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
+    this.deps.usage?.minuteCount(consumer.id, decision.windows[request.plan.minute]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000), under);
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
@@ -369,7 +372,8 @@ export class KeyLimiter {
       return;
     }
     await this.deps.memory.refund(charge.subject, refund);
-    if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at);
+    // The ledger it was counted in (its subject's consumer then), even if the key has moved since.
+    if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at, charge.subject.pool?.id);
     else {
       // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more
       // (and its ledger never counts it). Already credited to Redis by a later check: it stays charged there.
@@ -389,7 +393,7 @@ export class KeyLimiter {
     if (!charge) return;
     ctx.charge = undefined;
     const hour = charge.decision.ledgerHour;
-    this.deps.usage?.upstreamFailed(charge.id, hour !== undefined ? hour * 3_600_000 : charge.at);
+    this.deps.usage?.upstreamFailed(charge.id, hour !== undefined ? hour * 3_600_000 : charge.at, charge.subject.pool?.id);
   }
 
   /**

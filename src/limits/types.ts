@@ -224,7 +224,10 @@ export interface Refund {
 export interface Charge {
   /** The key's id (the usage ledger's). */
   id: string;
-  /** Whose windows it was counted in. */
+  /**
+   * Whose windows it was counted in; for a key of a consumer its pool is the consumer whose ledger day counted it, so
+   * a refund or an upstream failure goes to that ledger even after the key moved.
+   */
   subject: QuotaSubject;
   /** Which store counted it: the shared one, memory alone (no Redis), or memory while Redis failed (failMode open). */
   by: 'shared' | 'memory' | 'fallback';

@@ -171,6 +171,14 @@ export type Window = {
   resetAt: string;
 };
 
+export type PoolWindow = {
+  name: "minute" | "day" | "month";
+  used: number;
+  limit: number;
+  remaining: number;
+  resetAt: string;
+};
+
 export type KeyWithState = KeyFields & {
   windows: Array<Window> | null;
   ban: {
@@ -352,13 +360,16 @@ export interface Answers {
     }>;
   };
   'GET /consumers': {
-    consumers: Array<Consumer>;
+    consumers: Array<ConsumerFields & {
+      keyCount: number;
+    }>;
     nextCursor: string | null;
   };
   'POST /consumers': ChangedConsumer;
   'POST /consumers/attach': AttachAnswer;
   'GET /consumers/{id}': ConsumerFields & {
     keyCount: number;
+    windows: Array<PoolWindow> | null;
   };
   'PATCH /consumers/{id}': ChangedConsumer;
   'DELETE /consumers/{id}': {
