@@ -11,8 +11,9 @@
 // Checks go through RedisLimiterStore as the gateway sends them (the record's revision; auto-pipelined), every one
 // admitted. Needs valgrind (Debian's package) on the PATH for the first part; --no-callgrind skips it.
 // With a build that has request windows (dist/limits/windows.js), part 1 also measures, the ledger on, what a route
-// window, a cost above 1 and shadow mode add to a plan-only check; a build from before them (--dist of an older
-// checkout) is measured plan-only, so the two builds' plan-only figures compare.
+// window, a cost above 1 and shadow mode add to a plan-only check; with one that has consumers' pools
+// (dist/limits/quota.js), what a key of a consumer (its pool, a cap inside it) and a monthly window add. A build from
+// before them (--dist of an older checkout) is measured plan-only, so the two builds' plan-only figures compare.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,11 +58,18 @@ const { RedisLimiterStore } = await import(pathToFileURL(join(dist, 'limits/redi
 /** The request-windows module, when the build has it (else: a build whose check takes the plan's limits). */
 const windows = await import(pathToFileURL(join(dist, 'limits/windows.js')).href).catch(() => undefined);
 const { recordRevision } = await import(pathToFileURL(join(dist, 'keys/redis-store.js')).href);
+/** The pools module, when the build has consumers' pools (their keys' checks run in the consumer's slot). */
+const pools = await import(pathToFileURL(join(dist, 'limits/quota.js')).href).catch(() => undefined);
+const subjects = pools ? await import(pathToFileURL(join(dist, 'limits/subject.js')).href) : undefined;
+const months = pools ? await import(pathToFileURL(join(dist, 'limits/months.js')).href) : undefined;
 const format = await loadFormat(dirname(dist));
 
 const LEDGER_MS = 35 * 86_400_000;
 const limits = { perMinute: 1e9, perDay: 1e9 };
-/** What each check is asked: the plan's windows alone (as today's requests), or a variant (part 1, newer builds). */
+/**
+ * What each check is asked: the plan's windows alone (as today's requests), or a variant (part 1, newer builds). A
+ * variant is a request, or { request, pooled: the keys' consumer subjects, instant: taken at the check's time }.
+ */
 const VARIANTS = windows
   ? {
       'plan only': windows.planRequest(limits),
@@ -74,8 +82,23 @@ const VARIANTS = windows
       'plan only, shadow mode (room left)': windows.planRequest(limits, 'shadow'),
       // Every check a shadow refusal: the minute window (limit 1) is full after each key's first request.
       'plan only, shadow refusal (minute full)': windows.limitRequest(windows.planWindows({ perMinute: 1, perDay: 1e9 }, 'shadow')),
+      ...(pools
+        ? {
+            'key of a consumer (its pool, no cap)': { request: windows.planRequest(limits), pooled: true },
+            'key of a consumer + 1 cap (minute)': {
+              request: windows.limitRequest([...windows.planWindows(limits), ...windows.capWindows({ perMinute: 1e9 }, 'enforce')]),
+              pooled: true,
+            },
+            'plan + month window': {
+              request: windows.limitRequest(windows.planWindows({ ...limits, perMonth: 1e12 }, 'enforce', months.monthPeriod(Date.now()))),
+              instant: true,
+            },
+          }
+        : {}),
     }
   : { 'plan only': limits };
+/** The number of consumers the seeded keys belong to (a pooled variant's checks spread over their slots). */
+const CONSUMERS = 20;
 const ban = { threshold: 10, windowSeconds: 60, resetAfterSeconds: 3600, durationsSeconds: [60, 600, 3600] };
 const PREFIX = 'bench:';
 const ks = new format.Keyspace(PREFIX);
@@ -87,10 +110,16 @@ const ks = new format.Keyspace(PREFIX);
 async function seedKeys(redis, n) {
   const plaintexts = await bulkCreateKeys({ redis, format, prefix: PREFIX, plan: 'pro', total: n, withPlaintext: n, namePrefix: 'script-cost' });
   return Promise.all(
-    plaintexts.map(async (plaintext) => {
+    plaintexts.map(async (plaintext, i) => {
       const hash = format.hashKey(plaintext);
       const id = await redis.get(ks.keyByHash(hash));
-      return { id, subject: format.subjectOf(id), hash, revision: recordRevision(await redis.getBuffer(ks.keyRecord(id))) };
+      const bytes = await redis.getBuffer(ks.keyRecord(id));
+      const key = { id, subject: format.subjectOf(id), hash, revision: recordRevision(bytes) };
+      if (!pools) return key;
+      // Its copy in its consumer's hash of keys, byte for byte (what the key store keeps for a key of a consumer).
+      const consumer = `bench-c${i % CONSUMERS}`;
+      await redis.hset(ks.consumerKeys(consumer), id, bytes);
+      return { ...key, pooled: subjects.keySubject(id, consumer) };
     }),
   );
 }
@@ -102,7 +131,8 @@ async function drive(store, keys, n, concurrency, from = { next: 0 }, asked = VA
     while (sent < n) {
       sent++;
       const k = keys[from.next++ % keys.length];
-      const d = await store.check(k.subject, asked, ban, k.hash, k.revision);
+      const request = asked.request ? (asked.instant ? windows.atInstant(asked.request, Date.now()) : asked.request) : asked;
+      const d = await store.check(asked.pooled ? k.pooled : k.subject, request, ban, k.hash, k.revision);
       if (d.outcome !== 'admitted') throw new Error(`a check was not admitted: ${d.outcome}`);
     }
   };

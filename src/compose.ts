@@ -39,6 +39,7 @@ import { allRouteSuffixes } from './limits/windows.js';
 import type { BanStore } from './limits/types.js';
 import { Runtime } from './routing/runtime.js';
 import { readFileSync } from 'node:fs';
+import { LRUCache } from 'lru-cache';
 import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
 import { auditConsumerChanges, auditKeyChanges } from './admin/audit.js';
@@ -84,8 +85,8 @@ export interface ComposeOptions {
   /** Where TOLLGATE_ADMIN_TOKEN is read (default process.env). */
   env?: NodeJS.ProcessEnv;
   /**
-   * Where a key's consumer is found (the consumers' cache); absent: a key's `consumer` is not read. Tests give a
-   * lookup of their own.
+   * Where a key's consumer is found instead of the consumers' cache the gateway builds on its consumer store (tests
+   * of the request path give a lookup of their own).
    */
   consumers?: ConsumerLookup;
 }
@@ -98,10 +99,15 @@ export interface ComposedGateway {
   readiness: ReadinessCheck[];
   /** The request path's key verifier (the cache). */
   keys: KeyVerifier;
+  /**
+   * The consumers' store the request path reads (Redis's, on the request path's connection; else in memory, where it
+   * is the only one: whatever changes consumers in a Redis-less gateway changes them here).
+   */
+  consumerStore: ConsumerStore;
+  /** The request path's copy of the consumers, kept current by their change feed; absent when `consumers` was given. */
+  consumers: ConsumerCache | undefined;
   /** Key administration on the gateway's stores (tollgate dev issues its demo keys through it; the admin API uses it). */
   admin: KeyAdmin;
-  /** The request path's copies of the consumers, kept current by consumers:events. */
-  consumers: ConsumerCache;
   /** Consumer administration on the gateway's stores (the admin API's /consumers). */
   consumerAdmin: ConsumerAdmin;
   /** The keys' windows and bans, administered (read, unban, reset) on the same stores. */
@@ -124,7 +130,7 @@ export interface ComposedGateway {
   redis: RedisConnection | undefined;
   /** The admin API's and reports' own Redis connection (absent without Redis). */
   adminRedis: RedisConnection | undefined;
-  /** Releases everything the gateway holds (the upstream pool, Redis connections, the key-change subscription). */
+  /** Releases everything the gateway holds (the upstream pool, Redis connections, the key and consumer change subscriptions). */
   close(): Promise<void>;
 }
 
@@ -212,9 +218,11 @@ interface Stores {
 interface Decisions {
   admin: KeyAdmin;
   consumerAdmin: ConsumerAdmin;
-  consumers: ConsumerCache;
   keyLimits: KeyLimitAdmin;
   keys: KeyVerifier;
+  /** Where authentication finds a key's consumer: the consumers' cache, or the lookup the caller gave. */
+  consumerLookup: ConsumerLookup;
+  consumers: ConsumerCache | undefined;
   keyLimiter: KeyLimiter;
   anonymous: AnonymousLimiter;
   publicLimits: PublicRouteLimiter;
@@ -307,8 +315,9 @@ function buildStores(base: Base, redis: RedisBackend | undefined): Stores {
     (redis
       ? new RedisKeyStore(redis.connection, redis.keyspace, redis.breaker, (id) => invalidRecords.report(id, 'lookup'))
       : new MemoryKeyStore(() => clock.now()));
-  // Consumers live in Redis whenever there is one (a test's own key store aside); in memory, one store serves both.
-  const consumerStore: ConsumerStore = redis ? new RedisConsumerStore(redis.connection, redis.keyspace) : new MemoryConsumerStore();
+  // Consumers are read on the request path's connection through its breaker, as keys are: while Redis is known to be
+  // down a read fails at once, and the cache serves the copy it has.
+  const consumerStore: ConsumerStore = redis ? new RedisConsumerStore(redis.connection, redis.keyspace, redis.breaker) : new MemoryConsumerStore();
   const adminConsumerStore: ConsumerStore = redis ? new RedisConsumerStore(redis.admin, redis.keyspace) : consumerStore;
   const memoryLimits = new MemoryLimiterStore(clock);
   // The usage ledger: counted by the limit script on Redis, by this instance for what it decides itself.
@@ -363,13 +372,10 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
   const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);
-  const consumers = new ConsumerCache(stores.consumerStore, clock, { lookupTimeoutMs: redisCfg?.commandTimeoutMs ?? 1000 }, (id) =>
-    logger.warn({ consumerId: id }, 'consumer record unreadable: its keys are answered as if it did not exist until it is repaired'),
-  );
-  await consumers.start();
   const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
     plans: () => runtime.config.plans,
     ban: () => runtime.config.ban,
+    now: () => clock.now(),
   });
   const keys = new KeyVerifier(
     stores.keyStore,
@@ -388,6 +394,8 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     (token) => isAcceptableKey(token, runtime.config.auth),
   );
   await keys.start();
+  const consumers = base.opts.consumers ? undefined : await startConsumerCache(base, stores.consumerStore);
+  const consumerLookup: ConsumerLookup = base.opts.consumers ?? { get: (id) => consumers!.current(id) };
 
   const { recorder, invalidRecords } = stores;
   const keyLimiter = new KeyLimiter({
@@ -429,7 +437,29 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
       ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
       : {}),
   });
-  return { admin, consumerAdmin, consumers, keyLimits, keys, keyLimiter, anonymous, publicLimits };
+  return { admin, consumerAdmin, keyLimits, keys, consumerLookup, consumers, keyLimiter, anonymous, publicLimits };
+}
+
+/** A consumer whose record stays unreadable is logged again after this long, as a reminder. */
+const INVALID_CONSUMER_LOG_AGAIN_MS = 10 * 60_000;
+
+/**
+ * The consumers' cache on the store, listening to its change feed (consumers:events on Redis): a change made on any
+ * instance (suspend, resume, a new plan, scopes, a delete) drops the copy everywhere and is read again before the next
+ * request, and after a reconnect of the feed every copy is read again at its next use, as the key cache does. Reads
+ * wait at most redis.commandTimeoutMs; while Redis fails, a consumer read in the last hour keeps being served and one
+ * never read cannot be verified (503), exactly as keys are.
+ */
+async function startConsumerCache(base: Base, store: ConsumerStore): Promise<ConsumerCache> {
+  const { runtime, logger, clock } = base;
+  const logged = new LRUCache<string, true>({ max: 1000, ttl: INVALID_CONSUMER_LOG_AGAIN_MS });
+  const cache = new ConsumerCache(store, clock, { lookupTimeoutMs: runtime.config.redis?.commandTimeoutMs ?? 1000 }, (id) => {
+    if (logged.has(id)) return;
+    logged.set(id, true);
+    logger.error({ consumerId: id }, 'consumer record is not a valid consumer record: its keys are refused (401) until it is repaired or deleted in Redis');
+  });
+  await cache.start();
+  return cache;
 }
 
 /**
@@ -446,7 +476,11 @@ async function buildRequestPath(
   const config = runtime.config;
   const { keys, anonymous, keyLimiter, publicLimits } = decisions;
   // Who is calling: the API key from the sources of the config in force (auth.sources, or a route's own).
-  const apiKeyScheme = new ApiKeyScheme(keys, { refused: anonymous, sources: followKeySources(() => runtime.config.auth.sources), consumers: opts.consumers });
+  const apiKeyScheme = new ApiKeyScheme(keys, {
+    refused: anonymous,
+    sources: followKeySources(() => runtime.config.auth.sources),
+    consumers: decisions.consumerLookup,
+  });
   // OpenTelemetry traces only when a collector is named: otherwise nothing of it is on the request path.
   const { otlpEndpoint } = config.tracing;
   // Loaded only then: OpenTelemetry's packages take about 17 MB of memory.
@@ -572,7 +606,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { app, services, tracing } = await buildRequestPath(base, decisions, stores.recorder, readiness);
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
   const { recorder } = stores;
-  const { keys } = decisions;
+  const { keys, consumers } = decisions;
 
   return {
     app,
@@ -580,8 +614,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     metrics: base.metrics,
     readiness,
     keys,
+    consumerStore: stores.consumerStore,
+    consumers,
     admin: decisions.admin,
-    consumers: decisions.consumers,
     consumerAdmin: decisions.consumerAdmin,
     keyLimits: decisions.keyLimits,
     adminApp,
@@ -597,7 +632,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await recorder?.close();
       await tracing?.shutdown();
       await keys.close();
-      await decisions.consumers.close();
+      await (consumers ? consumers.close() : stores.consumerStore.close());
       if (stores.adminConsumerStore !== stores.consumerStore) await stores.adminConsumerStore.close();
       await Promise.all([redis?.connection.close(), redis?.admin.close(), reports.close()]);
     },

@@ -139,7 +139,7 @@ describe('/consumers', () => {
   });
 
   it("suspend and resume: the other instance's consumer cache sees each within a second; a repeat changes nothing", async () => {
-    const other = composed[1]!.consumers;
+    const other = composed[1]!.consumers!;
     expect((await other.get('acme'))?.status).toBe('active');
     const suspended = await api.call('POST', '/consumers/acme/suspend');
     expect(suspended.status).toBe(200);
@@ -201,7 +201,7 @@ describe('/consumers', () => {
     expect(deleted.body).toEqual({ id: 'acme', deleted: true, revokedKeys: [keyId] });
     expect((await api.get(`/keys/${keyId}`)).body).toMatchObject({ status: 'revoked', consumer: 'acme' });
     expect((await api.get('/consumers/acme')).status).toBe(404);
-    await waitFor(async () => (await composed[1]!.consumers.get('acme')) === undefined, "instance B's copy gone", 1000, 5);
+    await waitFor(async () => (await composed[1]!.consumers!.get('acme')) === undefined, "instance B's copy gone", 1000, 5);
     expect((await api.call('DELETE', '/consumers/acme')).status).toBe(404);
     expect((await api.call('DELETE', '/consumers/c2?revokeKeys=false')).status).toBe(200);
     expect(
@@ -215,6 +215,57 @@ describe('/consumers', () => {
     const metrics = await running[0]!.metrics.registry.metrics();
     expect(metricValue(metrics, 'tollgate_admin_changes_total', { action: 'consumer.delete', source: 'api' })).toBe(2);
     expect(metricValue(metrics, 'tollgate_admin_changes_total', { action: 'consumer.create', source: 'api' })).toBe(5);
+  });
+});
+
+describe("a consumer's pool windows, its keys counted in a list, and search", () => {
+  it('GET /consumers/{id} shows the pool its keys share after real traffic (minute, day, month), read without counting', async () => {
+    const made = await api.call('POST', '/consumers', {
+      body: { id: 'pooled', name: 'Pooled Ltd', plan: 'free', perMonth: 1000, metadata: { crm: 'Zeta-42' } },
+    });
+    expect(made.status, made.text).toBe(201);
+    const keys = [];
+    for (let i = 0; i < 2; i++) keys.push((await api.call('POST', '/keys', { body: { plan: 'pro', consumer: 'pooled' } })).body as { id: string; key: string });
+    for (const [key, n] of [
+      [keys[0]!.key, 3],
+      [keys[1]!.key, 2],
+    ] as const) {
+      for (let i = 0; i < n; i++) {
+        const res = await fetch(`http://127.0.0.1:${running[i % 2]!.port}/v1/things`, { headers: { authorization: `Bearer ${key}` } });
+        await res.arrayBuffer();
+        expect(res.status).toBe(200);
+      }
+    }
+    const got = await api.get('/consumers/pooled');
+    expect(got.status, got.text).toBe(200);
+    expect(got.body.keyCount).toBe(2);
+    // The consumer's plan (free), not its keys' own (pro); its own perMonth over it.
+    expect(got.body.windows.map((w: { name: string; used: number; limit: number; remaining: number }) => [w.name, w.used, w.limit, w.remaining])).toEqual([
+      ['minute', 5, 60, 55],
+      ['day', 5, 1000, 995],
+      ['month', 5, 1000, 995],
+    ]);
+    const now = new Date();
+    expect(got.body.windows[2].resetAt).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString());
+    expect(Date.parse(got.body.windows[0].resetAt) - Date.now()).toBeLessThanOrEqual(60_000);
+    // Reading counted nothing.
+    expect((await api.get('/consumers/pooled')).body.windows[0].used).toBe(5);
+  });
+
+  it('GET /consumers: each item with its keyCount; q finds by id prefix, name or metadata value, as text', async () => {
+    const all = await api.get('/consumers');
+    const counts = Object.fromEntries((all.body.consumers as Array<{ id: string; keyCount: number }>).map((c) => [c.id, c.keyCount]));
+    expect(counts).toMatchObject({ pooled: 2, c1: 0 });
+    const ids = async (q: string) => ((await api.get(`/consumers?q=${encodeURIComponent(q)}`)).body.consumers as Array<{ id: string }>).map((c) => c.id);
+    expect(await ids('pool')).toEqual(['pooled']);
+    expect(await ids('LTD')).toEqual(['pooled']);
+    expect(await ids('zeta-4')).toEqual(['pooled']);
+    // An id is matched from its start only, and a pattern's characters mean themselves.
+    expect(await ids('ooled')).toEqual(['pooled']); // by its name, "Pooled Ltd"
+    expect(await ids('eta.42')).toEqual([]);
+    expect(await ids('c')).toEqual(expect.arrayContaining(['c1', 'c3']));
+    const tooLong = await api.get(`/consumers?q=${'x'.repeat(257)}`);
+    expect([tooLong.status, tooLong.body.problems[0].path]).toEqual([400, 'query.q']);
   });
 });
 

@@ -106,6 +106,11 @@ describe('the usage ledger key', () => {
     expect(text).toContain(`\`${consumerLedgerKey}\``);
     expect(text).not.toMatch(/`usage:\{(?!c:<consumer id>\})/);
   });
+
+  it("a key of a consumer's ledger day is the one the limit script names by its subject", () => {
+    const bySubject = new Keyspace('').usageDay(keySubject('<id>', '<consumer id>'), '<day>');
+    expect(bySubject).toBe(consumerLedgerKey);
+  });
 });
 
 describe('docs/architecture.md', () => {

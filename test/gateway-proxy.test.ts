@@ -243,6 +243,8 @@ describe('forwarding the request', () => {
         'X_Consumer_Plan: enterprise',
         'X_CONSUMER_SCOPES: admin',
         'X-Consumer-Groups: admin',
+        'X-Consumer-Metadata-Tier: spoofed',
+        'X_Consumer_Metadata_Billing_Id: spoofed',
         'X_Forwarded_For: 6.6.6.6',
         'X_Forwarded_Host: evil.example',
         'X-Forwarded_Proto: spoofed',

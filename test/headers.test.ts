@@ -4,7 +4,10 @@ import { generateKey } from '../src/keys/format.js';
 import {
   H,
   bindingWindow,
+  claimsGatewayHeader,
   connectionTokens,
+  consumerMetadataHeader,
+  forwardableMetadataValue,
   formatDeprecation,
   formatLink,
   formatRateLimitPolicy,
@@ -174,6 +177,43 @@ describe('header names', () => {
     expect(H.requestId).toBe('x-request-id');
     expect(H.deprecation).toBe('deprecation');
     expect(H.sunset).toBe('sunset');
+  });
+});
+
+describe('consumer metadata headers', () => {
+  it('name a field X-Consumer-Metadata-<field>: lower-cased, _ and . written -, a token every backend keeps', () => {
+    expect(consumerMetadataHeader('tier')).toBe('x-consumer-metadata-tier');
+    expect(consumerMetadataHeader('billing_id')).toBe('x-consumer-metadata-billing-id');
+    expect(consumerMetadataHeader('Stripe.Customer')).toBe('x-consumer-metadata-stripe-customer');
+    expect(consumerMetadataHeader('a-B_c.9')).toBe('x-consumer-metadata-a-b-c-9');
+    for (const f of ['x', 'billing_id', 'A.b-C_d']) expect(consumerMetadataHeader(f)).toMatch(/^x-consumer-metadata-[a-z0-9-]+$/);
+  });
+
+  it('carry a value only as it is: 1-256 characters of printable ASCII, no space at either end', () => {
+    for (const v of ['cus_123', 'gold', 'a b', '~!@#$%^&*()[]{}"\\', 'x'.repeat(256)]) expect(forwardableMetadataValue(v), JSON.stringify(v)).toBe(true);
+    const refused = [
+      '',
+      ' lead',
+      'trail ',
+      'x'.repeat(257),
+      'a\r\nX-Injected: 1',
+      'a\nb',
+      'a\rb',
+      'tab\there',
+      'nul\u0000',
+      'del\u007f',
+      'Zürich',
+      '東京',
+      'é',
+    ];
+    for (const v of refused) expect(forwardableMetadataValue(v), JSON.stringify(v)).toBe(false);
+    for (const v of [undefined, null, 42, {}]) expect(forwardableMetadataValue(v)).toBe(false);
+  });
+
+  it("a client's own X-Consumer-Metadata-* is the gateway's, in any spelling an upstream folds into it", () => {
+    for (const name of ['x-consumer-metadata-tier', 'x_consumer_metadata_tier', 'x-consumer_metadata-billing_id', 'x-consumer-metadata-'])
+      expect(claimsGatewayHeader(name), name).toBe(true);
+    expect(claimsGatewayHeader('x-metadata-tier')).toBe(false);
   });
 });
 

@@ -131,3 +131,79 @@ describe('a bad key field: one message from the admin API, the CLI, an import an
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+describe("a key's own monthly limit and when its own limits end: refused the same way by the admin API and the CLI", () => {
+  const HOSTILE: Array<{ field: string; value: unknown; option: string; message: string }> = [
+    { field: 'perMonth', value: 0, option: '--per-month=0', message: 'expected a whole number from 1 to 1000000000000' },
+    { field: 'perMonth', value: 10 ** 13, option: `--per-month=${10 ** 13}`, message: 'expected a whole number from 1 to 1000000000000' },
+    { field: 'perMonth', value: '10', option: '--per-month=1e3', message: 'expected a whole number from 1 to 1000000000000' },
+    {
+      field: 'limitsExpiresAt',
+      value: 'next week',
+      option: '--limits-expires-at=next week',
+      message: 'expected an ISO-8601 date-time with its offset, e.g. 2027-01-01T00:00:00Z',
+    },
+    { field: 'limitsReason', value: '', option: '--limits-reason=', message: 'expected a reason of 1-200 characters' },
+    { field: 'limitsReason', value: 'r'.repeat(201), option: `--limits-reason=${'r'.repeat(201)}`, message: 'expected a reason of 1-200 characters' },
+  ];
+
+  async function patch(id: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+    const res = await fetch(`${gw.adminUrl}/keys/${id}`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  async function keyRecord(id: string): Promise<Record<string, unknown>> {
+    const res = await fetch(`${gw.adminUrl}/keys/${id}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    // The record only: its live windows' resets move with the clock.
+    const { windows: _w, ...record } = (await res.json()) as Record<string, unknown>;
+    return record;
+  }
+
+  async function keyCount(): Promise<number> {
+    const res = await fetch(`${gw.adminUrl}/keys?limit=1000`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    return ((await res.json()) as { keys: unknown[] }).keys.length;
+  }
+
+  it.each(HOSTILE)(
+    '$field = $value: 400 on POST and PATCH, exit 2 in one line from keys create and update, nothing stored',
+    async ({ field, value, option, message }) => {
+      const before = await keyCount();
+      const created = await post('/keys', { plan: 'free', [field]: value });
+      expect([created.status, created.body.problems]).toEqual([400, [{ path: `body.${field}`, message }]]);
+      expect(await keyCount()).toBe(before);
+
+      const good = await post('/keys', { plan: 'free', perMonth: 500, limitsExpiresAt: '2031-01-01T00:00:00Z', limitsReason: 'launch' });
+      expect(good.status).toBe(201);
+      const id = good.body.id as string;
+      const stored = await keyRecord(id);
+      const patched = await patch(id, { [field]: value });
+      expect([patched.status, patched.body.problems]).toEqual([400, [{ path: `body.${field}`, message }]]);
+      expect(await keyRecord(id)).toEqual(stored);
+
+      const flag = option.slice(0, option.indexOf('='));
+      for (const argv of [
+        ['keys', 'create', '--plan', 'free', option],
+        ['keys', 'update', id, option],
+      ]) {
+        const fromCli = await cli(...argv);
+        expect(fromCli.code).toBe(2);
+        expect(fromCli.err.trimEnd().split('\n')).toHaveLength(1);
+        expect(fromCli.err).toContain(`${flag}: ${message}`);
+      }
+    },
+  );
+
+  it('good values are stored as given; PATCH null removes each', async () => {
+    const created = await post('/keys', { plan: 'free', perMonth: 9000, limitsExpiresAt: '2031-01-01T00:00:00+02:00', limitsReason: 'launch week' });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    expect(await keyRecord(id)).toMatchObject({ perMonth: 9000, limitsExpiresAt: '2031-01-01T00:00:00+02:00', limitsReason: 'launch week' });
+    expect((await patch(id, { perMonth: null, limitsExpiresAt: null, limitsReason: null })).status).toBe(200);
+    const after = await keyRecord(id);
+    expect([after.perMonth, after.limitsExpiresAt, after.limitsReason]).toEqual([undefined, undefined, undefined]);
+  });
+});

@@ -1,11 +1,12 @@
 // The limit scripts' contract (src/limits/script-contract.ts) against both of its sides: the KEYS, ARGV and reply
 // each `.lua` header documents, and the arguments the Redis store sends and the replies it reads (a stub client).
 import { readFileSync } from 'node:fs';
+import calculateSlot from 'cluster-key-slot';
 import { describe, expect, it } from 'vitest';
 import { CHECK_ARGV, CHECK_CONTRACT, REFUND_CONTRACT, SNAPSHOT_CONTRACT, type ScriptContract } from '../src/limits/script-contract.js';
 import { RedisLimiterStore } from '../src/limits/redis-store.js';
 import type { BanPolicy } from '../src/limits/types.js';
-import { candidatesFor, limitRequest, planWindows, routeWindows } from '../src/limits/windows.js';
+import { candidatesFor, capWindows, limitRequest, planWindows, routeWindows } from '../src/limits/windows.js';
 import type { RedisCommands } from '../src/storage/redis.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { keySubject } from '../src/limits/subject.js';
@@ -125,6 +126,7 @@ describe('the Redis store sends and reads by the contract', () => {
     // Window 3 (the route's minute) is in shadow mode: bit 2; its limit is its own, not a negative one.
     expect(argv[CHECK_ARGV.shadow]).toBe(4);
     expect(argv[CHECK_ARGV.banMode]).toBe('enforce');
+    expect(argv[CHECK_ARGV.recordField]).toBe('');
     expect(argv.slice(CHECK_CONTRACT.argv.fixed.length)).toEqual([5, 60_000, 50, 86_400_000, 3, 60_000, 1, 4]);
   });
 
@@ -164,6 +166,32 @@ describe('the Redis store sends and reads by the contract', () => {
     expect(argvOf(1)[CHECK_ARGV.banMode]).toBe('off');
   });
 
+  it("a key of a consumer: its record's field in the consumer's hash of keys, the pool's windows and its caps, its ban by ban.scope, all in the consumer's slot", async () => {
+    const { client, calls } = stub([
+      ...inOrder(CHECK_CONTRACT.reply.fixed, { outcome: 'admitted', retryMs: 0, banLevel: 0, recordSame: 1, ledgerHour: -1, short: 0, wouldBan: 0 }),
+    ]);
+    const store = new RedisLimiterStore(client, ks, () => 86_400_000);
+    const pooled = limitRequest([...planWindows({ perMinute: 5, perDay: 50 }), ...capWindows({ perMinute: 2 }, 'enforce')]);
+    const subject = keySubject('k6', 'acme');
+    await store.check(subject, pooled, BAN, 'hash6', 'rev6');
+    await store.check(subject, pooled, { ...BAN, scope: 'consumer' }, 'hash6', 'rev6');
+    const keysOf = (n: number) => calls[n]!.args.slice(1, 1 + (calls[n]!.args[0] as number));
+    const argvOf = (n: number) => calls[n]!.args.slice(1 + (calls[n]!.args[0] as number));
+    expect(keysOf(0)).toEqual([
+      'c:consumer:{c:acme}:keys',
+      'c:ban:{c:acme}:key:k6',
+      'c:strikes:{c:acme}:key:k6',
+      expect.stringMatching(/^c:usage:\{c:acme\}:k6:\d+$/),
+      'c:rl:{c:acme}:minute',
+      'c:rl:{c:acme}:day',
+      'c:rl:{c:acme}:key:k6:minute',
+    ]);
+    expect(keysOf(0)[0]).toBe(ks.consumerKeys('acme'));
+    expect(argvOf(0)[CHECK_ARGV.recordField]).toBe('k6');
+    expect(keysOf(1).slice(1, 3)).toEqual(['c:ban:{c:acme}', 'c:strikes:{c:acme}']);
+    expect(new Set(keysOf(0).map((k) => calculateSlot(k as string)))).toEqual(new Set([calculateSlot('{c:acme}')]));
+  });
+
   it('the snapshot: the reply read by name', async () => {
     const values = { keyState: 'ok', now: 1_000_000, banMs: 500, banLevel: 1 };
     const { client, calls } = stub([...inOrder(SNAPSHOT_CONTRACT.reply.fixed, values), 2, 30_000, 0, -1, 1, 20_000]);
@@ -184,7 +212,7 @@ describe('the Redis store sends and reads by the contract', () => {
       ks.keyRecord('k2'),
       ks.ban(keySubject('k2')),
       ...windows.map((w) => ks.limitWindow(keySubject('k2'), w.suffix)),
-      ...inOrder(SNAPSHOT_CONTRACT.argv.fixed, { resetAfterMs: 3_600_000, keyHash: 'h' }),
+      ...inOrder(SNAPSHOT_CONTRACT.argv.fixed, { resetAfterMs: 3_600_000, keyHash: 'h', recordField: '' }),
     ]);
   });
 

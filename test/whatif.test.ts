@@ -8,7 +8,7 @@ import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
 import type { UsageKind } from '../src/limits/types.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';
-import { dayAdmittedAtMost, minuteTotal } from '../src/usage/whatif.js';
+import { dayAdmittedAtMost, minuteTotal, monthRefusedAtLeast } from '../src/usage/whatif.js';
 import { WhatIfPages } from '../src/usage/whatif-pages.js';
 import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir, withoutAudit } from './helpers/cli.js';
@@ -103,6 +103,18 @@ describe('the bounds', () => {
   });
 });
 
+describe('the monthly bound', () => {
+  it('month: each period admits at most its limit of the demand the ledger has of it; periods counted apart', () => {
+    const first = Date.parse('2026-11-30T22:00:00Z') / HOUR_MS;
+    // 22:00 and 23:00 on 30 November, then 00:00 and 01:00 on 1 December.
+    expect(monthRefusedAtLeast([40, 30, 50, 10], first, 50)).toBe(20 + 10);
+    expect(monthRefusedAtLeast([40, 30, 50, 10], first, 100)).toBe(0);
+    // From a billing day: 30 November 22:00 to 1 December 01:00 is one period from the 15th.
+    expect(monthRefusedAtLeast([40, 30, 50, 10], first, 50, 15)).toBe(80);
+    expect(monthRefusedAtLeast([], first, 1)).toBe(0);
+  });
+});
+
 describe('what is kept for the pages', () => {
   it('a what-if listing more keys than are kept for its pages is refused (422 report_too_large), one that fits a page keeps nothing', async () => {
     const key = (id: string) => ({ id, consumer: null, minute: null, day: null, pointsRefusedAtLeast: 1, hoursAffected: 0, hours: [] });
@@ -121,6 +133,27 @@ describe('what is kept for the pages', () => {
 });
 
 describe('POST /plans/simulate', () => {
+  it('a monthly limit: each key bounded by the calendar months its demand fell in; asked and answered as perMonth', async () => {
+    // The first day alone: one day, one month, whatever the date.
+    const res = await simulate({ plan: 'free', perMonth: 400, from: FROM, to: new Date(D0 + 24 * HOUR_MS).toISOString() });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({ current: PLANS.free, simulated: { perMonth: 400 } });
+    const byId = new Map((res.body.keys as Array<{ id: string }>).map((k) => [k.id, k]));
+    // 24 hours of 100 admitted: 2400 offered against 400.
+    expect(byId.get(ids.k2)).toEqual({
+      id: ids.k2,
+      consumer: null,
+      minute: null,
+      day: null,
+      month: { limit: 400, override: false, pointsRefusedAtLeast: 2000 },
+      pointsRefusedAtLeast: 2000,
+      hoursAffected: 0,
+      hours: [],
+    });
+    // 320 offered (hours 10-12): within the month's 400.
+    expect(byId.has(ids.k1)).toBe(false);
+  });
+
   it('answers the hand-worked ledger: keys, hours, lower bounds, overrides and totals', async () => {
     const res = await simulate({ plan: 'free', perMinute: 30, perDay: 500, from: FROM, to: TO });
     expect(res.status, res.text).toBe(200);
@@ -269,6 +302,32 @@ describe('tollgate plans simulate', () => {
         `${ids.k1},,${new Date(D0 + 27 * HOUR_MS).toISOString()},35,50,5,,,,`,
         `${ids.k3},,,,,0,override 5000,0,0,`,
       ]);
+
+      // A monthly limit adds its column after the day's; the JSON is the API's.
+      const monthly = [
+        'plans',
+        'simulate',
+        '--plan',
+        'free',
+        '--per-month',
+        '400',
+        '--from',
+        FROM,
+        '--to',
+        new Date(D0 + 24 * HOUR_MS).toISOString(),
+        '--config',
+        file,
+      ];
+      const monthCsv = await runCli([...monthly, '--csv']);
+      expect(monthCsv.code, monthCsv.stderr).toBe(0);
+      expect(monthCsv.stdout.split('\r\n').slice(0, 2)).toEqual([
+        'id,name,hour,peak_minute_points,requests,minute_points_refused_at_least,day_points_refused_at_least,month_points_refused_at_least,points_refused_at_least,hours_affected,consumer',
+        `${ids.k2},,,,,,,2000,2000,0,`,
+      ]);
+      const monthJson = await runCli([...monthly, '--json']);
+      expect(JSON.parse(monthJson.stdout)).toEqual(
+        (await simulate({ plan: 'free', perMonth: 400, from: FROM, to: new Date(D0 + 24 * HOUR_MS).toISOString() })).body,
+      );
 
       const table = await runCli(args);
       expect(table.code, table.stderr).toBe(0);

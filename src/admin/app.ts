@@ -103,7 +103,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.use(requireJsonBody);
 
   app.use(keyRoutes(keys, keyLimits));
-  app.use(consumerRoutes(o.consumers));
+  app.use(consumerRoutes(o.consumers, keyLimits));
   app.use(usageRoutes({ keys: keys.listing, runtime, usage: o.usage, reports: o.reports, overview: o.overview }));
   app.use(plansRoutes({ runtime, reports: o.reports, redisState: o.redisState }));
   app.use(servicesRoutes(o.services));

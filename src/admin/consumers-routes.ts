@@ -1,12 +1,14 @@
-// The admin API's consumers: create, list (cursor pages, as GET /keys), read, change, suspend, resume, delete (refused
-// while it has keys that are not revoked, unless ?revokeKeys=true) and list its keys. Every change goes through
-// consumer administration (src/consumers/admin.ts), as the CLI's do: audited, and announced to every instance.
+// The admin API's consumers: create, list (cursor pages, as GET /keys, each with its key count; searched by q), read
+// (with its key count and its pool's windows), change, suspend, resume, delete (refused while it has keys that are not
+// revoked, unless ?revokeKeys=true) and list its keys. Every change goes through consumer administration
+// (src/consumers/admin.ts), as the CLI's do: audited, and announced to every instance.
 import { Router, type RequestHandler, type Response } from 'express';
 import { KEY_ID } from '../config/key-fields.js';
 import type { ConsumerAdmin, ConsumerUpdate } from '../consumers/admin.js';
 import type { ConsumerRecord } from '../consumers/types.js';
 import { sendError } from '../http/errors.js';
 import { keyStatus } from '../keys/rules.js';
+import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import { actorOf, parse, queryOf, sendProblems } from './requests.js';
 import { attachBody, consumerKeysQuery, createConsumerBody, deleteConsumerQuery, emptyBody, listConsumersQuery, patchConsumerBody } from './schemas.js';
 
@@ -25,7 +27,10 @@ function cursorAfter(cursor: string | undefined, res: Response): { after?: strin
 
 const nextCursor = (next: string | undefined): string | null => (next === undefined ? null : Buffer.from(next).toString('base64url'));
 
-export function consumerRoutes(consumers: ConsumerAdmin): Router {
+/** Key counts of a list page read at once, at most: a page of 1000 consumers is 1000 reads, a few at a time. */
+const KEY_COUNTS_IN_FLIGHT = 16;
+
+export function consumerRoutes(consumers: ConsumerAdmin, limits: Pick<KeyLimitAdmin, 'poolWindows'>): Router {
   const router = Router();
 
   router.post('/consumers', async (req, res) => {
@@ -60,14 +65,23 @@ export function consumerRoutes(consumers: ConsumerAdmin): Router {
       ...cursor,
       ...(query.status !== undefined ? { status: query.status } : {}),
       ...(query.plan !== undefined ? { plan: query.plan } : {}),
+      ...(query.q !== undefined ? { q: query.q } : {}),
     });
-    res.json({ consumers: page.consumers, nextCursor: nextCursor(page.next) });
+    // Each with its key count, so a list (the dashboard's) needs no request per row.
+    const counts = new Array<number>(page.consumers.length);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      for (let i = next++; i < counts.length; i = next++) counts[i] = await consumers.keyCount(page.consumers[i]!.id);
+    };
+    await Promise.all(Array.from({ length: Math.min(KEY_COUNTS_IN_FLIGHT, counts.length) }, worker));
+    res.json({ consumers: page.consumers.map((c, i) => ({ ...c, keyCount: counts[i]! })), nextCursor: nextCursor(page.next) });
   });
 
   router.get('/consumers/:id', consumerIdParam, async (req, res) => {
     const id = String(req.params.id);
     const consumer = await consumers.require(id);
-    res.json({ ...consumer, keyCount: (await consumers.keysOf(id)).filter((k) => k.status !== 'revoked').length });
+    const [keyCount, windows] = await Promise.all([consumers.keyCount(id), limits.poolWindows(consumer)]);
+    res.json({ ...consumer, keyCount, windows });
   });
 
   router.patch('/consumers/:id', consumerIdParam, async (req, res) => {

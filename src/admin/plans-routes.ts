@@ -52,9 +52,10 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       if (!p) return;
       first = {
         plan,
-        current: { perMinute: current.perMinute, perDay: current.perDay },
+        current: { perMinute: current.perMinute, perDay: current.perDay, ...(current.perMonth !== undefined ? { perMonth: current.perMonth } : {}) },
         perMinute: body.perMinute,
         perDay: body.perDay,
+        ...(body.perMonth !== undefined ? { perMonth: body.perMonth } : {}),
         ...p,
         ...(body.groupBy === 'consumer' ? { groupBy: 'consumer' as const } : {}),
       };
@@ -65,7 +66,11 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
       plan: q.plan,
       ...periodView(q),
       current: q.current,
-      simulated: { ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}), ...(q.perDay !== undefined ? { perDay: q.perDay } : {}) },
+      simulated: {
+        ...(q.perMinute !== undefined ? { perMinute: q.perMinute } : {}),
+        ...(q.perDay !== undefined ? { perDay: q.perDay } : {}),
+        ...(q.perMonth !== undefined ? { perMonth: q.perMonth } : {}),
+      },
       unit: 'points',
       totals: page.totals,
       // Grouped by consumer: the plan's consumers' pools (and their totals) instead of its keys.

@@ -7,13 +7,16 @@ import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
 // what these refuse, with the same message.
-const { name, plan, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
+const { name, plan, perMinute, perDay, perMonth, limitsExpiresAt, limitsReason, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
 
 export const createKeyBody = z.strictObject({
   plan,
   name: name.optional(),
   perMinute: perMinute.optional(),
   perDay: perDay.optional(),
+  perMonth: perMonth.optional(),
+  limitsExpiresAt: limitsExpiresAt.optional(),
+  limitsReason: limitsReason.optional(),
   expiresAt: expiresAt.optional(),
   metadata: metadata.optional(),
   scopes: scopes.optional(),
@@ -29,6 +32,9 @@ export const patchKeyBody = z
     name: name.nullable().optional(),
     perMinute: perMinute.nullable().optional(),
     perDay: perDay.nullable().optional(),
+    perMonth: perMonth.nullable().optional(),
+    limitsExpiresAt: limitsExpiresAt.nullable().optional(),
+    limitsReason: limitsReason.nullable().optional(),
     expiresAt: expiresAt.nullable().optional(),
     metadata: metadata.nullable().optional(),
     scopes: scopes.nullable().optional(),
@@ -38,7 +44,7 @@ export const patchKeyBody = z
   })
   .refine(
     (b) => Object.keys(b).length > 0,
-    'nothing to change: give at least one of plan, name, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs, consumer',
+    'nothing to change: give at least one of plan, name, perMinute, perDay, perMonth, limitsExpiresAt, limitsReason, expiresAt, metadata, scopes, allowedCidrs, consumer',
   );
 
 export const rotateKeyBody = z.strictObject({
@@ -148,6 +154,8 @@ export const listConsumersQuery = z.strictObject({
   cursor: z.string().min(1).optional(),
   status: z.enum(['active', 'suspended']).optional(),
   plan: z.string().min(1).max(200).optional(),
+  /** An id prefix, or a piece of the name or a metadata value (as GET /keys?q= searches keys). */
+  q: listKeysQuery.shape.q,
 });
 
 export const consumerKeysQuery = z.strictObject({
@@ -226,6 +234,7 @@ export const simulateBody = z
     plan: z.string().min(1).max(200).optional(),
     perMinute: keyLimitSchema.optional(),
     perDay: keyLimitSchema.optional(),
+    perMonth: keyLimitSchema.optional(),
     ...period,
     limit: z.number().int().min(1).max(MAX_PAGE).default(WHATIF_PAGE),
     cursor: z.string().min(1).max(200).optional(),
@@ -234,13 +243,13 @@ export const simulateBody = z
   })
   .superRefine((b, ctx) => {
     if (b.cursor !== undefined) {
-      for (const f of ['plan', 'perMinute', 'perDay', 'from', 'to', 'groupBy'] as const)
+      for (const f of ['plan', 'perMinute', 'perDay', 'perMonth', 'from', 'to', 'groupBy'] as const)
         if (b[f] !== undefined) ctx.addIssue({ code: 'custom', path: [f], message: "a cursor carries its what-if's question: leave this out" });
       return;
     }
     if (b.plan === undefined) ctx.addIssue({ code: 'custom', path: ['plan'], message: 'the plan to simulate: required (without a cursor)' });
-    if (b.perMinute === undefined && b.perDay === undefined)
-      ctx.addIssue({ code: 'custom', path: [], message: 'nothing to simulate: give perMinute, perDay or both' });
+    if (b.perMinute === undefined && b.perDay === undefined && b.perMonth === undefined)
+      ctx.addIssue({ code: 'custom', path: [], message: 'nothing to simulate: give perMinute, perDay, perMonth or several' });
   });
 
 export interface Problem {

@@ -17,16 +17,21 @@ export const keyNameSchema = z.string(nameMessage).min(1, nameMessage).max(KEY_N
 export const keyPlanSchema = z.string('a plan is required').min(1, 'a plan is required');
 
 /**
- * The largest per-key limit (perMinute, perDay): far above any real quota, and well inside the whole numbers a
+ * The largest per-key limit (perMinute, perDay, perMonth): far above any real quota, and well inside the whole numbers a
  * double (the limit script's Lua number) holds exactly.
  */
 export const KEY_LIMIT_MAX = 1_000_000_000_000;
 const limitMessage = `expected a whole number from 1 to ${KEY_LIMIT_MAX}`;
-/** A key's own perMinute or perDay, over its plan's. */
+/** A key's (or a consumer's) own perMinute, perDay or perMonth, over its plan's. */
 export const keyLimitSchema = z.number(limitMessage).int(limitMessage).min(1, limitMessage).max(KEY_LIMIT_MAX, limitMessage);
 
 /** A key's dates (expiresAt, createdAt, ...): ISO-8601 with a time and its offset, so no reader guesses a zone. */
 export const keyInstantSchema = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time with its offset, e.g. 2027-01-01T00:00:00Z' });
+
+export const REASON_MAX = 200;
+const reasonMessage = `expected a reason of 1-${REASON_MAX} characters`;
+/** Why own limits were given (a launch week): shown to administrators, never read by the limits. */
+export const limitsReasonSchema = z.string(reasonMessage).min(1, reasonMessage).max(REASON_MAX, reasonMessage);
 
 /** Up to 30 days: a longer overlap of two keys is a second key, not a rotation. */
 export const GRACE_MAX_SECONDS = 2_592_000;
@@ -132,7 +137,11 @@ export const keyInputFields = {
   plan: keyPlanSchema,
   perMinute: keyLimitSchema,
   perDay: keyLimitSchema,
+  perMonth: keyLimitSchema,
   expiresAt: keyInstantSchema,
+  /** When the own limits (perMinute, perDay, perMonth) end: past it, the plan's values apply again. */
+  limitsExpiresAt: keyInstantSchema,
+  limitsReason: limitsReasonSchema,
   metadata: metadataSchema,
   scopes: scopesSchema,
   allowedCidrs: allowedCidrsSchema,

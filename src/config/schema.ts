@@ -11,6 +11,7 @@ import { admin, adminTokenIdsUnique } from './sections/admin.js';
 import { anonymous } from './sections/anonymous.js';
 import { auth, keySourcesDistinct } from './sections/auth.js';
 import { ban } from './sections/ban.js';
+import { consumers } from './sections/consumers.js';
 import { keys, staticKeyIdsUnique } from './sections/keys.js';
 import { limits } from './sections/limits.js';
 import { log } from './sections/log.js';
@@ -36,6 +37,7 @@ import { usage } from './sections/usage.js';
 export { openapiBlocks, type OpenapiBlock } from './openapi-blocks.js';
 export type { AdminConfig } from './sections/admin.js';
 export type { AuthConfig } from './sections/auth.js';
+export type { ConsumersConfig } from './sections/consumers.js';
 export type { StaticKeyConfig } from './sections/keys.js';
 export type { LimitsConfig } from './sections/limits.js';
 export type { ListenerTlsConfig } from './sections/listener-tls.js';
@@ -64,6 +66,7 @@ export const configSchema = z
     plans: plans.default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay, mode, shadow }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
+    consumers: consumers.prefault({}).describe('The consumers behind keys: which of their metadata the upstream gets.'),
     services: services.optional().describe('Backends by name, each with its targets, balancing, retries and health checks (docs/routing.md).'),
     routes: routes.default([]).describe('Routes to services, with their policy (auth, deprecation, sunset, cost, route windows); first match in file order wins.'),
     defaultService: z.string().regex(SERVICE_NAME, 'expected a service name from services').optional().describe('Where requests that match no route go; left out, they get 404 not_found.'),

@@ -9,6 +9,7 @@ import { incomplete, KeyAdminError } from '../keys/admin-errors.js';
 import { overrideWarningsFor, requirePlan, type KeyAdminPolicy } from '../keys/admin-policy.js';
 import type { KeyAdmin } from '../keys/admin.js';
 import { CLI_ACTOR, type Actor } from '../keys/key-changes.js';
+import { keyMatcher } from '../keys/key-search.js';
 import { toRecord } from '../keys/rules.js';
 import type { KeyRecord, KeyStore } from '../keys/types.js';
 import { keysInUse, withConsumerLock } from './attach.js';
@@ -68,6 +69,8 @@ export interface ConsumerPageQuery {
   after?: string;
   status?: ConsumerRecord['status'];
   plan?: string;
+  /** Search text: an id prefix, or a piece of the name or of a metadata value (as keys are searched). */
+  q?: string;
 }
 
 /** How many records a page reads at once; the most it reads in all (a filter matching few: a short page with a cursor). */
@@ -123,6 +126,11 @@ export class ConsumerAdmin {
     return (await this.keyStore.consumerKeys(id)).map(toRecord);
   }
 
+  /** How many of the consumer's keys are not revoked (what maxKeys counts): one read of its hash of keys. */
+  async keyCount(id: string): Promise<number> {
+    return (await this.keyStore.consumerKeys(id)).filter((k) => k.status !== 'revoked').length;
+  }
+
   /**
    * One page of consumers in id order after `after`, matching the filters; `next` is the id to pass as `after` for
    * the next page, absent once the last id has been read. A failed read fails the page (KeyAdminError 'incomplete').
@@ -133,6 +141,7 @@ export class ConsumerAdmin {
       let i = q.after === undefined ? 0 : firstAfter(ids, q.after);
       const end = Math.min(ids.length, i + PAGE_SCAN_MAX);
       const consumers: ConsumerRecord[] = [];
+      const matches = q.q !== undefined ? keyMatcher(q.q) : undefined;
       while (i < end && consumers.length < q.limit) {
         const batch = ids.slice(i, Math.min(end, i + PAGE_READ_BATCH));
         // A record that cannot be read is left out of pages (GET /consumers/{id} names it), never fails the page.
@@ -143,6 +152,7 @@ export class ConsumerAdmin {
           if (!c) continue;
           if (q.status !== undefined && c.status !== q.status) continue;
           if (q.plan !== undefined && c.plan !== q.plan) continue;
+          if (matches && !matches(c)) continue;
           consumers.push(c);
         }
         i += j;

@@ -98,6 +98,15 @@ export class ConsumerCache {
     }
   }
 
+  /**
+   * The request path's read (identity's ConsumerLookup): the record at once when a fresh copy is cached (a map read,
+   * no store command), else get()'s promise. Undefined: there is no such consumer.
+   */
+  current(id: string): ConsumerRecord | undefined | Promise<ConsumerRecord | undefined> {
+    const known = this.peek(id);
+    return known === undefined ? this.get(id) : (known ?? undefined);
+  }
+
   /** Cached entries, for metrics and tests. */
   get size(): number {
     return this.cache.size;

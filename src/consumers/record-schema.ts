@@ -2,16 +2,13 @@
 // own limits, scopes and address ranges follow a key's rules (config/key-fields.ts): a value a key refuses, a consumer
 // refuses with the same message. The admin API, the CLI and the store all parse with these.
 import { z } from 'zod';
-import { keyInputFields, keyInstantSchema, keyLimitSchema } from '../config/key-fields.js';
+import { keyInputFields, keyInstantSchema } from '../config/key-fields.js';
 
 /** Far above any real customer's key count; a guard, not a quota. */
 export const MAX_KEYS_MAX = 100_000;
 const maxKeysMessage = `expected a whole number from 1 to ${MAX_KEYS_MAX}`;
 
 const billingDayMessage = 'expected a day of the month, a whole number from 1 to 31 (31: the last day of shorter months)';
-
-export const REASON_MAX = 200;
-const reasonMessage = `expected a reason of 1-${REASON_MAX} characters`;
 
 /** The fields an administrator gives a consumer (create, update), each by its one rule. */
 export const consumerInputFields = {
@@ -21,11 +18,11 @@ export const consumerInputFields = {
   metadata: keyInputFields.metadata,
   maxKeys: z.number(maxKeysMessage).int(maxKeysMessage).min(1, maxKeysMessage).max(MAX_KEYS_MAX, maxKeysMessage),
   billingDay: z.number(billingDayMessage).int(billingDayMessage).min(1, billingDayMessage).max(31, billingDayMessage),
-  perMinute: keyLimitSchema,
-  perDay: keyLimitSchema,
-  perMonth: keyLimitSchema,
-  limitsExpiresAt: keyInstantSchema,
-  limitsReason: z.string(reasonMessage).min(1, reasonMessage).max(REASON_MAX, reasonMessage),
+  perMinute: keyInputFields.perMinute,
+  perDay: keyInputFields.perDay,
+  perMonth: keyInputFields.perMonth,
+  limitsExpiresAt: keyInputFields.limitsExpiresAt,
+  limitsReason: keyInputFields.limitsReason,
   scopes: keyInputFields.scopes,
   allowedCidrs: keyInputFields.allowedCidrs,
 };

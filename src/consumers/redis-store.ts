@@ -5,7 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from '../storage/redis.js';
+import type { Breaker } from '../storage/breaker.js';
 import type { Keyspace } from '../storage/keyspace.js';
+import { listenOn } from '../storage/change-feed.js';
 import { recordRevision } from '../keys/redis-store.js';
 import { consumerRecordSchema } from './record-schema.js';
 import { CONSUMER_LOCK_TTL_MS, ConsumerStoreError, type ConsumerRecord, type ConsumerStore } from './types.js';
@@ -56,9 +58,14 @@ export class RedisConsumerStore implements ConsumerStore {
   private readonly client: RedisConnection['client'];
   private readonly subscribers = new Set<ReturnType<RedisConnection['subscriber']>>();
 
+  /**
+   * `breaker`, on the gateway's request path, makes reads fail at once while Redis is known to be down, as the key
+   * store's lookups do: a cached consumer is then served (ConsumerCache's maxStaleMs), an uncached one answers 503.
+   */
   constructor(
     private readonly redis: Pick<RedisConnection, 'client' | 'subscriber'>,
     private readonly ks: Keyspace,
+    private readonly breaker?: Breaker,
   ) {
     this.client = redis.client;
   }
@@ -68,7 +75,9 @@ export class RedisConsumerStore implements ConsumerStore {
   }
 
   async getVersioned(id: string): Promise<{ consumer: ConsumerRecord; revision: string } | undefined> {
-    const raw = await this.client.getBuffer(this.ks.consumerRecord(id)).catch(unreadableIfWrongType);
+    const read = (): Promise<Buffer | null> => this.client.getBuffer(this.ks.consumerRecord(id));
+    // WRONGTYPE is an answer about this record, not an outage: the breaker lets it pass, and it is read as unreadable.
+    const raw = await (this.breaker ? this.breaker.run(read) : read()).catch(unreadableIfWrongType);
     if (!raw) return undefined;
     const consumer = parseConsumer(raw);
     if (!consumer || consumer.id !== id)
@@ -135,32 +144,12 @@ export class RedisConsumerStore implements ConsumerStore {
   }
 
   async subscribe(onChange: (id: string) => void, onReset: () => void, more: { onListening?(): void } = {}): Promise<() => Promise<void>> {
-    const sub = this.redis.subscriber();
+    const sub = listenOn(this.redis, this.ks.consumerEvents(), {
+      onMessage: onChange,
+      onReset,
+      ...(more.onListening ? { onListening: more.onListening } : {}),
+    });
     this.subscribers.add(sub);
-    const channel = this.ks.consumerEvents();
-    let connectedOnce = false;
-    // Resolves once Redis has confirmed the subscription: from then on no message is missed (until a reconnect).
-    const listen = (): void => {
-      sub.subscribe(channel).then(
-        () => more.onListening?.(),
-        () => {},
-      );
-    };
-    // After any reconnect, messages sent while we were away are lost: the cache must start over.
-    sub.on('ready', () => {
-      if (connectedOnce) {
-        onReset();
-        // ioredis subscribes again by itself; this SUBSCRIBE (a no-op for Redis) tells us when that is in place.
-        listen();
-      }
-      connectedOnce = true;
-    });
-    sub.on('message', (from: string, message: string) => {
-      if (from === channel) onChange(message);
-    });
-    // Not awaited: Redis may be down at start-up; ioredis subscribes once connected, and the cache's TTL bounds
-    // staleness meanwhile.
-    listen();
     return async () => {
       this.subscribers.delete(sub);
       sub.disconnect();

@@ -72,9 +72,40 @@ export function isSaneRequestId(value: unknown): value is string {
   return typeof value === 'string' && SANE_REQUEST_ID.test(value) && !holdsKeyShape(value);
 }
 
+/** The upstream headers that carry a consumer's metadata (consumers.forwardMetadata): this prefix and the field. */
+export const CONSUMER_METADATA_PREFIX = 'x-consumer-metadata-';
+
+/**
+ * The upstream header of a consumer metadata field: `X-Consumer-Metadata-` and the field lower-cased, with `_` and `.`
+ * written `-` (`billing_id` -> `x-consumer-metadata-billing-id`). A metadata name (1-64 of A-Z a-z 0-9 _ . -) is a
+ * header token as it is, but nginx drops header names holding `_` or `.` unless told otherwise (underscores_in_headers,
+ * ignore_invalid_headers), and CGI/WSGI/PHP fold `-` and `_` into one variable name: with only letters, digits and
+ * dashes the header reaches every backend, and the config refuses two fields that would name one header.
+ */
+export function consumerMetadataHeader(field: string): string {
+  return CONSUMER_METADATA_PREFIX + field.toLowerCase().replace(/[_.]/g, '-');
+}
+
+/** The longest consumer metadata value forwarded upstream (a metadata value's own bound). */
+export const FORWARDED_METADATA_VALUE_MAX = 256;
+
+/**
+ * Printable ASCII, neither starting nor ending with a space. No CR, LF or other control character (header injection),
+ * nothing outside ASCII (Node writes header values as latin1: UTF-8 text would arrive garbled, and a character above
+ * U+00FF would throw), no edge space (a parser strips it: the backend would read another value).
+ */
+const FORWARDABLE_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+
+/** Whether a consumer metadata value goes upstream as it is; one that cannot is left out, never altered. */
+export function forwardableMetadataValue(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= FORWARDED_METADATA_VALUE_MAX && FORWARDABLE_VALUE.test(value);
+}
+
 /**
  * Whether a client header (its lower-case name) would reach the upstream as one the gateway owns: its caller's
- * headers (X-Consumer-*, X-Credential-Id), forwarding headers (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id.
+ * headers (X-Consumer-*: the consumer's id, plan and forwarded metadata; X-Credential-Id), forwarding headers
+ * (X-Forwarded-*, X-Real-IP, Forwarded) and X-Request-Id. A client's X-Consumer-Metadata-* is dropped whatever
+ * consumers.forwardMetadata lists: only the consumer's record speaks for it.
  * Those come only from the gateway. An underscore counts as a dash: CGI/WSGI, PHP-FPM and nginx with underscores_in_headers
  * fold `X_Consumer_Id` into X-Consumer-Id, which would join the gateway's own value (`key_real,key_VICTIM`).
  */

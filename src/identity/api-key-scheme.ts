@@ -87,6 +87,8 @@ export class ApiKeyScheme implements AuthScheme<PresentedKey> {
     const caller: Caller = { id: k.id, plan: consumer ? consumer.plan : k.plan };
     if (k.perMinute !== undefined) caller.perMinute = k.perMinute;
     if (k.perDay !== undefined) caller.perDay = k.perDay;
+    if (k.perMonth !== undefined) caller.perMonth = k.perMonth;
+    if (k.limitsExpiresAt !== undefined) caller.limitsExpiresAt = k.limitsExpiresAt;
     if (result.keyHash !== undefined) caller.keyHash = result.keyHash;
     if (result.revision !== undefined) caller.keyRevision = result.revision;
     if (consumer) caller.consumer = consumer;

@@ -9,6 +9,13 @@ export interface ConsumerView {
   readonly plan: string;
   readonly status: 'active' | 'suspended';
   readonly metadata?: Readonly<Record<string, string>> | undefined;
+  /** 1-31: its monthly windows run from this day (31: the last day of a shorter month); absent: calendar months. */
+  readonly billingDay?: number | undefined;
+  /** Own limits of the pool, over its plan's, until limitsExpiresAt (ISO-8601) if it has one. */
+  readonly perMinute?: number | undefined;
+  readonly perDay?: number | undefined;
+  readonly perMonth?: number | undefined;
+  readonly limitsExpiresAt?: string | undefined;
   /** The routes its keys may call; absent: every route. A key's own scopes narrow them. */
   readonly scopes?: readonly string[] | undefined;
   /** The client addresses its keys may be used from; absent: anywhere. A key's own list narrows it. */

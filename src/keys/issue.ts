@@ -14,6 +14,10 @@ export interface KeyInput {
   name?: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  /** ISO-8601: when the own limits end (the plan's apply again). */
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   /** ISO-8601. */
   expiresAt?: string;
   metadata?: Record<string, string>;
@@ -49,6 +53,9 @@ export class KeyIssuer {
       plan: input.plan,
       ...(input.perMinute !== undefined ? { perMinute: input.perMinute } : {}),
       ...(input.perDay !== undefined ? { perDay: input.perDay } : {}),
+      ...(input.perMonth !== undefined ? { perMonth: input.perMonth } : {}),
+      ...(input.limitsExpiresAt !== undefined ? { limitsExpiresAt: input.limitsExpiresAt } : {}),
+      ...(input.limitsReason !== undefined ? { limitsReason: input.limitsReason } : {}),
       createdAt: new Date(this.clock.now()).toISOString(),
       ...(input.expiresAt !== undefined ? { expiresAt: input.expiresAt } : {}),
       ...(input.metadata !== undefined ? { metadata: sortedMetadata(input.metadata) } : {}),

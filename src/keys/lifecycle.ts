@@ -17,6 +17,9 @@ export interface KeyUpdate {
   name?: string | null;
   perMinute?: number | null;
   perDay?: number | null;
+  perMonth?: number | null;
+  limitsExpiresAt?: string | null;
+  limitsReason?: string | null;
   expiresAt?: string | null;
   /** Replaces the whole map; null removes it. */
   metadata?: Record<string, string> | null;
@@ -52,7 +55,19 @@ export class KeyLifecycle {
         refuseRevoked(k);
         const next: StoredKey = { ...k };
         if (patch.plan !== undefined) next.plan = patch.plan;
-        for (const field of ['name', 'perMinute', 'perDay', 'expiresAt', 'metadata', 'scopes', 'allowedCidrs', 'consumer'] as const) {
+        for (const field of [
+          'name',
+          'perMinute',
+          'perDay',
+          'perMonth',
+          'limitsExpiresAt',
+          'limitsReason',
+          'expiresAt',
+          'metadata',
+          'scopes',
+          'allowedCidrs',
+          'consumer',
+        ] as const) {
           const value = patch[field];
           if (value === null) delete next[field];
           else if (value !== undefined)

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { keyInputFields, keyInstantSchema, sha256HexSchema } from '../config/key-fields.js';
 import { prefixProblem } from './key-prefix.js';
 
-const { id, name, plan, perMinute, perDay, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
+const { id, name, plan, perMinute, perDay, perMonth, limitsExpiresAt, limitsReason, expiresAt, metadata, scopes, allowedCidrs } = keyInputFields;
 
 /** A key record as stored: what every check of the request path reads. Unknown fields are refused. */
 export const storedKeySchema = z.strictObject({
@@ -14,6 +14,9 @@ export const storedKeySchema = z.strictObject({
   plan,
   perMinute: perMinute.optional(),
   perDay: perDay.optional(),
+  perMonth: perMonth.optional(),
+  limitsExpiresAt: limitsExpiresAt.optional(),
+  limitsReason: limitsReason.optional(),
   createdAt: keyInstantSchema,
   expiresAt: expiresAt.optional(),
   metadata: metadata.optional(),

@@ -6,6 +6,7 @@ import { ReplyError } from 'ioredis';
 import type { Breaker } from '../storage/breaker.js';
 import type { RedisConnection } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
+import { listenOn } from '../storage/change-feed.js';
 import type { ChangeFeedListeners, FoundKey, ImportLock, KeyChange, KeyStore, StoredKey } from './types.js';
 import { changeMessage, KeyStoreError, parseChangeMessage } from './types.js';
 import { rememberKeyPrefix } from '../http/credentials.js';
@@ -390,35 +391,16 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async subscribe(onChange: (id: string, change?: KeyChange) => void, onReset: () => void, more: ChangeFeedListeners = {}): Promise<() => Promise<void>> {
-    const sub = this.redis.subscriber();
+    const sub = listenOn(this.redis, this.ks.keyEvents(), {
+      onMessage: (message) => {
+        if (message.startsWith(HASH_MESSAGE)) return more.onKeyHash?.(message.slice(HASH_MESSAGE.length));
+        const { id, change } = parseChangeMessage(message);
+        onChange(id, change);
+      },
+      onReset,
+      ...(more.onListening ? { onListening: more.onListening } : {}),
+    });
     this.subscriber = sub;
-    const channel = this.ks.keyEvents();
-    let connectedOnce = false;
-    // Resolves once Redis has confirmed the subscription: from then on no message is missed (until a reconnect).
-    const listen = (): void => {
-      sub.subscribe(channel).then(
-        () => more.onListening?.(),
-        () => {},
-      );
-    };
-    // After any reconnect, messages sent while we were away are lost: the cache must start over.
-    sub.on('ready', () => {
-      if (connectedOnce) {
-        onReset();
-        // ioredis subscribes again by itself; this SUBSCRIBE (a no-op for Redis) tells us when that is in place.
-        listen();
-      }
-      connectedOnce = true;
-    });
-    sub.on('message', (from: string, message: string) => {
-      if (from !== channel) return;
-      if (message.startsWith(HASH_MESSAGE)) return more.onKeyHash?.(message.slice(HASH_MESSAGE.length));
-      const { id, change } = parseChangeMessage(message);
-      onChange(id, change);
-    });
-    // Not awaited: Redis may be down at start-up; ioredis subscribes once connected (and again after every
-    // reconnect), and the cache TTL bounds staleness meanwhile.
-    listen();
     return async () => {
       sub.disconnect();
     };

@@ -8,6 +8,15 @@ export interface KeyRecord {
   /** Per-key overrides of the plan's limits. */
   perMinute?: number;
   perDay?: number;
+  /** A monthly limit over the plan's (calendar months in UTC, or from its consumer's billingDay). */
+  perMonth?: number;
+  /**
+   * When the own limits (perMinute, perDay, perMonth) end, ISO-8601: past it, the plan's values apply again with no
+   * one touching the record. The key itself stays valid (that is expiresAt).
+   */
+  limitsExpiresAt?: string;
+  /** Why the own limits were given (a launch week); nothing on the request path reads it. */
+  limitsReason?: string;
   /** ISO-8601. */
   createdAt: string;
   expiresAt?: string;

@@ -17,7 +17,7 @@ import type { FoundKey, KeyChange, KeyRecord, KeyStore, StoredKey } from './type
  * addresses): what the request path takes from the record. One object per cached record, handed out as it is, so
  * what is compiled from it (identity/access.ts) is compiled once per record.
  */
-export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'consumer' | 'scopes' | 'allowedCidrs'>;
+export type KeyIdentity = Pick<KeyRecord, 'id' | 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'limitsExpiresAt' | 'consumer' | 'scopes' | 'allowedCidrs'>;
 
 /** `storeMs`: how long this verification waited on the key store (absent when answered from memory). */
 export type VerifyResult =
@@ -89,6 +89,9 @@ function toCached(k: StoredKey): CachedKey {
   const identity: KeyIdentity = { id: k.id, plan: k.plan };
   if (k.perMinute !== undefined) identity.perMinute = k.perMinute;
   if (k.perDay !== undefined) identity.perDay = k.perDay;
+  if (k.perMonth !== undefined) identity.perMonth = k.perMonth;
+  // When the own limits end (the limits compare it with the clock per request); their reason is never read here.
+  if (k.limitsExpiresAt !== undefined) identity.limitsExpiresAt = k.limitsExpiresAt;
   if (k.consumer !== undefined) identity.consumer = k.consumer;
   if (k.scopes !== undefined) identity.scopes = k.scopes;
   if (k.allowedCidrs !== undefined) identity.allowedCidrs = k.allowedCidrs;

@@ -1,31 +1,22 @@
-// The key limits decision: ban check and plan limits for an authenticated key, with the ban ladder. The decision
-// itself is one atomic store call (see redis-store.ts); this file adds the fail mode, the local ban cache, the
-// memory fallback, logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages/limits.ts) turns
+// The key limits decision: ban check and plan limits for an authenticated key, with the ban ladder; a key of a
+// consumer is counted in its consumer's pool with its own limits as caps inside it (quota.ts). The decision itself is
+// one atomic store call (see redis-store.ts); this file adds the fail mode, the local ban cache, the memory fallback,
+// logs and metrics around it. No Express here: the keyLimits stage (src/pipeline/stages/limits.ts) turns
 // outcomes into RateLimit headers, 429s, 401s and 503s.
 import type { Clock } from '../util/clock.js';
 import { withDeadline } from '../util/deadline.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
-import type { Caller } from '../identity/caller.js';
-import { effectiveLimits } from '../keys/rules.js';
 import type { Runtime } from '../routing/runtime.js';
 import type { Breaker } from '../storage/breaker.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import { LastCounts } from './last-counts.js';
-import { keySubject } from './subject.js';
+import { MonthPeriods } from './months.js';
+import { quotaOf, type LimitedCaller, type Quota } from './quota.js';
+import { keySubject, poolOf } from './subject.js';
 import type { MemoryLimiterStore } from './memory-store.js';
-import {
-  LEDGER_KIND,
-  type UsageKind,
-  type Charge,
-  type Decision,
-  type KeyLimits,
-  type LimiterStore,
-  type LimitRequest,
-  type LimitSnapshot,
-  type WindowSpec,
-} from './types.js';
-import { OWN_DAY, OWN_MINUTE, RequestWindows } from './windows.js';
+import { LEDGER_KIND, type UsageKind, type Charge, type Decision, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
+import { atInstant, RequestWindows } from './windows.js';
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -52,13 +43,14 @@ export interface KeyLimiterDeps {
    * refused by a window, 'b' refused by a ban. Absent: no ledger.
    */
   usage?: {
-    count(id: string, kind: UsageKind): void;
+    /** `consumer`, in every call: the consumer the request was counted under (absent for a key without one). */
+    count(id: string, kind: UsageKind, consumer?: string): void;
     /** An admitted request (counted at `atMs`) that reached no target: taken out of admitted (not billed). */
-    notReached(id: string, atMs: number): void;
+    notReached(id: string, atMs: number, consumer?: string): void;
     /** An admitted request (counted at `atMs`) a target failed: counted upstreamFailed, admitted kept. */
-    upstreamFailed(id: string, atMs: number): void;
+    upstreamFailed(id: string, atMs: number, consumer?: string): void;
     /** The minute window's count a check reported, for the ledger's peakMinute (UTC hour: hours since 1970). */
-    minuteCount(id: string, count: number, hour: number): void;
+    minuteCount(id: string, count: number, hour: number, consumer?: string): void;
   };
 }
 
@@ -93,9 +85,15 @@ export type KeyLimitOutcome =
   | { kind: 'invalid_key' }
   | { kind: 'cost_exceeds_limit'; window: WindowSpec; cost: number };
 
-/** What the quota endpoint answers from: the key's windows and ban as they stand, or why they cannot be read. */
+/**
+ * What the quota endpoint answers from: the key's windows (for a key of a consumer, the pool's and its caps) and ban as
+ * they stand, with the plan in force; or why they cannot be read.
+ */
 export type QuotaOutcome =
-  { kind: 'read'; snapshot: LimitSnapshot; request: LimitRequest; now: number } | { kind: 'no_plan' } | { kind: 'unavailable' } | { kind: 'invalid_key' };
+  | { kind: 'read'; snapshot: LimitSnapshot; request: LimitRequest; now: number; plan: string }
+  | { kind: 'no_plan' }
+  | { kind: 'unavailable' }
+  | { kind: 'invalid_key' };
 
 const NO_PLAN = Object.freeze({ kind: 'no_plan' as const });
 const UNAVAILABLE = Object.freeze({ kind: 'unavailable' as const });
@@ -103,8 +101,9 @@ const INVALID_KEY = Object.freeze({ kind: 'invalid_key' as const });
 
 /**
  * The decisions metric's window label of the windows a decision found short: "minute", "day" or "both" for the plan's
- * (a candidate limit counts as its window), "route" when a route window is among them (that metric keeps few label
- * values; the shadow refusals metric names each window).
+ * (a candidate limit counts as its window), "month" for the plan's monthly window, "key" for a key's cap inside its
+ * consumer's pool, "route" for a route's (the first of those met, in that order of the windows; that metric keeps few
+ * label values; the shadow refusals metric names each window).
  */
 function windowLabel(request: LimitRequest, short: number): string {
   if (short === 0) return 'none';
@@ -113,10 +112,16 @@ function windowLabel(request: LimitRequest, short: number): string {
   for (let i = 0; i < n + request.candidates.length; i++) {
     if (!(short & (1 << i))) continue;
     const w = i < n ? i : request.candidates[i - n]!.of;
-    if (w > 1) return 'route';
-    plan |= 1 << w;
+    if (w === request.plan.minute) plan |= 1;
+    else if (w === request.plan.day) plan |= 2;
+    else return otherLabel(request.windows[w]!);
   }
   return plan === 1 ? 'minute' : plan === 2 ? 'day' : 'both';
+}
+
+/** The metric's label of a window other than the plan's minute and day. */
+function otherLabel(w: WindowSpec): string {
+  return w.cap ? 'key' : w.endsAt !== undefined ? 'month' : 'route';
 }
 
 /** The enforced windows a refusal found short (the offence that struck toward a ban), for the log. */
@@ -124,19 +129,23 @@ function shortWindowNames(request: LimitRequest, short: number): string[] {
   return request.windows.filter((w, i) => w.mode === 'enforce' && short & (1 << i)).map((w) => w.name);
 }
 
-/** The key's own overrides as OWN_* bits: a plan's candidate limits leave those windows alone. */
-function ownBits(consumer: Caller): number {
-  return (consumer.perMinute !== undefined ? OWN_MINUTE : 0) | (consumer.perDay !== undefined ? OWN_DAY : 0);
-}
-
 export class KeyLimiter {
+  /**
+   * By whose ban it is: the key's id, or for a ban shared by a consumer's keys (ban.scope consumer) the consumer's tag
+   * `c:<id>` (no key id holds a colon), so every key of the consumer meets it.
+   */
   private readonly knownBans = new Map<string, KnownBan>();
   /** Bumped by forget(): a ban read before an unban but handled after its message must not be cached. */
   private forgets = 0;
   /** The windows and cost of each request (plan, route, config), cached. */
   readonly windows: RequestWindows;
-  /** Per key: the windows Redis last reported, and what memory admitted since (see handle). */
+  /**
+   * Per pool (a key's own windows, or its consumer's): the plan windows Redis last reported, and what memory admitted
+   * since (see check).
+   */
   private readonly lastCounts = new LastCounts();
+  /** The monthly period in force per billing day. */
+  private readonly periods = new MonthPeriods();
 
   constructor(private readonly deps: KeyLimiterDeps) {
     this.windows = new RequestWindows(deps.runtime);
@@ -156,6 +165,7 @@ export class KeyLimiter {
    */
   forget(id: string | undefined, change: 'record' | 'windows' = 'record'): void {
     if (id !== undefined && change === 'windows') {
+      // The key's own windows, or its caps in whichever consumer's pool (a reset of a key leaves the pool alone).
       this.deps.memory.resetWindows(keySubject(id));
       this.lastCounts.drop(id);
       return;
@@ -166,12 +176,18 @@ export class KeyLimiter {
       return;
     }
     this.knownBans.delete(id);
+    // A consumer's shared ban is lifted through any of its keys, and which consumer the key belongs to is not known
+    // here: every shared ban this instance remembers is dropped (a few at most; the next request of each asks Redis).
+    for (const holder of this.knownBans.keys()) if (holder.includes(':')) this.knownBans.delete(holder);
     this.deps.memory.unban(keySubject(id));
   }
 
-  /** The consumer's own overrides, else its plan's limits (effectiveLimits); undefined without a usable plan. */
-  limitsFor(consumer: Caller): KeyLimits | undefined {
-    return effectiveLimits(consumer, this.deps.runtime.config.plans[consumer.plan]);
+  /**
+   * The caller's quota at `now` (quota.ts): its subject, the plan in force, the pool's limits, its caps and the monthly
+   * period; undefined without a usable plan.
+   */
+  quotaOf(caller: LimitedCaller, now: number): Quota | undefined {
+    return quotaOf(caller, this.deps.runtime.config.plans, now, this.periods);
   }
 
   /**
@@ -181,27 +197,36 @@ export class KeyLimiter {
    * Redis fails with failMode open). Counts the decision in the metrics and logs a new ban; writes nothing to any
    * response (the keyLimits stage does).
    */
-  async check(consumer: Caller, ctx: LimitedRequest, route?: CompiledRoute): Promise<KeyLimitOutcome> {
+  async check(consumer: LimitedCaller, ctx: LimitedRequest, route?: CompiledRoute): Promise<KeyLimitOutcome> {
     const { clock, logger, metrics, runtime } = this.deps;
-    const limits = this.limitsFor(consumer);
-    if (!limits) {
-      logger.error({ reqId: ctx.id, consumer: consumer.id, plan: consumer.plan }, 'key refers to a plan that is not configured');
+    const now = clock.now();
+    const quota = this.quotaOf(consumer, now);
+    if (!quota) {
+      const plan = consumer.consumer?.plan ?? consumer.plan;
+      logger.error({ reqId: ctx.id, consumer: consumer.id, plan }, 'key refers to a plan that is not configured');
       return NO_PLAN;
     }
-    const request = this.windows.forRequest(consumer.plan, limits, route, ownBits(consumer));
-    if (request.unpayable) {
+    const { plan, subject } = quota;
+    // The ledger this request is counted in: its consumer's (as the limit script counts it), or the key's own.
+    const under = subject.pool?.id;
+    const cached = this.windows.forRequest(plan, quota.limits, route, quota.own, quota);
+    if (cached.unpayable) {
       // Known from the limits alone: no store call, no points, no strike (waiting would never help, so no ban either).
-      const at = request.windows.indexOf(request.unpayable);
-      metrics.limitDecisions.inc({ plan: consumer.plan, decision: 'cost_exceeds_limit', window: at === 0 ? 'minute' : at === 1 ? 'day' : 'route' });
-      return { kind: 'cost_exceeds_limit', window: request.unpayable, cost: request.cost };
+      const at = cached.windows.indexOf(cached.unpayable);
+      const window = at === cached.plan.minute ? 'minute' : at === cached.plan.day ? 'day' : otherLabel(cached.unpayable);
+      metrics.limitDecisions.inc({ plan, decision: 'cost_exceeds_limit', window });
+      return { kind: 'cost_exceeds_limit', window: cached.unpayable, cost: cached.cost };
     }
-    const now = clock.now();
-    const subject = keySubject(consumer.id);
+    const request = atInstant(cached, now);
+    // Per pool, by its hash tag (a key's id, or `c:<consumer>`: no key id holds a colon): what Redis last reported of
+    // the plan windows the key counts in.
+    const poolName = poolOf(subject).tag;
 
     // A ban this instance remembers is enforced only while bans are (a reload to shadow or off stops it at once).
     const ban = runtime.config.ban;
     const enforcing = ban.enabled && ban.mode === 'enforce';
-    const known = enforcing ? this.knownBans.get(consumer.id) : undefined;
+    const holder = ban.scope === 'consumer' && subject.pool ? subject.pool.tag : consumer.id;
+    const known = enforcing ? this.knownBans.get(holder) : undefined;
     if (known && known.until > now) {
       const elapsed = now - known.at;
       // The windows as the ban's decision saw them: this request's own may differ (another route); the plan's lead both.
@@ -216,10 +241,10 @@ export class KeyLimiter {
         short: 0,
         retryMs: known.until - now,
       };
-      this.deps.usage?.count(consumer.id, 'b');
-      return this.decided(consumer, request, aged, now, ctx);
+      this.deps.usage?.count(consumer.id, 'b', under);
+      return this.decided(plan, request, aged, now, ctx);
     }
-    if (known) this.knownBans.delete(consumer.id);
+    if (known) this.knownBans.delete(holder);
 
     let decision: Decision;
     let by: Charge['by'] = 'shared';
@@ -236,7 +261,7 @@ export class KeyLimiter {
       // check (one round trip still). Why a credit rather than deciding on the larger of Redis's count and this
       // instance's own: the credit puts them in the fleet's windows, so no instance admits them again, the decision
       // (and its strikes and bans) stays the script's alone, and a Redis that came back empty learns them too.
-      let rec = this.lastCounts.get(consumer.id);
+      let rec = this.lastCounts.get(poolName);
       const credit = rec?.owed ? this.lastCounts.takeCredit(rec, now) : undefined;
       try {
         // The request's Redis budget (commandTimeoutMs) is shared with the key lookup that may have preceded this.
@@ -251,10 +276,10 @@ export class KeyLimiter {
         const answeredAt = clock.now();
         ctx.redisMs += answeredAt - now;
         if (decision.outcome !== 'invalid_key' && decision.outcome !== 'invalid_record')
-          this.lastCounts.seen((rec ??= this.lastCounts.ensure(consumer.id)), request, decision, answeredAt);
+          this.lastCounts.seen((rec ??= this.lastCounts.ensure(poolName)), request, decision, answeredAt);
       } catch {
         metrics.redisErrors.inc({ op: 'limit_check' });
-        rec ??= this.lastCounts.ensure(consumer.id);
+        rec ??= this.lastCounts.ensure(poolName);
         if (credit) this.lastCounts.restore(rec, credit);
         if (shared.failMode === 'closed') return UNAVAILABLE;
         // failMode open: this instance alone meters the key until Redis answers again, continuing the windows Redis
@@ -275,27 +300,27 @@ export class KeyLimiter {
       return INVALID_KEY;
     }
     if (local && this.deps.usage) {
-      this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome]);
-      if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's');
-      if (decision.wouldBan !== undefined) this.deps.usage.count(consumer.id, 'w');
+      this.deps.usage.count(consumer.id, LEDGER_KIND[decision.outcome], under);
+      if (decision.outcome === 'admitted' && decision.short !== 0) this.deps.usage.count(consumer.id, 's', under);
+      if (decision.wouldBan !== undefined) this.deps.usage.count(consumer.id, 'w', under);
     }
     // peakMinute: the plan minute window's count this check reported (Redis's is the fleet's; points, with costs), in
     // the hour the ledger counted it in.
-    this.deps.usage?.minuteCount(consumer.id, decision.windows[request.plan.minute]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000));
+    this.deps.usage?.minuteCount(consumer.id, decision.windows[request.plan.minute]!.used, decision.ledgerHour ?? Math.floor(now / 3_600_000), under);
     if (decision.keyRecord && consumer.keyHash !== undefined && consumer.keyRevision !== undefined) {
       this.deps.onKeyRecordChecked?.(consumer.keyHash, consumer.keyRevision, decision.keyRecord === 'current');
     }
     if ((decision.outcome === 'banned' || decision.outcome === 'banned_now') && forgets === this.forgets) {
-      this.knownBans.set(consumer.id, { until: now + decision.retryMs, decision, at: now });
+      this.knownBans.set(holder, { until: now + decision.retryMs, decision, at: now });
     }
     if (decision.outcome === 'admitted') ctx.charge = { id: consumer.id, subject, by, decision, request, at: clock.now() };
     if (decision.wouldBan !== undefined && decision.wouldBan > 0) {
-      metrics.wouldBans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
+      metrics.wouldBans.inc({ plan, level: String(decision.banLevel) });
       logger.warn(
         {
           reqId: ctx.id,
           consumer: consumer.id,
-          plan: consumer.plan,
+          plan,
           banLevel: decision.banLevel,
           seconds: Math.round(decision.wouldBan / 1000),
           windows: shortWindowNames(request, decision.short),
@@ -304,13 +329,10 @@ export class KeyLimiter {
       );
     }
     if (decision.outcome === 'banned_now') {
-      metrics.bans.inc({ plan: consumer.plan, level: String(decision.banLevel) });
-      logger.warn(
-        { reqId: ctx.id, consumer: consumer.id, plan: consumer.plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) },
-        'api key banned',
-      );
+      metrics.bans.inc({ plan, level: String(decision.banLevel) });
+      logger.warn({ reqId: ctx.id, consumer: consumer.id, plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) }, 'api key banned');
     }
-    return this.decided(consumer, request, decision, now, ctx);
+    return this.decided(plan, request, decision, now, ctx);
   }
 
   /**
@@ -333,7 +355,7 @@ export class KeyLimiter {
     for (let i = 0; i < charge.request.windows.length; i++) {
       if (d.short & (1 << i)) continue;
       const w = charge.request.windows[i]!;
-      windows.push({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs - elapsed, lengthMs: w.lengthMs });
+      windows.push({ suffix: w.suffix, remainingMs: d.windows[i]!.resetMs - elapsed, lengthMs: w.lengthMs, ...(w.cap ? { cap: w.cap } : {}) });
     }
     const refund = { windows, cost: charge.request.cost, ...(d.ledgerHour !== undefined ? { ledgerHour: d.ledgerHour } : {}) };
     const shared = this.deps.shared;
@@ -350,11 +372,12 @@ export class KeyLimiter {
       return;
     }
     await this.deps.memory.refund(charge.subject, refund);
-    if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at);
+    // The ledger it was counted in (its subject's consumer then), even if the key has moved since.
+    if (charge.by === 'memory') this.deps.usage?.notReached(charge.id, charge.at, charge.subject.pool?.id);
     else {
       // Admitted from memory while Redis was away: still owed to Redis (nearly always), so Redis is owed it no more
       // (and its ledger never counts it). Already credited to Redis by a later check: it stays charged there.
-      const rec = this.lastCounts.get(charge.id);
+      const rec = this.lastCounts.get(poolOf(charge.subject).tag);
       if (rec) this.lastCounts.unowe(rec, now, charge.request.cost);
     }
   }
@@ -370,7 +393,7 @@ export class KeyLimiter {
     if (!charge) return;
     ctx.charge = undefined;
     const hour = charge.decision.ledgerHour;
-    this.deps.usage?.upstreamFailed(charge.id, hour !== undefined ? hour * 3_600_000 : charge.at);
+    this.deps.usage?.upstreamFailed(charge.id, hour !== undefined ? hour * 3_600_000 : charge.at, charge.subject.pool?.id);
   }
 
   /**
@@ -379,15 +402,15 @@ export class KeyLimiter {
    * request's Redis budget), checking the key's record as the limit check does. When Redis fails: failMode open
    * reads this instance's memory windows (what it would meter by), closed answers unavailable.
    */
-  async quota(consumer: Caller, ctx: LimitedRequest): Promise<QuotaOutcome> {
+  async quota(consumer: LimitedCaller, ctx: LimitedRequest): Promise<QuotaOutcome> {
     const { clock, metrics, runtime } = this.deps;
-    const limits = this.limitsFor(consumer);
-    if (!limits) return NO_PLAN;
-    const request = this.windows.forQuota(consumer.plan, limits, ownBits(consumer));
-    const ban = runtime.config.ban;
     const now = clock.now();
+    const quota = this.quotaOf(consumer, now);
+    if (!quota) return NO_PLAN;
+    const { plan, subject } = quota;
+    const request = atInstant(this.windows.forQuota(plan, quota.limits, quota.own, quota), now);
+    const ban = runtime.config.ban;
     const shared = this.deps.shared;
-    const subject = keySubject(consumer.id);
     let snapshot: LimitSnapshot;
     if (!shared) snapshot = await this.deps.memory.snapshot(subject, request.windows, ban);
     else {
@@ -410,15 +433,15 @@ export class KeyLimiter {
       this.deps.onInvalidKey?.(consumer.id);
       return INVALID_KEY;
     }
-    return { kind: 'read', snapshot, request, now };
+    return { kind: 'read', snapshot, request, now, plan };
   }
 
-  private decided(consumer: Caller, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
+  private decided(plan: string, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
     ctx.decision = decision;
     const outcome = decision.outcome;
     const metrics = this.deps.metrics;
     metrics.limitDecisions.inc({
-      plan: consumer.plan,
+      plan,
       decision: outcome === 'admitted' ? (decision.short === 0 ? 'admitted' : 'shadow_refused') : 'refused',
       window: outcome === 'banned' || outcome === 'banned_now' ? 'ban' : windowLabel(request, decision.short),
     });
@@ -426,8 +449,7 @@ export class KeyLimiter {
       // Per window that would have refused it (a shadow-mode window or a candidate limit): rare, and named.
       const n = request.windows.length;
       for (let i = 0; i < n + request.candidates.length; i++) {
-        if (decision.short & (1 << i))
-          metrics.shadowRefusals.inc({ plan: consumer.plan, window: i < n ? request.windows[i]!.name : request.candidates[i - n]!.name });
+        if (decision.short & (1 << i)) metrics.shadowRefusals.inc({ plan, window: i < n ? request.windows[i]!.name : request.candidates[i - n]!.name });
       }
     }
     return { kind: 'decided', decision, request, now };

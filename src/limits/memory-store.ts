@@ -3,7 +3,7 @@
 import { LRUCache } from 'lru-cache';
 import { subjectPart } from '../storage/keyspace.js';
 import type { Clock } from '../util/clock.js';
-import type { QuotaSubject } from './subject.js';
+import { banHolder, poolOf, type QuotaSubject } from './subject.js';
 import {
   banModeOf,
   type BanPolicy,
@@ -37,6 +37,13 @@ interface StoredBan {
   lastEnd: number;
 }
 
+/** The memory counter of each window: `<subject part>:<suffix>`, a cap under the key, any other under the pool. */
+function counterNames(subject: QuotaSubject, windows: readonly WindowSpec[]): string[] {
+  const own = subjectPart(subject);
+  const pool = subject.pool ? subjectPart(subject.pool) : own;
+  return windows.map((w) => `${w.cap ? own : pool}:${w.suffix}`);
+}
+
 export class MemoryLimiterStore implements LimiterStore {
   // Bounded so a flood of ids cannot grow memory without limit; entries also lapse with their window. Made on first
   // use: an LRU this size preallocates about 10 MB, and with Redis this store only serves while Redis is down.
@@ -51,12 +58,14 @@ export class MemoryLimiterStore implements LimiterStore {
   constructor(private readonly clock: Clock) {}
 
   async check(subject: QuotaSubject, request: LimitRequest, ban: BanPolicy): Promise<Decision> {
-    const id = subjectPart(subject);
     const now = this.clock.now();
     const { windows, candidates, cost } = request;
-    const states = windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now));
+    // Each window's counter: a key of a consumer counts its caps under itself, every other window under the pool.
+    const names = counterNames(subject, windows);
+    const states = windows.map((w, i) => this.window(names[i]!, w.lengthMs, now));
 
     // The script's ban rules: off reads and writes nothing; shadow keeps its own bans and strikes and never refuses.
+    const id = subjectPart(banHolder(subject, ban.scope));
     const mode = banModeOf(ban);
     const bans = mode === 'shadow' ? this.shadowBans : this.bans;
     const strikesKey = mode === 'shadow' ? `${id}:ws` : `${id}:s`;
@@ -80,7 +89,7 @@ export class MemoryLimiterStore implements LimiterStore {
     // window, and a refusal's give-back that reaches zero is a DEL). A ban or a snapshot still sees it as it stands,
     // as Redis does (the key is there, at zero, with its old expiry).
     for (let i = 0; i < windows.length; i++) {
-      if (states[i]!.used === 0 && this.counters.delete(`${id}:${windows[i]!.suffix}`)) states[i] = { used: 0, resetMs: windows[i]!.lengthMs };
+      if (states[i]!.used === 0 && this.counters.delete(names[i]!)) states[i] = { used: 0, resetMs: windows[i]!.lengthMs };
     }
 
     // The same rule as the script: every enforced window needs `cost` points left; a shadow one without them is only
@@ -120,8 +129,8 @@ export class MemoryLimiterStore implements LimiterStore {
     for (let i = 0; i < windows.length; i++) {
       if (short & (1 << i)) continue;
       const w = windows[i]!;
-      this.increment(`${id}:${w.suffix}`, w.lengthMs, now, cost);
-      states[i] = this.window(`${id}:${w.suffix}`, w.lengthMs, now);
+      this.increment(names[i]!, w.lengthMs, now, cost);
+      states[i] = this.window(names[i]!, w.lengthMs, now);
     }
     return would({ outcome: 'admitted', windows: states, short, retryMs: 0, banLevel: level });
   }
@@ -133,7 +142,7 @@ export class MemoryLimiterStore implements LimiterStore {
    * window is the fleet's, and an equal or larger count there already holds what this instance admitted from memory.
    */
   raiseTo(subject: QuotaSubject, seen: SeenWindows, now: number): void {
-    const id = subjectPart(subject);
+    const id = subjectPart(poolOf(subject));
     this.raise(`${id}:minute`, seen.minuteUsed, seen.minuteEndsAt, now);
     this.raise(`${id}:day`, seen.dayUsed, seen.dayEndsAt, now);
   }
@@ -144,21 +153,31 @@ export class MemoryLimiterStore implements LimiterStore {
    * since ends a whole window later), never below zero; bans and strikes are left alone.
    */
   async refund(subject: QuotaSubject, r: Refund): Promise<void> {
-    const id = subjectPart(subject);
+    const own = subjectPart(subject);
+    const pool = subjectPart(poolOf(subject));
     const now = this.clock.now();
     for (const w of r.windows) {
-      const c = this.countersCache?.get(`${id}:${w.suffix}`);
+      const c = this.countersCache?.get(`${w.cap ? own : pool}:${w.suffix}`);
       if (c && c.endsAt > now && c.endsAt < now + w.remainingMs + w.lengthMs / 2 && c.used > 0) c.used -= Math.min(r.cost, c.used);
     }
   }
 
-  /** `keys unban` for a Redis-less gateway. */
+  /**
+   * `keys unban` for a Redis-less gateway, and every instance's memory of a ban lifted anywhere in the fleet. A key's
+   * subject lifts its ban wherever it is kept: its own, and its own in any consumer's slot (ban.scope key).
+   */
   unban(subject: QuotaSubject): void {
-    const id = subjectPart(subject);
-    this.bans.delete(id);
-    this.shadowBans.delete(id);
-    this.countersCache?.delete(`${id}:s`);
-    this.countersCache?.delete(`${id}:ws`);
+    const ids = [subjectPart(subject)];
+    if (subject.kind === 'key') {
+      const inConsumer = `}:key:${subject.id}`;
+      for (const id of [...this.bans.keys(), ...this.shadowBans.keys()]) if (id.endsWith(inConsumer)) ids.push(id);
+    }
+    for (const id of ids) {
+      this.bans.delete(id);
+      this.shadowBans.delete(id);
+      this.countersCache?.delete(`${id}:s`);
+      this.countersCache?.delete(`${id}:ws`);
+    }
   }
 
   /** `keys reset` for a Redis-less gateway, and every instance's fallback windows after a reset anywhere in the fleet. */
@@ -166,20 +185,22 @@ export class MemoryLimiterStore implements LimiterStore {
     const cache = this.countersCache;
     if (!cache) return;
     // Every counter of the subject (plan and route windows, strikes): an administrator's reset, rare enough to scan
-    // for. The prefix is the subject's hash tag in braces, which no other subject's counters begin with.
+    // for. The prefix is the subject's hash tag in braces, which no other subject's counters begin with (a consumer's
+    // takes its keys' caps with it); a key's reset takes its caps in any consumer's pool too.
     const prefix = `${subjectPart(subject)}:`;
-    for (const key of [...cache.keys()]) if (key.startsWith(prefix)) cache.delete(key);
+    const inConsumer = subject.kind === 'key' ? `}:key:${subject.id}:` : undefined;
+    for (const key of [...cache.keys()]) if (key.startsWith(prefix) || (inConsumer !== undefined && key.includes(inConsumer))) cache.delete(key);
   }
 
   /** The subject's windows and ban now, counting nothing (memory holds no key records: the key is not checked). */
   async snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot> {
-    const id = subjectPart(subject);
     const now = this.clock.now();
-    const b = this.banState(subject, ban);
+    const b = this.banState(banHolder(subject, ban.scope), ban);
+    const names = counterNames(subject, windows);
     return {
       key: 'ok',
       now,
-      windows: windows.map((w) => this.window(`${id}:${w.suffix}`, w.lengthMs, now)),
+      windows: windows.map((w, i) => this.window(names[i]!, w.lengthMs, now)),
       banMs: b.bannedUntilMs === null ? 0 : b.bannedUntilMs - now,
       banLevel: b.level,
     };

@@ -1,6 +1,7 @@
 // Limits on the shared Redis: the whole decision (key still valid, ban, every window, strikes, starting a ban) is one Lua script,
 // so it is atomic across every gateway instance and costs one round trip. Every key it touches carries the subject's
-// hash tag ({<key id>} for a key: subject.ts), so on Redis Cluster it runs in a single slot.
+// hash tag ({<key id>} for a key, {c:<consumer>} for a key of a consumer: subject.ts), so on Redis Cluster it runs in a
+// single slot. A key of a consumer is checked against its consumer's pool and its own caps in that one call.
 //
 // Why not rate-limiter-flexible here (it meters the anonymous limit instead): its RateLimiterUnion consumes every
 // window with no rollback, so a request refused by the minute window would still spend day quota, and separate
@@ -8,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { QuotaSubject } from './subject.js';
+import { banHolder, poolOf, type QuotaSubject } from './subject.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
 import type {
   BanStore,
@@ -100,7 +101,7 @@ export class RedisLimiterStore implements LimiterStore {
     const ledgerMs = this.ledgerTtlMs();
     const ledgerDay = ledgerMs > 0 ? this.dayArg(Date.now() + this.redisAheadMs) : '';
     // Declared even with no ledger (the script then leaves it alone): the script's first keys are always four.
-    const usageDay = `${record}:usage:${ledgerDay === '' ? this.day.arg : ledgerDay}`;
+    const usageDay = this.ks.usageDay(subject, ledgerDay === '' ? this.day.arg : ledgerDay);
     const plan = request.plan;
     const creditArg = credit ? `${plan.minute + 1} ${credit.minute} ${credit.minuteMs} ${plan.day + 1} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
     // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
@@ -114,15 +115,30 @@ export class RedisLimiterStore implements LimiterStore {
     // Bans in shadow mode keep their own hash and strikes: the enforced ones are neither read nor written then.
     const banMode = banModeOf(ban);
     const shadowBans = banMode === 'shadow';
+    const holder = banHolder(subject, ban.scope);
     const args: Array<string | number> = [
       CHECK_FIXED_KEYS + windows.length,
       record,
-      shadowBans ? this.ks.shadowBan(subject) : this.ks.ban(subject),
-      shadowBans ? this.ks.shadowStrikes(subject) : this.ks.strikes(subject),
+      shadowBans ? this.ks.shadowBan(holder) : this.ks.ban(holder),
+      shadowBans ? this.ks.shadowStrikes(holder) : this.ks.strikes(holder),
       usageDay,
     ];
-    for (const w of windows) args.push(this.ks.limitWindow(subject, w.suffix));
-    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, banMode, ...request.scriptArgs);
+    // A key of a consumer: the plan's and the route's windows are the consumer's pool, the caps its own.
+    const pool = poolOf(subject);
+    for (const w of windows) args.push(this.ks.limitWindow(w.cap ? subject : pool, w.suffix));
+    args.push(
+      ledgerDay,
+      ladder,
+      keyHash,
+      keyRevision,
+      creditArg,
+      ledgerMs > 0 ? ledgerMs : '',
+      request.cost,
+      request.shadow,
+      banMode,
+      recordField(subject),
+      ...request.scriptArgs,
+    );
     const direct = withCheck(this.clientForSlotOf(record));
     this.awaiting++;
     let reply: ScriptReply;
@@ -202,7 +218,8 @@ export class RedisLimiterStore implements LimiterStore {
     const h = hour === undefined ? 0 : hour % 24;
     const client = this.redis as unknown as Record<typeof REFUND, (...args: Array<string | number>) => Promise<number>>;
     const args: Array<string | number> = [REFUND_FIXED_KEYS + r.windows.length, this.ks.usageDay(subject, day)];
-    for (const w of r.windows) args.push(this.ks.limitWindow(subject, w.suffix));
+    const pool = poolOf(subject);
+    for (const w of r.windows) args.push(this.ks.limitWindow(w.cap ? subject : pool, w.suffix));
     args.push(r.cost, hour === undefined ? '' : `a${h}`);
     for (const w of r.windows) args.push(Math.round(w.remainingMs), w.lengthMs);
     await client[REFUND](...args);
@@ -228,6 +245,14 @@ export class RedisLimiterStore implements LimiterStore {
   }
 }
 
+/**
+ * The script's recordField argument: a key of a consumer is validated against its record's copy in the consumer's hash
+ * of its keys (Keyspace.limitRecord), a field named by the key id; any other subject's record is a string ('').
+ */
+function recordField(subject: QuotaSubject): string {
+  return subject.pool ? subject.id : '';
+}
+
 const SNAPSHOT = 'tollgateSnapshot';
 const REFUND = 'tollgateRefund';
 /** The snapshot's reply, at the positions of SNAPSHOT_CONTRACT.reply. */
@@ -244,8 +269,17 @@ async function readSnapshot(
 ): Promise<LimitSnapshot> {
   withCheck(redis);
   const r = redis as RedisCommands & Record<typeof SNAPSHOT, (...args: Array<string | number>) => Promise<SnapshotReply>>;
-  const keys = windows.map((w) => ks.limitWindow(subject, w.suffix));
-  const reply = await r[SNAPSHOT](SNAPSHOT_FIXED_KEYS + keys.length, ks.limitRecord(subject), ks.ban(subject), ...keys, ban.resetAfterSeconds * 1000, keyHash);
+  const pool = poolOf(subject);
+  const keys = windows.map((w) => ks.limitWindow(w.cap ? subject : pool, w.suffix));
+  const reply = await r[SNAPSHOT](
+    SNAPSHOT_FIXED_KEYS + keys.length,
+    ks.limitRecord(subject),
+    ks.ban(banHolder(subject, ban.scope)),
+    ...keys,
+    ban.resetAfterSeconds * 1000,
+    keyHash,
+    recordField(subject),
+  );
   const key = reply[SNAPSHOT_REPLY.keyState] as LimitSnapshot['key'];
   return {
     key,
@@ -281,10 +315,10 @@ export class RedisBanStore implements BanStore {
     await this.redis.del(this.ks.ban(subject), this.ks.strikes(subject), this.ks.shadowBan(subject), this.ks.shadowStrikes(subject));
   }
 
-  async resetWindows(subject: QuotaSubject): Promise<void> {
+  async resetWindows(subject: QuotaSubject, months: readonly string[] = []): Promise<void> {
     // One DEL in one slot (every key carries the subject's hash tag): a check runs wholly before or wholly after it, so
     // no request is counted in one window and not the other.
-    const routes = this.routeSuffixes().map((s) => this.ks.limitWindow(subject, s));
-    await this.redis.del(this.ks.minuteWindow(subject), this.ks.dayWindow(subject), this.ks.strikes(subject), this.ks.shadowStrikes(subject), ...routes);
+    const more = [...this.routeSuffixes(), ...months].map((s) => this.ks.limitWindow(subject, s));
+    await this.redis.del(this.ks.minuteWindow(subject), this.ks.dayWindow(subject), this.ks.strikes(subject), this.ks.shadowStrikes(subject), ...more);
   }
 }

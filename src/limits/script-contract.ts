@@ -12,7 +12,7 @@ export interface ScriptContract {
 export const CHECK_CONTRACT = {
   keys: { fixed: ['record', 'ban', 'strikes', 'usageDay'], perWindow: ['window'] },
   argv: {
-    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost', 'shadow', 'banMode'],
+    fixed: ['ledgerDay', 'banLadder', 'keyHash', 'keyRevision', 'credit', 'ledgerMs', 'cost', 'shadow', 'banMode', 'recordField'],
     perWindow: ['limit', 'lengthMs'],
     perCandidate: ['window', 'limit'],
   },
@@ -27,7 +27,7 @@ export const REFUND_CONTRACT = {
 
 export const SNAPSHOT_CONTRACT = {
   keys: { fixed: ['record', 'ban'], perWindow: ['window'] },
-  argv: { fixed: ['resetAfterMs', 'keyHash'], perWindow: [], perCandidate: [] },
+  argv: { fixed: ['resetAfterMs', 'keyHash', 'recordField'], perWindow: [], perCandidate: [] },
   reply: { fixed: ['keyState', 'now', 'banMs', 'banLevel'], perWindow: ['used', 'resetMs'] },
 } as const satisfies ScriptContract;
 

@@ -6,6 +6,8 @@ import type { QuotaSubject } from './subject.js';
 export interface KeyLimits {
   perMinute: number;
   perDay: number;
+  /** Points per monthly period (months.ts); absent: no monthly window. */
+  perMonth?: number | undefined;
 }
 
 /** Whether a window refuses (enforce) or only reports what it would refuse (shadow). */
@@ -13,13 +15,30 @@ export type LimitMode = 'enforce' | 'shadow';
 
 /** One window a request is checked and counted against (a plan's minute or day, or a route's). */
 export interface WindowSpec {
-  /** Its name in the RateLimit headers and the quota endpoint: "minute", "day", "<route>:minute", "<route>:day". */
+  /**
+   * Its name in the RateLimit headers and the quota endpoint: "minute", "day", "month", "<route>:minute",
+   * "<route>:day"; a key's cap inside its consumer's pool: "key:minute", "key:day", "key:month".
+   */
   readonly name: string;
-  /** Its Redis key under the subject's hash tag (Keyspace.limitWindow) and its memory counter: "minute", "route:<route>:day". */
+  /**
+   * Its Redis key under the subject's hash tag (Keyspace.limitWindow) and its memory counter: "minute",
+   * "route:<route>:day", "month:<first day of the period>".
+   */
   readonly suffix: string;
   readonly limit: number;
+  /**
+   * Its length. A monthly window's is its period's in a cached request (the RateLimit-Policy's `w`), and the time left
+   * to the period's end once the request is taken at an instant (windows.ts atInstant): what its counter expires after.
+   */
   readonly lengthMs: number;
   readonly mode: LimitMode;
+  /**
+   * A key's own limit inside its consumer's pool (a cap): counted under the key (`rl:{c:<consumer>}:key:<id>:<suffix>`),
+   * not under the pool. Absent: the check's pool counts it.
+   */
+  readonly cap?: true;
+  /** A monthly window: when its period ends (epoch ms, the gateway's clock). */
+  readonly endsAt?: number;
 }
 
 /**
@@ -69,6 +88,8 @@ export interface LimitRequest {
    * the window's position (from 1) and its limit (script-contract.ts: CHECK_CONTRACT.argv).
    */
   readonly scriptArgs: readonly number[];
+  /** The indices of the monthly windows (their length is the time to their period's end: windows.ts atInstant). */
+  readonly calendar: readonly number[];
 }
 
 /** Whether a ban refuses (enforce) or is only computed, counted and logged (shadow). */
@@ -82,6 +103,11 @@ export function banModeOf(ban: BanPolicy): BanMode | 'off' {
 export interface BanPolicy {
   /** false: no ban is read, computed or written (no strikes); absent: true. */
   enabled?: boolean;
+  /**
+   * Whose ban a key of a consumer meets and builds: its own ('key', in its consumer's slot), or its consumer's, shared
+   * by every key of it ('consumer'). A key without a consumer has its own either way. Absent: 'key'.
+   */
+  scope?: 'key' | 'consumer';
   /** Absent: enforce. */
   mode?: BanMode;
   threshold: number;
@@ -187,7 +213,7 @@ export interface Refund {
    * The windows the request took points from (a shadow window that was short took none), each with how long it runs
    * from now as the check saw it (its reset less the time since).
    */
-  windows: ReadonlyArray<{ suffix: string; remainingMs: number; lengthMs: number }>;
+  windows: ReadonlyArray<{ suffix: string; remainingMs: number; lengthMs: number; cap?: true }>;
   /** The points to give back to each: the request's cost. */
   cost: number;
   /** Decision.ledgerHour: the hour whose admitted count goes down by one (absent: the store did not count it). */
@@ -198,7 +224,10 @@ export interface Refund {
 export interface Charge {
   /** The key's id (the usage ledger's). */
   id: string;
-  /** Whose windows it was counted in. */
+  /**
+   * Whose windows it was counted in; for a key of a consumer its pool is the consumer whose ledger day counted it, so
+   * a refund or an upstream failure goes to that ledger even after the key moved.
+   */
   subject: QuotaSubject;
   /** Which store counted it: the shared one, memory alone (no Redis), or memory while Redis failed (failMode open). */
   by: 'shared' | 'memory' | 'fallback';
@@ -259,11 +288,16 @@ export interface BanStore {
    * clock the limit script bans by).
    */
   snapshot(subject: QuotaSubject, windows: readonly WindowSpec[], ban: BanPolicy): Promise<LimitSnapshot>;
-  /** Lifts the ban, and resets the escalation level and the strikes toward the next one. */
+  /**
+   * Lifts the subject's ban (the ban holder's: subject.ts banHolder), and resets the escalation level and the strikes
+   * toward the next one.
+   */
   unban(subject: QuotaSubject): Promise<void>;
   /**
-   * Empties the key's windows (its plan's minute and day, every configured route's) and its strikes toward a ban, so its next request starts them
-   * afresh. A ban in force stays (unban lifts it); the usage ledger keeps what was counted.
+   * Empties the subject's windows (its plan's minute and day, every configured route's, the monthly ones whose suffixes
+   * `months` names) and its strikes toward a ban, so its next request starts them afresh. For a key of a consumer these
+   * are its caps: the pool is the consumer's. A ban in force stays (unban lifts it); the usage ledger keeps what was
+   * counted.
    */
-  resetWindows(subject: QuotaSubject): Promise<void>;
+  resetWindows(subject: QuotaSubject, months?: readonly string[]): Promise<void>;
 }

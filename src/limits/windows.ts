@@ -1,10 +1,13 @@
-// The windows a request is checked against: its plan's minute and day, then the matched route's own, each with its
-// limit, length and mode, and the request's cost. Built once per (plan limits, route, config) and cached, so a request
-// allocates nothing for them: the RateLimit-Policy header and the limit script's per-window arguments come with them.
+// The windows a request is checked against: its plan's minute and day (and month), then the matched route's own, then
+// a key's caps inside its consumer's pool, each with its limit, length and mode, and the request's cost. Built once per
+// (plan limits, route, caps, monthly period, config) and cached, so a request allocates nothing for them: the
+// RateLimit-Policy header and the limit script's per-window arguments come with them. Only a request with a monthly
+// window is copied per check, its length set to the time left in its period (atInstant).
 import { planRouteLimits, type Config } from '../config/schema.js';
 import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
 import { formatRateLimitPolicy } from '../http/headers.js';
 import type { CompiledRoute } from '../routing/routes.js';
+import type { MonthPeriod } from './months.js';
 import { type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
 import { DAY_MS, MINUTE_MS } from '../util/time.js';
 
@@ -23,12 +26,61 @@ export interface RouteWindowLimits extends CandidateLimits {
 export const OWN_MINUTE = 1;
 export const OWN_DAY = 2;
 
-/** The plan's two windows, first in a request's list (found there through LimitRequest.plan, not by position). */
-export function planWindows(limits: KeyLimits, mode: LimitMode = 'enforce'): WindowSpec[] {
-  return [
+/**
+ * The plan's two windows, first in a request's list (found there through LimitRequest.plan, not by position), then its
+ * monthly one when the limits have perMonth and the request a period (`month`).
+ */
+export function planWindows(limits: KeyLimits, mode: LimitMode = 'enforce', month?: MonthPeriod): WindowSpec[] {
+  const out: WindowSpec[] = [
     { name: 'minute', suffix: 'minute', limit: limits.perMinute, lengthMs: MINUTE_MS, mode },
     { name: 'day', suffix: 'day', limit: limits.perDay, lengthMs: DAY_MS, mode },
   ];
+  if (limits.perMonth !== undefined && month) out.push(monthWindow('month', limits.perMonth, month, mode));
+  return out;
+}
+
+/**
+ * A monthly window: its counter's suffix carries the period ("month:2026-11-01"), so the next period is a new counter;
+ * its length is the period's (the policy's `w`) until atInstant makes it the time left.
+ */
+function monthWindow(name: string, limit: number, month: MonthPeriod, mode: LimitMode, cap?: true): WindowSpec {
+  return { name, suffix: `month:${month.name}`, limit, lengthMs: month.endMs - month.startMs, mode, endsAt: month.endMs, ...(cap ? { cap } : {}) };
+}
+
+/** A key's own limits inside its consumer's pool: each one set is a window counted under the key. */
+export interface CapLimits {
+  perMinute?: number | undefined;
+  perDay?: number | undefined;
+  perMonth?: number | undefined;
+}
+
+/** A key's caps inside its consumer's pool, named "key:minute", "key:day", "key:month" (only those it sets). */
+export function capWindows(caps: CapLimits, mode: LimitMode, month?: MonthPeriod): WindowSpec[] {
+  const out: WindowSpec[] = [];
+  if (caps.perMinute !== undefined) out.push({ name: 'key:minute', suffix: 'minute', limit: caps.perMinute, lengthMs: MINUTE_MS, mode, cap: true });
+  if (caps.perDay !== undefined) out.push({ name: 'key:day', suffix: 'day', limit: caps.perDay, lengthMs: DAY_MS, mode, cap: true });
+  if (caps.perMonth !== undefined && month) out.push(monthWindow('key:month', caps.perMonth, month, mode, true));
+  return out;
+}
+
+/**
+ * The request as checked at `now` (the gateway's clock): each monthly window's length becomes the time left to its
+ * period's end, the expiry its counter gets when this request opens it and the reset a window not yet opened shows.
+ * A request without a monthly window is itself (nothing is copied).
+ */
+export function atInstant(request: LimitRequest, now: number): LimitRequest {
+  const calendar = request.calendar;
+  if (calendar.length === 0) return request;
+  const windows = [...request.windows];
+  const scriptArgs = [...request.scriptArgs];
+  for (const i of calendar) {
+    const w = windows[i]!;
+    // At least 1 ms: the period was chosen from this same clock, so it has not ended.
+    const left = Math.max(1, w.endsAt! - now);
+    windows[i] = { ...w, lengthMs: left };
+    scriptArgs[2 * i + 1] = left;
+  }
+  return { ...request, windows, scriptArgs };
 }
 
 /** A route's windows, named "<route>:minute" and "<route>:day" (only those it sets). */
@@ -54,6 +106,8 @@ export function candidatesFor(
   if (!limits) return out;
   for (let i = from; i < to; i++) {
     const w = windows[i]!;
+    // No candidate limits for a monthly window.
+    if (w.endsAt !== undefined) continue;
     const limit = w.lengthMs === MINUTE_MS ? limits.perMinute : limits.perDay;
     if (limit !== undefined) out.push({ name: `${w.name}:shadow`, limit, lengthMs: w.lengthMs, of: i });
   }
@@ -63,9 +117,11 @@ export function candidatesFor(
 export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidates: readonly CandidateSpec[] = []): LimitRequest {
   const shown: number[] = [];
   windows.forEach((w, i) => w.mode === 'enforce' && shown.push(i));
+  const calendar: number[] = [];
+  windows.forEach((w, i) => w.endsAt !== undefined && calendar.push(i));
   return Object.freeze({
     windows: Object.freeze([...windows]),
-    plan: Object.freeze({ minute: windows.findIndex((w) => w.suffix === 'minute'), day: windows.findIndex((w) => w.suffix === 'day') }),
+    plan: Object.freeze({ minute: windows.findIndex((w) => w.suffix === 'minute' && !w.cap), day: windows.findIndex((w) => w.suffix === 'day' && !w.cap) }),
     shadow: windows.reduce((mask, w, i) => (w.mode === 'shadow' ? mask | (1 << i) : mask), 0),
     candidates: Object.freeze([...candidates]),
     cost,
@@ -75,6 +131,7 @@ export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidate
     // Known from the config alone, so such a request is refused without asking a store (and strikes nothing).
     unpayable: windows.find((w) => w.mode === 'enforce' && w.limit < cost),
     scriptArgs: Object.freeze([...windows.flatMap((w) => [w.limit, w.lengthMs]), ...candidates.flatMap((c) => [c.of + 1, c.limit])]),
+    calendar: Object.freeze(calendar),
   });
 }
 
@@ -121,16 +178,40 @@ export function routeWindowsFor(config: Config, route: CompiledRoute, plan: stri
   return limits ? routeWindows(route.limitName, limits, route.mode ?? config.limits.mode) : [];
 }
 
-/** The plan's windows and candidates, then the route's (if any) with theirs, at `cost`. */
-function buildRequest(config: Config, plan: string, limits: KeyLimits, own: number, route: CompiledRoute | undefined, cost: number): LimitRequest {
-  const windows = planWindows(limits, planMode(config, plan));
+/** What a request adds to its plan's limits: a key's caps inside its consumer's pool, the monthly period in force. */
+export interface RequestExtras {
+  /** Interned (quota.ts): one object per distinct set of values. */
+  caps?: CapLimits | undefined;
+  month?: MonthPeriod | undefined;
+}
+
+/** The plan's windows and candidates, then the route's (if any) with theirs, then the caps, at `cost`. */
+function buildRequest(
+  config: Config,
+  plan: string,
+  limits: KeyLimits,
+  own: number,
+  route: CompiledRoute | undefined,
+  cost: number,
+  extras: RequestExtras,
+): LimitRequest {
+  const mode = planMode(config, plan);
+  const windows = planWindows(limits, mode, extras.month);
   const candidates = candidatesFor(windows, 0, 2, planCandidates(config, plan, own));
   if (route) {
     const from = windows.length;
     windows.push(...routeWindowsFor(config, route, plan));
     candidatesFor(windows, from, windows.length, routeLimitsFor(route, plan)?.shadow, candidates);
   }
+  if (extras.caps) windows.push(...capWindows(extras.caps, mode, extras.month));
   return limitRequest(windows, cost, candidates);
+}
+
+/** The part of a cache key the extras make: '' for none (nearly every request). */
+function extrasKey(limits: KeyLimits, extras: RequestExtras | undefined): string {
+  const month = (limits.perMonth !== undefined || extras?.caps?.perMonth !== undefined) && extras?.month ? extras.month.name : '';
+  const caps = extras?.caps ? `${extras.caps.perMinute}/${extras.caps.perDay}/${extras.caps.perMonth}` : '';
+  return month === '' && caps === '' ? '' : `\u0000${month}\u0000${caps}`;
 }
 
 /**
@@ -145,21 +226,25 @@ export class RequestWindows {
   constructor(private readonly runtime: Runtime) {}
 
   /**
-   * The windows and cost of a request of a key of `plan` (limits: the key's effective ones; own: which of them are the
-   * key's own overrides, OWN_* bits) to `route`.
+   * The windows and cost of a request of a key of `plan` (limits: the pool's effective ones, the key's own for a key
+   * without a consumer; own: which of them are overrides, OWN_* bits) to `route`; `extras`: a key's caps inside its
+   * consumer's pool, and the monthly period (used only when a monthly limit applies). Monthly windows come with their
+   * period's length: atInstant gives them the time left.
    */
-  forRequest(plan: string, limits: KeyLimits, route: CompiledRoute | undefined, own = 0): LimitRequest {
+  forRequest(plan: string, limits: KeyLimits, route: CompiledRoute | undefined, own = 0, extras?: RequestExtras): LimitRequest {
     const current = this.fresh();
     const config = current.config;
-    if (!route || (route.cost === 1 && !route.limits)) return planRequest(limits, planMode(config, plan), planCandidates(config, plan, own));
-    const index = this.indexOf(current, route);
+    const more = extrasKey(limits, extras);
+    const simple = !route || (route.cost === 1 && !route.limits);
+    if (simple && more === '') return planRequest(limits, planMode(config, plan), planCandidates(config, plan, own));
+    const index = route ? this.indexOf(current, route) : -2;
     // A route matched under the config before a reload is not cached (its index means nothing now).
-    if (index < 0) return buildRequest(config, plan, limits, own, route, route.cost);
-    const at = `${index}\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}/${own}`;
+    if (index === -1) return buildRequest(config, plan, limits, own, route, route!.cost, extras ?? {});
+    const at = `${simple ? 'plan' : index}\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}/${limits.perMonth}/${own}${more}`;
     let r = this.cache.get(at);
     if (!r) {
       if (this.cache.size >= 10_000) this.cache.clear();
-      r = buildRequest(config, plan, limits, own, route, route.cost);
+      r = buildRequest(config, plan, limits, own, simple ? undefined : route, simple ? 1 : route!.cost, extras ?? {});
       this.cache.set(at, r);
     }
     return r;
@@ -167,15 +252,17 @@ export class RequestWindows {
 
   /**
    * What the quota endpoint shows a key of `plan`: its plan's windows, then every route window that applies to the
-   * plan, in config order (a route named twice by method shares its windows: listed once), and their candidates.
+   * plan, in config order (a route named twice by method shares its windows: listed once), and their candidates; then
+   * a key's caps inside its consumer's pool.
    */
-  forQuota(plan: string, limits: KeyLimits, own = 0): LimitRequest {
+  forQuota(plan: string, limits: KeyLimits, own = 0, extras?: RequestExtras): LimitRequest {
     const current = this.fresh();
-    const at = `quota\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}/${own}`;
+    const at = `quota\u0000${plan}\u0000${limits.perMinute}/${limits.perDay}/${limits.perMonth}/${own}${extrasKey(limits, extras)}`;
     let r = this.cache.get(at);
     if (!r) {
       const config = current.config;
-      const windows = planWindows(limits, planMode(config, plan));
+      const mode = planMode(config, plan);
+      const windows = planWindows(limits, mode, extras?.month);
       const candidates = candidatesFor(windows, 0, 2, planCandidates(config, plan, own));
       const seen = new Set<string>();
       for (const route of current.routes) {
@@ -187,6 +274,7 @@ export class RequestWindows {
         }
         candidatesFor(windows, from, windows.length, routeLimitsFor(route, plan)?.shadow, candidates);
       }
+      if (extras?.caps) windows.push(...capWindows(extras.caps, mode, extras.month));
       r = limitRequest(windows, 1, candidates);
       this.cache.set(at, r);
     }

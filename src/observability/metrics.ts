@@ -75,7 +75,7 @@ export class Metrics {
 
   readonly limitDecisions = new Counter({
     name: 'tollgate_ratelimit_decisions_total',
-    help: "Rate-limit decisions for keyed requests, by plan, decision (admitted, refused, shadow_refused: admitted though a shadow-mode window or a candidate limit had no room, cost_exceeds_limit: refused 403, the cost is above a window's whole limit) and window (the short windows: minute, day, both, route; ban; none).",
+    help: "Rate-limit decisions for keyed requests, by plan, decision (admitted, refused, shadow_refused: admitted though a shadow-mode window or a candidate limit had no room, cost_exceeds_limit: refused 403, the cost is above a window's whole limit) and window (the short windows: minute, day, both, month, key (a key's cap inside its consumer's pool), route; ban; none).",
     labelNames: ['plan', 'decision', 'window'] as const,
     registers: [this.registry],
   });

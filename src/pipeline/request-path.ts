@@ -210,7 +210,9 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     runsFor: 'the quota endpoint (GET selfService.path)',
     what: "the key's plan, windows and ban, read without counting; never the upstream",
     in: ['quota'],
-    make: ({ parts: p }) => p.keys && answerQuota(p.keys.limiter),
+    // A key of a consumer the read does not find there (moved since this instance cached it): read once more.
+    make: ({ parts: p }) =>
+      p.keys && answerQuota(p.keys.limiter, inSequence([authenticate(p.keys.auth, p.logger), requireApiKey, answerQuota(p.keys.limiter)])),
   },
   {
     mark: 'C',
@@ -255,8 +257,23 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     runsFor: "keyed requests (a public route's only with a valid key)",
     what: "ban and every window of the plan and route at the route's cost, one Redis round trip: 429, 403, 503",
     in: ['path'],
-    // A public route's request whose key the limit check disowns is metered by its address after all (stages 5, P).
-    make: ({ parts: p }) => p.keys && keyLimits(p.keys.limiter, inSequence([anonymousLimit(p.keys.anonymous), publicRouteLimits(p.keys.publicLimits)])),
+    // A public route's request whose key the limit check disowns is metered by its address after all (stages 5, P). A
+    // key of a consumer the check does not find in that consumer (moved since this instance cached it) is read once
+    // more and goes through every check again from authentication, by its new record (stages/limits.ts readAgain).
+    make: ({ parts: p }) => {
+      if (!p.keys) return undefined;
+      const byAddress = inSequence([anonymousLimit(p.keys.anonymous), publicRouteLimits(p.keys.publicLimits)]);
+      const again = inSequence([
+        authenticate(p.keys.auth, p.logger),
+        requireApiKey,
+        consumerStatus,
+        allowedAddress,
+        scopes,
+        requireAllowedPlan,
+        keyLimits(p.keys.limiter, byAddress),
+      ]);
+      return keyLimits(p.keys.limiter, byAddress, again);
+    },
   },
   {
     mark: '8',
@@ -293,9 +310,14 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     phase: 'upstream',
     name: 'prepareUpstreamHeaders',
     runsFor: 'routed requests',
-    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id, -Plan, X-Credential-Id in; Via',
+    what: 'hop-by-hop headers and the key out; X-Forwarded-For, -Proto, -Host, X-Request-Id, X-Consumer-Id, -Plan, -Metadata-*, X-Credential-Id in; Via',
     in: ['path'],
-    make: ({ parts: p }) => prepareUpstreamHeaders(p.runtime.config.upstream, { via: p.runtime.config.server.via }),
+    make: ({ parts: p }) =>
+      prepareUpstreamHeaders(p.runtime.config.upstream, {
+        via: p.runtime.config.server.via,
+        // Read per request: a reload's list applies to the next one.
+        forwardMetadata: () => p.runtime.config.consumers.forwardMetadata,
+      }),
   },
   {
     mark: '11',

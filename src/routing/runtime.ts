@@ -33,7 +33,7 @@ function compiled(config: Config): RuntimeConfig {
  * What a reload cannot change in a running process, because sockets, pools, clients or timers are built from it at
  * start-up: whole sections, and single fields of sections that otherwise reload. A reload keeps their old values and
  * names those that differ (the "needsRestart" of its log line). Every other field applies to the next request:
- * selfService, usage.retentionDays, log.level, plans, anonymous, ban, services, routes, defaultService (targets that
+ * selfService, usage.retentionDays, log.level, plans, anonymous, ban, consumers, services, routes, defaultService (targets that
  * stay keep their health; requests in flight to a removed one finish: src/routing/services.ts), auth.sources,
  * auth.foreignKeys, admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it
  * opened, are refused at once), the listeners' tls blocks (below), and upstream.openapi (below).

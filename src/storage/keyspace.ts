@@ -13,9 +13,20 @@ export interface TaggedSubject {
   readonly tag: string;
 }
 
-/** The part of a name that says whose state it is: `{<tag>}` (the hash tag itself). */
+/**
+ * Whether a key lives in another subject's slot (a key of a consumer, tagged `c:<consumer>`): its names then say both,
+ * `{c:<consumer>}:key:<id>`.
+ */
+function inOtherSlot(s: TaggedSubject): boolean {
+  return s.kind === 'key' && s.tag !== s.id;
+}
+
+/**
+ * The part of a name that says whose state it is: `{<tag>}` (the hash tag itself), or for a key of a consumer
+ * `{c:<consumer>}:key:<key id>` (in the consumer's slot; key ids hold no colon, so it cannot be a pool window's suffix).
+ */
 export function subjectPart(s: TaggedSubject): string {
-  return `{${s.tag}}`;
+  return inOtherSlot(s) ? `{${s.tag}}:key:${s.id}` : `{${s.tag}}`;
 }
 
 export class Keyspace {
@@ -80,11 +91,12 @@ export class Keyspace {
     return `${this.prefix}consumers:events`;
   }
   /**
-   * String: the key record the limit check validates a request against, in the subject's slot: a key's own record
-   * (keyRecord). An address has no record: the name only keeps the script's declared keys in one slot.
+   * Where the limit check reads the key record it validates a request against, in the subject's slot: a key's own
+   * record (keyRecord, a string); for a key of a consumer, the consumer's hash of its keys' records (consumerKeys: the
+   * field is the key id). An address has no record: the name only keeps the script's declared keys in one slot.
    */
   limitRecord(s: TaggedSubject): string {
-    return `${this.prefix}key:${subjectPart(s)}`;
+    return inOtherSlot(s) ? `${this.prefix}consumer:{${s.tag}}:keys` : `${this.prefix}key:{${s.tag}}`;
   }
   /**
    * Counter: points taken in one of the subject's windows (expires with the window). `suffix` names the window
@@ -126,12 +138,13 @@ export class Keyspace {
     return `${this.prefix}readyz:probe`;
   }
   /**
-   * One UTC day (days since 1970-01-01) of the key's usage ledger while it has no consumer: a hash of per-hour counts
-   * (a<h>, r<h>, b<h>, f<h>, s<h>, w<h>, v<h>, and m<h> maxima), in the key's own slot. Under a consumer the same day
-   * is consumerUsageDay.
+   * One UTC day (days since 1970-01-01) of a key's usage ledger while it has no consumer: a hash of per-hour counts
+   * (a<h>, r<h>, b<h>, f<h>, s<h>, w<h>, v<h>, and m<h> maxima), in the subject's slot (`key:{<id>}:usage:<day>`). Under
+   * a consumer the same day is consumerUsageDay, in the consumer's slot. The limit check declares one even with no
+   * ledger: its day is then the text it has at hand ('' before any day was).
    */
-  usageDay(s: TaggedSubject, day: number): string {
-    return `${this.limitRecord(s)}:usage:${day}`;
+  usageDay(s: TaggedSubject, day: number | string): string {
+    return inOtherSlot(s) ? `${this.prefix}usage:{${s.tag}}:${s.id}:${day}` : `${this.prefix}key:{${s.tag}}:usage:${day}`;
   }
   /**
    * One UTC day of a key's usage counted under a consumer (the consumer the request was counted under, at the time):

@@ -1,4 +1,4 @@
-// The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay values would have
+// The what-if of a plan's limits from real usage: which keys of the plan new perMinute/perDay/perMonth values would have
 // refused over a past period, in which hours, and at least how many points (a request takes its route's cost from a
 // window: 1 by default). Read from the usage ledger only (per key and hour: admitted, upstreamFailed, peakMinute), so
 // every figure is a lower bound that holds whatever happened inside an hour; docs/keys-and-limits.md ("What if")
@@ -9,6 +9,7 @@
 // what its keys were counted under it: per hour the requests of all of them, and the highest minute count any check
 // reported there (the pool's window, which the plan's perMinute applies to).
 import type { KeyRecord } from '../keys/types.js';
+import { monthPeriod } from '../limits/months.js';
 import { mergeDays, type DayCounts, type UsageStore } from './store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../util/time.js';
 
@@ -28,9 +29,11 @@ export type ConsumerPlans = (ids: readonly string[]) => Promise<Map<string, Cons
 export interface SimulateInput {
   plan: string;
   /** The plan's values in force (a window not simulated keeps its own). */
-  current: { perMinute: number; perDay: number };
+  current: { perMinute: number; perDay: number; perMonth?: number | undefined };
   perMinute?: number | undefined;
   perDay?: number | undefined;
+  /** A monthly limit, over calendar months in UTC (the months the period touches, each counted from its own demand). */
+  perMonth?: number | undefined;
   /** Whole hours: [fromMs, toMs) is widened to the hours it touches. */
   fromMs: number;
   toMs: number;
@@ -65,7 +68,9 @@ export interface SimulatedSeries {
   /** null: the window was not simulated. */
   minute: WindowOutcome | null;
   day: WindowOutcome | null;
-  /** Points: at least this many refused under the new values (the larger of the two windows'). */
+  /** Only when perMonth is simulated. */
+  month?: WindowOutcome;
+  /** Points: at least this many refused under the new values (the largest of the windows'). */
   pointsRefusedAtLeast: number;
   /** How many hours the new minute limit would have refused in (all of them, listed or not). */
   hoursAffected: number;
@@ -157,6 +162,24 @@ export function dayAdmittedAtMost(d: readonly number[], D: number): number {
   return best[0]!;
 }
 
+/**
+ * The least a monthly limit M must have refused of hourly demand d (d[i]: hour first + i): a monthly window is a fixed
+ * period (a calendar month in UTC; its counter starts at 0 with the period), so each period admits at most M of the
+ * demand the ledger has of it, whatever came before the simulated hours (more demand can only refuse more). The sum
+ * over the periods the hours touch.
+ */
+export function monthRefusedAtLeast(d: readonly number[], first: number, M: number, billingDay?: number): number {
+  const byPeriod = new Map<string, number>();
+  d.forEach((v, i) => {
+    if (v === 0) return;
+    const name = monthPeriod((first + i) * HOUR_MS, billingDay).name;
+    byPeriod.set(name, (byPeriod.get(name) ?? 0) + v);
+  });
+  let refused = 0;
+  for (const demand of byPeriod.values()) refused += Math.max(0, demand - M);
+  return refused;
+}
+
 /** Per hour of the period (from its first whole hour): the requests admitted and the peakMinute, from ledger days. */
 export function hourlyOf(byDay: ReadonlyMap<number, DayCounts>, input: Pick<SimulateInput, 'fromMs' | 'toMs'>): { demand: number[]; peaks: number[] } {
   const first = Math.floor(input.fromMs / HOUR_MS);
@@ -178,7 +201,7 @@ export function hourlyOf(byDay: ReadonlyMap<number, DayCounts>, input: Pick<Simu
  */
 export function simulateSeries(
   hourly: { demand: readonly number[]; peaks: readonly number[] },
-  own: { perMinute?: number | undefined; perDay?: number | undefined },
+  own: { perMinute?: number | undefined; perDay?: number | undefined; perMonth?: number | undefined },
   input: SimulateInput,
 ): SimulatedSeries {
   const first = Math.floor(input.fromMs / HOUR_MS);
@@ -206,11 +229,18 @@ export function simulateSeries(
       day = { limit: input.perDay, override: false, pointsRefusedAtLeast: Math.max(0, total - dayAdmittedAtMost(demand, input.perDay)) };
     }
   }
+  let month: WindowOutcome | undefined;
+  if (input.perMonth !== undefined) {
+    if (own.perMonth !== undefined) month = { limit: own.perMonth, override: true, pointsRefusedAtLeast: 0 };
+    // Requests against points, as the day window's: a lower bound in both units.
+    else month = { limit: input.perMonth, override: false, pointsRefusedAtLeast: monthRefusedAtLeast(demand, first, input.perMonth) };
+  }
   return {
     minute,
     day,
-    // One request may be refused by both windows: the two bounds are not added.
-    pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0),
+    ...(month ? { month } : {}),
+    // One request may be refused by several windows: the bounds are not added.
+    pointsRefusedAtLeast: Math.max(minute?.pointsRefusedAtLeast ?? 0, day?.pointsRefusedAtLeast ?? 0, month?.pointsRefusedAtLeast ?? 0),
     hoursAffected: hours.length,
     hours: topHours(hours),
   };
@@ -256,7 +286,7 @@ export async function simulate(store: UsageStore, keys: AsyncIterable<KeyRecord[
     mine.forEach((k, i) => {
       const own = perKey[i]!.get('') ?? [];
       const s = simulateKey(k, new Map(days.map((d, j) => [d, own[j] ?? {}])), input);
-      if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push(s);
+      if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override || s.month?.override) listed.push(s);
     });
   }
   const byId = (x: SimulatedKey, y: SimulatedKey): number => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0);
@@ -307,7 +337,7 @@ async function simulatePools(
     if (!own || own.plan !== input.plan) continue;
     inPlan++;
     const s = simulateSeries(hourlyOf(new Map(days.map((d, j) => [d, pool.days[j] ?? {}])), input), own, input);
-    if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override) listed.push({ consumer: c, keys: pool.keys, ...s });
+    if (s.pointsRefusedAtLeast > 0 || s.minute?.override || s.day?.override || s.month?.override) listed.push({ consumer: c, keys: pool.keys, ...s });
   }
   const byName = (x: SimulatedConsumer, y: SimulatedConsumer): number => (x.consumer < y.consumer ? -1 : x.consumer > y.consumer ? 1 : 0);
   const { keysInPlan: consumersInPlan, keysAffected: consumersAffected, ...rest } = totalsOf(listed, inPlan);

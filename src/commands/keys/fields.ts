@@ -27,6 +27,17 @@ export function expiresOption(v: string): string {
   return new Date(Date.parse(keyField('--expires', keyInputFields.expiresAt)(v))).toISOString();
 }
 
+/** --limits-expires-at: when the key's own limits end, by the rule, stored in UTC; "never" (update) removes the end. */
+export function limitsExpiresAtOption(v: string): string | 'never' {
+  if (v === 'never') return 'never';
+  return new Date(Date.parse(keyField('--limits-expires-at', keyInputFields.limitsExpiresAt)(v))).toISOString();
+}
+
+/** --limits-reason: why the own limits were given, by the rule; "none" (update) removes it. */
+export function reasonOrNone(v: string): string | 'none' {
+  return v === 'none' ? 'none' : keyField('--limits-reason', keyInputFields.limitsReason)(v);
+}
+
 /** --metadata: a JSON object of strings, by the rules the admin API applies. */
 export function metadataOption(v: string): Record<string, string> {
   let parsed: unknown;

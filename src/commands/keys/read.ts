@@ -43,6 +43,9 @@ async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<
       ['name', k.name ?? ''],
       ['plan', k.plan],
       ['limits', limitsOf(k, s.config) + (k.perMinute || k.perDay ? ' (per-key override)' : '')],
+      ['per month', k.perMonth !== undefined ? `${k.perMonth} (per-key override)` : ''],
+      ['limits end', k.perMinute || k.perDay || k.perMonth || k.limitsExpiresAt ? ownLimitsEnd(k, Date.now()) : ''],
+      ['limits reason', k.limitsReason ?? ''],
       ['status', s.keys.listing.statusOf(k)],
       ['created', k.createdAt],
       ['expires', k.expiresAt ?? 'never'],
@@ -57,4 +60,10 @@ async function showKey(id: string, o: CommonOpts & { json?: boolean }): Promise<
     ];
     out(aligned(rows.filter(([, v]) => v !== '').map(([a, b]) => [`${a}:`, b])));
   });
+}
+
+/** When the key's own limits end, as `keys show` says it: never, a date to come, or a date past (the plan's apply). */
+function ownLimitsEnd(k: { limitsExpiresAt?: string | undefined }, now: number): string {
+  if (k.limitsExpiresAt === undefined) return 'never';
+  return Date.parse(k.limitsExpiresAt) > now ? k.limitsExpiresAt : `${k.limitsExpiresAt} (ended: the plan's limits apply)`;
 }

@@ -10,13 +10,16 @@ import { ESTIMATE_NOTE, refusalsText } from '../estimated-refusals.js';
 import { common, withSession, type CommonOpts } from '../session.js';
 import { out } from '../terminal.js';
 import { limitsOf, warnAll, warnUnconfirmed } from './answers.js';
-import { expiresOption, keyField, listOrNone, metadataOption, overrideOrNone } from './fields.js';
+import { expiresOption, keyField, limitsExpiresAtOption, listOrNone, metadataOption, overrideOrNone, reasonOrNone } from './fields.js';
 
 interface UpdateOpts extends CommonOpts {
   plan?: string;
   name?: string;
   perMinute?: number | 'none';
   perDay?: number | 'none';
+  perMonth?: number | 'none';
+  limitsExpiresAt?: string;
+  limitsReason?: string | 'none';
   expires?: string;
   metadata?: string;
   scopes?: string[] | 'none';
@@ -42,6 +45,13 @@ export function addUpdate(keys: Command): void {
         overrideOrNone('--per-day', keyInputFields.perDay),
       ),
     )
+    .addOption(
+      new Option('--per-month <n>', 'override the plan: requests per month ("none": the plan\'s again)').argParser(
+        overrideOrNone('--per-month', keyInputFields.perMonth),
+      ),
+    )
+    .option('--limits-expires-at <iso>', 'when the key\'s own limits end, ISO-8601 (then the plan\'s apply again), or "never"')
+    .addOption(new Option('--limits-reason <text>', 'why the own limits were given, or "none"').argParser(reasonOrNone))
     .option('--expires <iso>', 'expiry, ISO-8601, or "never"')
     .option('--metadata <json>', 'the whole metadata map as a JSON object of strings, or "none"')
     .addOption(
@@ -66,11 +76,15 @@ export function addUpdate(keys: Command): void {
 }
 
 async function updateKey(id: string, o: UpdateOpts): Promise<void> {
+  const limitsEnd = o.limitsExpiresAt === undefined ? undefined : limitsExpiresAtOption(o.limitsExpiresAt);
   const patch: KeyUpdate = {
     ...(o.plan !== undefined ? { plan: o.plan } : {}),
     ...(o.name !== undefined ? { name: o.name } : {}),
     ...(o.perMinute !== undefined ? { perMinute: o.perMinute === 'none' ? null : o.perMinute } : {}),
     ...(o.perDay !== undefined ? { perDay: o.perDay === 'none' ? null : o.perDay } : {}),
+    ...(o.perMonth !== undefined ? { perMonth: o.perMonth === 'none' ? null : o.perMonth } : {}),
+    ...(limitsEnd !== undefined ? { limitsExpiresAt: limitsEnd === 'never' ? null : limitsEnd } : {}),
+    ...(o.limitsReason !== undefined ? { limitsReason: o.limitsReason === 'none' ? null : o.limitsReason } : {}),
     ...(o.expires !== undefined ? { expiresAt: o.expires === 'never' ? null : expiresOption(o.expires) } : {}),
     ...(o.metadata !== undefined ? { metadata: o.metadata === 'none' ? null : metadataOption(o.metadata) } : {}),
     ...(o.scopes !== undefined ? { scopes: o.scopes === 'none' ? null : o.scopes } : {}),
@@ -79,7 +93,7 @@ async function updateKey(id: string, o: UpdateOpts): Promise<void> {
   };
   if (Object.keys(patch).length === 0)
     throw new CliError(
-      'nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --expires, --metadata, --scopes, --allowed-cidrs, --consumer, --no-consumer',
+      'nothing to change: give at least one of --plan, --name, --per-minute, --per-day, --per-month, --limits-expires-at, --limits-reason, --expires, --metadata, --scopes, --allowed-cidrs, --consumer, --no-consumer',
       2,
     );
   await withSession(o, async (s) => {

@@ -80,6 +80,9 @@ export type Key = {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
@@ -146,6 +149,9 @@ export type KeyFields = {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   createdAt: string;
   expiresAt?: string;
   metadata?: Metadata;
@@ -166,6 +172,14 @@ export type Window = {
   resetAt: string;
 };
 
+export type PoolWindow = {
+  name: "minute" | "day" | "month";
+  used: number;
+  limit: number;
+  remaining: number;
+  resetAt: string;
+};
+
 export type KeyWithState = KeyFields & {
   windows: Array<Window> | null;
   ban: {
@@ -180,6 +194,9 @@ export type CreateKeyRequest = {
   name?: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  limitsExpiresAt?: string;
+  limitsReason?: string;
   expiresAt?: string;
   metadata?: Metadata;
   scopes?: Scopes;
@@ -192,6 +209,9 @@ export type UpdateKeyRequest = {
   name?: string | null;
   perMinute?: number | null;
   perDay?: number | null;
+  perMonth?: number | null;
+  limitsExpiresAt?: string | null;
+  limitsReason?: string | null;
   expiresAt?: string | null;
   metadata?: Metadata | null;
   consumer?: string | null;
@@ -371,13 +391,16 @@ export interface Answers {
     }>;
   };
   'GET /consumers': {
-    consumers: Array<Consumer>;
+    consumers: Array<ConsumerFields & {
+      keyCount: number;
+    }>;
     nextCursor: string | null;
   };
   'POST /consumers': ChangedConsumer;
   'POST /consumers/attach': AttachAnswer;
   'GET /consumers/{id}': ConsumerFields & {
     keyCount: number;
+    windows: Array<PoolWindow> | null;
   };
   'PATCH /consumers/{id}': ChangedConsumer;
   'DELETE /consumers/{id}': {
@@ -514,10 +537,12 @@ export interface Answers {
     current: {
       perMinute: number;
       perDay: number;
+      perMonth?: number;
     };
     simulated: {
       perMinute?: number;
       perDay?: number;
+      perMonth?: number;
     };
     unit: "points";
     nextCursor: string | null;
@@ -528,6 +553,7 @@ export interface Answers {
       consumer: string | null;
       minute: SimulatedWindow;
       day: SimulatedWindow;
+      month?: SimulatedWindow;
       pointsRefusedAtLeast: number;
       hoursAffected: number;
       hours: SimulatedHours;

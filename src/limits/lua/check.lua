@@ -1,9 +1,11 @@
 -- The limit check: one request of one subject (a key, or a public route's client address: src/limits/subject.ts),
 -- decided and counted atomically (src/limits/redis-store.ts runs it). Every key it touches carries the subject's hash
--- tag ({<key id>} for a key): on Redis Cluster it runs in one slot.
+-- tag ({<key id>} for a key; {c:<consumer>} for a key of a consumer, whose pool windows, caps, record, ban and ledger
+-- all live in the consumer's slot): on Redis Cluster it runs in one slot.
 --
 -- KEYS
---   1     record: the key record (a JSON string)
+--   1     record: the key record (a JSON string); for a key of a consumer, the consumer's hash of its keys' records
+--         (ARGV recordField names the key's field)
 --   2     ban: the ban hash (until, level, lastEnd): with banMode shadow, the would-be bans' own hash (never the
 --         enforced one); not read with banMode off
 --   3     strikes: the strike counter toward a ban (with banMode shadow, the would-be bans' own counter)
@@ -13,7 +15,7 @@
 --         UTC hour 0-23); expiring ARGV[6] ms after the first count of each
 --         kind in each hour. Declared even with no ledger (then left alone).
 --   5...  per window: window: the request's windows, one counter each: the plan's minute and day first, then the
---         route's
+--         plan's month, the route's, then a key's caps inside its consumer's pool (the key's own windows)
 -- ARGV
 --   1     ledgerDay: the ledger's day as the gateway's clock has it (UTC days since 1970; '' = no ledger)
 --   2     banLadder: the ban ladder, numbers separated by spaces: threshold strikeWindowMs resetAfterMs
@@ -30,7 +32,10 @@
 --   8     shadow: the windows in shadow mode, bit i-1 for window i ('0' = none: read only when a window is short)
 --   9     banMode: the ban ladder's mode: 'enforce' (a ban refuses), 'shadow' (a ban is computed, counted and reported,
 --         never refuses), 'off' (no ban is read or written: no strikes, no ban hash)
---   10... per window (same order as KEYS[5...]): limit, lengthMs: its limit, its length in ms
+--   10    recordField: '' = the record is the string at KEYS[1]; else the key id whose field of the hash at KEYS[1]
+--         holds the record (a key of a consumer: its record, byte for byte, in the consumer's slot)
+--   11... per window (same order as KEYS[5...]): limit, lengthMs: its limit, its length in ms (a monthly window: the
+--         time left to its period's end)
 --   then  per candidate (a candidate limit; none on most requests): window, limit: the position of the window (1...)
 --         whose count it is checked on, and its limit. A candidate has no counter of its own: it is a limit tried in
 --         shadow beside an enforced one.
@@ -46,14 +51,14 @@
 --   8...  per window: used, resetMs: points used, ms until it ends
 --   (invalid_* replies stop after `short`.)
 --
--- A request is admitted only when every enforced window has `cost` points left; then `cost` is taken from each window
--- that has them. A shadow window without them takes nothing and refuses nothing (the reply says so, and the ledger
+-- A request is admitted only when every enforced window has `cost` points left (a key of a consumer: the pool's and its
+-- own caps alike); then `cost` is taken from each window that has them. A shadow window without them takes nothing and refuses nothing (the reply says so, and the ledger
 -- counts s<h>); nor does a candidate limit its window's count passes, though that window takes the cost as usual. A
 -- refusal takes nothing from any window. A ban in shadow mode is decided as an enforced one would be (its own strikes
 -- and levels), but the request then gets what its windows say. Time is Redis's own clock (TIME), so instances with skewed
 -- clocks agree on windows, bans and the ledger's hours.
 --
--- Its cost is Redis CPU on every request, so the admitted path makes as few calls as it can (TIME, GET of the record,
+-- Its cost is Redis CPU on every request, so the admitted path makes as few calls as it can (TIME, GET (HGET) of the record,
 -- HMGET of the ban unless banMode is off, INCR (INCRBY for a cost above 1) and PEXPIRE/PTTL per window, the ledger's HINCRBY) and formats no number: the ledger's
 -- field is cut from a constant string (bench/README.md, "What the usage ledger costs Redis").
 -- Globals (redis.call, KEYS, ARGV, tonumber) are read once into locals: each use of a global is a table lookup.
@@ -68,7 +73,8 @@ local same = -1
 if keyHash ~= '' then
   -- pcall: a record that is not a JSON object (or not a string at all) is that key's fault, reported as such, and
   -- must not surface as a script error the gateway would take for Redis failing.
-  local raw = redis.pcall('GET', keys[1])
+  local raw
+  if argv[10] == '' then raw = redis.pcall('GET', keys[1]) else raw = redis.pcall('HGET', keys[1], argv[10]) end
   if not raw then return {'invalid_key', 0, 0, -1, -1, 0} end
   if type(raw) ~= 'string' then return {'invalid_record', 0, 0, -1, -1, 0} end
   if argv[4] ~= '' then same = (redis.sha1hex(raw) == argv[4]) and 1 or 0 end
@@ -161,7 +167,7 @@ if banMode ~= 'off' then
     else
       local reply = {'banned', banUntil - now, level, same, hour, 0, 0}
       for i = 1, n do
-        local key, len = keys[4 + i], tonumber(argv[9 + 2 * i])
+        local key, len = keys[4 + i], tonumber(argv[10 + 2 * i])
         local used = tonumber(call('GET', key) or '0')
         local ttl = call('PTTL', key)
         if ttl < 0 then used = 0; ttl = len end
@@ -186,7 +192,7 @@ for i = 1, n do
   if one then u = call('INCR', keys[4 + i]) else u = call('INCRBY', keys[4 + i], cost) end
   local j = 6 + 2 * i
   reply[j] = u
-  if u > tonumber(argv[j + 2]) then
+  if u > tonumber(argv[j + 3]) then
     short = short + bit
     -- Enforced unless its bit is in the shadow mask ('0', the usual mask, is told by its text).
     if argv[8] == '0' or tonumber(argv[8]) % (2 * bit) < bit then refused = true end
@@ -194,7 +200,7 @@ for i = 1, n do
   bit = bit * 2
 end
 -- Candidate limits, on the counts just taken (a request in the candidate's world would have brought the window there).
-local c = 10 + 2 * n
+local c = 11 + 2 * n
 while argv[c] do
   if reply[6 + 2 * tonumber(argv[c])] > tonumber(argv[c + 1]) then short = short + bit end
   bit = bit * 2
@@ -209,8 +215,8 @@ if short == 0 then
     -- A window without an expiry (a PERSIST by hand) is given one, as remaining() does.
     local ttl = reply[j] ~= cost and call('PTTL', keys[4 + i]) or -1
     if ttl < 0 then
-      call('PEXPIRE', keys[4 + i], argv[j + 3])
-      ttl = tonumber(argv[j + 3])
+      call('PEXPIRE', keys[4 + i], argv[j + 4])
+      ttl = tonumber(argv[j + 4])
     end
     reply[j + 1] = ttl
   end
@@ -232,7 +238,7 @@ bit = 1
 local retry = 0
 local shadow = tonumber(argv[8])
 for i = 1, n do
-  local key, u, len = keys[4 + i], reply[6 + 2 * i], tonumber(argv[9 + 2 * i])
+  local key, u, len = keys[4 + i], reply[6 + 2 * i], tonumber(argv[10 + 2 * i])
   local ttl
   if refused or short % (2 * bit) >= bit then
     -- Takes nothing: the request was refused, or this shadow window has no room for it.

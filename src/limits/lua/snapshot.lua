@@ -2,12 +2,13 @@
 -- admin API read them without spending a request (src/limits/redis-store.ts). Every key carries the subject's hash tag.
 --
 -- KEYS
---   1     record: the key record
+--   1     record: the key record (for a key of a consumer, the consumer's hash of its keys' records)
 --   2     ban: the ban hash (until, level, lastEnd)
 --   3...  per window: window: the windows asked for, one counter each
 -- ARGV
 --   1     resetAfterMs: resetAfterMs of the ban ladder (a ban level older than this is forgotten)
 --   2     keyHash: the key's hash ('' = do not check the record)
+--   3     recordField: '' = the record is the string at KEYS[1]; else the key id: its field of the hash at KEYS[1]
 -- Reply
 --   1     keyState: 'ok', 'invalid_key', 'invalid_record'
 --   2     now: Redis TIME, ms
@@ -18,7 +19,8 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if ARGV[2] ~= '' then
-  local raw = redis.pcall('GET', KEYS[1])
+  local raw
+  if ARGV[3] == '' then raw = redis.pcall('GET', KEYS[1]) else raw = redis.pcall('HGET', KEYS[1], ARGV[3]) end
   if not raw then return {'invalid_key', now, 0, 0} end
   if type(raw) ~= 'string' then return {'invalid_record', now, 0, 0} end
   local ok, rec = pcall(cjson.decode, raw)

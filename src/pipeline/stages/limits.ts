@@ -78,7 +78,7 @@ export function publicRouteLimits(limiter: PublicRouteLimiter | undefined): Requ
  * the enforced windows on every answer, 429 for a refusal, 403 for a cost an enforced window can never hold. A window
  * in shadow mode or a candidate limit that would refuse only reports (metrics, ledger), never in the headers.
  */
-export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): RequestHandler {
+export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler, reread?: RequestHandler): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: KeyLimitOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be checked right now. Retry shortly.');
@@ -89,6 +89,7 @@ export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): Requ
       void byAddress(req, res, next);
       return;
     }
+    if (o.kind === 'invalid_key' && reread && req.ctx.caller?.consumer) return readAgain(req, res, next, reread);
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
     if (o.kind === 'cost_exceeds_limit') {
       // No Retry-After and no window headers: waiting never helps, and no store was read.
@@ -131,15 +132,17 @@ export function keyLimits(limiter: KeyLimiter, byAddress?: RequestHandler): Requ
 }
 
 /**
- * Q. The quota endpoint's answer: the caller's plan, its windows (limit, remaining, reset: the plan's, then every
- * route window that applies to its plan) and ban, with RateLimit headers listing them all, from one read-only store
+ * Q. The quota endpoint's answer: the plan in force, its windows (limit, remaining, reset: the plan's, then every
+ * route window that applies to its plan; for a key of a consumer those are the pool's, then the key's caps inside it)
+ * and ban, with RateLimit headers listing them all, from one read-only store
  * call; nothing is counted and the upstream is never called. Errors as the key limits stage answers them (503 without
  * a plan or Redis with failMode closed, 401 for a key the store no longer accepts).
  */
-export function answerQuota(limiter: KeyLimiter): RequestHandler {
+export function answerQuota(limiter: KeyLimiter, reread?: RequestHandler): RequestHandler {
   const answer = (req: Request, res: Response, next: NextFunction, o: QuotaOutcome): void => {
     if (o.kind === 'no_plan') return sendError(res, 'service_unavailable', 'This API key has no usable plan right now.');
     if (o.kind === 'unavailable') return sendError(res, 'service_unavailable', 'Rate limits cannot be read right now. Retry shortly.');
+    if (o.kind === 'invalid_key' && reread && req.ctx.caller?.consumer) return readAgain(req, res, next, reread);
     if (o.kind === 'invalid_key') return disownKey(req, res, next);
     const { snapshot: s, request, now } = o;
     setWindowHeaders(res, request, s.windows, now);
@@ -152,7 +155,8 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
       mode,
     });
     res.status(200).json({
-      plan: req.ctx.caller!.plan,
+      // The plan the windows were worked out from: for a key of a consumer, the consumer's.
+      plan: o.plan,
       // Every window with its mode, the shadow ones too (the headers show only the enforced), then the candidate
       // limits, each on its window's count.
       windows: [
@@ -168,6 +172,18 @@ export function answerQuota(limiter: KeyLimiter): RequestHandler {
       .then((o) => answer(req, res, next, o))
       .catch(next);
   };
+}
+
+/**
+ * A key of a consumer the limit script did not find in its consumer's copy of its keys: revoked, or moved to another
+ * consumer (or detached) since this instance cached it, the change message not here yet. The script's answer already
+ * dropped the cached copy, so `reread` (authentication and every check after it, then the limit check without a
+ * second retry) reads the record again: a moved key is checked, and counted, as its new consumer's from this very
+ * request; a revoked one is answered 401 by it. Once per request, and only on this refusal: the usual path is unchanged.
+ */
+function readAgain(req: Request, res: Response, next: NextFunction, reread: RequestHandler): void {
+  req.ctx.caller = undefined;
+  void reread(req, res, next);
 }
 
 /** A window as it stands (remaining: limit less points used). */

@@ -20,8 +20,9 @@ import { readWholeBody } from '../request-body.js';
  * operation's description (stage V: the ledger's validationFailed and the invalid-request report).
  */
 export interface UsageCounts {
-  deprecatedCall(route: string, id: string): void;
-  invalidRequest(operation: string, id: string, pointer: string): void;
+  /** `consumer`: the key's consumer, whose ledger the request was counted in (absent for a key without one). */
+  deprecatedCall(route: string, id: string, consumer?: string): void;
+  invalidRequest(operation: string, id: string, pointer: string, consumer?: string): void;
 }
 
 /** C. A key whose consumer is suspended: 403, before anything is counted. */
@@ -87,7 +88,8 @@ export function routePolicy(clock: Clock, usage?: UsageCounts): RequestHandler {
   return function routePolicyStage(req, res, next) {
     const route = req.ctx.matchedRoute;
     if (!route) return next();
-    if (usage && route.deprecatedAs !== undefined && req.ctx.caller) usage.deprecatedCall(route.deprecatedAs, req.ctx.caller.id);
+    const caller = req.ctx.caller;
+    if (usage && route.deprecatedAs !== undefined && caller) usage.deprecatedCall(route.deprecatedAs, caller.id, caller.consumer?.id);
     for (const [name, value] of route.headers) res.setHeader(name, value);
     if (!route.timed) return next();
     const now = clock.now();
@@ -159,7 +161,13 @@ export function validateRequest(o: {
     o.metrics?.validationFailures.inc({ service, operation: v.operation, mode: v.mode });
     const pointer = problems[0]!.pointer;
     const caller = req.ctx.caller;
-    if (caller) o.usage?.invalidRequest(invalidRequestsName({ service: route.service, operation: v.operation }), caller.id, pointer.slice(0, MAX_POINTER_KEPT));
+    if (caller)
+      o.usage?.invalidRequest(
+        invalidRequestsName({ service: route.service, operation: v.operation }),
+        caller.id,
+        pointer.slice(0, MAX_POINTER_KEPT),
+        caller.consumer?.id,
+      );
     o.logger.info(
       { reqId: req.id, service, operation: v.operation, mode: v.mode, pointer: pointer.slice(0, MAX_POINTER_KEPT), problems: problems.length },
       v.mode === 'enforce' ? 'request refused: it does not match the API description' : 'request does not match the API description (shadow: proxied)',

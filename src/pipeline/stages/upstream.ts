@@ -5,7 +5,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { UPSTREAM_SERVICE, type Config } from '../../config/schema.js';
 import { DEFAULT_KEY_SOURCES, isBearerScheme, withoutParams } from '../../http/credentials.js';
 import { sendError } from '../../http/errors.js';
-import { claimsGatewayHeader, connectionTokens, H, HOP_BY_HOP } from '../../http/headers.js';
+import { claimsGatewayHeader, connectionTokens, consumerMetadataHeader, forwardableMetadataValue, H, HOP_BY_HOP } from '../../http/headers.js';
 import { acceptsTrailers, viaValue } from '../../http/intermediary.js';
 import { forwardedTarget, METHOD_OVERRIDE_PARAM } from '../../routing/routes.js';
 
@@ -24,6 +24,29 @@ export function declaredBodyLimit(maxBodyBytes: number) {
   };
 }
 
+/** What the upstream headers are made with besides the upstream section. */
+export interface UpstreamForwarding {
+  /** server.via: add a Via header. */
+  via: boolean;
+  /** consumers.forwardMetadata of the config in force: the consumer metadata fields the upstream gets. */
+  forwardMetadata?: () => readonly string[];
+}
+
+/** A field list and each field's header name, made again only when the list is another (a reload). */
+function metadataHeaders(fields: (() => readonly string[]) | undefined): () => ReadonlyArray<readonly [string, string]> {
+  if (!fields) return () => [];
+  let madeFor: readonly string[] | undefined;
+  let made: ReadonlyArray<readonly [string, string]> = [];
+  return () => {
+    const list = fields();
+    if (list !== madeFor) {
+      made = list.map((f) => [f, consumerMetadataHeader(f)] as const);
+      madeFor = list;
+    }
+    return made;
+  };
+}
+
 /**
  * Rewrites the client's headers into the upstream request's: hop-by-hop headers out, forwarding headers in,
  * consumer headers only as the gateway sets them, and the key kept from the upstream when hideCredentials is on: what
@@ -31,9 +54,10 @@ export function declaredBodyLimit(maxBodyBytes: number) {
  * parameters they name), and nothing else, so a backend's own credentials reach it.
  * Runs before the proxy because each try (upstream-try.ts) sends req.headers as they stand, Host set to the target.
  */
-export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: boolean } = { via: true }) {
+export function prepareUpstreamHeaders(upstream: Upstream, forwarding: UpstreamForwarding = { via: true }) {
   // The upstream span's server.address, worked out once rather than per traced request.
   const upstreamHost = new URL(upstream.url).host;
+  const forwardedMetadata = metadataHeaders(forwarding.forwardMetadata);
   return function prepareUpstreamHeadersStage(req: Request, res: Response, next: NextFunction): void {
     // The service gets the path as the client sent it, less the route's stripPrefix (the target's base path is
     // prepended by the proxy), and less a key sent as a query parameter when hideCredentials is on (the rest of the
@@ -90,6 +114,15 @@ export function prepareUpstreamHeaders(upstream: Upstream, forwarding: { via: bo
       out[H.consumerId] = caller.consumer?.id ?? caller.id;
       out[H.credentialId] = caller.id;
       out[H.consumerPlan] = caller.plan;
+      // The consumer's metadata fields the config lists, each a header of its own; a value that cannot be a header
+      // value as it is (forwardableMetadataValue) is left out rather than altered. Own properties only: a field named
+      // like an Object.prototype member is not one the record has.
+      const metadata = caller.consumer?.metadata;
+      if (metadata)
+        for (const [field, header] of forwardedMetadata()) {
+          const value = Object.hasOwn(metadata, field) ? metadata[field] : undefined;
+          if (forwardableMetadataValue(value)) out[header] = value;
+        }
     }
     // With tracing on, the upstream call is a span of its own, and the upstream gets its trace context (the same trace
     // id as the caller's traceparent, the call span as parent; the caller's tracestate carried). Off, both headers pass

@@ -1,6 +1,6 @@
 // @ts-check
-// #/consumers/<id>: one consumer: its status (with Suspend or Resume), its pool's limits (the plan's, its own, and
-// which are in force), its scopes and allowed addresses, its record, and its keys, each linking to the key's page.
+// #/consumers/<id>: one consumer: its status (with Suspend or Resume), its pool's windows as they stand (used of the
+// limit, a bar each), its pool's limits (the plan's, its own, and which are in force), its scopes and allowed addresses, its record, and its keys, each linking to the key's page.
 import { Component } from '../vendor/preact.js';
 import { api, Bar, errorText, fmt, html, keyHref, tile, Unauthorized } from '../lib.js';
 import { poolLimits } from './consumers.js';
@@ -131,6 +131,35 @@ class ConsumerPage extends Component {
             : html`${fmt(c.keyCount)}<${Bar} class="tile-bar" share=${Math.min(100, (100 * c.keyCount) / c.maxKeys)} />`,
         )}
         ${limits.filter((l) => l.limit !== undefined).map((l) => tile(`per ${l.window}, pooled${l.fromOwn ? ' (its own)' : ''}`, limitText(l.limit)))}
+      </div>
+      <div class="panel">
+        <h2>Pool windows</h2>
+        <p class="muted">What its keys have used together, as the gateway counts it now (reading it counts nothing).</p>
+        ${
+          c.windows
+            ? html`<table id="consumer-windows">
+                <thead>
+                  <tr>
+                    <th>window</th>
+                    <th>used of limit</th>
+                    <th class="bar-cell"></th>
+                    <th>resets</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${c.windows.map(
+                    (w) =>
+                      html`<tr data-window=${w.name}>
+                        <td>${w.name}</td>
+                        <td>${fmt(w.used)} of ${fmt(w.limit)}</td>
+                        <td class="bar-cell"><${Bar} share=${Math.min(100, (100 * w.used) / w.limit)} /></td>
+                        <td class="muted">${new Date(w.resetAt).toLocaleString()}</td>
+                      </tr>`,
+                  )}
+                </tbody>
+              </table>`
+            : html`<p class="error" id="consumer-windows-none">Its plan is not configured: its keys are refused (503) until it is.</p>`
+        }
       </div>
       <div class="panel">
         <h2>Pool limits</h2>

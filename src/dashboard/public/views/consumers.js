@@ -1,7 +1,7 @@
 // @ts-check
 // #/consumers?q=&status=: the consumers (the customers behind several keys), a page at a time in id order, each with
 // its plan, status, keys (against its maxKeys) and the pool's limits in force; found by id, name or metadata value
-// among the pages loaded (GET /consumers has no search of its own: "Load more" reads the next page into the search).
+// (GET /consumers?q=: the API searches, a page at a time; "Load more" reads the next page of the same search).
 import { Component } from '../vendor/preact.js';
 import { alertLine, api, Bar, consumerHref, errorText, fmt, html, Unauthorized } from '../lib.js';
 
@@ -9,22 +9,11 @@ import { alertLine, api, Bar, consumerHref, errorText, fmt, html, Unauthorized }
 /** @typedef {import('../api.d.ts').ConsumerFields} Consumer */
 /** @typedef {Answers['GET /plans']['plans'][number]} Plan */
 
-/** Consumers a page reads (one request for the page, then one per row for its key count). */
+/** Consumers a page reads: one request per page, each consumer with its key count. */
 const PAGE = 50;
 
-/** @param {string} s */
-const folded = (s) => s.normalize('NFC').toLowerCase();
-
-/**
- * Whether a consumer matches the search text, by the rules of the keys' search (GET /keys?q=): its id starts with it
- * (ids are exact), or its name or a metadata value contains it, case and normalisation aside. Text, never a pattern.
- * @param {string} text
- * @returns {(c: Consumer) => boolean}
- */
-export function consumerMatcher(text) {
-  const needle = folded(text);
-  return (c) => c.id.startsWith(text) || folded(c.name).includes(needle) || Object.values(c.metadata ?? {}).some((v) => folded(v).includes(needle));
-}
+/** How long typing pauses before the search is asked (a request per pause, not per keystroke). */
+const SEARCH_DELAY_MS = 200;
 
 /**
  * @typedef {object} PoolLimit
@@ -73,41 +62,28 @@ export function limitsLine(limits) {
 }
 
 /**
- * The consumer's keys that are not revoked (what maxKeys counts), by GET /consumers/{id}: undefined when its record
- * cannot be read (the row says so; the page is still drawn). An ended session throws.
- * @param {string} id
+ * What the list holds: "12 consumers loaded.", "1 consumer matches.", and whether pages are left.
+ * @param {number} loaded @param {boolean} searching @param {boolean} more
  */
-async function keyCountOf(id) {
-  try {
-    return (await api('GET /consumers/{id}', { params: { id } })).keyCount;
-  } catch (err) {
-    if (err instanceof Unauthorized) throw err;
-    return undefined;
-  }
-}
-
-/**
- * What the list holds: "12 consumers loaded.", "1 of the 12 consumers loaded matches.", and whether pages are left.
- * @param {number} shown @param {number} loaded @param {boolean} searching @param {boolean} more
- */
-function loadedLine(shown, loaded, searching, more) {
+function loadedLine(loaded, searching, more) {
   const consumers = (/** @type {number} */ n) => `${fmt(n)} ${n === 1 ? 'consumer' : 'consumers'}`;
-  const said = searching ? `${fmt(shown)} of the ${consumers(loaded)} loaded ${shown === 1 ? 'matches' : 'match'}.` : `${consumers(loaded)} loaded.`;
+  const said = searching ? `${consumers(loaded)} ${loaded === 1 ? 'matches' : 'match'}.` : `${consumers(loaded)} loaded.`;
   return more ? `${said} More are left to read.` : said;
 }
 
 /** @typedef {{ c: Consumer, keyCount: number | undefined }} Row */
 
 /**
- * One page of consumers after `cursor` with the status asked, each with its key count.
+ * One page of consumers after `cursor` with the status asked and matching the search text, each with its key count
+ * (the list's answer carries it: one request for the page).
  * @param {string} status
+ * @param {string} q
  * @param {string | undefined} cursor
  * @returns {Promise<{ rows: Row[], next: string | null }>}
  */
-async function readPage(status, cursor) {
-  const page = await api('GET /consumers', { query: { limit: PAGE, status: status || undefined, cursor } });
-  const counts = await Promise.all(page.consumers.map((c) => keyCountOf(c.id)));
-  return { rows: page.consumers.map((c, i) => ({ c, keyCount: counts[i] })), next: page.nextCursor };
+async function readPage(status, q, cursor) {
+  const page = await api('GET /consumers', { query: { limit: PAGE, status: status || undefined, q: q || undefined, cursor } });
+  return { rows: page.consumers.map((c) => ({ c, keyCount: c.keyCount })), next: page.nextCursor };
 }
 
 /** @param {Row} row */
@@ -127,12 +103,15 @@ function keysCell({ c, keyCount }) {
  * @property {Map<string, Plan>} plans
  * @property {(message?: string) => void} signIn
  */
-/** @typedef {{ rows: Row[], next: string | null, q: string, loading: boolean, error: string }} ListState */
+/**
+ * @typedef {{ rows: Row[], next: string | null, q: string, searched: string, loading: boolean, error: string }} ListState
+ * `searched`: the search text the rows answer (`q` is the box's, asked once typing pauses).
+ */
 
 /** @extends {Component<ListProps, ListState>} */
 class ConsumerList extends Component {
   /** @type {ListState} */
-  state = { rows: this.props.rows, next: this.props.next, q: this.props.q, loading: false, error: '' };
+  state = { rows: this.props.rows, next: this.props.next, q: this.props.q, searched: this.props.q.trim(), loading: false, error: '' };
 
   /** The search is kept in the address (a reload, or a link, shows the same rows) without reading the page again. */
   remember() {
@@ -142,9 +121,34 @@ class ConsumerList extends Component {
     history.replaceState(null, '', `#/consumers${[...p].length ? `?${p}` : ''}`);
   }
 
+  /** The search asked last: an answer to an earlier one that arrives after it is dropped. */
+  asked = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  timer = undefined;
+
+  componentWillUnmount() {
+    clearTimeout(this.timer);
+  }
+
   /** @param {Event} e */
   onSearch = (e) => {
     this.setState({ q: /** @type {HTMLInputElement} */ (e.currentTarget).value }, () => this.remember());
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.search(), SEARCH_DELAY_MS);
+  };
+
+  /** Reads the first page of the search in the box (all consumers when it is empty). */
+  search = async () => {
+    const asked = ++this.asked;
+    const q = this.state.q.trim();
+    this.setState({ loading: true, error: '' });
+    try {
+      const page = await readPage(this.props.status, q, undefined);
+      if (asked === this.asked) this.setState({ rows: page.rows, next: page.next, loading: false, searched: q });
+    } catch (err) {
+      if (err instanceof Unauthorized) return this.props.signIn('Your session ended. Sign in again.');
+      if (asked === this.asked) this.setState({ loading: false, error: errorText(err) });
+    }
   };
 
   /** @param {Event} e */
@@ -159,7 +163,7 @@ class ConsumerList extends Component {
   more = async () => {
     this.setState({ loading: true, error: '' });
     try {
-      const page = await readPage(this.props.status, this.state.next ?? undefined);
+      const page = await readPage(this.props.status, this.state.searched, this.state.next ?? undefined);
       this.setState({ rows: [...this.state.rows, ...page.rows], next: page.next, loading: false });
     } catch (err) {
       if (err instanceof Unauthorized) return this.props.signIn('Your session ended. Sign in again.');
@@ -169,15 +173,12 @@ class ConsumerList extends Component {
 
   render() {
     const { status, plans } = this.props;
-    const { rows, next, q, loading, error } = this.state;
-    const text = q.trim();
-    const shown = text ? rows.filter((r) => consumerMatcher(text)(r.c)) : rows;
+    const { rows: shown, next, q, searched, loading, error } = this.state;
     const now = Date.now();
     const none = () => {
-      if (rows.length === 0 && next) return 'None in the records read so far: Load more reads on.';
-      if (rows.length === 0) return status ? `No ${status} consumers.` : 'No consumers yet: tollgate consumers create, or POST /consumers.';
-      if (!next) return 'No consumers match.';
-      return `No consumers match among the ${fmt(rows.length)} loaded: Load more reads the next ${PAGE}.`;
+      if (next) return 'None in the records read so far: Load more reads on.';
+      if (searched) return 'No consumers match.';
+      return status ? `No ${status} consumers.` : 'No consumers yet: tollgate consumers create, or POST /consumers.';
     };
     return html`
       <h1>Consumers</h1>
@@ -229,7 +230,7 @@ class ConsumerList extends Component {
             : null
         }
       </div>
-      <p class="muted" id="consumers-loaded">${loadedLine(shown.length, rows.length, text !== '', next !== null)}</p>
+      <p class="muted" id="consumers-loaded">${loadedLine(shown.length, searched !== '', next !== null)}</p>
       <div class="actions">
         ${next ? html`<button type="button" id="consumers-more" disabled=${loading} onClick=${this.more}>${loading ? 'Loading…' : 'Load more'}</button>` : null}
         ${error ? alertLine(error) : null}
@@ -241,11 +242,12 @@ class ConsumerList extends Component {
 /** @type {import('../app.js').Load} */
 export async function load({ params, signIn }) {
   const status = params.get('status') || '';
-  const [first, plans] = await Promise.all([readPage(status, undefined), api('GET /plans')]);
+  const q = params.get('q') || '';
+  const [first, plans] = await Promise.all([readPage(status, q.trim(), undefined), api('GET /plans')]);
   return html`<${ConsumerList}
     rows=${first.rows}
     next=${first.next}
-    q=${params.get('q') || ''}
+    q=${q}
     status=${status}
     plans=${new Map(plans.plans.map((p) => [p.name, p]))}
     signIn=${signIn}
