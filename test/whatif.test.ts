@@ -8,7 +8,7 @@ import { Keyspace } from '../src/storage/keyspace.js';
 import { RedisUsageStore } from '../src/usage/store.js';
 import type { UsageKind } from '../src/limits/types.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';
-import { dayAdmittedAtMost, minuteTotal, monthRefusedAtLeast } from '../src/usage/whatif.js';
+import { dayAdmittedAtMost, minuteTotal, monthRefusedAtLeast, simulateSeries } from '../src/usage/whatif.js';
 import { WhatIfPages } from '../src/usage/whatif-pages.js';
 import { MemoryKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { assertBuilt, runCli, tempDir, withoutAudit } from './helpers/cli.js';
@@ -80,6 +80,15 @@ beforeAll(async () => {
 }, 120_000);
 
 describe('the bounds', () => {
+  it("month: a consumer's pool counts its months from its billing day, as its limit check does", () => {
+    // 30 requests on 14 November at 23:00 UTC and 30 an hour later: one calendar month, two periods from the 15th.
+    const from = Date.UTC(2026, 10, 14, 23);
+    const input = { plan: 'free', current: PLANS.free, perMonth: 40, fromMs: from, toMs: from + 2 * HOUR_MS };
+    const hourly = { demand: [30, 30], peaks: [0, 0] };
+    expect(simulateSeries(hourly, {}, input).month).toEqual({ limit: 40, override: false, pointsRefusedAtLeast: 20 });
+    expect(simulateSeries(hourly, { billingDay: 15 }, input).month).toEqual({ limit: 40, override: false, pointsRefusedAtLeast: 0 });
+  });
+
   it('minute: neighbouring hours may share one window (the larger counts), hours further apart may not', () => {
     expect(minuteTotal([20, 10, 0, 5])).toBe(25);
     expect(minuteTotal([20, 0, 10])).toBe(30);
@@ -437,7 +446,7 @@ describe('grouped by consumer: each pool under its consumer as the consumer stor
   it("simulates the pools of the consumers whose plan is the plan, each consumer's own limits its override (ended ones not), alike in the report thread, in process and in the CLI", async () => {
     const consumers = s.gw.gateway.consumerAdmin;
     await consumers.create({ id: 'pool_a', name: 'A', plan: 'free' });
-    await consumers.create({ id: 'pool_b', name: 'B', plan: 'free', perMinute: 100 });
+    await consumers.create({ id: 'pool_b', name: 'B', plan: 'free', perMinute: 100, perMonth: 50 });
     await consumers.create({ id: 'pool_c', name: 'C', plan: 'pro' });
     // Own limits that ended an hour ago: the plan's apply again.
     await consumers.create({ id: 'pool_d', name: 'D', plan: 'free', perMinute: 500, limitsExpiresAt: new Date(Date.now() - HOUR_MS).toISOString() });
@@ -498,6 +507,13 @@ describe('grouped by consumer: each pool under its consumer as the consumer stor
       },
     ]);
     expect(res.body.totals).toEqual({ consumersInPlan: 3, consumersAffected: 2, hours: 2, pointsRefusedAtLeast: 30 });
+    // A month of 60: pool_a's 100 requests are 40 over it, pool_b keeps its own perMonth, pool_d's 40 fit.
+    const month = await simulate({ plan: 'free', perMonth: 60, ...period, groupBy: 'consumer' });
+    expect(month.status, month.text).toBe(200);
+    expect(month.body.consumers.map((c: { consumer: string; month: unknown }) => [c.consumer, c.month])).toEqual([
+      ['pool_a', { limit: 60, override: false, pointsRefusedAtLeast: 40 }],
+      ['pool_b', { limit: 50, override: true, pointsRefusedAtLeast: 0 }],
+    ]);
     expect(api.problems).toEqual([]);
     // The same from the gateway's own reports (in process) and from the CLI's.
     const local = await s.gw.gateway.usage.simulate({

@@ -1,6 +1,7 @@
-// What the what-if grouped by consumer reads of each pool: the consumer's plan in force and its own perMinute/perDay
-// while they are (an own limit past limitsExpiresAt is the plan's again, as the limit check has it). It answers
-// usage/whatif.ts's ConsumerPlans; the composition roots pass it in (consumers/ sits below usage/).
+// What the what-if grouped by consumer reads of each pool: the consumer's plan in force, its own perMinute, perDay
+// and perMonth while they are (an own limit past limitsExpiresAt is the plan's again, as the limit check has it) and
+// the billing day its pool's months run from. It answers usage/whatif.ts's ConsumerPlans; the composition roots pass
+// it in (consumers/ sits below usage/).
 import type { Clock } from '../util/clock.js';
 import { ConsumerStoreError, type ConsumerRecord, type ConsumerStore } from './types.js';
 
@@ -9,18 +10,26 @@ export interface ConsumerLimitsInForce {
   plan: string;
   perMinute?: number;
   perDay?: number;
+  perMonth?: number;
+  /** The pool's months run from this day (absent: calendar months). */
+  billingDay?: number;
 }
 
 /** Records read at once. */
 const READ_AT_ONCE = 16;
 
 /** The consumer's plan and own limits at `nowMs`. */
-export function limitsInForce(c: Pick<ConsumerRecord, 'plan' | 'perMinute' | 'perDay' | 'limitsExpiresAt'>, nowMs: number): ConsumerLimitsInForce {
+export function limitsInForce(
+  c: Pick<ConsumerRecord, 'plan' | 'perMinute' | 'perDay' | 'perMonth' | 'limitsExpiresAt' | 'billingDay'>,
+  nowMs: number,
+): ConsumerLimitsInForce {
   const own = c.limitsExpiresAt === undefined || nowMs < Date.parse(c.limitsExpiresAt);
   return {
     plan: c.plan,
     ...(own && c.perMinute !== undefined ? { perMinute: c.perMinute } : {}),
     ...(own && c.perDay !== undefined ? { perDay: c.perDay } : {}),
+    ...(own && c.perMonth !== undefined ? { perMonth: c.perMonth } : {}),
+    ...(c.billingDay !== undefined ? { billingDay: c.billingDay } : {}),
   };
 }
 

@@ -18,6 +18,9 @@ export interface ConsumerLimits {
   plan: string;
   perMinute?: number | undefined;
   perDay?: number | undefined;
+  perMonth?: number | undefined;
+  /** Its pool's monthly windows run from this day of the month (absent: calendar months in UTC). */
+  billingDay?: number | undefined;
 }
 
 /**
@@ -201,7 +204,7 @@ export function hourlyOf(byDay: ReadonlyMap<number, DayCounts>, input: Pick<Simu
  */
 export function simulateSeries(
   hourly: { demand: readonly number[]; peaks: readonly number[] },
-  own: { perMinute?: number | undefined; perDay?: number | undefined; perMonth?: number | undefined },
+  own: { perMinute?: number | undefined; perDay?: number | undefined; perMonth?: number | undefined; billingDay?: number | undefined },
   input: SimulateInput,
 ): SimulatedSeries {
   const first = Math.floor(input.fromMs / HOUR_MS);
@@ -233,7 +236,8 @@ export function simulateSeries(
   if (input.perMonth !== undefined) {
     if (own.perMonth !== undefined) month = { limit: own.perMonth, override: true, pointsRefusedAtLeast: 0 };
     // Requests against points, as the day window's: a lower bound in both units.
-    else month = { limit: input.perMonth, override: false, pointsRefusedAtLeast: monthRefusedAtLeast(demand, first, input.perMonth) };
+    // A consumer's pool counts its months from its billing day, as the limit check does.
+    else month = { limit: input.perMonth, override: false, pointsRefusedAtLeast: monthRefusedAtLeast(demand, first, input.perMonth, own.billingDay) };
   }
   return {
     minute,

@@ -563,6 +563,7 @@ export interface Answers {
       keys: number;
       minute: SimulatedWindow;
       day: SimulatedWindow;
+      month?: SimulatedWindow;
       pointsRefusedAtLeast: number;
       hoursAffected: number;
       hours: SimulatedHours;
