@@ -25,6 +25,7 @@ import {
 } from './attach-preview.js';
 import { canonicalConsumer } from './record-schema.js';
 import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
+import { firstAfter } from '../keys/listing.js';
 
 export type { ConsumerChangeAction, ConsumerChangeListener } from './types.js';
 
@@ -410,16 +411,4 @@ export class ConsumerAdmin {
 function skipUnreadable(err: unknown): undefined {
   if (err instanceof ConsumerStoreError && err.code === 'invalid_record') return undefined;
   throw err;
-}
-
-/** The index of the first id greater than `after` in sorted `ids`. */
-function firstAfter(ids: readonly string[], after: string): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ids[mid]! <= after) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

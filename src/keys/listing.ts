@@ -102,8 +102,8 @@ function skipUnreadable(err: unknown): undefined {
   throw err;
 }
 
-/** The index of the first id greater than `after` in sorted `ids`. */
-function firstAfter(ids: readonly string[], after: string): number {
+/** The index of the first id greater than `after` in sorted `ids` (where a cursor page of ids starts). */
+export function firstAfter(ids: readonly string[], after: string): number {
   let lo = 0;
   let hi = ids.length;
   while (lo < hi) {
