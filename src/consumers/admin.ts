@@ -30,21 +30,7 @@ import { firstAfter } from '../keys/listing.js';
 export type { ConsumerChangeAction, ConsumerChangeListener } from './types.js';
 
 /** What a consumer can be given at creation; `id` left out: one is made (con_...). */
-export interface ConsumerInput {
-  id?: string;
-  name: string;
-  plan: string;
-  metadata?: Record<string, string>;
-  maxKeys?: number;
-  billingDay?: number;
-  perMinute?: number;
-  perDay?: number;
-  perMonth?: number;
-  limitsExpiresAt?: string;
-  limitsReason?: string;
-  scopes?: string[];
-  allowedCidrs?: string[];
-}
+export type ConsumerInput = Partial<Pick<ConsumerRecord, 'id'>> & Omit<ConsumerRecord, 'id' | 'status' | 'createdAt' | 'updatedAt' | 'suspendedAt'>;
 
 /** The fields an update may remove (null) besides replacing. */
 const OPTIONAL_FIELDS = [
