@@ -200,7 +200,16 @@ describe("a Redis command's deadline (commandTimeoutMs) on a real connection", (
     } finally {
       redis.resume();
     }
-    expect(await connection.client.ping()).toBe('PONG');
+    // Answering again once resumed: on a loaded machine the first ping after SIGCONT may itself miss the 20 ms deadline
+    // (that is the deadline working), so it is asked again until Redis answers in time, within the suite's ceiling.
+    await waitFor(
+      () =>
+        connection.client.ping().then(
+          (r) => r === 'PONG',
+          () => false,
+        ),
+      'PONG within the deadline after the resume',
+    );
   });
 });
 
