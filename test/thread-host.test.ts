@@ -70,7 +70,10 @@ describe('a long-running thread on ThreadHost', () => {
     expect(await h.call('an event', { op: 'emit', value: 'hello' })).toBe('emitted');
     await waitFor(() => events.length > 0, 'the event');
     expect(events).toEqual([{ said: 'hello' }]);
-    expect(h.inFlight).toBe(0);
+    // A call that cannot be copied to the thread fails alone; the thread goes on.
+    await expect(h.call('a function', { op: 'echo', value: (() => 'x') as unknown as string })).rejects.toMatchObject({ name: 'DataCloneError' });
+    expect(await h.call('echo', { op: 'echo', value: 'd' })).toMatchObject({ echo: 'd' });
+    expect([h.inFlight, h.starts]).toEqual([0, 1]);
   });
 
   it('runs at the nice value asked for (this process stays at its own)', async () => {
