@@ -102,3 +102,11 @@ export interface ChannelMessages {
 export function catalogueChannel(name: ChannelName): Channel {
   return channel(name);
 }
+
+/**
+ * The event types the events producer makes of these facts (src/events/), listed here, below both the config (a
+ * webhook's `types`) and the events room, so each reads the one list.
+ */
+export const EVENT_TYPES = ['quota.threshold', 'quota.shadow_threshold', 'key.banned', 'consumer.suspended', 'deprecated.called', 'key.expiring'] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
