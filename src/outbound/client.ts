@@ -39,6 +39,8 @@ export interface OutboundRequest {
   guard?: AddressGuard;
   /** Default 64 KiB; a longer body is cut there and its connection closed. 0: the body is not read. */
   maxBodyBytes?: number;
+  /** 'close': sent with Connection: close, and its connection closed after the answer. Default 'keep-alive'. */
+  connection?: 'keep-alive' | 'close';
 }
 
 export interface OutboundResponse {
@@ -97,6 +99,7 @@ export class OutboundClient {
         method: (r.method ?? 'GET') as 'GET',
         ...(r.headers ? { headers: r.headers } : {}),
         ...(r.body !== undefined ? { body: r.body } : {}),
+        ...(r.connection === 'close' ? { reset: true } : {}),
         signal: controller.signal,
         // Within the attempt's timer; undici's own timers name the phase that was slow.
         headersTimeout: r.timeoutMs,
@@ -161,6 +164,8 @@ export class OutboundClient {
     if (!secureContext) {
       secureContext = createSecureContext({ ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}) });
       this.contexts.set(id, secureContext);
+      // Rotated certificates leave their contexts behind: the oldest go (a pool made with one keeps its own reference).
+      while (this.contexts.size > this.maxPools) this.contexts.delete(this.contexts.keys().next().value!);
     }
     return { secureContext, rejectUnauthorized: tls.rejectUnauthorized ?? true, ...(tls.servername ? { servername: tls.servername } : {}) };
   }
@@ -198,9 +203,15 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /**
  * The body up to max bytes. Leaving the loop early destroys the stream, and undici closes a connection whose
- * response was not read to its end, so what was not read costs neither memory nor time.
+ * response was not read to its end, so what was not read costs neither memory nor time. undici's body reports its
+ * own destruction before the end as an 'error' event (RequestAbortedError): with nobody listening any more, that would
+ * be an uncaught exception, so a listener takes it.
  */
-async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<Buffer> {
+async function readBounded(
+  body: AsyncIterable<Buffer> & { destroy(): unknown; on(event: 'error', listener: () => void): unknown },
+  max: number,
+): Promise<Buffer> {
+  body.on('error', ignore);
   if (max <= 0) {
     body.destroy();
     return Buffer.alloc(0);
@@ -219,3 +230,5 @@ async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown },
   }
   return Buffer.concat(chunks, size);
 }
+
+function ignore(): void {}
