@@ -7,6 +7,7 @@
 // once: a receiver dedupes by webhook-id.
 import { hostname } from 'node:os';
 import type { Logger } from '../observability/logger.js';
+import type { AddressGuard } from '../outbound/address-guard.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
@@ -119,16 +120,16 @@ export function recordDeliveryCounts(metrics: Metrics, counts: readonly Delivery
   }
 }
 
-export interface DispatcherOptions<Guard = unknown> {
+export interface DispatcherOptions {
   redis: RedisCommands;
   keyspace: Keyspace;
   /** The configured webhooks. */
   endpoints: readonly DeliveryEndpoint[];
   /** Whether endpoints registered in events:endpoints are read (and delivered to through `guard`). Default true. */
   registered?: boolean;
-  poster: WebhookPoster<Guard>;
+  poster: WebhookPoster;
   /** The address guard registered endpoints are called through (events.allowTargets). */
-  guard?: Guard;
+  guard?: AddressGuard;
   /** This instance's name in the consumer group: default host and process id. */
   consumerName?: string;
   maxPerEndpoint?: number;
@@ -183,10 +184,10 @@ function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-export class Dispatcher<Guard = unknown> {
+export class Dispatcher {
   readonly consumerName: string;
   private readonly clock: Clock;
-  private readonly loops = new Map<string, EndpointLoop<Guard>>();
+  private readonly loops = new Map<string, EndpointLoop>();
   private readonly counts = new Map<string, DeliveryCounts>();
   private readonly outboxWaker = new Waker();
   private stopped = false;
@@ -196,7 +197,7 @@ export class Dispatcher<Guard = unknown> {
   private registered: DeliveryEndpoint[] = [];
   private lastErrorLog = 0;
 
-  constructor(readonly opts: DispatcherOptions<Guard>) {
+  constructor(readonly opts: DispatcherOptions) {
     this.consumerName = opts.consumerName ?? `${hostname()}:${process.pid}`;
     this.clock = opts.clock ?? systemClock;
   }
@@ -259,7 +260,7 @@ export class Dispatcher<Guard = unknown> {
     });
   }
 
-  private loopFor(ep: DeliveryEndpoint): EndpointLoop<Guard> {
+  private loopFor(ep: DeliveryEndpoint): EndpointLoop {
     let loop = this.loops.get(ep.id);
     if (!loop) {
       loop = new EndpointLoop(this, ep, this.newQueue(ep.id));
@@ -414,14 +415,14 @@ function parseEntry(streamId: string, fields: string[]): OutboxEntry | undefined
 }
 
 /** One endpoint's loop: claims its due events and attempts them, `concurrency` at a time. */
-class EndpointLoop<Guard> {
+class EndpointLoop {
   private readonly waker = new Waker();
   private readonly inFlight = new Set<Promise<void>>();
   private stopping = false;
   private running: Promise<void> | undefined;
 
   constructor(
-    private readonly d: Dispatcher<Guard>,
+    private readonly d: Dispatcher,
     public endpoint: DeliveryEndpoint,
     readonly queue: EndpointQueue,
   ) {}
