@@ -9,6 +9,8 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   configuredEndpoint,
+  endpointTakes,
+  registeredEndpoint,
   Dispatcher,
   recordDeliveryCounts,
   type DeliveryCounts,
@@ -387,5 +389,41 @@ describe('webhook delivery', () => {
     expect(r.verifiedIds(old)).toEqual(['k1']);
     expect(String(r.received[0]!.headers['webhook-signature']).split(' ')).toHaveLength(2);
     expect(() => r.verifiedIds(secret())).toThrow();
+  });
+});
+
+describe('which endpoints an outbox entry goes to', () => {
+  const entry = { streamId: '1-0', id: 'e', type: 'quota.threshold', consumer: 'acme', key: 'k1', plan: 'pro', percent: 80, ce: '{}' };
+
+  it('matches types and every filter list given (consumers, plans, keys)', () => {
+    const ep = (over: Partial<DeliveryEndpoint>): DeliveryEndpoint => ({ id: 'x', url: 'http://127.0.0.1/', secrets: ['s'], ...over });
+    expect(endpointTakes(ep({}), entry)).toBe(true);
+    expect(endpointTakes(ep({ types: ['key.banned'] }), entry)).toBe(false);
+    expect(endpointTakes(ep({ filter: { consumers: ['acme'], plans: ['pro'], keys: ['k1'] } }), entry)).toBe(true);
+    expect(endpointTakes(ep({ filter: { consumers: ['acme'], keys: ['k2'] } }), entry)).toBe(false);
+    expect(endpointTakes(ep({ filter: { plans: ['free'] } }), entry)).toBe(false);
+    // A registered endpoint: its own consumer's events only, its own thresholds only.
+    expect(endpointTakes(ep({ consumer: 'globex' }), entry)).toBe(false);
+    expect(endpointTakes(ep({ consumer: 'acme', thresholds: [80] }), entry)).toBe(true);
+    expect(endpointTakes(ep({ consumer: 'acme', thresholds: [100] }), entry)).toBe(false);
+    expect(endpointTakes(ep({ consumer: 'acme', thresholds: [100] }), { ...entry, type: 'key.banned', percent: undefined })).toBe(true);
+  });
+
+  it('reads a registered endpoint record, and refuses one delivery could not use', () => {
+    expect(registeredEndpoint('r1', JSON.stringify({ consumer: 'acme', url: 'https://x.example/h', secret: 'whsec_a', types: ['key.banned'] }))).toEqual({
+      id: 'r1',
+      url: 'https://x.example/h',
+      secrets: ['whsec_a'],
+      consumer: 'acme',
+      types: ['key.banned'],
+      thresholds: undefined,
+    });
+    for (const [id, json] of [
+      ['r1', 'not json'],
+      ['r1', JSON.stringify({ url: 'https://x.example/h', secret: 'whsec_a' })],
+      ['r1', JSON.stringify({ consumer: 'acme', url: 'https://x.example/h' })],
+      ['r{1}', JSON.stringify({ consumer: 'acme', url: 'https://x.example/h', secret: 'whsec_a' })],
+    ] as const)
+      expect(registeredEndpoint(id, json)).toBeUndefined();
   });
 });

@@ -23,6 +23,9 @@ export const DEFAULT_CONCURRENCY = 4;
 /** An outbox entry read by an instance and not acknowledged for this long is taken over (its reader is gone). */
 export const CLAIM_IDLE_MS = 60_000;
 
+/** An endpoint id as config/sections/events.ts allows it: it names the endpoint's Redis keys and its metrics. */
+const ENDPOINT_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 /** Where events go: a configured webhook, or one a consumer registered (events:endpoints). */
 export interface DeliveryEndpoint {
   id: string;
@@ -94,7 +97,7 @@ export function registeredEndpoint(id: string, json: string): DeliveryEndpoint |
   }
   const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined);
   const secrets = strings(r.secrets) ?? (typeof r.secret === 'string' ? [r.secret] : undefined);
-  if (typeof r.consumer !== 'string' || typeof r.url !== 'string' || !secrets?.length) return undefined;
+  if (typeof r.consumer !== 'string' || typeof r.url !== 'string' || !secrets?.length || !ENDPOINT_ID.test(id)) return undefined;
   const thresholds = Array.isArray(r.thresholds) && r.thresholds.every((x) => typeof x === 'number') ? (r.thresholds as number[]) : undefined;
   return { id, url: r.url, secrets, consumer: r.consumer, types: strings(r.types), thresholds };
 }
@@ -188,6 +191,8 @@ export class Dispatcher {
   readonly consumerName: string;
   private readonly clock: Clock;
   private readonly loops = new Map<string, EndpointLoop>();
+  /** Loops of endpoints no longer registered, finishing their attempts in flight. */
+  private readonly retiring = new Set<Promise<void>>();
   private readonly counts = new Map<string, DeliveryCounts>();
   private readonly outboxWaker = new Waker();
   private stopped = false;
@@ -220,6 +225,7 @@ export class Dispatcher {
     this.outboxWaker.wake();
     await this.running;
     await Promise.all([...this.loops.values()].map((l) => l.stop()));
+    await Promise.all([...this.retiring]);
     if (this.countsTimer) clearInterval(this.countsTimer);
     this.flushCounts();
   }
@@ -296,7 +302,9 @@ export class Dispatcher {
     const { redis, keyspace } = this.opts;
     const stream = keyspace.eventsOutbox();
     let groupReady = false;
-    let ownPending = true;
+    // After a restart under the same name: what this consumer read and never acknowledged, first (from this id on, so
+    // an entry that cannot be queued now is not read again at once: autoclaim brings it back once idle).
+    let ownPendingFrom: string | undefined = '0';
     let lastAutoclaim = -Infinity;
     const claimIdleMs = this.opts.claimIdleMs ?? CLAIM_IDLE_MS;
     while (!this.stopped) {
@@ -309,10 +317,9 @@ export class Dispatcher {
         }
         await this.refreshRegistered();
         let entries: Array<[string, string[] | null]>;
-        if (ownPending) {
-          // After a restart under the same name: what this consumer read and never acknowledged, first.
-          entries = await this.readGroup(stream, '0');
-          if (entries.length === 0) ownPending = false;
+        if (ownPendingFrom !== undefined) {
+          entries = await this.readGroup(stream, ownPendingFrom);
+          ownPendingFrom = entries.length === 0 ? undefined : entries[entries.length - 1]![0];
         } else if (Date.now() - lastAutoclaim >= claimIdleMs / 2) {
           lastAutoclaim = Date.now();
           entries = await this.autoclaim(stream, claimIdleMs);
@@ -330,7 +337,8 @@ export class Dispatcher {
     }
   }
 
-  private async readGroup(stream: string, from: '0' | '>'): Promise<Array<[string, string[] | null]>> {
+  /** Entries of the group: new ones ('>'), or this consumer's pending ones after an id. */
+  private async readGroup(stream: string, from: string): Promise<Array<[string, string[] | null]>> {
     const reply = (await this.opts.redis.xreadgroup('GROUP', DISPATCH_GROUP, this.consumerName, 'COUNT', 100, 'STREAMS', stream, from)) as Array<
       [string, Array<[string, string[] | null]>]
     > | null;
@@ -395,10 +403,12 @@ export class Dispatcher {
     }
     const ids = new Set(found.map((e) => e.id));
     for (const old of this.registered) {
-      if (!ids.has(old.id)) {
-        const loop = this.loops.get(old.id);
+      const loop = this.loops.get(old.id);
+      if (!ids.has(old.id) && loop) {
+        // Unregistered: its loop ends (its queue stays in Redis, for a replay or until it is deleted).
         this.loops.delete(old.id);
-        void loop?.stop();
+        const stopping = loop.stop().finally(() => this.retiring.delete(stopping));
+        this.retiring.add(stopping);
       }
     }
     this.registered = found;
