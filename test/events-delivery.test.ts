@@ -340,14 +340,29 @@ describe('webhook delivery', () => {
     const key = secret();
     const s = setup([configuredEndpoint({ id: 'hangs', url: hang.url, secret: secret() }), configuredEndpoint({ id: 'fine', url: fine.url, secret: key })]);
     // Its attempts end at attemptTimeoutMs (3 s here): the other endpoint's events must not wait for that.
-    s.dispatcher();
+    const d = s.dispatcher();
     const started = Date.now();
     for (let i = 0; i < 8; i++) await s.publish({ id: `h${i}` });
     await waitFor(() => fine.received.length === 8, 'every event at the endpoint that answers', 5_000);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(fine.verifiedIds(key)).toHaveLength(8);
-    // The hanging endpoint holds 4 attempts at most.
+    // The hanging endpoint holds 4 attempts at most, each ended at attemptTimeoutMs.
     expect(hang.received.length).toBeLessThanOrEqual(4);
+    await waitFor(async () => ((await d.queueOf('hangs').stats()).lastError ?? '').startsWith('timeout'), 'the timeouts recorded', 10_000);
+    expect((await d.queueOf('hangs').stats()).lastError).toBe('timeout: no complete answer within 3 s');
+  });
+
+  it('retries a delivery whose connection was reset', async () => {
+    const r = await Receiver.start();
+    r.answer = (req, res) => (r.received.length === 1 ? req.socket.destroy() : res.writeHead(204).end());
+    const key = secret();
+    const s = setup([configuredEndpoint({ id: 'reset', url: r.url, secret: key })]);
+    const d = s.dispatcher();
+    await s.publish({ id: 'z1' });
+    await waitFor(() => r.received.length === 2, 'tried again', 10_000);
+    expect(r.verifiedIds(key)).toEqual(['z1', 'z1']);
+    await waitFor(async () => (await d.queueOf('reset').stats()).delivered === 1, 'settled', 5_000);
+    expect((await d.queueOf('reset').stats()).lastError).toMatch(/^reset: /);
   });
 
   it('drops the oldest events past the queue bound, and counts them', async () => {
