@@ -81,6 +81,9 @@ describe('two gateway processes, 300 concurrent requests over a day window of 10
     }
     // Each event's seen marker, so a late retry of either appends nothing.
     for (const e of entries) expect(await stack.client.exists(ks.eventSeen(e.id!))).toBe(1);
+    // Stopped now: their timers (the ledger's peakMinute flush, the events thread's polls) would be counted in the
+    // INFO commandstats comparison below.
+    await Promise.all(procs.splice(0).map((p) => p.stop()));
   }, 120_000);
 });
 
