@@ -59,6 +59,18 @@ export class Keyspace {
   keyIds(): string {
     return `${this.prefix}keys`;
   }
+  /**
+   * Hash: every webhook endpoint registered for a consumer (src/events/endpoints.ts), id -> its record (JSON, the
+   * signing secret included). Hash tag {endpoints}: the per-consumer sets below share its slot, so a registration's
+   * bound is checked and written by one script on Redis Cluster too.
+   */
+  eventEndpoints(): string {
+    return `${this.prefix}events:{endpoints}`;
+  }
+  /** Set in the same slot: the ids of one consumer's registered endpoints (what its bound counts). */
+  consumerEventEndpoints(consumerId: string): string {
+    return `${this.eventEndpoints()}:consumer:${consumerId}`;
+  }
   /** Pub/sub channel: a key id whose record changed, so every instance drops its cached copy. */
   keyEvents(): string {
     return `${this.prefix}keys:events`;
