@@ -8,21 +8,15 @@
 // of a record after that leaves it out.
 import { randomBytes } from 'node:crypto';
 import type { ErrorCode } from '../http/errors.js';
+import { EVENT_TYPES, type EventType } from '../observability/catalogue.js';
 import type { Actor } from '../keys/key-changes.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import type { Clock } from '../util/clock.js';
 
-/** The event types an endpoint may ask for (CloudEvents `type`). */
-export const ENDPOINT_EVENT_TYPES = [
-  'quota.threshold',
-  'quota.shadow_threshold',
-  'key.banned',
-  'consumer.suspended',
-  'deprecated.called',
-  'key.expiring',
-] as const;
-export type EndpointEventType = (typeof ENDPOINT_EVENT_TYPES)[number];
+/** The event types an endpoint may ask for (CloudEvents `type`): every type there is. */
+export const ENDPOINT_EVENT_TYPES = EVENT_TYPES;
+export type EndpointEventType = EventType;
 
 /** Endpoints one consumer may have registered at once. */
 export const MAX_ENDPOINTS_PER_CONSUMER = 10;
@@ -90,12 +84,7 @@ export interface EndpointStore {
 }
 
 /** Told of every registration and removal once stored (the audit line); never given the secret. */
-export type EndpointChangeListener = (change: {
-  action: 'webhook.create' | 'webhook.delete';
-  consumerId: string;
-  endpointId: string;
-  actor: Actor;
-}) => void;
+export type EndpointChangeListener = (change: { action: 'webhook.create' | 'webhook.delete'; consumerId: string; endpointId: string; actor: Actor }) => void;
 
 /** An endpoint id: ep_ and 24 hex digits. */
 export const ENDPOINT_ID = /^ep_[0-9a-f]{24}$/;
@@ -249,7 +238,15 @@ export class RedisEndpointStore implements EndpointStore {
   ) {}
 
   async add(record: RegisteredEndpoint, max: number): Promise<'added' | 'full'> {
-    const done = await this.client.eval(ADD, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(record.consumer), record.id, JSON.stringify(record), max);
+    const done = await this.client.eval(
+      ADD,
+      2,
+      this.ks.eventEndpoints(),
+      this.ks.consumerEventEndpoints(record.consumer),
+      record.id,
+      JSON.stringify(record),
+      max,
+    );
     return Number(done) === 1 ? 'added' : 'full';
   }
 
