@@ -45,6 +45,10 @@ export type RedisCommands = Pick<
   | 'wait'
   | 'eval'
   | 'defineCommand'
+  | 'xreadgroup'
+  | 'xgroup'
+  | 'xack'
+  | 'xautoclaim'
 > & { options: { autoPipeliningIgnoredCommands?: string[] } };
 
 /** A connection in subscriber mode (pub/sub needs a socket of its own). */
