@@ -234,10 +234,6 @@ export class Keyspace {
   // Webhook delivery (src/events/): each endpoint's queue carries the hash tag {ep:<endpoint id>}, so its scripts run
   // in one slot, and different endpoints' queues spread over a cluster.
 
-  /** Stream: the events outbox (what happened, once per event id), read by the dispatcher's consumer group. */
-  eventsOutbox(): string {
-    return `${this.prefix}events:{outbox}`;
-  }
   /** Sorted set: an endpoint's queued event ids -> when each one's next attempt is due (ms; a claimed one's lease end). */
   endpointDue(endpoint: string): string {
     return `${this.prefix}events:{ep:${endpoint}}:due`;
