@@ -187,13 +187,16 @@ describe('a consumer’s webhook endpoints', () => {
     expect((await api.get('/consumers/acme/webhooks', { at: stack.gw.off.adminUrl })).body.webhooks).toHaveLength(1);
   });
 
-  it('a deleted consumer’s endpoints are deleted with it', async () => {
+  it('a deleted consumer’s endpoints are deleted with it, their queues too', async () => {
     const r = await api.call('POST', '/consumers/initech/webhooks', { body: { url: 'https://hooks.acme.example/initech' } });
     expect(r.status).toBe(201);
     secrets.push(r.body.secret);
+    await new EndpointQueue(stack.client, ks, r.body.id).enqueue('key-expiring:key_9:1', '{}', Date.now());
+    expect(await stack.client.exists(ks.endpointDue(r.body.id), ks.endpointState(r.body.id))).toBe(2);
     expect((await api.call('DELETE', '/consumers/initech')).status).toBe(200);
     expect(await stack.client.hget(ks.eventEndpoints(), r.body.id)).toBeNull();
     expect(await stack.client.exists(ks.consumerEventEndpoints('initech'))).toBe(0);
+    expect(await stack.client.exists(ks.endpointDue(r.body.id), ks.endpointEvents(r.body.id), ks.endpointState(r.body.id))).toBe(0);
     const all = await api.get('/events/endpoints');
     expect(all.body.endpoints.some((e: { id: string }) => e.id === r.body.id)).toBe(false);
   });

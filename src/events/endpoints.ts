@@ -267,11 +267,23 @@ export class RedisEndpointStore implements EndpointStore {
   }
 
   async remove(consumer: string, id: string): Promise<boolean> {
-    return Number(await this.client.eval(REMOVE, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer), id)) === 1;
+    const removed = Number(await this.client.eval(REMOVE, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer), id)) === 1;
+    if (removed) await this.dropQueue(id);
+    return removed;
   }
 
   async removeConsumer(consumer: string): Promise<string[]> {
-    return (await this.client.eval(REMOVE_CONSUMER, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer))) as string[];
+    const ids = (await this.client.eval(REMOVE_CONSUMER, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer))) as string[];
+    for (const id of ids) await this.dropQueue(id);
+    return ids;
+  }
+
+  /**
+   * A removed endpoint's delivery queue goes with it (its events are nobody's now): one DEL, its keys share the slot
+   * {ep:<id>}. The dispatcher stops its loop when it next reads the registry.
+   */
+  private async dropQueue(id: string): Promise<void> {
+    await this.client.del(this.ks.endpointDue(id), this.ks.endpointEvents(id), this.ks.endpointDead(id), this.ks.endpointState(id), this.ks.endpointQueued(id));
   }
 }
 
