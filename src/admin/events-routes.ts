@@ -32,6 +32,9 @@ export interface ConfiguredEndpoint {
 /** Told of every replay and enable once done (the audit line). */
 export type DeliveryChangeListener = (change: { action: 'endpoint.replay' | 'endpoint.enable'; endpointId: string; actor: Actor; replayed?: number }) => void;
 
+/** Endpoints' states read at once, at most, for a list. */
+const STATES_IN_FLIGHT = 16;
+
 /** An endpoint id in a path: a registered one's (ep_...) or a configured one's. */
 const ENDPOINT_PARAM = /^[A-Za-z0-9_.:-]{1,128}$/;
 
@@ -69,7 +72,14 @@ export function eventsRoutes(o: {
 
   router.get('/events/endpoints', async (_req, res) => {
     const all = await endpoints();
-    res.json({ endpoints: await Promise.all(all.map(withDelivery)) });
+    // Each endpoint's state is one script on Redis: a few at a time, not thousands at once.
+    const out = new Array<Awaited<ReturnType<typeof withDelivery<(typeof all)[number]>>>>(all.length);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      for (let i = next++; i < all.length; i = next++) out[i] = await withDelivery(all[i]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(STATES_IN_FLIGHT, all.length) }, worker));
+    res.json({ endpoints: out });
   });
 
   router.get('/events/endpoints/:ep/undelivered', knownEndpoint, async (req, res) => {
