@@ -66,6 +66,11 @@ import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLI
 import { readLimit } from './storage/read-limit.js';
 import { MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 import { DAY_MS } from './util/time.js';
+import { defaultEventSource } from './config/schema.js';
+import { EventProducer } from './events/producer.js';
+import { RedisOutbox } from './events/outbox.js';
+import { expiringKeys } from './events/expiring.js';
+import { EventsThread, eventsThreadData } from './workers/events-thread.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -96,6 +101,8 @@ export interface ComposeOptions {
   consumers?: ConsumerLookup;
   /** Where registered webhook endpoints' host names are resolved (default: the system's resolver; tests give their own). */
   webhookLookup?: Lookup;
+  /** false: webhook delivery (the events thread) is not started with an events section (tests of the producer alone). */
+  delivery?: boolean;
 }
 
 export interface ComposedGateway {
@@ -139,8 +146,21 @@ export interface ComposedGateway {
   redis: RedisConnection | undefined;
   /** The admin API's and reports' own Redis connection (absent without Redis). */
   adminRedis: RedisConnection | undefined;
+  /**
+   * The events producer and the key.expiring pass, when the config has an events section (and so Redis). The producer
+   * subscribes to the process's diagnostics_channel catalogue: one per process (each cluster worker is one).
+   */
+  events: ComposedEvents | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key and consumer change subscriptions). */
   close(): Promise<void>;
+}
+
+export interface ComposedEvents {
+  producer: EventProducer;
+  /** Webhook delivery on the events thread (absent when ComposeOptions.delivery is false). */
+  delivery: EventsThread | undefined;
+  /** key.expiring for every key expiring within 7 days of `now` (the events thread runs it hourly). */
+  expiringKeys(now: number): Promise<{ expiring: number; published: number }>;
 }
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
@@ -635,6 +655,36 @@ function buildAdmin(
   return { usage, reports, adminApp };
 }
 
+/**
+ * The events producer on the request path's Redis connection: a publish is one EVAL there, fire-and-forget, bounded by
+ * that connection's command deadline (redis.commandTimeoutMs) like a limit check; a request that crosses nothing sends
+ * nothing more. The key.expiring pass reads the key records on the admin connection, as reports do.
+ */
+function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: RedisBackend, admin: KeyAdmin): ComposedEvents {
+  const { runtime, logger } = base;
+  const producer = new EventProducer({
+    sink: new RedisOutbox(redis.connection.client, redis.keyspace),
+    source: cfg.source ?? defaultEventSource(runtime.config.redis?.prefix),
+    // The section is restart-only (routing/runtime.ts): these are the thresholds it started with.
+    thresholds: () => cfg.thresholds,
+    logger,
+  });
+  producer.start();
+  // Delivery reads the outbox on a thread of its own (one consumer of the group per process: every instance, and every
+  // cluster worker, shares the work); its counters come back as this registry's tollgate_events_* metrics.
+  const redisCfg = runtime.config.redis!;
+  const delivery =
+    base.opts.delivery === false
+      ? undefined
+      : new EventsThread(
+          eventsThreadData(cfg, { topology: redisCfg, prefix: redisCfg.prefix, commandTimeoutMs: redisCfg.adminCommandTimeoutMs }, runtime.config.log.level),
+          base.metrics,
+          logger,
+        );
+  delivery?.start();
+  return { producer, delivery, expiringKeys: (now) => expiringKeys(now, { records: admin.records, producer }) };
+}
+
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
   const runtime = opts.runtime ?? new Runtime(opts.config);
   const base: Base = { opts, runtime, logger: opts.logger, metrics: opts.metrics ?? new Metrics(), clock: opts.clock ?? systemClock };
@@ -652,6 +702,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
   const { recorder } = stores;
   const { keys, consumers } = decisions;
+  const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin) : undefined;
 
   return {
     app,
@@ -672,7 +723,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     services,
     redis: redis?.connection,
     adminRedis: redis?.admin,
+    events,
     async close() {
+      // First: no event is started once closing begins, and those in flight finish on a connection still open.
+      await events?.producer.stop();
+      await events?.delivery?.stop();
       redis?.stop();
       services.close();
       await recorder?.close();

@@ -5,30 +5,18 @@
 // retry (any other status, a timeout, a connection refused or reset), retry-after (429 or 503 with Retry-After),
 // disable (410 Gone: the receiver says it is gone for good), refused-address (a registered endpoint whose host now
 // resolves outside events.allowTargets: retried, as the address may change, and said so in the endpoint's lastError).
-import { Webhook } from 'standardwebhooks';
+import type { AddressGuard } from '../outbound/address-guard.js';
+import { OutboundError, type OutboundClient } from '../outbound/client.js';
 import { parseRetryAfter } from './schedule.js';
+import type { WebhookSigner } from './signing.js';
 
 /** The whole attempt's bound: connect, headers and body. */
 export const ATTEMPT_TIMEOUT_MS = 15_000;
 /** A receiver's answer body is not used: the first KiB is read, the rest discarded. */
 const MAX_ANSWER_BYTES = 1024;
 
-/**
- * What an attempt needs of the outbound HTTP client (src/outbound/client.ts's OutboundClient): one request with a
- * whole-attempt timeout, a redirect returned as it is, and for a registered endpoint the address guard that resolves
- * its host, refuses ranges outside events.allowTargets and pins the connection to the address it checked.
- */
-export interface WebhookPoster<Guard = unknown> {
-  request(r: {
-    url: string;
-    method?: string;
-    headers?: Record<string, string>;
-    body?: string | Buffer;
-    timeoutMs: number;
-    guard?: Guard;
-    maxBodyBytes?: number;
-  }): Promise<{ status: number; headers: Record<string, string | string[] | undefined> }>;
-}
+/** What an attempt needs of the outbound client: its request() (OutboundClient; tests may stand in for it). */
+export type WebhookPoster = Pick<OutboundClient, 'request'>;
 
 export type AttemptOutcome =
   | { kind: 'delivered'; status: number }
@@ -37,38 +25,24 @@ export type AttemptOutcome =
   | { kind: 'disable'; status: 410; error: string }
   | { kind: 'refused-address'; error: string };
 
-export interface AttemptInput<Guard = unknown> {
-  poster: WebhookPoster<Guard>;
+export interface AttemptInput {
+  poster: WebhookPoster;
   url: string;
-  /** The endpoint's active secrets (whsec_...), newest first: each one signs. */
-  secrets: readonly string[];
+  /** The endpoint's signer: every active secret signs. */
+  signer: WebhookSigner;
   /** The CloudEvent's id: the webhook-id header, the receiver's key for spotting a redelivery. */
   eventId: string;
   /** The CloudEvent as JSON text: the body, byte for byte what is signed. */
   body: string;
   /** Registered endpoints only; configured ones are trusted as written. */
-  guard?: Guard | undefined;
+  guard?: AddressGuard | undefined;
   /** The attempt's time (ms): webhook-timestamp. */
   now: number;
   timeoutMs?: number;
 }
 
-/**
- * The Standard Webhooks headers of one attempt: webhook-id, webhook-timestamp (the attempt's, in seconds), and
- * webhook-signature with one `v1,<base64>` per secret, space separated (a receiver checking with either secret of a
- * rotation finds its own).
- */
-export function signatureHeaders(eventId: string, body: string, secrets: readonly string[], now: number): Record<string, string> {
-  const at = new Date(Math.floor(now / 1000) * 1000);
-  return {
-    'webhook-id': eventId,
-    'webhook-timestamp': String(Math.floor(now / 1000)),
-    'webhook-signature': secrets.map((s) => new Webhook(s).sign(eventId, at, body)).join(' '),
-  };
-}
-
 /** One attempt; never rejects: every failure is an outcome. */
-export async function attemptDelivery<Guard>(input: AttemptInput<Guard>): Promise<AttemptOutcome> {
+export async function attemptDelivery(input: AttemptInput): Promise<AttemptOutcome> {
   const timeoutMs = input.timeoutMs ?? ATTEMPT_TIMEOUT_MS;
   let answer: { status: number; headers: Record<string, string | string[] | undefined> };
   try {
@@ -78,7 +52,7 @@ export async function attemptDelivery<Guard>(input: AttemptInput<Guard>): Promis
       headers: {
         'content-type': 'application/cloudevents+json',
         'user-agent': 'Tollgate-Webhooks',
-        ...signatureHeaders(input.eventId, input.body, input.secrets, input.now),
+        ...input.signer.headers(input.eventId, input.body, new Date(input.now)),
       },
       body: input.body,
       timeoutMs,
@@ -97,7 +71,8 @@ export async function attemptDelivery<Guard>(input: AttemptInput<Guard>): Promis
   }
   if (status === 429 || status === 503) {
     const retryAfterMs = parseRetryAfter(answer.headers['retry-after'], input.now);
-    if (retryAfterMs !== undefined) return { kind: 'retry-after', status, retryAfterMs, error: `HTTP ${status}, Retry-After ${header(answer.headers, 'retry-after')}` };
+    if (retryAfterMs !== undefined)
+      return { kind: 'retry-after', status, retryAfterMs, error: `HTTP ${status}, Retry-After ${header(answer.headers, 'retry-after')}` };
   }
   return { kind: 'retry', status, error: `HTTP ${status}` };
 }
@@ -107,22 +82,16 @@ function header(headers: Record<string, string | string[] | undefined>, name: st
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** A request that got no answer: src/outbound/errors' kinds, read by shape (any error with a `kind`). */
+/** A request that got no answer (the client's OutboundError kinds; anything else is a failure to retry too). */
 function failedRequest(err: unknown, timeoutMs: number): AttemptOutcome {
-  const e = err as { kind?: unknown; code?: unknown; message?: unknown };
-  const message = typeof e?.message === 'string' ? e.message : String(err);
-  const code = typeof e?.code === 'string' ? ` (${e.code})` : '';
-  switch (e?.kind) {
+  if (!(err instanceof OutboundError)) return { kind: 'retry', error: `failed: ${err instanceof Error ? err.message : String(err)}` };
+  const code = err.code ? ` (${err.code})` : '';
+  switch (err.kind) {
     case 'address_refused':
-      return { kind: 'refused-address', error: `address refused: ${message}; retried, as the address may change` };
+      return { kind: 'refused-address', error: `address refused: ${err.message}; retried, as the address may change` };
     case 'timeout':
       return { kind: 'retry', error: `timeout: no complete answer within ${timeoutMs / 1000} s` };
-    case 'connect':
-    case 'reset':
-    case 'dns':
-    case 'tls':
-      return { kind: 'retry', error: `${e.kind}: ${message}${code}` };
     default:
-      return { kind: 'retry', error: `failed: ${message}${code}` };
+      return { kind: 'retry', error: `${err.kind}: ${err.message}${code}` };
   }
 }

@@ -7,20 +7,24 @@
 // once: a receiver dedupes by webhook-id.
 import { hostname } from 'node:os';
 import type { Logger } from '../observability/logger.js';
+import type { AddressGuard } from '../outbound/address-guard.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import type { RedisCommands } from '../storage/redis.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { ATTEMPT_TIMEOUT_MS, attemptDelivery, type AttemptOutcome, type WebhookPoster } from './attempt.js';
 import { EndpointQueue, LEASE_MS, type ClaimedEvent } from './endpoint-queue.js';
+import { OUTBOX_GROUP } from './outbox.js';
 import { DEFAULT_SCHEDULE, nextAttemptDelay, type RetrySchedule } from './schedule.js';
+import { WebhookSigner } from './signing.js';
 
-/** The outbox's consumer group. */
-export const DISPATCH_GROUP = 'dispatch';
 /** Attempts in flight per endpoint at most. */
 export const DEFAULT_CONCURRENCY = 4;
 /** An outbox entry read by an instance and not acknowledged for this long is taken over (its reader is gone). */
 export const CLAIM_IDLE_MS = 60_000;
+
+/** An endpoint id as config/sections/events.ts allows it: it names the endpoint's Redis keys and its metrics. */
+const ENDPOINT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Where events go: a configured webhook, or one a consumer registered (events:endpoints). */
 export interface DeliveryEndpoint {
@@ -38,8 +42,8 @@ export interface DeliveryEndpoint {
   thresholds?: readonly number[] | undefined;
 }
 
-/** One outbox stream entry (fields as the producer writes them). */
-export interface OutboxEntry {
+/** One outbox stream entry as read (outbox.ts's OutboxEntry, with its stream id and percent as a number). */
+export interface StreamEntry {
   /** The stream entry's id (for XACK). */
   streamId: string;
   /** The event id (the CloudEvent's). */
@@ -55,7 +59,7 @@ export interface OutboxEntry {
 }
 
 /** Whether an outbox entry goes to an endpoint. */
-export function endpointTakes(ep: DeliveryEndpoint, e: OutboxEntry): boolean {
+export function endpointTakes(ep: DeliveryEndpoint, e: StreamEntry): boolean {
   if (ep.types && !ep.types.includes(e.type)) return false;
   if (ep.consumer !== undefined) {
     if (e.consumer !== ep.consumer) return false;
@@ -93,7 +97,7 @@ export function registeredEndpoint(id: string, json: string): DeliveryEndpoint |
   }
   const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined);
   const secrets = strings(r.secrets) ?? (typeof r.secret === 'string' ? [r.secret] : undefined);
-  if (typeof r.consumer !== 'string' || typeof r.url !== 'string' || !secrets?.length) return undefined;
+  if (typeof r.consumer !== 'string' || typeof r.url !== 'string' || !secrets?.length || !ENDPOINT_ID.test(id)) return undefined;
   const thresholds = Array.isArray(r.thresholds) && r.thresholds.every((x) => typeof x === 'number') ? (r.thresholds as number[]) : undefined;
   return { id, url: r.url, secrets, consumer: r.consumer, types: strings(r.types), thresholds };
 }
@@ -119,16 +123,16 @@ export function recordDeliveryCounts(metrics: Metrics, counts: readonly Delivery
   }
 }
 
-export interface DispatcherOptions<Guard = unknown> {
+export interface DispatcherOptions {
   redis: RedisCommands;
   keyspace: Keyspace;
   /** The configured webhooks. */
   endpoints: readonly DeliveryEndpoint[];
   /** Whether endpoints registered in events:endpoints are read (and delivered to through `guard`). Default true. */
   registered?: boolean;
-  poster: WebhookPoster<Guard>;
+  poster: WebhookPoster;
   /** The address guard registered endpoints are called through (events.allowTargets). */
-  guard?: Guard;
+  guard?: AddressGuard;
   /** This instance's name in the consumer group: default host and process id. */
   consumerName?: string;
   maxPerEndpoint?: number;
@@ -183,10 +187,12 @@ function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-export class Dispatcher<Guard = unknown> {
+export class Dispatcher {
   readonly consumerName: string;
   private readonly clock: Clock;
-  private readonly loops = new Map<string, EndpointLoop<Guard>>();
+  private readonly loops = new Map<string, EndpointLoop>();
+  /** Loops of endpoints no longer registered, finishing their attempts in flight. */
+  private readonly retiring = new Set<Promise<void>>();
   private readonly counts = new Map<string, DeliveryCounts>();
   private readonly outboxWaker = new Waker();
   private stopped = false;
@@ -196,7 +202,7 @@ export class Dispatcher<Guard = unknown> {
   private registered: DeliveryEndpoint[] = [];
   private lastErrorLog = 0;
 
-  constructor(readonly opts: DispatcherOptions<Guard>) {
+  constructor(readonly opts: DispatcherOptions) {
     this.consumerName = opts.consumerName ?? `${hostname()}:${process.pid}`;
     this.clock = opts.clock ?? systemClock;
   }
@@ -219,6 +225,7 @@ export class Dispatcher<Guard = unknown> {
     this.outboxWaker.wake();
     await this.running;
     await Promise.all([...this.loops.values()].map((l) => l.stop()));
+    await Promise.all([...this.retiring]);
     if (this.countsTimer) clearInterval(this.countsTimer);
     this.flushCounts();
   }
@@ -259,7 +266,7 @@ export class Dispatcher<Guard = unknown> {
     });
   }
 
-  private loopFor(ep: DeliveryEndpoint): EndpointLoop<Guard> {
+  private loopFor(ep: DeliveryEndpoint): EndpointLoop {
     let loop = this.loops.get(ep.id);
     if (!loop) {
       loop = new EndpointLoop(this, ep, this.newQueue(ep.id));
@@ -295,23 +302,24 @@ export class Dispatcher<Guard = unknown> {
     const { redis, keyspace } = this.opts;
     const stream = keyspace.eventsOutbox();
     let groupReady = false;
-    let ownPending = true;
+    // After a restart under the same name: what this consumer read and never acknowledged, first (from this id on, so
+    // an entry that cannot be queued now is not read again at once: autoclaim brings it back once idle).
+    let ownPendingFrom: string | undefined = '0';
     let lastAutoclaim = -Infinity;
     const claimIdleMs = this.opts.claimIdleMs ?? CLAIM_IDLE_MS;
     while (!this.stopped) {
       try {
         if (!groupReady) {
-          await redis.xgroup('CREATE', stream, DISPATCH_GROUP, '0', 'MKSTREAM').catch((err: unknown) => {
+          await redis.xgroup('CREATE', stream, OUTBOX_GROUP, '0', 'MKSTREAM').catch((err: unknown) => {
             if (!/BUSYGROUP/.test(errorText(err))) throw err;
           });
           groupReady = true;
         }
         await this.refreshRegistered();
         let entries: Array<[string, string[] | null]>;
-        if (ownPending) {
-          // After a restart under the same name: what this consumer read and never acknowledged, first.
-          entries = await this.readGroup(stream, '0');
-          if (entries.length === 0) ownPending = false;
+        if (ownPendingFrom !== undefined) {
+          entries = await this.readGroup(stream, ownPendingFrom);
+          ownPendingFrom = entries.length === 0 ? undefined : entries[entries.length - 1]![0];
         } else if (Date.now() - lastAutoclaim >= claimIdleMs / 2) {
           lastAutoclaim = Date.now();
           entries = await this.autoclaim(stream, claimIdleMs);
@@ -329,8 +337,9 @@ export class Dispatcher<Guard = unknown> {
     }
   }
 
-  private async readGroup(stream: string, from: '0' | '>'): Promise<Array<[string, string[] | null]>> {
-    const reply = (await this.opts.redis.xreadgroup('GROUP', DISPATCH_GROUP, this.consumerName, 'COUNT', 100, 'STREAMS', stream, from)) as Array<
+  /** Entries of the group: new ones ('>'), or this consumer's pending ones after an id. */
+  private async readGroup(stream: string, from: string): Promise<Array<[string, string[] | null]>> {
+    const reply = (await this.opts.redis.xreadgroup('GROUP', OUTBOX_GROUP, this.consumerName, 'COUNT', 100, 'STREAMS', stream, from)) as Array<
       [string, Array<[string, string[] | null]>]
     > | null;
     return reply?.[0]?.[1] ?? [];
@@ -341,7 +350,7 @@ export class Dispatcher<Guard = unknown> {
     const out: Array<[string, string[] | null]> = [];
     let cursor = '0-0';
     for (let page = 0; page < 10; page++) {
-      const reply = (await this.opts.redis.xautoclaim(stream, DISPATCH_GROUP, this.consumerName, claimIdleMs, cursor, 'COUNT', 100)) as [
+      const reply = (await this.opts.redis.xautoclaim(stream, OUTBOX_GROUP, this.consumerName, claimIdleMs, cursor, 'COUNT', 100)) as [
         string,
         Array<[string, string[] | null] | null>,
         string[]?,
@@ -377,7 +386,7 @@ export class Dispatcher<Guard = unknown> {
         this.logFailure('queueing an outbox entry failed', err);
       }
     }
-    if (done.length > 0) await this.opts.redis.xack(stream, DISPATCH_GROUP, ...done);
+    if (done.length > 0) await this.opts.redis.xack(stream, OUTBOX_GROUP, ...done);
   }
 
   private async refreshRegistered(): Promise<void> {
@@ -394,10 +403,12 @@ export class Dispatcher<Guard = unknown> {
     }
     const ids = new Set(found.map((e) => e.id));
     for (const old of this.registered) {
-      if (!ids.has(old.id)) {
-        const loop = this.loops.get(old.id);
+      const loop = this.loops.get(old.id);
+      if (!ids.has(old.id) && loop) {
+        // Unregistered: its loop ends (its queue stays in Redis, for a replay or until it is deleted).
         this.loops.delete(old.id);
-        void loop?.stop();
+        const stopping = loop.stop().finally(() => this.retiring.delete(stopping));
+        this.retiring.add(stopping);
       }
     }
     this.registered = found;
@@ -405,7 +416,7 @@ export class Dispatcher<Guard = unknown> {
   }
 }
 
-function parseEntry(streamId: string, fields: string[]): OutboxEntry | undefined {
+function parseEntry(streamId: string, fields: string[]): StreamEntry | undefined {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
   if (!f.id || !f.type || !f.ce) return undefined;
@@ -414,17 +425,33 @@ function parseEntry(streamId: string, fields: string[]): OutboxEntry | undefined
 }
 
 /** One endpoint's loop: claims its due events and attempts them, `concurrency` at a time. */
-class EndpointLoop<Guard> {
+class EndpointLoop {
   private readonly waker = new Waker();
   private readonly inFlight = new Set<Promise<void>>();
   private stopping = false;
   private running: Promise<void> | undefined;
 
+  private ep: DeliveryEndpoint;
+  private signer: WebhookSigner;
+
   constructor(
-    private readonly d: Dispatcher<Guard>,
-    public endpoint: DeliveryEndpoint,
+    private readonly d: Dispatcher,
+    endpoint: DeliveryEndpoint,
     readonly queue: EndpointQueue,
-  ) {}
+  ) {
+    this.ep = endpoint;
+    this.signer = new WebhookSigner(endpoint.secrets);
+  }
+
+  get endpoint(): DeliveryEndpoint {
+    return this.ep;
+  }
+
+  /** A registered endpoint read again: its URL, secrets or filters may have changed. */
+  set endpoint(ep: DeliveryEndpoint) {
+    if (ep.secrets.join(' ') !== this.ep.secrets.join(' ')) this.signer = new WebhookSigner(ep.secrets);
+    this.ep = ep;
+  }
 
   start(): void {
     this.running = this.run();
@@ -490,7 +517,7 @@ class EndpointLoop<Guard> {
     const outcome = await attemptDelivery({
       poster: o.poster,
       url: ep.url,
-      secrets: ep.secrets,
+      signer: this.signer,
       eventId: e.id,
       body: e.event,
       guard: ep.consumer !== undefined ? o.guard : undefined,

@@ -159,7 +159,6 @@ export class AddressGuard {
   }
 
   private judge(host: string, literal: boolean, address: unknown): CheckedAddress {
-    const subject = literal ? String(address) : `${host} resolves to ${String(address)},`;
     let ip: Address;
     try {
       if (typeof address !== 'string') throw new Error('not a string');
@@ -169,10 +168,12 @@ export class AddressGuard {
     }
     const range = refusedRange(ip);
     if (range && !this.allowed(ip)) {
-      const what = DESCRIBED[range];
-      throw new OutboundError('address_refused', `${subject} ${literal ? 'is ' : ''}${what}; allow it with ${this.allowSetting}`, range);
+      const inner = ip.kind() === 'ipv6' ? embeddedIPv4(ip as ipaddr.IPv6) : undefined;
+      const shown = inner ? `${ip.toString()} (${inner.toString()})` : ip.toString();
+      const subject = literal ? `${shown} is` : `${host} resolves to ${shown},`;
+      throw new OutboundError('address_refused', `${subject} ${DESCRIBED[range]}; allow it with ${this.allowSetting}`, range);
     }
-    return { address: ip.kind() === 'ipv6' ? ip.toString() : ip.toString(), family: ip.kind() === 'ipv4' ? 4 : 6 };
+    return { address: ip.toString(), family: ip.kind() === 'ipv4' ? 4 : 6 };
   }
 
   private allowed(ip: Address): boolean {

@@ -135,6 +135,19 @@ interface Pending {
   reject(err: unknown): void;
 }
 
+/**
+ * A background thread, from its host's side. A thread is a host module and an entry file beside it in src/workers/:
+ *
+ *   const host = new ThreadHost<EventsCall, EventsThreadData>({
+ *     name: 'tollgate-events', label: 'events thread', mode: 'long-running',
+ *     entry: threadEntry(import.meta.url, './events-worker.js'), data,
+ *     nice: 10, resourceLimits: { maxOldGenerationSizeMb: 128 }, logger,
+ *   });
+ *   host.start();                                   // at the gateway's start; host.stop() in its close()
+ *   await host.call('the status', { op: 'status' }); // answered by the entry's answer()
+ *
+ * and in events-worker.ts: `const thread = threadSide<EventsThreadData>(); ...; thread.serve({ answer, close })`.
+ */
 export class ThreadHost<Call, D = unknown> {
   private worker: Worker | undefined;
   private readonly pending = new Map<number, Pending>();
@@ -191,7 +204,14 @@ export class ThreadHost<Call, D = unknown> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { what, resolve: resolve as (v: unknown) => void, reject });
-      w.postMessage({ id, call } satisfies ToThread<Call>);
+      try {
+        w.postMessage({ id, call } satisfies ToThread<Call>);
+      } catch (err) {
+        // A call that cannot be copied to the thread (a function, a socket in it): a fault of the caller's, not the thread's.
+        this.pending.delete(id);
+        this.idleAfterLast();
+        reject(err);
+      }
     });
   }
 
@@ -250,11 +270,15 @@ export class ThreadHost<Call, D = unknown> {
     this.pending.delete(m.id);
     if (m.ok) p.resolve(m.value);
     else p.reject(this.opts.reviveError ? this.opts.reviveError(m.error) : new Error(m.error.message));
-    if (this.pending.size === 0 && this.opts.mode === 'on-demand' && this.worker) {
-      clearTimeout(this.idle);
-      this.idle = setTimeout(() => this.stopIdle(), this.opts.idleMs ?? DEFAULT_IDLE_MS);
-      this.idle.unref();
-    }
+    this.idleAfterLast();
+  }
+
+  /** On demand, once the last call is answered: the thread ends if none comes within idleMs. */
+  private idleAfterLast(): void {
+    if (this.pending.size > 0 || this.opts.mode !== 'on-demand' || !this.worker) return;
+    clearTimeout(this.idle);
+    this.idle = setTimeout(() => this.stopIdle(), this.opts.idleMs ?? DEFAULT_IDLE_MS);
+    this.idle.unref();
   }
 
   /** The thread ended on its own (an error, out of memory, or it exited): its calls fail, and it is noted. */
