@@ -160,6 +160,10 @@ describe('OutboundClient', () => {
     const none = await client.request({ url: `${s.url}/big`, timeoutMs: 5000, maxBodyBytes: 0 });
     expect(none.status).toBe(200);
     expect(none.body.length).toBe(0);
+    // A small body not read, on a connection kept or closed: nothing left behind to throw later.
+    for (const connection of ['keep-alive', 'close'] as const)
+      expect((await client.request({ url: `${s.url}/small`, timeoutMs: 2000, maxBodyBytes: 0, connection })).body.length).toBe(0);
+    await new Promise((r) => setTimeout(r, 50));
     // The client is still good for more.
     expect((await client.request({ url: `${s.url}/small`, timeoutMs: 2000 })).body.toString()).toBe('0123456789');
   });

@@ -8,7 +8,7 @@
 // goes to the address judged, not to a second lookup's answer (which a hostile DNS server could point elsewhere).
 import { createHash } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
-import { Pool, buildConnector } from 'undici';
+import type { Pool, buildConnector } from 'undici';
 import type { AddressGuard, CheckedAddress } from './address-guard.js';
 import { OutboundError, classifyError } from './errors.js';
 
@@ -39,6 +39,8 @@ export interface OutboundRequest {
   guard?: AddressGuard;
   /** Default 64 KiB; a longer body is cut there and its connection closed. 0: the body is not read. */
   maxBodyBytes?: number;
+  /** 'close': sent with Connection: close, and its connection closed after the answer. Default 'keep-alive'. */
+  connection?: 'keep-alive' | 'close';
 }
 
 export interface OutboundResponse {
@@ -57,6 +59,13 @@ export interface OutboundClientOptions {
 }
 
 const DEFAULT_MAX_BODY = 64 * 1024;
+
+/**
+ * undici, loaded on the first call: the whole package costs a process about 7 MB of heap and 50 ms or more to load,
+ * which a gateway with no health checks and no webhooks should not pay at start-up.
+ */
+let undici: Promise<typeof import('undici')> | undefined;
+const loadUndici = () => (undici ??= import('undici'));
 /**
  * A connect attempt's own bound. The attempt's timer abandons the request much sooner; this only ends a socket that
  * is still connecting after that (a black-holed address), so it does not linger.
@@ -83,6 +92,9 @@ export class OutboundClient {
   async request(r: OutboundRequest): Promise<OutboundResponse> {
     if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const url = parseUrl(r.url);
+    // Loaded before the attempt's timer starts: a one-off cost, not the remote end's slowness.
+    const lib = await loadUndici();
+    if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -91,12 +103,13 @@ export class OutboundClient {
     }, r.timeoutMs);
     try {
       const pinned = r.guard ? await untilAborted(r.guard.check(url.href), controller.signal) : undefined;
-      const pool = this.poolFor(url, r.tls, pinned);
+      const pool = this.poolFor(lib, url, r.tls, pinned);
       const res = await pool.request({
         path: url.pathname + url.search,
         method: (r.method ?? 'GET') as 'GET',
         ...(r.headers ? { headers: r.headers } : {}),
         ...(r.body !== undefined ? { body: r.body } : {}),
+        ...(r.connection === 'close' ? { reset: true } : {}),
         signal: controller.signal,
         // Within the attempt's timer; undici's own timers name the phase that was slow.
         headersTimeout: r.timeoutMs,
@@ -120,7 +133,9 @@ export class OutboundClient {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
   }
 
-  private poolFor(url: URL, tls: OutboundTls | undefined, pinned: CheckedAddress | undefined): Pool {
+  private poolFor(lib: typeof import('undici'), url: URL, tls: OutboundTls | undefined, pinned: CheckedAddress | undefined): Pool {
+    // close() may have run while the guard resolved the host: a pool made now would never be closed.
+    if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const https = url.protocol === 'https:';
     const tlsId = https && tls ? this.tlsId(tls) : '-';
     const key = `${url.origin} ${tlsId} ${pinned?.address ?? ''}`;
@@ -131,11 +146,11 @@ export class OutboundClient {
       this.pools.set(key, existing);
       return existing;
     }
-    const base = buildConnector({ timeout: CONNECT_TIMEOUT_MS, ...(https && tls ? this.tlsOptions(tlsId, tls) : {}) });
+    const base = lib.buildConnector({ timeout: CONNECT_TIMEOUT_MS, ...(https && tls ? this.tlsOptions(tlsId, tls) : {}) });
     // The pinned address replaces only where the socket goes: undici still takes the SNI name and the Host header
     // from the URL's host.
     const connect: buildConnector.connector = pinned ? (opts, callback) => base({ ...opts, hostname: pinned.address }, callback) : base;
-    const pool = new Pool(url.origin, { connect, connections: this.connections, keepAliveTimeout: this.keepAliveTimeout });
+    const pool = new lib.Pool(url.origin, { connect, connections: this.connections, keepAliveTimeout: this.keepAliveTimeout });
     this.pools.set(key, pool);
     while (this.pools.size > this.maxPools) {
       const [oldestKey, oldest] = this.pools.entries().next().value!;
@@ -161,6 +176,8 @@ export class OutboundClient {
     if (!secureContext) {
       secureContext = createSecureContext({ ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert ? { cert: tls.cert } : {}), ...(tls.key ? { key: tls.key } : {}) });
       this.contexts.set(id, secureContext);
+      // Rotated certificates leave their contexts behind: the oldest go (a pool made with one keeps its own reference).
+      while (this.contexts.size > this.maxPools) this.contexts.delete(this.contexts.keys().next().value!);
     }
     return { secureContext, rejectUnauthorized: tls.rejectUnauthorized ?? true, ...(tls.servername ? { servername: tls.servername } : {}) };
   }
@@ -198,9 +215,15 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 
 /**
  * The body up to max bytes. Leaving the loop early destroys the stream, and undici closes a connection whose
- * response was not read to its end, so what was not read costs neither memory nor time.
+ * response was not read to its end, so what was not read costs neither memory nor time. undici's body reports its
+ * own destruction before the end as an 'error' event (RequestAbortedError): with nobody listening any more, that would
+ * be an uncaught exception, so a listener takes it.
  */
-async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown }, max: number): Promise<Buffer> {
+async function readBounded(
+  body: AsyncIterable<Buffer> & { destroy(): unknown; on(event: 'error', listener: () => void): unknown },
+  max: number,
+): Promise<Buffer> {
+  body.on('error', ignore);
   if (max <= 0) {
     body.destroy();
     return Buffer.alloc(0);
@@ -219,3 +242,5 @@ async function readBounded(body: AsyncIterable<Buffer> & { destroy(): unknown },
   }
   return Buffer.concat(chunks, size);
 }
+
+function ignore(): void {}
