@@ -43,7 +43,8 @@ import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import type { Tracing } from './observability/tracing.js';
 import { buildAdminApp } from './admin/app.js';
-import { auditConsumerChanges, auditKeyChanges } from './admin/audit.js';
+import { auditConsumerChanges, auditEndpointChanges, auditKeyChanges } from './admin/audit.js';
+import type { EndpointDelivery } from './admin/events-routes.js';
 import { ConsumerAdmin } from './consumers/admin.js';
 import { ConsumerAttach } from './consumers/attach.js';
 import { ConsumerCache } from './consumers/cache.js';
@@ -51,6 +52,10 @@ import { consumerPlans } from './consumers/limits-in-force.js';
 import { MemoryConsumerStore } from './consumers/memory-store.js';
 import { RedisConsumerStore } from './consumers/redis-store.js';
 import type { ConsumerStore } from './consumers/types.js';
+import { DeliveryView } from './events/delivery-view.js';
+import { DEFAULT_MAX_PER_ENDPOINT } from './events/endpoint-queue.js';
+import { EndpointRegistry, MemoryEndpointStore, RedisEndpointStore } from './events/endpoints.js';
+import { AddressGuard, type Lookup } from './outbound/address-guard.js';
 import { adminOpenApi } from './admin/openapi.js';
 import { AdminTokens } from './admin/tokens.js';
 import { UsageRecorder } from './usage/recorder.js';
@@ -95,6 +100,8 @@ export interface ComposeOptions {
    * of the request path give a lookup of their own).
    */
   consumers?: ConsumerLookup;
+  /** Where registered webhook endpoints' host names are resolved (default: the system's resolver; tests give their own). */
+  webhookLookup?: Lookup;
   /** false: webhook delivery (the events thread) is not started with an events section (tests of the producer alone). */
   delivery?: boolean;
 }
@@ -118,6 +125,8 @@ export interface ComposedGateway {
   admin: KeyAdmin;
   /** Consumer administration on the gateway's stores (the admin API's /consumers). */
   consumerAdmin: ConsumerAdmin;
+  /** Webhook endpoints registered for consumers (the admin API's /consumers/{id}/webhooks). */
+  endpoints: EndpointRegistry;
   /** The keys' windows and bans, administered (read, unban, reset) on the same stores. */
   keyLimits: KeyLimitAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
@@ -241,6 +250,7 @@ interface Stores {
 interface Decisions {
   admin: KeyAdmin;
   consumerAdmin: ConsumerAdmin;
+  endpoints: EndpointRegistry;
   keyLimits: KeyLimitAdmin;
   keys: KeyVerifier;
   /** Where authentication finds a key's consumer: the consumers' cache, or the lookup the caller gave. */
@@ -394,7 +404,8 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     }),
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
-  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit);
+  const endpoints = webhookEndpoints(base, redis);
+  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit, endpoints);
   const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
     plans: () => runtime.config.plans,
     ban: () => runtime.config.ban,
@@ -460,8 +471,32 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
       ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
       : {}),
   });
-  return { admin, consumerAdmin, keyLimits, keys, consumerLookup, consumers, keyLimiter, anonymous, publicLimits };
+  return { admin, consumerAdmin, endpoints, keyLimits, keys, consumerLookup, consumers, keyLimiter, anonymous, publicLimits };
 }
+
+/**
+ * The registry of webhook endpoints registered for consumers, on the admin connection (or in memory without Redis):
+ * each URL judged by the address guard with events.allowTargets of the config in force; every change audited.
+ */
+function webhookEndpoints(base: Base, redis: RedisBackend | undefined): EndpointRegistry {
+  const { runtime, logger, metrics, clock } = base;
+  return new EndpointRegistry(redis ? new RedisEndpointStore(redis.admin.client, redis.keyspace) : new MemoryEndpointStore(), {
+    clock,
+    guard: () => new AddressGuard({ allow: allowTargetsOf(runtime.config), ...(base.opts.webhookLookup ? { lookup: base.opts.webhookLookup } : {}) }),
+    onChange: auditEndpointChanges(logger, metrics),
+  });
+}
+
+/** events.allowTargets of a config: the ranges registered endpoints may point into. */
+const allowTargetsOf = (config: Config): string[] => [...(config.events?.allowTargets ?? [])];
+
+/** Delivery as seen while no queue stands behind it: every endpoint idle, nothing to replay. */
+const NO_DELIVERY: EndpointDelivery = {
+  state: async () => ({ queued: 0, delivered: 0, failed: 0, dropped: 0, undelivered: 0, disabled: false }),
+  undelivered: async () => ({ events: [] }),
+  replay: async (_ep, ids) => ({ replayed: 0, notFound: [...(ids ?? [])] }),
+  enable: async () => {},
+};
 
 /** A consumer whose record stays unreadable is logged again after this long, as a reminder. */
 const INVALID_CONSUMER_LOG_AGAIN_MS = 10 * 60_000;
@@ -609,6 +644,16 @@ function buildAdmin(
         overview,
         redisState,
         services: () => services.snapshot(),
+        endpoints: decisions.endpoints,
+        // The endpoints' queues are in Redis: without it (and so without the events section) nothing is queued.
+        delivery: redis
+          ? new DeliveryView(redis.admin.client, redis.keyspace, {
+              clock,
+              maxPerEndpoint: () => runtime.config.events?.queue.maxPerEndpoint ?? DEFAULT_MAX_PER_ENDPOINT,
+            })
+          : NO_DELIVERY,
+        configuredEndpoints: () => (runtime.config.events?.webhooks ?? []).map((w) => ({ id: w.id, url: w.url, types: w.types })),
+        onDeliveryChange: auditEndpointChanges(logger, metrics),
       })
     : undefined;
   return { usage, reports, adminApp };
@@ -680,6 +725,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     consumers,
     admin: decisions.admin,
     consumerAdmin: decisions.consumerAdmin,
+    endpoints: decisions.endpoints,
     keyLimits: decisions.keyLimits,
     adminApp,
     usage,

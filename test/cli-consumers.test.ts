@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { runProgram } from '../src/program.js';
 import { Keyspace } from '../src/storage/keyspace.js';
+import { RedisEndpointStore } from '../src/events/endpoints.js';
+import type { RedisCommands } from '../src/storage/redis.js';
 import { assertBuilt, auditOf, cliOk, runCli, tempDir, withoutAudit, type CliResult } from './helpers/cli.js';
 import { TestRedis } from './helpers/redis-server.js';
 
@@ -219,8 +221,27 @@ describe('consumers and their keys, through the CLI', () => {
     expect(await client.exists(ks.consumerRecord('acme'), ks.consumerKeys('acme'))).toBe(0);
     expect(await client.sismember(ks.consumerIds(), 'acme')).toBe(0);
     for (const id of keys) expect(JSON.parse((await client.get(ks.keyRecord(id)))!)).toMatchObject({ status: 'revoked', consumer: 'acme' });
-    // A consumer whose keys are all revoked (or that has none) goes without asking.
-    expect((await ok('consumers', 'delete', 'initech')).stdout).toBe('Deleted consumer initech.\n');
+    // A consumer whose keys are all revoked (or that has none) goes without asking, and its webhook endpoints with it.
+    const endpoints = new RedisEndpointStore(client as unknown as RedisCommands, ks);
+    const ep = {
+      id: 'ep_0123456789abcdef01234567',
+      consumer: 'initech',
+      url: 'https://hooks.example.com/x',
+      types: [],
+      secret: 'whsec_x',
+      createdAt: '',
+      createdBy: 'cli',
+    };
+    expect(await endpoints.add(ep, 10)).toBe('added');
+    const gone = await ok('consumers', 'delete', 'initech');
+    expect(gone.stdout).toBe('Deleted consumer initech.\n');
+    expect(await endpoints.ofConsumer('initech')).toEqual([]);
+    expect(await client.hget(ks.eventEndpoints(), ep.id)).toBeNull();
+    expect(auditOf(gone.stderr).map((a) => [a.action, a.endpointId ?? a.consumerId])).toEqual([
+      ['webhook.delete', ep.id],
+      ['consumer.delete', 'initech'],
+    ]);
+    expect(gone.stderr).not.toContain('whsec_x');
     expectRefused(await run('consumers', 'delete', 'initech'), /^error: no consumer with id "initech"$/);
   });
 });

@@ -2,7 +2,9 @@
 // keys-routes.ts and import-route.ts, consumers in consumers-routes.ts, usage reports in usage-routes.ts, plans and
 // status in plans-routes.ts, services in services-routes.ts) behind one request log, the dashboard, the admin guard,
 // the JSON body parser and one error handler. Every change goes through key or consumer administration
-// (src/keys/admin.ts, src/consumers/admin.ts), which the CLI uses too: one set of rules and error codes, and one
+// (src/keys/admin.ts, src/consumers/admin.ts), which the CLI uses too; a consumer's webhook endpoints
+// (webhooks-routes.ts) through the endpoints registry (src/events/endpoints.ts), and the operator's view of event
+// delivery (events-routes.ts) through the delivery's queues: one set of rules and error codes, and one
 // audit line per change. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
@@ -10,6 +12,7 @@ import { dashboardRouter } from '../dashboard/routes.js';
 import { sendError, type ErrorCode } from '../http/errors.js';
 import { H, isSaneRequestId } from '../http/headers.js';
 import type { ConsumerAdmin } from '../consumers/admin.js';
+import { EndpointError, type EndpointRegistry } from '../events/endpoints.js';
 import type { KeyAdmin } from '../keys/admin.js';
 import { KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
@@ -23,6 +26,7 @@ import type { OverviewCache } from '../usage/overview.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import type { UsageReports } from '../usage/reports.js';
 import { consumerRoutes } from './consumers-routes.js';
+import { eventsRoutes, type ConfiguredEndpoint, type DeliveryChangeListener, type EndpointDelivery } from './events-routes.js';
 import { AdminGuard } from './guard.js';
 import { importRoute } from './import-route.js';
 import { keyRoutes } from './keys-routes.js';
@@ -32,6 +36,7 @@ import { servicesRoutes } from './services-routes.js';
 import { Sessions } from './sessions.js';
 import type { AdminTokens } from './tokens.js';
 import { usageRoutes } from './usage-routes.js';
+import { webhookRoutes } from './webhooks-routes.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
@@ -55,6 +60,14 @@ export interface AdminAppOptions {
   redisState: () => Promise<'ok' | 'degraded' | 'none'>;
   /** The services and their targets as this instance sees them now (ServiceRegistry.snapshot). */
   services: () => ServiceSnapshot[];
+  /** Webhook endpoints registered for consumers (/consumers/{id}/webhooks). */
+  endpoints: EndpointRegistry;
+  /** Every endpoint's delivery state, undelivered events, replay and enable (/events/endpoints). */
+  delivery: EndpointDelivery;
+  /** The endpoints the config in force lists (events.webhooks). */
+  configuredEndpoints: () => readonly ConfiguredEndpoint[];
+  /** Audits replays and enables. */
+  onDeliveryChange?: DeliveryChangeListener;
 }
 
 /** Admin requests are small JSON documents: a key's fields and metadata. */
@@ -104,6 +117,15 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
 
   app.use(keyRoutes(keys, keyLimits));
   app.use(consumerRoutes(o.consumers, keyLimits));
+  app.use(webhookRoutes({ consumers: o.consumers, endpoints: o.endpoints, enabled: () => runtime.config.portal.webhooks }));
+  app.use(
+    eventsRoutes({
+      configured: o.configuredEndpoints,
+      registered: o.endpoints,
+      delivery: o.delivery,
+      ...(o.onDeliveryChange ? { onChange: o.onDeliveryChange } : {}),
+    }),
+  );
   app.use(usageRoutes({ keys: keys.listing, runtime, usage: o.usage, reports: o.reports, overview: o.overview }));
   app.use(plansRoutes({ runtime, reports: o.reports, redisState: o.redisState }));
   app.use(servicesRoutes(o.services));
@@ -144,6 +166,7 @@ function adminErrors(logger: Logger): ErrorRequestHandler {
     }
     if (err instanceof KeyAdminError) return sendError(res, ADMIN_ERRORS[err.code], err.message);
     if (err instanceof ReportError) return sendError(res, err.code, err.message);
+    if (err instanceof EndpointError) return sendError(res, err.code, err.message);
     const type = (err as { type?: string })?.type;
     if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
     if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${MAX_BODY}.`);

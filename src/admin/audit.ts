@@ -1,8 +1,8 @@
-// The audit trail of key and consumer changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
+// The audit trail of key, consumer and webhook endpoint changes: one "admin change" log line per change (action, key id or an import's counts, who: an admin token's id
 // or "cli", and the admin API request id) and a count of it. Key administration (src/keys/key-changes.ts) calls it once a change is stored, so the CLI and
 // the admin API are audited by the same code. It never sees a key, a hash or a token: only ids.
 import type { ConsumerChangeListener } from '../consumers/admin.js';
-import type { KeyChangeListener } from '../keys/key-changes.js';
+import type { Actor, KeyChangeListener } from '../keys/key-changes.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 
@@ -35,5 +35,31 @@ export function auditConsumerChanges(logger: Logger, metrics?: Pick<Metrics, 'ad
       'admin change',
     );
     metrics?.adminChanges.inc({ action: named, source: actor.by === 'cli' ? 'cli' : 'api' });
+  };
+}
+
+/**
+ * The audit trail of webhook endpoints: a registration or deletion (action webhook.create, webhook.delete, with the
+ * consumer's and the endpoint's ids), a replay (endpoint.replay, with how many events) and an enable
+ * (endpoint.enable). One "admin change" line each and a count of it; never the endpoint's secret or URL.
+ */
+export function auditEndpointChanges(
+  logger: Logger,
+  metrics?: Pick<Metrics, 'adminChanges'>,
+): (change: { action: string; endpointId: string; consumerId?: string; replayed?: number; actor: Actor }) => void {
+  return ({ action, endpointId, consumerId, replayed, actor }) => {
+    logger.info(
+      {
+        audit: true,
+        action,
+        endpointId,
+        ...(consumerId !== undefined ? { consumerId } : {}),
+        ...(replayed !== undefined ? { replayed } : {}),
+        by: actor.by,
+        ...(actor.requestId ? { reqId: actor.requestId } : {}),
+      },
+      'admin change',
+    );
+    metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
   };
 }

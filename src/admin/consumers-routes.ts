@@ -13,7 +13,7 @@ import { actorOf, parse, queryOf, sendProblems } from './requests.js';
 import { attachBody, consumerKeysQuery, createConsumerBody, deleteConsumerQuery, emptyBody, listConsumersQuery, patchConsumerBody } from './schemas.js';
 
 /** A path's :id that no consumer could have (braces, spaces: it would break the hash tag) is answered 404 before any lookup. */
-const consumerIdParam: RequestHandler = (req, res, next) =>
+export const consumerIdParam: RequestHandler = (req, res, next) =>
   KEY_ID.test(String(req.params.id)) ? next() : sendError(res, 'not_found', `no consumer with id "${req.params.id}"`);
 
 /** A page's cursor: the last id of the page before, base64url; undefined (answered 400) when it is not one this API gave. */

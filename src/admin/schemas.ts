@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema, METADATA_NAME } from '../config/key-fields.js';
 import { consumerInputFields } from '../consumers/record-schema.js';
+import { ENDPOINT_EVENT_TYPES, MAX_ENDPOINT_THRESHOLDS } from '../events/endpoints.js';
 import { KEY_SEARCH_MAX } from '../keys/key-search.js';
 
 // A key's fields by the rules every way in shares (config/key-fields.ts): the CLI, an import and a static key refuse
@@ -165,6 +166,52 @@ export const consumerKeysQuery = z.strictObject({
 
 export const deleteConsumerQuery = z.strictObject({
   revokeKeys: z.enum(['true', 'false'], { message: 'expected true or false' }).optional(),
+});
+
+/**
+ * A webhook endpoint registered for a consumer. The URL is any text here: the registry judges it (scheme, credentials,
+ * length, where its host resolves) and refuses it with webhook_url_refused, one code for every reason.
+ */
+export const createWebhookBody = z.strictObject({
+  url: z.string('expected the URL events are sent to'),
+  types: z
+    .array(z.enum(ENDPOINT_EVENT_TYPES, { message: `expected one of ${ENDPOINT_EVENT_TYPES.join(', ')}` }), 'expected a list of event types')
+    .min(1, 'expected at least one event type (leave types out for every type)')
+    .max(ENDPOINT_EVENT_TYPES.length, `at most ${ENDPOINT_EVENT_TYPES.length} types`)
+    .refine((t) => new Set(t).size === t.length, 'each type at most once')
+    .optional(),
+  thresholds: z
+    .array(
+      z
+        .number('expected a percent from 1 to 100')
+        .int('expected a whole percent')
+        .min(1, 'expected a percent from 1 to 100')
+        .max(100, 'expected a percent from 1 to 100'),
+      'expected a list of percents',
+    )
+    .min(1, "expected at least one percent (leave thresholds out for the gateway's own)")
+    .refine((t) => new Set(t).size <= MAX_ENDPOINT_THRESHOLDS, `at most ${MAX_ENDPOINT_THRESHOLDS} distinct percents`)
+    .optional(),
+});
+
+/** POST /events/endpoints/{id}/replay: every undelivered event (no body, or no ids), or the ones named. */
+export const replayBody = z.strictObject({
+  ids: z
+    .array(z.string().min(1).max(512), 'expected a list of event ids')
+    .min(1, 'expected at least one event id (leave ids out to replay every undelivered event)')
+    .max(MAX_PAGE, `at most ${MAX_PAGE} ids`)
+    .optional(),
+});
+
+/** GET /events/endpoints/{id}/undelivered: a page of the endpoint's undelivered events, oldest first. */
+export const undeliveredQuery = z.strictObject({
+  limit: z
+    .string()
+    .regex(/^[1-9]\d{0,3}$/, `expected a whole number from 1 to ${MAX_PAGE}`)
+    .transform(Number)
+    .refine((n) => n <= MAX_PAGE, `expected a whole number from 1 to ${MAX_PAGE}`)
+    .default(50),
+  cursor: z.string().min(1).max(1024).optional(),
 });
 
 const instantParam = z.iso.datetime({ offset: true, message: 'expected an ISO-8601 date-time, e.g. 2026-11-24T00:00:00Z' });

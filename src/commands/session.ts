@@ -16,8 +16,10 @@ import { RedisBanStore } from '../limits/redis-store.js';
 import { KeyLimitAdmin } from '../limits/key-admin.js';
 import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
-import { auditConsumerChanges, auditKeyChanges } from '../admin/audit.js';
+import { auditConsumerChanges, auditEndpointChanges, auditKeyChanges } from '../admin/audit.js';
 import { ConsumerAdmin } from '../consumers/admin.js';
+import { EndpointRegistry, RedisEndpointStore } from '../events/endpoints.js';
+import { AddressGuard } from '../outbound/address-guard.js';
 import { EventProducer } from '../events/producer.js';
 import { RedisOutbox } from '../events/outbox.js';
 import { defaultEventSource } from '../config/schema.js';
@@ -105,7 +107,13 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     }),
   };
   const keys = new KeyAdmin(store, systemClock, policy, auditKeyChanges(audit));
-  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit);
+  // `consumers delete` deletes the consumer's webhook endpoints with it, as the admin API's does.
+  const endpoints = new EndpointRegistry(new RedisEndpointStore(redis.client, keyspace), {
+    clock: systemClock,
+    guard: () => new AddressGuard({ allow: [] }),
+    onChange: auditEndpointChanges(audit),
+  });
+  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit, endpoints);
   const keyLimits = new KeyLimitAdmin(
     keys,
     // `keys reset` empties the key's route windows too: every one this config file has.

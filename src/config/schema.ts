@@ -19,6 +19,7 @@ import { limits } from './sections/limits.js';
 import { log } from './sections/log.js';
 import { ops } from './sections/ops.js';
 import { DEFAULT_PLANS, plans } from './sections/plans.js';
+import { portal } from './sections/portal.js';
 import { redis } from './sections/redis.js';
 import {
   afterSunsetNeedsSunset,
@@ -47,6 +48,7 @@ export type { ListenerTlsConfig } from './sections/listener-tls.js';
 export type { ServiceOpenapiConfig } from './sections/openapi.js';
 export type { OpsConfig } from './sections/ops.js';
 export type { PlanConfig } from './sections/plans.js';
+export type { PortalConfig } from './sections/portal.js';
 export type { RedisConfig } from './sections/redis.js';
 export type { RouteWindowLimitsConfig } from './sections/route-limits.js';
 export { addressRouteLimits, planRouteLimits, type ParsedRouteConfig, type RouteConfig } from './sections/routes.js';
@@ -79,6 +81,7 @@ export const configSchema = z
       .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names and sends it upstream as that method (override headers, _method and, for GET or DELETE, the body left out); "refuse" answers 400.'),
     keys: keys.default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
+    portal: portal.prefault({}).describe("What consumers may do for themselves: for now whether webhook endpoints may be registered for them; the customer portal's listener (host, port, tls) will be configured here too."),
     events: events.optional().describe('Quota alerts and other events as signed webhooks (CloudEvents), and the metering export; needs redis.'),
   })
   .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))

@@ -24,14 +24,21 @@ import {
   type PlanLimits,
 } from './attach-preview.js';
 import { canonicalConsumer } from './record-schema.js';
-import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
+import {
+  ConsumerStoreError,
+  type ConsumerChangeAction,
+  type ConsumerChangeListener,
+  type ConsumerDependents,
+  type ConsumerRecord,
+  type ConsumerStore,
+} from './types.js';
 import { firstAfter } from '../keys/listing.js';
 import { catalogueChannel, CHANNELS, type ConsumerChangedMessage } from '../observability/catalogue.js';
 
 /** The catalogue's channel of consumer status changes (observability/catalogue.ts): published only while someone listens. */
 const changedChannel = catalogueChannel(CHANNELS.consumerChanged);
 
-export type { ConsumerChangeAction, ConsumerChangeListener } from './types.js';
+export type { ConsumerChangeAction, ConsumerChangeListener, ConsumerDependents } from './types.js';
 
 /** What a consumer can be given at creation; `id` left out: one is made (con_...). */
 export type ConsumerInput = Partial<Pick<ConsumerRecord, 'id'>> & Omit<ConsumerRecord, 'id' | 'status' | 'createdAt' | 'updatedAt' | 'suspendedAt'>;
@@ -97,6 +104,7 @@ export class ConsumerAdmin {
     private readonly clock: Clock,
     private readonly policy: Pick<KeyAdminPolicy, 'plans' | 'routes' | 'consumers'>,
     private readonly onChange: ConsumerChangeListener = () => {},
+    private readonly dependents?: ConsumerDependents,
   ) {}
 
   /** The consumer, or undefined; KeyAdminError 'invalid_record' when its record cannot be read. */
@@ -254,6 +262,8 @@ export class ConsumerAdmin {
         );
       if (!(await this.store.delete(id))) throw notFound(id);
     });
+    // What hangs off the consumer in rooms above this one (its webhook endpoints) goes with it.
+    await this.dependents?.removeConsumer(id, actor);
     await this.store.publishChange(id);
     this.onChange({ action: 'delete', consumerId: id, actor, ...(opts.revokeKeys ? { revokedKeys: revokedKeys.length } : {}) });
     this.published(id, 'deleted');

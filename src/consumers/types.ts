@@ -71,6 +71,14 @@ export type ConsumerChangeAction = 'create' | 'update' | 'suspend' | 'resume' | 
 /** Told of every change once it is stored; a deletion that revoked keys says how many (each key's revoke is audited too). */
 export type ConsumerChangeListener = (change: { action: ConsumerChangeAction; consumerId: string; actor: Actor; revokedKeys?: number }) => void;
 
+/**
+ * What belongs to a consumer in a room above this one and goes when it is deleted: its webhook endpoints
+ * (src/events/endpoints.ts's registry, passed in by the composition roots). Returns how many were removed.
+ */
+export interface ConsumerDependents {
+  removeConsumer(consumerId: string, actor: Actor): Promise<number>;
+}
+
 /** How long a consumer's attach lock lives if its holder dies (a killed CLI) before releasing it. */
 export const CONSUMER_LOCK_TTL_MS = 10_000;
 

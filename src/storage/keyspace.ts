@@ -59,6 +59,18 @@ export class Keyspace {
   keyIds(): string {
     return `${this.prefix}keys`;
   }
+  /**
+   * Hash: every webhook endpoint registered for a consumer (src/events/endpoints.ts), id -> its record (JSON, the
+   * signing secret included). Hash tag {endpoints}: the per-consumer sets below share its slot, so a registration's
+   * bound is checked and written by one script on Redis Cluster too.
+   */
+  eventEndpoints(): string {
+    return `${this.prefix}events:{endpoints}`;
+  }
+  /** Set in the same slot: the ids of one consumer's registered endpoints (what its bound counts). */
+  consumerEventEndpoints(consumerId: string): string {
+    return `${this.eventEndpoints()}:consumer:${consumerId}`;
+  }
   /** Pub/sub channel: a key id whose record changed, so every instance drops its cached copy. */
   keyEvents(): string {
     return `${this.prefix}keys:events`;
@@ -222,10 +234,6 @@ export class Keyspace {
   // Webhook delivery (src/events/): each endpoint's queue carries the hash tag {ep:<endpoint id>}, so its scripts run
   // in one slot, and different endpoints' queues spread over a cluster.
 
-  /** Hash: registered webhook endpoints, endpoint id -> its record (JSON). */
-  eventEndpoints(): string {
-    return `${this.prefix}events:endpoints`;
-  }
   /** Sorted set: an endpoint's queued event ids -> when each one's next attempt is due (ms; a claimed one's lease end). */
   endpointDue(endpoint: string): string {
     return `${this.prefix}events:{ep:${endpoint}}:due`;

@@ -13,6 +13,7 @@ import * as deprecated from './views/deprecated.js';
 import * as invalid from './views/invalid.js';
 import * as rollout from './views/rollout.js';
 import * as services from './views/services.js';
+import * as events from './views/events.js';
 import * as importKeys from './views/import.js';
 
 /**
@@ -27,7 +28,7 @@ import * as importKeys from './views/import.js';
 /** @typedef {(ctx: ViewContext) => Promise<import('./vendor/preact.js').ComponentChild>} Load */
 
 /** @type {Record<string, { load: Load, refreshMs?: number }>} */
-const VIEWS = { overview, keys, consumers, deprecated, invalid, rollout, services, import: importKeys };
+const VIEWS = { overview, keys, consumers, deprecated, invalid, rollout, services, events, import: importKeys };
 
 /** @param {string} sel */
 const $ = (sel) => /** @type {HTMLElement} */ (document.querySelector(sel));
