@@ -94,8 +94,10 @@ export interface RunReport {
   checkpoint: { mark: string | null; recorded: number };
 }
 
-const LOCK_MS = 15 * 60_000;
+/** A run's lock: renewed every third of it while the run is alive, so a killed run holds it back for at most this. */
+const LOCK_MS = 30_000;
 const RELEASE_LOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+const RENEW_LOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 
 export class ExportBusy extends Error {}
 
@@ -125,10 +127,14 @@ export async function runMeteringOnce(settings: MeteringSettings, deps: Metering
   const lock = deps.keyspace.meteringLock(destination.id);
   const token = randomUUID();
   const r = deps.redis as unknown as { set(k: string, v: string, px: 'PX', ms: number, nx: 'NX'): Promise<string | null> };
-  if ((await r.set(lock, token, 'PX', LOCK_MS, 'NX')) === null) throw new ExportBusy(`another export to ${destination.where} (${destination.id}) is running`);
+  if ((await r.set(lock, token, 'PX', LOCK_MS, 'NX')) === null)
+    throw new ExportBusy(`another export to ${destination.where} (${destination.id}) is running (or one that stopped less than ${LOCK_MS / 1000} s ago)`);
+  const renew = setInterval(() => void deps.redis.eval(RENEW_LOCK, 1, lock, token, LOCK_MS).catch(() => undefined), LOCK_MS / 3);
+  renew.unref();
   try {
     return await exportRun(settings, deps, opts, destination, mapping);
   } finally {
+    clearInterval(renew);
     await destination.close();
     await deps.redis.eval(RELEASE_LOCK, 1, lock, token).catch(() => undefined);
   }
