@@ -61,6 +61,10 @@ import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLI
 import { readLimit } from './storage/read-limit.js';
 import { MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 import { DAY_MS } from './util/time.js';
+import { defaultEventSource } from './config/schema.js';
+import { EventProducer } from './events/producer.js';
+import { RedisOutbox } from './events/outbox.js';
+import { expiringKeys } from './events/expiring.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -130,8 +134,19 @@ export interface ComposedGateway {
   redis: RedisConnection | undefined;
   /** The admin API's and reports' own Redis connection (absent without Redis). */
   adminRedis: RedisConnection | undefined;
+  /**
+   * The events producer and the key.expiring pass, when the config has an events section (and so Redis). The producer
+   * subscribes to the process's diagnostics_channel catalogue: one per process (each cluster worker is one).
+   */
+  events: ComposedEvents | undefined;
   /** Releases everything the gateway holds (the upstream pool, Redis connections, the key and consumer change subscriptions). */
   close(): Promise<void>;
+}
+
+export interface ComposedEvents {
+  producer: EventProducer;
+  /** key.expiring for every key expiring within 7 days of `now` (the events thread runs it hourly). */
+  expiringKeys(now: number): Promise<{ expiring: number; published: number }>;
 }
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
@@ -590,6 +605,24 @@ function buildAdmin(
   return { usage, reports, adminApp };
 }
 
+/**
+ * The events producer on the request path's Redis connection: a publish is one EVAL there, fire-and-forget, bounded by
+ * that connection's command deadline (redis.commandTimeoutMs) like a limit check; a request that crosses nothing sends
+ * nothing more. The key.expiring pass reads the key records on the admin connection, as reports do.
+ */
+function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: RedisBackend, admin: KeyAdmin): ComposedEvents {
+  const { runtime, logger } = base;
+  const producer = new EventProducer({
+    sink: new RedisOutbox(redis.connection.client, redis.keyspace),
+    source: cfg.source ?? defaultEventSource(runtime.config.redis?.prefix),
+    // The section is restart-only (routing/runtime.ts): these are the thresholds it started with.
+    thresholds: () => cfg.thresholds,
+    logger,
+  });
+  producer.start();
+  return { producer, expiringKeys: (now) => expiringKeys(now, { records: admin.records, producer }) };
+}
+
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
   const runtime = opts.runtime ?? new Runtime(opts.config);
   const base: Base = { opts, runtime, logger: opts.logger, metrics: opts.metrics ?? new Metrics(), clock: opts.clock ?? systemClock };
@@ -607,6 +640,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
   const { recorder } = stores;
   const { keys, consumers } = decisions;
+  const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin) : undefined;
 
   return {
     app,
@@ -626,7 +660,10 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     services,
     redis: redis?.connection,
     adminRedis: redis?.admin,
+    events,
     async close() {
+      // First: no event is started once closing begins, and those in flight finish on a connection still open.
+      await events?.producer.stop();
       redis?.stop();
       services.close();
       await recorder?.close();

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import type { LoadedDocuments } from '../openapi/operations.js';
 import { routeLimitsUseKnownPlans, stabilityPlansKnown, staticKeysUseKnownPlans } from './rules/known-plans.js';
+import { eventsNeedRedis } from './rules/events-redis.js';
 import { adminPortDiffers, opsPortDiffers, workersNeedRedis } from './rules/ports-and-workers.js';
 import { routesLeaveGatewayPathsAlone, routesNameKnownServices, routesWithoutServiceNeedUpstream } from './rules/route-destinations.js';
 import { admin, adminTokenIdsUnique } from './sections/admin.js';
@@ -12,6 +13,7 @@ import { anonymous } from './sections/anonymous.js';
 import { auth, keySourcesDistinct } from './sections/auth.js';
 import { ban } from './sections/ban.js';
 import { consumers } from './sections/consumers.js';
+import { events } from './sections/events.js';
 import { keys, staticKeyIdsUnique } from './sections/keys.js';
 import { limits } from './sections/limits.js';
 import { log } from './sections/log.js';
@@ -38,6 +40,7 @@ export { openapiBlocks, type OpenapiBlock } from './openapi-blocks.js';
 export type { AdminConfig } from './sections/admin.js';
 export type { AuthConfig } from './sections/auth.js';
 export type { ConsumersConfig } from './sections/consumers.js';
+export { defaultEventSource, type EventsConfig, type MeteringConfig, type WebhookConfig } from './sections/events.js';
 export type { StaticKeyConfig } from './sections/keys.js';
 export type { LimitsConfig } from './sections/limits.js';
 export type { ListenerTlsConfig } from './sections/listener-tls.js';
@@ -76,6 +79,7 @@ export const configSchema = z
       .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names and sends it upstream as that method (override headers, _method and, for GET or DELETE, the body left out); "refuse" answers 400.'),
     keys: keys.default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
+    events: events.optional().describe('Quota alerts and other events as signed webhooks (CloudEvents), and the metering export; needs redis.'),
   })
   .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))
   .superRefine(afterSunsetNeedsSunset, readsClean('routes'))
@@ -86,6 +90,7 @@ export const configSchema = z
   .superRefine(routeWindowNamesUnique, readsClean('routes'))
   .superRefine(staticKeyIdsUnique, readsClean('keys'))
   .superRefine(workersNeedRedis, readsClean('server', 'redis'))
+  .superRefine(eventsNeedRedis, readsClean('events', 'redis'))
   .superRefine(opsPortDiffers, readsClean('ops', 'server'))
   .superRefine(adminPortDiffers, readsClean('admin', 'server', 'ops'))
   .superRefine(adminTokenIdsUnique, readsClean('admin'))

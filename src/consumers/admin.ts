@@ -26,6 +26,10 @@ import {
 import { canonicalConsumer } from './record-schema.js';
 import { ConsumerStoreError, type ConsumerChangeAction, type ConsumerChangeListener, type ConsumerRecord, type ConsumerStore } from './types.js';
 import { firstAfter } from '../keys/listing.js';
+import { catalogueChannel, CHANNELS, type ConsumerChangedMessage } from '../observability/catalogue.js';
+
+/** The catalogue's channel of consumer status changes (observability/catalogue.ts): published only while someone listens. */
+const changedChannel = catalogueChannel(CHANNELS.consumerChanged);
 
 export type { ConsumerChangeAction, ConsumerChangeListener } from './types.js';
 
@@ -213,7 +217,10 @@ export class ConsumerAdmin {
       else delete next.suspendedAt;
       return next;
     });
-    if (changed) await this.announce(id, status === 'suspended' ? 'suspend' : 'resume', actor);
+    if (changed) {
+      await this.announce(id, status === 'suspended' ? 'suspend' : 'resume', actor);
+      this.published(id, status);
+    }
     return consumer;
   }
 
@@ -249,6 +256,7 @@ export class ConsumerAdmin {
     });
     await this.store.publishChange(id);
     this.onChange({ action: 'delete', consumerId: id, actor, ...(opts.revokeKeys ? { revokedKeys: revokedKeys.length } : {}) });
+    this.published(id, 'deleted');
     return { revokedKeys };
   }
 
@@ -381,6 +389,11 @@ export class ConsumerAdmin {
       await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
     }
     throw new KeyAdminError('contended', `consumer ${id} kept changing while this change was being made; try again`);
+  }
+
+  /** A status change or a deletion, on the catalogue's channel (only while someone listens). */
+  private published(id: string, status: ConsumerChangedMessage['status']): void {
+    if (changedChannel.hasSubscribers) changedChannel.publish({ consumer: id, status, at: this.clock.now() } satisfies ConsumerChangedMessage);
   }
 
   private async announce(id: string, action: ConsumerChangeAction, actor: Actor): Promise<void> {

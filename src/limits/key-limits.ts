@@ -17,6 +17,52 @@ import { keySubject, poolOf } from './subject.js';
 import type { MemoryLimiterStore } from './memory-store.js';
 import { LEDGER_KIND, type UsageKind, type Charge, type Decision, type LimiterStore, type LimitRequest, type LimitSnapshot, type WindowSpec } from './types.js';
 import { atInstant, RequestWindows } from './windows.js';
+import { catalogueChannel, CHANNELS, type DecidedMessage } from '../observability/catalogue.js';
+
+/** The catalogue's channel of every decision (observability/catalogue.ts): published only while someone listens. */
+const decidedChannel = catalogueChannel(CHANNELS.decided);
+
+/**
+ * A decision as the catalogue's plain message: each window with its state, a monthly window's period (the first day its
+ * counter is named by: "month:<YYYY-MM-DD>"). Built only for a subscriber.
+ */
+export function decidedMessage(
+  plan: string,
+  request: LimitRequest,
+  decision: Decision,
+  at: number,
+  keyId: string,
+  consumer: string | undefined,
+  shared: boolean,
+): DecidedMessage {
+  return {
+    keyId,
+    ...(consumer !== undefined ? { consumer } : {}),
+    plan,
+    outcome: decision.outcome,
+    cost: request.cost,
+    windows: request.windows.map((w, i) => {
+      const state = decision.windows[i] ?? { used: 0, resetMs: w.lengthMs };
+      return {
+        name: w.name,
+        limit: w.limit,
+        used: state.used,
+        resetMs: state.resetMs,
+        mode: w.mode,
+        lengthMs: w.lengthMs,
+        ...(w.endsAt !== undefined ? { endsAt: w.endsAt } : {}),
+        ...(w.suffix.startsWith('month:') ? { period: w.suffix.slice('month:'.length) } : {}),
+        ...(w.cap ? { cap: true as const } : {}),
+      };
+    }),
+    candidates: request.candidates.map((c) => ({ name: c.name, limit: c.limit, of: c.of })),
+    short: decision.short,
+    banLevel: decision.banLevel,
+    retryMs: decision.retryMs,
+    at,
+    shared,
+  };
+}
 
 export interface KeyLimiterDeps {
   runtime: Runtime;
@@ -242,7 +288,7 @@ export class KeyLimiter {
         retryMs: known.until - now,
       };
       this.deps.usage?.count(consumer.id, 'b', under);
-      return this.decided(plan, request, aged, now, ctx);
+      return this.decided(plan, request, aged, now, ctx, consumer.id, under, false);
     }
     if (known) this.knownBans.delete(holder);
 
@@ -332,7 +378,7 @@ export class KeyLimiter {
       metrics.bans.inc({ plan, level: String(decision.banLevel) });
       logger.warn({ reqId: ctx.id, consumer: consumer.id, plan, banLevel: decision.banLevel, seconds: Math.round(decision.retryMs / 1000) }, 'api key banned');
     }
-    return this.decided(plan, request, decision, now, ctx);
+    return this.decided(plan, request, decision, now, ctx, consumer.id, under, by === 'shared');
   }
 
   /**
@@ -436,8 +482,18 @@ export class KeyLimiter {
     return { kind: 'read', snapshot, request, now, plan };
   }
 
-  private decided(plan: string, request: LimitRequest, decision: Decision, now: number, ctx: LimitedRequest): KeyLimitOutcome {
+  private decided(
+    plan: string,
+    request: LimitRequest,
+    decision: Decision,
+    now: number,
+    ctx: LimitedRequest,
+    keyId: string,
+    consumer: string | undefined,
+    shared: boolean,
+  ): KeyLimitOutcome {
     ctx.decision = decision;
+    if (decidedChannel.hasSubscribers) decidedChannel.publish(decidedMessage(plan, request, decision, now, keyId, consumer, shared));
     const outcome = decision.outcome;
     const metrics = this.deps.metrics;
     metrics.limitDecisions.inc({

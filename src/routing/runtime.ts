@@ -38,7 +38,8 @@ function compiled(config: Config): RuntimeConfig {
  * auth.foreignKeys, admin.tokens and admin.maxFailuresPerMinute (a removed admin token, and the dashboard sessions it
  * opened, are refused at once), the listeners' tls blocks (below), and upstream.openapi (below).
  */
-const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing'] as const;
+// events: the producer (its channel subscriptions, the outbox script on the Redis client) is started with the process.
+const RESTART_ONLY_SECTIONS = ['server', 'upstream', 'redis', 'ops', 'keys', 'tracing', 'events'] as const;
 const RESTART_ONLY_FIELDS = [
   // The admin listener's address: the socket is bound at start-up.
   ['admin', 'host'],

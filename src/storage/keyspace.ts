@@ -202,6 +202,18 @@ export class Keyspace {
   keptReport(id: string): string {
     return `${this.prefix}report:{${id}}`;
   }
+  /**
+   * Stream: the events outbox (src/events/outbox.ts), one entry per event (id, type, consumer, key, plan, ce, and
+   * percent for quota.threshold), bounded by XADD MAXLEN ~; read by the dispatcher's consumer group. Hash tag {outbox}:
+   * the stream and every seen marker share a slot, so one script dedupes and appends.
+   */
+  eventsOutbox(): string {
+    return `${this.prefix}events:{outbox}`;
+  }
+  /** String with a TTL (40 days): the event id was appended to the outbox; a second publish of it appends nothing. */
+  eventSeen(eventId: string): string {
+    return `${this.eventsOutbox()}:seen:${eventId}`;
+  }
   /** Counter of 429s toward the ban threshold, expiring windowSeconds after the first. */
   strikes(s: TaggedSubject): string {
     return `${this.prefix}strikes:${subjectPart(s)}`;

@@ -14,6 +14,27 @@ import { invalidRequestsName } from '../../usage/reports.js';
 import type { Clock } from '../../util/clock.js';
 import { DescriptionError, type ValidationProblem } from '../../validation/validator.js';
 import { readWholeBody } from '../request-body.js';
+import { catalogueChannel, CHANNELS, type DeprecatedCalledMessage } from '../../observability/catalogue.js';
+import type { CompiledRoute } from '../../routing/routes.js';
+
+/** The catalogue's channel of keyed calls to deprecated routes (observability/catalogue.ts). */
+const deprecatedChannel = catalogueChannel(CHANNELS.deprecatedCalled);
+
+/**
+ * A keyed call of a deprecated route as the catalogue's message: the operation is its operationId (a route of an OpenAPI
+ * operation, or one naming routes[].operationId), else "METHOD /pattern" as the usage report names the route.
+ */
+export function deprecatedMessage(route: CompiledRoute, name: string, keyId: string, consumer: string | undefined, at: number): DeprecatedCalledMessage {
+  return {
+    keyId,
+    ...(consumer !== undefined ? { consumer } : {}),
+    operation: route.operationId ?? route.operation?.operationId ?? name,
+    route: name,
+    ...(route.sunsetMs !== undefined ? { sunset: new Date(route.sunsetMs).toISOString() } : {}),
+    ...(route.successor !== undefined ? { successor: route.successor } : {}),
+    at,
+  };
+}
 
 /**
  * Counts keyed calls of deprecated routes for the usage report (stage 8), and keyed requests that do not match their
@@ -89,7 +110,11 @@ export function routePolicy(clock: Clock, usage?: UsageCounts): RequestHandler {
     const route = req.ctx.matchedRoute;
     if (!route) return next();
     const caller = req.ctx.caller;
-    if (usage && route.deprecatedAs !== undefined && caller) usage.deprecatedCall(route.deprecatedAs, caller.id, caller.consumer?.id);
+    if (route.deprecatedAs !== undefined && caller) {
+      usage?.deprecatedCall(route.deprecatedAs, caller.id, caller.consumer?.id);
+      if (deprecatedChannel.hasSubscribers)
+        deprecatedChannel.publish(deprecatedMessage(route, route.deprecatedAs, caller.id, caller.consumer?.id, clock.now()));
+    }
     for (const [name, value] of route.headers) res.setHeader(name, value);
     if (!route.timed) return next();
     const now = clock.now();
