@@ -6,13 +6,13 @@
 //   3  application     pipeline/, admin/, dashboard/, commands/
 //   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/ < metering/
 //                      (each may import those before it, never after; a room with no folder yet matches nothing)
-//   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/
+//   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/, outbound/
 //   0  util/
 //
 // src/types/ holds ambient declarations for untyped packages; nothing imports it.
 const ROOM = {
   util: '^src/util/',
-  base: '^src/(http|config|storage|observability|openapi|validation)/',
+  base: '^src/(http|config|storage|observability|openapi|validation|outbound)/',
   routing: '^src/routing/',
   keys: '^src/keys/',
   consumers: '^src/consumers/',
