@@ -14,7 +14,8 @@ import { Checkpoint, type SentCounts } from './checkpoint.js';
 import { DestinationUnavailable, FileDestination, UrlDestination, destinationId, isUrl, type Destination } from './destinations.js';
 import { countsOf, eventId, hourName, type ExportItem } from './events.js';
 import { closedEnd, keyHours, redisNow, type KeyHour, type LedgerReader } from './hours.js';
-import { fetchPoster, type Poster } from './http.js';
+import type { Poster } from './http.js';
+import { OutboundClient } from '../outbound/client.js';
 import { mappingFor, type Format, type ItemMetadata, type Mapping, type Prepared } from './mappings.js';
 
 /** The `events.metering` config section, and what the CLI's options give. */
@@ -57,7 +58,7 @@ export interface MeteringDeps extends LedgerReader {
   source: string;
   /** usage.retentionDays: how far back the ledger goes (and how long checkpoints are kept). */
   retentionDays: number;
-  /** Sends the URL destinations' requests (OutboundClient); default Node's fetch. */
+  /** Sends the URL destinations' requests; default an OutboundClient of the run's own, closed after it. */
   poster?: Poster;
 }
 
@@ -102,7 +103,7 @@ const RENEW_LOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.c
 export class ExportBusy extends Error {}
 
 /** The destination and mapping the settings name. */
-export function openDestination(settings: MeteringSettings, source: string, poster: Poster = fetchPoster()): { destination: Destination; mapping: Mapping } {
+export function openDestination(settings: MeteringSettings, source: string, poster: Poster): { destination: Destination; mapping: Mapping } {
   const mapping = mappingFor(settings.format, {
     source,
     headers: settings.headers ?? {},
@@ -123,7 +124,8 @@ export function openDestination(settings: MeteringSettings, source: string, post
 
 /** One run to the destination the settings name. */
 export async function runMeteringOnce(settings: MeteringSettings, deps: MeteringDeps, opts: RunOptions = {}): Promise<RunReport> {
-  const { destination, mapping } = openDestination(settings, deps.source, deps.poster);
+  const own = deps.poster ? undefined : new OutboundClient({ maxPools: 1, connectionsPerPool: 1 });
+  const { destination, mapping } = openDestination(settings, deps.source, deps.poster ?? own!);
   const lock = deps.keyspace.meteringLock(destination.id);
   const token = randomUUID();
   const r = deps.redis as unknown as { set(k: string, v: string, px: 'PX', ms: number, nx: 'NX'): Promise<string | null> };
@@ -136,6 +138,7 @@ export async function runMeteringOnce(settings: MeteringSettings, deps: Metering
   } finally {
     clearInterval(renew);
     await destination.close();
+    await own?.close();
     await deps.redis.eval(RELEASE_LOCK, 1, lock, token).catch(() => undefined);
   }
 }
