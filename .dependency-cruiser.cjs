@@ -3,7 +3,7 @@
 // the rooms together as surely as a value does. `npm run lint` runs it (depcruise src).
 //
 //   4  entry points    compose.ts, program.ts, cli.ts, server/, petstore/
-//   3  application     pipeline/, admin/, dashboard/, commands/
+//   3  application     pipeline/, admin/, dashboard/, commands/, workers/
 //   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/ < metering/
 //                      (each may import those before it, never after; a room with no folder yet matches nothing)
 //   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/, outbound/
@@ -21,7 +21,7 @@ const ROOM = {
   usage: '^src/usage/',
   events: '^src/events/',
   metering: '^src/metering/',
-  app: '^src/(pipeline|admin|dashboard|commands)/',
+  app: '^src/(pipeline|admin|dashboard|commands|workers)/',
   top: '^src/(compose\\.ts|program\\.ts|cli\\.ts|server/|petstore/)',
   types: '^src/types/',
 };

@@ -57,7 +57,7 @@ import { UsageReports } from './usage/reports.js';
 import { replayPools } from './usage/attach-refusals.js';
 import { OverviewCache } from './usage/overview.js';
 import { InProcessReports, type ReportRunner } from './usage/report-runner.js';
-import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './usage/report-thread.js';
+import { REPORT_THREAD_NICE, REPORT_THREAD_READ_REST, REPORT_THREAD_READS_IN_FLIGHT, ReportThread } from './workers/report-thread.js';
 import { readLimit } from './storage/read-limit.js';
 import { MemoryUsageStore, RedisUsageStore } from './usage/store.js';
 import { DAY_MS } from './util/time.js';
@@ -120,7 +120,7 @@ export interface ComposedGateway {
   adminApp: express.Express | undefined;
   /** The usage ledger and deprecated-route report, read (the admin API answers a key's usage from it). */
   usage: UsageReports;
-  /** Reports over every key, where they run (a thread of their own on Redis: usage/report-thread.ts). */
+  /** Reports over every key, where they run (a thread of their own on Redis: workers/report-thread.ts). */
   reports: ReportRunner;
   /** Writes what this instance counted itself (ban-cache refusals, deprecated-route calls) now, not at the next flush. */
   flushUsage(): Promise<void>;

@@ -14,7 +14,7 @@ import { RedisKeptReports, ReportError } from '../src/usage/kept-reports.js';
 import { decodeCursor } from '../src/usage/report-pages.js';
 import { InProcessReports } from '../src/usage/report-runner.js';
 import { decodeWhatIfCursor } from '../src/usage/whatif-pages.js';
-import { ReportThread, type ReportThreadData } from '../src/usage/report-thread.js';
+import { ReportThread, type ReportThreadData } from '../src/workers/report-thread.js';
 import { UsageReports } from '../src/usage/reports.js';
 import { RedisUsageStore } from '../src/usage/store.js';
 import { DAY_MS, HOUR_MS, dayOf } from '../src/util/time.js';

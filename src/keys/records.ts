@@ -1,6 +1,6 @@
 // Reading every key, for reports: complete or failing. What a report over every key needs of the key store, apart
 // from changing keys, so that a report can run where key administration does not (the report thread,
-// src/usage/report-worker.ts, builds one on its own connection).
+// src/workers/report-worker.ts, builds one on its own connection).
 import { incomplete, readOne } from './admin-errors.js';
 import { toRecord } from './rules.js';
 import type { KeyRecord, KeyStore, StoredKey } from './types.js';

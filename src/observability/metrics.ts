@@ -188,6 +188,36 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Webhook delivery (src/events/dispatcher.ts): counted on the events thread, reported to this registry by the main
+  // thread (recordDeliveryCounts). The endpoint label is a configured webhook's or a registered endpoint's id.
+  readonly eventsQueued = new Gauge({
+    name: 'tollgate_events_queued',
+    help: "Webhook events waiting in an endpoint's queue (retries and leased ones included), as this instance last saw it, by endpoint.",
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventsDelivered = new Counter({
+    name: 'tollgate_events_delivered_total',
+    help: 'Webhook events a receiver accepted (2xx), by endpoint.',
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventsFailed = new Counter({
+    name: 'tollgate_events_failed_total',
+    help: 'Webhook events given up after the last attempt of the retry schedule (moved to the dead set, replayable), by endpoint.',
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+
+  readonly eventsDropped = new Counter({
+    name: 'tollgate_events_dropped_total',
+    help: "Webhook events dropped unsent because the endpoint's queue was full (events.queue.maxPerEndpoint; the oldest go first), by endpoint.",
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'tollgate_' });
   }

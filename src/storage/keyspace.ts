@@ -235,4 +235,32 @@ export class Keyspace {
   meteringLock(destination: string): string {
     return `${this.prefix}metering:{${destination}}:lock`;
   }
+
+  // Webhook delivery (src/events/): each endpoint's queue carries the hash tag {ep:<endpoint id>}, so its scripts run
+  // in one slot, and different endpoints' queues spread over a cluster.
+
+  /** Hash: registered webhook endpoints, endpoint id -> its record (JSON). */
+  eventEndpoints(): string {
+    return `${this.prefix}events:endpoints`;
+  }
+  /** Sorted set: an endpoint's queued event ids -> when each one's next attempt is due (ms; a claimed one's lease end). */
+  endpointDue(endpoint: string): string {
+    return `${this.prefix}events:{ep:${endpoint}}:due`;
+  }
+  /** Hash: an endpoint's queued and dead events, event id -> {event, attempts, firstAt, lastError, ...} (JSON). */
+  endpointEvents(endpoint: string): string {
+    return `${this.prefix}events:{ep:${endpoint}}:ev`;
+  }
+  /** Sorted set: an endpoint's events given up after the schedule's last attempt -> when (ms); bounded. */
+  endpointDead(endpoint: string): string {
+    return `${this.prefix}events:{ep:${endpoint}}:dead`;
+  }
+  /** Hash: an endpoint's status (disabled, why, since) and counters (enqueued, delivered, failed, dropped), last error. */
+  endpointState(endpoint: string): string {
+    return `${this.prefix}events:{ep:${endpoint}}:state`;
+  }
+  /** Sorted set: an endpoint's queued event ids -> their order of arrival: the oldest go first when the queue is full. */
+  endpointQueued(endpoint: string): string {
+    return `${this.prefix}events:{ep:${endpoint}}:queued`;
+  }
 }

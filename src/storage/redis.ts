@@ -45,6 +45,10 @@ export type RedisCommands = Pick<
   | 'wait'
   | 'eval'
   | 'defineCommand'
+  | 'xreadgroup'
+  | 'xgroup'
+  | 'xack'
+  | 'xautoclaim'
 > & { options: { autoPipeliningIgnoredCommands?: string[] } };
 
 /** A connection in subscriber mode (pub/sub needs a socket of its own). */
@@ -60,7 +64,7 @@ export interface RedisSubscriber {
  * gateway's second connection, for the admin API's reads and reports: their commands never queue on the request
  * path's socket, nor wait for its short timeout.
  */
-export type RedisPurpose = 'gateway' | 'admin' | 'reports' | 'cli' | 'petstore';
+export type RedisPurpose = 'gateway' | 'admin' | 'reports' | 'events' | 'cli' | 'petstore';
 
 /** The parts of the `redis` config section that say where Redis is and how to reach it. */
 export type RedisTopology = Pick<RedisConfig, 'url' | 'cluster' | 'sentinel' | 'username' | 'password' | 'tls'> & { replicas?: number | undefined };

@@ -1,7 +1,7 @@
 // What the admin API asks of reports over every key (a usage export's pages, the overview's sums, the what-if, the
 // deprecated-route report), and where they run: in this process (a Redis-less gateway, whose ledger is in its own
-// memory), or on a thread of their own (report-thread.ts) so that a report's CPU never runs on the event loop that
-// serves the request path.
+// memory), or on a thread of their own (workers/report-thread.ts) so that a report's CPU never runs on the event loop
+// that serves the request path.
 import type {
   GroupBy,
   Granularity,
