@@ -3,7 +3,7 @@
 // thread runs the same export every `events.metering.every` seconds (src/metering/export.ts).
 import { type Command, Option } from 'commander';
 import { runMeteringOnce, ExportBusy, METERING_DEFAULTS, type MeteringSettings, type RunReport } from '../metering/export.js';
-import { defaultSource } from '../metering/events.js';
+import { defaultEventSource } from '../config/sections/events.js';
 import { FORMATS, type Format } from '../metering/mappings.js';
 import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../util/time.js';
@@ -116,7 +116,7 @@ export function registerUsageExport(usage: Command): void {
               usage: new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads),
               keys: s.keys.records,
               consumers: s.consumerStore,
-              source: defaultSource(s.config.redis?.prefix),
+              source: s.config.events?.source ?? defaultEventSource(s.config.redis?.prefix),
               retentionDays: s.config.usage.retentionDays,
             },
             { ...(sinceMs !== undefined ? { sinceMs } : {}), force: o.force === true },

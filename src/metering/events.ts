@@ -59,12 +59,6 @@ export interface ExportItem {
   owner: string;
 }
 
-/** `events.source`'s default: a stable URI naming this Tollgate (its Redis prefix). */
-export function defaultSource(redisPrefix: string | undefined): string {
-  const name = (redisPrefix ?? '').replace(/:+$/, '') || 'tollgate';
-  return `urn:tollgate:${name}`;
-}
-
 /** The subject of an hour's events: `consumer:<id>`, or `key:<id>` for a key counted under none. */
 export function subjectOf(h: KeyHour): string {
   return h.consumer ? `consumer:${h.consumer}` : `key:${h.keyId}`;

@@ -4,7 +4,7 @@
 // The thread holds its own Redis connection (named tollgate-events) and reports its counters here every second, where
 // they become the Prometheus metrics (tollgate_events_*). Its heap is bounded: a queue's events are in Redis, the
 // thread holds only the attempts in flight.
-import type { EventsConfig } from '../config/sections/events.js';
+import { defaultEventSource, type EventsConfig, type MeteringConfig } from '../config/sections/events.js';
 import { configuredEndpoint, recordDeliveryCounts, type DeliveryCounts, type DeliveryEndpoint } from '../events/dispatcher.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -24,6 +24,11 @@ export interface EventsThreadData {
   /** Its heap (V8's old generation), in MB. */
   memoryMb: number;
   logLevel: string;
+  /**
+   * The continuous metering export (events.metering), run on this thread every `every` seconds: its settings, the
+   * CloudEvents source and how far back the ledger goes (usage.retentionDays). Absent: no export.
+   */
+  metering?: { settings: MeteringConfig; source: string; retentionDays: number };
   /** Tests: shorter retry delays, polls and timeouts than production's. */
   tuning?: {
     delaysMs?: number[];
@@ -44,8 +49,18 @@ export function eventsThreadData(
   events: EventsConfig,
   redis: { topology: RedisTopology; prefix: string; commandTimeoutMs: number },
   logLevel = 'info',
+  usage: { retentionDays: number } = { retentionDays: 35 },
 ): EventsThreadData {
   return {
+    ...(events.metering
+      ? {
+          metering: {
+            settings: JSON.parse(JSON.stringify(events.metering)) as MeteringConfig,
+            source: events.source ?? defaultEventSource(redis.prefix),
+            retentionDays: usage.retentionDays,
+          },
+        }
+      : {}),
     redis: redis.topology,
     prefix: redis.prefix,
     commandTimeoutMs: redis.commandTimeoutMs,
