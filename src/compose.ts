@@ -65,6 +65,7 @@ import { defaultEventSource } from './config/schema.js';
 import { EventProducer } from './events/producer.js';
 import { RedisOutbox } from './events/outbox.js';
 import { expiringKeys } from './events/expiring.js';
+import { EventsThread, eventsThreadData } from './workers/events-thread.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -93,6 +94,8 @@ export interface ComposeOptions {
    * of the request path give a lookup of their own).
    */
   consumers?: ConsumerLookup;
+  /** false: webhook delivery (the events thread) is not started with an events section (tests of the producer alone). */
+  delivery?: boolean;
 }
 
 export interface ComposedGateway {
@@ -145,6 +148,8 @@ export interface ComposedGateway {
 
 export interface ComposedEvents {
   producer: EventProducer;
+  /** Webhook delivery on the events thread (absent when ComposeOptions.delivery is false). */
+  delivery: EventsThread | undefined;
   /** key.expiring for every key expiring within 7 days of `now` (the events thread runs it hourly). */
   expiringKeys(now: number): Promise<{ expiring: number; published: number }>;
 }
@@ -620,7 +625,19 @@ function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: Redi
     logger,
   });
   producer.start();
-  return { producer, expiringKeys: (now) => expiringKeys(now, { records: admin.records, producer }) };
+  // Delivery reads the outbox on a thread of its own (one consumer of the group per process: every instance, and every
+  // cluster worker, shares the work); its counters come back as this registry's tollgate_events_* metrics.
+  const redisCfg = runtime.config.redis!;
+  const delivery =
+    base.opts.delivery === false
+      ? undefined
+      : new EventsThread(
+          eventsThreadData(cfg, { topology: redisCfg, prefix: redisCfg.prefix, commandTimeoutMs: redisCfg.adminCommandTimeoutMs }, runtime.config.log.level),
+          base.metrics,
+          logger,
+        );
+  delivery?.start();
+  return { producer, delivery, expiringKeys: (now) => expiringKeys(now, { records: admin.records, producer }) };
 }
 
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
@@ -664,6 +681,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     async close() {
       // First: no event is started once closing begins, and those in flight finish on a connection still open.
       await events?.producer.stop();
+      await events?.delivery?.stop();
       redis?.stop();
       services.close();
       await recorder?.close();

@@ -17,6 +17,7 @@ import {
   type DeliveryEndpoint,
   type DispatcherOptions,
 } from '../src/events/dispatcher.js';
+import { RedisOutbox } from '../src/events/outbox.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { AddressGuard } from '../src/outbound/address-guard.js';
 import { OutboundClient } from '../src/outbound/client.js';
@@ -150,14 +151,18 @@ function setup(endpoints: DeliveryEndpoint[]): Setup {
       datacontenttype: 'application/json',
       data: { percent: e.percent ?? 80 },
     };
-    const c = redis.client();
-    try {
-      const fields = ['id', e.id, 'type', type, 'consumer', e.consumer ?? '', 'key', e.key ?? 'k1', 'plan', e.plan ?? 'pro', 'ce', JSON.stringify(ce)];
-      if (type === 'quota.threshold') fields.push('percent', String(e.percent ?? 80));
-      return (await c.xadd(ks.eventsOutbox(), 'MAXLEN', '~', '100000', '*', ...fields)) as string;
-    } finally {
-      c.disconnect();
-    }
+    // The producer's own outbox writer: the stream entry exactly as the gateway writes it.
+    const added = await new RedisOutbox(connection.client, ks).publish({
+      id: e.id,
+      type,
+      consumer: e.consumer ?? '',
+      key: e.key ?? 'k1',
+      plan: e.plan ?? 'pro',
+      ce: JSON.stringify(ce),
+      ...(type === 'quota.threshold' ? { percent: String(e.percent ?? 80) } : {}),
+    });
+    if (!added) throw new Error(`${e.id} was published before`);
+    return added;
   };
   return { ks, counts, dispatcher, publish };
 }

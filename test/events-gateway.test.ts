@@ -84,6 +84,32 @@ describe('two gateway processes, 300 concurrent requests over a day window of 10
   }, 120_000);
 });
 
+describe('a consumer suspended from the CLI', () => {
+  it('is a consumer.suspended event in the outbox, published before the command exits; suspending it again is none', async () => {
+    assertBuilt();
+    const prefix = 'evcli:';
+    const file = dir.write('cli.yaml', {
+      redis: { url: stack.redis.url, prefix },
+      events: { source: 'urn:tollgate:cli' },
+    });
+    const run = async (...args: string[]) => {
+      const r = await runCli([...args, '--yes', '--config', file]);
+      expect(r.code, r.stderr).toBe(0);
+      return r;
+    };
+    await run('consumers', 'create', '--id', 'acme', '--name', 'Acme', '--plan', 'free');
+    await run('consumers', 'suspend', 'acme');
+    await run('consumers', 'suspend', 'acme');
+    const ks = new Keyspace(prefix);
+    const rows = await stack.client.xrange(ks.eventsOutbox(), '-', '+');
+    expect(rows).toHaveLength(1);
+    const f = rows[0]![1];
+    const ce = JSON.parse(f[f.indexOf('ce') + 1]!) as Record<string, unknown>;
+    expect(ce).toMatchObject({ type: 'consumer.suspended', subject: 'consumer:acme', source: 'urn:tollgate:cli', data: { consumer: 'acme' } });
+    expect(ce.id).toMatch(/^consumer-suspended:acme:\d+$/);
+  }, 60_000);
+});
+
 describe('a request that crosses nothing', () => {
   it('sends Redis the same commands with events on as with events off', async () => {
     const measure = async (prefix: string, events: boolean): Promise<Record<string, number>> => {
@@ -94,6 +120,8 @@ describe('a request that crosses nothing', () => {
           plans: { big: { perMinute: 100_000, perDay: 1_000_000 } },
           ...(events ? { events: { thresholds: [1, 80, 100] } } : {}),
         }),
+        // Delivery polls the outbox on a thread of its own: Redis commands of its own, not the request path's.
+        { delivery: false },
       );
       try {
         expect(gw.gateway.events !== undefined).toBe(events);

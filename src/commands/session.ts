@@ -18,6 +18,9 @@ import { Keyspace } from '../storage/keyspace.js';
 import { connectRedis, topologyMismatch, type RedisConnection, type RedisTopology } from '../storage/redis.js';
 import { auditConsumerChanges, auditKeyChanges } from '../admin/audit.js';
 import { ConsumerAdmin } from '../consumers/admin.js';
+import { EventProducer } from '../events/producer.js';
+import { RedisOutbox } from '../events/outbox.js';
+import { defaultEventSource } from '../config/schema.js';
 import { ConsumerAttach } from '../consumers/attach.js';
 import { RedisConsumerStore } from '../consumers/redis-store.js';
 import type { ConsumerStore } from '../consumers/types.js';
@@ -43,6 +46,11 @@ export interface Session {
   consumers: ConsumerAdmin;
   /** The consumers' records as stored (what reports read of them). */
   consumerStore: ConsumerStore;
+  /**
+   * With an events section: the producer, so a change this command makes (a consumer suspended) is an event as it is
+   * from the admin API; its publishes are awaited before the session's Redis connection closes.
+   */
+  events: EventProducer | undefined;
 }
 
 const CONNECT_TIMEOUT_MS = 3000;
@@ -104,7 +112,16 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     new RedisBanStore(redis.client, keyspace, () => allRouteSuffixes(config)),
     { plans: () => config.plans, ban: () => config.ban },
   );
-  return { config, redis, keyspace, store, keys, keyLimits, consumers, consumerStore };
+  const events = config.events
+    ? new EventProducer({
+        sink: new RedisOutbox(redis.client, keyspace),
+        source: config.events.source ?? defaultEventSource(config.redis?.prefix),
+        thresholds: () => config.events?.thresholds ?? [],
+        logger: audit,
+      })
+    : undefined;
+  events?.start();
+  return { config, redis, keyspace, store, keys, keyLimits, consumers, consumerStore, events };
 }
 
 /** Runs one command's work in a session; a KeyAdminError is the command's one-line error (exit 1). */
@@ -116,6 +133,7 @@ export async function withSession<T>(opts: CommonOpts, fn: (s: Session) => Promi
     if (err instanceof KeyAdminError) throw new CliError(err.message);
     throw err;
   } finally {
+    await s.events?.stop();
     await s.redis.close();
   }
 }

@@ -5,10 +5,10 @@
 // retry (any other status, a timeout, a connection refused or reset), retry-after (429 or 503 with Retry-After),
 // disable (410 Gone: the receiver says it is gone for good), refused-address (a registered endpoint whose host now
 // resolves outside events.allowTargets: retried, as the address may change, and said so in the endpoint's lastError).
-import { Webhook } from 'standardwebhooks';
 import type { AddressGuard } from '../outbound/address-guard.js';
 import { OutboundError, type OutboundClient } from '../outbound/client.js';
 import { parseRetryAfter } from './schedule.js';
+import type { WebhookSigner } from './signing.js';
 
 /** The whole attempt's bound: connect, headers and body. */
 export const ATTEMPT_TIMEOUT_MS = 15_000;
@@ -28,8 +28,8 @@ export type AttemptOutcome =
 export interface AttemptInput {
   poster: WebhookPoster;
   url: string;
-  /** The endpoint's active secrets (whsec_...), newest first: each one signs. */
-  secrets: readonly string[];
+  /** The endpoint's signer: every active secret signs. */
+  signer: WebhookSigner;
   /** The CloudEvent's id: the webhook-id header, the receiver's key for spotting a redelivery. */
   eventId: string;
   /** The CloudEvent as JSON text: the body, byte for byte what is signed. */
@@ -39,20 +39,6 @@ export interface AttemptInput {
   /** The attempt's time (ms): webhook-timestamp. */
   now: number;
   timeoutMs?: number;
-}
-
-/**
- * The Standard Webhooks headers of one attempt: webhook-id, webhook-timestamp (the attempt's, in seconds), and
- * webhook-signature with one `v1,<base64>` per secret, space separated (a receiver checking with either secret of a
- * rotation finds its own).
- */
-export function signatureHeaders(eventId: string, body: string, secrets: readonly string[], now: number): Record<string, string> {
-  const at = new Date(Math.floor(now / 1000) * 1000);
-  return {
-    'webhook-id': eventId,
-    'webhook-timestamp': String(Math.floor(now / 1000)),
-    'webhook-signature': secrets.map((s) => new Webhook(s).sign(eventId, at, body)).join(' '),
-  };
 }
 
 /** One attempt; never rejects: every failure is an outcome. */
@@ -66,7 +52,7 @@ export async function attemptDelivery(input: AttemptInput): Promise<AttemptOutco
       headers: {
         'content-type': 'application/cloudevents+json',
         'user-agent': 'Tollgate-Webhooks',
-        ...signatureHeaders(input.eventId, input.body, input.secrets, input.now),
+        ...input.signer.headers(input.eventId, input.body, new Date(input.now)),
       },
       body: input.body,
       timeoutMs,

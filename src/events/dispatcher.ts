@@ -14,10 +14,10 @@ import type { RedisCommands } from '../storage/redis.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { ATTEMPT_TIMEOUT_MS, attemptDelivery, type AttemptOutcome, type WebhookPoster } from './attempt.js';
 import { EndpointQueue, LEASE_MS, type ClaimedEvent } from './endpoint-queue.js';
+import { OUTBOX_GROUP } from './outbox.js';
 import { DEFAULT_SCHEDULE, nextAttemptDelay, type RetrySchedule } from './schedule.js';
+import { WebhookSigner } from './signing.js';
 
-/** The outbox's consumer group. */
-export const DISPATCH_GROUP = 'dispatch';
 /** Attempts in flight per endpoint at most. */
 export const DEFAULT_CONCURRENCY = 4;
 /** An outbox entry read by an instance and not acknowledged for this long is taken over (its reader is gone). */
@@ -42,8 +42,8 @@ export interface DeliveryEndpoint {
   thresholds?: readonly number[] | undefined;
 }
 
-/** One outbox stream entry (fields as the producer writes them). */
-export interface OutboxEntry {
+/** One outbox stream entry as read (outbox.ts's OutboxEntry, with its stream id and percent as a number). */
+export interface StreamEntry {
   /** The stream entry's id (for XACK). */
   streamId: string;
   /** The event id (the CloudEvent's). */
@@ -59,7 +59,7 @@ export interface OutboxEntry {
 }
 
 /** Whether an outbox entry goes to an endpoint. */
-export function endpointTakes(ep: DeliveryEndpoint, e: OutboxEntry): boolean {
+export function endpointTakes(ep: DeliveryEndpoint, e: StreamEntry): boolean {
   if (ep.types && !ep.types.includes(e.type)) return false;
   if (ep.consumer !== undefined) {
     if (e.consumer !== ep.consumer) return false;
@@ -310,7 +310,7 @@ export class Dispatcher {
     while (!this.stopped) {
       try {
         if (!groupReady) {
-          await redis.xgroup('CREATE', stream, DISPATCH_GROUP, '0', 'MKSTREAM').catch((err: unknown) => {
+          await redis.xgroup('CREATE', stream, OUTBOX_GROUP, '0', 'MKSTREAM').catch((err: unknown) => {
             if (!/BUSYGROUP/.test(errorText(err))) throw err;
           });
           groupReady = true;
@@ -339,7 +339,7 @@ export class Dispatcher {
 
   /** Entries of the group: new ones ('>'), or this consumer's pending ones after an id. */
   private async readGroup(stream: string, from: string): Promise<Array<[string, string[] | null]>> {
-    const reply = (await this.opts.redis.xreadgroup('GROUP', DISPATCH_GROUP, this.consumerName, 'COUNT', 100, 'STREAMS', stream, from)) as Array<
+    const reply = (await this.opts.redis.xreadgroup('GROUP', OUTBOX_GROUP, this.consumerName, 'COUNT', 100, 'STREAMS', stream, from)) as Array<
       [string, Array<[string, string[] | null]>]
     > | null;
     return reply?.[0]?.[1] ?? [];
@@ -350,7 +350,7 @@ export class Dispatcher {
     const out: Array<[string, string[] | null]> = [];
     let cursor = '0-0';
     for (let page = 0; page < 10; page++) {
-      const reply = (await this.opts.redis.xautoclaim(stream, DISPATCH_GROUP, this.consumerName, claimIdleMs, cursor, 'COUNT', 100)) as [
+      const reply = (await this.opts.redis.xautoclaim(stream, OUTBOX_GROUP, this.consumerName, claimIdleMs, cursor, 'COUNT', 100)) as [
         string,
         Array<[string, string[] | null] | null>,
         string[]?,
@@ -386,7 +386,7 @@ export class Dispatcher {
         this.logFailure('queueing an outbox entry failed', err);
       }
     }
-    if (done.length > 0) await this.opts.redis.xack(stream, DISPATCH_GROUP, ...done);
+    if (done.length > 0) await this.opts.redis.xack(stream, OUTBOX_GROUP, ...done);
   }
 
   private async refreshRegistered(): Promise<void> {
@@ -416,7 +416,7 @@ export class Dispatcher {
   }
 }
 
-function parseEntry(streamId: string, fields: string[]): OutboxEntry | undefined {
+function parseEntry(streamId: string, fields: string[]): StreamEntry | undefined {
   const f: Record<string, string> = {};
   for (let i = 0; i + 1 < fields.length; i += 2) f[fields[i]!] = fields[i + 1]!;
   if (!f.id || !f.type || !f.ce) return undefined;
@@ -431,11 +431,27 @@ class EndpointLoop {
   private stopping = false;
   private running: Promise<void> | undefined;
 
+  private ep: DeliveryEndpoint;
+  private signer: WebhookSigner;
+
   constructor(
     private readonly d: Dispatcher,
-    public endpoint: DeliveryEndpoint,
+    endpoint: DeliveryEndpoint,
     readonly queue: EndpointQueue,
-  ) {}
+  ) {
+    this.ep = endpoint;
+    this.signer = new WebhookSigner(endpoint.secrets);
+  }
+
+  get endpoint(): DeliveryEndpoint {
+    return this.ep;
+  }
+
+  /** A registered endpoint read again: its URL, secrets or filters may have changed. */
+  set endpoint(ep: DeliveryEndpoint) {
+    if (ep.secrets.join(' ') !== this.ep.secrets.join(' ')) this.signer = new WebhookSigner(ep.secrets);
+    this.ep = ep;
+  }
 
   start(): void {
     this.running = this.run();
@@ -501,7 +517,7 @@ class EndpointLoop {
     const outcome = await attemptDelivery({
       poster: o.poster,
       url: ep.url,
-      secrets: ep.secrets,
+      signer: this.signer,
       eventId: e.id,
       body: e.event,
       guard: ep.consumer !== undefined ? o.guard : undefined,

@@ -33,7 +33,7 @@ export interface LimitsGateway {
 /** A gateway in process, composed exactly like `tollgate serve` composes it (composeGateway) but on a port of its own. */
 export async function startLimitsGateway(
   config: Config,
-  opts: { logger?: Logger; clock?: Clock; metrics?: Metrics; memoryPolicyCheckMs?: number } = {},
+  opts: { logger?: Logger; clock?: Clock; metrics?: Metrics; memoryPolicyCheckMs?: number; delivery?: boolean } = {},
 ): Promise<LimitsGateway> {
   const gateway = await composeGateway({
     config,
@@ -42,6 +42,7 @@ export async function startLimitsGateway(
     upstreamCheckTimeoutMs: 500,
     ...(opts.clock ? { clock: opts.clock } : {}),
     ...(opts.memoryPolicyCheckMs ? { memoryPolicyCheckMs: opts.memoryPolicyCheckMs } : {}),
+    ...(opts.delivery === false ? { delivery: false } : {}),
   });
   const server = createGatewayServer(gateway.app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
