@@ -136,7 +136,11 @@ function fromCloudEvents(events: Iterable<ReceivedCloudEvent>, shape: 'cloudeven
     const amounts = shape === 'cloudevents' && e.type === 'usage.hour.correction' ? d.delta! : d;
     const id = `${d.key}|${d.consumer ?? ''}|${Date.parse(d.start)}`;
     const was = out.get(id) ?? { admitted: 0, refused: 0, upstreamFailed: 0 };
-    out.set(id, { admitted: was.admitted + amounts.admitted, refused: was.refused + amounts.refused, upstreamFailed: was.upstreamFailed + amounts.upstreamFailed });
+    out.set(id, {
+      admitted: was.admitted + amounts.admitted,
+      refused: was.refused + amounts.refused,
+      upstreamFailed: was.upstreamFailed + amounts.upstreamFailed,
+    });
   }
   return out;
 }
@@ -165,7 +169,15 @@ describe('usage export to a CloudEvents receiver (OpenMeter)', () => {
     expect(ids.every((id) => !id.includes('.'))).toBe(true);
     const a1 = [...om.events.values()].find((e) => e.id === `k_a1:${hourIso(ago(2))}`)!;
     expect(a1).toMatchObject({ type: 'usage.hour', source: 'urn:tollgate:meter', subject: 'acme', time: new Date(ago(2)).toISOString() });
-    expect(a1.data).toEqual({ key: 'k_a1', consumer: 'acme', start: new Date(ago(2)).toISOString(), end: new Date(ago(1)).toISOString(), admitted: 12, refused: 1, upstreamFailed: 0 });
+    expect(a1.data).toEqual({
+      key: 'k_a1',
+      consumer: 'acme',
+      start: new Date(ago(2)).toISOString(),
+      end: new Date(ago(1)).toISOString(),
+      admitted: 12,
+      refused: 1,
+      upstreamFailed: 0,
+    });
     expect([...om.events.values()].find((e) => e.id === `k_solo:${hourIso(ago(2))}`)!.subject).toBe('key:k_solo');
     // The open hour is not sent.
     expect(ids).not.toContain(`k_solo:${hourIso(BASE)}`);
@@ -305,7 +317,14 @@ describe('usage export to a file', () => {
     await count('k_a2', 'acme', ago(5), { f: 1 });
     expect((await exportOk('--to', file)).corrections).toBe(1);
     expect(lines()).toHaveLength(ledger.size + 1);
-    expect(sorted(fromCloudEvents(lines().map((l) => JSON.parse(l) as ReceivedCloudEvent), 'cloudevents'))).toEqual(sorted(ledger));
+    expect(
+      sorted(
+        fromCloudEvents(
+          lines().map((l) => JSON.parse(l) as ReceivedCloudEvent),
+          'cloudevents',
+        ),
+      ),
+    ).toEqual(sorted(ledger));
     expect(existsSync(file)).toBe(true);
   });
 });
@@ -405,7 +424,16 @@ describe('usage export to Stripe', () => {
   it('one meter event per request with its identifier; too-old hours and keys with no customer skipped and reported; the totals equal the ledger', async () => {
     const stripe = await new StripeReceiver('sk_test_123').start();
     try {
-      const args = ['--to', `${stripe.url}/v1/billing/meter_events`, '--format', 'stripe', '--header', 'Authorization: Bearer sk_test_123', '--stripe-event-name', 'api_requests'];
+      const args = [
+        '--to',
+        `${stripe.url}/v1/billing/meter_events`,
+        '--format',
+        'stripe',
+        '--header',
+        'Authorization: Bearer sk_test_123',
+        '--stripe-event-name',
+        'api_requests',
+      ];
       const r = await exportRun(...args);
       expect(r.code, r.stderr).toBe(0);
       const report = JSON.parse(r.stdout) as { events: number; batches: number; skipped: Array<{ id: string; reason: string }> };
@@ -436,7 +464,11 @@ describe('usage export to Stripe', () => {
         want.set(`${cus}|${hour}`, (want.get(`${cus}|${hour}`) ?? 0) + c.admitted);
       }
       const got = new Map<string, number>();
-      for (const ev of stripe.events.values()) got.set(`${ev.payload.stripe_customer_id}|${ev.timestamp * 1000}`, (got.get(`${ev.payload.stripe_customer_id}|${ev.timestamp * 1000}`) ?? 0) + Number(ev.payload.value));
+      for (const ev of stripe.events.values())
+        got.set(
+          `${ev.payload.stripe_customer_id}|${ev.timestamp * 1000}`,
+          (got.get(`${ev.payload.stripe_customer_id}|${ev.timestamp * 1000}`) ?? 0) + Number(ev.payload.value),
+        );
       expect([...got].sort()).toEqual([...want].sort());
 
       // A late change: one more request, with its own identifier.
@@ -467,4 +499,3 @@ describe('usage export: usage errors exit 2 with one line, before Redis is asked
     expect(r.stdout).toBe('');
   });
 });
-

@@ -38,7 +38,13 @@ describe('metering on the events thread', () => {
   it('exports every `every` seconds from the checkpoint: the closed hours, then a late change as a correction', async () => {
     const base = Math.floor(Date.now() / HOUR_MS) * HOUR_MS;
     const c = redis.client();
-    await new RedisKeyStore(conn, ks).create({ id: 'k1', plan: 'free', createdAt: new Date().toISOString(), status: 'active', hash: createHash('sha256').update('k1').digest('hex') });
+    await new RedisKeyStore(conn, ks).create({
+      id: 'k1',
+      plan: 'free',
+      createdAt: new Date().toISOString(),
+      status: 'active',
+      hash: createHash('sha256').update('k1').digest('hex'),
+    });
     const at = (hours: number) => base - hours * HOUR_MS;
     const bump = (hourMs: number, n: number) => c.hincrby(ks.usageDay(keySubject('k1'), dayOf(hourMs)), `a${hourOfDay(hourMs)}`, n);
     await bump(at(2), 5);
@@ -49,7 +55,10 @@ describe('metering on the events thread', () => {
     thread.start();
     try {
       await waitFor(async () => om.events.size === 2, 'both hours exported', 30_000);
-      expect([...om.events.values()].map((e) => e.id).sort()).toEqual([`k1:${new Date(at(3)).toISOString().slice(0, 13)}`, `k1:${new Date(at(2)).toISOString().slice(0, 13)}`]);
+      expect([...om.events.values()].map((e) => e.id).sort()).toEqual([
+        `k1:${new Date(at(3)).toISOString().slice(0, 13)}`,
+        `k1:${new Date(at(2)).toISOString().slice(0, 13)}`,
+      ]);
       await bump(at(2), 1);
       await waitFor(async () => om.events.size === 3, 'the correction exported', 30_000);
       const correction = [...om.events.values()].find((e) => e.id.endsWith(':correction:1'))!;

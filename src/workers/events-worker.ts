@@ -61,14 +61,23 @@ function startExport(m: NonNullable<typeof data.metering>): { stop(): Promise<vo
     },
     {
       onReport: (r) => {
-        const line = { destination: r.destination, from: r.from, through: r.through, hours: r.hours, events: r.events, corrections: r.corrections, batches: r.batches };
+        const line = {
+          destination: r.destination,
+          from: r.from,
+          through: r.through,
+          hours: r.hours,
+          events: r.events,
+          corrections: r.corrections,
+          batches: r.batches,
+        };
         if (r.failed) logger.warn({ ...line, error: r.failed }, 'metering export stopped; the next run goes on from the checkpoint');
         else if (r.refused.length || r.skipped.length)
           logger.warn({ ...line, refused: r.refused.slice(0, 20), skipped: r.skipped.slice(0, 20) }, 'metering export: events refused or skipped');
         else if (r.batches > 0) logger.info(line, 'metering export sent');
       },
       // Another instance's thread is sending to the destination now: one run at a time across the fleet.
-      onError: (err) => (err instanceof ExportBusy ? logger.debug({ err: err.message }, 'metering export skipped') : logger.error({ err }, 'metering export failed')),
+      onError: (err) =>
+        err instanceof ExportBusy ? logger.debug({ err: err.message }, 'metering export skipped') : logger.error({ err }, 'metering export failed'),
     },
   );
 }

@@ -96,7 +96,11 @@ export class OpenMeterReceiver extends Receiver {
   readonly invalidIds = new Set<string>();
 
   protected receive(req: IncomingMessage, body: string) {
-    const problem = (status: number, detail: string) => ({ status, type: 'application/problem+json', body: { type: 'about:blank', title: 'Bad Request', status, detail } });
+    const problem = (status: number, detail: string) => ({
+      status,
+      type: 'application/problem+json',
+      body: { type: 'about:blank', title: 'Bad Request', status, detail },
+    });
     if (req.method !== 'POST' || pathOf(req) !== '/api/v1/events') return problem(404, 'not found');
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
     let parsed: unknown;
@@ -172,7 +176,8 @@ export class LagoReceiver extends Receiver {
       inBatch.add(id);
       if (Object.keys(errors).length) details[String(i)] = errors;
     });
-    if (Object.keys(details).length) return { status: 422, body: { status: 422, error: 'Unprocessable Entity', code: 'validation_errors', error_details: details } };
+    if (Object.keys(details).length)
+      return { status: 422, body: { status: 422, error: 'Unprocessable Entity', code: 'validation_errors', error_details: details } };
     for (const e of events) this.events.set(`${e.external_subscription_id}\u0000${e.transaction_id}`, e);
     this.batchSizes.push(events.length);
     return { status: 200, body: { events: events.map((e) => ({ ...e, lago_id: `lago_${e.transaction_id}` })) } };
@@ -197,7 +202,10 @@ export class StripeReceiver extends Receiver {
   }
 
   protected receive(req: IncomingMessage, body: string) {
-    const error = (status: number, message: string, code?: string) => ({ status, body: { error: { type: 'invalid_request_error', message, ...(code ? { code } : {}) } } });
+    const error = (status: number, message: string, code?: string) => ({
+      status,
+      body: { error: { type: 'invalid_request_error', message, ...(code ? { code } : {}) } },
+    });
     if (req.method !== 'POST' || pathOf(req) !== '/v1/billing/meter_events') return error(404, 'Unrecognized request URL');
     if (req.headers.authorization !== `Bearer ${this.secretKey}`) return error(401, 'Invalid API Key provided');
     if (!(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded')) return error(400, 'Invalid request: form-encoded body expected');
