@@ -482,6 +482,29 @@ describe('usage export to Stripe', () => {
   });
 });
 
+describe("usage export without --to: the config's events.metering", () => {
+  beforeAll(async () => {
+    await redis.flush();
+    await seed();
+  });
+
+  it("exports to the section's destination under its checkpoint (what the events thread runs), flags overriding fields", async () => {
+    const file = join(dir.dir, 'configured.jsonl');
+    const withSection = dir.write('with-metering.yaml', {
+      upstream: { url: 'http://127.0.0.1:9' },
+      redis: { url: redis.url, prefix: PREFIX },
+      plans: { free: { perMinute: 60, perDay: 1000 } },
+      events: { metering: { to: file, id: 'billing-file' } },
+    });
+    const r = await runCli(['usage', 'export', '--config', withSection, '--json', '--quiet']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ destination: 'billing-file', to: file, format: 'cloudevents', events: ledger.size });
+    expect(await client.get(ks.meteringMark('billing-file'))).not.toBeNull();
+    const again = await runCli(['usage', 'export', '--config', withSection, '--json', '--quiet', '--id', 'another-checkpoint']);
+    expect(JSON.parse(again.stdout)).toMatchObject({ destination: 'another-checkpoint', events: ledger.size });
+  });
+});
+
 describe('usage export: usage errors exit 2 with one line, before Redis is asked anything', () => {
   it.each([
     [['--to', 'ftp://example.com/x'], /--to must be an http\(s\) URL or a file path/],
@@ -490,9 +513,9 @@ describe('usage export: usage errors exit 2 with one line, before Redis is asked
     [['--to', 'x.jsonl', '--since', 'last week'], /--since must be an ISO-8601 date-time or a duration/],
     [['--to', 'x.jsonl', '--header', 'no colon'], /--header must be "Name: value"/],
     [['--to', 'x.jsonl', '--batch-size', '0'], /--batch-size must be a positive whole number/],
-    [['--format', 'openmeter'], /required option '--to/],
+    [['--format', 'openmeter'], /--to is required: the config has no events.metering to export to/],
   ])('%j', async (args, message) => {
-    const r = await runCli(['usage', 'export', ...args, '--redis', 'redis://127.0.0.1:1']);
+    const r = await runCli(['usage', 'export', ...args, '--config', configFile, '--redis', 'redis://127.0.0.1:1']);
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(message);

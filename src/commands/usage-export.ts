@@ -3,7 +3,8 @@
 // thread runs the same export every `events.metering.every` seconds (src/metering/export.ts).
 import { type Command, Option } from 'commander';
 import { runMeteringOnce, ExportBusy, METERING_DEFAULTS, type MeteringSettings, type RunReport } from '../metering/export.js';
-import { defaultEventSource } from '../config/sections/events.js';
+import { defaultEventSource, type MeteringConfig } from '../config/sections/events.js';
+import { loadConfigFile, resolveConfigPath } from '../config/load.js';
 import { FORMATS, type Format } from '../metering/mappings.js';
 import { RedisUsageStore } from '../usage/store.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../util/time.js';
@@ -49,8 +50,8 @@ function idOption(v: string): string {
 }
 
 interface ExportOpts extends CommonOpts {
-  to: string;
-  format: Format;
+  to?: string;
+  format?: Format;
   since?: string;
   force?: boolean;
   json?: boolean;
@@ -72,11 +73,45 @@ function printReport(r: RunReport): void {
   out(`  checkpoint: ${r.checkpoint.recorded} recorded this run, mark ${r.checkpoint.mark ?? 'none yet'}`);
 }
 
+/**
+ * The run's settings: the flags; without --to, the config's events.metering (what the events thread runs: the same
+ * destination, headers and checkpoint), each flag given overriding its field.
+ */
+export function exportSettings(o: ExportOpts, configured: MeteringConfig | undefined): MeteringSettings {
+  if (o.to === undefined && !configured) throw new CliError('--to is required: the config has no events.metering to export to', 2);
+  const base: MeteringSettings = o.to === undefined && configured ? { ...configured } : { to: o.to!, format: o.format ?? 'cloudevents' };
+  const to = base.to;
+  const format = o.format ?? base.format;
+  if (!/^https?:\/\//i.test(to) && (format === 'lago' || format === 'stripe')) throw new CliError(`format ${format} sends to a URL, not a file`, 2);
+  return {
+    ...base,
+    format,
+    ...(o.header ? { headers: { ...(base.headers ?? {}), ...o.header } } : {}),
+    ...(o.id !== undefined ? { id: o.id } : {}),
+    ...(o.graceMinutes !== undefined ? { graceMinutes: o.graceMinutes } : {}),
+    ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
+    lago: {
+      ...base.lago,
+      ...(o.lagoCode ? { code: o.lagoCode } : {}),
+      ...(o.lagoSubscriptionField ? { subscriptionField: o.lagoSubscriptionField } : {}),
+    },
+    stripe: {
+      ...base.stripe,
+      ...(o.stripeEventName ? { eventName: o.stripeEventName } : {}),
+      ...(o.stripeCustomerField ? { customerField: o.stripeCustomerField } : {}),
+    },
+  };
+}
+
 export function registerUsageExport(usage: Command): void {
   common(usage.command('export'))
     .description("send the usage ledger's closed hours to a URL or a file, from where its checkpoint left off")
-    .requiredOption('--to <url|file>', 'an http(s) URL the events are POSTed to, or a file they are appended to (JSON lines)', destinationOption)
-    .addOption(new Option('--format <f>', 'cloudevents, openmeter, lago or stripe (lago and stripe: URLs only)').choices([...FORMATS]).default('cloudevents'))
+    .option(
+      '--to <url|file>',
+      "an http(s) URL the events are POSTed to, or a file they are appended to (JSON lines); default the config's events.metering (its settings and checkpoint)",
+      destinationOption,
+    )
+    .addOption(new Option('--format <f>', 'cloudevents, openmeter, lago or stripe (lago and stripe: URLs only; default cloudevents)').choices([...FORMATS]))
     .option('--since <iso|duration>', 'read from this instant (ISO-8601) or this long ago (90m, 36h, 7d) instead of the checkpoint')
     .option('--force', 'send every hour read again as usage.hour, even those the destination acknowledged')
     .option('--header <name: value>', 'a header for every request (repeatable), e.g. "Authorization: Bearer ..."', headerOption)
@@ -93,19 +128,15 @@ export function registerUsageExport(usage: Command): void {
     .option('--json', 'print the run as one JSON object')
     .action(async (o: ExportOpts) => {
       const sinceMs = o.since !== undefined ? sinceOption(o.since) : undefined;
-      if (!/^https?:\/\//i.test(o.to) && (o.format === 'lago' || o.format === 'stripe'))
+      if (o.to !== undefined && !/^https?:\/\//i.test(o.to) && (o.format === 'lago' || o.format === 'stripe'))
         throw new CliError(`--format ${o.format} sends to a URL, not a file`, 2);
-      const settings: MeteringSettings = {
-        to: o.to,
-        format: o.format,
-        ...(o.header ? { headers: o.header } : {}),
-        ...(o.id !== undefined ? { id: o.id } : {}),
-        ...(o.graceMinutes !== undefined ? { graceMinutes: o.graceMinutes } : {}),
-        ...(o.batchSize !== undefined ? { batchSize: o.batchSize } : {}),
-        lago: { ...(o.lagoCode ? { code: o.lagoCode } : {}), ...(o.lagoSubscriptionField ? { subscriptionField: o.lagoSubscriptionField } : {}) },
-        stripe: { ...(o.stripeEventName ? { eventName: o.stripeEventName } : {}), ...(o.stripeCustomerField ? { customerField: o.stripeCustomerField } : {}) },
-      };
+      // Without --to the config's section is the destination: said before Redis is asked anything when there is none.
+      if (o.to === undefined) {
+        const loaded = await loadConfigFile(resolveConfigPath(o.config, process.env), process.env);
+        if (loaded.ok) exportSettings(o, loaded.config.events?.metering);
+      }
       await withSession(o, async (s) => {
+        const settings = exportSettings(o, s.config.events?.metering);
         let report: RunReport;
         try {
           report = await runMeteringOnce(
