@@ -366,6 +366,19 @@ describe('usage export to Lago', () => {
     return out;
   }
 
+  it('a wrong API key (401) stops the run after one request: not a refusal of each event in turn', async () => {
+    const lago = await new LagoReceiver('lago_key', subscriptions).start();
+    try {
+      const r = await exportRun('--to', `${lago.url}/api/v1/events/batch`, '--format', 'lago', '--header', 'Authorization: Bearer wrong', '--id', 'lago-401');
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/error: the export stopped: .* answered 401/);
+      expect(lago.requests).toHaveLength(1);
+      expect(JSON.parse(r.stdout)).toMatchObject({ events: 0, refused: [], checkpoint: { recorded: 0, mark: null } });
+    } finally {
+      await lago.close();
+    }
+  });
+
   it('batches of at most 100 with the bearer key; a lost acknowledgement is found again as value_already_exist; the totals equal the ledger', async () => {
     const lago = await new LagoReceiver('lago_key', subscriptions).start();
     try {

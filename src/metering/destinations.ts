@@ -1,7 +1,8 @@
 // Where the hours go: a URL (the mapping's requests, POSTed) or a file (JSON lines of CloudEvents, appended, each batch
 // fsync'd before it counts as acknowledged). A destination answers each batch with what was acknowledged, refused or
-// is to be sent again; a destination that cannot be reached (no connection, a timeout, 408, 429, 5xx, a redirect)
-// throws DestinationUnavailable, which ends the run with the checkpoint as it stands.
+// is to be sent again; a destination that cannot be reached or will not take anything (no connection, a timeout, a
+// redirect, 401, 403, 404, 408, 429, 5xx) throws DestinationUnavailable, which ends the run with the checkpoint as it
+// stands.
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -9,6 +10,9 @@ import { bodyText, type Mapping, type Prepared, type RefusalVerdict } from './ma
 import { REQUEST_TIMEOUT_MS, type Poster } from './http.js';
 
 export class DestinationUnavailable extends Error {}
+
+/** The statuses that refuse a request's events (split, or judged by the mapping); any other non-2xx stops the run. */
+const REFUSALS = new Set([400, 409, 413, 422]);
 
 /** What one request did: its verdict, or `split` when a refusal named no event (each half then goes alone). */
 export type BatchOutcome = RefusalVerdict | { split: true };
@@ -66,8 +70,9 @@ export class UrlDestination implements Destination {
       throw new DestinationUnavailable(`${this.where}: ${(err as Error).message}`);
     }
     if (res.status >= 200 && res.status < 300) return { acked: [...batch], refused: [], resend: [] };
-    if (res.status < 400 || res.status === 408 || res.status === 429 || res.status >= 500)
-      throw new DestinationUnavailable(`${this.where} answered ${res.status}${res.body.length ? `: ${bodyText(res)}` : ''}`);
+    // Only an answer about the events refuses them (400, 409, 413, 422); any other (401, 403, 404, 3xx, 408, 429, 5xx)
+    // is about the destination or how it is reached, and would refuse every event alike: the run stops there.
+    if (!REFUSALS.has(res.status)) throw new DestinationUnavailable(`${this.where} answered ${res.status}${res.body.length ? `: ${bodyText(res)}` : ''}`);
     const verdict = this.mapping.refusal(res, batch);
     if (verdict) return verdict;
     if (batch.length > 1) return { split: true };
