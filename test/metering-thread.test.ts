@@ -51,7 +51,8 @@ describe('metering on the events thread', () => {
     await bump(at(3), 7);
     const config = eventsSection.parse({ source: 'urn:tollgate:thread-test', metering: { to: `${om.url}/api/v1/events`, format: 'openmeter', every: 1 } });
     const data = eventsThreadData(config, { topology: { url: redis.url }, prefix: PREFIX, commandTimeoutMs: 5000 }, 'silent', { retentionDays: 35 });
-    const thread = new EventsThread(data, new Metrics());
+    const metrics = new Metrics();
+    const thread = new EventsThread(data, metrics);
     thread.start();
     try {
       await waitFor(async () => om.events.size === 2, 'both hours exported', 30_000);
@@ -61,6 +62,18 @@ describe('metering on the events thread', () => {
       ]);
       await bump(at(2), 1);
       await waitFor(async () => om.events.size === 3, 'the correction exported', 30_000);
+      // Each run's figures reach the main thread's metrics.
+      await waitFor(
+        async () => /tollgate_metering_events_total\{destination="openmeter-[0-9a-f]{12}",kind="correction"\} 1/.test(await metrics.registry.metrics()),
+        'the correction counted',
+        10_000,
+      );
+      const text = await metrics.registry.metrics();
+      expect(text).toMatch(/tollgate_metering_events_total\{destination="openmeter-[0-9a-f]{12}",kind="hour"\} 2/);
+      expect(text).toMatch(
+        new RegExp(`tollgate_metering_mark_seconds\\{destination="openmeter-[0-9a-f]{12}"\\} ${Math.floor((Date.now() - 10 * 60_000) / HOUR_MS) * 3600}`),
+      );
+      expect(text).toMatch(/tollgate_metering_runs_total\{destination="openmeter-[0-9a-f]{12}",outcome="complete"\} [1-9]/);
       const correction = [...om.events.values()].find((e) => e.id.endsWith(':correction:1'))!;
       expect(correction).toMatchObject({ source: 'urn:tollgate:thread-test', subject: 'key:k1', data: { admitted: 1, totals: { admitted: 6 } } });
     } finally {

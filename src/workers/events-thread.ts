@@ -10,6 +10,7 @@ import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RedisTopology } from '../storage/redis.js';
 import { ThreadHost, threadEntry } from './thread-host.js';
+import { recordMeteringRun, type RunSummary } from '../metering/metrics.js';
 
 /** What the thread is started with (plain data: structured-cloned). */
 export interface EventsThreadData {
@@ -38,7 +39,7 @@ export interface EventsThreadData {
 }
 
 /** Messages the thread sends of its own accord. */
-export type EventsThreadEvent = { kind: 'delivery-counts'; counts: DeliveryCounts[] };
+export type EventsThreadEvent = { kind: 'delivery-counts'; counts: DeliveryCounts[] } | { kind: 'metering-run'; run: RunSummary };
 
 /** The thread's Worker name; its Redis connection is named tollgate-events too. */
 export const EVENTS_THREAD_NAME = 'tollgate-events';
@@ -93,6 +94,7 @@ export class EventsThread {
       onEvent: (e) => {
         const event = e as EventsThreadEvent;
         if (event?.kind === 'delivery-counts' && metrics) recordDeliveryCounts(metrics, event.counts);
+        if (event?.kind === 'metering-run' && metrics) recordMeteringRun(metrics, event.run);
       },
     });
   }

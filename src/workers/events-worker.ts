@@ -17,6 +17,7 @@ import { RedisConsumerStore } from '../consumers/redis-store.js';
 import { KeyRecords } from '../keys/records.js';
 import { RedisKeyStore } from '../keys/redis-store.js';
 import { ExportBusy, startMetering } from '../metering/export.js';
+import { runSummary } from '../metering/metrics.js';
 import { readLimit } from '../storage/read-limit.js';
 import { RedisUsageStore } from '../usage/store.js';
 
@@ -61,6 +62,7 @@ function startExport(m: NonNullable<typeof data.metering>): { stop(): Promise<vo
     },
     {
       onReport: (r) => {
+        thread.emit({ kind: 'metering-run', run: runSummary(r) } satisfies EventsThreadEvent);
         const line = {
           destination: r.destination,
           from: r.from,
