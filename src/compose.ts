@@ -11,6 +11,7 @@ import { followKeySources } from './http/credentials.js';
 import { accessLog, requestMetrics } from './pipeline/observers.js';
 import { httpUpstreamCheck, servicesCheck } from './observability/ops.js';
 import { createProxy } from './pipeline/proxy.js';
+import { OutboundClient } from './outbound/client.js';
 import { ServiceRegistry } from './routing/services.js';
 import { buildGatewayApp } from './server/app.js';
 import { MemoryKeyStore } from './keys/memory-store.js';
@@ -200,6 +201,8 @@ interface Base {
   logger: Logger;
   metrics: Metrics;
   clock: Clock;
+  /** Every HTTP call the gateway makes on its own account (health checks, the readiness probe) goes through it. */
+  outbound: OutboundClient;
 }
 
 /** The gateway's Redis, when the config names one: both connections and what watches them. */
@@ -510,6 +513,7 @@ async function buildRequestPath(
   const services = new ServiceRegistry(config, {
     logger,
     metrics,
+    outbound: base.outbound,
     now: () => clock.now(),
     ...(opts.healthChecks === false ? { healthChecks: false } : {}),
   });
@@ -645,12 +649,19 @@ function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: Redi
 
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
   const runtime = opts.runtime ?? new Runtime(opts.config);
-  const base: Base = { opts, runtime, logger: opts.logger, metrics: opts.metrics ?? new Metrics(), clock: opts.clock ?? systemClock };
+  const base: Base = {
+    opts,
+    runtime,
+    logger: opts.logger,
+    metrics: opts.metrics ?? new Metrics(),
+    clock: opts.clock ?? systemClock,
+    outbound: new OutboundClient(),
+  };
   const { config } = runtime;
   // The upstream shorthand alone keeps its HTTP check (upstream.healthPath); with services, their health decides
   // (the config in force says which: a reload may add services).
   const readiness: ReadinessCheck[] = [
-    httpUpstreamCheck(config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
+    httpUpstreamCheck(base.outbound, config.upstream.url, config.upstream.healthPath, opts.upstreamCheckTimeoutMs ?? 1000, () => !runtime.config.services),
   ];
   const redis = config.redis ? await connectRedisBackend(base, config.redis) : undefined;
   if (redis) readiness.push(redis.readiness);
@@ -692,7 +703,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
       await keys.close();
       await (consumers ? consumers.close() : stores.consumerStore.close());
       if (stores.adminConsumerStore !== stores.consumerStore) await stores.adminConsumerStore.close();
-      await Promise.all([redis?.connection.close(), redis?.admin.close(), reports.close()]);
+      await Promise.all([redis?.connection.close(), redis?.admin.close(), reports.close(), base.outbound.close()]);
     },
   };
 }

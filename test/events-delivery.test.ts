@@ -263,6 +263,29 @@ describe('webhook delivery', () => {
     }
   });
 
+  it('sends an event again once the lease of an instance stopped mid-attempt ends, and ignores the late outcome of that attempt', async () => {
+    const r = await Receiver.start();
+    // The first attempt gets no answer at all; later ones are accepted.
+    r.answer = (_req, res) => (r.received.length === 1 ? undefined : res.writeHead(204).end());
+    const key = secret();
+    const s = setup([configuredEndpoint({ id: 'leased', url: r.url, secret: key })]);
+    const a = s.dispatcher({ leaseMs: 2_000, attemptTimeoutMs: 5_000, stopTimeoutMs: 50 });
+    await s.publish({ id: 'l1' });
+    await waitFor(() => r.received.length === 1, 'the first attempt under way', 10_000);
+    // The instance stops without waiting for its attempt: the event stays leased to it for 2 s from its claim.
+    await a.stop();
+    const b = s.dispatcher({ leaseMs: 2_000 });
+    await waitFor(() => r.received.length === 2, 'sent again by the other instance', 10_000);
+    // The claim came a little before the request arrived: the lease's 2 s less that.
+    expect(r.received[1]!.at - r.received[0]!.at).toBeGreaterThanOrEqual(1_500);
+    expect(r.verifiedIds(key)).toEqual(['l1', 'l1']);
+    await waitFor(async () => (await b.queueOf('leased').stats()).delivered === 1, 'delivered', 5_000);
+    // The first attempt times out (5 s) after its lease was taken over: its retry is not recorded.
+    await new Promise((res) => setTimeout(res, 5_000 - (Date.now() - r.received[0]!.at) + 300));
+    expect(await b.queueOf('leased').stats()).toMatchObject({ queued: 0, delivered: 1 });
+    expect(r.received).toHaveLength(2);
+  });
+
   it('takes over an outbox entry another instance read and never acknowledged', async () => {
     const r = await Receiver.start();
     const key = secret();
@@ -340,14 +363,29 @@ describe('webhook delivery', () => {
     const key = secret();
     const s = setup([configuredEndpoint({ id: 'hangs', url: hang.url, secret: secret() }), configuredEndpoint({ id: 'fine', url: fine.url, secret: key })]);
     // Its attempts end at attemptTimeoutMs (3 s here): the other endpoint's events must not wait for that.
-    s.dispatcher();
+    const d = s.dispatcher();
     const started = Date.now();
     for (let i = 0; i < 8; i++) await s.publish({ id: `h${i}` });
     await waitFor(() => fine.received.length === 8, 'every event at the endpoint that answers', 5_000);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(fine.verifiedIds(key)).toHaveLength(8);
-    // The hanging endpoint holds 4 attempts at most.
+    // The hanging endpoint holds 4 attempts at most, each ended at attemptTimeoutMs.
     expect(hang.received.length).toBeLessThanOrEqual(4);
+    await waitFor(async () => ((await d.queueOf('hangs').stats()).lastError ?? '').startsWith('timeout'), 'the timeouts recorded', 10_000);
+    expect((await d.queueOf('hangs').stats()).lastError).toBe('timeout: no complete answer within 3 s');
+  });
+
+  it('retries a delivery whose connection was reset', async () => {
+    const r = await Receiver.start();
+    r.answer = (req, res) => (r.received.length === 1 ? req.socket.destroy() : res.writeHead(204).end());
+    const key = secret();
+    const s = setup([configuredEndpoint({ id: 'reset', url: r.url, secret: key })]);
+    const d = s.dispatcher();
+    await s.publish({ id: 'z1' });
+    await waitFor(() => r.received.length === 2, 'tried again', 10_000);
+    expect(r.verifiedIds(key)).toEqual(['z1', 'z1']);
+    await waitFor(async () => (await d.queueOf('reset').stats()).delivered === 1, 'settled', 5_000);
+    expect((await d.queueOf('reset').stats()).lastError).toMatch(/^reset: /);
   });
 
   it('drops the oldest events past the queue bound, and counts them', async () => {

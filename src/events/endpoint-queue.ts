@@ -125,6 +125,15 @@ function parseRecord(text: string): QueuedRecord {
   return { ...r, event: r.event, attempts: Number(r.attempts ?? 0), firstAt: Number(r.firstAt ?? 0) };
 }
 
+/** A record's firstAt, or undefined for one that is unreadable (the figures are shown all the same). */
+function firstAtOf(text: string): number | undefined {
+  try {
+    return parseRecord(text).firstAt;
+  } catch {
+    return undefined;
+  }
+}
+
 const num = (v: string | undefined): number | undefined => (v === undefined || v === '' ? undefined : Number(v));
 
 export class EndpointQueue {
@@ -281,7 +290,7 @@ export class EndpointQueue {
       lastStatus: num(state.lastStatus),
       lastDeliveredAt: num(state.lastDeliveredAt),
       nextDueAt: num(nextDue),
-      oldestQueuedAt: oldest ? parseRecord(oldest).firstAt : undefined,
+      oldestQueuedAt: oldest ? firstAtOf(oldest) : undefined,
     };
     for (const [k, v] of Object.entries(optional)) if (v !== undefined) Object.assign(stats, { [k]: v });
     return stats;

@@ -2,6 +2,7 @@
 import express, { type Request, type Response } from 'express';
 import { withDeadline } from '../util/deadline.js';
 import { sendError } from '../http/errors.js';
+import type { OutboundClient } from '../outbound/client.js';
 import type { Metrics } from './metrics.js';
 
 export interface ReadinessCheck {
@@ -70,15 +71,17 @@ export function metricsHandler(metrics: Metrics) {
   };
 }
 
-/** Readiness of an HTTP upstream: any HTTP answer counts (even 404); a refused or silent one does not. */
-export function httpUpstreamCheck(url: string, path: string, timeoutMs: number, applies?: () => boolean): ReadinessCheck {
+/**
+ * Readiness of an HTTP upstream: any HTTP answer counts (even 404, or a redirect, which is not followed); a refused or
+ * silent one does not. Its body is not read.
+ */
+export function httpUpstreamCheck(client: OutboundClient, url: string, path: string, timeoutMs: number, applies?: () => boolean): ReadinessCheck {
   const target = new URL(path, url).toString();
   return {
     name: 'upstream',
     ...(applies ? { applies } : {}),
     async check() {
-      const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs), redirect: 'manual' });
-      await res.body?.cancel();
+      await client.request({ url: target, headers: { 'user-agent': 'tollgate-readiness-check' }, timeoutMs, maxBodyBytes: 0 });
     },
   };
 }

@@ -27,9 +27,9 @@ export interface AddressGuardOptions {
   allowSetting?: string;
 }
 
-type Range = 'loopback' | 'private' | 'link_local' | 'multicast' | 'unspecified' | 'carrier_grade_nat' | 'broadcast' | 'reserved' | 'metadata';
+export type RefusedRange = 'loopback' | 'private' | 'link_local' | 'multicast' | 'unspecified' | 'carrier_grade_nat' | 'broadcast' | 'reserved' | 'metadata';
 
-const DESCRIBED: Record<Range, string> = {
+const DESCRIBED: Record<RefusedRange, string> = {
   loopback: 'a loopback address',
   private: 'a private address',
   link_local: 'a link-local address',
@@ -44,7 +44,7 @@ const DESCRIBED: Record<Range, string> = {
 /** Instance metadata services: AWS, GCP, Azure and OpenStack (and ECS's task endpoint), AWS over IPv6, Alibaba. */
 const METADATA = new Set(['169.254.169.254', '169.254.170.2', 'fd00:ec2::254', '100.100.100.200']);
 
-const IPV4_RANGES: Record<string, Range> = {
+const IPV4_RANGES: Record<string, RefusedRange> = {
   unspecified: 'unspecified',
   broadcast: 'broadcast',
   multicast: 'multicast',
@@ -54,7 +54,7 @@ const IPV4_RANGES: Record<string, Range> = {
   private: 'private',
 };
 
-const IPV6_RANGES: Record<string, Range> = {
+const IPV6_RANGES: Record<string, RefusedRange> = {
   unspecified: 'unspecified',
   linkLocal: 'link_local',
   multicast: 'multicast',
@@ -95,7 +95,7 @@ function embeddedIPv4(ip: ipaddr.IPv6): ipaddr.IPv4 | undefined {
 }
 
 /** The refused range an address is in, or undefined for a public unicast address. */
-export function refusedRange(ip: Address): Range | undefined {
+export function refusedRange(ip: Address): RefusedRange | undefined {
   if (METADATA.has(ip.toNormalizedString()) || METADATA.has(ip.toString())) return 'metadata';
   if (ip.kind() === 'ipv4') {
     const range = ip.range();

@@ -8,7 +8,7 @@
 // goes to the address judged, not to a second lookup's answer (which a hostile DNS server could point elsewhere).
 import { createHash } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
-import { Pool, buildConnector } from 'undici';
+import type { Pool, buildConnector } from 'undici';
 import type { AddressGuard, CheckedAddress } from './address-guard.js';
 import { OutboundError, classifyError } from './errors.js';
 
@@ -59,6 +59,13 @@ export interface OutboundClientOptions {
 }
 
 const DEFAULT_MAX_BODY = 64 * 1024;
+
+/**
+ * undici, loaded on the first call: the whole package costs a process about 7 MB of heap and 50 ms or more to load,
+ * which a gateway with no health checks and no webhooks should not pay at start-up.
+ */
+let undici: Promise<typeof import('undici')> | undefined;
+const loadUndici = () => (undici ??= import('undici'));
 /**
  * A connect attempt's own bound. The attempt's timer abandons the request much sooner; this only ends a socket that
  * is still connecting after that (a black-holed address), so it does not linger.
@@ -85,6 +92,9 @@ export class OutboundClient {
   async request(r: OutboundRequest): Promise<OutboundResponse> {
     if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const url = parseUrl(r.url);
+    // Loaded before the attempt's timer starts: a one-off cost, not the remote end's slowness.
+    const lib = await loadUndici();
+    if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const controller = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -93,7 +103,7 @@ export class OutboundClient {
     }, r.timeoutMs);
     try {
       const pinned = r.guard ? await untilAborted(r.guard.check(url.href), controller.signal) : undefined;
-      const pool = this.poolFor(url, r.tls, pinned);
+      const pool = this.poolFor(lib, url, r.tls, pinned);
       const res = await pool.request({
         path: url.pathname + url.search,
         method: (r.method ?? 'GET') as 'GET',
@@ -123,7 +133,9 @@ export class OutboundClient {
     await Promise.all(pools.map((p) => p.destroy().catch(() => undefined)));
   }
 
-  private poolFor(url: URL, tls: OutboundTls | undefined, pinned: CheckedAddress | undefined): Pool {
+  private poolFor(lib: typeof import('undici'), url: URL, tls: OutboundTls | undefined, pinned: CheckedAddress | undefined): Pool {
+    // close() may have run while the guard resolved the host: a pool made now would never be closed.
+    if (this.closed) throw new OutboundError('other', 'the outbound client is closed', 'ERR_CLIENT_CLOSED');
     const https = url.protocol === 'https:';
     const tlsId = https && tls ? this.tlsId(tls) : '-';
     const key = `${url.origin} ${tlsId} ${pinned?.address ?? ''}`;
@@ -134,11 +146,11 @@ export class OutboundClient {
       this.pools.set(key, existing);
       return existing;
     }
-    const base = buildConnector({ timeout: CONNECT_TIMEOUT_MS, ...(https && tls ? this.tlsOptions(tlsId, tls) : {}) });
+    const base = lib.buildConnector({ timeout: CONNECT_TIMEOUT_MS, ...(https && tls ? this.tlsOptions(tlsId, tls) : {}) });
     // The pinned address replaces only where the socket goes: undici still takes the SNI name and the Host header
     // from the URL's host.
     const connect: buildConnector.connector = pinned ? (opts, callback) => base({ ...opts, hostname: pinned.address }, callback) : base;
-    const pool = new Pool(url.origin, { connect, connections: this.connections, keepAliveTimeout: this.keepAliveTimeout });
+    const pool = new lib.Pool(url.origin, { connect, connections: this.connections, keepAliveTimeout: this.keepAliveTimeout });
     this.pools.set(key, pool);
     while (this.pools.size > this.maxPools) {
       const [oldestKey, oldest] = this.pools.entries().next().value!;

@@ -1,11 +1,11 @@
 // Active health checks: every gateway instance asks each target of a service with `healthCheck` for its path every
-// intervalMs (GET, on a connection of its own, not the request pool). An answer in expectedStatuses (default 200-399)
+// intervalMs (GET, on a connection of its own that closes after the answer, not the request pool: each check shows a
+// new connection can be made; sent by the gateway's OutboundClient). An answer in expectedStatuses (default 200-399)
 // within timeoutMs passes; no answer in time, a refused connection or any other status fails. unhealthyAfter failures
 // in a row take the target out, healthyAfter passes in a row bring it back, and a passing check ends a passive rest.
 // Over https, a check is made with the service's TLS settings (its CA, client certificate, servername): a target whose
 // certificate fails verification fails its checks. Cost: N instances x M targets checks per interval, each a short GET.
-import { request as httpRequest } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import { OutboundError, type OutboundClient } from '../outbound/client.js';
 import { statusMatcher } from './ejection.js';
 import type { Target } from './target.js';
 
@@ -37,6 +37,7 @@ export class HealthChecker {
     private readonly onResult: CheckListener,
     /** The registry's clock: a check ends a passive rest that began before it by the same time the rest was set. */
     private readonly now: () => number,
+    private readonly client: OutboundClient,
   ) {
     this.passes = statusMatcher(settings.expectedStatuses);
   }
@@ -66,7 +67,7 @@ export class HealthChecker {
     this.inFlight = true;
     const startedAt = this.now();
     try {
-      const answer = await probe(this.target, this.settings.path, this.settings.timeoutMs);
+      const answer = await probe(this.client, this.target, this.settings.path, this.settings.timeoutMs);
       const passed = typeof answer === 'number' && this.passes(answer);
       this.record(passed, startedAt, passed ? undefined : typeof answer === 'number' ? `status ${answer}` : answer);
     } finally {
@@ -102,34 +103,24 @@ export class HealthChecker {
 
 /**
  * One GET of the target's base URL joined with path: its status, or why there was none ("timeout", the error's code:
- * ECONNREFUSED, or a TLS one such as UNABLE_TO_VERIFY_LEAF_SIGNATURE).
+ * ECONNREFUSED, or a TLS one such as UNABLE_TO_VERIFY_LEAF_SIGNATURE). The status is all a check reads: the body is
+ * not waited for.
  */
-function probe(target: Target, path: string, timeoutMs: number): Promise<number | string> {
+async function probe(client: OutboundClient, target: Target, path: string, timeoutMs: number): Promise<number | string> {
   const url = new URL(target.url);
   const basePath = url.pathname.endsWith('/') ? url.pathname.slice(0, -1) : url.pathname;
-  const request = url.protocol === 'https:' ? httpsRequest : httpRequest;
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        host: url.hostname.replace(/^\[|\]$/g, ''),
-        port: url.port || undefined,
-        path: basePath + path,
-        method: 'GET',
-        agent: false,
-        headers: { 'user-agent': 'tollgate-health-check' },
-        ...(url.protocol === 'https:' ? target.tls?.options : {}),
-      },
-      (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 'no status');
-      },
-    );
-    let timedOut = false;
-    req.setTimeout(timeoutMs, () => {
-      timedOut = true;
-      req.destroy();
+  try {
+    const res = await client.request({
+      url: url.origin + basePath + path,
+      headers: { 'user-agent': 'tollgate-health-check' },
+      timeoutMs,
+      ...(url.protocol === 'https:' && target.tls ? { tls: target.tls.options } : {}),
+      maxBodyBytes: 0,
+      connection: 'close',
     });
-    req.on('error', (err: NodeJS.ErrnoException) => resolve(timedOut ? 'timeout' : (err.code ?? 'error')));
-    req.end();
-  });
+    return res.status;
+  } catch (err) {
+    if (!(err instanceof OutboundError)) return 'error';
+    return err.kind === 'timeout' ? 'timeout' : (err.code ?? 'error');
+  }
 }

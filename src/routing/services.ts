@@ -6,6 +6,7 @@ import { UPSTREAM_SERVICE, type Config, type ServiceConfig, type ServiceTlsConfi
 import { readTargetTls, type TargetTlsMaterial } from '../config/tls-files.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { OutboundClient } from '../outbound/client.js';
 import { pickTarget, type Balance } from './balancer.js';
 import { countsAsTargetFailure, mayEject, type EjectOutcome } from './ejection.js';
 import { HealthChecker, type HealthCheckSettings } from './health.js';
@@ -94,6 +95,8 @@ export interface ServiceRegistryOptions {
   now?: () => number;
   /** false: no active checks are started (tests of the proxy alone). */
   healthChecks?: boolean;
+  /** What the health checks are sent with (the composition root's; closed by its owner, not by the registry). */
+  outbound: OutboundClient;
 }
 
 export class ServiceRegistry {
@@ -259,6 +262,7 @@ export class ServiceRegistry {
             if (changed || restEnded) this.publishHealth();
           },
           this.now,
+          this.opts.outbound,
         );
         service.checkers.set(t, checker);
         checker.start();
