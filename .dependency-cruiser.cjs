@@ -4,7 +4,7 @@
 //
 //   4  entry points    compose.ts, program.ts, cli.ts, server/, petstore/
 //   3  application     pipeline/, admin/, dashboard/, commands/, workers/
-//   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/
+//   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/ < metering/
 //                      (each may import those before it, never after; a room with no folder yet matches nothing)
 //   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/, outbound/
 //   0  util/
@@ -20,20 +20,22 @@ const ROOM = {
   limits: '^src/limits/',
   usage: '^src/usage/',
   events: '^src/events/',
+  metering: '^src/metering/',
   app: '^src/(pipeline|admin|dashboard|commands|workers)/',
   top: '^src/(compose\\.ts|program\\.ts|cli\\.ts|server/|petstore/)',
   types: '^src/types/',
 };
 const ABOVE = {
-  util: [ROOM.base, ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  base: [ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  routing: [ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  keys: [ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  consumers: [ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  identity: [ROOM.limits, ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  limits: [ROOM.usage, ROOM.events, ROOM.app, ROOM.top],
-  usage: [ROOM.events, ROOM.app, ROOM.top],
-  events: [ROOM.app, ROOM.top],
+  util: [ROOM.base, ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  base: [ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  routing: [ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  keys: [ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  consumers: [ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  identity: [ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  limits: [ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  usage: [ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
+  events: [ROOM.metering, ROOM.app, ROOM.top],
+  metering: [ROOM.app, ROOM.top],
   app: [ROOM.top],
 };
 

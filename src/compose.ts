@@ -681,7 +681,10 @@ function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: Redi
     base.opts.delivery === false
       ? undefined
       : new EventsThread(
-          eventsThreadData(cfg, { topology: redisCfg, prefix: redisCfg.prefix, commandTimeoutMs: redisCfg.adminCommandTimeoutMs }, runtime.config.log.level),
+          // With events.metering the thread runs the metering export too (one instance at a time: a lock per destination).
+          eventsThreadData(cfg, { topology: redisCfg, prefix: redisCfg.prefix, commandTimeoutMs: redisCfg.adminCommandTimeoutMs }, runtime.config.log.level, {
+            retentionDays: runtime.config.usage.retentionDays,
+          }),
           base.metrics,
           logger,
         );

@@ -35,6 +35,9 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
     .name('tollgate')
     .description('A rate-limiting API gateway: API keys, plans, quotas and bans in front of an existing backend.')
     .exitOverride()
+    // Each command's options are its own, read after its name: `usage --to` (a report's end) and `usage export --to`
+    // (a destination) are different options.
+    .enablePositionalOptions()
     .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) });
 
   program

@@ -46,6 +46,9 @@ describe('events', () => {
       every: 300,
       graceMinutes: 10,
       headers: {},
+      recheckHours: 48,
+      lago: { code: 'tollgate_requests', subscriptionField: 'lagoSubscriptionId' },
+      stripe: { eventName: 'tollgate_requests', customerField: 'stripeCustomerId' },
     });
     expect(errorsOf({ metering: { to: 'https://openmeter.example.com/api/v1/events', format: 'openmeter', headers: { authorization: 'Bearer x' } } })).toEqual(
       [],

@@ -12,6 +12,7 @@ import { CliError } from './cli-error.js';
 import { isoOption } from './options.js';
 import { common, withSession, type CommonOpts, type Session } from './session.js';
 import { out, tabbed } from './terminal.js';
+import { registerUsageExport } from './usage-export.js';
 
 export function reports(s: Session): UsageReports {
   return new UsageReports(new RedisUsageStore(s.redis.client, s.keyspace, s.keys.reads), s.keys.records, consumerPlans(s.consumerStore, systemClock));
@@ -35,7 +36,10 @@ export function period(o: { from?: string; to?: string }, defaultMs: number, ret
 const groupByOption = (what: string): Option => new Option('--group-by <g>', `key, or consumer: ${what}`).choices(['key', 'consumer']).default('key');
 
 export function registerUsageCommands(program: Command): void {
-  common(program.command('usage'))
+  // Positional options: `usage --to <iso>` is the report's own, `usage export --to <url>` the export's.
+  const usage = common(program.command('usage')).enablePositionalOptions();
+  registerUsageExport(usage);
+  usage
     .description("requests per key from the usage ledger: every key's totals, or one key by hour or day (--key); or per consumer (--group-by consumer)")
     .option('--key <id>', "one key's usage over time instead of every key's totals")
     .option('--from <iso>', 'start of the period, ISO-8601 (default: 7 days, or 24 hours with --key, before --to)')

@@ -197,6 +197,36 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // The metering export's runs, reported by the events thread (metering/metrics.ts). The destination label is the
+  // checkpoint's id (events.metering.id, or the format and a hash of where it goes): one per config.
+  readonly meteringEvents = new Counter({
+    name: 'tollgate_metering_events_total',
+    help: 'Metering events a destination acknowledged, by destination and kind (hour: usage.hour, correction).',
+    labelNames: ['destination', 'kind'] as const,
+    registers: [this.registry],
+  });
+
+  readonly meteringNotSent = new Counter({
+    name: 'tollgate_metering_not_sent_total',
+    help: 'Metering events not acknowledged, by destination and why: refused by it (sent again next run), or skipped (it cannot take them).',
+    labelNames: ['destination', 'why'] as const,
+    registers: [this.registry],
+  });
+
+  readonly meteringRuns = new Counter({
+    name: 'tollgate_metering_runs_total',
+    help: 'Metering export runs, by destination and outcome: complete, or stopped (the destination could not be reached).',
+    labelNames: ['destination', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly meteringMark = new Gauge({
+    name: 'tollgate_metering_mark_seconds',
+    help: "The hour (unix time of its end) through which a destination acknowledged every key's usage: its lag behind now is how far billing is behind.",
+    labelNames: ['destination'] as const,
+    registers: [this.registry],
+  });
+
   readonly eventsDelivered = new Counter({
     name: 'tollgate_events_delivered_total',
     help: 'Webhook events a receiver accepted (2xx), by endpoint.',

@@ -230,6 +230,23 @@ export class Keyspace {
   strikes(s: TaggedSubject): string {
     return `${this.prefix}strikes:${subjectPart(s)}`;
   }
+  /**
+   * Hash per metering destination and UTC day (YYYY-MM-DD) of the hours it holds: `<key id>:<hour>` (and a split
+   * hour's other parts) -> the counts acknowledged by that destination for that key-hour, as JSON. Per day, expiring
+   * after the ledger's own day, so it never outgrows what the ledger keeps. The destination's id as hash tag: every
+   * checkpoint of one destination in one slot.
+   */
+  meteringDone(destination: string, day: string): string {
+    return `${this.prefix}metering:{${destination}}:done:${day}`;
+  }
+  /** String per metering destination: the hour (epoch ms of its end) through which every key was acknowledged. */
+  meteringMark(destination: string): string {
+    return `${this.prefix}metering:{${destination}}:mark`;
+  }
+  /** String with a TTL per metering destination: the token of the export run sending to it now (one at a time). */
+  meteringLock(destination: string): string {
+    return `${this.prefix}metering:{${destination}}:lock`;
+  }
 
   // Webhook delivery (src/events/): each endpoint's queue carries the hash tag {ep:<endpoint id>}, so its scripts run
   // in one slot, and different endpoints' queues spread over a cluster.

@@ -4,12 +4,13 @@
 // The thread holds its own Redis connection (named tollgate-events) and reports its counters here every second, where
 // they become the Prometheus metrics (tollgate_events_*). Its heap is bounded: a queue's events are in Redis, the
 // thread holds only the attempts in flight.
-import type { EventsConfig } from '../config/sections/events.js';
+import { defaultEventSource, type EventsConfig, type MeteringConfig } from '../config/sections/events.js';
 import { configuredEndpoint, recordDeliveryCounts, type DeliveryCounts, type DeliveryEndpoint } from '../events/dispatcher.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { RedisTopology } from '../storage/redis.js';
 import { ThreadHost, threadEntry } from './thread-host.js';
+import { recordMeteringRun, type RunSummary } from '../metering/metrics.js';
 
 /** What the thread is started with (plain data: structured-cloned). */
 export interface EventsThreadData {
@@ -24,6 +25,11 @@ export interface EventsThreadData {
   /** Its heap (V8's old generation), in MB. */
   memoryMb: number;
   logLevel: string;
+  /**
+   * The continuous metering export (events.metering), run on this thread every `every` seconds: its settings, the
+   * CloudEvents source and how far back the ledger goes (usage.retentionDays). Absent: no export.
+   */
+  metering?: { settings: MeteringConfig; source: string; retentionDays: number };
   /** Tests: shorter retry delays, polls and timeouts than production's. */
   tuning?: {
     delaysMs?: number[];
@@ -33,7 +39,7 @@ export interface EventsThreadData {
 }
 
 /** Messages the thread sends of its own accord. */
-export type EventsThreadEvent = { kind: 'delivery-counts'; counts: DeliveryCounts[] };
+export type EventsThreadEvent = { kind: 'delivery-counts'; counts: DeliveryCounts[] } | { kind: 'metering-run'; run: RunSummary };
 
 /** The thread's Worker name; its Redis connection is named tollgate-events too. */
 export const EVENTS_THREAD_NAME = 'tollgate-events';
@@ -44,8 +50,18 @@ export function eventsThreadData(
   events: EventsConfig,
   redis: { topology: RedisTopology; prefix: string; commandTimeoutMs: number },
   logLevel = 'info',
+  usage: { retentionDays: number } = { retentionDays: 35 },
 ): EventsThreadData {
   return {
+    ...(events.metering
+      ? {
+          metering: {
+            settings: JSON.parse(JSON.stringify(events.metering)) as MeteringConfig,
+            source: events.source ?? defaultEventSource(redis.prefix),
+            retentionDays: usage.retentionDays,
+          },
+        }
+      : {}),
     redis: redis.topology,
     prefix: redis.prefix,
     commandTimeoutMs: redis.commandTimeoutMs,
@@ -78,6 +94,7 @@ export class EventsThread {
       onEvent: (e) => {
         const event = e as EventsThreadEvent;
         if (event?.kind === 'delivery-counts' && metrics) recordDeliveryCounts(metrics, event.counts);
+        if (event?.kind === 'metering-run' && metrics) recordMeteringRun(metrics, event.run);
       },
     });
   }

@@ -74,6 +74,35 @@ const metering = z.strictObject({
   every: positiveInt().max(86_400).default(300).describe('Seconds between export runs.'),
   graceMinutes: z.number().int().min(0).max(1440).default(10).describe('Minutes after an hour ends before it is exported (late counts from other instances land first).'),
   headers: z.record(z.string().min(1), z.string()).default({}).describe('Headers sent with each request to a URL (e.g. Authorization).'),
+  id: z
+    .string()
+    .regex(ENDPOINT_ID, 'expected 1-64 characters of A-Z a-z 0-9 _ -')
+    .optional()
+    .describe("The checkpoint's name in Redis; default the format and the first 12 hex digits of the SHA-256 of `to`."),
+  batchSize: positiveInt().max(100).optional().describe("Most events per request (at most the format's own: 100; stripe 1); a file: 500."),
+  recheckHours: z.number().int().min(0).max(840).default(48).describe('Hours behind the last complete run read again each run, so late counts go out as corrections.'),
+  lago: z
+    .strictObject({
+      code: z.string().min(1).default('tollgate_requests').describe("The billable metric's code."),
+      subscriptionField: z
+        .string()
+        .min(1)
+        .default('lagoSubscriptionId')
+        .describe("The metadata field (the consumer's, else the key's) holding the Lago external_subscription_id."),
+    })
+    .prefault({})
+    .describe('format lago: the metric and where each hour\'s subscription comes from.'),
+  stripe: z
+    .strictObject({
+      eventName: z.string().min(1).max(100).default('tollgate_requests').describe("The meter's event_name."),
+      customerField: z
+        .string()
+        .min(1)
+        .default('stripeCustomerId')
+        .describe("The metadata field (the consumer's, else the key's) holding the Stripe customer id (payload[stripe_customer_id])."),
+    })
+    .prefault({})
+    .describe("format stripe: the meter and where each hour's customer comes from."),
 });
 
 export const events = z
