@@ -195,6 +195,20 @@ describe('AddressGuard refuses, before connecting', () => {
 });
 
 describe('AddressGuard allows, and the client connects to the address it judged', () => {
+  it('a metadata address is allowed only by an entry naming it alone, not by the range around it', async () => {
+    const wide = new AddressGuard({ allow: ['169.254.0.0/16', 'fd00::/8'] });
+    expect(await wide.check('http://169.254.1.1/')).toEqual({ address: '169.254.1.1', family: 4 });
+    await expect(refusal(wide.check('http://169.254.169.254/'))).resolves.toMatchObject({
+      kind: 'address_refused',
+      code: 'metadata',
+      message: '169.254.169.254 is a cloud metadata address; allow it with events.allowTargets, naming it alone (169.254.169.254/32)',
+    });
+    await expect(refusal(wide.check('http://[::ffff:169.254.169.254]/'))).resolves.toMatchObject({ code: 'metadata' });
+    await expect(refusal(wide.check('http://[fd00:ec2::254]/'))).resolves.toMatchObject({ code: 'metadata' });
+    const exact = new AddressGuard({ allow: ['169.254.169.254/32'] });
+    expect(await exact.check('http://169.254.169.254/')).toEqual({ address: '169.254.169.254', family: 4 });
+  });
+
   it('an allowed CIDR lets the address through, its IPv4-mapped form too; a neighbour outside it is still refused', async () => {
     const guard = new AddressGuard({ allow: ['127.0.0.1/32'] });
     expect(await guard.check('http://127.0.0.1/')).toEqual({ address: '127.0.0.1', family: 4 });

@@ -167,22 +167,30 @@ export class AddressGuard {
       throw new OutboundError('address_refused', `${host} resolves to something that is not an IP address`, 'reserved');
     }
     const range = refusedRange(ip);
-    if (range && !this.allowed(ip)) {
+    if (range && !this.allowed(ip, range === 'metadata')) {
       const inner = ip.kind() === 'ipv6' ? embeddedIPv4(ip as ipaddr.IPv6) : undefined;
       const shown = inner ? `${ip.toString()} (${inner.toString()})` : ip.toString();
       const subject = literal ? `${shown} is` : `${host} resolves to ${shown},`;
-      throw new OutboundError('address_refused', `${subject} ${DESCRIBED[range]}; allow it with ${this.allowSetting}`, range);
+      const how = range === 'metadata' ? `${this.allowSetting}, naming it alone (${shown.split(' ')[0]}/${ip.kind() === 'ipv4' ? 32 : 128})` : this.allowSetting;
+      throw new OutboundError('address_refused', `${subject} ${DESCRIBED[range]}; allow it with ${how}`, range);
     }
     return { address: ip.toString(), family: ip.kind() === 'ipv4' ? 4 : 6 };
   }
 
-  private allowed(ip: Address): boolean {
+  /**
+   * Whether an allowed CIDR holds the address (or the IPv4 address inside it). A metadata address (`exactly`) is
+   * allowed only by an entry naming it alone (/32, /128): opening 169.254.0.0/16 for a link-local receiver must not
+   * also open the cloud's credentials service by accident.
+   */
+  private allowed(ip: Address, exactly: boolean): boolean {
     const forms: Address[] = [ip];
     if (ip.kind() === 'ipv6') {
       const inner = embeddedIPv4(ip as ipaddr.IPv6);
       if (inner) forms.push(inner);
     }
-    return forms.some((form) => this.allow.some(([net, bits]) => net.kind() === form.kind() && form.match(net, bits)));
+    return forms.some((form) =>
+      this.allow.some(([net, bits]) => net.kind() === form.kind() && (!exactly || bits === (form.kind() === 'ipv4' ? 32 : 128)) && form.match(net, bits)),
+    );
   }
 }
 

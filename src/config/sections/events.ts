@@ -118,7 +118,7 @@ export const events = z
       .default([80, 100])
       .describe('Percents of a day or month window whose crossing sends quota.threshold (minute windows never do).'),
     webhooks: z.array(webhook).default([]).describe('Endpoints events are sent to, each with its signing secret.'),
-    allowTargets: z.array(cidr).default([]).describe('Address ranges registered endpoints may point into (private and loopback ranges are refused otherwise); configured webhooks are trusted as written.'),
+    allowTargets: z.array(cidr).default([]).describe('Address ranges registered endpoints may point into (private and loopback ranges are refused otherwise; a cloud metadata address only by an entry naming it alone, such as 169.254.169.254/32); configured webhooks are trusted as written.'),
     queue: z
       .strictObject({
         maxPerEndpoint: positiveInt().max(1_000_000).default(10_000).describe('Events queued per endpoint at most; past it the oldest is dropped (counted).'),
