@@ -171,7 +171,8 @@ export class AddressGuard {
       const inner = ip.kind() === 'ipv6' ? embeddedIPv4(ip as ipaddr.IPv6) : undefined;
       const shown = inner ? `${ip.toString()} (${inner.toString()})` : ip.toString();
       const subject = literal ? `${shown} is` : `${host} resolves to ${shown},`;
-      const how = range === 'metadata' ? `${this.allowSetting}, naming it alone (${shown.split(' ')[0]}/${ip.kind() === 'ipv4' ? 32 : 128})` : this.allowSetting;
+      const how =
+        range === 'metadata' ? `${this.allowSetting}, naming it alone (${shown.split(' ')[0]}/${ip.kind() === 'ipv4' ? 32 : 128})` : this.allowSetting;
       throw new OutboundError('address_refused', `${subject} ${DESCRIBED[range]}; allow it with ${how}`, range);
     }
     return { address: ip.toString(), family: ip.kind() === 'ipv4' ? 4 : 6 };
