@@ -237,16 +237,27 @@ beforeAll(() => assertBuilt());
 let sample: { delivery: Delivery; secret: string } | undefined;
 
 describe('a key crossing 80% and 100% of its day', () => {
-  it('delivers exactly two signed quota.threshold CloudEvents with the right subject, type and data', async () => {
+  it('delivers exactly two signed quota.threshold CloudEvents with the right subject, type and data (filter.keys: to its key’s webhook only)', async () => {
     const rx = await Receiver.start('thresholds');
     const SECRET = secret();
-    const gw = await serve('thresholds', config('e2e1:', { webhooks: [{ id: 'billing', url: rx.url('hooks'), secret: SECRET, types: ['quota.threshold'] }] }));
-    const { key, id } = await createKey(gw.file, ['--plan', 'small']);
+    // The key first, so the webhooks can name it: one filtered to it, one to another key.
+    const keysFile = dir.write('thresholds-keys.yaml', config('e2e1:', {}));
+    const { key, id } = await createKey(keysFile, ['--plan', 'small']);
+    const gw = await serve(
+      'thresholds',
+      config('e2e1:', {
+        webhooks: [
+          { id: 'billing', url: rx.url('hooks'), secret: SECRET, types: ['quota.threshold'], filter: { keys: [id] } },
+          { id: 'other', url: rx.url('other'), secret: secret(), types: ['quota.threshold'], filter: { keys: ['key_notThisOne00000'] } },
+        ],
+      }),
+    );
     expect(await hit(gw.url, key, 12)).toEqual([...Array<number>(10).fill(200), 429, 429]);
 
     await rx.waitFor('hooks', 2, 'both thresholds delivered');
     // Anything late (a duplicate) would be in by now.
     await sleep(1500);
+    expect(rx.deliveries('other')).toEqual([]);
     const all = rx.deliveries('hooks');
     const events = distinct(all).map((d) => ({ d, ce: verified(d, SECRET) }));
     expect(events.map((e) => e.ce.data.percent).sort()).toEqual([100, 80]);
