@@ -102,7 +102,10 @@ export interface ComposeOptions {
   consumers?: ConsumerLookup;
   /** Where registered webhook endpoints' host names are resolved (default: the system's resolver; tests give their own). */
   webhookLookup?: Lookup;
-  /** false: webhook delivery (the events thread) is not started with an events section (tests of the producer alone). */
+  /**
+   * false: webhook delivery (the events thread) and the hourly key.expiring pass are not started with an events section
+   * (tests of the producer alone).
+   */
   delivery?: boolean;
 }
 
@@ -160,8 +163,10 @@ export interface ComposedEvents {
   producer: EventProducer;
   /** Webhook delivery on the events thread (absent when ComposeOptions.delivery is false). */
   delivery: EventsThread | undefined;
-  /** key.expiring for every key expiring within 7 days of `now` (the events thread runs it hourly). */
+  /** key.expiring for every key expiring within 7 days of `now` (run hourly with delivery, and once soon after start). */
   expiringKeys(now: number): Promise<{ expiring: number; published: number }>;
+  /** Stops the hourly key.expiring pass (close() calls it), waiting for a pass in progress. */
+  stopExpiring(): Promise<void>;
 }
 
 /** How long the Redis breaker stays open before one request probes Redis again. */
@@ -689,7 +694,47 @@ function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: Redi
           logger,
         );
   delivery?.start();
-  return { producer, delivery, expiringKeys: (now) => expiringKeys(now, { records: admin.records, producer }) };
+  const scan = (now: number) => expiringKeys(now, { records: admin.records, producer });
+  // The key.expiring pass runs here, not on the events thread: the key records and the producer are this process's.
+  // Every instance runs it; the outbox keeps one event per key and expiry, whichever instance finds it first.
+  const expiring = delivery ? expiringPass(scan, base.clock, logger) : undefined;
+  return { producer, delivery, expiringKeys: scan, stopExpiring: async () => expiring?.stop() };
+}
+
+/** The key.expiring pass's first run after start (off the start-up itself), then its period. */
+export const EXPIRING_FIRST_MS = 5_000;
+export const EXPIRING_EVERY_MS = 60 * 60_000;
+
+/**
+ * Runs the key.expiring pass EXPIRING_FIRST_MS after start and every EXPIRING_EVERY_MS after that, one at a time, on
+ * unref'd timers (they never keep a process alive). A pass that fails is logged; the next one finds what it missed.
+ */
+function expiringPass(scan: (now: number) => Promise<{ expiring: number; published: number }>, clock: Clock, logger: Logger): { stop(): Promise<void> } {
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  const run = (): void => {
+    if (stopped || running) return;
+    running = scan(clock.now())
+      .then(
+        (r) => {
+          if (r.published > 0) logger.info(r, 'key.expiring events published');
+        },
+        (err: unknown) => logger.warn({ err: { message: String((err as Error)?.message ?? err) } }, 'key.expiring pass failed'),
+      )
+      .finally(() => (running = undefined));
+  };
+  const first = setTimeout(run, EXPIRING_FIRST_MS);
+  const every = setInterval(run, EXPIRING_EVERY_MS);
+  first.unref();
+  every.unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(first);
+      clearInterval(every);
+      await running;
+    },
+  };
 }
 
 export async function composeGateway(opts: ComposeOptions): Promise<ComposedGateway> {
@@ -740,6 +785,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     events,
     async close() {
       // First: no event is started once closing begins, and those in flight finish on a connection still open.
+      await events?.stopExpiring();
       await events?.producer.stop();
       await events?.delivery?.stop();
       redis?.stop();

@@ -1,6 +1,6 @@
-// key.expiring: keys whose expiresAt falls within the next 7 days, found by a pass over every key record (the events
-// thread runs it hourly). The event id names the key and its expiry, so each expiry is announced once whichever
-// instance's pass finds it first, and a key given a new expiry is announced again.
+// key.expiring: keys whose expiresAt falls within the next 7 days, found by a pass over every key record (each gateway
+// runs it soon after start and hourly: src/compose.ts). The event id names the key and its expiry, so each expiry is
+// announced once whichever instance's pass finds it first, and a key given a new expiry is announced again.
 import type { KeyRecords } from '../keys/records.js';
 import { DAY_MS } from '../util/time.js';
 import type { EventProducer } from './producer.js';

@@ -40,6 +40,7 @@ const webhook = z
       .strictObject({
         consumers: z.array(z.string().min(1)).min(1).optional().describe('Only events of these consumers.'),
         plans: z.array(z.string().min(1)).min(1).optional().describe('Only events of keys on these plans (a consumer\'s plan for a key of one).'),
+        keys: z.array(z.string().min(1)).min(1).optional().describe('Only events of these keys (key ids): an event naming no key (consumer.suspended) never matches; a pool\'s quota.threshold names the key whose request crossed it.'),
       })
       .optional()
       .describe('Only some events: those matching every list given.'),
