@@ -17,6 +17,7 @@ import {
   type DeliveryEndpoint,
   type DispatcherOptions,
 } from '../src/events/dispatcher.js';
+import { EndpointRegistry, RedisEndpointStore } from '../src/events/endpoints.js';
 import { RedisOutbox } from '../src/events/outbox.js';
 import { Metrics } from '../src/observability/metrics.js';
 import { AddressGuard } from '../src/outbound/address-guard.js';
@@ -432,6 +433,38 @@ describe('webhook delivery', () => {
     expect(r.verifiedIds(old)).toEqual(['k1']);
     expect(String(r.received[0]!.headers['webhook-signature']).split(' ')).toHaveLength(2);
     expect(() => r.verifiedIds(secret())).toThrow();
+  });
+});
+
+describe('a registration or deletion on the admin API', () => {
+  it('takes effect at once: an event 100 ms after a registration reaches the new endpoint, one 100 ms after its deletion does not', async () => {
+    const r = await Receiver.start();
+    const s = setup([]);
+    const guard = new AddressGuard({ allow: ['127.0.0.0/8'] });
+    // The admin API's registry, on a connection of its own (as another instance's would be).
+    const registry = new EndpointRegistry(new RedisEndpointStore(connection.client, s.ks), { clock: { now: () => Date.now() }, guard: () => guard });
+    // The periodic re-read is out of the picture: only the change message can make the dispatcher see the endpoint.
+    s.dispatcher({ guard, registryFeed: connection, registeredEveryMs: 600_000 });
+    const c = redis.client();
+    await waitFor(
+      async () => ((await c.pubsub('NUMSUB', s.ks.eventEndpointsChanged())) as [string, number])[1] === 1,
+      'the dispatcher listening for registry changes',
+      5_000,
+    );
+    c.disconnect();
+
+    const { endpoint, secret: key } = await registry.register('acme', { url: r.url }, { by: 'test' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await s.publish({ id: 'after-register', consumer: 'acme' });
+    await waitFor(() => r.received.length === 1, 'the event at the endpoint registered 100 ms before it', 5_000);
+    expect(r.verifiedIds(key)).toEqual(['after-register']);
+
+    await registry.remove('acme', endpoint.id, { by: 'test' });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await s.publish({ id: 'after-delete', consumer: 'acme' });
+    // Long enough for a delivery (the first one took well under this), short of the periodic re-read by far.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(r.verifiedIds(key)).toEqual(['after-register']);
   });
 });
 

@@ -10,7 +10,8 @@ import type { Logger } from '../observability/logger.js';
 import type { AddressGuard } from '../outbound/address-guard.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Keyspace } from '../storage/keyspace.js';
-import type { RedisCommands } from '../storage/redis.js';
+import { listenOn } from '../storage/change-feed.js';
+import type { RedisCommands, RedisConnection, RedisSubscriber } from '../storage/redis.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { ATTEMPT_TIMEOUT_MS, attemptDelivery, type AttemptOutcome, type WebhookPoster } from './attempt.js';
 import { EndpointQueue, LEASE_MS, type ClaimedEvent } from './endpoint-queue.js';
@@ -147,7 +148,13 @@ export interface DispatcherOptions {
   claimIdleMs?: number;
   /** How long an idle loop sleeps at most before it looks again (another instance may have queued or settled). */
   pollMs?: number;
-  /** How often the registered endpoints are read again. */
+  /**
+   * Where to listen for registry changes (events:endpoints:changed, published by each registration and deletion): a
+   * message makes the next turn read the registered endpoints again at once. Without it, or for a message lost while
+   * the subscriber reconnects, the periodic read (registeredEveryMs) still catches up.
+   */
+  registryFeed?: Pick<RedisConnection, 'subscriber'>;
+  /** How often the registered endpoints are read again in any case (default 10 s). */
   registeredEveryMs?: number;
   /** How often counts are reported (onCounts). */
   countsEveryMs?: number;
@@ -200,6 +207,7 @@ export class Dispatcher {
   private countsTimer: NodeJS.Timeout | undefined;
   private registeredAt = -Infinity;
   private registered: DeliveryEndpoint[] = [];
+  private registrySub: RedisSubscriber | undefined;
   private lastErrorLog = 0;
 
   constructor(readonly opts: DispatcherOptions) {
@@ -211,6 +219,10 @@ export class Dispatcher {
   start(): void {
     if (this.running) return;
     for (const ep of this.opts.endpoints) this.loopFor(ep);
+    if (this.opts.registryFeed && this.opts.registered !== false) {
+      const changed = (): void => this.registryChanged();
+      this.registrySub = listenOn(this.opts.registryFeed, this.opts.keyspace.eventEndpointsChanged(), { onMessage: changed, onReset: changed });
+    }
     this.running = this.readOutbox();
     const every = this.opts.countsEveryMs ?? 1000;
     if (this.opts.onCounts) {
@@ -222,12 +234,22 @@ export class Dispatcher {
   /** Stops reading, lets the attempts in flight end (at most stopTimeoutMs), and reports the last counts. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.registrySub?.disconnect();
     this.outboxWaker.wake();
     await this.running;
     await Promise.all([...this.loops.values()].map((l) => l.stop()));
     await Promise.all([...this.retiring]);
     if (this.countsTimer) clearInterval(this.countsTimer);
     this.flushCounts();
+  }
+
+  /**
+   * The registry changed (an endpoint registered or deleted, on this instance or another): read it again before the
+   * next outbox entries are queued. A read already under way started before the change, so it does not count.
+   */
+  registryChanged(): void {
+    this.registeredAt = -Infinity;
+    this.outboxWaker.wake();
   }
 
   /** The queue of an endpoint (the admin API's replay, enable and stats go through the same class). */
@@ -327,8 +349,11 @@ export class Dispatcher {
         } else {
           entries = await this.readGroup(stream, '>');
         }
-        if (entries.length > 0) await this.fanOut(stream, entries);
-        else await this.outboxWaker.sleep(this.pollMs);
+        if (entries.length > 0) {
+          // A change message may have come while the entries were read: they are queued by the registry after it.
+          await this.refreshRegistered();
+          await this.fanOut(stream, entries);
+        } else await this.outboxWaker.sleep(this.pollMs);
       } catch (err) {
         if (/NOGROUP/.test(errorText(err))) groupReady = false;
         this.logFailure('reading the outbox failed', err);

@@ -247,7 +247,9 @@ export class RedisEndpointStore implements EndpointStore {
       JSON.stringify(record),
       max,
     );
-    return Number(done) === 1 ? 'added' : 'full';
+    if (Number(done) !== 1) return 'full';
+    await this.changed(record.id);
+    return 'added';
   }
 
   async get(id: string): Promise<RegisteredEndpoint | undefined> {
@@ -268,19 +270,33 @@ export class RedisEndpointStore implements EndpointStore {
 
   async remove(consumer: string, id: string): Promise<boolean> {
     const removed = Number(await this.client.eval(REMOVE, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer), id)) === 1;
-    if (removed) await this.dropQueue(id);
+    if (removed) {
+      await this.changed(id);
+      await this.dropQueue(id);
+    }
     return removed;
   }
 
   async removeConsumer(consumer: string): Promise<string[]> {
     const ids = (await this.client.eval(REMOVE_CONSUMER, 2, this.ks.eventEndpoints(), this.ks.consumerEventEndpoints(consumer))) as string[];
-    for (const id of ids) await this.dropQueue(id);
+    for (const id of ids) {
+      await this.changed(id);
+      await this.dropQueue(id);
+    }
     return ids;
   }
 
   /**
+   * Tells every instance's events thread the registry changed (it reads it again at once). Not fatal when it fails:
+   * the record is written, and each thread reads the registry again every 10 s anyway.
+   */
+  private async changed(id: string): Promise<void> {
+    await this.client.publish(this.ks.eventEndpointsChanged(), id).catch(() => {});
+  }
+
+  /**
    * A removed endpoint's delivery queue goes with it (its events are nobody's now): one DEL, its keys share the slot
-   * {ep:<id>}. The dispatcher stops its loop when it next reads the registry.
+   * {ep:<id>}. The dispatcher stops its loop when it reads the registry again (at once, on the change message).
    */
   private async dropQueue(id: string): Promise<void> {
     await this.client.del(this.ks.endpointDue(id), this.ks.endpointEvents(id), this.ks.endpointDead(id), this.ks.endpointState(id), this.ks.endpointQueued(id));

@@ -71,6 +71,13 @@ export class Keyspace {
   consumerEventEndpoints(consumerId: string): string {
     return `${this.eventEndpoints()}:consumer:${consumerId}`;
   }
+  /**
+   * Pub/sub channel: an endpoint id registered or deleted, so every instance's events thread reads the registry
+   * (eventEndpoints) again at once instead of at its next periodic read.
+   */
+  eventEndpointsChanged(): string {
+    return `${this.prefix}events:endpoints:changed`;
+  }
   /** Pub/sub channel: a key id whose record changed, so every instance drops its cached copy. */
   keyEvents(): string {
     return `${this.prefix}keys:events`;

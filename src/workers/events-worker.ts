@@ -33,6 +33,8 @@ const dispatcher = new Dispatcher({
   endpoints: data.webhooks,
   poster: client,
   guard: new AddressGuard({ allow: data.allowTargets }),
+  // A registration or deletion on any instance is read at once (the 10 s re-read stays as the fallback).
+  registryFeed: connection,
   maxPerEndpoint: data.maxPerEndpoint,
   schedule: tuning.delaysMs ? { delaysMs: tuning.delaysMs, minSpanMs: 0 } : DEFAULT_SCHEDULE,
   ...(tuning.pollMs !== undefined ? { pollMs: tuning.pollMs } : {}),
