@@ -22,13 +22,20 @@ const stack = useStack({
   redis: true,
   client: true,
   gateway: (s) =>
-    startAdminGateway(s, TOKEN, PREFIX, {
-      portal: { webhooks: true },
-      events: {
-        allowTargets: ['127.0.0.0/8'],
-        webhooks: [{ id: 'billing', url: 'https://billing.example.com/tollgate', secret: secret(), types: ['quota.threshold'] }],
+    startAdminGateway(
+      s,
+      TOKEN,
+      PREFIX,
+      {
+        portal: { webhooks: true },
+        events: {
+          allowTargets: ['127.0.0.0/8'],
+          webhooks: [{ id: 'billing', url: 'https://billing.example.com/tollgate', secret: secret(), types: ['quota.threshold'] }],
+        },
       },
-    }),
+      // No events thread: it would pick the registrations up at once and claim the events put in their queues here.
+      { delivery: false },
+    ),
 });
 const chromium = useBrowser();
 

@@ -54,6 +54,9 @@ async function start(redisUrl: string, extra: Record<string, unknown>): Promise<
     metrics: new Metrics(),
     upstreamCheckTimeoutMs: 200,
     webhookLookup: lookup,
+    // No events thread: these tests set up endpoint queues by hand and read them back through the admin API, and a
+    // dispatcher (which picks a registration up at once) would claim and attempt their events meanwhile.
+    delivery: false,
   });
   const running = await startGateway({ gateway, logger: log.logger });
   return Object.assign(running, { adminUrl: running.adminUrl! });

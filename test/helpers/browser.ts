@@ -114,6 +114,8 @@ export async function startAdminGateway(
   token: string,
   prefix: string,
   config: Record<string, unknown> = {},
+  /** delivery false: no events thread (tests that put events in endpoint queues by hand and read them back). */
+  options: { delivery?: boolean } = {},
 ): Promise<AdminGateway> {
   const composed = await composeGateway({
     config: testConfig({
@@ -126,6 +128,7 @@ export async function startAdminGateway(
     logger: silentLogger,
     metrics: new Metrics(),
     upstreamCheckTimeoutMs: 500,
+    ...(options.delivery === false ? { delivery: false } : {}),
   });
   const running = await startGateway({ gateway: composed, logger: silentLogger });
   if (running.adminUrl === undefined) throw new Error('startAdminGateway: no admin listener');
