@@ -476,7 +476,10 @@ describe('a receiver that hangs', () => {
     expect(Date.now() - hangingFrom).toBeLessThan(15_000);
     console.log(`p99 of 400 proxied requests: before ${before.toFixed(1)} ms, during ${during.toFixed(1)} ms with ${held} deliveries hanging`);
     expect(held).toBeGreaterThanOrEqual(50);
-    expect(during).toBeLessThanOrEqual(Math.max(1.5 * before, before + 20));
+    // What this guards against is a hanging receiver reaching the request path (a shared pool, a wait on a delivery):
+    // that costs requests seconds. The margin is for the other test files sharing these 2 cores (a p99 of 400
+    // requests moved by 10-30 ms between two runs of nothing but this file).
+    expect(during).toBeLessThanOrEqual(Math.max(2 * before, before + 40));
     await Promise.all(rxs.map((r) => r.kill()));
     await gw.proc.stop(30_000);
   }, 120_000);
