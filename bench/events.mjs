@@ -4,21 +4,23 @@
 // plan (10^9 a minute and a day: no request crosses a threshold).
 //
 //   1. Redis commands per request, INFO commandstats: --requests keyed requests (none crossing a threshold) to a
-//      gateway without an events section, then to one with it (two webhooks), by command name. Each count is the
-//      delta over the requests less the delta over an idle window of the same length right after (the gateways'
-//      timers: the events thread's claim and outbox polls), divided by the requests.
+//      gateway without an events section, then to one with it (two webhooks), by command name. The events thread's
+//      own polls in that window (outbox reads, claims of an empty queue) are subtracted by name; an idle window as
+//      long right after checks that nothing else was left.
 //   2. p99 and throughput under load (wrk or autocannon, --connections, one hot key), in paired rounds on the
-//      events-on gateway: the baseline with both webhook queues empty, against the same with --queued deliveries
-//      published to the outbox (dist/events/outbox.js's RedisOutbox) for a webhook whose port refuses connections,
-//      and for one whose receiver accepts and never answers. Each side: a warm-up, the queues emptied (and filled for
-//      a treatment, waiting until the dispatcher has queued them all), then the measured run. The sides' order turns
-//      every round. Printed per round, then the median of the per-round ratios against the baseline.
+//      events-on gateway: the baseline with both webhook queues empty; the same again (the noise floor); the same with
+//      --queued deliveries published to the outbox (dist/events/outbox.js's RedisOutbox) for a webhook whose port
+//      refuses connections; and for one whose receiver accepts and never answers. Each side: a warm-up, the queues
+//      emptied (and filled for a treatment, waiting until the dispatcher has queued them all) within --pause seconds,
+//      then the measured run. The sides' order turns every round. Printed per round (with the gateway's CPU per
+//      request, its main thread's apart, and Redis's), then the median of the per-round ratios against the baseline.
 //   3. A full queue's Redis memory: events.queue.maxPerEndpoint (10,000 by default) typical quota.threshold events in
 //      one endpoint's queue (dist/events/endpoint-queue.js), MEMORY USAGE summed over its five keys; then --overflow
 //      more: the queue stays at the bound, the oldest dropped and counted.
 //
 //   npm run bench:events
-//   npm run bench:events -- --rounds 3 --duration 4 --queued 1000 --requests 5000
+//   node bench/events.mjs --cli /path/to/other/checkout/dist/cli.js     (another build's gateway, to compare)
+//   npm run bench:events -- --rounds 3 --duration 5 --pause 3 --queued 1000 --requests 5000 --connections 50
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Agent, request } from 'node:http';
@@ -36,7 +38,7 @@ import { median } from './lib/stats.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const REPO = resolve(HERE, '..');
-const CLI = join(REPO, 'dist', 'cli.js');
+let CLI = join(REPO, 'dist', 'cli.js');
 const PATH = '/v1/bench';
 const PREFIX = 'tollgate:';
 const { values } = parseArgs({
@@ -50,6 +52,7 @@ const { values } = parseArgs({
     overflow: { type: 'string' },
     pause: { type: 'string' },
     loader: { type: 'string' },
+    cli: { type: 'string' },
   },
 });
 const num = (name, v, dflt, min, max) => {
@@ -61,13 +64,15 @@ const num = (name, v, dflt, min, max) => {
   return n;
 };
 const ROUNDS = num('rounds', values.rounds, 5, 1, 20);
-const DURATION = num('duration', values.duration, 5, 1, 60);
+const DURATION = num('duration', values.duration, 4, 1, 60);
 const WARMUP = num('warmup', values.warmup, 1, 0, 30);
 const CONNECTIONS = num('connections', values.connections, 50, 1, 500);
 const REQUESTS = num('requests', values.requests, 5000, 100, 200_000);
 const QUEUED = num('queued', values.queued, 1000, 1, 10_000);
-const PAUSE = num('pause', values.pause, 3, 1, 30);
+const PAUSE = num('pause', values.pause, 2, 1, 30);
 const OVERFLOW = num('overflow', values.overflow, 1000, 1, 100_000);
+// Another build's gateway (its dist/cli.js) under the same harness: the queue and outbox code used here stay this one's.
+if (values.cli) CLI = resolve(values.cli);
 const LOADER = values.loader ?? (wrkAvailable() ? 'wrk' : 'autocannon');
 if (!['wrk', 'autocannon'].includes(LOADER)) {
   process.stderr.write('events: --loader is wrk or autocannon\n');
@@ -355,7 +360,9 @@ try {
     for (const v of vals) attempts += Number(JSON.parse(v).attempts ?? 0);
     return { attempts, queued: vals.length };
   }
-  const SIDES = ['empty', ...HOOKS.map((h) => h.id)];
+  // `again`: the baseline once more, its ratio to the baseline the noise floor of this machine's p99 in one round.
+  const SIDES = ['empty', 'again', ...HOOKS.map((h) => h.id)];
+  const COMPARED = [{ id: 'again', what: 'queues empty again (the baseline against itself)' }, ...HOOKS];
   // JIT, pools, the key cache: one longer unmeasured run before the first round.
   await runLoad({ loader: LOADER, url, connections: CONNECTIONS, durationS: 3, keys: [key], tmpDir: dir });
   const rows = [];
@@ -399,12 +406,16 @@ try {
     }
     rows.push(row);
     const b = row.empty;
-    const parts = HOOKS.map((h) => {
+    const parts = COMPARED.map((h) => {
       const t = row[h.id];
       return (
         `${h.id} p99 ${t.p99.toFixed(2)} ms (${(t.p99 / b.p99).toFixed(3)}x), ${Math.round(t.rps)} req/s (${(t.rps / b.rps).toFixed(3)}x), ` +
         `${t.cpuUsPerReq.toFixed(0)} us CPU/req (main thread ${t.mainUsPerReq.toFixed(0)}, other threads ${t.otherMsPerS.toFixed(0)} ms/s), ${t.redisCmdsPerReq.toFixed(2)} Redis cmds/req (Redis CPU ${t.redisMsPerS.toFixed(0)} ms/s), ` +
-        (h.id === 'hanging' ? `${t.connections} connections opened (${t.queued} queued)` : `${t.attempts} attempts settled (${t.queued} queued)`)
+        (h.id === 'hanging'
+          ? `${t.connections} connections opened (${t.queued} queued)`
+          : h.id === 'refused'
+            ? `${t.attempts} attempts settled (${t.queued} queued)`
+            : '')
       );
     });
     console.log(
@@ -418,7 +429,7 @@ try {
   );
   for (const line of bad) console.log(`WARNING ${line}`);
   console.log(`\n2. Under load, ${QUEUED} deliveries queued against queues empty (median of the ${ROUNDS} per-round ratios)`);
-  for (const h of HOOKS) {
+  for (const h of COMPARED) {
     const p99s = rows.map((r) => r[h.id].p99 / r.empty.p99);
     const rps = rows.map((r) => r[h.id].rps / r.empty.rps);
     const cpu = rows.map((r) => r[h.id].cpuUsPerReq / r.empty.cpuUsPerReq);
@@ -429,7 +440,7 @@ try {
       `   ${h.what}: p99 ${mp.toFixed(3)}x [${p99s.map((x) => x.toFixed(3)).join(' ')}] ${mp <= 1.1 ? 'within' : 'OVER'} 1.1x; ` +
         `throughput ${median(rps).toFixed(3)}x [${rps.map((x) => x.toFixed(3)).join(' ')}]; gateway CPU/req ${median(cpu).toFixed(3)}x ` +
         `(main thread ${median(main).toFixed(3)}x, other threads ${median(other) >= 0 ? '+' : ''}${median(other).toFixed(0)} ms/s); ` +
-        `fill ${median(rows.map((r) => r[h.id].fillMs)).toFixed(0)} ms`,
+        (h.id === 'again' ? 'nothing queued' : `fill ${median(rows.map((r) => r[h.id].fillMs)).toFixed(0)} ms`),
     );
   }
 
