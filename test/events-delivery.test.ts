@@ -3,6 +3,7 @@
 // check every delivery's signature with the standardwebhooks package itself (never Tollgate's code). Every wait is
 // bounded (waitFor), every receiver and dispatcher stopped after its test.
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -374,6 +375,31 @@ describe('webhook delivery', () => {
     expect(hang.received.length).toBeLessThanOrEqual(4);
     await waitFor(async () => ((await d.queueOf('hangs').stats()).lastError ?? '').startsWith('timeout'), 'the timeouts recorded', 10_000);
     expect((await d.queueOf('hangs').stats()).lastError).toBe('timeout: no complete answer within 3 s');
+  });
+
+  it('rests an endpoint whose attempts all fail, tries one event at a time, and delivers everything once it answers', async () => {
+    const r = await Receiver.start();
+    r.answer = (_req, res) => res.writeHead(500).end();
+    const key = secret();
+    const s = setup([configuredEndpoint({ id: 'down', url: r.url, secret: key })]);
+    // Each event would be tried every 100 ms, 30 times: without the rest, 40 events make hundreds of attempts a second.
+    const d = s.dispatcher({ schedule: { delaysMs: Array<number>(30).fill(100), minSpanMs: 0 }, backoffMs: 400, maxBackoffMs: 800 });
+    await d.queueOf('down').disable('filled first', Date.now());
+    for (let i = 0; i < 40; i++) await s.publish({ id: `b${i}` });
+    await waitFor(async () => (await d.queueOf('down').stats()).enqueued === 40, 'all forty queued', 10_000);
+    await d.queueOf('down').enable();
+    await waitFor(() => r.received.length >= 4, 'the first attempts', 5_000);
+    await sleep(2_000);
+    // 4 failures in a row (each failure frees a place that is filled again until the 4th, so up to 3 more are in flight
+    // then), then one event after 400 ms and after every 800 ms: 7 + 3 at most in these 2 s, against hundreds.
+    expect(r.received.length).toBeGreaterThanOrEqual(5);
+    expect(r.received.length).toBeLessThanOrEqual(7 + 4);
+    expect(await d.queueOf('down').stats()).toMatchObject({ queued: 40, failed: 0 });
+    r.answer = (_req, res) => res.writeHead(204).end();
+    // The next probe is delivered; then the endpoint is sent its events 4 at a time again.
+    await waitFor(async () => (await d.queueOf('down').stats()).delivered === 40, 'every event delivered once the endpoint answers', 10_000);
+    expect(new Set(r.verifiedIds(key)).size).toBe(40);
+    expect(await d.queueOf('down').stats()).toMatchObject({ queued: 0, failed: 0 });
   });
 
   it('retries a delivery whose connection was reset', async () => {

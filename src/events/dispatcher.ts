@@ -21,6 +21,12 @@ import { WebhookSigner } from './signing.js';
 
 /** Attempts in flight per endpoint at most. */
 export const DEFAULT_CONCURRENCY = 4;
+/**
+ * An endpoint whose last `concurrency` attempts all failed rests this long before it is tried again, with one event
+ * (a probe); each probe that fails doubles the rest, up to MAX_BACKOFF_MS. A delivery ends the rest.
+ */
+export const BACKOFF_MS = 1_000;
+export const MAX_BACKOFF_MS = 30_000;
 /** An outbox entry read by an instance and not acknowledged for this long is taken over (its reader is gone). */
 export const CLAIM_IDLE_MS = 60_000;
 
@@ -148,6 +154,9 @@ export interface DispatcherOptions {
   claimIdleMs?: number;
   /** How long an idle loop sleeps at most before it looks again (another instance may have queued or settled). */
   pollMs?: number;
+  /** The first rest of an endpoint whose attempts all fail (BACKOFF_MS), and the longest (MAX_BACKOFF_MS). */
+  backoffMs?: number;
+  maxBackoffMs?: number;
   /**
    * Where to listen for registry changes (events:endpoints:changed, published by each registration and deletion): a
    * message makes the next turn read the registered endpoints again at once. Without it, or for a message lost while
@@ -449,10 +458,22 @@ function parseEntry(streamId: string, fields: string[]): StreamEntry | undefined
   return { streamId, id: f.id, type: f.type, consumer: f.consumer ?? '', key: f.key ?? '', plan: f.plan ?? '', percent, ce: f.ce };
 }
 
-/** One endpoint's loop: claims its due events and attempts them, `concurrency` at a time. */
+/**
+ * One endpoint's loop: claims its due events and attempts them, `concurrency` at a time. An endpoint that fails every
+ * attempt (down, refusing, answering 5xx) is not sent each of its due events in turn, which for a full queue would be
+ * thousands of attempts in every retry wave, each a connection, a signature and two scripts: once `concurrency`
+ * attempts in a row have failed it rests (BACKOFF_MS, doubling up to MAX_BACKOFF_MS), then one event is tried; the
+ * first delivery brings back full speed. Its events stay due meanwhile, so they are attempted later than their schedule
+ * says, never earlier, and no event is given up sooner for it.
+ */
 class EndpointLoop {
   private readonly waker = new Waker();
   private readonly inFlight = new Set<Promise<void>>();
+  /** Attempts that failed since the last delivery. */
+  private failedInARow = 0;
+  /** While failing: no claim before this time (ms, the dispatcher's clock), and the next rest's length. */
+  private restUntil = 0;
+  private nextRestMs = 0;
   private stopping = false;
   private running: Promise<void> | undefined;
 
@@ -501,7 +522,14 @@ class EndpointLoop {
     const concurrency = o.concurrency ?? DEFAULT_CONCURRENCY;
     const pollMs = o.pollMs ?? 1000;
     while (!this.done) {
-      const free = concurrency - this.inFlight.size;
+      const failing = this.failedInARow >= concurrency;
+      if (failing && this.d.now < this.restUntil) {
+        // Resting: a new event's wake() ends this sleep early, and the loop goes back to it.
+        await this.waker.sleep(this.restUntil - this.d.now);
+        continue;
+      }
+      // While failing, one probe at a time: its outcome decides the next rest.
+      const free = (failing ? 1 : concurrency) - this.inFlight.size;
       let wait = pollMs;
       if (free > 0) {
         try {
@@ -515,8 +543,8 @@ class EndpointLoop {
           this.d.logFailure('claiming due events failed', err, this.endpoint.id);
         }
       }
-      // All slots busy: an attempt's end wakes the loop.
-      await this.waker.sleep(this.inFlight.size >= concurrency ? pollMs : wait);
+      // All slots busy (or the probe out): an attempt's end wakes the loop.
+      await this.waker.sleep(this.inFlight.size >= concurrency || free <= 0 ? pollMs : wait);
     }
     await this.drain(o.stopTimeoutMs ?? (o.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS) + 5_000);
   }
@@ -549,12 +577,38 @@ class EndpointLoop {
       now: this.d.now,
       timeoutMs: o.attemptTimeoutMs ?? ATTEMPT_TIMEOUT_MS,
     });
+    this.failedOrNot(outcome);
     try {
       await this.settle(e, outcome);
     } catch (err) {
       // Redis failed: the lease ends and the event is attempted again (at least once).
       this.d.logFailure('settling an attempt failed', err, ep.id);
     }
+  }
+
+  /** Counts an attempt's outcome towards the endpoint's rest (see the class). */
+  private failedOrNot(outcome: AttemptOutcome): void {
+    const o = this.d.opts;
+    if (outcome.kind === 'delivered' || outcome.kind === 'disable') {
+      if (this.failedInARow >= (o.concurrency ?? DEFAULT_CONCURRENCY)) o.logger?.info({ endpoint: this.endpoint.id }, 'webhook endpoint answering again');
+      this.failedInARow = 0;
+      this.restUntil = 0;
+      return;
+    }
+    const concurrency = o.concurrency ?? DEFAULT_CONCURRENCY;
+    this.failedInARow++;
+    // Below the threshold; or resting already (an attempt of the last batch failing late does not extend the rest).
+    if (this.failedInARow < concurrency || this.d.now < this.restUntil) return;
+    const first = o.backoffMs ?? BACKOFF_MS;
+    if (this.failedInARow === concurrency) {
+      this.nextRestMs = first;
+      o.logger?.warn(
+        { endpoint: this.endpoint.id, failed: this.failedInARow, error: outcome.error },
+        'webhook endpoint failing: tried one event at a time, resting between',
+      );
+    }
+    this.restUntil = this.d.now + this.nextRestMs;
+    this.nextRestMs = Math.min(o.maxBackoffMs ?? MAX_BACKOFF_MS, this.nextRestMs * 2);
   }
 
   private async settle(e: ClaimedEvent, outcome: AttemptOutcome): Promise<void> {
