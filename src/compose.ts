@@ -54,6 +54,7 @@ import { RedisConsumerStore } from './consumers/redis-store.js';
 import type { ConsumerStore } from './consumers/types.js';
 import { DeliveryView } from './events/delivery-view.js';
 import { DEFAULT_MAX_PER_ENDPOINT } from './events/endpoint-queue.js';
+import { ConsumerThresholds } from './events/consumer-thresholds.js';
 import { EndpointRegistry, MemoryEndpointStore, RedisEndpointStore } from './events/endpoints.js';
 import { AddressGuard, type Lookup } from './outbound/address-guard.js';
 import { adminOpenApi } from './admin/openapi.js';
@@ -165,7 +166,7 @@ export interface ComposedEvents {
   delivery: EventsThread | undefined;
   /** key.expiring for every key expiring within 7 days of `now` (run hourly with delivery, and once soon after start). */
   expiringKeys(now: number): Promise<{ expiring: number; published: number }>;
-  /** Stops the hourly key.expiring pass (close() calls it), waiting for a pass in progress. */
+  /** Stops the hourly key.expiring pass and the registered thresholds' reads (close() calls it), waiting for a pass in progress. */
   stopExpiring(): Promise<void>;
 }
 
@@ -669,13 +670,16 @@ function buildAdmin(
  * that connection's command deadline (redis.commandTimeoutMs) like a limit check; a request that crosses nothing sends
  * nothing more. The key.expiring pass reads the key records on the admin connection, as reports do.
  */
-function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: RedisBackend, admin: KeyAdmin): ComposedEvents {
+function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: RedisBackend, admin: KeyAdmin, endpoints: EndpointRegistry): ComposedEvents {
   const { runtime, logger } = base;
+  // The section is restart-only (routing/runtime.ts): events.thresholds is the one it started with; a consumer's own
+  // endpoints add their percents, kept current from the registry's change channel.
+  const thresholds = new ConsumerThresholds(cfg.thresholds, endpoints, logger);
+  void thresholds.start({ connection: redis.connection, channel: redis.keyspace.eventEndpointsChanged() });
   const producer = new EventProducer({
     sink: new RedisOutbox(redis.connection.client, redis.keyspace),
     source: cfg.source ?? defaultEventSource(runtime.config.redis?.prefix),
-    // The section is restart-only (routing/runtime.ts): these are the thresholds it started with.
-    thresholds: () => cfg.thresholds,
+    thresholds: (consumer) => thresholds.of(consumer),
     logger,
   });
   producer.start();
@@ -698,7 +702,7 @@ function startEvents(base: Base, cfg: NonNullable<Config['events']>, redis: Redi
   // The key.expiring pass runs here, not on the events thread: the key records and the producer are this process's.
   // Every instance runs it; the outbox keeps one event per key and expiry, whichever instance finds it first.
   const expiring = delivery ? expiringPass(scan, base.clock, logger) : undefined;
-  return { producer, delivery, expiringKeys: scan, stopExpiring: async () => expiring?.stop() };
+  return { producer, delivery, expiringKeys: scan, stopExpiring: async () => Promise.all([expiring?.stop(), thresholds.stop()]).then(() => {}) };
 }
 
 /** The key.expiring pass's first run after start (off the start-up itself), then its period. */
@@ -761,7 +765,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
   const { recorder } = stores;
   const { keys, consumers } = decisions;
-  const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin) : undefined;
+  const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin, decisions.endpoints) : undefined;
 
   return {
     app,

@@ -515,6 +515,28 @@ describe('an endpoint a consumer registers on the admin API', () => {
     expect(got[0]!.headers['webhook-id']).toMatch(/^quota-threshold:consumer:acme:day:/);
     await gw.proc.stop(30_000);
   }, 150_000);
+
+  it('its own thresholds: a 50% asked for is crossed and sent to it alone; a configured webhook keeps events.thresholds', async () => {
+    const rx = await Receiver.start('own-thresholds');
+    const CFG_SECRET = secret();
+    const webhooks = [{ id: 'ops', url: rx.url('ops'), secret: CFG_SECRET, types: ['quota.threshold'] }];
+    const gw = await serve('own-thresholds', config('e2e7:', { webhooks, allowTargets: ['127.0.0.0/8'] }, { portal: { webhooks: true } }));
+    await cliOk(['consumers', 'create', '--id', 'acme', '--name', 'acme', '--plan', 'small', '--yes', '--quiet', '--config', gw.file]);
+    const created = await admin(gw, 'POST', '/consumers/acme/webhooks', { url: rx.url('own'), types: ['quota.threshold'], thresholds: [50] });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const ownSecret = created.body.secret as string;
+    const acmeKey = await createKey(gw.file, ['--plan', 'small', '--consumer', 'acme']);
+    // perDay 10: the 5th request crosses 50%, the 8th 80%, the 10th 100%.
+    expect(await hit(gw.url, acmeKey.key, 10)).toEqual(Array<number>(10).fill(200));
+    await rx.waitFor('own', 1, 'the 50% event at the endpoint that asked for it');
+    await rx.waitFor('ops', 2, 'the 80% and 100% events at the configured webhook');
+    await sleep(2000);
+    const own = distinct(rx.deliveries('own')).map((d) => verified(d, ownSecret));
+    expect(own.map((e) => (e.data as { percent: number }).percent)).toEqual([50]);
+    const ops = distinct(rx.deliveries('ops')).map((d) => verified(d, CFG_SECRET));
+    expect(ops.map((e) => (e.data as { percent: number }).percent).sort((a, b) => a - b)).toEqual([80, 100]);
+    await gw.proc.stop(30_000);
+  }, 90_000);
 });
 
 describe('key.expiring', () => {

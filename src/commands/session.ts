@@ -124,6 +124,7 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     ? new EventProducer({
         sink: new RedisOutbox(redis.client, keyspace),
         source: config.events.source ?? defaultEventSource(config.redis?.prefix),
+        // A CLI session's only events are consumer.suspended: no threshold is crossed here.
         thresholds: () => config.events?.thresholds ?? [],
         logger: audit,
       })

@@ -45,7 +45,11 @@ export interface DeliveryEndpoint {
   filter?: { consumers?: readonly string[] | undefined; plans?: readonly string[] | undefined; keys?: readonly string[] | undefined } | undefined;
   /** A registered endpoint: the consumer it belongs to (it gets that consumer's events only), checked by the address guard. */
   consumer?: string | undefined;
-  /** A registered endpoint's own quota.threshold percents (the entry's `percent`); undefined: every one. */
+  /**
+   * The quota.threshold percents (the entry's `percent`) it takes: a configured webhook's are events.thresholds, a
+   * registered endpoint's its own or else events.thresholds (the dispatcher's defaultThresholds); undefined: every one.
+   * The producer also crosses percents other consumers' endpoints asked for: nobody else receives those.
+   */
   thresholds?: readonly number[] | undefined;
 }
 
@@ -68,10 +72,8 @@ export interface StreamEntry {
 /** Whether an outbox entry goes to an endpoint. */
 export function endpointTakes(ep: DeliveryEndpoint, e: StreamEntry): boolean {
   if (ep.types && !ep.types.includes(e.type)) return false;
-  if (ep.consumer !== undefined) {
-    if (e.consumer !== ep.consumer) return false;
-    if (ep.thresholds && e.type === 'quota.threshold' && (e.percent === undefined || !ep.thresholds.includes(e.percent))) return false;
-  }
+  if (ep.consumer !== undefined && e.consumer !== ep.consumer) return false;
+  if (ep.thresholds && e.type === 'quota.threshold' && (e.percent === undefined || !ep.thresholds.includes(e.percent))) return false;
   const f = ep.filter;
   if (f?.consumers && !f.consumers.includes(e.consumer)) return false;
   if (f?.plans && !f.plans.includes(e.plan)) return false;
@@ -135,6 +137,8 @@ export interface DispatcherOptions {
   keyspace: Keyspace;
   /** The configured webhooks. */
   endpoints: readonly DeliveryEndpoint[];
+  /** The percents (events.thresholds) a registered endpoint that asked for none takes. Absent: every percent. */
+  defaultThresholds?: readonly number[];
   /** Whether endpoints registered in events:endpoints are read (and delivered to through `guard`). Default true. */
   registered?: boolean;
   poster: WebhookPoster;
@@ -432,6 +436,7 @@ export class Dispatcher {
     const found: DeliveryEndpoint[] = [];
     for (const [id, json] of Object.entries(records)) {
       const ep = registeredEndpoint(id, json);
+      if (ep && ep.thresholds === undefined && this.opts.defaultThresholds) ep.thresholds = this.opts.defaultThresholds;
       if (ep && !this.opts.endpoints.some((c) => c.id === id)) found.push(ep);
       else if (!ep) this.logFailure('a registered endpoint record is unreadable', new Error(`events:endpoints ${id}`), id);
     }

@@ -17,8 +17,11 @@ export interface ProducerDeps {
   sink: EventSink;
   /** The CloudEvents source (events.source, or its default). */
   source: string;
-  /** The percents in force (events.thresholds). */
-  thresholds: () => readonly number[];
+  /**
+   * The percents in force for a consumer (or, undefined, a key without one): events.thresholds, and for a consumer
+   * also those its registered endpoints asked for (consumer-thresholds.ts).
+   */
+  thresholds: (consumer: string | undefined) => readonly number[];
   logger: Logger;
   /** Deprecated-call event ids remembered in memory at most, so Redis is asked once per instance and day (default 10,000). */
   seenLimit?: number;
@@ -125,7 +128,8 @@ export class EventProducer {
   private readonly seen = new Set<string>();
   private readonly seenLimit: number;
 
-  private readonly onDecided = (m: unknown): void => this.guard(() => this.emitAll(decidedDrafts(m as DecidedMessage, this.deps.thresholds())));
+  private readonly onDecided = (m: unknown): void =>
+    this.guard(() => this.emitAll(decidedDrafts(m as DecidedMessage, this.deps.thresholds((m as DecidedMessage).consumer))));
   private readonly onConsumerChanged = (m: unknown): void =>
     this.guard(() => {
       const d = suspendedDraft(m as ConsumerChangedMessage);

@@ -21,6 +21,8 @@ export interface EventsThreadData {
   webhooks: DeliveryEndpoint[];
   /** CIDRs registered endpoints may point into (events.allowTargets). */
   allowTargets: string[];
+  /** events.thresholds: the percents a registered endpoint that asked for none takes. */
+  thresholds: number[];
   maxPerEndpoint: number;
   /** Its heap (V8's old generation), in MB. */
   memoryMb: number;
@@ -66,11 +68,14 @@ export function eventsThreadData(
     prefix: redis.prefix,
     commandTimeoutMs: redis.commandTimeoutMs,
     webhooks: events.webhooks.map((w) => {
-      const ep = configuredEndpoint(w);
+      // A configured webhook takes quota.threshold at events.thresholds only, not at the percents a consumer's own
+      // endpoints asked for.
+      const ep = { ...configuredEndpoint(w), thresholds: events.thresholds };
       // Plain data only across the thread boundary.
       return JSON.parse(JSON.stringify(ep)) as DeliveryEndpoint;
     }),
     allowTargets: [...events.allowTargets],
+    thresholds: [...events.thresholds],
     maxPerEndpoint: events.queue.maxPerEndpoint,
     memoryMb: EVENTS_THREAD_MEMORY_MB,
     logLevel,

@@ -33,6 +33,7 @@ const dispatcher = new Dispatcher({
   endpoints: data.webhooks,
   poster: client,
   guard: new AddressGuard({ allow: data.allowTargets }),
+  defaultThresholds: data.thresholds,
   // A registration or deletion on any instance is read at once (the 10 s re-read stays as the fallback).
   registryFeed: connection,
   maxPerEndpoint: data.maxPerEndpoint,
