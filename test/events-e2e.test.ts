@@ -7,24 +7,22 @@
 // registered by the admin API refused at 127.0.0.1 until events.allowTargets opens loopback, then getting its own
 // consumer's events only; key.expiring sent once by two gateways; and the verification snippets of docs/events.md run
 // (Node and Python) against a real delivery.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
 import { Keyspace } from '../src/storage/keyspace.js';
-import { assertBuilt, CHILD_CEILING_MS, cliOk, CliProcess, REPO, startServe, tempDir } from './helpers/cli.js';
-import { track } from './helpers/children.js';
+import { assertBuilt, cliOk, CliProcess, REPO, startServe, tempDir } from './helpers/cli.js';
+import { spawnReceiver } from './helpers/webhook-receiver.js';
 import { useStack } from './helpers/stack.js';
 import { TestUpstream } from './helpers/upstream.js';
 import { waitFor } from './helpers/wait.js';
 
-const RECEIVER = fileURLToPath(new URL('./fixtures/webhook-receiver.mjs', import.meta.url));
 const TOKEN = generateAdminToken();
 const secret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
@@ -62,26 +60,8 @@ class Receiver {
     return r;
   }
 
-  private static async spawn(port: number, file: string, rules: string[]): Promise<{ proc: ChildProcess; port: number }> {
-    const proc = track(spawn(process.execPath, [RECEIVER, String(port), file, ...rules], { stdio: ['ignore', 'pipe', 'pipe'] }));
-    let out = '';
-    const listening = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`receiver did not listen within ${CHILD_CEILING_MS} ms: ${out}`)), CHILD_CEILING_MS);
-      proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
-        out += d;
-        const m = /listening (\d+)/.exec(out);
-        if (m) {
-          clearTimeout(timer);
-          resolve(Number(m[1]));
-        }
-      });
-      proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-      proc.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`receiver exited (${code}): ${out}`));
-      });
-    });
-    return { proc, port: listening };
+  private static spawn(port: number, file: string, rules: string[]): Promise<{ proc: ChildProcess; port: number }> {
+    return spawnReceiver(port, file, rules);
   }
 
   url(path: string): string {

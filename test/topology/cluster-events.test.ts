@@ -6,12 +6,11 @@
 // the test); then an endpoint registered on one gateway's admin API, reached through the change feed.
 // The outbox ({outbox}), the endpoint's queue ({ep:<id>}), the key's ledger ({<key id>}) and the export's checkpoint
 // ({<destination>}) are each in a slot of their own, so every script runs on one node and the commands go to several.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
@@ -21,13 +20,12 @@ import { keySubject } from '../../src/limits/subject.js';
 import { hourOfDay } from '../../src/usage/store.js';
 import { Keyspace } from '../../src/storage/keyspace.js';
 import { dayOf, HOUR_MS } from '../../src/util/time.js';
-import { assertBuilt, CHILD_CEILING_MS, cliOk, CliProcess, startServe, tempDir } from '../helpers/cli.js';
-import { track } from '../helpers/children.js';
+import { assertBuilt, cliOk, CliProcess, startServe, tempDir } from '../helpers/cli.js';
 import { TestRedisCluster } from '../helpers/redis-cluster.js';
 import { TestUpstream } from '../helpers/upstream.js';
 import { waitFor } from '../helpers/wait.js';
+import { spawnReceiver } from '../helpers/webhook-receiver.js';
 
-const RECEIVER = fileURLToPath(new URL('../fixtures/webhook-receiver.mjs', import.meta.url));
 const PREFIX = 'cev:';
 const ks = new Keyspace(PREFIX);
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
@@ -49,25 +47,9 @@ interface Delivery {
 
 /** Starts the receiver process on any free port; resolves once it listens. */
 async function startReceiver(): Promise<void> {
-  const proc = track(spawn(process.execPath, [RECEIVER, '0', received], { stdio: ['ignore', 'pipe', 'pipe'] }));
-  receiver = proc;
-  let out = '';
-  receiverPort = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`receiver did not listen within ${CHILD_CEILING_MS} ms: ${out}`)), CHILD_CEILING_MS);
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening (\d+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`receiver exited (${code}): ${out}`));
-    });
-  });
+  const started = await spawnReceiver(0, received);
+  receiver = started.proc;
+  receiverPort = started.port;
 }
 
 /** The requests the receiver got on /<path>. */
