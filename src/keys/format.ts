@@ -66,6 +66,11 @@ export function hashKey(token: string): string {
   return hash('sha256', token, 'hex');
 }
 
+/** A key's last 4 characters, kept in its record (`last4`) so its holder can tell it from their other keys. */
+export function lastFour(token: string): string {
+  return token.slice(-4);
+}
+
 /** Compares two SHA-256 hex digests in constant time. */
 export function hashesEqual(a: string, b: string): boolean {
   const ab = Buffer.from(a, 'hex');

@@ -28,6 +28,11 @@ export interface KeyRecord {
   /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
   prefix?: string;
   /**
+   * The key's last 4 characters, so its holder can tell their keys apart (the portal shows prefix…last4): written when
+   * the plaintext is known (create, rotate, an import of a plaintext key). Too few to help a guess.
+   */
+  last4?: string;
+  /**
    * The id of the consumer the key belongs to (src/consumers/): its plan and pool apply; the key's own `plan` applies
    * again once it is detached. Every write of the record copies it into that consumer's mirror (Keyspace.consumerKeys).
    */
