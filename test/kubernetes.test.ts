@@ -732,7 +732,7 @@ describe('deploy/kubernetes', () => {
     expect(r.status).toBe(0);
   });
 
-  it("the built gateway, run on the base ConfigMap's config, answers the probes where the Deployment points them", async () => {
+  it("the built gateway, run on the base ConfigMap's config, answers the probes where the Deployment points them, and serves the portal", async () => {
     const cm = rendered.get('base')!.find((o) => o.kind === 'ConfigMap')!;
     // Free ports instead of the fixed ones (other tests run beside this one); a Redis nobody listens on.
     const text = (cm.data['gateway.yaml'] as string).replace(/^( {2}port:) \d+/gm, '$1 0');
@@ -751,6 +751,9 @@ describe('deploy/kubernetes', () => {
       // Not ready (no Redis, no upstream here), but answered: 503, not 404.
       expect(await get(`${local(line.opsUrl)}/readyz`)).toBe(503);
       expect(await get(`${local(line.opsUrl)}/metrics`)).toBe(200);
+      // The consumer portal on its own port (the tollgate-portal Service's target): its page.
+      const portal = await proc.waitForLog('portal listening');
+      expect(await get(`${local(portal.url)}/`)).toBe(200);
     } finally {
       proc.signal('SIGTERM');
       await proc.waitForExit();
