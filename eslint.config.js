@@ -22,8 +22,8 @@ export default tseslint.config(
     },
   },
   {
-    // The dashboard's modules run in the browser (src/dashboard/public/: app.js and its views, ES modules).
-    files: ['src/dashboard/public/**/*.js'],
+    // The dashboard's and the portal's modules run in the browser (src/*/public/: app.js and its views, ES modules).
+    files: ['src/dashboard/public/**/*.js', 'src/portal/public/**/*.js'],
     languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
   },
   {
