@@ -86,14 +86,10 @@ export const day = (t) => new Date(t).toLocaleDateString('en-GB', { dateStyle: '
 export function fromNow(t) {
   const ms = new Date(t).getTime() - Date.now();
   const s = Math.round(Math.abs(ms) / 1000);
+  const min = Math.round(s / 60);
+  const days = Math.round(s / 86400);
   const text =
-    s < 90
-      ? `${s} s`
-      : s < 5400
-        ? `${Math.round(s / 60)} min`
-        : s < 2 * 86400
-          ? `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`
-          : `${Math.round(s / 86400)} days`;
+    s < 90 ? `${s} s` : min < 90 ? `${min} min` : min < 24 * 60 ? `${Math.floor(min / 60)} h ${min % 60} min` : days === 1 ? '1 day' : `${days} days`;
   return ms >= 0 ? `in ${text}` : `${text} ago`;
 }
 
@@ -196,6 +192,7 @@ export class UsageChart extends Component {
       height: 260,
       series,
       axes: [{}, { size: 60 }],
+      legend: { live: false },
       scales: { x: { time: true }, y: { range: /** @type {uPlot.Range.Function} */ ((_u, _min, max) => [0, Math.max(1, max) * 1.1]) } },
     };
     this.plot = new uPlot(opts, this.data(this.props.buckets), /** @type {HTMLElement} */ (this.base));

@@ -26,11 +26,16 @@ function sunsetCell(op) {
     >`;
 }
 
+/** @param {import('../api.d.ts').Time} t */
+const clock = (t) => new Date(t).toLocaleTimeString('en-GB', { timeStyle: 'short' });
+/** @param {import('../api.d.ts').Time} a @param {import('../api.d.ts').Time} b */
+const sameDay = (a, b) => new Date(a).toDateString() === new Date(b).toDateString();
+
 /** @param {Operation} op */
 function brownoutCell(op) {
   if (op.brownouts.length === 0) return html`<span class="muted">none scheduled</span>`;
   return html`<ul class="plain">
-    ${op.brownouts.map((b) => html`<li>${when(b.start)} to ${new Date(b.end).toLocaleTimeString('en-GB', { timeStyle: 'short' })}</li>`)}
+    ${op.brownouts.map((b) => html`<li>${when(b.start)} to ${sameDay(b.start, b.end) ? clock(b.end) : when(b.end)}</li>`)}
   </ul>`;
 }
 
@@ -78,7 +83,7 @@ export function DeprecatedPanel(props) {
                       <td class="wrap">
                         ${link ? html`<a href=${link} target="_blank" rel="noopener noreferrer">${link}</a>` : html`<span class="muted">not given</span>`}
                       </td>
-                      <td>${brownoutCell(op)}</td>
+                      <td class="wrap">${brownoutCell(op)}</td>
                     </tr>`;
                   })}
                 </tbody>

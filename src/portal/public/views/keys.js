@@ -130,7 +130,7 @@ class KeysPage extends Component {
                       html`<tr data-key=${k.id}>
                         <td><code class="masked">${k.masked}</code></td>
                         <td class="wrap">${k.name || html`<span class="muted">-</span>`}</td>
-                        <td>
+                        <td class="status">
                           <span class=${`badge ${k.status}`} title=${STATUS[k.status] ?? k.status}>${k.status === 'active' ? 'active' : k.status}</span>
                           ${k.graceUntil ? html`<div class="muted small">old key works until ${when(k.graceUntil)}</div>` : null}
                         </td>
@@ -139,11 +139,13 @@ class KeysPage extends Component {
                         <td>${k.expiresAt ? when(k.expiresAt) : html`<span class="muted">never</span>`}</td>
                         ${
                           write
-                            ? html`<td class="row-actions">
+                            ? html`<td>
                                 ${
                                   k.status === 'active' || k.status === 'grace'
-                                    ? html`<button type="button" class="rotate" onClick=${() => this.rotate(k)}>Rotate</button>
-                                        <button type="button" class="revoke danger" onClick=${() => this.revoke(k)}>Revoke</button>`
+                                    ? html`<div class="row-actions">
+                                        <button type="button" class="rotate" onClick=${() => this.rotate(k)}>Rotate</button>
+                                        <button type="button" class="revoke danger" onClick=${() => this.revoke(k)}>Revoke</button>
+                                      </div>`
                                     : null
                                 }
                               </td>`
