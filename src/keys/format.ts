@@ -43,6 +43,11 @@ export function generateKey(prefix: string = KEY_PREFIX): string {
   return prefix + body + checksum(body);
 }
 
+/** A plaintext key's last 4 characters (KeyRecord.last4): kept so a person can tell keys apart, never enough to use one. */
+export function lastFour(plaintext: string): string {
+  return plaintext.slice(-4);
+}
+
 /** True when the token is an issued key (the prefix, the body, a matching checksum). */
 export function isWellFormedKey(token: string, prefix: string = KEY_PREFIX): boolean {
   if (!token.startsWith(prefix)) return false;

@@ -5,7 +5,7 @@
 // visible prefix is kept (key-prefix.ts). A record with only a hash may give that prefix itself.
 import { z } from 'zod';
 import { keyInputFields, sha256HexSchema, sortedMetadata } from '../config/key-fields.js';
-import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, type KeyShapeRules } from './format.js';
+import { FOREIGN_KEY_MAX, FOREIGN_KEY_MIN, hashKey, isAcceptableKey, lastFour, type KeyShapeRules } from './format.js';
 import { storedKeySchema } from './record-schema.js';
 import { prefixOf, prefixProblem } from './key-prefix.js';
 import { isBearerToken } from './cost-warnings.js';
@@ -82,12 +82,14 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
   if (r.key !== undefined && r.sha256 !== undefined) return { error: 'give key or sha256, not both' };
   let hash: string;
   let prefix: string | undefined;
+  let last4: string | undefined;
   if (r.key !== undefined) {
     const problem = keyProblem(r.key, shape);
     if (problem) return { error: problem };
     if (r.prefix !== undefined) return { error: 'prefix: give it only with sha256 (with key, the prefix is taken from the key)' };
     hash = hashKey(r.key);
     prefix = prefixOf(r.key);
+    last4 = lastFour(r.key);
   } else if (r.sha256 !== undefined) {
     const h = normaliseSha256(r.sha256);
     if (!h) return { error: 'sha256: expected 64 hex digits, or base64 of 32 bytes (44 characters with "=", or 43 without)' };
@@ -110,6 +112,7 @@ export function normaliseRecord(record: unknown, shape: KeyShapeRules, now: stri
     status: 'active',
     hash,
     ...(prefix !== undefined ? { prefix } : {}),
+    ...(last4 !== undefined ? { last4 } : {}),
     ...(r.consumer !== undefined ? { consumer: r.consumer } : {}),
   };
   return { key, customer: true, idGiven: r.id !== undefined, retired: [], ...(r.key !== undefined && !isBearerToken(r.key) ? { notBearer: true } : {}) };

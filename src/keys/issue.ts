@@ -3,7 +3,7 @@
 import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
 import { attaching, overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
-import { generateKey, generateKeyId, hashKey } from './format.js';
+import { generateKey, generateKeyId, hashKey, lastFour } from './format.js';
 import { CLI_ACTOR, type Actor, type KeyChanges, type Replication } from './key-changes.js';
 import { toRecord } from './rules.js';
 import type { KeyRecord, KeyStore, StoredKey } from './types.js';
@@ -63,6 +63,7 @@ export class KeyIssuer {
       ...(input.allowedCidrs !== undefined ? { allowedCidrs: [...input.allowedCidrs] } : {}),
       status: 'active',
       hash: hashKey(plaintext),
+      last4: lastFour(plaintext),
       ...(input.consumer !== undefined ? { consumer: input.consumer } : {}),
     };
     if (stored.consumer === undefined) await this.store.create(stored);

@@ -5,7 +5,7 @@ import type { Clock } from '../util/clock.js';
 import { sortedMetadata } from '../config/key-fields.js';
 import { KeyAdminError, notFound } from './admin-errors.js';
 import { attaching, overrideWarningsFor, requirePlan, type KeyAdminPolicy } from './admin-policy.js';
-import { DEFAULT_KEY_SHAPE, generateKey, hashKey, isAcceptableKey } from './format.js';
+import { DEFAULT_KEY_SHAPE, generateKey, hashKey, isAcceptableKey, lastFour } from './format.js';
 import { CLI_ACTOR, type Actor, type KeyChanges, type Replication } from './key-changes.js';
 import { toRecord } from './rules.js';
 import type { KeyShapeRules } from './format.js';
@@ -121,7 +121,7 @@ export class KeyLifecycle {
       if (opts.keepPrefix) plaintext = keptPrefixKey(k, shape);
       else plaintext = generateKey(this.policy.issuedPrefix?.());
       const now = this.clock.now();
-      const next: StoredKey = { ...k, hash: hashKey(plaintext), rotatedAt: new Date(now).toISOString() };
+      const next: StoredKey = { ...k, hash: hashKey(plaintext), last4: lastFour(plaintext), rotatedAt: new Date(now).toISOString() };
       if (!opts.keepPrefix) delete next.prefix;
       const unlink = k.prevHash ? [k.prevHash] : [];
       if (graceSeconds > 0) {

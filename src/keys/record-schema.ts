@@ -30,6 +30,10 @@ export const storedKeySchema = z.strictObject({
       if (problem) ctx.addIssue({ code: 'custom', message: problem.replace(/^prefix: /, '') });
     })
     .optional(),
+  last4: z
+    .string()
+    .regex(/^[\x21-\x7e]{4}$/, 'expected the last 4 characters of the key (visible ASCII)')
+    .optional(),
   scopes: scopes.optional(),
   allowedCidrs: allowedCidrs.optional(),
   hash: sha256HexSchema,

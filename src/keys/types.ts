@@ -28,6 +28,11 @@ export interface KeyRecord {
   /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
   prefix?: string;
   /**
+   * The plaintext's last 4 characters, written when the plaintext is known (issued, rotated, imported from a plaintext):
+   * what lets a person tell their keys apart ("tg_…x7Qa") without the key. Four of 49 characters open nothing.
+   */
+  last4?: string;
+  /**
    * The id of the consumer the key belongs to (src/consumers/): its plan and pool apply; the key's own `plan` applies
    * again once it is detached. Every write of the record copies it into that consumer's mirror (Keyspace.consumerKeys).
    */

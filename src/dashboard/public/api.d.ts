@@ -151,6 +151,7 @@ export type Key = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  last4?: string;
   consumer?: string;
 };
 
@@ -220,6 +221,7 @@ export type KeyFields = {
   revokedAt?: string;
   rotatedAt?: string;
   prefix?: string;
+  last4?: string;
   consumer?: string;
 };
 
