@@ -3,8 +3,8 @@
 // the rooms together as surely as a value does. `npm run lint` runs it (depcruise src).
 //
 //   4  entry points    compose.ts, program.ts, cli.ts, server/, petstore/
-//   3  application     pipeline/, admin/, dashboard/, commands/, workers/
-//   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/ < metering/
+//   3  application     pipeline/, admin/, dashboard/, commands/, workers/, portal/
+//   2  domain          routing/ < keys/ < consumers/ < identity/ < limits/ < usage/ < events/ < metering/ < access/
 //                      (each may import those before it, never after; a room with no folder yet matches nothing)
 //   1  infrastructure  http/, config/, storage/, observability/, openapi/, validation/, outbound/
 //   0  util/
@@ -21,21 +21,36 @@ const ROOM = {
   usage: '^src/usage/',
   events: '^src/events/',
   metering: '^src/metering/',
-  app: '^src/(pipeline|admin|dashboard|commands|workers)/',
+  access: '^src/access/',
+  app: '^src/(pipeline|admin|dashboard|commands|workers|portal)/',
   top: '^src/(compose\\.ts|program\\.ts|cli\\.ts|server/|petstore/)',
   types: '^src/types/',
 };
 const ABOVE = {
-  util: [ROOM.base, ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  base: [ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  routing: [ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  keys: [ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  consumers: [ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  identity: [ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  limits: [ROOM.usage, ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  usage: [ROOM.events, ROOM.metering, ROOM.app, ROOM.top],
-  events: [ROOM.metering, ROOM.app, ROOM.top],
-  metering: [ROOM.app, ROOM.top],
+  util: [
+    ROOM.base,
+    ROOM.routing,
+    ROOM.keys,
+    ROOM.consumers,
+    ROOM.identity,
+    ROOM.limits,
+    ROOM.usage,
+    ROOM.events,
+    ROOM.metering,
+    ROOM.access,
+    ROOM.app,
+    ROOM.top,
+  ],
+  base: [ROOM.routing, ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  routing: [ROOM.keys, ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  keys: [ROOM.consumers, ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  consumers: [ROOM.identity, ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  identity: [ROOM.limits, ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  limits: [ROOM.usage, ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  usage: [ROOM.events, ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  events: [ROOM.metering, ROOM.access, ROOM.app, ROOM.top],
+  metering: [ROOM.access, ROOM.app, ROOM.top],
+  access: [ROOM.app, ROOM.top],
   app: [ROOM.top],
 };
 

@@ -22,7 +22,7 @@ export default tseslint.config(
     },
   },
   {
-    // The dashboard's and the portal's modules run in the browser (src/*/public/: app.js and its views, ES modules).
+    // The dashboard's and the consumer portal's modules run in the browser (public/: app.js and its views, ES modules).
     files: ['src/dashboard/public/**/*.js', 'src/portal/public/**/*.js'],
     languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
   },

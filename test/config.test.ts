@@ -64,7 +64,7 @@ describe('defaults', () => {
       anonymous: { perMinute: 30 },
       ban: { enabled: true, mode: 'enforce', scope: 'key', threshold: 10, windowSeconds: 60, durationsSeconds: [60, 600, 3600], resetAfterSeconds: 86_400 },
       consumers: { forwardMetadata: [] },
-      portal: { webhooks: false },
+      portal: { webhooks: false, host: '127.0.0.1', sessionHours: 8, signInsPerMinute: 10 },
       routes: [],
       methodOverride: 'match',
       keys: [],

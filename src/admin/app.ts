@@ -73,7 +73,8 @@ export interface AdminAppOptions {
 /** Admin requests are small JSON documents: a key's fields and metadata. */
 const MAX_BODY = '64kb';
 
-const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
+/** The catalogue code of each key administration error: the admin API and the portal answer them alike. */
+export const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
   not_found: 'not_found',
   revoked: 'key_revoked',
   unknown_plan: 'unknown_plan',

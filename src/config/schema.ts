@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { LoadedDocuments } from '../openapi/operations.js';
 import { routeLimitsUseKnownPlans, stabilityPlansKnown, staticKeysUseKnownPlans } from './rules/known-plans.js';
 import { eventsNeedRedis } from './rules/events-redis.js';
-import { adminPortDiffers, opsPortDiffers, workersNeedRedis } from './rules/ports-and-workers.js';
+import { adminPortDiffers, opsPortDiffers, portalPortDiffers, workersNeedRedis } from './rules/ports-and-workers.js';
 import { routesLeaveGatewayPathsAlone, routesNameKnownServices, routesWithoutServiceNeedUpstream } from './rules/route-destinations.js';
 import { admin, adminTokenIdsUnique } from './sections/admin.js';
 import { anonymous } from './sections/anonymous.js';
@@ -81,7 +81,7 @@ export const configSchema = z
       .describe('A POST carrying X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override or ?_method: "match" routes it as the method it names and sends it upstream as that method (override headers, _method and, for GET or DELETE, the body left out); "refuse" answers 400.'),
     keys: keys.default([]).describe('Static keys for Redis-less use, by the SHA-256 of the key (tollgate keys generate).'),
     auth: auth.prefault({}).describe('How API keys are read and judged: where (sources), which shapes (foreignKeys), and the prefix of issued keys.'),
-    portal: portal.prefault({}).describe("What consumers may do for themselves: for now whether webhook endpoints may be registered for them; the customer portal's listener (host, port, tls) will be configured here too."),
+    portal: portal.prefault({}).describe("What consumers may do for themselves: whether webhook endpoints may be registered for them, and the consumer portal's listener (off unless port is set), its sessions and sign-in limit."),
     events: events.optional().describe('Quota alerts and other events as signed webhooks (CloudEvents), and the metering export; needs redis.'),
   })
   .superRefine(sunsetNotBeforeDeprecation, readsClean('routes'))
@@ -96,6 +96,7 @@ export const configSchema = z
   .superRefine(eventsNeedRedis, readsClean('events', 'redis'))
   .superRefine(opsPortDiffers, readsClean('ops', 'server'))
   .superRefine(adminPortDiffers, readsClean('admin', 'server', 'ops'))
+  .superRefine(portalPortDiffers, readsClean('portal', 'server', 'admin', 'ops'))
   .superRefine(adminTokenIdsUnique, readsClean('admin'))
   .superRefine(keySourcesDistinct, readsClean('auth'))
   .superRefine(routesNameKnownServices, readsClean('services', 'routes', 'defaultService', 'upstream'))

@@ -1,4 +1,4 @@
-// The certificate and key files the config names (server.tls, admin.tls, ops.tls, services.<name>.tls), read and
+// The certificate and key files the config names (server.tls, admin.tls, ops.tls, portal.tls, services.<name>.tls), read and
 // checked in one place. Loading a config reads them all, so a missing, unreadable or non-PEM file, or a key that does
 // not belong to its certificate, is a config error naming the field (config check, start, reload), never a crash
 // when a listener or a target first needs them. The listeners and targets read them again through the same functions
@@ -118,6 +118,7 @@ function listenerBlocks(config: Config): Array<[string, ListenerTlsConfig]> {
   if (config.server.tls) out.push(['server.tls', config.server.tls]);
   if (config.admin.tls) out.push(['admin.tls', config.admin.tls]);
   if (config.ops?.tls) out.push(['ops.tls', config.ops.tls]);
+  if (config.portal.tls) out.push(['portal.tls', config.portal.tls]);
   return out;
 }
 

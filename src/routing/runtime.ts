@@ -44,6 +44,10 @@ const RESTART_ONLY_FIELDS = [
   // The admin listener's address: the socket is bound at start-up.
   ['admin', 'host'],
   ['admin', 'port'],
+  // The portal listener's address, and the base of the links the admin API hands out for it, are bound at start-up.
+  ['portal', 'host'],
+  ['portal', 'port'],
+  ['portal', 'publicUrl'],
   // Whether the usage recorder exists and its flush timer are decided at start-up; half a switch (the limit script's
   // ledger on, the recorder's counts off) would make the ledger wrong.
   ['usage', 'enabled'],
@@ -61,7 +65,7 @@ const RESTART_ONLY_FIELDS = [
  * minVersion apply to new connections (setSecureContext). Turning TLS on or off, or mutual TLS (caFile), changes what
  * the socket is and needs a restart.
  */
-const LISTENER_TLS_SECTIONS = ['server', 'admin', 'ops'] as const;
+const LISTENER_TLS_SECTIONS = ['server', 'admin', 'ops', 'portal'] as const;
 
 type TlsShape = { caFile?: string | undefined } | undefined;
 

@@ -137,6 +137,25 @@ export class Keyspace {
   anonymousPrefix(): string {
     return `${this.prefix}anon`;
   }
+  /** String: a portal sign-in link (JSON), by the SHA-256 hex of its code; expires with the link (src/access/). */
+  portalLink(codeSha256: string): string {
+    return `${this.prefix}portal:link:${codeSha256}`;
+  }
+  /** String: a portal session (JSON), by the SHA-256 hex of its id (the cookie value); expires with the session. */
+  portalSession(idSha256: string): string {
+    return `${this.prefix}portal:session:${idSha256}`;
+  }
+  /**
+   * Hash in the consumer's slot: when its portal sessions and unused links were ended, epoch ms (field `*` for all of
+   * them, `actor:<actor>` for one actor's).
+   */
+  portalEnded(consumerId: string): string {
+    return `${this.prefix}portal:{c:${consumerId}}:ended`;
+  }
+  /** Key prefix of the portal's key sign-in limiter per client address (rate-limiter-flexible appends the address). */
+  portalSignInPrefix(): string {
+    return `${this.prefix}portal:signin`;
+  }
   /** Hash: ban state of a subject (until, level, lastEnd). */
   ban(s: TaggedSubject): string {
     return `${this.prefix}ban:${subjectPart(s)}`;

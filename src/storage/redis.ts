@@ -17,6 +17,7 @@ import { connectionProblemLog } from './connection-problems.js';
 export type RedisCommands = Pick<
   Redis,
   | 'get'
+  | 'getdel'
   | 'getBuffer'
   | 'set'
   | 'del'

@@ -1,4 +1,4 @@
-// The gateway's listeners and processes fit together: the ops and admin listeners each need a port of their own, and
+// The gateway's listeners and processes fit together: the ops, admin and portal listeners each need a port of their own, and
 // more than one worker needs Redis (workers share keys and limits only through it).
 import type { Ctx } from '../sections/fields.js';
 
@@ -29,4 +29,14 @@ export function adminPortDiffers(cfg: { server: { port: number }; ops?: { port: 
       input: cfg.admin.port,
     });
   }
+}
+
+export function portalPortDiffers(
+  cfg: { server: { port: number }; ops?: { port: number }; admin: { port: number }; portal: { port?: number | undefined } },
+  ctx: Ctx,
+): void {
+  const port = cfg.portal.port;
+  if (port === undefined || port === 0) return;
+  const taken = port === cfg.server.port ? 'server.port' : port === cfg.admin.port ? 'admin.port' : port === cfg.ops?.port ? 'ops.port' : undefined;
+  if (taken) ctx.addIssue({ code: 'custom', path: ['portal', 'port'], message: `the portal listener needs a port of its own, not ${taken}`, input: port });
 }
