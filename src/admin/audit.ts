@@ -11,7 +11,17 @@ export function auditKeyChanges(logger: Logger, metrics?: Pick<Metrics, 'adminCh
     const { action, actor } = change;
     // An import is one line with its counts (records imported, already there, refused), not one per key.
     const what = change.action === 'import' ? change.counts : { keyId: change.keyId };
-    logger.info({ audit: true, action, ...what, by: actor.by, ...(actor.requestId ? { reqId: actor.requestId } : {}) }, 'admin change');
+    logger.info(
+      {
+        audit: true,
+        action,
+        ...what,
+        by: actor.by,
+        ...(actor.consumer !== undefined ? { consumerId: actor.consumer } : {}),
+        ...(actor.requestId ? { reqId: actor.requestId } : {}),
+      },
+      'admin change',
+    );
     metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
   };
 }

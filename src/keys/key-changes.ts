@@ -26,10 +26,14 @@ export const KEY_REPLICATION_WAIT_MS = 1000;
 
 const NO_REPLICAS: Replication = { expected: 0, acked: 0 };
 
-/** Who makes a change: an admin token's id or "cli", and the admin API request it came in (for the audit line). */
+/**
+ * Who makes a change: an admin token's id, "cli", or "portal:<actor>" (a person signed in to the consumer portal), and
+ * the request it came in (for the audit line); `consumer`: the consumer a portal change was made for.
+ */
 export interface Actor {
   by: string;
   requestId?: string;
+  consumer?: string;
 }
 
 /** A change with no actor named: the CLI's, which passes none. */

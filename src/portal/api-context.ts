@@ -1,0 +1,154 @@
+// What every router of the portal's JSON API shares: the pieces it is given (PortalApiDeps), the session the guard
+// set (the only source of who is asking: never a header, a query or a body), the consumer that session belongs to,
+// read again on every request, the audit actor of a change, the key lookups that keep one consumer from reaching
+// another's (an id that is not the session's answers exactly as an id that does not exist), and the errors of the
+// administration pieces turned into the JSON error body.
+import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+import type { PortalSession } from '../access/types.js';
+import { KEY_ID } from '../config/key-fields.js';
+import type { ConsumerAdmin } from '../consumers/admin.js';
+import type { ConsumerRecord } from '../consumers/types.js';
+import type { DeliveryState } from '../events/delivery-view.js';
+import { EndpointError, type EndpointRegistry } from '../events/endpoints.js';
+import { HttpError, sendError, type ErrorCode } from '../http/errors.js';
+import type { KeyAdmin } from '../keys/admin.js';
+import { KeyAdminError, readOne, type KeyAdminErrorCode } from '../keys/admin-errors.js';
+import type { Actor } from '../keys/key-changes.js';
+import type { KeyStore, StoredKey } from '../keys/types.js';
+import type { KeyLimitAdmin } from '../limits/key-admin.js';
+import type { KeyLimiter } from '../limits/key-limits.js';
+import type { Logger } from '../observability/logger.js';
+import type { Runtime } from '../routing/runtime.js';
+import { ReportError } from '../usage/kept-reports.js';
+import type { ReportRunner } from '../usage/report-runner.js';
+import type { UsageReports } from '../usage/reports.js';
+import type { Clock } from '../util/clock.js';
+
+/** What the portal's API routers are given by the composition root (src/compose.ts). */
+export interface PortalApiDeps {
+  /** The config in force (plans, routes, portal.webhooks, usage.retentionDays, auth.issuedPrefix): read per request. */
+  runtime: Pick<Runtime, 'config'>;
+  clock: Clock;
+  logger: Logger;
+  /** The consumer records (the session's consumer is read on every request: a suspension applies at once). */
+  consumers: Pick<ConsumerAdmin, 'get'>;
+  /** Issuing and changing keys: the same pieces as the admin API, audited alike. */
+  keys: Pick<KeyAdmin, 'issuer' | 'lifecycle'>;
+  /**
+   * The admin key store, read for one key or a consumer's keys (its mirror): the records as stored, since a key's
+   * view shows when its rotation's overlap ends. Never written here; no hash leaves this module.
+   */
+  keyStore: Pick<KeyStore, 'get' | 'consumerKeys'>;
+  /** The quota read as GET /ratelimit makes it: the pool's windows, a key's caps, its ban; nothing counted. */
+  limiter: Pick<KeyLimiter, 'quota'>;
+  /** A consumer's pool windows (its month; with no key to read them through, all of them) and a key's ban. */
+  keyLimits: Pick<KeyLimitAdmin, 'poolWindows' | 'liveState'>;
+  /** One key's usage (a key session's), on this event loop: one key is a few reads. */
+  usage: Pick<UsageReports, 'keyUsageByConsumer'>;
+  /** Reports over many keys (a consumer's usage, the deprecated-route report): on the report thread with Redis. */
+  reports: Pick<ReportRunner, 'consumerUsage' | 'deprecatedRoutes'>;
+  /** The consumers' webhook endpoints (the outbound address rules apply to every registration). */
+  endpoints: Pick<EndpointRegistry, 'list' | 'register' | 'remove'>;
+  /** Each endpoint's delivery state; absent without Redis (nothing is queued then). */
+  delivery?: { state(endpointId: string): Promise<DeliveryState> };
+}
+
+/** Bodies the portal takes are a key's name, an overlap or a webhook: small. */
+export const PORTAL_MAX_BODY = '16kb';
+
+/** JSON bodies only (the session guard refuses other content types on changes); a no-op when already parsed. */
+export const portalJson: RequestHandler = express.json({ limit: PORTAL_MAX_BODY, type: 'application/json' });
+
+/** The session the guard set: 401 when there is none (the router mounted without the guard answers nothing). */
+export function sessionOf(req: Request): PortalSession {
+  const s = req.portalSession;
+  if (!s) throw new HttpError('portal_session_required');
+  return s;
+}
+
+/**
+ * The session's consumer as it stands now: gone answers 401 (the session ended with it), suspended 403
+ * consumer_suspended, whatever the session guard found a moment before.
+ */
+export async function consumerOf(deps: Pick<PortalApiDeps, 'consumers'>, session: PortalSession): Promise<ConsumerRecord> {
+  const c = await deps.consumers.get(session.consumer);
+  if (!c) throw new HttpError('portal_session_required', 'The consumer this portal session belonged to no longer exists.');
+  if (c.status !== 'active') throw new HttpError('consumer_suspended', 'This consumer is suspended: its keys and portal are not usable until it is resumed.');
+  return c;
+}
+
+/** Who makes a change from the portal, for the audit line: the link's actor, for the session's consumer. */
+export function actorOf(req: Request, session: PortalSession): Actor {
+  return { by: `portal:${session.actor ?? `key:${session.keyId ?? ''}`}`, requestId: req.id, consumer: session.consumer };
+}
+
+/** The answer for a key id the session cannot see: the same whether it exists elsewhere or nowhere. */
+export const noSuchKey = (id: string): HttpError => new HttpError('not_found', `no key with id "${id}"`);
+
+/**
+ * The key the path names, as stored, if the session may see it: one of its consumer's keys, and for a key session its
+ * own key. Anything else (another consumer's key, a key of none, an id no key has or could have) is not_found, with
+ * one message, so an answer never tells whether an id exists.
+ */
+export async function ownKey(deps: Pick<PortalApiDeps, 'keyStore'>, session: PortalSession, id: string): Promise<StoredKey> {
+  if (!KEY_ID.test(id)) throw noSuchKey(id);
+  if (session.kind === 'key' && session.keyId !== id) throw noSuchKey(id);
+  const k = await readOne(() => deps.keyStore.get(id));
+  if (!k || k.consumer !== session.consumer) throw noSuchKey(id);
+  return k;
+}
+
+/** The keys the session may see, as stored: every key of the consumer (link), or its own key (key session). */
+export async function visibleKeys(deps: Pick<PortalApiDeps, 'keyStore'>, session: PortalSession): Promise<StoredKey[]> {
+  if (session.kind === 'key') {
+    const k = session.keyId === undefined ? undefined : await readOne(() => deps.keyStore.get(session.keyId!));
+    return k && k.consumer === session.consumer ? [k] : [];
+  }
+  return (await deps.keyStore.consumerKeys(session.consumer)).filter((k) => k.consumer === session.consumer);
+}
+
+/** Key administration's refusals as the portal answers them (the admin API's mapping, src/admin/app.ts). */
+const KEY_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
+  not_found: 'not_found',
+  revoked: 'key_revoked',
+  unknown_plan: 'service_unavailable',
+  invalid_record: 'invalid_record',
+  invalid: 'invalid_request',
+  contended: 'service_unavailable',
+  incomplete: 'service_unavailable',
+  import_in_progress: 'service_unavailable',
+  prefix_not_kept: 'prefix_not_kept',
+  unknown_consumer: 'not_found',
+  consumer_full: 'consumer_full',
+  consumer_exists: 'consumer_exists',
+  consumer_has_keys: 'consumer_has_keys',
+};
+
+/**
+ * The API routers' errors as JSON error bodies: refusals with their codes, a body too large, not JSON or in another
+ * charset; anything else (Redis down, a timeout) logged and answered 503, never a 500 or a stack.
+ */
+export function portalApiErrors(logger: Logger): ErrorRequestHandler {
+  return function portalApiErrorHandler(err, req, res, _next) {
+    if (res.headersSent) {
+      if (!res.writableEnded) res.destroy();
+      return;
+    }
+    if (err instanceof HttpError) return sendError(res, err.code, err.message);
+    if (err instanceof KeyAdminError) {
+      // The consumer's plan missing from the config is the operator's to fix; the consumer only learns it is unusable.
+      if (err.code === 'unknown_plan') return sendError(res, 'service_unavailable', 'Keys cannot be issued for this consumer right now.');
+      return sendError(res, KEY_ERRORS[err.code], err.message);
+    }
+    if (err instanceof EndpointError) return sendError(res, err.code, err.message);
+    if (err instanceof ReportError) return sendError(res, err.code, err.message);
+    const type = (err as { type?: string })?.type;
+    if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
+    if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${PORTAL_MAX_BODY}.`);
+    if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 'unsupported_media_type');
+    const status = typeof err?.status === 'number' ? err.status : 500;
+    if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
+    logger.error({ portal: true, reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'portal request failed');
+    sendError(res, 'service_unavailable', 'The gateway could not read this right now. Retry shortly.');
+  };
+}
