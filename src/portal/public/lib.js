@@ -7,7 +7,7 @@ import htm from './vendor/htm.js';
 import uPlot from './vendor/uplot.js';
 
 /** @typedef {import('./api.d.ts').Answers} Answers */
-/** @typedef {import('./api.d.ts').Time} Time */
+/** @typedef {string | number} Time a time: the API's ISO 8601 string, or milliseconds */
 /** @typedef {import('./vendor/preact.js').ComponentChildren} Children */
 
 export const html = htm.bind(h);
@@ -38,13 +38,17 @@ export class ApiError extends Error {
  * @property {unknown} [body] sent as JSON
  */
 
+/** The operations that answer 204 with no body (not in Answers, which lists JSON answers). */
+/** @typedef {'DELETE /api/webhooks/{id}' | 'POST /api/session/end'} NoContent */
+
 /**
- * Calls the portal API with the session cookie. `op` is an operation as api.d.ts writes it ('GET /api/keys'), so the
- * answer has that operation's type. A 401 throws Unauthorized; another error throws ApiError with the API's code.
- * @template {keyof Answers} Op
+ * Calls the portal API with the session cookie. `op` is an operation as docs/portal.openapi.yaml writes it ('GET
+ * /api/keys'), so the answer has that operation's schema (api.d.ts is generated from it): a view reading a field the
+ * API does not answer fails tsc. A 401 throws Unauthorized; another error throws ApiError with the API's code.
+ * @template {keyof Answers | NoContent} Op
  * @param {Op} op
  * @param {CallOptions} [opts]
- * @returns {Promise<Answers[Op]>}
+ * @returns {Promise<Op extends keyof Answers ? Answers[Op] : void>}
  */
 export async function api(op, opts = {}) {
   const [method, template] = /** @type {[string, string]} */ (op.split(' '));
@@ -91,6 +95,19 @@ export function fromNow(t) {
   const text =
     s < 90 ? `${s} s` : min < 90 ? `${min} min` : min < 24 * 60 ? `${Math.floor(min / 60)} h ${min % 60} min` : days === 1 ? '1 day' : `${days} days`;
   return ms >= 0 ? `in ${text}` : `${text} ago`;
+}
+
+/**
+ * A window's name in words: 'minute' → "per minute", 'key:day' → "per day", '/v1/search:minute' → "per minute on
+ * /v1/search"; a candidate limit's ':shadow' is left to the badge beside it.
+ * @param {string} name
+ */
+export function windowName(name) {
+  const base = name.replace(/:shadow$/, '').replace(/^key:/, '');
+  const cut = base.lastIndexOf(':');
+  const period = cut === -1 ? base : base.slice(cut + 1);
+  const per = ['minute', 'hour', 'day', 'month'].includes(period) ? `per ${period}` : period;
+  return cut === -1 ? per : `${per} on ${base.slice(0, cut)}`;
 }
 
 /** What a scope lets the session do, in words. */
@@ -153,7 +170,7 @@ export function UsedBar(props) {
   </div>`;
 }
 
-/** @typedef {import('./api.d.ts').Bucket} Bucket */
+/** @typedef {{ start: string, admitted: number, rateLimited: number, banned: number }} Bucket */
 
 /**
  * A uPlot chart of usage buckets: admitted, rate limited, banned. The y-axis scales to the data drawn. Drawn once

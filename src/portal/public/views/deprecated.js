@@ -6,15 +6,30 @@ import { api, day, fmt, fromNow, html, when } from '../lib.js';
 
 /** @typedef {import('../api.d.ts').DeprecatedOperation} Operation */
 
-/** A link only when it is an http(s) address (never javascript: or data:). @param {string | undefined} url */
+/** An absolute http(s) address (never javascript: or data:), else undefined. @param {string | undefined} url */
 function safeLink(url) {
-  if (!url) return undefined;
+  if (!url || !/^https?:\/\//i.test(url)) return undefined;
   try {
-    const u = new URL(url, location.href);
-    return u.protocol === 'https:' || u.protocol === 'http:' ? u.href : undefined;
+    return new URL(url).href;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * What replaces the operation: a link when it is an address; a path of the API (served on the API's host, not this
+ * portal's) as text; and its migration guide when there is one.
+ * @param {Operation} op
+ */
+function successorCell(op) {
+  const successor = safeLink(op.successor);
+  const guide = safeLink(op.link);
+  const what = successor
+    ? html`<a href=${successor} target="_blank" rel="noopener noreferrer">${successor}</a>`
+    : op.successor
+      ? html`<code>${op.successor}</code>`
+      : html`<span class="muted">not given</span>`;
+  return html`${what}${guide ? html`<br /><a href=${guide} target="_blank" rel="noopener noreferrer" class="guide">migration guide</a>` : null}`;
 }
 
 /** @param {Operation} op */
@@ -26,9 +41,9 @@ function sunsetCell(op) {
     >`;
 }
 
-/** @param {import('../api.d.ts').Time} t */
+/** @param {import('../lib.js').Time} t */
 const clock = (t) => new Date(t).toLocaleTimeString('en-GB', { timeStyle: 'short' });
-/** @param {import('../api.d.ts').Time} a @param {import('../api.d.ts').Time} b */
+/** @param {import('../lib.js').Time} a @param {import('../lib.js').Time} b */
 const sameDay = (a, b) => new Date(a).toDateString() === new Date(b).toDateString();
 
 /** @param {Operation} op */
@@ -71,7 +86,6 @@ export function DeprecatedPanel(props) {
                 </thead>
                 <tbody>
                   ${ops.map((op) => {
-                    const link = safeLink(op.successor);
                     return html`<tr>
                       <td class="op">
                         <code>${op.method} ${op.path}</code>${op.operationId ? html`<br /><span class="muted">${op.operationId}</span>` : null}
@@ -80,9 +94,7 @@ export function DeprecatedPanel(props) {
                       <td class="num">${fmt(op.calls30d)}</td>
                       <td>${op.lastCall ? when(op.lastCall) : '-'}</td>
                       <td>${sunsetCell(op)}</td>
-                      <td class="wrap">
-                        ${link ? html`<a href=${link} target="_blank" rel="noopener noreferrer">${link}</a>` : html`<span class="muted">not given</span>`}
-                      </td>
+                      <td class="wrap successor">${successorCell(op)}</td>
                       <td class="wrap">${brownoutCell(op)}</td>
                     </tr>`;
                   })}

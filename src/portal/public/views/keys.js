@@ -5,7 +5,7 @@
 import { Component } from '../vendor/preact.js';
 import { $, api, ask, can, confirmIt, errorText, html, showKeyOnce, Unauthorized, when } from '../lib.js';
 
-/** @typedef {import('../api.d.ts').KeyView} KeyView */
+/** @typedef {import('../api.d.ts').Key} KeyView */
 
 /** What each status means, in words. */
 const STATUS = {

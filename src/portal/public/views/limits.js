@@ -1,12 +1,9 @@
 // @ts-check
 // #/limits: the account's windows live, read again every 10 seconds: the pool every key shares, then each key's own
 // windows and ban. Each bar is as long as the share of the window used; its reset time says when it empties.
-import { api, can, fromNow, html, UsedBar, when } from '../lib.js';
+import { api, can, fromNow, html, UsedBar, when, windowName } from '../lib.js';
 
 /** @typedef {import('../api.d.ts').Window} Window */
-
-/** "per minute", "per day", "per month", or the window's own name. @param {string} name */
-const windowName = (name) => (['minute', 'hour', 'day', 'month'].includes(name) ? `per ${name}` : name);
 
 /** @param {{ windows: Window[], id: string }} props */
 function Windows(props) {

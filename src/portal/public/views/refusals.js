@@ -1,10 +1,7 @@
 // @ts-check
 // #/refusals: what was refused in the last 30 days and why, the bans in force now, and what a limit that is coming
 // would have refused had it been in force (shadow limits): a warning before it bites.
-import { api, can, day, fmt, fromNow, html, when } from '../lib.js';
-
-/** "per minute" for 'minute', else the window's own name. @param {string} name */
-const windowName = (name) => (['minute', 'hour', 'day', 'month'].includes(name) ? `per ${name}` : name);
+import { api, can, day, fmt, fromNow, html, when, windowName } from '../lib.js';
 
 /** @type {import('../app.js').Load} */
 export async function load(ctx) {
@@ -34,8 +31,7 @@ export async function load(ctx) {
                 ${r.shadow.map(
                   (s) =>
                     html`<li class="shadow-line">
-                      ${s.since ? `A limit coming on ${day(s.since)}` : 'A coming limit'} (${fmt(s.limit)} ${windowName(s.window)}) would have refused
-                      <strong>${fmt(s.wouldHaveRefused)}</strong> of your requests in the last ${r.days} days.
+                      ${`A coming limit (${fmt(s.limit)} ${windowName(s.window)}) would have refused `}<strong>${fmt(s.wouldHaveRefused)}</strong>${` of your requests since ${day(s.since)}.`}
                     </li>`,
                 )}
               </ul>
@@ -87,7 +83,7 @@ export async function load(ctx) {
                 ${days.map(
                   (d) =>
                     html`<tr>
-                      <td>${day(d.day)}</td>
+                      <td>${day(d.start)}</td>
                       <td class="num">${fmt(d.rateLimited)}</td>
                       <td class="num">${fmt(d.banned)}</td>
                     </tr>`,

@@ -14,13 +14,12 @@ const TYPES = /** @type {const} */ ([
   ['key.expiring', 'a key expires soon'],
 ]);
 
-/** @param {import('../api.d.ts').DeliveryState | undefined} d */
+/** @param {import('../api.d.ts').Webhook['delivery']} d */
 function deliveryWords(d) {
-  if (!d) return '-';
+  if (!d) return html`<span class="muted">nothing sent yet</span>`;
   const parts = [`${d.delivered} delivered`, `${d.queued} waiting`];
   if (d.failed) parts.push(`${d.failed} failed`);
-  if (d.dropped) parts.push(`${d.dropped} dropped`);
-  return html`${d.disabled ? html`<strong class="error">stopped${d.disabledReason ? `: ${d.disabledReason}` : ''}</strong><br />` : null}${parts.join(', ')}
+  return html`${d.disabled ? html`<strong class="error">stopped: your endpoint answered 410 Gone, or your provider paused it</strong><br />` : null}${parts.join(', ')}
   ${d.lastError ? html`<br /><span class="error">last error: ${d.lastError}${d.lastStatus ? ` (HTTP ${d.lastStatus})` : ''}</span>` : null}`;
 }
 
@@ -148,5 +147,5 @@ export async function load(ctx) {
     return html`<h1>Webhooks</h1>
       <p class="panel" id="webhooks-off">Your session cannot manage webhooks: ask your provider for a sign-in link with webhooks:write.</p>`;
   const r = await api('GET /api/webhooks');
-  return html`<${WebhooksPage} endpoints=${r.endpoints} ctx=${ctx} />`;
+  return html`<${WebhooksPage} endpoints=${r.webhooks} ctx=${ctx} />`;
 }
