@@ -40,6 +40,9 @@ let pageKey = 0;
 let refreshTimer;
 /** @type {number | undefined} */
 let refreshEvery;
+/** The page last drawn from answers: kept on screen, under a warning, when a timed refresh fails. */
+/** @type {import('./vendor/preact.js').ComponentChild} */
+let lastDrawn = null;
 
 /** @param {string} [message] */
 function showSignIn(message) {
@@ -69,7 +72,10 @@ function showWho(me) {
 async function route(opts = {}) {
   const token = ++current;
   clearTimeout(refreshTimer);
-  if (!opts.timed) pageKey = token;
+  if (!opts.timed) {
+    pageKey = token;
+    lastDrawn = null;
+  }
   const [path = '', query = ''] = location.hash.replace(/^#/, '').split('?');
   const name = (path || '/overview').split('/')[1] || 'overview';
   const chosen = VIEWS[name] ?? overview;
@@ -85,12 +91,14 @@ async function route(opts = {}) {
     /** @type {ViewContext} */
     const ctx = { me, params: new URLSearchParams(query), note: opts.note, refresh: (note) => void route({ note }), signIn: showSignIn };
     drawn = await chosen.load(ctx);
+    if (token === current) lastDrawn = drawn;
   } catch (err) {
     if (token !== current) return;
     if (err instanceof Unauthorized) return showSignIn();
     if (err instanceof ApiError && err.code === 'consumer_suspended') return showSignIn(errorText(err));
     // A failed timed refresh leaves the figures drawn and says why above them; the next one tries again.
-    drawn = alertLine(`The page could not be read: ${errorText(err)}`);
+    const said = alertLine(`${opts.timed ? 'The figures could not be read again' : 'The page could not be read'}: ${errorText(err)}`);
+    drawn = opts.timed ? html`${said}${lastDrawn}` : said;
   }
   if (token !== current) return;
   render(html`<${Page} key=${pageKey}>${drawn}<//>`, view);
