@@ -3,7 +3,7 @@
 // read again on every request, the audit actor of a change, the key lookups that keep one consumer from reaching
 // another's (an id that is not the session's answers exactly as an id that does not exist), and the errors of the
 // administration pieces turned into the JSON error body.
-import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request } from 'express';
 import type { PortalSession } from '../access/types.js';
 import { KEY_ID } from '../config/key-fields.js';
 import type { ConsumerAdmin } from '../consumers/admin.js';
@@ -53,12 +53,6 @@ export interface PortalApiDeps {
   delivery?: { state(endpointId: string): Promise<DeliveryState> };
 }
 
-/** Bodies the portal takes are a key's name, an overlap or a webhook: small. */
-export const PORTAL_MAX_BODY = '16kb';
-
-/** JSON bodies only (the session guard refuses other content types on changes); a no-op when already parsed. */
-export const portalJson: RequestHandler = express.json({ limit: PORTAL_MAX_BODY, type: 'application/json' });
-
 /** The session the guard set: 401 when there is none (the router mounted without the guard answers nothing). */
 export function sessionOf(req: Request): PortalSession {
   const s = req.portalSession;
@@ -82,8 +76,11 @@ export function actorOf(req: Request, session: PortalSession): Actor {
   return { by: `portal:${session.actor ?? `key:${session.keyId ?? ''}`}`, requestId: req.id, consumer: session.consumer };
 }
 
-/** The answer for a key id the session cannot see: the same whether it exists elsewhere or nowhere. */
-export const noSuchKey = (id: string): HttpError => new HttpError('not_found', `no key with id "${id}"`);
+/**
+ * The answer for a key id the session cannot see: the same whether it exists elsewhere or nowhere, and without the id
+ * (an answer never carries another consumer's id back, even the one asked for).
+ */
+export const noSuchKey = (): HttpError => new HttpError('not_found', 'None of your keys has this id.');
 
 /**
  * The key the path names, as stored, if the session may see it: one of its consumer's keys, and for a key session its
@@ -91,10 +88,10 @@ export const noSuchKey = (id: string): HttpError => new HttpError('not_found', `
  * one message, so an answer never tells whether an id exists.
  */
 export async function ownKey(deps: Pick<PortalApiDeps, 'keyStore'>, session: PortalSession, id: string): Promise<StoredKey> {
-  if (!KEY_ID.test(id)) throw noSuchKey(id);
-  if (session.kind === 'key' && session.keyId !== id) throw noSuchKey(id);
+  if (!KEY_ID.test(id)) throw noSuchKey();
+  if (session.kind === 'key' && session.keyId !== id) throw noSuchKey();
   const k = await readOne(() => deps.keyStore.get(id));
-  if (!k || k.consumer !== session.consumer) throw noSuchKey(id);
+  if (!k || k.consumer !== session.consumer) throw noSuchKey();
   return k;
 }
 
@@ -125,8 +122,8 @@ const KEY_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
 };
 
 /**
- * The API routers' errors as JSON error bodies: refusals with their codes, a body too large, not JSON or in another
- * charset; anything else (Redis down, a timeout) logged and answered 503, never a 500 or a stack.
+ * The API routers' errors as JSON error bodies, each refusal with its code (a body that is not JSON, or too large, is
+ * app.ts's, before these routes); anything else (Redis down, a timeout) logged and answered 503, never a 500 or a stack.
  */
 export function portalApiErrors(logger: Logger): ErrorRequestHandler {
   return function portalApiErrorHandler(err, req, res, _next) {
@@ -142,10 +139,6 @@ export function portalApiErrors(logger: Logger): ErrorRequestHandler {
     }
     if (err instanceof EndpointError) return sendError(res, err.code, err.message);
     if (err instanceof ReportError) return sendError(res, err.code, err.message);
-    const type = (err as { type?: string })?.type;
-    if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
-    if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${PORTAL_MAX_BODY}.`);
-    if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 'unsupported_media_type');
     const status = typeof err?.status === 'number' ? err.status : 500;
     if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
     logger.error({ portal: true, reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'portal request failed');

@@ -56,7 +56,7 @@ function comingBrownouts(route: Pick<RouteConfig, 'brownouts'>, now: number): Ar
 export function deprecatedRoutes(deps: PortalApiDeps): Router {
   const router = Router();
 
-  router.get('/api/deprecated', requireScope('usage:read'), async (req, res) => {
+  router.get('/deprecated', requireScope('usage:read'), async (req, res) => {
     const session = sessionOf(req);
     if (!parse(noQuery, queryOf(req, res), 'query', res)) return;
     await consumerOf(deps, session);

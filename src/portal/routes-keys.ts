@@ -92,7 +92,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
   const router = Router();
   const issuedPrefix = () => deps.runtime.config.auth.issuedPrefix;
 
-  router.get('/api/keys', requireScope('keys:read'), async (req, res) => {
+  router.get('/keys', requireScope('keys:read'), async (req, res) => {
     const session = sessionOf(req);
     if (!parse(noQuery, queryOf(req, res), 'query', res)) return;
     await consumerOf(deps, session);
@@ -104,7 +104,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     res.json({ keys });
   });
 
-  router.get('/api/windows', requireScope('keys:read'), async (req, res) => {
+  router.get('/windows', requireScope('keys:read'), async (req, res) => {
     const session = sessionOf(req);
     if (!parse(noQuery, queryOf(req, res), 'query', res)) return;
     const consumer = await consumerOf(deps, session);
@@ -114,7 +114,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     res.json(read);
   });
 
-  router.post('/api/keys', requireScope('keys:write'), async (req, res) => {
+  router.post('/keys', requireScope('keys:write'), async (req, res) => {
     const session = sessionOf(req);
     const body = parse(createPortalKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
@@ -129,7 +129,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     res.status(201).json({ ...keyView(created.record, deps.clock.now(), issuedPrefix()), key: created.key });
   });
 
-  router.post('/api/keys/:id/rotate', requireScope('keys:write'), async (req, res) => {
+  router.post('/keys/:id/rotate', requireScope('keys:write'), async (req, res) => {
     const session = sessionOf(req);
     const body = parse(rotatePortalKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
@@ -137,7 +137,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     const id = String(req.params.id);
     await ownKey(deps, session, id);
     const rotated = await deps.keys.lifecycle.rotate(id, body.overlapSeconds, actorOf(req, session));
-    if (!rotated) throw noSuchKey(id);
+    if (!rotated) throw noSuchKey();
     // The old plaintext works until then (rotate stores rotatedAt + the overlap as its end).
     const overlapUntilMs = Date.parse(rotated.record.rotatedAt!) + body.overlapSeconds * 1000;
     res.setHeader(H.cacheControl, NO_STORE);
@@ -148,14 +148,14 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     });
   });
 
-  router.post('/api/keys/:id/revoke', requireScope('keys:write'), async (req, res) => {
+  router.post('/keys/:id/revoke', requireScope('keys:write'), async (req, res) => {
     const session = sessionOf(req);
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     await consumerOf(deps, session);
     const id = String(req.params.id);
     const k = await ownKey(deps, session, id);
     // Revoking a revoked key changes nothing: the same answer, no second audit line.
-    if (k.status !== 'revoked' && !(await deps.keys.lifecycle.revoke(id, actorOf(req, session)))) throw noSuchKey(id);
+    if (k.status !== 'revoked' && !(await deps.keys.lifecycle.revoke(id, actorOf(req, session)))) throw noSuchKey();
     const now = deps.clock.now();
     res.setHeader(H.cacheControl, NO_STORE);
     res.json(storedView(await ownKey(deps, session, id), now, issuedPrefix()));

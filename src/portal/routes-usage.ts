@@ -106,7 +106,7 @@ async function monthOf(
 export function usageRoutes(deps: PortalApiDeps): Router {
   const router = Router();
 
-  router.get('/api/usage', requireScope('usage:read'), async (req, res) => {
+  router.get('/usage', requireScope('usage:read'), async (req, res) => {
     const session = sessionOf(req);
     const q = parse(usageQuery, queryOf(req, res), 'query', res);
     if (!q) return;
@@ -124,7 +124,7 @@ export function usageRoutes(deps: PortalApiDeps): Router {
     });
   });
 
-  router.get('/api/refusals', requireScope('usage:read'), async (req, res) => {
+  router.get('/refusals', requireScope('usage:read'), async (req, res) => {
     const session = sessionOf(req);
     if (!parse(noQuery, queryOf(req, res), 'query', res)) return;
     const c = await consumerOf(deps, session);

@@ -8,8 +8,8 @@ import { z } from 'zod';
 import { parse, queryOf } from '../admin/requests.js';
 import { createWebhookBody } from '../admin/schemas.js';
 import type { DeliveryState } from '../events/delivery-view.js';
-import type { EndpointView } from '../events/endpoints.js';
-import { sendError } from '../http/errors.js';
+import { EndpointError, type EndpointView } from '../events/endpoints.js';
+import { HttpError, sendError } from '../http/errors.js';
 import { H, NO_STORE } from '../http/headers.js';
 import { actorOf, consumerOf, sessionOf, type PortalApiDeps } from './api-context.js';
 import { requireScope } from './session-guard.js';
@@ -51,7 +51,7 @@ export function webhookRoutes(deps: PortalApiDeps): Router {
       : sendError(res, 'webhooks_disabled', 'Webhook endpoints are not offered on this portal (portal.webhooks is false).');
   const guard = [requireScope('webhooks:write'), enabled];
 
-  router.get('/api/webhooks', ...guard, async (req, res) => {
+  router.get('/webhooks', ...guard, async (req, res) => {
     const session = sessionOf(req);
     if (!parse(noQuery, queryOf(req, res), 'query', res)) return;
     const c = await consumerOf(deps, session);
@@ -63,7 +63,7 @@ export function webhookRoutes(deps: PortalApiDeps): Router {
     res.json({ webhooks: list.map((e, i) => endpointOut(e, states[i])) });
   });
 
-  router.post('/api/webhooks', ...guard, async (req, res) => {
+  router.post('/webhooks', ...guard, async (req, res) => {
     const session = sessionOf(req);
     const body = parse(createWebhookBody, req.body ?? {}, 'body', res);
     if (!body) return;
@@ -74,12 +74,14 @@ export function webhookRoutes(deps: PortalApiDeps): Router {
     res.status(201).json({ ...endpointOut(endpoint, undefined), secret });
   });
 
-  router.delete('/api/webhooks/:id', ...guard, async (req, res) => {
+  router.delete('/webhooks/:id', ...guard, async (req, res) => {
     const session = sessionOf(req);
     if (!parse(emptyBody, req.body ?? {}, 'body', res)) return;
     const c = await consumerOf(deps, session);
-    // The registry removes it only if it is this consumer's: another's, or none, is the same not_found.
-    await deps.endpoints.remove(c.id, String(req.params.id), actorOf(req, session));
+    // The registry removes it only if it is this consumer's: another's, or none, is the same not_found, without the id.
+    await deps.endpoints.remove(c.id, String(req.params.id), actorOf(req, session)).catch((err: unknown) => {
+      throw err instanceof EndpointError && err.code === 'not_found' ? new HttpError('not_found', 'None of your webhook endpoints has this id.') : err;
+    });
     res.setHeader(H.cacheControl, NO_STORE);
     res.status(204).end();
   });
