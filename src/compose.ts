@@ -2,7 +2,7 @@
 // cluster worker and the tests build it. It picks the backends the config names (Redis or memory) once at start-up,
 // builds the decisions of the request path on them, the request path itself and the Express app around it.
 // Everything the gateway holds open is released by close(); listening is src/server/gateway-server.ts's job.
-import type express from 'express';
+import express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { ApiKeyScheme } from './identity/api-key-scheme.js';
@@ -73,6 +73,14 @@ import { EventProducer } from './events/producer.js';
 import { RedisOutbox } from './events/outbox.js';
 import { expiringKeys } from './events/expiring.js';
 import { EventsThread, eventsThreadData } from './workers/events-thread.js';
+import { sessionEnder, withPortalSessions } from './access/consumer-dependents.js';
+import { MemoryAccessStore } from './access/memory-store.js';
+import { PortalAccess } from './access/portal-access.js';
+import { RedisAccessStore } from './access/redis-store.js';
+import { SignInLimit } from './access/sign-in-limit.js';
+import type { AccessStore } from './access/types.js';
+import { auditPortalChanges } from './admin/audit.js';
+import { buildPortalApp } from './portal/app.js';
 
 export interface ComposeOptions {
   config: Config;
@@ -135,6 +143,15 @@ export interface ComposedGateway {
   keyLimits: KeyLimitAdmin;
   /** The admin API's app, for its own listener; undefined when no admin token is configured (the API is off). */
   adminApp: express.Express | undefined;
+  /** The consumer portal's links and sessions (on the admin Redis connection, or in memory). */
+  portalAccess: PortalAccess;
+  /** The consumer portal's app, for its own listener; undefined unless portal.port is set. */
+  portalApp?: express.Express;
+  /**
+   * Tells the admin API where this instance's portal listens, once it does: the base of its sign-in links when
+   * portal.publicUrl is not set (src/server/gateway-server.ts calls it).
+   */
+  portalListening(url: string): void;
   /** The usage ledger and deprecated-route report, read (the admin API answers a key's usage from it). */
   usage: UsageReports;
   /** Reports over every key, where they run (a thread of their own on Redis: workers/report-thread.ts). */
@@ -256,6 +273,7 @@ interface Stores {
 interface Decisions {
   admin: KeyAdmin;
   consumerAdmin: ConsumerAdmin;
+  portalAccess: PortalAccess;
   endpoints: EndpointRegistry;
   keyLimits: KeyLimitAdmin;
   keys: KeyVerifier;
@@ -411,7 +429,10 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
   };
   const admin = new KeyAdmin(adminKeyStore, clock, policy, auditKeyChanges(logger, metrics), stores.adminReads);
   const endpoints = webhookEndpoints(base, redis);
-  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit, endpoints);
+  // The portal's links and sessions, on the admin connection: suspending or deleting a consumer ends its sessions.
+  const accessStore: AccessStore = redis ? new RedisAccessStore(redis.admin.client, redis.keyspace) : new MemoryAccessStore(clock);
+  const dependents = withPortalSessions(endpoints, sessionEnder(accessStore, clock));
+  const consumerAdmin = new ConsumerAdmin(stores.adminConsumerStore, adminKeyStore, admin, clock, policy, consumerAudit, dependents);
   const keyLimits = new KeyLimitAdmin(admin, stores.adminStores?.bans ?? stores.bans, {
     plans: () => runtime.config.plans,
     ban: () => runtime.config.ban,
@@ -434,6 +455,15 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
     (token) => isAcceptableKey(token, runtime.config.auth),
   );
   await keys.start();
+  // A key sign-in is judged as the gateway judges the key; sessions read the key and consumer records as stored now.
+  const portalAccess = new PortalAccess({
+    store: accessStore,
+    clock,
+    verifyKey: (token) => keys.verify(token),
+    keyRecord: (id) => adminKeyStore.get(id),
+    consumer: (id) => stores.adminConsumerStore.get(id),
+    sessionHours: () => runtime.config.portal.sessionHours,
+  });
   const consumers = base.opts.consumers ? undefined : await startConsumerCache(base, stores.consumerStore);
   const consumerLookup: ConsumerLookup = base.opts.consumers ?? { get: (id) => consumers!.current(id) };
 
@@ -477,7 +507,7 @@ async function buildDecisions(base: Base, stores: Stores, redis: RedisBackend | 
       ? { shared: { store: new RedisLimiterStore(redis.connection.client, redis.keyspace, () => 0, redis.connection.clientForSlotOf), breaker: redis.breaker } }
       : {}),
   });
-  return { admin, consumerAdmin, endpoints, keyLimits, keys, consumerLookup, consumers, keyLimiter, anonymous, publicLimits };
+  return { admin, consumerAdmin, portalAccess, endpoints, keyLimits, keys, consumerLookup, consumers, keyLimiter, anonymous, publicLimits };
 }
 
 /**
@@ -606,6 +636,7 @@ function buildAdmin(
   stores: Stores,
   redis: RedisBackend | undefined,
   services: ServiceRegistry,
+  portalUrl: () => string | undefined,
 ): { usage: UsageReports; reports: ReportRunner; adminApp: express.Express | undefined } {
   const { opts, runtime, logger, metrics, clock } = base;
   const config = runtime.config;
@@ -660,9 +691,37 @@ function buildAdmin(
           : NO_DELIVERY,
         configuredEndpoints: () => (runtime.config.events?.webhooks ?? []).map((w) => ({ id: w.id, url: w.url, types: w.types })),
         onDeliveryChange: auditEndpointChanges(logger, metrics),
+        portal: {
+          access: decisions.portalAccess,
+          // portal.publicUrl is restart-only: the one read at start-up stands.
+          linkBase: () => config.portal.publicUrl ?? portalUrl(),
+          onChange: auditPortalChanges(logger, metrics),
+        },
       })
     : undefined;
   return { usage, reports, adminApp };
+}
+
+/**
+ * The consumer portal's app when portal.port is set: its sign-ins limited per client address on the admin Redis
+ * connection (in memory without Redis), its pages and API on the stores the admin API uses.
+ */
+function buildPortal(base: Base, decisions: Decisions, stores: Stores, redis: RedisBackend | undefined): express.Express | undefined {
+  const { runtime, logger } = base;
+  const config = runtime.config;
+  if (config.portal.port === undefined) return undefined;
+  const signIns = new SignInLimit(() => runtime.config.portal.signInsPerMinute, redis ? { client: redis.admin.client, keyspace: redis.keyspace } : undefined);
+  return buildPortalApp({
+    access: decisions.portalAccess,
+    signIns,
+    runtime,
+    consumers: { get: (id) => stores.adminConsumerStore.get(id) },
+    logger,
+    // The data and action routes (keys, windows, usage, refusals, deprecated operations, webhooks) mount here.
+    api: express.Router(),
+    tls: config.portal.tls !== undefined,
+    ...(config.portal.publicUrl !== undefined ? { publicUrl: config.portal.publicUrl } : {}),
+  });
 }
 
 /**
@@ -762,7 +821,9 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const stores = buildStores(base, redis);
   const decisions = await buildDecisions(base, stores, redis);
   const { app, services, tracing } = await buildRequestPath(base, decisions, stores.recorder, readiness);
-  const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services);
+  let portalUrl: string | undefined;
+  const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services, () => portalUrl);
+  const portalApp = buildPortal(base, decisions, stores, redis);
   const { recorder } = stores;
   const { keys, consumers } = decisions;
   const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin, decisions.endpoints) : undefined;
@@ -780,6 +841,11 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
     endpoints: decisions.endpoints,
     keyLimits: decisions.keyLimits,
     adminApp,
+    portalAccess: decisions.portalAccess,
+    ...(portalApp ? { portalApp } : {}),
+    portalListening(url) {
+      portalUrl = url;
+    },
     usage,
     reports,
     flushUsage: async () => recorder?.flush(),

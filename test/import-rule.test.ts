@@ -92,10 +92,10 @@ describe('the import rule', () => {
 
   it('fails a module in no room', async () => {
     const r = await cruise({
-      'src/portal/view.ts': "import { U } from '../util/u.js';\nexport const V = U;\n",
+      'src/billing/view.ts': "import { U } from '../util/u.js';\nexport const V = U;\n",
       'src/util/u.ts': 'export const U = 1;\n',
     });
     expect(r.code).not.toBe(0);
-    expect(r.out).toMatch(/in-a-room: src\/portal\/view\.ts → src\/util\/u\.ts/);
+    expect(r.out).toMatch(/in-a-room: src\/billing\/view\.ts → src\/util\/u\.ts/);
   });
 });

@@ -3,7 +3,8 @@
 // status in plans-routes.ts, services in services-routes.ts) behind one request log, the dashboard, the admin guard,
 // the JSON body parser and one error handler. Every change goes through key or consumer administration
 // (src/keys/admin.ts, src/consumers/admin.ts), which the CLI uses too; a consumer's webhook endpoints
-// (webhooks-routes.ts) through the endpoints registry (src/events/endpoints.ts), and the operator's view of event
+// (webhooks-routes.ts) through the endpoints registry (src/events/endpoints.ts), the consumer portal's sign-in links
+// and sessions (portal-routes.ts) through its access (src/access/), and the operator's view of event
 // delivery (events-routes.ts) through the delivery's queues: one set of rules and error codes, and one
 // audit line per change. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
@@ -31,6 +32,7 @@ import { AdminGuard } from './guard.js';
 import { importRoute } from './import-route.js';
 import { keyRoutes } from './keys-routes.js';
 import { plansRoutes } from './plans-routes.js';
+import { portalRoutes, type PortalAdminOptions } from './portal-routes.js';
 import { actorOf, requireJsonBody } from './requests.js';
 import { servicesRoutes } from './services-routes.js';
 import { Sessions } from './sessions.js';
@@ -68,6 +70,8 @@ export interface AdminAppOptions {
   configuredEndpoints: () => readonly ConfiguredEndpoint[];
   /** Audits replays and enables. */
   onDeliveryChange?: DeliveryChangeListener;
+  /** The consumer portal's links and sessions (/consumers/{id}/portal-links, /consumers/{id}/portal-sessions). */
+  portal: Pick<PortalAdminOptions, 'access' | 'linkBase' | 'onChange'>;
 }
 
 /** Admin requests are small JSON documents: a key's fields and metadata. */
@@ -119,6 +123,7 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.use(keyRoutes(keys, keyLimits));
   app.use(consumerRoutes(o.consumers, keyLimits));
   app.use(webhookRoutes({ consumers: o.consumers, endpoints: o.endpoints, enabled: () => runtime.config.portal.webhooks }));
+  app.use(portalRoutes({ ...o.portal, consumers: o.consumers, webhooks: () => runtime.config.portal.webhooks }));
   app.use(
     eventsRoutes({
       configured: o.configuredEndpoints,

@@ -73,3 +73,29 @@ export function auditEndpointChanges(
     metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
   };
 }
+
+/**
+ * The audit trail of the consumer portal's administration: a sign-in link issued (portal.link, with who it is for and
+ * its scopes, never its code) and sessions ended (portal.sessions.end, all of the consumer's or one actor's). One
+ * "admin change" line each and a count of it.
+ */
+export function auditPortalChanges(
+  logger: Logger,
+  metrics?: Pick<Metrics, 'adminChanges'>,
+): (change: { action: 'portal.link' | 'portal.sessions.end'; consumerId: string; portalActor?: string; scopes?: readonly string[]; actor: Actor }) => void {
+  return ({ action, consumerId, portalActor, scopes, actor }) => {
+    logger.info(
+      {
+        audit: true,
+        action,
+        consumerId,
+        ...(portalActor !== undefined ? { portalActor } : {}),
+        ...(scopes !== undefined ? { scopes } : {}),
+        by: actor.by,
+        ...(actor.requestId ? { reqId: actor.requestId } : {}),
+      },
+      'admin change',
+    );
+    metrics?.adminChanges.inc({ action, source: actor.by === 'cli' ? 'cli' : 'api' });
+  };
+}

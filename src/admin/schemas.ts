@@ -2,6 +2,8 @@
 // every problem is reported with where it is (body.plan, query.limit), not just the first.
 import { z } from 'zod';
 import { graceSecondsSchema, KEY_NAME_MAX, keyInputFields, keyLimitSchema, METADATA_NAME } from '../config/key-fields.js';
+import { PORTAL_ACTOR } from '../access/portal-access.js';
+import { PORTAL_SCOPES } from '../access/types.js';
 import { consumerInputFields } from '../consumers/record-schema.js';
 import { ENDPOINT_EVENT_TYPES, MAX_ENDPOINT_THRESHOLDS } from '../events/endpoints.js';
 import { KEY_SEARCH_MAX } from '../keys/key-search.js';
@@ -193,6 +195,33 @@ export const createWebhookBody = z.strictObject({
     .refine((t) => new Set(t).size <= MAX_ENDPOINT_THRESHOLDS, `at most ${MAX_ENDPOINT_THRESHOLDS} distinct percents`)
     .optional(),
 });
+
+/** Who a portal link or an ending of sessions is for, as the platform names them: 1-200 printable characters. */
+const portalActor = z
+  .string('expected who it is for, as your platform names them (1-200 characters)')
+  .min(1, 'expected 1-200 characters')
+  .max(200, 'expected 1-200 characters')
+  .regex(PORTAL_ACTOR, 'expected printable characters only (no control characters)');
+
+/** POST /consumers/{id}/portal-links. The list's length is checked before its items: a long list is one problem. */
+export const createPortalLinkBody = z.strictObject({
+  actor: portalActor,
+  scopes: z
+    .array(z.unknown(), 'expected a list of scopes')
+    .min(1, 'expected at least one scope')
+    .max(PORTAL_SCOPES.length, `at most ${PORTAL_SCOPES.length} scopes`)
+    .pipe(z.array(z.enum(PORTAL_SCOPES, { message: `expected one of ${PORTAL_SCOPES.join(', ')}` })))
+    .refine((t) => new Set(t).size === t.length, 'each scope at most once'),
+  sessionHours: z
+    .number('expected hours from 1 to 24')
+    .int('expected whole hours')
+    .min(1, 'expected hours from 1 to 24')
+    .max(24, 'expected hours from 1 to 24')
+    .optional(),
+});
+
+/** DELETE /consumers/{id}/portal-sessions: every session of the consumer, or one actor's. */
+export const endPortalSessionsQuery = z.strictObject({ actor: portalActor.optional() });
 
 /** POST /events/endpoints/{id}/replay: every undelivered event (no body, or no ids), or the ones named. */
 export const replayBody = z.strictObject({

@@ -2,6 +2,8 @@
 // its two options, the config and connection it opens, the key and consumer administration it builds on them
 // (audited to stderr as "cli"), and the one-line error (exit 1) a refused change becomes. A command is then only its
 // own options and answer.
+import { sessionEnder, withPortalSessions } from '../access/consumer-dependents.js';
+import { RedisAccessStore } from '../access/redis-store.js';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { systemClock } from '../util/clock.js';
@@ -113,7 +115,9 @@ async function openSession(opts: CommonOpts): Promise<Session> {
     guard: () => new AddressGuard({ allow: [] }),
     onChange: auditEndpointChanges(audit),
   });
-  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit, endpoints);
+  // `consumers suspend` and `consumers delete` end the consumer's portal sessions, as the admin API's do.
+  const portalSessions = sessionEnder(new RedisAccessStore(redis.client, keyspace), systemClock);
+  const consumers = new ConsumerAdmin(consumerStore, store, keys, systemClock, policy, consumerAudit, withPortalSessions(endpoints, portalSessions));
   const keyLimits = new KeyLimitAdmin(
     keys,
     // `keys reset` empties the key's route windows too: every one this config file has.

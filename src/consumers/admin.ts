@@ -225,6 +225,9 @@ export class ConsumerAdmin {
       else delete next.suspendedAt;
       return next;
     });
+    // What hangs off the consumer above this room ends with a suspension (its portal sessions), and stays ended after
+    // a resume. Asked again on a repeated suspension: one that failed here half-way is completed by asking again.
+    if (status === 'suspended') await this.dependents?.consumerSuspended?.(id, actor);
     if (changed) {
       await this.announce(id, status === 'suspended' ? 'suspend' : 'resume', actor);
       this.published(id, status);

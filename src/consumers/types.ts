@@ -73,10 +73,13 @@ export type ConsumerChangeListener = (change: { action: ConsumerChangeAction; co
 
 /**
  * What belongs to a consumer in a room above this one and goes when it is deleted: its webhook endpoints
- * (src/events/endpoints.ts's registry, passed in by the composition roots). Returns how many were removed.
+ * (src/events/endpoints.ts's registry) and its portal sessions (src/access/), passed in by the composition roots.
+ * removeConsumer returns how many endpoints were removed.
  */
 export interface ConsumerDependents {
   removeConsumer(consumerId: string, actor: Actor): Promise<number>;
+  /** Told on every suspension asked for (a repeated one too, so a retry after a failure here completes it). */
+  consumerSuspended?(consumerId: string, actor: Actor): Promise<void>;
 }
 
 /** How long a consumer's attach lock lives if its holder dies (a killed CLI) before releasing it. */

@@ -43,11 +43,6 @@ export function generateKey(prefix: string = KEY_PREFIX): string {
   return prefix + body + checksum(body);
 }
 
-/** A plaintext key's last 4 characters (KeyRecord.last4): kept so a person can tell keys apart, never enough to use one. */
-export function lastFour(plaintext: string): string {
-  return plaintext.slice(-4);
-}
-
 /** True when the token is an issued key (the prefix, the body, a matching checksum). */
 export function isWellFormedKey(token: string, prefix: string = KEY_PREFIX): boolean {
   if (!token.startsWith(prefix)) return false;
@@ -69,6 +64,11 @@ export function isAcceptableKey(token: string, rules: KeyShapeRules): boolean {
 export function hashKey(token: string): string {
   // crypto.hash: the one-shot form, without a Hash object per call (this runs on every keyed request).
   return hash('sha256', token, 'hex');
+}
+
+/** A key's last 4 characters, kept in its record (`last4`) so its holder can tell it from their other keys. */
+export function lastFour(token: string): string {
+  return token.slice(-4);
 }
 
 /** Compares two SHA-256 hex digests in constant time. */

@@ -32,7 +32,7 @@ export const storedKeySchema = z.strictObject({
     .optional(),
   last4: z
     .string()
-    .regex(/^[\x21-\x7e]{4}$/, 'expected the last 4 characters of the key (visible ASCII)')
+    .regex(/^[\x21-\x7e]{4}$/, 'expected the last 4 characters of the key')
     .optional(),
   scopes: scopes.optional(),
   allowedCidrs: allowedCidrs.optional(),

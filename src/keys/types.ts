@@ -28,8 +28,8 @@ export interface KeyRecord {
   /** The visible prefix of an imported key (key-prefix.ts), kept by `rotate --keep-prefix`; no secret. */
   prefix?: string;
   /**
-   * The plaintext's last 4 characters, written when the plaintext is known (issued, rotated, imported from a plaintext):
-   * what lets a person tell their keys apart ("tg_…x7Qa") without the key. Four of 49 characters open nothing.
+   * The key's last 4 characters, so its holder can tell their keys apart (the portal shows prefix…last4): written when
+   * the plaintext is known (create, rotate, an import of a plaintext key). Too few to help a guess.
    */
   last4?: string;
   /**

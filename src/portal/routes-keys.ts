@@ -167,8 +167,8 @@ export function keyRoutes(deps: PortalApiDeps): Router {
 /**
  * The pool's windows and each key's caps and ban, from the quota read GET /ratelimit makes (one read-only store call
  * per key, nothing counted): the pool (the plan's windows, the month, the route windows and the candidate limits) is
- * the same through every key of the consumer, so it is taken from the first; a consumer without a key that is not
- * revoked shows its pool from a read of its own.
+ * the same through every key of the consumer, so it is taken from the first read; a consumer without a key that is
+ * not revoked (or whose keys could not be read) shows its pool from a read of its own.
  */
 async function quotas(
   deps: PortalApiDeps,
@@ -182,11 +182,13 @@ async function quotas(
     for (let i = next++; i < keys.length; i = next++) out[i] = await quotaOf(deps, req, consumer, keys[i]!);
   };
   await Promise.all(Array.from({ length: Math.min(QUOTA_READS_IN_FLIGHT, keys.length) }, worker));
-  if (out.length > 0) return { pool: out[0]!.pool, keys: out.map(({ id, windows, ban }) => ({ id, windows, ban })) };
+  const perKey = out.map(({ id, windows, ban }) => ({ id, windows, ban }));
+  const read = out.find((o) => o.pool.length > 0);
+  if (read) return { pool: read.pool, keys: perKey };
   const pool = await deps.keyLimits.poolWindows(consumer);
   if (!pool) throw new HttpError('service_unavailable', 'The limits of this consumer cannot be read right now: its plan is not usable.');
   const mode = planMode(deps.runtime.config, consumer.plan);
-  return { pool: pool.map((w) => ({ name: w.name, limit: w.limit, used: w.used, remaining: w.remaining, resetAt: w.resetAt, mode })), keys: [] };
+  return { pool: pool.map((w) => ({ name: w.name, limit: w.limit, used: w.used, remaining: w.remaining, resetAt: w.resetAt, mode })), keys: perKey };
 }
 
 /** One key's quota read: the pool's windows (with the candidate limits, as shadow), its caps, its ban. */

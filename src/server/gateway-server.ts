@@ -25,6 +25,8 @@ export interface RunningGateway {
   opsUrl?: string;
   /** The admin API's URL, when an admin token is configured. */
   adminUrl?: string;
+  /** The consumer portal's URL, when portal.port is configured. */
+  portalUrl?: string;
   runtime: Runtime;
   metrics: Metrics;
   /**
@@ -84,19 +86,26 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
   const url = listenerUrl(config.server.host, port, config.server.tls !== undefined);
   // The gateway's own port is already bound when a side listener fails: release it, or the failed start would keep
   // the process alive.
+  let ops: { server: Server; url: string } | undefined;
+  let admin: { server: Server; url: string } | undefined;
+  let portal: { server: Server; url: string } | undefined;
   const abandon = (err: unknown): never => {
     server.close();
     ops?.server.close();
+    admin?.server.close();
     void gateway.close();
     throw err;
   };
-  let ops: { server: Server; url: string } | undefined;
   if (config.ops) ops = await listenSide(config.ops, buildOpsApp(metrics, readiness), 'ops.tls').catch(abandon);
-  let admin: { server: Server; url: string } | undefined;
   if (gateway.adminApp) {
     admin = await listenSide(config.admin, gateway.adminApp, 'admin.tls').catch(abandon);
     logger.info({ url: admin.url }, 'admin API listening');
   } else logger.info('admin API off: no admin token configured (admin.tokens in the config, or TOLLGATE_ADMIN_TOKEN)');
+  if (gateway.portalApp && config.portal.port !== undefined) {
+    portal = await listenSide({ host: config.portal.host, port: config.portal.port, tls: config.portal.tls }, gateway.portalApp, 'portal.tls').catch(abandon);
+    gateway.portalListening(portal.url);
+    logger.info({ url: portal.url }, 'portal listening');
+  }
 
   runtime.onChange((next) => (logger.level = next.config.log.level));
 
@@ -120,6 +129,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       renewTls(server, 'server.tls', applied.server.tls, logger);
       if (admin) renewTls(admin.server, 'admin.tls', applied.admin.tls, logger);
       if (ops) renewTls(ops.server, 'ops.tls', applied.ops?.tls, logger);
+      if (portal) renewTls(portal.server, 'portal.tls', applied.portal.tls, logger);
       metrics.configReloads.inc({ result: 'applied' });
       logger.info({ path: opts.configPath, ...(restartOnly.length ? { needsRestart: restartOnly } : {}) }, 'config reloaded');
       return true;
@@ -155,7 +165,7 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
       const settleBy = Date.now() + 1000;
       while (unanswered > 0 && Date.now() < settleBy) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setImmediate(r));
-      for (const side of [ops, admin]) {
+      for (const side of [ops, admin, portal]) {
         if (!side) continue;
         side.server.closeAllConnections();
         await new Promise<void>((r) => side.server.close(() => r()));
@@ -166,7 +176,18 @@ export async function startGateway(opts: StartOptions): Promise<RunningGateway> 
     return stopping;
   };
 
-  return { server, url, port, ...(ops ? { opsUrl: ops.url } : {}), ...(admin ? { adminUrl: admin.url } : {}), runtime, metrics, reload, shutdown };
+  return {
+    server,
+    url,
+    port,
+    ...(ops ? { opsUrl: ops.url } : {}),
+    ...(admin ? { adminUrl: admin.url } : {}),
+    ...(portal ? { portalUrl: portal.url } : {}),
+    runtime,
+    metrics,
+    reload,
+    shutdown,
+  };
 }
 
 function listenerUrl(host: string, port: number, tls: boolean): string {
@@ -204,8 +225,8 @@ function renewTls(server: Server, field: string, block: ListenerTlsConfig | unde
 }
 
 /**
- * The ops and admin listeners: node:http servers, or node:https with a tls block (no drain: scrapes, probes and admin
- * calls are short and retried).
+ * The ops, admin and portal listeners: node:http servers, or node:https with a tls block (no drain: scrapes, probes,
+ * admin and portal calls are short and retried).
  */
 async function listenSide(
   where: Pick<OpsConfig, 'host' | 'port' | 'tls'>,
