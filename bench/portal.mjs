@@ -221,6 +221,40 @@ async function startGateway(name, config) {
   return child;
 }
 
+/** Each client connection's name by its address (CLIENT LIST): tollgate-gateway, tollgate-admin, tollgate-reports... */
+async function connectionNames(redis) {
+  const names = new Map();
+  for (const line of String(await redis.client('LIST')).split('\n')) {
+    const addr = / addr=(\S+)/.exec(line)?.[1];
+    if (addr) names.set(addr, / name=(\S*)/.exec(line)?.[1] || '(unnamed)');
+  }
+  return names;
+}
+
+/**
+ * The commands Redis ran while `work` ran, by the name of the connection that sent them (MONITOR, on a connection of
+ * its own; a script's own commands come as "lua", apart from the EVALSHA that ran it). INFO commandstats cannot tell
+ * connections apart; this says whether the portal's commands went anywhere near the request path's connection.
+ */
+async function commandsByConnection(redis, work) {
+  const monitor = await redis.monitor();
+  const bySource = new Map();
+  monitor.on('monitor', (_time, _args, source) => bySource.set(source, (bySource.get(source) ?? 0) + 1));
+  const before = await connectionNames(redis);
+  await work();
+  await sleep(200);
+  monitor.disconnect();
+  const names = new Map([...before, ...(await connectionNames(redis))]);
+  const out = {};
+  for (const [source, n] of bySource) {
+    const name = source === 'lua' ? 'lua (inside scripts)' : (names.get(source) ?? '(gone)');
+    out[name] = (out[name] ?? 0) + n;
+  }
+  // The bench's own CLIENT LIST calls.
+  delete out.bench;
+  return out;
+}
+
 const fmt = (v) => v.toFixed(3);
 const perCommand = (calls, n) => Object.fromEntries(Object.entries(calls).map(([k, v]) => [k, v / n]));
 const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
@@ -232,6 +266,7 @@ const pct = (xs, p) => {
 try {
   const redisNode = await startRedis(procs, join(dir, 'redis'));
   const redis = redisNode.client;
+  await redis.client('SETNAME', 'bench');
   const upstream = await procs.forkHelper('upstream', join(HERE, 'upstream.mjs'), []);
   const config = gatewayConfig({ port: await freePort(), upstreamUrl: `http://127.0.0.1:${upstream.port}`, redis: { url: redisNode.url } });
   config.admin.port = await freePort();
@@ -275,6 +310,12 @@ try {
   s1 = await redisSnapshot(redis);
   const portalAlone = redisDelta(s0, s1);
   const perPortalCall = perCommand(portalAlone.calls, alone.calls);
+  // One refresh of every session again, by connection; then an idle window as long (what the gateway sends on its own).
+  const byConnection = newStats();
+  const t1 = performance.now();
+  const portalByConnection = await commandsByConnection(redis, () => Promise.all(sessions.map((s) => refresh(s, byConnection))));
+  const oneCycleMs = performance.now() - t1;
+  const idleByConnection = await commandsByConnection(redis, () => sleep(oneCycleMs));
 
   const during = newStats();
   const stop1 = startRefreshing(sessions, during);
@@ -317,6 +358,15 @@ try {
     `   statuses: idle ${JSON.stringify(idleStatuses)}, refreshing ${JSON.stringify(withStatuses)}; the portal alone: ${alone.calls} calls ` +
       `${JSON.stringify(alone.statuses)}; during the refreshing window (${(withMs / 1000).toFixed(1)} s): ${portalCallsInWindow} portal calls, ` +
       `${JSON.stringify(during.statuses)} in all`,
+  );
+  const show = (o) =>
+    Object.entries(o)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none';
+  console.log(
+    `   by connection (MONITOR), one refresh of every session (${byConnection.calls} calls, ${(oneCycleMs / 1000).toFixed(1)} s): ${show(portalByConnection)}; ` +
+      `an idle window as long: ${show(idleByConnection)}`,
   );
   const diff = chargedTotal - idleTotal;
   console.log(
