@@ -316,6 +316,29 @@ try {
   const portalByConnection = await commandsByConnection(redis, () => Promise.all(sessions.map((s) => refresh(s, byConnection))));
   const oneCycleMs = performance.now() - t1;
   const idleByConnection = await commandsByConnection(redis, () => sleep(oneCycleMs));
+  // What each path costs alone, no gateway request: the gateway process's CPU (portal, report thread, all of it) and
+  // Redis's commands per call, every session calling it twice, 4 at a time.
+  const perPath = [];
+  for (const path of [...new Set(sessions.flatMap((s) => s.calls))]) {
+    const callers = sessions.filter((s) => s.calls.includes(path));
+    const stats = newStats();
+    const c0 = cpuSecondsOf(gw.pid);
+    const p0 = await redisSnapshot(redis);
+    const queue = [...callers, ...callers];
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let s = queue.shift(); s; s = queue.shift()) await refresh({ ...s, calls: [path] }, stats);
+      }),
+    );
+    const p1 = await redisSnapshot(redis);
+    perPath.push({
+      path,
+      calls: stats.calls,
+      cpuMs: ((cpuSecondsOf(gw.pid) - c0) * 1000) / stats.calls,
+      cmds: redisDelta(p0, p1).commands / stats.calls,
+      ms: pct(stats.ms, 50),
+    });
+  }
 
   const during = newStats();
   const stop1 = startRefreshing(sessions, during);
@@ -368,6 +391,11 @@ try {
     `   by connection (MONITOR), one refresh of every session (${byConnection.calls} calls, ${(oneCycleMs / 1000).toFixed(1)} s): ${show(portalByConnection)}; ` +
       `an idle window as long: ${show(idleByConnection)}`,
   );
+  console.log('   each path alone (every session calling it twice, 4 at a time): gateway CPU ms per call, Redis commands per call, median ms');
+  for (const p of perPath)
+    console.log(
+      `     ${p.path.padEnd(28)} ${p.cpuMs.toFixed(2).padStart(7)} ms CPU ${p.cmds.toFixed(1).padStart(6)} cmds ${p.ms.toFixed(1).padStart(7)} ms (${p.calls} calls)`,
+    );
   const diff = chargedTotal - idleTotal;
   console.log(
     `   per gateway request: ${fmt(idleTotal)} with the sessions idle, ${fmt(chargedTotal)} while they refresh less their calls' commands ` +
