@@ -198,6 +198,10 @@ afterAll(async () => {
   await redis?.stop();
   expect(Portal.problems).toEqual([]);
   expect(admin.problems).toEqual([]);
+  // Every operation of the document was tried and answered as it says, its success at least.
+  const succeeded = new Set([...portalDoc.seen].filter((s) => /^\S+ 2\d\d$/.test(s)).map((s) => s.split(' ')[0]));
+  const documented = new Set(portalDoc.operations().map((s) => s.split(' ')[0]));
+  expect([...documented].filter((op) => !succeeded.has(op))).toEqual([]);
 });
 
 describe('a link session (every scope)', () => {
@@ -482,6 +486,13 @@ describe('a key session', () => {
         .map((k) => k.id)
         .sort(),
     ).toEqual([keys.a1.id, keys.a2.id].sort());
+
+    // Signed out: the cookie names no session any more.
+    const out = await mine.call('POST', '/api/session/end');
+    expect(out.status, out.text).toBe(204);
+    const after = await mine.get('/api/keys');
+    expect(after.status).toBe(401);
+    expect(after.body.code).toBe('portal_session_required');
   });
 
   it('a read-only link session holds no write scope either', async () => {

@@ -11,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAdminToken, hashAdminToken } from '../src/admin/tokens.js';
+import { generateKey } from '../src/keys/format.js';
 import { composeGateway } from '../src/compose.js';
 import { startGateway, type RunningGateway } from '../src/server/gateway-server.js';
 import { assertBuilt, CliProcess, tempDir } from './helpers/cli.js';
@@ -344,6 +345,33 @@ describe('sign-in links', () => {
       expect(api.problems).toEqual([]);
     } finally {
       await (gw ? gw.shutdown() : gateway.close());
+    }
+  });
+});
+
+describe("key records keep the key's last 4 characters", () => {
+  it('written at create, rotate and a plaintext import (not a hash import); the limit script takes such records', async () => {
+    const gateway = String(serve.logs.find((l) => l.msg === 'tollgate gateway listening')!.url);
+    const created = await newKey(admin, 'acme');
+    const shown = await admin.call('GET', `/keys/${created.id}`);
+    expect(shown.body.last4).toBe(created.key.slice(-4));
+    const rotated = await admin.call('POST', `/keys/${created.id}/rotate`, { body: {} });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.last4).toBe((rotated.body.key as string).slice(-4));
+    expect((await admin.call('GET', `/keys/${created.id}`)).body.last4).toBe((rotated.body.key as string).slice(-4));
+    const plaintext = generateKey();
+    const imported = await admin.call('POST', '/keys/import', {
+      body: [
+        { id: 'imported-plain', plan: 'free', key: plaintext },
+        { id: 'imported-hash', plan: 'free', sha256: 'b'.repeat(64) },
+      ],
+    });
+    expect(imported.body.imported).toBe(2);
+    expect((await admin.call('GET', '/keys/imported-plain')).body.last4).toBe(plaintext.slice(-4));
+    expect((await admin.call('GET', '/keys/imported-hash')).body).not.toHaveProperty('last4');
+    for (const key of [rotated.body.key as string, plaintext]) {
+      const r = await fetch(`${gateway}/v1/anything`, { headers: { authorization: `Bearer ${key}` } });
+      expect(r.status).toBe(200);
     }
   });
 });
