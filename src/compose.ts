@@ -2,7 +2,7 @@
 // cluster worker and the tests build it. It picks the backends the config names (Redis or memory) once at start-up,
 // builds the decisions of the request path on them, the request path itself and the Express app around it.
 // Everything the gateway holds open is released by close(); listening is src/server/gateway-server.ts's job.
-import express from 'express';
+import type express from 'express';
 import { systemClock, type Clock } from './util/clock.js';
 import type { Config } from './config/schema.js';
 import { ApiKeyScheme } from './identity/api-key-scheme.js';
@@ -80,6 +80,7 @@ import { RedisAccessStore } from './access/redis-store.js';
 import { SignInLimit } from './access/sign-in-limit.js';
 import type { AccessStore } from './access/types.js';
 import { auditPortalChanges } from './admin/audit.js';
+import { portalApiRouter } from './portal/api-routes.js';
 import { buildPortalApp } from './portal/app.js';
 
 export interface ComposeOptions {
@@ -534,6 +535,17 @@ const NO_DELIVERY: EndpointDelivery = {
   enable: async () => {},
 };
 
+/** The endpoints' queues, in Redis: without it (and so without the events section) nothing is queued. */
+function deliveryOf(base: Base, redis: RedisBackend | undefined): EndpointDelivery {
+  const { runtime, clock } = base;
+  return redis
+    ? new DeliveryView(redis.admin.client, redis.keyspace, {
+        clock,
+        maxPerEndpoint: () => runtime.config.events?.queue.maxPerEndpoint ?? DEFAULT_MAX_PER_ENDPOINT,
+      })
+    : NO_DELIVERY;
+}
+
 /** A consumer whose record stays unreadable is logged again after this long, as a reminder. */
 const INVALID_CONSUMER_LOG_AGAIN_MS = 10 * 60_000;
 
@@ -682,13 +694,7 @@ function buildAdmin(
         redisState,
         services: () => services.snapshot(),
         endpoints: decisions.endpoints,
-        // The endpoints' queues are in Redis: without it (and so without the events section) nothing is queued.
-        delivery: redis
-          ? new DeliveryView(redis.admin.client, redis.keyspace, {
-              clock,
-              maxPerEndpoint: () => runtime.config.events?.queue.maxPerEndpoint ?? DEFAULT_MAX_PER_ENDPOINT,
-            })
-          : NO_DELIVERY,
+        delivery: deliveryOf(base, redis),
         configuredEndpoints: () => (runtime.config.events?.webhooks ?? []).map((w) => ({ id: w.id, url: w.url, types: w.types })),
         onDeliveryChange: auditEndpointChanges(logger, metrics),
         portal: {
@@ -704,10 +710,17 @@ function buildAdmin(
 
 /**
  * The consumer portal's app when portal.port is set: its sign-ins limited per client address on the admin Redis
- * connection (in memory without Redis), its pages and API on the stores the admin API uses.
+ * connection (in memory without Redis), its pages and API on the stores the admin API uses; its reports over many keys
+ * on the admin API's report runner (the report thread, with Redis).
  */
-function buildPortal(base: Base, decisions: Decisions, stores: Stores, redis: RedisBackend | undefined): express.Express | undefined {
-  const { runtime, logger } = base;
+function buildPortal(
+  base: Base,
+  decisions: Decisions,
+  stores: Stores,
+  redis: RedisBackend | undefined,
+  read: { usage: UsageReports; reports: ReportRunner },
+): express.Express | undefined {
+  const { runtime, logger, clock } = base;
   const config = runtime.config;
   if (config.portal.port === undefined) return undefined;
   const signIns = new SignInLimit(() => runtime.config.portal.signInsPerMinute, redis ? { client: redis.admin.client, keyspace: redis.keyspace } : undefined);
@@ -717,8 +730,21 @@ function buildPortal(base: Base, decisions: Decisions, stores: Stores, redis: Re
     runtime,
     consumers: { get: (id) => stores.adminConsumerStore.get(id) },
     logger,
-    // The data and action routes (keys, windows, usage, refusals, deprecated operations, webhooks) mount here.
-    api: express.Router(),
+    // The data and action routes: keys, windows, usage, refusals, deprecated operations, webhooks.
+    api: portalApiRouter({
+      runtime,
+      clock,
+      logger,
+      consumers: decisions.consumerAdmin,
+      keys: decisions.admin,
+      keyStore: stores.adminStores?.keys ?? stores.keyStore,
+      limiter: decisions.keyLimiter,
+      keyLimits: decisions.keyLimits,
+      usage: read.usage,
+      reports: read.reports,
+      endpoints: decisions.endpoints,
+      ...(redis ? { delivery: deliveryOf(base, redis) } : {}),
+    }),
     tls: config.portal.tls !== undefined,
     ...(config.portal.publicUrl !== undefined ? { publicUrl: config.portal.publicUrl } : {}),
   });
@@ -823,7 +849,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { app, services, tracing } = await buildRequestPath(base, decisions, stores.recorder, readiness);
   let portalUrl: string | undefined;
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services, () => portalUrl);
-  const portalApp = buildPortal(base, decisions, stores, redis);
+  const portalApp = buildPortal(base, decisions, stores, redis, { usage, reports });
   const { recorder } = stores;
   const { keys, consumers } = decisions;
   const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin, decisions.endpoints) : undefined;
