@@ -49,8 +49,6 @@ export interface PortalAppOptions {
   tls: boolean;
   /** portal.publicUrl: its origin is the portal's own too (a change's Origin may name it). */
   publicUrl?: string;
-  /** Time for cookie lifetimes (tests); Date.now by default. */
-  now?: () => number;
 }
 
 /** GET /api/me's answer: who the session is for and what it may do (docs/portal.openapi.yaml `Me`). */
@@ -72,7 +70,6 @@ const REFUSED_LINK = `<!doctype html>
 
 export function buildPortalApp(o: PortalAppOptions): express.Express {
   const { access, runtime, logger } = o;
-  const now = o.now ?? Date.now;
   const publicOrigin = o.publicUrl === undefined ? undefined : new URL(o.publicUrl).origin;
   const files = pageAssets(PUBLIC);
   const page = readFileSync(new URL('index.html', PUBLIC));
@@ -104,7 +101,7 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     const session = code === undefined ? undefined : await access.exchange(code);
     if (!session) return void res.status(410).type('html').send(REFUSED_LINK);
     req.portalSession = session;
-    setSessionCookie(res, session, o.tls, now());
+    setSessionCookie(res, session, o.tls);
     res.redirect(303, '/');
   });
 
@@ -132,7 +129,7 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     req.portalSession = result.session;
     const me = await meOf(result.session, o);
     if (!me) return sendError(res, 'portal_session_required');
-    setSessionCookie(res, result.session, o.tls, now());
+    setSessionCookie(res, result.session, o.tls);
     res.json(me);
   });
 

@@ -69,13 +69,13 @@ export function requireScope(scope: PortalScope): RequestHandler {
   };
 }
 
-/** Sets the session cookie: HttpOnly, SameSite=Strict, Path=/, for the session's remaining life; Secure over TLS. */
-export function setSessionCookie(res: Response, session: Pick<PortalSession, 'id' | 'expiresAt'>, secure: boolean, now: number): void {
+/** Sets a new session's cookie: HttpOnly, SameSite=Strict, Path=/, for the session's life; Secure over TLS. */
+export function setSessionCookie(res: Response, session: Pick<PortalSession, 'id' | 'createdAt' | 'expiresAt'>, secure: boolean): void {
   res.cookie(PORTAL_COOKIE, session.id, {
     httpOnly: true,
     sameSite: 'strict',
     path: '/',
-    maxAge: Math.max(0, session.expiresAt - now),
+    maxAge: session.expiresAt - session.createdAt,
     ...(secure ? { secure: true } : {}),
   });
 }

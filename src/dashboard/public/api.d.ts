@@ -100,7 +100,7 @@ export type Target = {
 };
 
 export type Error = {
-  code: "invalid_request" | "invalid_json" | "unknown_plan" | "unknown_consumer" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "consumer_exists" | "consumer_full" | "consumer_has_keys" | "webhook_url_refused" | "webhooks_disabled" | "webhooks_full" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
+  code: "invalid_request" | "invalid_json" | "unknown_plan" | "unknown_consumer" | "missing_admin_token" | "invalid_admin_token" | "forbidden" | "not_found" | "key_revoked" | "invalid_record" | "import_in_progress" | "prefix_not_kept" | "consumer_exists" | "consumer_full" | "consumer_has_keys" | "webhook_url_refused" | "webhooks_disabled" | "webhooks_full" | "consumer_suspended" | "portal_off" | "import_refused" | "report_expired" | "payload_too_large" | "unsupported_media_type" | "report_too_large" | "rate_limit_exceeded" | "service_unavailable" | "report_out_of_memory";
   message: string;
   status: number;
   problems?: Array<{
