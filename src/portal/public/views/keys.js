@@ -7,12 +7,12 @@ import { $, api, ask, can, confirmIt, errorText, html, showKeyOnce, Unauthorized
 
 /** @typedef {import('../api.d.ts').Key} KeyView */
 
-/** What each status means, in words. */
+/** Each status in words: its badge, and what it means (the badge's tooltip). */
 const STATUS = {
-  active: 'works',
-  grace: 'rotated: the old key still works for a while',
-  expired: 'expired',
-  revoked: 'revoked',
+  active: ['active', 'works'],
+  grace: ['rotating', 'rotated: the new key works, and the old one still does for a while'],
+  expired: ['expired', 'past its expiry date: refused'],
+  revoked: ['revoked', 'refused for good'],
 };
 
 /** @param {number} seconds */
@@ -131,7 +131,7 @@ class KeysPage extends Component {
                         <td><code class="masked">${k.masked}</code></td>
                         <td class="wrap">${k.name || html`<span class="muted">-</span>`}</td>
                         <td class="status">
-                          <span class=${`badge ${k.status}`} title=${STATUS[k.status] ?? k.status}>${k.status === 'active' ? 'active' : k.status}</span>
+                          <span class=${`badge ${k.status}`} title=${STATUS[k.status][1]}>${STATUS[k.status][0]}</span>
                           ${k.graceUntil ? html`<div class="muted small">old key works until ${when(k.graceUntil)}</div>` : null}
                         </td>
                         <td>${when(k.createdAt)}</td>

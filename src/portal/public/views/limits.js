@@ -5,9 +5,9 @@ import { api, can, fromNow, html, UsedBar, when, windowName } from '../lib.js';
 
 /** @typedef {import('../api.d.ts').Window} Window */
 
-/** @param {{ windows: Window[], id: string }} props */
+/** @param {{ windows: Window[], id: string, empty: string }} props */
 function Windows(props) {
-  if (props.windows.length === 0) return html`<p class="muted">No limit here.</p>`;
+  if (props.windows.length === 0) return html`<p class="muted">${props.empty}</p>`;
   return html`<table class="windows" id=${props.id}>
     <thead>
       <tr>
@@ -53,14 +53,14 @@ export async function load(ctx) {
     <section class="panel">
       <h2>Shared by all your keys</h2>
       <p class="muted">Every request with any of your keys counts here.</p>
-      <${Windows} windows=${windows.pool} id="pool-windows" />
+      <${Windows} windows=${windows.pool} id="pool-windows" empty="Your plan sets no limit shared by your keys." />
     </section>
     ${windows.keys.map(
       (k) =>
         html`<section class="panel key-windows" data-key=${k.id}>
           <h2>Key <code>${masked.get(k.id) ?? k.id}</code></h2>
           ${k.ban ? html`<p class="error">Banned until ${when(k.ban.until)} (${fromNow(k.ban.until)}).</p>` : null}
-          <${Windows} windows=${k.windows} id=${`key-windows-${k.id}`} />
+          <${Windows} windows=${k.windows} id=${`key-windows-${k.id}`} empty="No limit of its own: its requests count in the shared windows above." />
         </section>`,
     )}
   `;

@@ -66,7 +66,7 @@ export async function load(ctx) {
                   ? html`<p class="big" id="month-text">${fmt(month.used)} of ${fmt(month.perMonth)} requests</p>
                       <${UsedBar} used=${month.used} limit=${month.perMonth} label="requests this month" />
                       <p class="muted">Counted from ${when(month.from)}; starts again ${when(month.to)}.</p>`
-                  : html`<p class="big" id="month-text">${fmt(month.used)} requests</p>
+                  : html`<p class="big" id="month-text">${fmt(month.used)} ${month.used === 1 ? 'request' : 'requests'}</p>
                       <p class="muted">Your plan has no monthly limit. Counted from ${when(month.from)}.</p>`
               }
               <p><a href="#/usage">Usage by day or hour →</a></p>

@@ -24,7 +24,9 @@ export async function load(ctx) {
         m.perMonth
           ? html`<p class="big" id="month-text">${fmt(m.used)} of ${fmt(m.perMonth)} requests</p>
               <${UsedBar} used=${m.used} limit=${m.perMonth} label="requests this month" />`
-          : html`<p class="big" id="month-text">${fmt(m.used)} requests <span class="muted">(your plan has no monthly limit)</span></p>`
+          : html`<p class="big" id="month-text">
+              ${fmt(m.used)} ${m.used === 1 ? 'request' : 'requests'} <span class="muted">(your plan has no monthly limit)</span>
+            </p>`
       }
       <p class="muted">Counted from ${when(m.from)}; starts again ${when(m.to)}.</p>
     </section>
