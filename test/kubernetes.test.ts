@@ -5,6 +5,7 @@
 // gateway itself: the ConfigMap's config passes `tollgate config check`, the probes' ports and paths are the ones the
 // built gateway answers on, every environment variable is one the code reads, secrets come only from a Secret, the
 // drain fits the grace period, every image is pinned, the TLS files are mounted where the config reads them, the
+// consumer portal has a Service of its own and is admitted from the ingress alone (never beside the admin port), the
 // first install's Redis runs with AOF on a volume, and the PrometheusRule is deploy/prometheus's. The release workflow
 // (.github/workflows/release.yml) is checked by running its shell steps.
 // Needs dist/ (npm test builds first) and kubectl (Debian's kubernetes-client; .ci/run installs it).
@@ -60,6 +61,7 @@ const BASE_KINDS = [
   'PrometheusRule',
   'Service',
   'Service',
+  'Service',
   'ServiceMonitor',
 ];
 const ADDED_KINDS: Record<Variant, string[]> = {
@@ -67,8 +69,8 @@ const ADDED_KINDS: Record<Variant, string[]> = {
   'redis-sentinel': [],
   'redis-cluster': [],
   'first-install': ['ConfigMap', 'Service', 'StatefulSet', 'NetworkPolicy'],
-  'ingress-tls': ['Ingress'],
-  'gateway-tls': ['Ingress'],
+  'ingress-tls': ['Ingress', 'Ingress'],
+  'gateway-tls': ['Ingress', 'Ingress'],
 };
 /** The parts of the gateway's config an overlay may change; the rest must stay the base's. */
 const CHANGED_CONFIG: Record<Variant, string[][]> = {
@@ -80,6 +82,7 @@ const CHANGED_CONFIG: Record<Variant, string[][]> = {
   'gateway-tls': [
     ['server', 'tls'],
     ['admin', 'tls'],
+    ['portal', 'tls'],
   ],
 };
 
@@ -90,12 +93,15 @@ const CHANGED_CONFIG: Record<Variant, string[][]> = {
  */
 let certs: TestCertificates | undefined;
 
+/** The config sections that are listeners of their own, each with its host, port and tls. */
+const LISTENERS = ['server', 'admin', 'ops', 'portal'] as const;
+
 /** The config text with each listener's certificate, key and CA file replaced by a readable file of its kind. */
 function checkableConfig(text: string): string {
   const doc = parse(text) as Obj;
-  if (!['server', 'admin', 'ops'].some((l) => doc[l]?.tls)) return text;
+  if (!LISTENERS.some((l) => doc[l]?.tls)) return text;
   certs ??= makeCertificates();
-  for (const listener of ['server', 'admin', 'ops']) {
+  for (const listener of LISTENERS) {
     const tls = doc[listener]?.tls as Obj | undefined;
     if (!tls) continue;
     if (tls.certFile) tls.certFile = certs.certFile;
@@ -331,6 +337,15 @@ function crossProblems(objects: Obj[]): string[] {
   if ((live?.scheme ?? 'HTTP') !== gatewayScheme) fail(`livenessProbe: scheme ${live?.scheme ?? 'HTTP'}, but the gateway port speaks ${gatewayScheme}`);
   if (config.server.host !== '0.0.0.0') fail(`server.host ${config.server.host}: the kubelet and the Service cannot reach it`);
   if (config.ops && config.ops.host !== '0.0.0.0') fail(`ops.host ${config.ops.host}: the kubelet and Prometheus cannot reach it`);
+  // The consumer portal: on, reachable from its Service, in the scheme its tls block says.
+  const portalPort = config.portal.port;
+  const adminPort = config.admin?.port;
+  const portalScheme = raw.portal?.tls ? 'HTTPS' : 'HTTP';
+  if (portalPort === undefined) fail('the config has no portal listener (portal.port)');
+  else {
+    if (config.portal.host !== '0.0.0.0') fail(`portal.host ${config.portal.host}: its Service and the ingress controller cannot reach it`);
+    if (![...ports.values()].includes(portalPort)) fail(`no container port is the portal port ${portalPort}`);
+  }
 
   // Termination: the preStop pause plus the drain must end before SIGKILL.
   const pause = Number(container.lifecycle?.preStop?.exec?.command?.[1] ?? container.lifecycle?.preStop?.sleep?.seconds ?? NaN);
@@ -347,6 +362,17 @@ function crossProblems(objects: Obj[]): string[] {
       if (portOf(p.targetPort) === undefined) fail(`Service/${s.metadata.name}: targetPort ${p.targetPort} is no container port`);
   }
   if (!services.some((s) => (s.spec.ports as Obj[]).some((p) => portOf(p.targetPort) === config.server.port))) fail('no Service reaches the gateway port');
+  // The portal has a Service of its own (never the clients' or the ops one); no Service reaches the admin listener.
+  const reached = (s: Obj) => new Set((s.spec.ports as Obj[]).map((p) => portOf(p.targetPort)));
+  if (portalPort !== undefined) {
+    const portalServices = services.filter((s) => reached(s).has(portalPort));
+    if (portalServices.length === 0) fail('no Service reaches the portal port');
+    for (const s of portalServices)
+      if (reached(s).size > 1) fail(`Service/${s.metadata.name} reaches the portal port beside another: the portal has a Service of its own`);
+  }
+  for (const s of services)
+    if (adminPort !== undefined && reached(s).has(adminPort))
+      fail(`Service/${s.metadata.name} reaches the admin port ${adminPort}: the admin API is loopback only`);
   const [pdb] = of('PodDisruptionBudget');
   if (!matches(pdb?.spec.selector?.matchLabels, podLabels)) fail('no PodDisruptionBudget selecting the pods');
   const [hpa] = of('HorizontalPodAutoscaler');
@@ -388,8 +414,22 @@ function crossProblems(objects: Obj[]): string[] {
       if (rulePorts.length === 0) fail('a NetworkPolicy ingress rule admits every port');
       for (const p of rulePorts) admitted.set(portOf(p.port), [...(admitted.get(portOf(p.port)) ?? []), ...from.map(namespaceOf)]);
     }
+    // The admin API is reached by `kubectl port-forward`: no rule names its port, and a rule that did (an "admin
+    // rule") must never open the portal port with it. The portal port is admitted from where the gateway port is.
+    for (const rule of (policy.spec.ingress ?? []) as Obj[]) {
+      const named = ((rule.ports ?? []) as Obj[]).map((p) => portOf(p.port));
+      if (adminPort === undefined || !named.includes(adminPort)) continue;
+      fail(`a NetworkPolicy ingress rule admits the admin port ${adminPort}: the admin API is reached by kubectl port-forward alone`);
+      if (portalPort !== undefined && named.includes(portalPort)) fail(`the NetworkPolicy's admin rule opens the portal port ${portalPort} too`);
+    }
+    if (portalPort !== undefined && !isDeepStrictEqual(admitted.get(portalPort), admitted.get(config.server.port)))
+      fail(
+        `NetworkPolicy admits ${JSON.stringify(admitted.get(portalPort) ?? [])} to the portal port, ` +
+          `${JSON.stringify(admitted.get(config.server.port) ?? [])} to the gateway port: expected the same (the ingress)`,
+      );
     const expectedIn = new Map<number | undefined, unknown[]>([[config.server.port, [INGRESS_NAMESPACE]]]);
     if (config.ops) expectedIn.set(config.ops.port, [MONITORING_NAMESPACE]);
+    if (portalPort !== undefined) expectedIn.set(portalPort, [INGRESS_NAMESPACE]);
     if (!isDeepStrictEqual(admitted, expectedIn))
       fail(`NetworkPolicy ingress admits ${JSON.stringify([...admitted])}, expected ${JSON.stringify([...expectedIn])}`);
     const egressPorts = ((policy.spec.egress ?? []) as Obj[]).flatMap((r) => ((r.ports ?? []) as Obj[]).map((p) => `${p.protocol ?? 'TCP'}/${p.port}`));
@@ -404,7 +444,7 @@ function crossProblems(objects: Obj[]): string[] {
 
   // The listeners' certificates: each file in a Secret volume mounted at its directory, under the key a
   // kubernetes.io/tls Secret gives it, readable by the gateway's user.
-  for (const listener of ['server', 'admin'] as const) {
+  for (const listener of ['server', 'admin', 'portal'] as const) {
     const tls = raw[listener]?.tls as Obj | undefined;
     if (!tls) continue;
     for (const [field, secretKey] of [
@@ -432,23 +472,39 @@ function crossProblems(objects: Obj[]): string[] {
     }
   }
 
-  // An Ingress: TLS for every host it serves, to the Service port that reaches the gateway, in the scheme it speaks.
+  // An Ingress: TLS for every host it serves, to the Service port that reaches the gateway or the portal, in the
+  // scheme that listener speaks; with Ingresses, portal.publicUrl (the links' base) is an HTTPS host sent to the portal.
+  const portalHosts = new Set<string>();
   for (const ingress of of('Ingress')) {
     const at = `Ingress/${ingress.metadata.name}`;
     const tlsHosts = new Set(((ingress.spec.tls ?? []) as Obj[]).flatMap((t) => (t.secretName ? ((t.hosts ?? []) as string[]) : [])));
     if (tlsHosts.size === 0) fail(`${at}: no TLS (spec.tls with a secretName)`);
+    const listeners = new Set<'gateway' | 'portal'>();
     for (const r of (ingress.spec.rules ?? []) as Obj[]) {
       if (!tlsHosts.has(r.host)) fail(`${at}: host ${r.host} has no TLS certificate`);
       for (const path of (r.http?.paths ?? []) as Obj[]) {
         const b = path.backend?.service as Obj | undefined;
         const svc = services.find((x) => x.metadata.name === b?.name);
         const sp = (svc?.spec.ports as Obj[] | undefined)?.find((x) => (b?.port?.name !== undefined ? x.name === b.port.name : x.port === b?.port?.number));
-        if (portOf(sp?.targetPort) !== config.server.port)
-          fail(`${at}: backend ${b?.name}:${b?.port?.name ?? b?.port?.number} does not reach the gateway port`);
+        const target = portOf(sp?.targetPort);
+        if (target === config.server.port) listeners.add('gateway');
+        else if (portalPort !== undefined && target === portalPort) {
+          listeners.add('portal');
+          portalHosts.add(r.host);
+        } else fail(`${at}: backend ${b?.name}:${b?.port?.name ?? b?.port?.number} does not reach the gateway port or the portal port`);
       }
     }
     const backend = ingress.metadata.annotations?.['nginx.ingress.kubernetes.io/backend-protocol'] ?? 'HTTP';
-    if (backend !== gatewayScheme) fail(`${at}: backend-protocol ${backend}, but the gateway port speaks ${gatewayScheme}`);
+    for (const l of listeners) {
+      const scheme = l === 'portal' ? portalScheme : gatewayScheme;
+      if (backend !== scheme) fail(`${at}: backend-protocol ${backend}, but the ${l} port speaks ${scheme}`);
+    }
+  }
+  if (of('Ingress').length > 0 && portalPort !== undefined) {
+    const publicUrl = config.portal.publicUrl;
+    const url = publicUrl ? new URL(publicUrl) : undefined;
+    if (url?.protocol !== 'https:' || !portalHosts.has(url.hostname))
+      fail(`portal.publicUrl ${publicUrl}: expected https:// and a host an Ingress sends to the portal port (${[...portalHosts].join(', ')})`);
   }
 
   const [rule] = of('PrometheusRule');
@@ -630,7 +686,13 @@ describe('deploy/kubernetes', () => {
       podSelector: { matchLabels: { 'app.kubernetes.io/name': 'tollgate' } },
       policyTypes: ['Ingress', 'Egress'],
       ingress: [
-        { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': INGRESS_NAMESPACE } } }], ports: [{ protocol: 'TCP', port: 'http' }] },
+        {
+          from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': INGRESS_NAMESPACE } } }],
+          ports: [
+            { protocol: 'TCP', port: 'http' },
+            { protocol: 'TCP', port: 'portal' },
+          ],
+        },
         { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': MONITORING_NAMESPACE } } }], ports: [{ protocol: 'TCP', port: 'ops' }] },
       ],
       egress: [
@@ -657,6 +719,11 @@ describe('deploy/kubernetes', () => {
     expect(container.resources).toEqual({ requests: { cpu: '500m', memory: MEMORY_REQUEST }, limits: { cpu: '1', memory: MEMORY_LIMIT } });
     const config = parse(objects.find((o) => o.kind === 'ConfigMap')!.data['gateway.yaml'] as string) as Obj;
     expect(config.server.trustProxy).toBe(1);
+    // The portal: on all interfaces for its own Service, the links' base the Ingress host of ../ingress-tls.
+    expect(config.portal).toEqual({ host: '0.0.0.0', port: 8081, publicUrl: 'https://portal.example.com' });
+    const portalService = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'tollgate-portal')!;
+    expect(portalService.spec.ports).toEqual([{ name: 'http', port: 80, targetPort: 'portal' }]);
+    expect(container.ports).toContainEqual({ name: 'portal', containerPort: 8081 });
   });
 
   it('the PrometheusRule file is what scripts/gen-prometheus-rule.mjs makes of deploy/prometheus/alerts.yml', () => {
@@ -665,7 +732,7 @@ describe('deploy/kubernetes', () => {
     expect(r.status).toBe(0);
   });
 
-  it("the built gateway, run on the base ConfigMap's config, answers the probes where the Deployment points them", async () => {
+  it("the built gateway, run on the base ConfigMap's config, answers the probes where the Deployment points them, and serves the portal", async () => {
     const cm = rendered.get('base')!.find((o) => o.kind === 'ConfigMap')!;
     // Free ports instead of the fixed ones (other tests run beside this one); a Redis nobody listens on.
     const text = (cm.data['gateway.yaml'] as string).replace(/^( {2}port:) \d+/gm, '$1 0');
@@ -684,6 +751,9 @@ describe('deploy/kubernetes', () => {
       // Not ready (no Redis, no upstream here), but answered: 503, not 404.
       expect(await get(`${local(line.opsUrl)}/readyz`)).toBe(503);
       expect(await get(`${local(line.opsUrl)}/metrics`)).toBe(200);
+      // The consumer portal on its own port (the tollgate-portal Service's target): its page.
+      const portal = await proc.waitForLog('portal listening');
+      expect(await get(`${local(portal.url)}/`)).toBe(200);
     } finally {
       proc.signal('SIGTERM');
       await proc.waitForExit();
@@ -779,6 +849,65 @@ describe('deploy/kubernetes', () => {
       'server.trustProxy false',
     ],
     ['the latest image', (o) => (containerOf(o).image = 'tollgate:latest'), `image tollgate:latest: expected the tag ${VERSION}`],
+    // The portal: its own Service and port, from the ingress alone, never beside the admin port.
+    [
+      'the portal port opened to the monitoring namespace',
+      (o) => o.find((x) => x.kind === 'NetworkPolicy')!.spec.ingress[1].ports.push({ protocol: 'TCP', port: 'portal' }),
+      'NetworkPolicy admits ["ingress-nginx","monitoring"] to the portal port',
+    ],
+    [
+      'the portal port left out of the ingress rule',
+      (o) => (o.find((x) => x.kind === 'NetworkPolicy')!.spec.ingress[0].ports = [{ protocol: 'TCP', port: 'http' }]),
+      'NetworkPolicy admits [] to the portal port, ["ingress-nginx"] to the gateway port',
+    ],
+    [
+      'an admin rule that opens the portal port',
+      (o) =>
+        o
+          .find((x) => x.kind === 'NetworkPolicy')!
+          .spec.ingress.push({
+            from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'support' } } }],
+            ports: [
+              { protocol: 'TCP', port: 8079 },
+              { protocol: 'TCP', port: 'portal' },
+            ],
+          }),
+      "the NetworkPolicy's admin rule opens the portal port 8081 too",
+    ],
+    [
+      'a rule admitting the admin port',
+      (o) => o.find((x) => x.kind === 'NetworkPolicy')!.spec.ingress[0].ports.push({ protocol: 'TCP', port: 8079 }),
+      'a NetworkPolicy ingress rule admits the admin port 8079',
+    ],
+    [
+      'the portal Service pointed at the admin port',
+      (o) => (o.find((x) => x.kind === 'Service' && x.metadata.name === 'tollgate-portal')!.spec.ports[0].targetPort = 8079),
+      'Service/tollgate-portal reaches the admin port 8079',
+    ],
+    [
+      "the portal on the clients' Service instead of its own",
+      (o) => {
+        o.splice(
+          o.findIndex((x) => x.kind === 'Service' && x.metadata.name === 'tollgate-portal'),
+          1,
+        );
+        o.find((x) => x.kind === 'Service' && x.metadata.name === 'tollgate')!.spec.ports.push({ name: 'portal', port: 8081, targetPort: 'portal' });
+      },
+      'Service/tollgate reaches the portal port beside another',
+    ],
+    [
+      'no container port for the portal',
+      (o) => (containerOf(o).ports = (containerOf(o).ports as Obj[]).filter((p) => p.name !== 'portal')),
+      'no container port is the portal port 8081',
+    ],
+    [
+      'a portal listening on loopback',
+      (o) => {
+        const cm = o.find((x) => x.kind === 'ConfigMap')!;
+        cm.data['gateway.yaml'] = (cm.data['gateway.yaml'] as string).replace('host: 0.0.0.0\n  port: 8081', 'host: 127.0.0.1\n  port: 8081');
+      },
+      'portal.host 127.0.0.1',
+    ],
   ])('cross-check: %s is refused', (_what, mutate, problem) => {
     const objects = structuredClone(rendered.get('base')!);
     mutate(objects);
@@ -943,7 +1072,7 @@ describe('deploy/kubernetes', () => {
   });
 
   // TLS: the Ingress's and the gateway's own.
-  const ingressOf = (objects: Obj[]) => objects.find((o) => o.kind === 'Ingress')!;
+  const ingressOf = (objects: Obj[]) => objects.find((o) => o.kind === 'Ingress' && o.metadata.name === 'tollgate')!;
   it.each<['ingress-tls' | 'gateway-tls', string, (o: Obj[]) => void, string]>([
     ['ingress-tls', 'an Ingress without TLS', (o) => delete ingressOf(o).spec.tls, 'no TLS (spec.tls with a secretName)'],
     [
@@ -963,6 +1092,31 @@ describe('deploy/kubernetes', () => {
       'HTTPS to a gateway that speaks HTTP',
       (o) => (ingressOf(o).metadata.annotations['nginx.ingress.kubernetes.io/backend-protocol'] = 'HTTPS'),
       'backend-protocol HTTPS, but the gateway port speaks HTTP',
+    ],
+    [
+      'ingress-tls',
+      'sign-in links naming a host no Ingress sends to the portal',
+      (o) => {
+        const portal = o.find((x) => x.kind === 'Ingress' && x.metadata.name === 'tollgate-portal')!;
+        portal.spec.rules[0].host = 'people.example.com';
+        portal.spec.tls[0].hosts = ['people.example.com'];
+      },
+      'portal.publicUrl https://portal.example.com: expected https:// and a host an Ingress sends to the portal port (people.example.com)',
+    ],
+    [
+      'ingress-tls',
+      "the portal's Ingress sent to the clients' Service",
+      (o) => (o.find((x) => x.kind === 'Ingress' && x.metadata.name === 'tollgate-portal')!.spec.rules[0].http.paths[0].backend.service.name = 'tollgate'),
+      'portal.publicUrl https://portal.example.com: expected https:// and a host an Ingress sends to the portal port ()',
+    ],
+    [
+      'gateway-tls',
+      'HTTP to a portal that speaks HTTPS',
+      (o) =>
+        delete o.find((x) => x.kind === 'Ingress' && x.metadata.name === 'tollgate-portal')!.metadata.annotations[
+          'nginx.ingress.kubernetes.io/backend-protocol'
+        ],
+      'Ingress/tollgate-portal: backend-protocol HTTP, but the portal port speaks HTTPS',
     ],
     [
       'gateway-tls',
@@ -1026,6 +1180,7 @@ describe('deploy/kubernetes', () => {
     expect(config.server.tls).toEqual({ certFile: '/etc/tollgate-tls/server/tls.crt', keyFile: '/etc/tollgate-tls/server/tls.key' });
     expect([secretAt(config.server.tls.certFile), secretAt(config.server.tls.keyFile)]).toEqual(['tollgate-tls', 'tollgate-tls']);
     expect([secretAt(config.admin.tls.certFile), secretAt(config.admin.tls.keyFile)]).toEqual(['tollgate-admin-tls', 'tollgate-admin-tls']);
+    expect([secretAt(config.portal.tls.certFile), secretAt(config.portal.tls.keyFile)]).toEqual(['tollgate-tls', 'tollgate-tls']);
     expect(container.livenessProbe.httpGet.scheme).toBe('HTTPS');
     // Readiness and metrics stay plain HTTP on the ops port.
     expect(container.readinessProbe.httpGet.scheme).toBeUndefined();
