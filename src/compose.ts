@@ -718,12 +718,32 @@ function buildPortal(
   decisions: Decisions,
   stores: Stores,
   redis: RedisBackend | undefined,
-  read: { usage: UsageReports; reports: ReportRunner },
+  read: { reports: ReportRunner },
 ): express.Express | undefined {
   const { runtime, logger, clock } = base;
   const config = runtime.config;
   if (config.portal.port === undefined) return undefined;
   const signIns = new SignInLimit(() => runtime.config.portal.signInsPerMinute, redis ? { client: redis.admin.client, keyspace: redis.keyspace } : undefined);
+  // The windows the portal shows are read with the limit script as GET /ratelimit reads them, but on the admin
+  // connection behind a breaker of its own: a portal's reads never queue on the request path's socket nor trip its
+  // breaker. Failing closed: a figure Redis did not give is not made up from this instance's memory.
+  const redisCfg = config.redis;
+  const limiter =
+    redis && redisCfg
+      ? new KeyLimiter({
+          runtime,
+          clock,
+          logger,
+          metrics: base.metrics,
+          memory: stores.memoryLimits,
+          shared: {
+            store: new RedisLimiterStore(redis.admin.client, redis.keyspace, stores.ledgerTtlMs, redis.admin.clientForSlotOf),
+            breaker: new Breaker(clock, BREAKER_COOLDOWN_MS, redis.admin.isReady),
+            failMode: 'closed',
+            commandTimeoutMs: redisCfg.adminCommandTimeoutMs,
+          },
+        })
+      : decisions.keyLimiter;
   return buildPortalApp({
     access: decisions.portalAccess,
     signIns,
@@ -738,9 +758,8 @@ function buildPortal(
       consumers: decisions.consumerAdmin,
       keys: decisions.admin,
       keyStore: stores.adminStores?.keys ?? stores.keyStore,
-      limiter: decisions.keyLimiter,
+      limiter,
       keyLimits: decisions.keyLimits,
-      usage: read.usage,
       reports: read.reports,
       endpoints: decisions.endpoints,
       ...(redis ? { delivery: deliveryOf(base, redis) } : {}),
@@ -849,7 +868,7 @@ export async function composeGateway(opts: ComposeOptions): Promise<ComposedGate
   const { app, services, tracing } = await buildRequestPath(base, decisions, stores.recorder, readiness);
   let portalUrl: string | undefined;
   const { usage, reports, adminApp } = buildAdmin(base, decisions, stores, redis, services, () => portalUrl);
-  const portalApp = buildPortal(base, decisions, stores, redis, { usage, reports });
+  const portalApp = buildPortal(base, decisions, stores, redis, { reports });
   const { recorder } = stores;
   const { keys, consumers } = decisions;
   const events = config.events && redis ? startEvents(base, config.events, redis, decisions.admin, decisions.endpoints) : undefined;

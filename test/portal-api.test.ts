@@ -243,6 +243,30 @@ describe('a link session (every scope)', () => {
     );
   });
 
+  it("GET /api/windows reads on the admin connection: nothing of it goes out on the request path's", async () => {
+    const monitor = await client.monitor();
+    const bySource = new Map<string, string[]>();
+    monitor.on('monitor', (_time: string, args: string[], source: string) =>
+      bySource.set(source, [...(bySource.get(source) ?? []), String(args[0]).toLowerCase()]),
+    );
+    // MONITOR names each command's sender by address: CLIENT LIST says which connection that is.
+    const named = async () =>
+      new Map(
+        String(await client.call('CLIENT', 'LIST'))
+          .trim()
+          .split('\n')
+          .map((line) => [/ addr=(\S+)/.exec(line)![1]!, / name=(\S*)/.exec(line)?.[1] ?? ''] as const),
+      );
+    const r = await alice.get('/api/windows');
+    expect(r.status, r.text).toBe(200);
+    await new Promise((done) => setTimeout(done, 100));
+    await monitor.disconnect();
+    const names = await named();
+    const scripts = [...bySource].flatMap(([source, cmds]) => cmds.filter((c) => c.startsWith('eval')).map(() => names.get(source) ?? source));
+    expect(scripts.length).toBeGreaterThan(0);
+    expect(new Set(scripts)).toEqual(new Set(['tollgate-admin']));
+  });
+
   it("GET /api/usage: 720 hours or 30 days, the admin API's figures for the consumer; the month against perMonth is the pool window", async () => {
     const hours = await alice.get('/api/usage?granularity=hour');
     expect(hours.status, hours.text).toBe(200);

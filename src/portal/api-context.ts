@@ -21,7 +21,6 @@ import type { Logger } from '../observability/logger.js';
 import type { Runtime } from '../routing/runtime.js';
 import { ReportError } from '../usage/kept-reports.js';
 import type { ReportRunner } from '../usage/report-runner.js';
-import type { UsageReports } from '../usage/reports.js';
 import type { Clock } from '../util/clock.js';
 
 /** What the portal's API routers are given by the composition root (src/compose.ts). */
@@ -43,10 +42,11 @@ export interface PortalApiDeps {
   limiter: Pick<KeyLimiter, 'quota'>;
   /** A consumer's pool windows (its month; with no key to read them through, all of them) and a key's ban. */
   keyLimits: Pick<KeyLimitAdmin, 'poolWindows' | 'liveState'>;
-  /** One key's usage (a key session's), on this event loop: one key is a few reads. */
-  usage: Pick<UsageReports, 'keyUsageByConsumer'>;
-  /** Reports over many keys (a consumer's usage, the deprecated-route report): on the report thread with Redis. */
-  reports: Pick<ReportRunner, 'consumerUsage' | 'deprecatedRoutes'>;
+  /**
+   * The usage reports: a consumer's, one key's (a key session's: a month of hours is hundreds of buckets to add up),
+   * the deprecated-route report. On the report thread with Redis, never on the event loop that serves the gateway.
+   */
+  reports: Pick<ReportRunner, 'consumerUsage' | 'keyUsageByConsumer' | 'deprecatedRoutes'>;
   /** The consumers' webhook endpoints (the outbound address rules apply to every registration). */
   endpoints: Pick<EndpointRegistry, 'list' | 'register' | 'remove'>;
   /** Each endpoint's delivery state; absent without Redis (nothing is queued then). */

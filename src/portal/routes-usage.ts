@@ -66,7 +66,7 @@ async function usageOf(
   const keys = await visibleKeys(deps, session);
   const key = keys[0];
   if (!key) return { buckets: [], totals: ZERO };
-  const u = await deps.usage.keyUsageByConsumer(key.id, fromMs, toMs, granularity);
+  const u = await deps.reports.keyUsageByConsumer(key.id, fromMs, toMs, granularity);
   const mine = u.consumers.find((s) => s.consumer === session.consumer);
   if (mine) return mine;
   // Nothing counted under this consumer: every bucket empty.

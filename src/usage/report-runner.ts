@@ -3,6 +3,7 @@
 // memory), or on a thread of their own (workers/report-thread.ts) so that a report's CPU never runs on the event loop
 // that serves the request path.
 import type {
+  ConsumerSeries,
   GroupBy,
   Granularity,
   DeprecatableRoute,
@@ -32,6 +33,16 @@ export interface ReportRunner {
     toMs: number,
     granularity: Granularity,
   ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }>;
+  /**
+   * One key's usage over time, split by the consumer each count was made under (the portal's key sessions: a key's
+   * month of hours is a few hundred buckets to add up, off the request path's event loop like the other reports).
+   */
+  keyUsageByConsumer(
+    id: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; consumers: ConsumerSeries[] }>;
   /** A page of the what-if of a plan's new limits (whatif-pages.ts). */
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage>;
   /** The routes given that have a deprecation, with the keys that called them (and their consumers, grouped by consumer). */
@@ -74,6 +85,15 @@ export class InProcessReports implements ReportRunner {
     granularity: Granularity,
   ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
     return this.reports.consumerUsage(consumer, fromMs, toMs, granularity);
+  }
+
+  keyUsageByConsumer(
+    id: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; consumers: ConsumerSeries[] }> {
+    return this.reports.keyUsageByConsumer(id, fromMs, toMs, granularity);
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {

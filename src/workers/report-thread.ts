@@ -13,6 +13,7 @@ import { ReportError, type ReportErrorCode } from '../usage/kept-reports.js';
 import { type ConsumerReportPage, type ReportCursor, type ReportPage, type ReportQuery } from '../usage/report-pages.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import type {
+  ConsumerSeries,
   DeprecatableRoute,
   DeprecatedRouteReport,
   Granularity,
@@ -47,6 +48,7 @@ export type ReportCall =
   | { op: 'consumerPage'; first: ReportQuery | ReportCursor; limit: number }
   | { op: 'summary'; fromMs: number; toMs: number; granularity: Granularity }
   | { op: 'consumerUsage'; consumer: string; fromMs: number; toMs: number; granularity: Granularity }
+  | { op: 'keyUsageByConsumer'; id: string; fromMs: number; toMs: number; granularity: Granularity }
   | { op: 'simulate'; first: SimulateInput | WhatIfCursor; limit: number }
   | { op: 'deprecatedRoutes'; fromMs: number; toMs: number; routes: DeprecatableRoute[]; groupBy: GroupBy }
   | { op: 'invalidRequests'; fromMs: number; toMs: number; operations: ValidatedOperation[]; groupBy: GroupBy };
@@ -121,6 +123,15 @@ export class ReportThread implements ReportRunner {
     granularity: Granularity,
   ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; keys: number }> {
     return this.call(`the usage of consumer ${consumer}`, { op: 'consumerUsage', consumer, fromMs, toMs, granularity });
+  }
+
+  keyUsageByConsumer(
+    id: string,
+    fromMs: number,
+    toMs: number,
+    granularity: Granularity,
+  ): Promise<{ buckets: UsageBucket[]; totals: UsageCounts; consumers: ConsumerSeries[] }> {
+    return this.call(`the usage of key ${id}`, { op: 'keyUsageByConsumer', id, fromMs, toMs, granularity });
   }
 
   simulate(first: SimulateInput | WhatIfCursor, limit: number): Promise<WhatIfPage> {

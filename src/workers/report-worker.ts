@@ -46,6 +46,8 @@ async function answer(call: ReportCall): Promise<unknown> {
       return reports.summary(call.fromMs, call.toMs, call.granularity);
     case 'consumerUsage':
       return reports.consumerUsage(call.consumer, call.fromMs, call.toMs, call.granularity);
+    case 'keyUsageByConsumer':
+      return reports.keyUsageByConsumer(call.id, call.fromMs, call.toMs, call.granularity);
     case 'simulate':
       return reports.simulate(call.first, call.limit);
     case 'deprecatedRoutes':
