@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync } from 'node:fs';
 import type { BrowserContext, Page } from 'playwright-core';
 import { hashAdminToken } from '../src/admin/tokens.js';
-import { DESKTOP, openPage, overflowsSideways, useBrowser, type OpenPage } from './helpers/browser.js';
+import { DESKTOP, PHONE, openPage, overflowsSideways, useBrowser, type OpenPage } from './helpers/browser.js';
 import { assertBuilt, startServe, tempDir, type CliProcess } from './helpers/cli.js';
 import { useStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -590,6 +590,41 @@ describe('a consumer that calls no deprecated operation', () => {
       await view(o.page, '#/keys', '#keys-table');
       expect(await o.page.locator('#create-key-open').count()).toBe(0);
       expect(await o.page.locator('#read-only').innerText()).toContain('keys:write');
+    } finally {
+      await o.context.close();
+    }
+  });
+});
+
+describe('at a phone’s width', () => {
+  it('no page is wider than the screen: tables scroll inside their panels', async () => {
+    const o = await open(PHONE);
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/acme/portal-links', {
+        actor: 'jane@acme.test',
+        scopes: ['keys:read', 'keys:write', 'usage:read', 'webhooks:write'],
+      });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#deprecated-table').waitFor();
+      // On a phone the browser widens its layout to the widest content (innerWidth follows): the page's width is
+      // measured against the phone's own, 375 pixels.
+      const width = () =>
+        o.page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+      const wide: Array<[string, number]> = [];
+      if ((await width()) > PHONE.viewport!.width) wide.push(['overview', await width()]);
+      for (const [hash, selector] of [
+        ['#/keys', '#keys-table'],
+        ['#/limits', '#pool-windows'],
+        ['#/usage', '#usage-chart canvas'],
+        ['#/refusals', '#shadow'],
+        ['#/deprecated', '#deprecated-table'],
+        ['#/webhooks', '#webhook-form'],
+      ] as const) {
+        await view(o.page, hash, selector);
+        if ((await width()) > PHONE.viewport!.width) wide.push([hash, await width()]);
+      }
+      expect(wide).toEqual([]);
+      expect(o.violations).toEqual([]);
     } finally {
       await o.context.close();
     }
