@@ -8,6 +8,7 @@ import { PortalAccess, type LinkRequest } from '../src/access/portal-access.js';
 import { MemoryAccessStore } from '../src/access/memory-store.js';
 import { composeGateway, type ComposedGateway } from '../src/compose.js';
 import { validateConfig } from '../src/config/load.js';
+import { Runtime } from '../src/routing/runtime.js';
 import { Keyspace } from '../src/storage/keyspace.js';
 import { ManualClock } from '../src/util/clock.js';
 import { silentLogger, testConfig } from './helpers/gateway.js';
@@ -312,5 +313,16 @@ describe('the config', () => {
       if (!r.ok) expect(r.errors.join('\n')).toMatch(/portal\.port.*a port of its own/);
     }
     expect(validateConfig({ ...base, portal: { port: 0 }, admin: { port: 0 } }).ok).toBe(true);
+  });
+
+  it("a reload keeps the listener's fields (and says they need a restart) and applies sessionHours and signInsPerMinute", () => {
+    const base = { upstream: { url: 'http://127.0.0.1:9' } };
+    const runtime = new Runtime(testConfig({ ...base, portal: { port: 9100, host: '127.0.0.1', sessionHours: 8 } }));
+    const ignored = runtime.apply(
+      testConfig({ ...base, portal: { port: 9200, host: '0.0.0.0', publicUrl: 'https://p.example.test', sessionHours: 2, signInsPerMinute: 3 } }),
+    );
+    expect(ignored.sort()).toEqual(['portal.host', 'portal.port', 'portal.publicUrl']);
+    expect(runtime.config.portal).toMatchObject({ port: 9100, host: '127.0.0.1', sessionHours: 2, signInsPerMinute: 3 });
+    expect(runtime.config.portal.publicUrl).toBeUndefined();
   });
 });

@@ -514,6 +514,17 @@ describe('a key session', () => {
 });
 
 describe('isolation', () => {
+  it("the change itself is judged on the record it writes over: rotate and revoke within acme never reach globex's key", async () => {
+    // The portal looks the key up within its consumer first; a key moved between that look-up and the write is
+    // refused by the compare-and-set's own check (what these calls exercise directly).
+    const before = await client.get(ks.keyRecord(keys.b1.id));
+    const actor = { by: 'portal:mallory@acme.example', consumer: 'acme' };
+    await expect(composed.admin.lifecycle.rotate(keys.b1.id, 0, actor, { within: 'acme' })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(composed.admin.lifecycle.revoke(keys.b1.id, actor, { within: 'acme' })).rejects.toMatchObject({ code: 'not_found' });
+    expect(await client.get(ks.keyRecord(keys.b1.id))).toBe(before);
+    expect(await through(keys.b1.key, '/v1/things')).toBe(200);
+  });
+
   /** What of globex is in Redis: every name holding its id or one of its key or endpoint ids, DUMPed; its endpoint's record. */
   async function globexState(): Promise<Record<string, string | null>> {
     const needles = ['globex', keys.b1.id, keys.b2.id, globexEndpoint];

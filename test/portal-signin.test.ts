@@ -247,6 +247,10 @@ describe('sign-in links', () => {
     expect(issued.body).toMatchObject({ consumer: 'acme', actor: 'alice@acme.test', scopes: ['keys:read', 'usage:read'] });
     expect(issued.body.url).toBe(`${portal}/link?code=${code}`);
     expect(Date.parse(issued.body.expiresAt as string) - Date.now()).toBeGreaterThan(14 * 60_000);
+    // A HEAD does not use the link up.
+    const head = await call(portal, 'HEAD', `/link?code=${code}`, { type: null });
+    expect(head.status).toBe(204);
+    expect(setCookie(head)).toBeUndefined();
     const first = await call(portal, 'GET', `/link?code=${code}`);
     expect(first.status).toBe(303);
     expect(first.headers.location).toBe('/');
@@ -263,8 +267,9 @@ describe('sign-in links', () => {
     expect(again.headers['content-security-policy']).toContain("default-src 'none'");
     // The request log has the path, never the query; the audit line names the actor and scopes, never the code.
     const linkLines = () => serve.logs.filter((l) => l.msg === 'portal request' && (l.req as { path?: string }).path === '/link');
-    await waitFor(() => linkLines().length >= 2, 'both /link requests logged');
+    await waitFor(() => linkLines().length >= 3, 'the /link requests logged');
     expect(linkLines().map((l) => [(l.req as { method: string }).method, (l.res as { statusCode: number }).statusCode])).toEqual([
+      ['HEAD', 204],
       ['GET', 303],
       ['GET', 410],
     ]);

@@ -83,10 +83,14 @@ export class KeyLifecycle {
     return { record: toRecord(next), replication: await this.changes.replicated(id, []), warnings: overrideWarningsFor(this.policy, next) };
   }
 
-  /** Revokes the key: no hash opens it any more. Undefined for an unknown id. */
-  async revoke(id: string, actor: Actor = CLI_ACTOR): Promise<{ replication: Replication } | undefined> {
+  /**
+   * Revokes the key: no hash opens it any more. Undefined for an unknown id. `within`: only a key of that consumer
+   * (judged on the record the change writes over), else not_found.
+   */
+  async revoke(id: string, actor: Actor = CLI_ACTOR, opts: { within?: string } = {}): Promise<{ replication: Replication } | undefined> {
     let unlinked: string[] = [];
     const next = await this.changes.change(id, (k) => {
+      requireWithin(k, opts.within);
       const next: StoredKey = { ...k, status: 'revoked', revokedAt: new Date(this.clock.now()).toISOString() };
       delete next.prevHash;
       delete next.prevHashUntil;
@@ -103,9 +107,16 @@ export class KeyLifecycle {
    * A new plaintext for the same id, plan and overrides; the old one works for graceSeconds more. With `keepPrefix`,
    * the new key starts with the key's recorded prefix (an imported key's, key-prefix.ts) instead of the issued one,
    * followed by as much randomness as an issued key: only with auth.foreignKeys, which such a key needs to be
-   * accepted. Without it, the new key is an issued one and the record forgets any prefix it had.
+   * accepted. Without it, the new key is an issued one and the record forgets any prefix it had. `within`: only a key
+   * of that consumer (judged on the record the change writes over, so a key moved meanwhile is never rotated), else
+   * not_found.
    */
-  async rotate(id: string, graceSeconds: number, actor: Actor = CLI_ACTOR, opts: { keepPrefix?: boolean } = {}): Promise<RotatedKey | undefined> {
+  async rotate(
+    id: string,
+    graceSeconds: number,
+    actor: Actor = CLI_ACTOR,
+    opts: { keepPrefix?: boolean; within?: string } = {},
+  ): Promise<RotatedKey | undefined> {
     if (!Number.isInteger(graceSeconds) || graceSeconds < 0)
       throw new KeyAdminError('invalid', 'the grace period must be a whole number of seconds, 0 or more');
     const shape = this.policy.keyShape?.() ?? { ...DEFAULT_KEY_SHAPE, ...(this.policy.issuedPrefix ? { issuedPrefix: this.policy.issuedPrefix() } : {}) };
@@ -117,6 +128,7 @@ export class KeyLifecycle {
     let plaintext = '';
     let touched: string[] = [];
     const next = await this.changes.change(id, (k) => {
+      requireWithin(k, opts.within);
       refuseRevoked(k);
       if (opts.keepPrefix) plaintext = keptPrefixKey(k, shape);
       else plaintext = generateKey(this.policy.issuedPrefix?.());
@@ -167,6 +179,11 @@ function keptPrefixKey(k: StoredKey, shape: KeyShapeRules): string {
       `cannot keep the prefix "${k.prefix}" of key ${k.id}: a key starting with it is judged as an issued key (prefix "${shape.issuedPrefix}") and would be refused; rotate without keeping the prefix`,
     );
   return plaintext;
+}
+
+/** A change made for one consumer (the portal's) reaches that consumer's keys alone: any other key is not found. */
+function requireWithin(k: StoredKey, consumer: string | undefined): void {
+  if (consumer !== undefined && k.consumer !== consumer) throw notFound(k.id);
 }
 
 /** A revoked key stays revoked: neither changed nor rotated back into use. */

@@ -133,6 +133,8 @@ export function portalApiErrors(logger: Logger): ErrorRequestHandler {
     }
     if (err instanceof HttpError) return sendError(res, err.code, err.message);
     if (err instanceof KeyAdminError) {
+      // Never the id asked for (api-context.ts noSuchKey): a key outside the session is not found, whatever it is.
+      if (err.code === 'not_found') return sendError(res, 'not_found', noSuchKey().message);
       // The consumer's plan missing from the config is the operator's to fix; the consumer only learns it is unusable.
       if (err.code === 'unknown_plan') return sendError(res, 'service_unavailable', 'Keys cannot be issued for this consumer right now.');
       return sendError(res, KEY_ERRORS[err.code], err.message);

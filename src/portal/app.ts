@@ -95,6 +95,11 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     res.type(file[0]).send(file[1]);
   });
 
+  // A HEAD (a link checker, a mail scanner) learns nothing and does not use the link up: only a GET exchanges it.
+  app.head('/link', (_req, res) => {
+    res.setHeader('cache-control', 'no-store');
+    res.status(204).end();
+  });
   app.get('/link', async (req, res) => {
     res.setHeader('cache-control', 'no-store');
     const code = linkCode(req);

@@ -136,7 +136,8 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     await consumerOf(deps, session);
     const id = String(req.params.id);
     await ownKey(deps, session, id);
-    const rotated = await deps.keys.lifecycle.rotate(id, body.overlapSeconds, actorOf(req, session));
+    // Checked again on the record the rotation writes over: a key moved to another consumer meanwhile is not rotated.
+    const rotated = await deps.keys.lifecycle.rotate(id, body.overlapSeconds, actorOf(req, session), { within: session.consumer });
     if (!rotated) throw noSuchKey();
     // The old plaintext works until then (rotate stores rotatedAt + the overlap as its end).
     const overlapUntilMs = Date.parse(rotated.record.rotatedAt!) + body.overlapSeconds * 1000;
@@ -155,7 +156,7 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     const id = String(req.params.id);
     const k = await ownKey(deps, session, id);
     // Revoking a revoked key changes nothing: the same answer, no second audit line.
-    if (k.status !== 'revoked' && !(await deps.keys.lifecycle.revoke(id, actorOf(req, session)))) throw noSuchKey();
+    if (k.status !== 'revoked' && !(await deps.keys.lifecycle.revoke(id, actorOf(req, session), { within: session.consumer }))) throw noSuchKey();
     const now = deps.clock.now();
     res.setHeader(H.cacheControl, NO_STORE);
     res.json(storedView(await ownKey(deps, session, id), now, issuedPrefix()));
