@@ -151,7 +151,7 @@ let globexKey = '';
 let quietKey = '';
 
 beforeAll(async () => {
-  expect((await admin('POST', '/consumers', { id: 'acme', name: 'Acme Ltd', plan: 'growth', maxKeys: 4 })).status).toBe(201);
+  expect((await admin('POST', '/consumers', { id: 'acme', name: 'Acme Ltd', plan: 'growth', maxKeys: 2 })).status).toBe(201);
   expect((await admin('POST', '/consumers', { id: 'globex', name: 'Globex Corporation', plan: 'starter' })).status).toBe(201);
   expect((await admin('POST', '/consumers', { id: 'quiet', name: 'Quiet Co', plan: 'starter' })).status).toBe(201);
   const made = await admin<{ id: string; key: string }>('POST', '/keys', { plan: 'growth', consumer: 'acme', name: 'production server' });
@@ -448,6 +448,26 @@ describe('signing in with a link: a full session', () => {
     expect(await after.locator('button').count()).toBe(0);
     expect(await overflowsSideways(page)).toBe(false);
     await shot(page, 'keys');
+  });
+
+  it('a key past the plan’s number of keys is refused, said in words beside the list', async () => {
+    // Acme may hold 2 keys that are not revoked: the rotated one, and now this one.
+    await page.locator('#create-key-open').click();
+    await page.locator('#create-key-name').fill('ci runner');
+    await page.locator('#create-key').getByRole('button', { name: 'Create key' }).click();
+    await page.locator('#key-shown[open]').waitFor();
+    await page.locator('#key-shown').getByRole('button', { name: 'I have stored it' }).click();
+    await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(3);
+    await page.locator('#create-key-open').click();
+    await page.locator('#create-key-name').fill('one too many');
+    await page.locator('#create-key').getByRole('button', { name: 'Create key' }).click();
+    const error = page.locator('#keys-error');
+    await error.waitFor();
+    expect(await error.innerText()).toBe('You have as many keys as your plan allows: revoke one you no longer use, then create the new one.');
+    expect(await page.locator('#key-shown').isVisible()).toBe(false);
+    expect(await page.locator('#keys-table tbody tr').count()).toBe(3);
+    expect(await page.locator('#keys-table').innerText()).not.toContain('one too many');
+    await shot(page, 'keys-full');
   });
 
   it('limits: each window live, its bar as long as the share used', async () => {
