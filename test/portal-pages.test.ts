@@ -616,6 +616,24 @@ describe('a consumer that calls no deprecated operation', () => {
   });
 });
 
+describe('a link with fewer scopes', () => {
+  it('offers only the pages it may read, and says what it cannot see', async () => {
+    const o = await open();
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/quiet/portal-links', { actor: 'dev@quiet.test', scopes: ['keys:read'] });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#no-usage').waitFor();
+      expect(await o.page.locator('#nav a:visible').allInnerTexts()).toEqual(['Overview', 'Keys', 'Limits']);
+      expect(await o.page.locator('#no-usage').innerText()).toBe(
+        'Your session cannot see usage, refusals or deprecated operations: ask your provider for a sign-in link with usage:read.',
+      );
+      expect(o.violations).toEqual([]);
+    } finally {
+      await o.context.close();
+    }
+  });
+});
+
 describe('at a phone’s width', () => {
   it('no page is wider than the screen: tables scroll inside their panels', async () => {
     const o = await open(PHONE);
