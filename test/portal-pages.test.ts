@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync } from 'node:fs';
 import type { BrowserContext, Page } from 'playwright-core';
 import { hashAdminToken } from '../src/admin/tokens.js';
-import { DESKTOP, openPage, overflowsSideways, useBrowser, type OpenPage } from './helpers/browser.js';
+import { DESKTOP, PHONE, openPage, overflowsSideways, useBrowser, type OpenPage } from './helpers/browser.js';
 import { assertBuilt, startServe, tempDir, type CliProcess } from './helpers/cli.js';
 import { useStack } from './helpers/stack.js';
 import { waitFor } from './helpers/wait.js';
@@ -151,7 +151,7 @@ let globexKey = '';
 let quietKey = '';
 
 beforeAll(async () => {
-  expect((await admin('POST', '/consumers', { id: 'acme', name: 'Acme Ltd', plan: 'growth', maxKeys: 4 })).status).toBe(201);
+  expect((await admin('POST', '/consumers', { id: 'acme', name: 'Acme Ltd', plan: 'growth', maxKeys: 2 })).status).toBe(201);
   expect((await admin('POST', '/consumers', { id: 'globex', name: 'Globex Corporation', plan: 'starter' })).status).toBe(201);
   expect((await admin('POST', '/consumers', { id: 'quiet', name: 'Quiet Co', plan: 'starter' })).status).toBe(201);
   const made = await admin<{ id: string; key: string }>('POST', '/keys', { plan: 'growth', consumer: 'acme', name: 'production server' });
@@ -450,6 +450,26 @@ describe('signing in with a link: a full session', () => {
     await shot(page, 'keys');
   });
 
+  it('a key past the plan’s number of keys is refused, said in words beside the list', async () => {
+    // Acme may hold 2 keys that are not revoked: the rotated one, and now this one.
+    await page.locator('#create-key-open').click();
+    await page.locator('#create-key-name').fill('ci runner');
+    await page.locator('#create-key').getByRole('button', { name: 'Create key' }).click();
+    await page.locator('#key-shown[open]').waitFor();
+    await page.locator('#key-shown').getByRole('button', { name: 'I have stored it' }).click();
+    await expect.poll(() => page.locator('#keys-table tbody tr').count()).toBe(3);
+    await page.locator('#create-key-open').click();
+    await page.locator('#create-key-name').fill('one too many');
+    await page.locator('#create-key').getByRole('button', { name: 'Create key' }).click();
+    const error = page.locator('#keys-error');
+    await error.waitFor();
+    expect(await error.innerText()).toBe('You have as many keys as your plan allows: revoke one you no longer use, then create the new one.');
+    expect(await page.locator('#key-shown').isVisible()).toBe(false);
+    expect(await page.locator('#keys-table tbody tr').count()).toBe(3);
+    expect(await page.locator('#keys-table').innerText()).not.toContain('one too many');
+    await shot(page, 'keys-full');
+  });
+
   it('limits: each window live, its bar as long as the share used', async () => {
     await view(page, '#/limits', '#pool-windows');
     const api = (await page.evaluate(() => fetch('/api/windows').then((r) => r.json()))) as {
@@ -590,6 +610,59 @@ describe('a consumer that calls no deprecated operation', () => {
       await view(o.page, '#/keys', '#keys-table');
       expect(await o.page.locator('#create-key-open').count()).toBe(0);
       expect(await o.page.locator('#read-only').innerText()).toContain('keys:write');
+    } finally {
+      await o.context.close();
+    }
+  });
+});
+
+describe('a link with fewer scopes', () => {
+  it('offers only the pages it may read, and says what it cannot see', async () => {
+    const o = await open();
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/quiet/portal-links', { actor: 'dev@quiet.test', scopes: ['keys:read'] });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#no-usage').waitFor();
+      expect(await o.page.locator('#nav a:visible').allInnerTexts()).toEqual(['Overview', 'Keys', 'Limits']);
+      expect(await o.page.locator('#no-usage').innerText()).toBe(
+        'Your session cannot see usage, refusals or deprecated operations: ask your provider for a sign-in link with usage:read.',
+      );
+      expect(o.violations).toEqual([]);
+    } finally {
+      await o.context.close();
+    }
+  });
+});
+
+describe('at a phone’s width', () => {
+  it('no page is wider than the screen: tables scroll inside their panels', async () => {
+    const o = await open(PHONE);
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/acme/portal-links', {
+        actor: 'jane@acme.test',
+        scopes: ['keys:read', 'keys:write', 'usage:read', 'webhooks:write'],
+      });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#deprecated-table').waitFor();
+      // On a phone the browser widens its layout to the widest content (innerWidth follows): the page's width is
+      // measured against the phone's own, 375 pixels.
+      const width = () =>
+        o.page.evaluate(() => (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document.documentElement.scrollWidth);
+      const wide: Array<[string, number]> = [];
+      if ((await width()) > PHONE.viewport!.width) wide.push(['overview', await width()]);
+      for (const [hash, selector] of [
+        ['#/keys', '#keys-table'],
+        ['#/limits', '#pool-windows'],
+        ['#/usage', '#usage-chart canvas'],
+        ['#/refusals', '#shadow'],
+        ['#/deprecated', '#deprecated-table'],
+        ['#/webhooks', '#webhook-form'],
+      ] as const) {
+        await view(o.page, hash, selector);
+        if ((await width()) > PHONE.viewport!.width) wide.push([hash, await width()]);
+      }
+      expect(wide).toEqual([]);
+      expect(o.violations).toEqual([]);
     } finally {
       await o.context.close();
     }

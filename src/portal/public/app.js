@@ -64,7 +64,12 @@ function showSignIn(message) {
 function showWho(me) {
   const s = me.session;
   $('#who').textContent = `${me.consumer.name || me.consumer.id} · ${s.kind === 'link' ? `signed in as ${s.actor}` : 'read-only (signed in with a key)'}`;
-  $('#nav-webhooks').hidden = !(me.canRegisterWebhooks && s.scopes.includes('webhooks:write'));
+  // Only the pages the session may read are offered (a link may carry fewer scopes than all).
+  for (const a of document.querySelectorAll('[data-scope]')) {
+    const link = /** @type {HTMLElement} */ (a);
+    link.hidden = !s.scopes.includes(/** @type {import('./api.d.ts').Scope} */ (link.dataset.scope));
+  }
+  $('#nav-webhooks').hidden = !me.canRegisterWebhooks;
   for (const id of ['#nav', '#who', '#sign-out']) $(id).hidden = false;
 }
 

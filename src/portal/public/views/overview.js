@@ -21,7 +21,13 @@ export async function load(ctx) {
   const month = usage?.month;
   return html`
     <h1 id="account-name">${me.consumer.name || me.consumer.id}</h1>
-    ${deprecated ? html`<${DeprecatedPanel} operations=${deprecated.operations} />` : null}
+    ${
+      deprecated
+        ? html`<${DeprecatedPanel} operations=${deprecated.operations} />`
+        : html`<p class="note" id="no-usage">
+            Your session cannot see usage, refusals or deprecated operations: ask your provider for a sign-in link with usage:read.
+          </p>`
+    }
     <div class="cards">
       <section class="panel" id="identity">
         <h2>Your account and session</h2>
