@@ -58,12 +58,25 @@ export interface Me {
   canRegisterWebhooks: boolean;
 }
 
+/** The answer to a link that cannot be used: the portal's own look (its stylesheet, no script), and a way on. */
 const REFUSED_LINK = `<!doctype html>
 <html lang="en">
-  <head><meta charset="utf-8" /><meta name="viewport" content="width=device-width, initial-scale=1" /><title>Sign-in link not valid</title></head>
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <meta name="referrer" content="no-referrer" />
+    <title>Sign-in link not valid</title>
+    <link rel="stylesheet" href="/assets/app.css" />
+  </head>
   <body>
-    <h1>Sign-in link not valid</h1>
-    <p>This sign-in link has been used, has expired or was withdrawn. Ask for a new one where you got it.</p>
+    <header><strong class="brand">API portal</strong></header>
+    <main>
+      <h1>Sign-in link not valid</h1>
+      <section class="panel">
+        <p>This sign-in link has been used, has expired or was withdrawn. Ask for a new one where you got it.</p>
+        <p class="muted">A link works once, for 15 minutes. To look without changing anything, <a href="/">sign in with one of your API keys</a>.</p>
+      </section>
+    </main>
   </body>
 </html>
 `;
