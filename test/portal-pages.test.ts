@@ -307,7 +307,7 @@ describe('signing in with a link: a full session', () => {
       // In the portal's own look: its stylesheet drew the message as a panel (a white box with a border), not the
       // browser's bare default.
       const panel = await other.page.locator('main .panel').evaluate((el) => {
-        const s = getComputedStyle(el);
+        const s = (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string; borderTopWidth: string } }).getComputedStyle(el);
         return { background: s.backgroundColor, border: s.borderTopWidth, height: el.getBoundingClientRect().height };
       });
       expect(panel).toMatchObject({ background: 'rgb(255, 255, 255)', border: '1px' });

@@ -45,7 +45,7 @@ export interface PortalAppOptions {
   logger: Logger;
   /** The data and action routes under /api (portalApiRouter, src/portal/api-routes.ts), mounted after the session guard. */
   api: Router;
-  /** Whether the listener serves HTTPS (portal.tls): the session cookie is then Secure. */
+  /** Whether the listener serves HTTPS (portal.tls). */
   tls: boolean;
   /** portal.publicUrl: its origin is the portal's own too (a change's Origin may name it). */
   publicUrl?: string;
@@ -84,6 +84,9 @@ const REFUSED_LINK = `<!doctype html>
 export function buildPortalApp(o: PortalAppOptions): express.Express {
   const { access, runtime, logger } = o;
   const publicOrigin = o.publicUrl === undefined ? undefined : new URL(o.publicUrl).origin;
+  // The session cookie is Secure whenever people reach the portal over HTTPS: the listener's own TLS, or an https
+  // publicUrl in front of a plain listener (an ingress or load balancer that ends TLS), where the browser sees HTTPS.
+  const secure = o.tls || o.publicUrl?.startsWith('https:') === true;
   const files = pageAssets(PUBLIC);
   const page = readFileSync(new URL('index.html', PUBLIC));
 
@@ -119,7 +122,7 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     const session = code === undefined ? undefined : await access.exchange(code);
     if (!session) return void res.status(410).type('html').send(REFUSED_LINK);
     req.portalSession = session;
-    setSessionCookie(res, session, o.tls);
+    setSessionCookie(res, session, secure);
     res.redirect(303, '/');
   });
 
@@ -147,14 +150,14 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     req.portalSession = result.session;
     const me = await meOf(result.session, o);
     if (!me) return sendError(res, 'portal_session_required');
-    setSessionCookie(res, result.session, o.tls);
+    setSessionCookie(res, result.session, secure);
     res.json(me);
   });
 
   api.post('/session/end', async (req, res) => {
     const id = sessionIdOf(req);
     if (id !== undefined) await access.end(id);
-    clearSessionCookie(res, o.tls);
+    clearSessionCookie(res, secure);
     res.status(204).end();
   });
 
