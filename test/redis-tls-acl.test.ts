@@ -1,6 +1,7 @@
 // Tollgate on a Redis reached over TLS (certificates made by the test with openssl) as an ACL user that holds only
 // the commands, keys and channels Tollgate needs: the least-privilege ACL docs/redis.md documents. The gateway serves
 // keyed and anonymous requests and /readyz, and every key command works; a wrong CA or password fails clearly.
+import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { composeGateway } from '../src/compose.js';
 import { runCli, tempDir, withoutAudit } from './helpers/cli.js';
@@ -24,6 +25,7 @@ const TOLLGATE_ACL = [
   '-@all',
   ...[
     'get',
+    'getdel',
     'set',
     'del',
     'sadd',
@@ -122,6 +124,44 @@ describe('TLS and an ACL user with least privilege', () => {
       for (const l of gatewayLines) expect(l).toContain('user=tollgate');
     } finally {
       admin.disconnect();
+    }
+  });
+
+  it('the consumer portal (links, sessions, sign-in attempts, ended sessions) works as that user; no ACL denial', async () => {
+    const composed = await composeGateway({
+      config: testConfig({
+        upstream: { url: up.url },
+        redis: redisSection({ prefix: 'tollgate:portal:' }),
+        plans: { free: { perMinute: 60, perDay: 1000 } },
+        portal: { port: 0 },
+      }),
+      logger: silentLogger,
+      env: {},
+      healthChecks: false,
+      delivery: false,
+    });
+    try {
+      const portal = composed.portalApp!;
+      await composed.consumerAdmin.create({ id: 'acme', name: 'Acme', plan: 'free' });
+      const { code } = await composed.portalAccess.issueLink({ consumer: 'acme', actor: 'jane@acme.test', scopes: ['keys:read', 'usage:read'] });
+      const link = await request(portal).get(`/link?code=${code}`);
+      expect(link.status).toBe(303);
+      const cookie = String(link.headers['set-cookie']).split(';')[0]!;
+      expect((await request(portal).get('/api/me').set('cookie', cookie)).status).toBe(200);
+      const { key } = await composed.admin.issuer.create({ plan: 'free', consumer: 'acme' });
+      const signIn = await request(portal).post('/api/session').set('content-type', 'application/json').send({ key });
+      expect(signIn.status).toBe(200);
+      await composed.portalAccess.endSessions('acme', 'jane@acme.test');
+      expect((await request(portal).get('/api/me').set('cookie', cookie)).status).toBe(401);
+      await composed.consumerAdmin.suspend('acme');
+      const admin = redis.client();
+      try {
+        expect(await admin.call('ACL', 'LOG')).toEqual([]);
+      } finally {
+        admin.disconnect();
+      }
+    } finally {
+      await composed.close();
     }
   });
 

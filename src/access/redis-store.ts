@@ -8,7 +8,7 @@ import { isPortalScope, type AccessStore, type EndedMarks, type PortalLink, type
 
 export class RedisAccessStore implements AccessStore {
   constructor(
-    private readonly client: Pick<RedisCommands, 'get' | 'getdel' | 'set' | 'del' | 'hset' | 'hmget' | 'pexpire' | 'multi'>,
+    private readonly client: Pick<RedisCommands, 'get' | 'getdel' | 'set' | 'del' | 'hset' | 'hmget' | 'pexpire'>,
     private readonly ks: Keyspace,
   ) {}
 
@@ -34,8 +34,11 @@ export class RedisAccessStore implements AccessStore {
 
   async markEnded(consumer: string, actor: string | undefined, at: number, keepMs: number): Promise<void> {
     const key = this.ks.portalEnded(consumer);
-    // The hash lives as long as anything it could end: every write pushes its expiry out again.
-    await this.client.multi().hset(key, markField(actor), String(at)).pexpire(key, keepMs).exec();
+    // The hash lives as long as anything it could end: every write pushes its expiry out again. Two commands, not a
+    // MULTI: the least-privilege ACL (docs/redis.md) grants no transactions, and a failure between them leaves one
+    // small hash whose expiry the next mark sets.
+    await this.client.hset(key, markField(actor), String(at));
+    await this.client.pexpire(key, keepMs);
   }
 
   async endedMarks(consumer: string, actor: string | undefined): Promise<EndedMarks> {
