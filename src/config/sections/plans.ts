@@ -3,7 +3,7 @@
 // deployment.
 import { z } from 'zod';
 import { positiveInt } from './fields.js';
-import { candidateLimits, limitMode } from './limits.js';
+import { limitMode, planCandidateLimits } from './limits.js';
 
 const plan = z.strictObject({
   perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
@@ -12,9 +12,9 @@ const plan = z.strictObject({
     .optional()
     .describe('Points per month a key of this plan (a consumer: all its keys together) may spend: the calendar month in UTC, or from the consumer\'s billingDay. Default: none (no monthly window).'),
   mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute, day and month windows; default: limits.mode.'),
-  shadow: candidateLimits
+  shadow: planCandidateLimits
     .optional()
-    .describe('Candidate limits ({ perMinute, perDay }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
+    .describe('Candidate limits ({ perMinute, perDay, enforceFrom }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
 });
 
 export const DEFAULT_PLANS = {
