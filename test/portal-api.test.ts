@@ -143,7 +143,7 @@ beforeAll(async () => {
       redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
       admin: { port: 0, tokens: [{ id: 'platform', sha256: hashAdminToken(TOKEN) }] },
       portal: { port: 0, webhooks: true, signInsPerMinute: 100 },
-      plans: { gold: { perMinute: 1000, perDay: 100_000, perMonth: 5000, shadow: { perMinute: 2 } } },
+      plans: { gold: { perMinute: 1000, perDay: 100_000, perMonth: 5000, shadow: { perMinute: 2, enforceFrom: '2099-01-15' } } },
       usage: { flushIntervalMs: 60_000 },
       routes: [
         { path: '/v1/things' },
@@ -293,7 +293,7 @@ describe('a link session (every scope)', () => {
     expect(Date.parse(days.body.month.to)).toBeGreaterThan(Date.now());
   });
 
-  it("GET /api/refusals: by day, no bans, the plan's candidate limit with what it would have refused", async () => {
+  it("GET /api/refusals: by day, no bans, the plan's candidate limit with what it would have refused and when it comes", async () => {
     const r = await alice.get('/api/refusals');
     expect(r.status, r.text).toBe(200);
     expect(r.body.days).toBe(30);
@@ -301,7 +301,10 @@ describe('a link session (every scope)', () => {
     expect(r.body.refusals.byDay).toHaveLength(30);
     expect(r.body.bans).toEqual([]);
     const usage = await alice.get('/api/usage');
-    expect(r.body.shadow).toEqual([{ window: 'minute', limit: 2, wouldHaveRefused: usage.body.totals.shadowRefused, since: r.body.from }]);
+    // enforceFrom as the config gives it (plans.gold.shadow.enforceFrom): a date alone stays a date.
+    expect(r.body.shadow).toEqual([
+      { window: 'minute', limit: 2, wouldHaveRefused: usage.body.totals.shadowRefused, since: r.body.from, enforceFrom: '2099-01-15' },
+    ]);
     expect(r.body.shadow[0].wouldHaveRefused).toBeGreaterThan(0);
   });
 

@@ -45,7 +45,7 @@ const stack = useStack<{ proc: CliProcess }>({
       // Webhook endpoints may point at this machine (the test's upstream stands in for a receiver).
       events: { allowTargets: ['127.0.0.0/8'] },
       plans: {
-        growth: { perMinute: 40, perDay: 1000, perMonth: 3000, shadow: { perMinute: 6 } },
+        growth: { perMinute: 40, perDay: 1000, perMonth: 3000, shadow: { perMinute: 6, enforceFrom: '2099-01-15' } },
         starter: { perMinute: 5, perDay: 100 },
       },
       anonymous: { perMinute: 1000 },
@@ -541,21 +541,41 @@ describe('signing in with a link: a full session', () => {
     await shot(page, 'usage');
   });
 
-  it('refusals: the coming limit worded with what it would have refused', async () => {
+  it('refusals: the coming limit worded with the day it comes and what it would have refused', async () => {
     const r = (await page.evaluate(() => fetch('/api/refusals').then((res) => res.json()))) as {
-      shadow: Array<{ window: string; limit: number; wouldHaveRefused: number; since: string }>;
+      shadow: Array<{ window: string; limit: number; wouldHaveRefused: number; since: string; enforceFrom?: string }>;
     };
     const minute = r.shadow.find((s) => s.window === 'minute');
     expect(minute?.limit).toBe(6);
+    expect(minute?.enforceFrom).toBe('2099-01-15');
     expect(minute?.wouldHaveRefused).toBeGreaterThanOrEqual(9);
     await view(page, '#/refusals', '#shadow');
     const lines = await page.locator('#shadow li').allInnerTexts();
-    // The config gives no date for a candidate limit: none is invented.
+    // The date the config announces (plans.growth.shadow.enforceFrom), that very day wherever the reader is.
     const since = new Date(minute!.since).toLocaleDateString('en-GB', { dateStyle: 'medium' });
-    expect(lines).toEqual([`A coming limit (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`]);
+    expect(lines).toEqual([
+      `A limit coming on 15 Jan 2099 (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`,
+    ]);
     expect(await page.locator('#bans-none').innerText()).toBe('None: no key of yours is banned.');
     expect(await overflowsSideways(page)).toBe(false);
     await shot(page, 'refusals');
+
+    // Without a date in the config the page says none: the same answer, enforceFrom left out.
+    await page.route('**/api/refusals', async (route) => {
+      const answer = await route.fetch();
+      const body = (await answer.json()) as { shadow: Array<Record<string, unknown>> };
+      for (const s of body.shadow) delete s.enforceFrom;
+      await route.fulfill({ response: answer, json: body });
+    });
+    try {
+      await view(page, '#/keys', '#keys-table');
+      await view(page, '#/refusals', '#shadow');
+      expect(await page.locator('#shadow li').allInnerTexts()).toEqual([
+        `A coming limit (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`,
+      ]);
+    } finally {
+      await page.unroute('**/api/refusals');
+    }
   });
 
   it('webhooks: registered with its secret shown once, listed with its delivery state, deleted', async () => {

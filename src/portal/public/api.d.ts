@@ -145,6 +145,7 @@ export type Refusals = {
     limit: number;
     wouldHaveRefused: number;
     since: string;
+    enforceFrom?: string;
   }>;
 };
 
