@@ -304,7 +304,19 @@ describe('signing in with a link: a full session', () => {
       );
       expect(await other.context.cookies()).toEqual([]);
       expect(await overflowsSideways(other.page)).toBe(false);
+      // In the portal's own look: its stylesheet drew the message as a panel (a white box with a border), not the
+      // browser's bare default.
+      const panel = await other.page.locator('main .panel').evaluate((el) => {
+        const s = (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string; borderTopWidth: string } }).getComputedStyle(el);
+        return { background: s.backgroundColor, border: s.borderTopWidth, height: el.getBoundingClientRect().height };
+      });
+      expect(panel).toMatchObject({ background: 'rgb(255, 255, 255)', border: '1px' });
+      expect(panel.height).toBeGreaterThan(40);
       await shot(other.page, 'link-refused');
+      // Its way on: the key sign-in page.
+      await other.page.getByRole('link', { name: 'sign in with one of your API keys' }).click();
+      await other.page.waitForURL(`${gw().portalUrl}/`);
+      expect(await other.page.locator('body').innerText()).toContain('Paste one of your API keys');
     } finally {
       await other.context.close();
     }

@@ -102,6 +102,8 @@ let tlsPortal: string;
 let tlsAdmin: CheckedApi;
 let ca: Buffer;
 
+let common: Record<string, unknown>;
+
 async function startServe(config: Record<string, unknown>, name: string): Promise<{ proc: CliProcess; portal: string; admin: string }> {
   const proc = CliProcess.start(['serve', '--config', dir.write(name, config)]);
   try {
@@ -119,7 +121,7 @@ beforeAll(async () => {
   [redis, up] = await Promise.all([TestRedis.start(), TestUpstream.start()]);
   certs = makeCertificates();
   ca = readFileSync(certs.caFile);
-  const common = {
+  common = {
     server: { host: '127.0.0.1', port: 0 },
     upstream: { url: up.url },
     admin: { port: 0, tokens: [{ id: 'platform', sha256: hashAdminToken(TOKEN) }] },
@@ -196,6 +198,23 @@ describe('key sign-in', () => {
     const end = await call(tlsPortal, 'POST', '/api/session/end', { cookie: cookieOf(r), origin: 'https://portal.example.test', ca });
     expect(end.status).toBe(204);
     expect(attributes((end.headers['set-cookie'] ?? [])[0]!)).toContain('secure');
+  });
+
+  it('behind a proxy that ends TLS (a plain listener, an https publicUrl) the cookie is Secure too', async () => {
+    const behind = await startServe(
+      { ...common, portal: { port: 0, publicUrl: 'https://portal.example.test', signInsPerMinute: SIGN_INS } },
+      'behind-proxy.yaml',
+    );
+    try {
+      const api = new CheckedApi({ target: () => behind.admin, token: TOKEN, doc: admin.doc });
+      expect((await api.call('POST', '/consumers', { body: { id: 'acme', name: 'Acme', plan: 'free' } })).status).toBe(201);
+      const { key } = await newKey(api, 'acme');
+      const r = await call(behind.portal, 'POST', '/api/session', { body: { key }, from: '127.0.0.9' });
+      expect(r.status).toBe(200);
+      expect(attributes(setCookie(r)!)).toEqual(expect.arrayContaining(['secure', 'httponly', 'samesite', 'path']));
+    } finally {
+      await behind.proc.stop();
+    }
   });
 
   it('revoked or unknown keys: 401 invalid_api_key; a key of no consumer: 403 forbidden; a suspended consumer: 403 consumer_suspended', async () => {
@@ -454,7 +473,7 @@ describe('every portal answer', () => {
   it('carries Referrer-Policy: no-referrer and the page CSP; none was a 5xx', async () => {
     const page = await call(portal, 'GET', '/');
     expect(page.status).toBe(200);
-    expect(page.text).toContain('./assets/app.js');
+    expect(page.text).toContain('<script type="module" src="/assets/app.js"></script>');
     expect(portalAnswers.length).toBeGreaterThan(30);
     for (const a of portalAnswers) {
       expect(a.headers['referrer-policy'], a.what).toBe('no-referrer');

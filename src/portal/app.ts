@@ -45,7 +45,7 @@ export interface PortalAppOptions {
   logger: Logger;
   /** The data and action routes under /api (portalApiRouter, src/portal/api-routes.ts), mounted after the session guard. */
   api: Router;
-  /** Whether the listener serves HTTPS (portal.tls): the session cookie is then Secure. */
+  /** Whether the listener serves HTTPS (portal.tls). */
   tls: boolean;
   /** portal.publicUrl: its origin is the portal's own too (a change's Origin may name it). */
   publicUrl?: string;
@@ -58,12 +58,25 @@ export interface Me {
   canRegisterWebhooks: boolean;
 }
 
+/** The answer to a link that cannot be used: the portal's own look (its stylesheet, no script), and a way on. */
 const REFUSED_LINK = `<!doctype html>
 <html lang="en">
-  <head><meta charset="utf-8" /><meta name="viewport" content="width=device-width, initial-scale=1" /><title>Sign-in link not valid</title></head>
+  <head>
+    <meta charset="utf-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1" />
+    <meta name="referrer" content="no-referrer" />
+    <title>Sign-in link not valid</title>
+    <link rel="stylesheet" href="/assets/app.css" />
+  </head>
   <body>
-    <h1>Sign-in link not valid</h1>
-    <p>This sign-in link has been used, has expired or was withdrawn. Ask for a new one where you got it.</p>
+    <header><strong class="brand">API portal</strong></header>
+    <main>
+      <h1>Sign-in link not valid</h1>
+      <section class="panel">
+        <p>This sign-in link has been used, has expired or was withdrawn. Ask for a new one where you got it.</p>
+        <p class="muted">A link works once, for 15 minutes. To look without changing anything, <a href="/">sign in with one of your API keys</a>.</p>
+      </section>
+    </main>
   </body>
 </html>
 `;
@@ -71,6 +84,9 @@ const REFUSED_LINK = `<!doctype html>
 export function buildPortalApp(o: PortalAppOptions): express.Express {
   const { access, runtime, logger } = o;
   const publicOrigin = o.publicUrl === undefined ? undefined : new URL(o.publicUrl).origin;
+  // The session cookie is Secure whenever people reach the portal over HTTPS: the listener's own TLS, or an https
+  // publicUrl in front of a plain listener (an ingress or load balancer that ends TLS), where the browser sees HTTPS.
+  const secure = o.tls || o.publicUrl?.startsWith('https:') === true;
   const files = pageAssets(PUBLIC);
   const page = readFileSync(new URL('index.html', PUBLIC));
 
@@ -106,7 +122,7 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     const session = code === undefined ? undefined : await access.exchange(code);
     if (!session) return void res.status(410).type('html').send(REFUSED_LINK);
     req.portalSession = session;
-    setSessionCookie(res, session, o.tls);
+    setSessionCookie(res, session, secure);
     res.redirect(303, '/');
   });
 
@@ -134,14 +150,14 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
     req.portalSession = result.session;
     const me = await meOf(result.session, o);
     if (!me) return sendError(res, 'portal_session_required');
-    setSessionCookie(res, result.session, o.tls);
+    setSessionCookie(res, result.session, secure);
     res.json(me);
   });
 
   api.post('/session/end', async (req, res) => {
     const id = sessionIdOf(req);
     if (id !== undefined) await access.end(id);
-    clearSessionCookie(res, o.tls);
+    clearSessionCookie(res, secure);
     res.status(204).end();
   });
 
