@@ -1,6 +1,6 @@
 // plans: the plans keys belong to, by name, each with its minute and day windows, an optional mode and candidate
-// limits. Giving plans replaces the whole default set (DEFAULT_PLANS), so a plan nobody wrote never lingers in a
-// deployment.
+// limits, and whether its consumers may create keys in the portal. Giving plans replaces the whole default set
+// (DEFAULT_PLANS), so a plan nobody wrote never lingers in a deployment.
 import { z } from 'zod';
 import { positiveInt } from './fields.js';
 import { limitMode, planCandidateLimits } from './limits.js';
@@ -15,6 +15,10 @@ const plan = z.strictObject({
   shadow: planCandidateLimits
     .optional()
     .describe('Candidate limits ({ perMinute, perDay, enforceFrom }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
+  selfServiceKeys: z
+    .boolean()
+    .optional()
+    .describe('Whether consumers on this plan may create keys themselves in the consumer portal (a session with keys:write). false: their keys are issued by the provider (the admin API) only, and POST /api/keys answers 403 forbidden; rotating and revoking their own keys stay allowed, so a leaked key can still be replaced or stopped at any hour without the provider. Default: true.'),
 });
 
 export const DEFAULT_PLANS = {

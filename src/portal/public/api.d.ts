@@ -34,6 +34,7 @@ export type Me = {
     expiresAt: string;
   };
   canRegisterWebhooks: boolean;
+  canCreateKeys: boolean;
 };
 
 export type Key = {
