@@ -5,6 +5,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { configJsonSchema } from './config/json-schema.js';
 import { loadConfigFile, resolveConfigPath } from './config/load.js';
 import { CliError } from './commands/cli-error.js';
+import { candidateWarnings } from './limits/candidate-warnings.js';
 import { costWarnings } from './limits/cost-warnings.js';
 import { stabilityWarnings } from './routing/stability.js';
 import { tlsWarnings } from './config/tls-files.js';
@@ -82,7 +83,7 @@ export function buildProgram(io: CliIo = processIo, exit: { code: number } = { c
       }
       const c = result.config;
       // Unusual but legitimate (a small trial plan beside expensive routes): said, never refused.
-      for (const w of [...result.warnings, ...costWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
+      for (const w of [...result.warnings, ...costWarnings(c), ...candidateWarnings(c), ...stabilityWarnings(c), ...tlsWarnings(c)]) io.err(`warning: ${w}\n`);
       io.out(
         `${result.path}: OK (${Object.keys(c.plans).length} plans, ${c.routes.length} routes, ${c.keys.length} static keys, ` +
           `${c.redis ? 'Redis store' : 'in-memory store'})\n`,

@@ -117,3 +117,55 @@ describe('did you mean', () => {
     expect(nearestField('', server)).toBeUndefined();
   });
 });
+
+describe('plans.<plan>.shadow.enforceFrom: when the candidate limits are announced to be enforced', () => {
+  const config = (enforceFrom: unknown): string =>
+    dir.write(
+      `enforce-from-${Math.random().toString(36).slice(2)}.yaml`,
+      `upstream: { url: http://127.0.0.1:1 }\nplans:\n  gold: { perMinute: 10, perDay: 1000, shadow: { perMinute: 6, enforceFrom: ${JSON.stringify(enforceFrom)} } }\n`,
+    );
+
+  it('takes a date or a date-time with its offset; a coming one is said nowhere', async () => {
+    for (const date of ['2999-01-15', '2999-01-15T09:30:00Z', '2999-01-15T09:30:00+02:00']) {
+      const r = await runCli(['config', 'check', '--config', config(date)]);
+      expect(r.code, date).toBe(0);
+      expect(r.stderr, date).not.toContain('enforceFrom');
+    }
+  });
+
+  it('refuses what is not an ISO-8601 date, naming the field', async () => {
+    for (const bad of ['2999-13-01', 'next month', '15/01/2999', '2999-01-15T09:30:00', 20990115]) {
+      const r = await runCli(['config', 'check', '--config', config(bad)]);
+      expect(r.code, String(bad)).toBe(1);
+      expect(problemLines(r.stderr).join('\n'), String(bad)).toMatch(
+        /^plans\.gold\.shadow\.enforceFrom: expected an ISO-8601 date such as 2027-01-15, or a date-time such as 2027-01-15T00:00:00Z/m,
+      );
+    }
+  });
+
+  it("a date alone is no candidate limit; a route entry's candidates take no date", async () => {
+    const alone = dir.write(
+      'enforce-from-alone.yaml',
+      'upstream: { url: http://127.0.0.1:1 }\nplans:\n  gold: { perMinute: 10, perDay: 1000, shadow: { enforceFrom: 2999-01-15 } }\n',
+    );
+    const r = await runCli(['config', 'check', '--config', alone]);
+    expect(r.code).toBe(1);
+    expect(problemLines(r.stderr)).toContain('plans.gold.shadow: expected perMinute and/or perDay, got a mapping');
+    const route = dir.write(
+      'enforce-from-route.yaml',
+      'upstream: { url: http://127.0.0.1:1 }\nplans:\n  gold: { perMinute: 10, perDay: 1000 }\nroutes:\n  - { path: /v1/a, limits: { gold: { perMinute: 5, shadow: { perMinute: 3, enforceFrom: 2999-01-15 } } } }\n',
+    );
+    const rr = await runCli(['config', 'check', '--config', route]);
+    expect(rr.code).toBe(1);
+    expect(problemLines(rr.stderr).some((l) => l.startsWith('routes[0].limits.gold.shadow.enforceFrom: unknown field'))).toBe(true);
+  });
+
+  it('a past one is a warning, not a refusal: the candidates are still in shadow', async () => {
+    const r = await runCli(['config', 'check', '--config', config('2020-01-15')]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/: OK \(1 plans/);
+    expect(r.stderr).toContain(
+      'warning: plans.gold.shadow.enforceFrom 2020-01-15 is past, and the candidate limits are still in shadow: enforce them in the plan, or move the date\n',
+    );
+  });
+});

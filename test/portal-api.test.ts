@@ -3,8 +3,8 @@
 // docs/portal.openapi.yaml. Keys (masked with their last 4), live windows, usage by hour and day with the month against
 // perMonth (the same figure as the admin API's pool window), refusals with the plan's candidate limit, the deprecated
 // operations (the same numbers as GET /routes/deprecated?groupBy=consumer), webhooks; a rotation's overlap on the
-// gateway, a revocation, maxKeys; hostile bodies, content types, origins and webhook targets refused with nothing
-// stored. Isolation: a session of one consumer replays every request the portal's pages make with another consumer's
+// gateway, a revocation, maxKeys; a plan whose keys the provider issues (no key created, rotation and revocation
+// still allowed); hostile bodies, content types, origins and webhook targets refused with nothing stored. Isolation: a session of one consumer replays every request the portal's pages make with another consumer's
 // key and endpoint ids, and nothing of the other changes in Redis or shows in any answer; a key session never writes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -152,7 +152,11 @@ beforeAll(async () => {
       redis: { url: redis.url, prefix: PREFIX, commandTimeoutMs: 2000 },
       admin: { port: 0, tokens: [{ id: 'platform', sha256: hashAdminToken(TOKEN) }] },
       portal: { port: 0, webhooks: true, signInsPerMinute: 100 },
-      plans: { gold: { perMinute: 1000, perDay: 100_000, perMonth: 5000, shadow: { perMinute: 2 } } },
+      plans: {
+        gold: { perMinute: 1000, perDay: 100_000, perMonth: 5000, shadow: { perMinute: 2, enforceFrom: '2099-01-15' } },
+        // Keys of its consumers are issued by the provider (the admin API) only.
+        issued: { perMinute: 1000, perDay: 100_000, selfServiceKeys: false },
+      },
       usage: { flushIntervalMs: 60_000 },
       routes: [
         { path: '/v1/things' },
@@ -302,7 +306,7 @@ describe('a link session (every scope)', () => {
     expect(Date.parse(days.body.month.to)).toBeGreaterThan(Date.now());
   });
 
-  it("GET /api/refusals: by day, no bans, the plan's candidate limit with what it would have refused", async () => {
+  it("GET /api/refusals: by day, no bans, the plan's candidate limit with what it would have refused and when it comes", async () => {
     const r = await alice.get('/api/refusals');
     expect(r.status, r.text).toBe(200);
     expect(r.body.days).toBe(30);
@@ -310,7 +314,10 @@ describe('a link session (every scope)', () => {
     expect(r.body.refusals.byDay).toHaveLength(30);
     expect(r.body.bans).toEqual([]);
     const usage = await alice.get('/api/usage');
-    expect(r.body.shadow).toEqual([{ window: 'minute', limit: 2, wouldHaveRefused: usage.body.totals.shadowRefused, since: r.body.from }]);
+    // enforceFrom as the config gives it (plans.gold.shadow.enforceFrom): a date alone stays a date.
+    expect(r.body.shadow).toEqual([
+      { window: 'minute', limit: 2, wouldHaveRefused: usage.body.totals.shadowRefused, since: r.body.from, enforceFrom: '2099-01-15' },
+    ]);
     expect(r.body.shadow[0].wouldHaveRefused).toBeGreaterThan(0);
   });
 
@@ -543,6 +550,80 @@ describe('a key session', () => {
     const noSession = await new Portal(undefined).get('/api/keys');
     expect(noSession.status).toBe(401);
     expect(noSession.body.code).toBe('portal_session_required');
+  });
+});
+
+describe('a plan whose keys the provider issues (selfServiceKeys: false)', () => {
+  let k1: Issued;
+  let k2: Issued;
+  beforeAll(async () => {
+    const c = await admin.call('POST', '/consumers', { body: { id: 'initech', name: 'Initech', plan: 'issued', maxKeys: 5 } });
+    expect(c.status, c.text).toBe(201);
+    for (const name of ['initech-prod', 'initech-batch']) {
+      const r = await admin.call('POST', '/keys', { body: { plan: 'issued', consumer: 'initech', name } });
+      expect(r.status, r.text).toBe(201);
+      if (name === 'initech-prod') k1 = { id: r.body.id as string, key: r.body.key as string };
+      else k2 = { id: r.body.id as string, key: r.body.key as string };
+    }
+  });
+
+  /** The consumer's key records as the admin API lists them. */
+  const initechKeys = async (): Promise<Array<{ id: string; status: string }>> => {
+    const r = await admin.get('/consumers/initech/keys');
+    expect(r.status, r.text).toBe(200);
+    return r.body.keys as Array<{ id: string; status: string }>;
+  };
+
+  it('GET /api/me: canCreateKeys is keys:write and a plan that allows it', async () => {
+    const full = await linkSession('initech', 'ops@initech.example', ['keys:read', 'keys:write', 'usage:read']);
+    const me = await full.get('/api/me');
+    expect(me.status, me.text).toBe(200);
+    expect(me.body).toMatchObject({ consumer: { id: 'initech', plan: 'issued' }, canCreateKeys: false });
+    // On a plan that says nothing (gold): keys:write is enough; without it, never.
+    const acmeWriter = await linkSession('acme', 'dev@acme.example', ['keys:read', 'keys:write']);
+    expect((await acmeWriter.get('/api/me')).body.canCreateKeys).toBe(true);
+    const acmeReader = await linkSession('acme', 'viewer@acme.example', ['keys:read']);
+    expect((await acmeReader.get('/api/me')).body.canCreateKeys).toBe(false);
+    const keyOnly = await keySession(k1.key);
+    expect((await keyOnly.get('/api/me')).body.canCreateKeys).toBe(false);
+  });
+
+  it('POST /api/keys: 403 forbidden in words, and no key is made', async () => {
+    const full = await linkSession('initech', 'ops@initech.example', ['keys:read', 'keys:write']);
+    const before = await initechKeys();
+    expect(before).toHaveLength(2);
+    for (const body of [{ name: 'mine' }, {}]) {
+      const r = await full.call('POST', '/api/keys', { body });
+      expect(r.status, r.text).toBe(403);
+      expect(r.body).toMatchObject({ code: 'forbidden', message: 'Your plan does not let you create keys here: ask your provider for one.' });
+      expect(r.text).not.toMatch(/"key":/);
+    }
+    const after = await initechKeys();
+    expect(after.map((k) => [k.id, k.status]).sort()).toEqual(before.map((k) => [k.id, k.status]).sort());
+    // The provider still issues them through the admin API.
+    const issued = await admin.call('POST', '/keys', { body: { plan: 'issued', consumer: 'initech', name: 'from-the-provider' } });
+    expect(issued.status, issued.text).toBe(201);
+    expect(await initechKeys()).toHaveLength(3);
+    expect((await admin.call('POST', `/keys/${issued.body.id as string}/revoke`)).status).toBe(200);
+  });
+
+  it('rotating and revoking stay allowed: a leaked key is replaced and stopped from the portal', async () => {
+    const full = await linkSession('initech', 'ops@initech.example', ['keys:read', 'keys:write']);
+    const rotated = await full.call('POST', `/api/keys/${k1.id}/rotate`, { body: { overlapSeconds: 0 } });
+    expect(rotated.status, rotated.text).toBe(200);
+    expect(rotated.body).toMatchObject({ id: k1.id, status: 'active' });
+    const fresh = rotated.body.key as string;
+    expect(fresh).not.toBe(k1.key);
+    await waitFor(async () => (await through(k1.key, '/v1/things')) === 401, 'the rotated key refused', 10_000, 100);
+    expect(await through(fresh, '/v1/things')).toBe(200);
+
+    const revoked = await full.call('POST', `/api/keys/${k2.id}/revoke`);
+    expect(revoked.status, revoked.text).toBe(200);
+    expect(revoked.body).toMatchObject({ id: k2.id, status: 'revoked' });
+    await waitFor(async () => (await through(k2.key, '/v1/things')) === 401, 'the revoked key refused', 10_000, 100);
+    // No key was added on the way: the rotated one is the only active key left.
+    const records = await initechKeys();
+    expect(records.filter((k) => k.status === 'active').map((k) => k.id)).toEqual([k1.id]);
   });
 });
 

@@ -4,7 +4,8 @@
 // browser (a full session: the page lands on `/` with no code in its address, and the session cookie is out of the
 // script's reach; the link then refused when used again). What is asserted is what a person sees: the text shown, bars
 // as long as the share used (measured), the deprecated operations panel against the admin API's report, a new key's
-// plaintext shown once and gone from the page once dismissed, nothing wider than the window. Screenshots of every
+// plaintext shown once and gone from the page once dismissed, no Create key button on a plan whose keys the provider
+// issues, nothing wider than the window. Screenshots of every
 // page go to docs/screenshots/portal-*.png.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync } from 'node:fs';
@@ -45,8 +46,10 @@ const stack = useStack<{ proc: CliProcess }>({
       // Webhook endpoints may point at this machine (the test's upstream stands in for a receiver).
       events: { allowTargets: ['127.0.0.0/8'] },
       plans: {
-        growth: { perMinute: 40, perDay: 1000, perMonth: 3000, shadow: { perMinute: 6 } },
+        growth: { perMinute: 40, perDay: 1000, perMonth: 3000, shadow: { perMinute: 6, enforceFrom: '2099-01-15' } },
         starter: { perMinute: 5, perDay: 100 },
+        // Its consumers' keys are issued by the provider: no key is created in the portal.
+        managed: { perMinute: 20, perDay: 500, selfServiceKeys: false },
       },
       anonymous: { perMinute: 1000 },
       ban: { threshold: 3, windowSeconds: 60, durationsSeconds: [900], resetAfterSeconds: 3600 },
@@ -553,21 +556,41 @@ describe('signing in with a link: a full session', () => {
     await shot(page, 'usage');
   });
 
-  it('refusals: the coming limit worded with what it would have refused', async () => {
+  it('refusals: the coming limit worded with the day it comes and what it would have refused', async () => {
     const r = (await page.evaluate(() => fetch('/api/refusals').then((res) => res.json()))) as {
-      shadow: Array<{ window: string; limit: number; wouldHaveRefused: number; since: string }>;
+      shadow: Array<{ window: string; limit: number; wouldHaveRefused: number; since: string; enforceFrom?: string }>;
     };
     const minute = r.shadow.find((s) => s.window === 'minute');
     expect(minute?.limit).toBe(6);
+    expect(minute?.enforceFrom).toBe('2099-01-15');
     expect(minute?.wouldHaveRefused).toBeGreaterThanOrEqual(9);
     await view(page, '#/refusals', '#shadow');
     const lines = await page.locator('#shadow li').allInnerTexts();
-    // The config gives no date for a candidate limit: none is invented.
+    // The date the config announces (plans.growth.shadow.enforceFrom), that very day wherever the reader is.
     const since = new Date(minute!.since).toLocaleDateString('en-GB', { dateStyle: 'medium' });
-    expect(lines).toEqual([`A coming limit (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`]);
+    expect(lines).toEqual([
+      `A limit coming on 15 Jan 2099 (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`,
+    ]);
     expect(await page.locator('#bans-none').innerText()).toBe('None: no key of yours is banned.');
     expect(await overflowsSideways(page)).toBe(false);
     await shot(page, 'refusals');
+
+    // Without a date in the config the page says none: the same answer, enforceFrom left out.
+    await page.route('**/api/refusals', async (route) => {
+      const answer = await route.fetch();
+      const body = (await answer.json()) as { shadow: Array<Record<string, unknown>> };
+      for (const s of body.shadow) delete s.enforceFrom;
+      await route.fulfill({ response: answer, json: body });
+    });
+    try {
+      await view(page, '#/keys', '#keys-table');
+      await view(page, '#/refusals', '#shadow');
+      expect(await page.locator('#shadow li').allInnerTexts()).toEqual([
+        `A coming limit (6 per minute) would have refused ${fmt(minute!.wouldHaveRefused)} of your requests since ${since}.`,
+      ]);
+    } finally {
+      await page.unroute('**/api/refusals');
+    }
   });
 
   it('webhooks: registered with its secret shown once, listed with its delivery state, deleted', async () => {
@@ -639,6 +662,83 @@ describe('a link with fewer scopes', () => {
       expect(await o.page.locator('#no-usage').innerText()).toBe(
         'Your session cannot see usage, refusals or deprecated operations: ask your provider for a sign-in link with usage:read.',
       );
+      expect(o.violations).toEqual([]);
+    } finally {
+      await o.context.close();
+    }
+  });
+});
+
+describe('a plan whose keys the provider issues (selfServiceKeys: false)', () => {
+  /** Elements the person sees whose text is exactly `text` (a closed dialog's button is there but not seen). */
+  async function seen(page: Page, text: string): Promise<{ present: number; visible: number }> {
+    const all = page.getByText(text, { exact: true });
+    let visible = 0;
+    const present = await all.count();
+    for (let i = 0; i < present; i++) {
+      const box = await all.nth(i).boundingBox();
+      if ((await all.nth(i).isVisible()) && box && box.width > 0 && box.height > 0) visible++;
+    }
+    return { present, visible };
+  }
+
+  it('a full session: no Create key button, a sentence saying the provider issues keys, rotate and revoke still there', async () => {
+    expect((await admin('POST', '/consumers', { id: 'initech', name: 'Initech', plan: 'managed' })).status).toBe(201);
+    const made = await admin<{ id: string; key: string }>('POST', '/keys', { plan: 'managed', consumer: 'initech', name: 'billing service' });
+    expect(made.status).toBe(201);
+    const o = await open();
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/initech/portal-links', {
+        actor: 'ops@initech.test',
+        scopes: ['keys:read', 'keys:write', 'usage:read'],
+      });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#account-name').waitFor();
+      const me = (await o.page.evaluate(() => fetch('/api/me').then((r) => r.json()))) as { canCreateKeys: boolean };
+      expect(me.canCreateKeys).toBe(false);
+      await view(o.page, '#/keys', '#keys-table');
+      // The page is drawn (its key listed) before anything is measured.
+      expect(await o.page.locator('#keys-table tbody tr').count()).toBe(1);
+      expect(await o.page.locator('#create-key-open').count()).toBe(0);
+      // Measured on every element with that text: the closed dialog's own button is there, and none is seen.
+      const create = await seen(o.page, 'Create key');
+      expect(create).toEqual({ present: 1, visible: 0 });
+      expect(await o.page.locator('#provider-issued').isVisible()).toBe(true);
+      expect(await o.page.locator('#provider-issued').innerText()).toBe(
+        'Keys on your plan are issued by your provider: ask them for a new key. You can still rotate or revoke your keys here.',
+      );
+      expect(await o.page.locator('#read-only').count()).toBe(0);
+      expect(await o.page.locator('#keys-empty').count()).toBe(0);
+      // A leaked key stays replaceable from here.
+      const row = o.page.locator('#keys-table tbody tr', { hasText: 'billing service' });
+      expect(await row.getByRole('button', { name: 'Rotate' }).isVisible()).toBe(true);
+      expect(await row.getByRole('button', { name: 'Revoke' }).isVisible()).toBe(true);
+      expect(await overflowsSideways(o.page)).toBe(false);
+      await shot(o.page, 'keys-provider-issued');
+      // The API refuses what the page does not offer, in words.
+      const refused = (await o.page.evaluate(() =>
+        fetch('/api/keys', { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: '{}' }).then(async (r) => {
+          const body = (await r.json()) as { code: string; message: string };
+          return [r.status, body.code, body.message];
+        }),
+      )) as [number, string, string];
+      expect(refused).toEqual([403, 'forbidden', 'Your plan does not let you create keys here: ask your provider for one.']);
+      expect(o.violations).toEqual([]);
+    } finally {
+      await o.context.close();
+    }
+  });
+
+  it('a read-only session on that plan keeps the read-only note, without the provider sentence', async () => {
+    const o = await open();
+    try {
+      const link = await admin<{ url: string }>('POST', '/consumers/initech/portal-links', { actor: 'viewer@initech.test', scopes: ['keys:read'] });
+      await o.page.goto(link.body.url);
+      await o.page.locator('#account-name').waitFor();
+      await view(o.page, '#/keys', '#keys-table');
+      expect((await seen(o.page, 'Create key')).visible).toBe(0);
+      expect(await o.page.locator('#read-only').innerText()).toContain('ask your provider for a sign-in link with keys:write');
+      expect(await o.page.locator('#provider-issued').count()).toBe(0);
       expect(o.violations).toEqual([]);
     } finally {
       await o.context.close();

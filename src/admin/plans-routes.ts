@@ -84,11 +84,15 @@ export function plansRoutes(o: PlansRoutesOptions): Router {
 
 /**
  * The plans in force, as the API lists them (read per call: a reload applies at once): their windows' mode, and their
- * candidate limits (checked in shadow) when they have some.
+ * candidate limits (checked in shadow) when they have some, with the date they are announced to be enforced from if given.
  */
-function plansView(
-  runtime: Runtime,
-): Array<{ name: string; perMinute: number; perDay: number; mode: 'enforce' | 'shadow'; shadow?: { perMinute?: number; perDay?: number } }> {
+function plansView(runtime: Runtime): Array<{
+  name: string;
+  perMinute: number;
+  perDay: number;
+  mode: 'enforce' | 'shadow';
+  shadow?: { perMinute?: number; perDay?: number; enforceFrom?: string };
+}> {
   const { plans, limits } = runtime.config;
   return Object.keys(plans).map((name) => {
     const p = plans[name]!;

@@ -68,7 +68,7 @@ export const configSchema = z
     tracing: tracing.prefault({}).describe('OpenTelemetry traces over OTLP/HTTP (off unless otlpEndpoint is set).'),
     log: log.prefault({}).describe('Logging.'),
     limits: limits.prefault({}).describe('How windows apply: enforce or shadow mode.'),
-    plans: plans.default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay, mode, shadow }. Giving plans replaces the whole default set.'),
+    plans: plans.default(DEFAULT_PLANS).describe('Plans by name: { perMinute, perDay, mode, shadow, selfServiceKeys }. Giving plans replaces the whole default set.'),
     anonymous: anonymous.prefault({}).describe('The per-client limit for requests without a valid key.'),
     ban: ban.prefault({}).describe('The ban ladder for keys that keep hammering after a 429.'),
     consumers: consumers.prefault({}).describe('The consumers behind keys: which of their metadata the upstream gets.'),

@@ -6,6 +6,7 @@
 import type { ErrorRequestHandler, Request } from 'express';
 import type { PortalSession } from '../access/types.js';
 import { KEY_ID } from '../config/key-fields.js';
+import type { PlanConfig } from '../config/schema.js';
 import type { ConsumerAdmin } from '../consumers/admin.js';
 import type { ConsumerRecord } from '../consumers/types.js';
 import type { DeliveryState } from '../events/delivery-view.js';
@@ -69,6 +70,15 @@ export async function consumerOf(deps: Pick<PortalApiDeps, 'consumers'>, session
   if (!c) throw new HttpError('portal_session_required', 'The consumer this portal session belonged to no longer exists.');
   if (c.status !== 'active') throw new HttpError('consumer_suspended', 'This consumer is suspended: its keys and portal are not usable until it is resumed.');
   return c;
+}
+
+/**
+ * Whether the consumers of `plan` may create keys themselves in the portal: plans.<plan>.selfServiceKeys, true unless
+ * it is false (a plan not configured says nothing here: the key issuer refuses it). Rotating and revoking are not
+ * asked about: a leaked key stays replaceable without the provider.
+ */
+export function planLetsCreateKeys(plans: Readonly<Record<string, PlanConfig>>, plan: string): boolean {
+  return !Object.hasOwn(plans, plan) || plans[plan]!.selfServiceKeys !== false;
 }
 
 /** Who makes a change from the portal, for the audit line: the link's actor, for the session's consumer. */

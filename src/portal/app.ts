@@ -24,6 +24,7 @@ import { anonymousClientKey } from '../limits/client-address.js';
 import type { Logger } from '../observability/logger.js';
 import type { Runtime } from '../routing/runtime.js';
 import { ReportError } from '../usage/kept-reports.js';
+import { planLetsCreateKeys } from './api-context.js';
 import { changeGuard, clearSessionCookie, sessionGuard, sessionIdOf, setSessionCookie } from './session-guard.js';
 
 const PUBLIC = new URL('./public/', import.meta.url);
@@ -56,6 +57,7 @@ export interface Me {
   consumer: { id: string; name: string; plan: string; status: 'active' | 'suspended'; maxKeys?: number; perMonth?: number };
   session: { kind: PortalSession['kind']; keyId?: string; actor?: string; scopes: PortalSession['scopes']; expiresAt: string };
   canRegisterWebhooks: boolean;
+  canCreateKeys: boolean;
 }
 
 /** The answer to a link that cannot be used: the portal's own look (its stylesheet, no script), and a way on. */
@@ -206,6 +208,8 @@ async function meOf(s: PortalSession, o: Pick<PortalAppOptions, 'consumers' | 'r
       expiresAt: new Date(s.expiresAt).toISOString(),
     },
     canRegisterWebhooks: config.portal.webhooks && s.scopes.includes('webhooks:write'),
+    // POST /api/keys would create one: keys:write, and a plan that lets its consumers create keys (selfServiceKeys).
+    canCreateKeys: s.scopes.includes('keys:write') && planLetsCreateKeys(config.plans, c.plan),
   };
 }
 

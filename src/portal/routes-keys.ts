@@ -1,7 +1,7 @@
 // The portal's keys: the session's keys (a key session: its own key alone) with their live windows and bans, and, for
-// a link session holding keys:write, a new key, a rotation with an overlap and a revocation. Changes go through the
-// same key administration as the admin API (KeyIssuer, KeyLifecycle: audited, announced to every instance), with the
-// link's actor; every key id in a path is looked up within the session's consumer (api-context.ts ownKey).
+// a link session holding keys:write, a new key (where the consumer's plan lets it: plans.<plan>.selfServiceKeys), a
+// rotation with an overlap and a revocation (whatever the plan). Changes go through the same key administration as the
+// admin API (KeyIssuer, KeyLifecycle: audited, announced to every instance), with the link's actor; every key id in a path is looked up within the session's consumer (api-context.ts ownKey).
 import { Router, type Request } from 'express';
 import { z } from 'zod';
 import { parse, queryOf } from '../admin/requests.js';
@@ -13,7 +13,7 @@ import { keyStatus } from '../keys/rules.js';
 import type { KeyRecord, StoredKey } from '../keys/types.js';
 import type { LimitedCaller } from '../limits/quota.js';
 import { planMode } from '../limits/windows.js';
-import { actorOf, consumerOf, noSuchKey, ownKey, sessionOf, visibleKeys, type PortalApiDeps } from './api-context.js';
+import { actorOf, consumerOf, noSuchKey, ownKey, planLetsCreateKeys, sessionOf, visibleKeys, type PortalApiDeps } from './api-context.js';
 import { requireScope } from './session-guard.js';
 
 /** The longest overlap of a rotation: a week, as the admin API's graceSeconds allows. */
@@ -119,6 +119,9 @@ export function keyRoutes(deps: PortalApiDeps): Router {
     const body = parse(createPortalKeyBody, req.body ?? {}, 'body', res);
     if (!body) return;
     const consumer = await consumerOf(deps, session);
+    // A plan whose keys the provider issues (plans.<plan>.selfServiceKeys: false): nothing is created here.
+    if (!planLetsCreateKeys(deps.runtime.config.plans, consumer.plan))
+      throw new HttpError('forbidden', 'Your plan does not let you create keys here: ask your provider for one.');
     // The consumer's plan and pool; maxKeys is counted under the consumer's lock (409 consumer_full past it).
     const created = await deps.keys.issuer.create(
       { plan: consumer.plan, ...(body.name !== undefined ? { name: body.name } : {}), consumer: consumer.id },

@@ -169,16 +169,18 @@ async function bansOf(deps: PortalApiDeps, session: PortalSession): Promise<Arra
 const BAN_READS_IN_FLIGHT = 8;
 
 /**
- * The candidate limits in force on the consumer's plan (plans.<plan>.shadow), less those its own limits override.
- * The config gives them no date, so none is said.
+ * The candidate limits in force on the consumer's plan (plans.<plan>.shadow), less those its own limits override, each
+ * with the date they are announced to be enforced from (plans.<plan>.shadow.enforceFrom, as configured) when there is one.
  */
-function candidatesOf(deps: PortalApiDeps, c: ConsumerRecord, now: number): Array<{ window: 'minute' | 'day'; limit: number }> {
+function candidatesOf(deps: PortalApiDeps, c: ConsumerRecord, now: number): Array<{ window: 'minute' | 'day'; limit: number; enforceFrom?: string }> {
   const config = deps.runtime.config;
   const plans = config.plans as Readonly<Record<string, PlanLimits | undefined>>;
   const pool = limitsInForce(c, Object.hasOwn(plans, c.plan) ? plans[c.plan] : undefined, now);
   const cand = planCandidates(config, c.plan, pool?.own ?? 0);
-  const out: Array<{ window: 'minute' | 'day'; limit: number }> = [];
-  if (cand?.perMinute !== undefined) out.push({ window: 'minute', limit: cand.perMinute });
-  if (cand?.perDay !== undefined) out.push({ window: 'day', limit: cand.perDay });
+  const enforceFrom = Object.hasOwn(config.plans, c.plan) ? config.plans[c.plan]!.shadow?.enforceFrom : undefined;
+  const dated = enforceFrom === undefined ? {} : { enforceFrom };
+  const out: Array<{ window: 'minute' | 'day'; limit: number; enforceFrom?: string }> = [];
+  if (cand?.perMinute !== undefined) out.push({ window: 'minute', limit: cand.perMinute, ...dated });
+  if (cand?.perDay !== undefined) out.push({ window: 'day', limit: cand.perDay, ...dated });
   return out;
 }

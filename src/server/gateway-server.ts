@@ -9,6 +9,7 @@ import { excerpt, loadConfigFile } from '../config/load.js';
 import { closeConnectionsAfterResponses, createGatewayServer } from './http-server.js';
 import type { Config, ListenerTlsConfig, OpsConfig } from '../config/schema.js';
 import { readListenerTls, tlsWarnings, type ListenerTlsMaterial } from '../config/tls-files.js';
+import { candidateWarnings } from '../limits/candidate-warnings.js';
 import { costWarnings } from '../limits/cost-warnings.js';
 import { stabilityWarnings } from '../routing/stability.js';
 import { isPrimary } from './cluster.js';
@@ -255,10 +256,11 @@ async function listenSide(
  */
 /**
  * Every warning about a loaded config, as `config check` prints them: the loader's (documents), costs no window can
- * hold, unused stability values, and TLS (verify off, an expired listener certificate). Said at start-up and on reload.
+ * hold, candidate limits whose enforceFrom is past, unused stability values, and TLS (verify off, an expired listener
+ * certificate). Said at start-up and on reload.
  */
 export function configWarnings(config: Config, fromLoad: readonly string[]): string[] {
-  return [...fromLoad, ...costWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)];
+  return [...fromLoad, ...costWarnings(config), ...candidateWarnings(config), ...stabilityWarnings(config), ...tlsWarnings(config)];
 }
 
 export async function readReloadedConfig(path: string, env: NodeJS.ProcessEnv, logger: Logger): Promise<Config | undefined> {

@@ -1,9 +1,9 @@
 // plans: the plans keys belong to, by name, each with its minute and day windows, an optional mode and candidate
-// limits. Giving plans replaces the whole default set (DEFAULT_PLANS), so a plan nobody wrote never lingers in a
-// deployment.
+// limits, and whether its consumers may create keys in the portal. Giving plans replaces the whole default set
+// (DEFAULT_PLANS), so a plan nobody wrote never lingers in a deployment.
 import { z } from 'zod';
 import { positiveInt } from './fields.js';
-import { candidateLimits, limitMode } from './limits.js';
+import { limitMode, planCandidateLimits } from './limits.js';
 
 const plan = z.strictObject({
   perMinute: positiveInt().describe('Points per minute a key of this plan may spend (a request takes its route\'s cost, 1 by default).'),
@@ -12,9 +12,13 @@ const plan = z.strictObject({
     .optional()
     .describe('Points per month a key of this plan (a consumer: all its keys together) may spend: the calendar month in UTC, or from the consumer\'s billingDay. Default: none (no monthly window).'),
   mode: limitMode().optional().describe('enforce or shadow for this plan\'s minute, day and month windows; default: limits.mode.'),
-  shadow: candidateLimits
+  shadow: planCandidateLimits
     .optional()
-    .describe('Candidate limits ({ perMinute, perDay }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
+    .describe('Candidate limits ({ perMinute, perDay, enforceFrom }) checked in shadow beside the enforced ones, which keep refusing: a request they would refuse is counted shadowRefused and let through. Not for a key with its own override of that window. Default: none.'),
+  selfServiceKeys: z
+    .boolean()
+    .optional()
+    .describe('Whether consumers on this plan may create keys themselves in the consumer portal (a session with keys:write). false: their keys are issued by the provider (the admin API) only, and POST /api/keys answers 403 forbidden; rotating and revoking their own keys stay allowed, so a leaked key can still be replaced or stopped at any hour without the provider. Default: true.'),
 });
 
 export const DEFAULT_PLANS = {

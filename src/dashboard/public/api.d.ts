@@ -617,6 +617,7 @@ export interface Answers {
       shadow?: {
         perMinute?: number;
         perDay?: number;
+        enforceFrom?: string;
       };
     }>;
   };
@@ -636,6 +637,7 @@ export interface Answers {
       shadow?: {
         perMinute?: number;
         perDay?: number;
+        enforceFrom?: string;
       };
     }>;
   };

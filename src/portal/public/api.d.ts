@@ -34,6 +34,7 @@ export type Me = {
     expiresAt: string;
   };
   canRegisterWebhooks: boolean;
+  canCreateKeys: boolean;
 };
 
 export type Key = {
@@ -145,6 +146,7 @@ export type Refusals = {
     limit: number;
     wouldHaveRefused: number;
     since: string;
+    enforceFrom?: string;
   }>;
 };
 

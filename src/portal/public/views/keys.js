@@ -1,7 +1,8 @@
 // @ts-check
 // #/keys: the account's keys, masked (prefix…last 4). A full session (a link with keys:write) creates a key (its
-// plaintext shown once), rotates one with an overlap during which the old key keeps working, and revokes one after
-// asking. A key session sees its own key and no controls.
+// plaintext shown once) where the consumer's plan lets it (me.canCreateKeys; otherwise a sentence says the provider
+// issues them), rotates one with an overlap during which the old key keeps working, and revokes one after asking,
+// whatever the plan. A key session sees its own key and no controls.
 import { Component } from '../vendor/preact.js';
 import { $, api, ask, can, confirmIt, errorText, html, showKeyOnce, Unauthorized, when } from '../lib.js';
 
@@ -92,15 +93,24 @@ class KeysPage extends Component {
   render() {
     const { keys, ctx } = this.props;
     const write = can(ctx.me, 'keys:write');
+    // keys:write, and a plan whose keys the consumer creates itself (plans.<plan>.selfServiceKeys).
+    const create = write && ctx.me.canCreateKeys;
     const keySession = ctx.me.session.kind === 'key';
     return html`
       <div class="title-row">
         <h1>Keys</h1>
-        ${write ? html`<button type="button" id="create-key-open" class="primary" onClick=${this.create}>Create key</button>` : null}
+        ${create ? html`<button type="button" id="create-key-open" class="primary" onClick=${this.create}>Create key</button>` : null}
       </div>
       ${
         write
-          ? html`<p class="muted">Each key is shown whole only once, when it is made. Here it is masked: its start and its last 4 characters.</p>`
+          ? html`${
+                create
+                  ? null
+                  : html`<p id="provider-issued" class="note">
+                      Keys on your plan are issued by your provider: ask them for a new key. You can still rotate or revoke your keys here.
+                    </p>`
+              }
+              <p class="muted">Each key is shown whole only once, when it is made. Here it is masked: its start and its last 4 characters.</p>`
           : html`<p id="read-only" class="note">
               ${keySession ? 'You signed in with a key, so you see that key only, and' : 'Your session'} cannot create, rotate or revoke keys. For that, ask
               your provider for a sign-in link with keys:write.
@@ -110,7 +120,7 @@ class KeysPage extends Component {
       <p id="keys-message" role="status" class="ok-text">${this.state.message}</p>
       ${
         keys.length === 0
-          ? html`<p class="panel" id="keys-empty">You have no keys yet.${write ? ' Create one with the button above.' : ''}</p>`
+          ? html`<p class="panel" id="keys-empty">You have no keys yet.${create ? ' Create one with the button above.' : ''}</p>`
           : html`<div class="panel scroll">
               <table id="keys-table">
                 <thead>

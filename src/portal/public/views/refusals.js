@@ -31,7 +31,7 @@ export async function load(ctx) {
                 ${r.shadow.map(
                   (s) =>
                     html`<li class="shadow-line">
-                      ${`A coming limit (${fmt(s.limit)} ${windowName(s.window)}) would have refused `}<strong>${fmt(s.wouldHaveRefused)}</strong>${` of your requests since ${day(s.since)}.`}
+                      ${`${s.enforceFrom === undefined ? 'A coming limit' : `A limit coming on ${onDay(s.enforceFrom)}`} (${fmt(s.limit)} ${windowName(s.window)}) would have refused `}<strong>${fmt(s.wouldHaveRefused)}</strong>${` of your requests since ${day(s.since)}.`}
                     </li>`,
                 )}
               </ul>
@@ -96,3 +96,12 @@ export async function load(ctx) {
 }
 
 export const refreshMs = 30_000;
+
+/**
+ * The day a coming limit is announced for: a date alone (2027-01-15) is that day wherever the reader is, not the local
+ * day of its midnight UTC; a date-time is the reader's local day.
+ * @param {string} t
+ */
+function onDay(t) {
+  return /^\d{4}-\d{2}-\d{2}$/.test(t) ? new Date(t).toLocaleDateString('en-GB', { dateStyle: 'medium', timeZone: 'UTC' }) : day(t);
+}
