@@ -8,21 +8,19 @@
 // delivery (events-routes.ts) through the delivery's queues: one set of rules and error codes, and one
 // audit line per change. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
-import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
+import express, { type RequestHandler } from 'express';
 import { dashboardRouter } from '../dashboard/routes.js';
-import { sendError, type ErrorCode } from '../http/errors.js';
+import { sendError } from '../http/errors.js';
 import { H, isSaneRequestId } from '../http/headers.js';
 import type { ConsumerAdmin } from '../consumers/admin.js';
-import { EndpointError, type EndpointRegistry } from '../events/endpoints.js';
+import type { EndpointRegistry } from '../events/endpoints.js';
 import type { KeyAdmin } from '../keys/admin.js';
-import { KeyAdminError, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { Logger } from '../observability/logger.js';
 import type { Metrics } from '../observability/metrics.js';
 import { securityHeaders } from '../pipeline/stages/entry.js';
 import type { Runtime } from '../routing/runtime.js';
 import type { ServiceSnapshot } from '../routing/services.js';
-import { ReportError } from '../usage/kept-reports.js';
 import type { OverviewCache } from '../usage/overview.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import type { UsageReports } from '../usage/reports.js';
@@ -39,6 +37,7 @@ import { Sessions } from './sessions.js';
 import type { AdminTokens } from './tokens.js';
 import { usageRoutes } from './usage-routes.js';
 import { webhookRoutes } from './webhooks-routes.js';
+import { ADMIN_ERRORS, jsonErrors } from './json-errors.js';
 
 export interface AdminAppOptions {
   keys: KeyAdmin;
@@ -76,23 +75,6 @@ export interface AdminAppOptions {
 
 /** Admin requests are small JSON documents: a key's fields and metadata. */
 const MAX_BODY = '64kb';
-
-/** The catalogue code of each key administration error: the admin API and the portal answer them alike. */
-export const ADMIN_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
-  not_found: 'not_found',
-  revoked: 'key_revoked',
-  unknown_plan: 'unknown_plan',
-  invalid_record: 'invalid_record',
-  invalid: 'invalid_request',
-  contended: 'service_unavailable',
-  incomplete: 'service_unavailable',
-  import_in_progress: 'import_in_progress',
-  prefix_not_kept: 'prefix_not_kept',
-  unknown_consumer: 'unknown_consumer',
-  consumer_full: 'consumer_full',
-  consumer_exists: 'consumer_exists',
-  consumer_has_keys: 'consumer_has_keys',
-};
 
 export function buildAdminApp(o: AdminAppOptions): express.Express {
   const { keys, keyLimits, runtime, logger } = o;
@@ -136,7 +118,14 @@ export function buildAdminApp(o: AdminAppOptions): express.Express {
   app.use(plansRoutes({ runtime, reports: o.reports, redisState: o.redisState }));
   app.use(servicesRoutes(o.services));
   app.use((_req, res) => sendError(res, 'not_found'));
-  app.use(adminErrors(logger));
+  app.use(
+    jsonErrors({
+      logger,
+      maxBody: MAX_BODY,
+      keyError: (err) => ({ code: ADMIN_ERRORS[err.code], message: err.message }),
+      failure: { line: 'admin request failed', message: 'The key store did not answer. Retry shortly.' },
+    }),
+  );
   return app;
 }
 
@@ -161,26 +150,5 @@ function adminRequestLog(logger: Logger): RequestHandler {
       );
     });
     next();
-  };
-}
-
-function adminErrors(logger: Logger): ErrorRequestHandler {
-  return function adminErrorHandler(err, req, res, _next) {
-    if (res.headersSent) {
-      if (!res.writableEnded) res.destroy();
-      return;
-    }
-    if (err instanceof KeyAdminError) return sendError(res, ADMIN_ERRORS[err.code], err.message);
-    if (err instanceof ReportError) return sendError(res, err.code, err.message);
-    if (err instanceof EndpointError) return sendError(res, err.code, err.message);
-    const type = (err as { type?: string })?.type;
-    if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
-    if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${MAX_BODY}.`);
-    if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 'unsupported_media_type');
-    const status = typeof err?.status === 'number' ? err.status : 500;
-    if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
-    // The key store did not answer (Redis down, a timeout): nothing was changed that the caller cannot retry.
-    logger.error({ reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'admin request failed');
-    sendError(res, 'service_unavailable', 'The key store did not answer. Retry shortly.');
   };
 }

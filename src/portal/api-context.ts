@@ -3,15 +3,15 @@
 // read again on every request, the audit actor of a change, the key lookups that keep one consumer from reaching
 // another's (an id that is not the session's answers exactly as an id that does not exist), and the errors of the
 // administration pieces turned into the JSON error body.
-import type { ErrorRequestHandler, Request } from 'express';
+import type { Request } from 'express';
 import type { PortalSession } from '../access/types.js';
 import { KEY_ID } from '../config/key-fields.js';
 import type { PlanConfig } from '../config/schema.js';
 import type { ConsumerAdmin } from '../consumers/admin.js';
 import type { ConsumerRecord } from '../consumers/types.js';
 import type { DeliveryState } from '../events/delivery-view.js';
-import { EndpointError, type EndpointRegistry } from '../events/endpoints.js';
-import { HttpError, sendError, type ErrorCode } from '../http/errors.js';
+import type { EndpointRegistry } from '../events/endpoints.js';
+import { HttpError, type ErrorCode } from '../http/errors.js';
 import type { KeyAdmin } from '../keys/admin.js';
 import { KeyAdminError, readOne, type KeyAdminErrorCode } from '../keys/admin-errors.js';
 import type { Actor } from '../keys/key-changes.js';
@@ -20,7 +20,6 @@ import type { KeyLimitAdmin } from '../limits/key-admin.js';
 import type { KeyLimiter } from '../limits/key-limits.js';
 import type { Logger } from '../observability/logger.js';
 import type { Runtime } from '../routing/runtime.js';
-import { ReportError } from '../usage/kept-reports.js';
 import type { ReportRunner } from '../usage/report-runner.js';
 import type { Clock } from '../util/clock.js';
 
@@ -132,28 +131,13 @@ const KEY_ERRORS: Record<KeyAdminErrorCode, ErrorCode> = {
 };
 
 /**
- * The API routers' errors as JSON error bodies, each refusal with its code (a body that is not JSON, or too large, is
- * app.ts's, before these routes); anything else (Redis down, a timeout) logged and answered 503, never a 500 or a stack.
+ * How the portal words a key administration error (app.ts's error handler, src/admin/json-errors.ts): as the admin
+ * API does, except that a key outside the session is only ever not found, and a plan problem is the operator's.
  */
-export function portalApiErrors(logger: Logger): ErrorRequestHandler {
-  return function portalApiErrorHandler(err, req, res, _next) {
-    if (res.headersSent) {
-      if (!res.writableEnded) res.destroy();
-      return;
-    }
-    if (err instanceof HttpError) return sendError(res, err.code, err.message);
-    if (err instanceof KeyAdminError) {
-      // Never the id asked for (api-context.ts noSuchKey): a key outside the session is not found, whatever it is.
-      if (err.code === 'not_found') return sendError(res, 'not_found', noSuchKey().message);
-      // The consumer's plan missing from the config is the operator's to fix; the consumer only learns it is unusable.
-      if (err.code === 'unknown_plan') return sendError(res, 'service_unavailable', 'Keys cannot be issued for this consumer right now.');
-      return sendError(res, KEY_ERRORS[err.code], err.message);
-    }
-    if (err instanceof EndpointError) return sendError(res, err.code, err.message);
-    if (err instanceof ReportError) return sendError(res, err.code, err.message);
-    const status = typeof err?.status === 'number' ? err.status : 500;
-    if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
-    logger.error({ portal: true, reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'portal request failed');
-    sendError(res, 'service_unavailable', 'The gateway could not read this right now. Retry shortly.');
-  };
+export function portalKeyError(err: KeyAdminError): { code: ErrorCode; message: string } {
+  // Never the id asked for (noSuchKey): a key outside the session is not found, whatever it is.
+  if (err.code === 'not_found') return { code: 'not_found', message: noSuchKey().message };
+  // The consumer's plan missing from the config is the operator's to fix; the consumer only learns it is unusable.
+  if (err.code === 'unknown_plan') return { code: 'service_unavailable', message: 'Keys cannot be issued for this consumer right now.' };
+  return { code: KEY_ERRORS[err.code], message: err.message };
 }

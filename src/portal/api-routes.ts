@@ -4,7 +4,7 @@
 // (routes-usage.ts), the deprecated operations it still calls (routes-deprecated.ts) and its webhook endpoints
 // (routes-webhooks.ts). Who is asking is req.portalSession alone (api-context.ts).
 import { Router } from 'express';
-import { portalApiErrors, type PortalApiDeps } from './api-context.js';
+import type { PortalApiDeps } from './api-context.js';
 import { deprecatedRoutes } from './routes-deprecated.js';
 import { keyRoutes } from './routes-keys.js';
 import { usageRoutes } from './routes-usage.js';
@@ -15,6 +15,5 @@ export type { PortalApiDeps } from './api-context.js';
 export function portalApiRouter(deps: PortalApiDeps): Router {
   const router = Router();
   router.use(keyRoutes(deps), usageRoutes(deps), deprecatedRoutes(deps), webhookRoutes(deps));
-  router.use(portalApiErrors(deps.logger));
   return router;
 }

@@ -7,24 +7,21 @@
 // mounted behind the guard. No listen() here: src/server/gateway-server.ts binds it.
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
+import express, { type Request, type RequestHandler, type Router } from 'express';
 import type { PortalAccess } from '../access/portal-access.js';
 import type { SignInLimit } from '../access/sign-in-limit.js';
 import type { PortalSession } from '../access/types.js';
-import { ADMIN_ERRORS } from '../admin/app.js';
+import { jsonErrors } from '../admin/json-errors.js';
 import { requireJsonBody } from '../admin/requests.js';
 import { limitsInForce } from '../consumers/limits-in-force.js';
 import type { ConsumerRecord } from '../consumers/types.js';
 import { pageAssets, pageHeaders } from '../dashboard/assets.js';
-import { EndpointError } from '../events/endpoints.js';
 import { sendError } from '../http/errors.js';
 import { formatRetryAfter, H, isSaneRequestId } from '../http/headers.js';
-import { KeyAdminError } from '../keys/admin-errors.js';
 import { anonymousClientKey } from '../limits/client-address.js';
 import type { Logger } from '../observability/logger.js';
 import type { Runtime } from '../routing/runtime.js';
-import { ReportError } from '../usage/kept-reports.js';
-import { planLetsCreateKeys } from './api-context.js';
+import { planLetsCreateKeys, portalKeyError } from './api-context.js';
 import { changeGuard, clearSessionCookie, sessionGuard, sessionIdOf, setSessionCookie } from './session-guard.js';
 
 const PUBLIC = new URL('./public/', import.meta.url);
@@ -174,7 +171,14 @@ export function buildPortalApp(o: PortalAppOptions): express.Express {
 
   app.use('/api', api);
   app.use((_req, res) => sendError(res, 'not_found'));
-  app.use(portalErrors(logger));
+  app.use(
+    jsonErrors({
+      logger,
+      maxBody: MAX_BODY,
+      keyError: portalKeyError,
+      failure: { fields: { portal: true }, line: 'portal request failed', message: 'A store did not answer. Retry shortly.' },
+    }),
+  );
   return app;
 }
 
@@ -237,26 +241,5 @@ function portalRequestLog(logger: Logger): RequestHandler {
       );
     });
     next();
-  };
-}
-
-function portalErrors(logger: Logger): ErrorRequestHandler {
-  return function portalErrorHandler(err, req, res: Response, _next) {
-    if (res.headersSent) {
-      if (!res.writableEnded) res.destroy();
-      return;
-    }
-    if (err instanceof KeyAdminError) return sendError(res, ADMIN_ERRORS[err.code], err.message);
-    if (err instanceof ReportError) return sendError(res, err.code, err.message);
-    if (err instanceof EndpointError) return sendError(res, err.code, err.message);
-    const type = (err as { type?: string })?.type;
-    if (type === 'entity.parse.failed') return sendError(res, 'invalid_json');
-    if (type === 'entity.too.large') return sendError(res, 'payload_too_large', `The request body is larger than ${MAX_BODY}.`);
-    if (type === 'encoding.unsupported' || type === 'charset.unsupported') return sendError(res, 'unsupported_media_type');
-    const status = typeof err?.status === 'number' ? err.status : 500;
-    if (status >= 400 && status < 500) return sendError(res, 'invalid_request');
-    // A store did not answer (Redis down, a timeout): nothing was changed that the caller cannot retry.
-    logger.error({ portal: true, reqId: req.id, err: { message: String(err?.message), code: err?.code } }, 'portal request failed');
-    sendError(res, 'service_unavailable', 'A store did not answer. Retry shortly.');
   };
 }
