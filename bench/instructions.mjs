@@ -6,6 +6,7 @@
 //   npm run bench:instructions                                  # 2 runs, each target 3 windows of 3,000 requests
 //   npm run bench:instructions -- --runs 3 --gateway /work/wt/e82   # another checkout's build as Tollgate
 //   npm run bench:instructions -- --variant routes50 --variant doc500   # configs side by side (VARIANTS below)
+//   npm run bench:instructions -- --node-flag=--max-semi-space-size=8   # a Node/V8 option for Tollgate's process
 //
 // Per run, each target in turn (the order alternates between runs) runs under
 // `valgrind --tool=callgrind --smc-check=all-non-file --instr-atstart=no` (V8 writes code at run time: valgrind must
@@ -69,6 +70,7 @@ const { values } = parseArgs({
     'baseline-user-us': { type: 'string' },
     'baseline-only': { type: 'boolean', default: false },
     'tollgate-only': { type: 'boolean', default: false },
+    'node-flag': { type: 'string', multiple: true },
     out: { type: 'string' },
   },
 });
@@ -89,6 +91,14 @@ const CONNS = int('connections', 1, 500);
 const IDLE_S = int('idle-seconds', 0, 120);
 /** The builds measured as Tollgate: this checkout's, or each --gateway DIR (another checkout, built), side by side. */
 const GATEWAYS = (values.gateway ?? [REPO]).map((d) => resolve(d));
+/** --node-flag: Node/V8 options for Tollgate's process (not the baseline's), e.g. --node-flag=--max-semi-space-size=8. */
+const NODE_FLAGS = values['node-flag'] ?? [];
+for (const f of NODE_FLAGS) {
+  if (!/^--[a-z0-9-]+(=[^\s]+)?$/.test(f)) {
+    console.error(`--node-flag: expected one option like --max-semi-space-size=8, got "${f}"`);
+    process.exit(2);
+  }
+}
 for (const gw of GATEWAYS) {
   if (!existsSync(join(gw, 'dist/cli.js'))) {
     console.error(`${join(gw, 'dist/cli.js')} is missing: build that checkout first`);
@@ -323,7 +333,7 @@ async function main() {
         writeFileSync(configPath, `${JSON.stringify(config(port, redis), null, 2)}\n`);
         const logFile = join(dir, 'tollgate.log');
         const fd = openSync(logFile, 'a');
-        const [cmd, ...args] = underCallgrind(dir, [process.execPath, join(gw, 'dist/cli.js'), 'serve', '--config', configPath]);
+        const [cmd, ...args] = underCallgrind(dir, [process.execPath, ...NODE_FLAGS, join(gw, 'dist/cli.js'), 'serve', '--config', configPath]);
         const child = procs.spawn('tollgate', cmd, args, { cwd: gw, stdio: ['ignore', fd, 'inherit'] });
         closeSync(fd);
         await waitFor(
@@ -396,7 +406,7 @@ function report({ startedAt, loadBefore, results }) {
   const names = ['baseline', ...TOLLGATES.map((t) => t.name)];
   const lines = [];
   lines.push(
-    `Instructions per request under callgrind (${startedAt.toISOString().slice(0, 16)}Z; ${GATEWAYS.map((g) => `${g.split('/').pop()} = ${g}`).join(', ')}; load average ${loadBefore[0].toFixed(2)} before, ${loadavg()[0].toFixed(2)} after)`,
+    `Instructions per request under callgrind (${startedAt.toISOString().slice(0, 16)}Z; ${GATEWAYS.map((g) => `${g.split('/').pop()} = ${g}`).join(', ')}; Node.js ${process.version}${NODE_FLAGS.length ? `, Tollgate with ${NODE_FLAGS.join(' ')}` : ''}; load average ${loadBefore[0].toFixed(2)} before, ${loadavg()[0].toFixed(2)} after)`,
   );
   for (const v of VARIANT_NAMES) lines.push(`variant ${v}: ${VARIANTS[v].about}`);
   lines.push(
