@@ -1,7 +1,7 @@
 // deploy/kubernetes as CI checks it, from a clean clone and without a cluster: each kustomization (the base; the Redis
 // Sentinel and Cluster overlays; the first install with its own Redis; the Ingress with TLS; the gateway's own TLS)
-// rendered by `kubectl kustomize`; every object validated against the Kubernetes 1.33 API schemas and the Prometheus
-// Operator 0.65 CRDs (kubernetes-models, compiled schemas, no network); and the manifests cross-checked against the
+// rendered by `kubectl kustomize`; every object validated against the Kubernetes 1.36 API schemas and the Prometheus
+// Operator 0.91 API (kubernetes-models, compiled schemas, no network); and the manifests cross-checked against the
 // gateway itself: the ConfigMap's config passes `tollgate config check`, the probes' ports and paths are the ones the
 // built gateway answers on, every environment variable is one the code reads, secrets come only from a Secret, the
 // drain fits the grace period, every image is pinned, the TLS files are mounted where the config reads them, the

@@ -106,12 +106,12 @@ function toBase62(n, length) {
 /**
  * A made-up key in the real shape (tg_ + 43 + 6 base62). Every other one carries a correct CRC32 checksum, so
  * the gateway has to look it up (an unknown hash: a Redis read and a negative-cache entry); the rest have a
- * wrong checksum and are refused without a lookup. zlib.crc32 needs Node 20.15+; without it, all are the latter.
+ * wrong checksum and are refused without a lookup.
  */
 let badKeyCount = 0;
 export function makeBadKey() {
   const body = randomBase62(43);
-  if (badKeyCount++ % 2 === 0 && typeof zlib.crc32 === 'function') return `tg_${body}${toBase62(BigInt(zlib.crc32(body)), 6)}`;
+  if (badKeyCount++ % 2 === 0) return `tg_${body}${toBase62(BigInt(zlib.crc32(body)), 6)}`;
   return `tg_${body}${randomBase62(6)}`;
 }
 
