@@ -6,7 +6,8 @@
 //   npm run bench:instructions                                  # 2 runs, each target 3 windows of 3,000 requests
 //   npm run bench:instructions -- --runs 3 --gateway /work/wt/e82   # another checkout's build as Tollgate
 //   npm run bench:instructions -- --variant routes50 --variant doc500   # configs side by side (VARIANTS below)
-//   npm run bench:instructions -- --node-flag=--max-semi-space-size=8   # a Node/V8 option for Tollgate's process
+//   npm run bench:instructions -- --node-flag=--max-semi-space-size=8   # a Node/V8 option for Tollgate's process (after
+//                                                                          the image's NODE_OPTIONS; --v8-defaults: none)
 //
 // Per run, each target in turn (the order alternates between runs) runs under
 // `valgrind --tool=callgrind --smc-check=all-non-file --instr-atstart=no` (V8 writes code at run time: valgrind must
@@ -71,6 +72,7 @@ const { values } = parseArgs({
     'baseline-only': { type: 'boolean', default: false },
     'tollgate-only': { type: 'boolean', default: false },
     'node-flag': { type: 'string', multiple: true },
+    'v8-defaults': { type: 'boolean', default: false },
     out: { type: 'string' },
   },
 });
@@ -91,8 +93,17 @@ const CONNS = int('connections', 1, 500);
 const IDLE_S = int('idle-seconds', 0, 120);
 /** The builds measured as Tollgate: this checkout's, or each --gateway DIR (another checkout, built), side by side. */
 const GATEWAYS = (values.gateway ?? [REPO]).map((d) => resolve(d));
-/** --node-flag: Node/V8 options for Tollgate's process (not the baseline's), e.g. --node-flag=--max-semi-space-size=8. */
-const NODE_FLAGS = values['node-flag'] ?? [];
+/**
+ * Node/V8 options for Tollgate's process (not the baseline's): the Docker image's (its `ENV NODE_OPTIONS="..."`, unless
+ * --v8-defaults), then each --node-flag, e.g. --node-flag=--max-semi-space-size=8.
+ */
+const IMAGE_FLAGS = values['v8-defaults']
+  ? []
+  : (readFileSync(join(REPO, 'Dockerfile'), 'utf8')
+      .match(/^ENV NODE_OPTIONS="([^"]*)"/m)?.[1]
+      .split(/\s+/)
+      .filter(Boolean) ?? []);
+const NODE_FLAGS = [...IMAGE_FLAGS, ...(values['node-flag'] ?? [])];
 for (const f of NODE_FLAGS) {
   if (!/^--[a-z0-9-]+(=[^\s]+)?$/.test(f)) {
     console.error(`--node-flag: expected one option like --max-semi-space-size=8, got "${f}"`);
