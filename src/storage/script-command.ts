@@ -141,7 +141,14 @@ class TurnBatch {
     this.commands = [];
     this.collecting = true;
     try {
-      for (const command of commands) connection.sendCommand(command, this);
+      for (const command of commands) {
+        try {
+          connection.sendCommand(command, this);
+        } catch (err) {
+          // Never left unsettled: a command sendCommand did not take has no deadline either.
+          command.reject(err as Error);
+        }
+      }
     } finally {
       this.collecting = false;
     }
