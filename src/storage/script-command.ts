@@ -49,8 +49,8 @@ export class LuaScript {
   /**
    * Runs the script with `args` (numkeys, the keys, the arguments) followed by `tail`, and answers its reply as Redis
    * sent it (a bulk string as a Buffer), but for a reply array's first element, a string. `batched`: the write waits
-   * for the end of this turn of the event loop, with whatever else is sent on the connection meanwhile; otherwise it
-   * is written now.
+   * for the end of this turn of the event loop, with the other script commands batched on the connection in it;
+   * otherwise it is written now.
    */
   async run(connection: CommandConnection, args: ReadonlyArray<string | number>, tail: EncodedArgs, batched: boolean): Promise<unknown> {
     const command = new ScriptCommand(this, args, tail);
