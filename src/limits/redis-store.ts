@@ -8,6 +8,7 @@
 // consume() calls plus a ban check would be three round trips.
 import { readFileSync } from 'node:fs';
 import { isRedirection, type RedisCommands } from '../storage/redis.js';
+import { encodeArgs, LuaScript, type CommandConnection, type EncodedArgs } from '../storage/script-command.js';
 import type { Keyspace } from '../storage/keyspace.js';
 import { banHolder, poolOf, type QuotaSubject } from './subject.js';
 import { dayOf, HOUR_MS } from '../util/time.js';
@@ -46,13 +47,13 @@ const REFUND_SCRIPT = lua('refund.lua');
 type ScriptReply = ReadonlyArray<Outcome | number>;
 
 /**
- * The script is defined on a client twice, as two commands that send the same EVALSHA: one ioredis auto-pipelines,
- * and one it sends at once (it is in the client's autoPipeliningIgnoredCommands).
+ * The check is sent as a prebuilt command (storage/script-command.ts) on an ioredis connection. The name below defines
+ * it the usual way (defineCommand) only for a client that takes no Command (a test's stand-in): same arguments, in the
+ * same order.
  */
-const PIPELINED = 'tollgateCheck';
-const AT_ONCE = 'tollgateCheckNow';
-type CheckCommand = (...args: Array<string | number>) => Promise<ScriptReply>;
-type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, CheckCommand>;
+const CHECK = new LuaScript(CHECK_SCRIPT);
+const CHECK_DEFINED = 'tollgateCheck';
+type WithCheck = RedisCommands & Record<typeof CHECK_DEFINED, (...args: Array<string | number>) => Promise<ScriptReply>>;
 
 /**
  * Every script command of the limit store on a client, all defined the first time the client is used (once per
@@ -61,17 +62,33 @@ type WithCheck = RedisCommands & Record<typeof PIPELINED | typeof AT_ONCE, Check
  * inside ioredis ("results[i] is not iterable", an uncaught exception) the first time the script is not cached.
  */
 function withCheck(redis: RedisCommands): WithCheck {
-  if (!(PIPELINED in redis)) {
+  if (!(REFUND in redis)) {
     // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached (e.g. after a restart).
     // The number of keys varies with the request's windows: each call gives it first.
-    redis.defineCommand(PIPELINED, { lua: CHECK_SCRIPT });
-    redis.defineCommand(AT_ONCE, { lua: CHECK_SCRIPT });
+    if (!takesCommands(redis)) redis.defineCommand(CHECK_DEFINED, { lua: CHECK_SCRIPT });
     redis.defineCommand(REFUND, { lua: REFUND_SCRIPT });
     redis.defineCommand(SNAPSHOT, { lua: SNAPSHOT_SCRIPT });
-    // A new array: ioredis's default one is shared by every client.
-    redis.options.autoPipeliningIgnoredCommands = [...(redis.options.autoPipeliningIgnoredCommands ?? []), AT_ONCE];
   }
   return redis as WithCheck;
+}
+
+/** Whether the client takes a prebuilt Command (every ioredis client does). */
+const takesCommands = (client: RedisCommands): client is RedisCommands & CommandConnection =>
+  typeof (client as Partial<CommandConnection>).sendCommand === 'function';
+
+/**
+ * A request's windows' limits and lengths (and candidates) as the script's last arguments, encoded once per
+ * LimitRequest.scriptArgs: those are built once per plan, route and config (windows.ts), so a reload brings new ones
+ * and the old ones' encodings go with them. (A request with a monthly window gets its own, per request.)
+ */
+const encodedScriptArgs = new WeakMap<readonly number[], EncodedArgs>();
+function scriptArgsOf(request: LimitRequest): EncodedArgs {
+  let encoded = encodedScriptArgs.get(request.scriptArgs);
+  if (encoded === undefined) {
+    encoded = encodeArgs(request.scriptArgs);
+    if (request.calendar.length === 0) encodedScriptArgs.set(request.scriptArgs, encoded);
+  }
+  return encoded;
 }
 
 export class RedisLimiterStore implements LimiterStore {
@@ -104,14 +121,15 @@ export class RedisLimiterStore implements LimiterStore {
     const usageDay = this.ks.usageDay(subject, ledgerDay === '' ? this.day.arg : ledgerDay);
     const plan = request.plan;
     const creditArg = credit ? `${plan.minute + 1} ${credit.minute} ${credit.minuteMs} ${plan.day + 1} ${credit.day} ${credit.dayMs} ${credit.requests}` : '';
-    // A check with none other awaiting Redis is written to the socket now. Auto-pipelining would hold it until
-    // setImmediate, to write with it whatever else this turn of the event loop sends; at one request at a time
-    // there is nothing else, and the wait and the pipeline per command raised the p99 at one connection by about
-    // 0.9 ms (bench/history/2026-11.md, "p99 at one connection: the limit check's write"). Checks that overlap (concurrent
-    // requests) still share one write per turn (per node, on a cluster).
-    const command = this.awaiting === 0 ? AT_ONCE : PIPELINED;
+    // A check with none other awaiting Redis is written to the socket now. Batched, it would wait until setImmediate,
+    // to leave with whatever else this turn of the event loop sends; at one request at a time there is nothing else,
+    // and that wait raised the p99 at one connection by about 0.9 ms (bench/history/2026-11.md, "p99 at one
+    // connection: the limit check's write"). Checks that overlap (concurrent requests) still share one write per turn
+    // (per node, on a cluster).
+    const batched = this.awaiting !== 0;
     const windows = request.windows;
-    // In the order of CHECK_CONTRACT's keys and argv (test/limits-contract.test.ts checks the positions by name).
+    // In the order of CHECK_CONTRACT's keys and argv (test/limits-contract.test.ts checks the positions by name);
+    // request.scriptArgs follow them.
     // Bans in shadow mode keep their own hash and strikes: the enforced ones are neither read nor written then.
     const banMode = banModeOf(ban);
     const shadowBans = banMode === 'shadow';
@@ -126,27 +144,17 @@ export class RedisLimiterStore implements LimiterStore {
     // A key of a consumer: the plan's and the route's windows are the consumer's pool, the caps its own.
     const pool = poolOf(subject);
     for (const w of windows) args.push(this.ks.limitWindow(w.cap ? subject : pool, w.suffix));
-    args.push(
-      ledgerDay,
-      ladder,
-      keyHash,
-      keyRevision,
-      creditArg,
-      ledgerMs > 0 ? ledgerMs : '',
-      request.cost,
-      request.shadow,
-      banMode,
-      recordField(subject),
-      ...request.scriptArgs,
-    );
-    const direct = withCheck(this.clientForSlotOf(record));
+    args.push(ledgerDay, ladder, keyHash, keyRevision, creditArg, ledgerMs > 0 ? ledgerMs : '', request.cost, request.shadow, banMode, recordField(subject));
+    const direct = this.clientForSlotOf(record);
     this.awaiting++;
     let reply: ScriptReply;
     try {
       // At most twice: straight to the slot's primary, then (after a redirection) through the cluster client.
       for (let client = direct; ; client = this.redis) {
         try {
-          reply = await client[command](...args);
+          reply = takesCommands(client)
+            ? ((await CHECK.run(client, args, scriptArgsOf(request), batched)) as ScriptReply)
+            : await withCheck(client)[CHECK_DEFINED](...args, ...request.scriptArgs);
           break;
         } catch (err) {
           // The slot moved (resharding, failover) since the cluster client's table was read: the script did not run;

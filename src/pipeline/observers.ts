@@ -78,21 +78,23 @@ export function accessLog(logger: Logger, keyParams: () => readonly string[] = (
       res: (res: ServerResponse) => ({ statusCode: res.statusCode }),
     },
     customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : 'info'),
-    customSuccessObject: (req, res, fields) => withOutcome(req, res, fields),
+    customSuccessObject: (req, res, fields) => withOutcome(req, res, fields as Record<string, unknown>),
     customErrorObject: (req, res, _err, fields) =>
       withOutcome(req, res, { res: (fields as { res: unknown }).res, responseTime: (fields as { responseTime: number }).responseTime }),
   });
   return (req, res) => middleware(req, res);
 }
 
-function withOutcome(req: IncomingMessage, res: ServerResponse, fields: object): object {
+/**
+ * The line's fields after pino-http's own (res, responseTime), in this order when present. `fields` is the object
+ * pino-http made for this one line: written to in place, not copied.
+ */
+function withOutcome(req: IncomingMessage, res: ServerResponse, fields: Record<string, unknown>): object {
   const caller = req.ctx?.caller;
   const from = req.ctx?.overriddenFrom;
-  return {
-    ...fields,
-    ...(caller ? { consumer: caller.id } : {}),
-    // req.method is the method an honoured override named; the one the client sent is said beside it.
-    ...(from !== undefined ? { overriddenFrom: from } : {}),
-    ...(res.writableFinished ? {} : { aborted: true }),
-  };
+  if (caller) fields.consumer = caller.id;
+  // req.method is the method an honoured override named; the one the client sent is said beside it.
+  if (from !== undefined) fields.overriddenFrom = from;
+  if (!res.writableFinished) fields.aborted = true;
+  return fields;
 }

@@ -13,7 +13,7 @@ import type { Logger } from '../observability/logger.js';
 import { giveCommandsDeadline } from './command-deadline.js';
 import { connectionProblemLog } from './connection-problems.js';
 
-/** The commands Tollgate's stores send, and the one option the limit store sets; every ioredis client has them. */
+/** The commands Tollgate's stores send; every ioredis client has them. */
 export type RedisCommands = Pick<
   Redis,
   | 'get'
@@ -50,7 +50,7 @@ export type RedisCommands = Pick<
   | 'xgroup'
   | 'xack'
   | 'xautoclaim'
-> & { options: { autoPipeliningIgnoredCommands?: string[] } };
+>;
 
 /** A connection in subscriber mode (pub/sub needs a socket of its own). */
 export interface RedisSubscriber {
