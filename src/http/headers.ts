@@ -189,19 +189,36 @@ export function bindingWindow<W extends Pick<RateWindow, 'remaining' | 'windowSe
 }
 
 /**
+ * A window's item in the RateLimit header up to its remaining points (`"minute";r=`). It depends only on the window's
+ * name, so callers with fixed windows work it out once (LimitRequest.rateLimitItems) and pass it to
+ * setRateLimitHeaders.
+ */
+export function rateLimitItemStart(name: string): string {
+  return `${sfString(name)};r=`;
+}
+
+/**
  * Writes X-RateLimit-Limit/Remaining/Reset for the binding window (bindingWindow) and the draft's RateLimit for
- * every window (`t` = seconds until it frees, a delta).
+ * every window (`t` = seconds until it frees, a delta). `itemStarts[i]`, when given, is rateLimitItemStart of
+ * windows[i]'s name, worked out beforehand; the policy is the caller's (formatRateLimitPolicy, cached).
  */
 export function setRateLimitHeaders(
   res: { setHeader(name: string, value: string): unknown },
   windows: readonly RateWindow[],
   policy: string,
   nowMs: number,
+  itemStarts?: readonly string[],
 ): void {
   const binding = bindingWindow(windows);
-  res.setHeader(H.rateLimitLimit, String(binding.limit));
-  res.setHeader(H.rateLimitRemaining, String(Math.max(0, binding.remaining)));
-  res.setHeader(H.rateLimitReset, String(Math.ceil((nowMs + binding.resetMs) / 1000)));
+  let rateLimit = '';
+  for (let i = 0; i < windows.length; i++) {
+    const w = windows[i]!;
+    const start = itemStarts?.[i] ?? rateLimitItemStart(w.name);
+    rateLimit += `${i === 0 ? '' : ', '}${start}${Math.max(0, w.remaining)};t=${Math.max(0, Math.ceil(w.resetMs / 1000))}`;
+  }
+  res.setHeader(H.rateLimitLimit, `${binding.limit}`);
+  res.setHeader(H.rateLimitRemaining, `${Math.max(0, binding.remaining)}`);
+  res.setHeader(H.rateLimitReset, `${Math.ceil((nowMs + binding.resetMs) / 1000)}`);
   res.setHeader(H.rateLimitPolicy, policy);
-  res.setHeader(H.rateLimit, windows.map((w) => `${sfString(w.name)};r=${Math.max(0, w.remaining)};t=${Math.max(0, Math.ceil(w.resetMs / 1000))}`).join(', '));
+  res.setHeader(H.rateLimit, rateLimit);
 }

@@ -78,6 +78,8 @@ export interface LimitRequest {
   readonly shown: readonly number[];
   /** The RateLimit-Policy header of the enforced windows, formatted once ('' when none is enforced). */
   readonly policy: string;
+  /** Per enforced window (in `shown`'s order), the start of its RateLimit item (rateLimitItemStart), formatted once. */
+  readonly rateLimitItems: readonly string[];
   /**
    * The first enforced window whose whole limit is below the cost: the request can never be admitted, and is refused
    * (403 cost_exceeds_limit) before any store is asked.

@@ -5,7 +5,7 @@
 // window is copied per check, its length set to the time left in its period (atInstant).
 import { planRouteLimits, type Config } from '../config/schema.js';
 import type { Runtime, RuntimeConfig } from '../routing/runtime.js';
-import { formatRateLimitPolicy } from '../http/headers.js';
+import { formatRateLimitPolicy, rateLimitItemStart } from '../http/headers.js';
 import type { CompiledRoute } from '../routing/routes.js';
 import type { MonthPeriod } from './months.js';
 import { type CandidateSpec, type KeyLimits, type LimitMode, type LimitRequest, type WindowSpec } from './types.js';
@@ -128,6 +128,7 @@ export function limitRequest(windows: readonly WindowSpec[], cost = 1, candidate
     shown: Object.freeze(shown),
     // Only enforced windows: a client that honours RateLimit must not slow down for a limit that is not in force.
     policy: formatRateLimitPolicy(shown.map((i) => ({ name: windows[i]!.name, limit: windows[i]!.limit, windowSeconds: windows[i]!.lengthMs / 1000 }))),
+    rateLimitItems: Object.freeze(shown.map((i) => rateLimitItemStart(windows[i]!.name))),
     // Known from the config alone, so such a request is refused without asking a store (and strikes nothing).
     unpayable: windows.find((w) => w.mode === 'enforce' && w.limit < cost),
     scriptArgs: Object.freeze([...windows.flatMap((w) => [w.limit, w.lengthMs]), ...candidates.flatMap((c) => [c.of + 1, c.limit])]),

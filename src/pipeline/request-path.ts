@@ -59,7 +59,8 @@ export type Phase = 'entry' | 'routing' | 'identity' | 'limits' | 'policy' | 'up
 
 /**
  * The sequences a stage is assembled into: `path`, the request path; `quota`, the quota endpoint's (GET
- * selfService.path, run inside ownEndpoints); `app`, the Express app itself, before its router (server/app.ts).
+ * selfService.path, run inside ownEndpoints); `app`, the gateway's request handler itself, before the request path
+ * (server/app.ts).
  */
 export type Sequence = 'path' | 'quota' | 'app';
 
@@ -100,7 +101,7 @@ export const STAGES: readonly StageRow[] = Object.freeze([
     phase: 'entry',
     name: 'normalizeRequestTarget',
     runsFor: 'every request',
-    what: 'absolute-form target reduced to its path, fragment dropped (in server/app.ts, before Express routes)',
+    what: 'absolute-form target reduced to its path, fragment dropped (in server/app.ts, before the request path and Express)',
     in: ['app'],
   },
   {
@@ -331,8 +332,10 @@ export const STAGES: readonly StageRow[] = Object.freeze([
 ] satisfies StageRow[]);
 
 /**
- * The request path as one handler: the table's `path` stages in order. A stage that calls next('route') sends the
- * request out of it, to the gateway's own routes after it (/healthz, /readyz, /metrics, and the 404).
+ * The request path as one handler: the table's `path` stages in order. server/app.ts calls it for every request,
+ * without Express's router; a stage that calls next('route') sends the request out of it, to the Express app behind
+ * it (the gateway's own routes /healthz, /readyz, /metrics, and the 404), and an error goes to that app's error
+ * handler.
  */
 export function requestPath(p: RequestPathParts): RequestHandler {
   const sources = followKeySources(() => p.runtime.config.auth.sources);
@@ -366,7 +369,7 @@ function keyedRoutesOnly(stage: RequestHandler): RequestHandler {
 
 /**
  * Stages as one handler that runs them in order, as Express would as separate handlers (an error or a rejected
- * promise goes to the error handler), but with one router layer instead of one per stage.
+ * promise goes to the error handler), without a router layer per stage.
  */
 export function inSequence(stages: readonly RequestHandler[]): RequestHandler {
   return function stagesInSequence(req, res, done) {

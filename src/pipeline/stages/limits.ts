@@ -3,17 +3,26 @@
 // decisions are in src/limits/; these stages turn their outcomes into RateLimit headers, 429s and 403s.
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { sendError } from '../../http/errors.js';
-import { formatRetryAfter, H, setRateLimitHeaders, type RateWindow } from '../../http/headers.js';
+import { formatRetryAfter, H, rateLimitItemStart, setRateLimitHeaders, type RateWindow } from '../../http/headers.js';
 import type { AnonymousDecision, AnonymousLimiter } from '../../limits/anonymous.js';
 import type { KeyLimiter, KeyLimitOutcome, QuotaOutcome } from '../../limits/key-limits.js';
 import type { PublicLimitOutcome, PublicRouteLimiter } from '../../limits/public-limits.js';
 import type { LimitRequest, WindowSpec, WindowState } from '../../limits/types.js';
 import { disownKey } from './identity.js';
 
+/** The anonymous limit's one window's RateLimit item, formatted once. */
+const ANONYMOUS_ITEMS: readonly string[] = Object.freeze([rateLimitItemStart('minute')]);
+
 /** 5. Requests without a valid key are metered per client address; a keyed request passes untouched. */
 export function anonymousLimit(anonymous: AnonymousLimiter): RequestHandler {
   const answer = (res: Response, next: NextFunction, d: AnonymousDecision): void => {
-    setRateLimitHeaders(res, [{ name: 'minute', limit: d.limit, remaining: d.remaining, resetMs: d.resetMs, windowSeconds: 60 }], d.policy, d.now);
+    setRateLimitHeaders(
+      res,
+      [{ name: 'minute', limit: d.limit, remaining: d.remaining, resetMs: d.resetMs, windowSeconds: 60 }],
+      d.policy,
+      d.now,
+      ANONYMOUS_ITEMS,
+    );
     if (d.admitted) return next();
     res.setHeader(H.retryAfter, formatRetryAfter(d.resetMs));
     sendError(res, 'rate_limit_exceeded', `Too many requests without a valid API key from this address. Retry after ${formatRetryAfter(d.resetMs)} seconds.`);
@@ -196,13 +205,11 @@ function rateWindow(w: Pick<WindowSpec, 'name' | 'limit' | 'lengthMs'>, state: W
  * is never shown (a client must not slow down for a limit not in force); none enforced, no such headers.
  */
 function setWindowHeaders(res: Response, request: LimitRequest, states: readonly WindowState[], now: number): void {
-  if (request.shown.length === 0) return;
-  setRateLimitHeaders(
-    res,
-    request.shown.map((i) => rateWindow(request.windows[i]!, states[i]!)),
-    request.policy,
-    now,
-  );
+  const { shown } = request;
+  if (shown.length === 0) return;
+  const windows: RateWindow[] = [];
+  for (const i of shown) windows.push(rateWindow(request.windows[i]!, states[i]!));
+  setRateLimitHeaders(res, windows, request.policy, now, request.rateLimitItems);
 }
 
 /** The names of the windows a refusal found short, as its message says them: "minute", "minute and store:day". */
