@@ -76,6 +76,10 @@ function failureKind(outcome: TryOutcome, a?: Answer): string {
   }
 }
 
+/** The relay (createProxy's ResponseRelay) an upstream response or a client response belongs to, for its listeners. */
+const RELAY = Symbol('relay');
+type Relayed = { [RELAY]?: { data(chunk: Buffer): void; end(): void; upstreamClosed(): void; clientClosed(): void } };
+
 export function createProxy(opts: ProxyOptions) {
   const { services, maxBodyBytes, logger, metrics, onNotReached, onReachedFailed, responseIdleTimeoutMs } = opts;
   const now = opts.now ?? opts.services.now;
@@ -237,76 +241,92 @@ export function createProxy(opts: ProxyOptions) {
    * mended, set on `res` when its first byte (or its end) comes, so that a response cut off before any byte of its body
    * leaves `res` as the gateway had it and the client gets a 502 instead of an empty reply. Then its body with
    * backpressure: a client that stops reading for responseIdleTimeoutMs is cut off and the upstream connection
-   * closed, so it cannot hold the target's pool. Every listener is guarded: a throw while relaying closes this exchange
-   * (or answers 502 when nothing was written) and never reaches the process.
+   * closed, so it cannot hold the target's pool. The work is ResponseRelay's, one per response.
    */
   function relay(req: Request, res: Response, x: ProxyExchange, t: UpstreamTry, upRes: IncomingMessage): void {
-    let started = false;
-    let addTrailers: (() => void) | undefined;
-    // A listener threw and the exchange is closed: the others have nothing left to do.
-    let broken = false;
-    const start = (): void => {
-      started = true;
-      res.statusCode = upRes.statusCode!;
-      const reason = relayedReason(upRes.statusMessage);
-      if (reason) res.statusMessage = reason;
-      relayResponseHeaders(upRes, res);
-      addTrailers = relayedTrailers(res, upRes);
-    };
-    const guarded =
-      <A extends unknown[]>(fn: (...args: A) => void) =>
-      (...args: A): void => {
-        if (broken) return;
-        try {
-          fn(...args);
-        } catch (err) {
-          broken = true;
-          logger.error({ reqId: req.id, service: x.service.name, err }, 'relaying the upstream response failed; closed');
-          metrics.upstreamErrors.inc({ kind: 'relay' });
-          t.req.destroy();
-          if (!started && !res.headersSent) return void sendError(res, 'bad_gateway');
-          res.destroy();
-        }
-      };
-    let idle: NodeJS.Timeout | undefined;
-    const cutIdle = (): void => {
-      logger.warn({ reqId: req.id, service: x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
-      metrics.upstreamErrors.inc({ kind: 'client_idle' });
-      res.destroy();
-      t.req.destroy();
-    };
-    const onDrain = (): void => {
-      clearTimeout(idle);
-      upRes.resume();
-    };
-    upRes.on(
-      'data',
-      guarded((chunk: Buffer) => {
-        if (!started) start();
-        if (res.write(chunk)) return;
-        upRes.pause();
-        idle = setTimeout(cutIdle, responseIdleTimeoutMs);
-        res.once('drain', onDrain);
-      }),
-    );
-    upRes.once(
-      'end',
-      guarded(() => {
-        // The target answered before the whole body arrived: what is left of it goes nowhere, and the target connection,
-        // its request unfinished, cannot be used again.
+    const r = new ResponseRelay(req, res, x, t, upRes);
+    (upRes as Relayed)[RELAY] = r;
+    (res as Relayed)[RELAY] = r;
+    upRes.on('data', onUpstreamData);
+    upRes.on('end', onUpstreamEnd);
+    upRes.on('close', onUpstreamClose);
+    res.once('close', onClientClose);
+    if (res.destroyed) t.req.destroy();
+  }
+
+  // The relay's listeners: made once per proxy, each finding its relay on the emitter, so a response relayed costs
+  // one object rather than a closure per listener. 'end' and 'close' come once per response.
+  function onUpstreamData(this: IncomingMessage, chunk: Buffer): void {
+    (this as Relayed)[RELAY]!.data(chunk);
+  }
+  function onUpstreamEnd(this: IncomingMessage): void {
+    (this as Relayed)[RELAY]!.end();
+  }
+  function onUpstreamClose(this: IncomingMessage): void {
+    (this as Relayed)[RELAY]!.upstreamClosed();
+  }
+  function onClientClose(this: ServerResponse): void {
+    (this as Relayed)[RELAY]!.clientClosed();
+  }
+
+  /**
+   * One response being relayed (relay() above). Every listener is guarded: a throw while relaying closes this exchange
+   * (or answers 502 when nothing was written) and never reaches the process.
+   */
+  class ResponseRelay {
+    private started = false;
+    private addTrailers: (() => void) | undefined;
+    /** A listener threw and the exchange is closed: the others have nothing left to do. */
+    private broken = false;
+    private idle: NodeJS.Timeout | undefined;
+
+    constructor(
+      private readonly req: Request,
+      private readonly res: Response,
+      private readonly x: ProxyExchange,
+      private readonly t: UpstreamTry,
+      private readonly upRes: IncomingMessage,
+    ) {}
+
+    data(chunk: Buffer): void {
+      if (this.broken) return;
+      try {
+        if (!this.started) this.start();
+        if (this.res.write(chunk)) return;
+        this.upRes.pause();
+        this.idle = setTimeout(() => this.cutIdle(), responseIdleTimeoutMs);
+        this.res.once('drain', () => {
+          clearTimeout(this.idle);
+          this.upRes.resume();
+        });
+      } catch (err) {
+        this.fail(err);
+      }
+    }
+
+    end(): void {
+      if (this.broken) return;
+      try {
+        const { x, t } = this;
+        // The target answered before the whole body arrived: what is left of it goes nowhere, and the target
+        // connection, its request unfinished, cannot be used again.
         if (x.body && !x.body.complete) {
           x.body.stop();
           t.req.destroy();
         }
-        if (!started) start();
-        addTrailers?.();
-        res.end();
-      }),
-    );
-    upRes.once(
-      'close',
-      guarded(() => {
-        clearTimeout(idle);
+        if (!this.started) this.start();
+        this.addTrailers?.();
+        this.res.end();
+      } catch (err) {
+        this.fail(err);
+      }
+    }
+
+    upstreamClosed(): void {
+      if (this.broken) return;
+      try {
+        const { req, res, x, upRes } = this;
+        clearTimeout(this.idle);
         if (upRes.complete || res.destroyed) return;
         // Cut off by the target after its headers: counted by its status already, still a failure of the target.
         services.recordResult(x.service, x.target!, true, 'reset');
@@ -320,14 +340,44 @@ export function createProxy(opts: ProxyOptions) {
           return void sendError(res, 'bad_gateway');
         }
         res.destroy();
-      }),
-    );
-    res.once('close', () => {
-      clearTimeout(idle);
-      x.body?.stop();
-      if (!res.writableFinished) t.req.destroy();
-    });
-    if (res.destroyed) t.req.destroy();
+      } catch (err) {
+        this.fail(err);
+      }
+    }
+
+    clientClosed(): void {
+      clearTimeout(this.idle);
+      this.x.body?.stop();
+      if (!this.res.writableFinished) this.t.req.destroy();
+    }
+
+    /** Status, reason phrase and headers set on `res`, at the response's first byte or its end. */
+    private start(): void {
+      const { res, upRes } = this;
+      this.started = true;
+      res.statusCode = upRes.statusCode!;
+      const reason = relayedReason(upRes.statusMessage);
+      if (reason) res.statusMessage = reason;
+      relayResponseHeaders(upRes, res);
+      this.addTrailers = relayedTrailers(res, upRes);
+    }
+
+    private cutIdle(): void {
+      logger.warn({ reqId: this.req.id, service: this.x.service.name, idleMs: responseIdleTimeoutMs }, 'client stopped reading the response; closed');
+      metrics.upstreamErrors.inc({ kind: 'client_idle' });
+      this.res.destroy();
+      this.t.req.destroy();
+    }
+
+    private fail(err: unknown): void {
+      const { req, res, x, t } = this;
+      this.broken = true;
+      logger.error({ reqId: req.id, service: x.service.name, err }, 'relaying the upstream response failed; closed');
+      metrics.upstreamErrors.inc({ kind: 'relay' });
+      t.req.destroy();
+      if (!this.started && !res.headersSent) return void sendError(res, 'bad_gateway');
+      res.destroy();
+    }
   }
 
   /**
