@@ -7,7 +7,7 @@
 //   npm run soak -- --duration 120        (npm run soak builds first; node scripts/soak.mjs needs dist/ built)
 //
 // See `node scripts/soak.mjs --help` for the options, and scripts/soak-lib/workload.mjs for the mix.
-import { existsSync, mkdtempSync, rmSync, writeFileSync, createReadStream, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createReadStream, statSync } from 'node:fs';
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -171,6 +171,12 @@ function checkInterrupted() {
 }
 
 /** The environment for our children: none of the variables that would override the generated config. */
+/** The Docker image's NODE_OPTIONS (its `ENV NODE_OPTIONS="..."` line), or undefined when it sets none. */
+const imageNodeOptions = (() => {
+  const dockerfile = join(dirname(fileURLToPath(import.meta.url)), '..', 'Dockerfile');
+  return existsSync(dockerfile) ? readFileSync(dockerfile, 'utf8').match(/^ENV NODE_OPTIONS="([^"]*)"/m)?.[1] : undefined;
+})();
+
 function childEnv(extra = {}) {
   const env = { ...process.env };
   for (const k of ['PORT', 'HOST', 'UPSTREAM_URL', 'REDIS_URL', 'LOG_LEVEL', 'TOLLGATE_CONFIG', 'NODE_OPTIONS']) delete env[k];
@@ -215,7 +221,10 @@ async function startPetstore(redisUrl) {
 
 async function startGateway(configFile) {
   const log = join(scratch, 'gateway.log');
-  const entry = children.start('gateway', process.execPath, [CLI, 'serve', '--config', configFile], { logFile: log, env: childEnv() });
+  // The gateway as the image starts it: with the Dockerfile's NODE_OPTIONS (V8's young generation at a fixed size; with
+  // V8's own sizing on Node.js 24 it keeps growing through the first minutes on a large host, which is not a leak).
+  const env = childEnv(imageNodeOptions ? { NODE_OPTIONS: imageNodeOptions } : {});
+  const entry = children.start('gateway', process.execPath, [CLI, 'serve', '--config', configFile], { logFile: log, env });
   const line = await waitFor(
     () => {
       if (!children.children.has(entry.pid)) throw new Error(`the gateway exited:\n${tail(log)}`);
