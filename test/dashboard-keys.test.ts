@@ -184,12 +184,17 @@ describe('the keys page in a browser', () => {
     // A value without a name is refused by the form itself, before any request.
     expect(await page.locator('#create-key-error li').allInnerTexts()).toEqual(['Metadata: the value "orphan value" has no name']);
     await page.locator('#create-key').getByRole('button', { name: 'Cancel' }).click();
+    await page.locator('#create-key').waitFor({ state: 'hidden', timeout: 5_000 });
     expect(await page.locator('#create-key').isVisible()).toBe(false);
     await page.locator('#create-key-open').click();
+    // Opened on the next render: Escape pressed before it is shown would close nothing.
+    await page.locator('#create-key').waitFor({ state: 'visible', timeout: 5_000 });
     expect(await page.locator('#create-name').inputValue()).toBe('');
     expect(await page.getByLabel('Metadata value 1').inputValue()).toBe('');
     expect(await page.locator('#create-key-error').count()).toBe(0);
     await page.keyboard.press('Escape');
+    // Escape closes the dialog through its cancel event, a task after the key press: wait for that, bounded.
+    await page.locator('#create-key').waitFor({ state: 'hidden', timeout: 5_000 });
     expect(await page.locator('#create-key').isVisible()).toBe(false);
     expect(((await admin('GET', '/keys?limit=1000')).body.keys as unknown[]).length).toBe(before);
   });
