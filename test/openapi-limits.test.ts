@@ -290,7 +290,11 @@ describe('a serving gateway reloading a hostile document', () => {
     const { proc, url } = await startServe(config, 60_000);
     try {
       const before = await probeDuring(url, new Promise((r) => setTimeout(r, 300)));
-      writeFileSync(docPath, manyOperations());
+      // The probes' route is in the new document too: a read that ends within the probes' 3 s (a fast machine) then
+      // leaves it answering as before, rather than a 404 from the new routes.
+      const many = JSON.parse(manyOperations()) as { paths: Record<string, unknown> };
+      many.paths['/things/{id}'] = (JSON.parse(smallDocument()) as { paths: Record<string, unknown> }).paths['/things/{id}'];
+      writeFileSync(docPath, JSON.stringify(many));
       proc.signal('SIGHUP');
       // Reading 20,000 operations takes many seconds, all of them on the reading thread.
       const during = await probeDuring(url, new Promise((r) => setTimeout(r, 3000)));
